@@ -1,0 +1,40 @@
+// Package gather gives Gorgonia the ONNX Gather and GatherElements operators
+// as differentiable graph ops, with the same operations on plain tensors.
+//
+// # Operations
+//
+// Gather (ONNX Gather-13, NumPy take) selects whole slices of data along
+// one axis:
+//
+//	out[i₀…, j₀…jq, k…] = data[i₀…, indices[j₀…jq], k…]
+//
+// so data of shape [2, 5, 3] gathered on axis 1 with indices of shape [4, 2]
+// gives an output of shape [2, 4, 2, 3].
+//
+// GatherElements (ONNX GatherElements-13, NumPy take_along_axis, PyTorch
+// gather) picks one element per index; indices have the rank of data and the
+// output has the shape of indices. On axis 1 of a matrix:
+//
+//	out[i][j] = data[i][indices[i][j]]
+//
+// The graph functions Gather and GatherElements add the ops to a
+// gorgonia.ExprGraph; Take and TakeAlongAxis compute the same results on
+// tensors without a graph; IndexAdd and ScatterAdd are their backward kernels.
+//
+// # Indices
+//
+// Indices are tensors of dtype tensor.Int, tensor.Int32 or tensor.Int64. A
+// negative index counts from the end of the axis, so for an axis of size s
+// the valid range is [-s, s-1]. Anything outside it is an error; nothing is
+// ever clamped or wrapped. Data may hold any dtype that gorgonia.org/tensor
+// holds; gradients exist for float32 and float64 data.
+//
+// # Errors
+//
+// Bad input is reported as an error, never a panic, and before anything is
+// written: a failed call leaves its output buffer untouched and never
+// modifies its inputs. Errors wrap the sentinels ErrIndexOutOfRange,
+// ErrAxisOutOfRange, ErrShape and ErrDtype; an out-of-range index is an
+// *IndexError. Gorgonia's machines hide the error an op returned behind a
+// wrapper without Unwrap; Cause recovers it.
+package gather

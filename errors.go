@@ -1,0 +1,88 @@
+package gather
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Sentinel errors. Every error this package returns wraps exactly one of
+// them, so callers can test the class with errors.Is.
+var (
+	// ErrIndexOutOfRange: an index lies outside [-s, s-1] for an axis of size s.
+	ErrIndexOutOfRange = errors.New("index out of range")
+	// ErrAxisOutOfRange: the axis lies outside [-r, r-1] for data of rank r.
+	ErrAxisOutOfRange = errors.New("axis out of range")
+	// ErrShape: the shapes or ranks of the arguments do not fit together,
+	// or a size overflows int.
+	ErrShape = errors.New("shape mismatch")
+	// ErrDtype: an argument has a dtype the operation does not accept.
+	ErrDtype = errors.New("unsupported dtype")
+)
+
+// An IndexError records an index outside the valid range of its axis.
+// It unwraps to ErrIndexOutOfRange.
+type IndexError struct {
+	Op    string // "gather" or "gather_elements"
+	Pos   []int  // position of the bad value in the indices tensor
+	Value int64  // the bad value
+	Axis  int    // the data axis it indexes (normalised, >= 0)
+	Size  int    // the size of that axis
+}
+
+func (e *IndexError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	b.WriteString(": indices[")
+	for i, p := range e.Pos {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(p))
+	}
+	b.WriteString("] = ")
+	b.WriteString(strconv.FormatInt(e.Value, 10))
+	if e.Size == 0 {
+		fmt.Fprintf(&b, " is out of range: axis %d has size 0", e.Axis)
+	} else {
+		fmt.Fprintf(&b, " is out of range [%d, %d] for axis %d of size %d", -e.Size, e.Size-1, e.Axis, e.Size)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrIndexOutOfRange.
+func (e *IndexError) Unwrap() error { return ErrIndexOutOfRange }
+
+// Cause returns the error that an operation of this package returned inside
+// err. Gorgonia's machines wrap an op's error in a type that has an Err method
+// but no Unwrap, so errors.Is and errors.As cannot see through a RunAll error;
+// they can through Cause's result:
+//
+//	if err := vm.RunAll(); err != nil {
+//		var ie *gather.IndexError
+//		if errors.As(gather.Cause(err), &ie) { ... ie.Value, ie.Pos ... }
+//	}
+//
+// If err holds no error of this package, Cause returns err unchanged.
+func Cause(err error) error {
+	for e := err; e != nil; {
+		if isOurs(e) {
+			return e
+		}
+		switch x := e.(type) {
+		case interface{ Unwrap() error }:
+			e = x.Unwrap()
+		case interface{ Err() error }:
+			e = x.Err()
+		default:
+			return err
+		}
+	}
+	return err
+}
+
+func isOurs(err error) bool {
+	return errors.Is(err, ErrIndexOutOfRange) || errors.Is(err, ErrAxisOutOfRange) ||
+		errors.Is(err, ErrShape) || errors.Is(err, ErrDtype)
+}

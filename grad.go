@@ -1,0 +1,335 @@
+package gather
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// IndexAdd adds src into dst at the positions that Take(dst, indices, axis)
+// reads: it is the gradient of Gather with respect to data. For axis 0 and
+// rows of n elements it is
+//
+//	for i, j := range indices { dst[j*n:(j+1)*n] += src[i*n:(i+1)*n] }
+//
+// and likewise for each block before axis. Repeated indices accumulate;
+// negative ones add into the row they name. dst must be a row-major float32
+// or float64 tensor (not a view); src must have dst's dtype and the shape
+// Take would return. On error dst is unchanged. The sum into each element
+// runs in index order whatever the number of threads, so the result does
+// not depend on GOMAXPROCS. It is O(size of src).
+func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
+	return backward(opGather, dst, indices, src, axis, 1)
+}
+
+// ScatterAdd adds src into dst at the positions that TakeAlongAxis(dst,
+// indices, axis) reads: it is the gradient of GatherElements with respect to
+// data (ONNX ScatterElements with reduction "add", PyTorch scatter_add_).
+// For a matrix and axis 1 it is
+//
+//	for i, row := range indices { for j, k := range row { dst[i][k] += src[i][j] } }
+//
+// Repeated indices accumulate. dst must be a row-major float32 or float64
+// tensor (not a view); src must have dst's dtype and the shape of indices.
+// On error dst is unchanged. The result does not depend on GOMAXPROCS.
+// It is O(size of src).
+func ScatterAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
+	return backward(opGatherElements, dst, indices, src, axis, 1)
+}
+
+// backward adds scale*src into dst at the positions the op named kind reads,
+// after checking everything.
+func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale float64) error {
+	a, err := planAdd(kind, dst, indices, src, axis)
+	if err != nil {
+		return err
+	}
+	a.run(scale)
+	return nil
+}
+
+// addPlan is a checked backward call, ready to run.
+type addPlan struct {
+	kind     string
+	dst, src *tensor.Dense
+	ix       indexTensor
+	axis     int
+}
+
+// planAdd checks the arguments of backward.
+func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int) (addPlan, error) {
+	var a addPlan
+	if dst == nil {
+		return a, fmt.Errorf("%s gradient: destination is nil: %w", kind, ErrShape)
+	}
+	if dt := dst.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
+		return a, fmt.Errorf("%s gradient: data must be float32 or float64 to have a gradient, got %v: %w", kind, dt, ErrDtype)
+	}
+	if !isRowMajor(dst) || dst.IsView() || !dst.IsNativelyAccessible() {
+		return a, fmt.Errorf("%s gradient: destination of shape %v must be a row-major tensor that is not a view: %w", kind, dst.Shape(), ErrShape)
+	}
+	ix, err := asIndices(kind, indices)
+	if err != nil {
+		return a, err
+	}
+	g, err := asDense(kind, "gradient", src)
+	if err != nil {
+		return a, err
+	}
+	ax, err := normAxis(kind, axis, dst.Dims())
+	if err != nil {
+		return a, err
+	}
+	shape, err := outputShape(kind, dst.Shape(), ix.shape, ax)
+	if err != nil {
+		return a, err
+	}
+	if g.Dtype() != dst.Dtype() || !g.Shape().Eq(shape) {
+		return a, fmt.Errorf("%s gradient: want a %v gradient of shape %v, got %v of shape %v: %w",
+			kind, dst.Dtype(), shape, g.Dtype(), g.Shape(), ErrShape)
+	}
+	if err := checkIndices(kind, ix, ax, dst.Shape()[ax]); err != nil {
+		return a, err
+	}
+	if overlaps(dst, g) {
+		g = g.Clone().(*tensor.Dense)
+	}
+	return addPlan{kind: kind, dst: dst, src: g, ix: ix, axis: ax}, nil
+}
+
+func (a addPlan) run(scale float64) {
+	switch a.dst.Dtype() {
+	case tensor.Float32:
+		addTyped(a.kind, a.dst.Float32s(), a.src.Float32s(), a.ix, a.dst.Shape(), a.axis, float32(scale))
+	case tensor.Float64:
+		addTyped(a.kind, a.dst.Float64s(), a.src.Float64s(), a.ix, a.dst.Shape(), a.axis, scale)
+	}
+}
+
+func addTyped[T float](kind string, dst, src []T, ix indexTensor, shape tensor.Shape, axis int, c T) {
+	switch v := ix.values.(type) {
+	case []int:
+		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c)
+	case []int32:
+		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c)
+	case []int64:
+		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c)
+	}
+}
+
+func addIndexed[T float, I index](kind string, dst, src []T, idx []I, ishape, dshape tensor.Shape, axis int, c T) {
+	if len(src) == 0 {
+		return
+	}
+	if kind == opGather {
+		indexAdd(dst, src, idx, dshape, axis, c)
+	} else {
+		scatterAdd(dst, src, idx, newAlongGeom(dshape, ishape, axis), c)
+	}
+}
+
+// indexAdd runs addRows in parallel: over outer blocks when there are
+// enough of them, else over ranges of destination rows.
+func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T) {
+	outer, s, inner := split(dshape, axis)
+	p := workers(len(src), max(outer, s))
+	switch {
+	case p <= 1:
+		addRows(dst, src, idx, c, s, inner, 0, outer, 0, s)
+	case outer >= p:
+		parallelFor(outer, p, func(lo, hi int) { addRows(dst, src, idx, c, s, inner, lo, hi, 0, s) })
+	default:
+		parallelFor(s, p, func(lo, hi int) { addRows(dst, src, idx, c, s, inner, 0, outer, lo, hi) })
+	}
+}
+
+// scatterAdd runs addAlong in parallel over a dimension other than axis, so
+// that workers write disjoint parts of dst: the first dimension, or the last
+// when axis is the first.
+func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T) {
+	rows := len(idx) / g.n
+	r := len(g.ishape)
+	switch {
+	case r > 1 && g.axis != 0:
+		perFirst := rows / g.ishape[0]
+		p := workers(len(idx), g.ishape[0])
+		if p <= 1 {
+			addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
+			return
+		}
+		parallelFor(g.ishape[0], p, func(lo, hi int) { addAlong(dst, src, idx, c, g, lo*perFirst, hi*perFirst, 0, g.n) })
+	case r > 1:
+		p := workers(len(idx), g.n)
+		if p <= 1 {
+			addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
+			return
+		}
+		parallelFor(g.n, p, func(lo, hi int) { addAlong(dst, src, idx, c, g, 0, rows, lo, hi) })
+	default:
+		addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
+	}
+}
+
+// clearFloats sets t's elements to zero, in parallel for large tensors.
+func clearFloats(t *tensor.Dense) {
+	switch t.Dtype() {
+	case tensor.Float32:
+		clearParallel(t.Float32s())
+	case tensor.Float64:
+		clearParallel(t.Float64s())
+	}
+}
+
+func clearParallel[T float](s []T) {
+	p := workers(len(s)/4, len(s))
+	if p <= 1 {
+		clear(s)
+		return
+	}
+	parallelFor(len(s), p, func(lo, hi int) { clear(s[lo:hi]) })
+}
+
+// DiffWRT reports that data is differentiable (unless WithoutGrad was
+// given) and indices are not.
+func (o *op) DiffWRT(inputs int) []bool {
+	return []bool{!o.cfg.noGrad, false}
+}
+
+// SymDiff returns the gradient node of data: a diffOp applied to indices
+// and the upstream gradient.
+func (o *op) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if len(inputs) != 2 {
+		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(inputs), ErrShape)
+	}
+	if o.cfg.noGrad {
+		return gorgonia.Nodes{nil, nil}, nil
+	}
+	if err := o.checkDifferentiable(); err != nil {
+		return nil, err
+	}
+	d, err := gorgonia.ApplyOp(&diffOp{o}, inputs[1], grad)
+	if err != nil {
+		return nil, fmt.Errorf("%s: building the gradient: %w", o.kind, err)
+	}
+	return gorgonia.Nodes{d, nil}, nil
+}
+
+// DoDiff adds the gradient of data into the gradient it already has, for
+// Gorgonia's LispMachine.
+func (o *op) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	if len(inputs) != 2 {
+		return fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(inputs), ErrShape)
+	}
+	if o.cfg.noGrad {
+		return nil
+	}
+	if err := o.checkDifferentiable(); err != nil {
+		return err
+	}
+	dg, err := inputs[0].Grad()
+	if err != nil {
+		return fmt.Errorf("%s: data has no gradient to add into: %w", o.kind, err)
+	}
+	up, err := output.Grad()
+	if err != nil {
+		return fmt.Errorf("%s: output has no gradient: %w", o.kind, err)
+	}
+	dst, ok := dg.(*tensor.Dense)
+	if !ok {
+		return fmt.Errorf("%s: gradient of data is a %T, not a *tensor.Dense: %w", o.kind, dg, ErrDtype)
+	}
+	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.gradScale)
+}
+
+func (o *op) checkDifferentiable() error {
+	if o.dataType != tensor.Float32 && o.dataType != tensor.Float64 {
+		return fmt.Errorf("%s: no gradient for %v data; only float32 and float64 data are differentiable: %w", o.kind, o.dataType, ErrDtype)
+	}
+	return nil
+}
+
+// diffOp computes the gradient of data for an op: indices and the upstream
+// gradient in, a tensor shaped like data out.
+type diffOp struct{ fwd *op }
+
+func (d *diffOp) Arity() int { return 2 }
+
+func (d *diffOp) Type() hm.Type {
+	f := d.fwd
+	return hm.NewFnType(
+		tensorType(len(f.indexShape), f.indexType),
+		tensorType(len(f.outShape), f.dataType),
+		tensorType(len(f.dataShape), f.dataType))
+}
+
+func (d *diffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
+	return d.fwd.dataShape.Clone(), nil
+}
+
+// Do returns a new gradient tensor.
+func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%s gradient: want 2 inputs, got %d: %w", d.fwd.kind, len(in), ErrShape)
+	}
+	out := tensor.New(tensor.Of(d.fwd.dataType), tensor.WithShape(d.fwd.dataShape...))
+	if err := backward(d.fwd.kind, out, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UsePreallocDo clears prealloc, which holds the last run's gradient, and
+// adds this run's into it; if prealloc cannot hold it, it returns a new tensor.
+func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%s gradient: want 2 inputs, got %d: %w", d.fwd.kind, len(in), ErrShape)
+	}
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || !fits(out, d.fwd.dataShape, d.fwd.dataType, in[0], in[1]) {
+		return d.Do(in...)
+	}
+	a, err := planAdd(d.fwd.kind, out, in[0], in[1], d.fwd.axis)
+	if err != nil {
+		return nil, err
+	}
+	clearFloats(out)
+	a.run(d.fwd.cfg.gradScale)
+	return out, nil
+}
+
+// IncrDo adds the gradient into toIncr without a temporary.
+func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
+	if len(in) != 2 {
+		return fmt.Errorf("%s gradient: want 2 inputs, got %d: %w", d.fwd.kind, len(in), ErrShape)
+	}
+	dst, ok := toIncr.(*tensor.Dense)
+	if !ok {
+		return fmt.Errorf("%s gradient: cannot add into a %T: %w", d.fwd.kind, toIncr, ErrDtype)
+	}
+	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale)
+}
+
+func (d *diffOp) ReturnsPtr() bool     { return false }
+func (d *diffOp) CallsExtern() bool    { return false }
+func (d *diffOp) OverwritesInput() int { return -1 }
+
+func (d *diffOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v", d, d.fwd.dataShape) }
+
+func (d *diffOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	d.WriteHash(h)
+	return h.Sum32()
+}
+
+func (d *diffOp) String() string { return d.fwd.String() + "Grad" }
+
+var (
+	_ gorgonia.SDOp            = (*op)(nil)
+	_ gorgonia.ADOp            = (*op)(nil)
+	_ gorgonia.UsePreallocDoer = (*diffOp)(nil)
+	_ gorgonia.IncrDoer        = (*diffOp)(nil)
+)

@@ -1,0 +1,177 @@
+package gather
+
+// The loops below move elements of any type T and read indices of any
+// integer type I. Indices have been validated before a kernel runs, so a
+// negative index only needs its axis size added.
+
+// wrap maps a validated index in [-s, s-1] to [0, s-1] without a branch.
+func wrap[I index](v I, s int) int {
+	j := int(v)
+	return j + s&(j>>63)
+}
+
+// takeRows is, for src of shape [outer, s, inner] and dst of shape
+// [outer, len(idx), inner] seen as outer*len(idx) rows of inner elements,
+//
+//	for r := lo; r < hi; r++ { o, i := r/len(idx), r%len(idx); dst[o][i][:] = src[o][idx[i]][:] }
+func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int) {
+	n := len(idx)
+	o, i := lo/n, lo%n
+	for r := lo; r < hi; r++ {
+		j := (o*s + wrap(idx[i], s)) * inner
+		copy(dst[r*inner:(r+1)*inner], src[j:j+inner])
+		if i++; i == n {
+			i, o = 0, o+1
+		}
+	}
+}
+
+// takeElems is takeRows for inner == 1, element by element.
+func takeElems[T any, I index](dst, src []T, idx []I, s, lo, hi int) {
+	n := len(idx)
+	o, i := lo/n, lo%n
+	dst = dst[:hi]
+	for r := lo; r < hi; r++ {
+		dst[r] = src[o*s+wrap(idx[i], s)]
+		if i++; i == n {
+			i, o = 0, o+1
+		}
+	}
+}
+
+// alongGeom describes a GatherElements call: indices (and output) of shape
+// ishape, data of row-major strides dstrides, along axis. Both are walked as
+// rows of their last dimension.
+type alongGeom struct {
+	ishape   []int
+	dstrides []int
+	axis     int
+	s        int // data.shape[axis]
+	n        int // ishape[last]: the length of a row
+}
+
+// rowBase returns the data offset of the first element of indices row r,
+// with the axis coordinate taken as 0, and the coordinates of that row.
+func (g *alongGeom) rowBase(r int, coord []int) int {
+	base := 0
+	for d := len(g.ishape) - 2; d >= 0; d-- {
+		coord[d] = r % g.ishape[d]
+		r /= g.ishape[d]
+		if d != g.axis {
+			base += coord[d] * g.dstrides[d]
+		}
+	}
+	return base
+}
+
+// nextRow moves coord to the next row and returns the updated base offset.
+func (g *alongGeom) nextRow(base int, coord []int) int {
+	for d := len(g.ishape) - 2; d >= 0; d-- {
+		coord[d]++
+		if d != g.axis {
+			base += g.dstrides[d]
+		}
+		if coord[d] < g.ishape[d] {
+			return base
+		}
+		if d != g.axis {
+			base -= coord[d] * g.dstrides[d]
+		}
+		coord[d] = 0
+	}
+	return base
+}
+
+// coords returns scratch space for the row coordinates of g.
+func (g *alongGeom) coords(buf *[8]int) []int {
+	if k := len(g.ishape) - 1; k <= len(buf) {
+		return buf[:k]
+	}
+	return make([]int, len(g.ishape)-1)
+}
+
+// takeAlong is, for rows lo..hi-1 of indices (each g.n long) and columns klo..khi-1,
+//
+//	out[c] = data[c with c[axis] = idx[c]]
+func takeAlong[T any, I index](dst, src []T, idx []I, g *alongGeom, lo, hi int) {
+	var buf [8]int
+	coord := g.coords(&buf)
+	base := g.rowBase(lo, coord)
+	n, s := g.n, g.s
+	last := len(g.ishape) - 1
+	for r := lo; r < hi; r++ {
+		d, x := dst[r*n:(r+1)*n], idx[r*n:(r+1)*n]
+		if g.axis == last {
+			row := src[base : base+s]
+			for k, v := range x {
+				d[k] = row[wrap(v, s)]
+			}
+		} else {
+			stride := g.dstrides[g.axis]
+			for k, v := range x {
+				d[k] = src[base+wrap(v, s)*stride+k]
+			}
+		}
+		base = g.nextRow(base, coord)
+	}
+}
+
+// float is the set of element types that have gradients.
+type float interface{ ~float32 | ~float64 }
+
+// addRows is the backward of takeRows restricted to destination rows
+// jlo..jhi-1 of every outer block:
+//
+//	for o, i: if j := idx[i]; jlo <= j < jhi { dst[o][j][:] += c * src[o][i][:] }
+//
+// for outer blocks olo..ohi-1. Each destination row sums its sources in
+// index order, whatever the split.
+func addRows[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, ohi, jlo, jhi int) {
+	n := len(idx)
+	for o := olo; o < ohi; o++ {
+		for i, v := range idx {
+			j := wrap(v, s)
+			if j < jlo || j >= jhi {
+				continue
+			}
+			d := dst[(o*s+j)*inner : (o*s+j+1)*inner]
+			g := src[(o*n+i)*inner : (o*n+i+1)*inner]
+			g = g[:len(d)]
+			for k := range d {
+				d[k] += c * g[k]
+			}
+		}
+	}
+}
+
+// addAlong is the backward of takeAlong for rows lo..hi-1 and, within
+// each row, columns klo..khi-1:
+//
+//	dst[c with c[axis] = idx[c]] += k * src[c]
+func addAlong[T float, I index](dst, src []T, idx []I, c T, g *alongGeom, lo, hi, klo, khi int) {
+	var buf [8]int
+	coord := g.coords(&buf)
+	base := g.rowBase(lo, coord)
+	n, s := g.n, g.s
+	last := len(g.ishape) - 1
+	stride := 1
+	if g.axis != last {
+		stride = g.dstrides[g.axis]
+	}
+	for r := lo; r < hi; r++ {
+		x, y := idx[r*n+klo:r*n+khi], src[r*n+klo:r*n+khi]
+		y = y[:len(x)]
+		if g.axis == last {
+			row := dst[base : base+s]
+			for k, v := range x {
+				row[wrap(v, s)] += c * y[k]
+			}
+		} else {
+			b := base + klo
+			for k, v := range x {
+				dst[b+wrap(v, s)*stride+k] += c * y[k]
+			}
+		}
+		base = g.nextRow(base, coord)
+	}
+}

@@ -1,0 +1,225 @@
+package gather
+
+import (
+	"fmt"
+	"reflect"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// index is the set of Go types an index tensor may hold.
+type index interface{ ~int | ~int32 | ~int64 }
+
+// indexTensor is an index argument in row-major order, whatever form it came in.
+type indexTensor struct {
+	shape  tensor.Shape
+	dtype  tensor.Dtype
+	values any // []int, []int32 or []int64 of length shape.TotalSize()
+}
+
+// at returns the index at flat position p.
+func (ix indexTensor) at(p int) int64 {
+	switch v := ix.values.(type) {
+	case []int:
+		return int64(v[p])
+	case []int32:
+		return int64(v[p])
+	case []int64:
+		return v[p]
+	}
+	panic("gather: unreachable: index values of unknown type")
+}
+
+// asIndices reads an index argument: a *tensor.Dense of any layout, or one
+// of Gorgonia's integer scalar values. It never copies a row-major tensor.
+func asIndices(op string, v any) (indexTensor, error) {
+	switch s := v.(type) {
+	case *gorgonia.I:
+		return indexTensor{shape: tensor.Shape{}, dtype: tensor.Int, values: []int{int(*s)}}, nil
+	case *gorgonia.I32:
+		return indexTensor{shape: tensor.Shape{}, dtype: tensor.Int32, values: []int32{int32(*s)}}, nil
+	case *gorgonia.I64:
+		return indexTensor{shape: tensor.Shape{}, dtype: tensor.Int64, values: []int64{int64(*s)}}, nil
+	}
+	t, err := asDense(op, "indices", v)
+	if err != nil {
+		return indexTensor{}, err
+	}
+	if err := checkIndexDtype(op, t.Dtype()); err != nil {
+		return indexTensor{}, err
+	}
+	n := t.Shape().TotalSize()
+	ix := indexTensor{shape: t.Shape().Clone(), dtype: t.Dtype()}
+	switch t.Dtype() {
+	case tensor.Int:
+		ix.values = t.Ints()[:n]
+	case tensor.Int32:
+		ix.values = t.Int32s()[:n]
+	case tensor.Int64:
+		ix.values = t.Int64s()[:n]
+	}
+	return ix, nil
+}
+
+// asData reads a data argument as a row-major, contiguous *tensor.Dense:
+// the argument itself when it already is one, else a copy.
+func asData(op string, v any) (*tensor.Dense, error) {
+	t, err := asDense(op, "data", v)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDataDtype(op, t.Dtype()); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// asDense checks that v is a *tensor.Dense held in Go memory and returns it
+// in row-major contiguous form, copying only views, transposes and
+// column-major tensors.
+func asDense(op, what string, v any) (*tensor.Dense, error) {
+	var t *tensor.Dense
+	switch x := v.(type) {
+	case *tensor.Dense:
+		t = x
+	case nil:
+		return nil, fmt.Errorf("%s: %s is nil: %w", op, what, ErrShape)
+	case tensor.Tensor:
+		return nil, fmt.Errorf("%s: %s must be a *tensor.Dense, got a %v tensor of shape %v: %w", op, what, x.Dtype(), x.Shape(), ErrDtype)
+	case gorgonia.Scalar:
+		if what == "data" {
+			return nil, fmt.Errorf("%s: data must have rank >= 1, got the scalar %v: %w", op, x, ErrShape)
+		}
+		return nil, fmt.Errorf("%s: %s must be an integer tensor or scalar, got %v of dtype %v: %w", op, what, x, x.Dtype(), ErrDtype)
+	default:
+		return nil, fmt.Errorf("%s: %s must be a tensor, got a value of type %T: %w", op, what, v, ErrDtype)
+	}
+	if t == nil {
+		return nil, fmt.Errorf("%s: %s is nil: %w", op, what, ErrShape)
+	}
+	if !t.IsNativelyAccessible() {
+		return nil, fmt.Errorf("%s: %s of shape %v is not in Go memory: %w", op, what, t.Shape(), ErrDtype)
+	}
+	if _, err := size(op, what, t.Shape()); err != nil {
+		return nil, err
+	}
+	if isRowMajor(t) {
+		return t, nil
+	}
+	return rowMajorCopy(t)
+}
+
+// isRowMajor reports whether t's elements lie in row-major order from the
+// start of its storage with no gaps.
+func isRowMajor(t *tensor.Dense) bool {
+	if t.Shape().TotalSize() <= 1 {
+		return true
+	}
+	want := 1
+	shape, strides := t.Shape(), t.Strides()
+	if len(strides) != len(shape) {
+		return false
+	}
+	for d := len(shape) - 1; d >= 0; d-- {
+		if shape[d] != 1 && strides[d] != want {
+			return false
+		}
+		want *= shape[d]
+	}
+	return true
+}
+
+// rowMajorCopy returns a new row-major tensor with t's values, reading t
+// through its strides (a view, a transpose or a column-major tensor).
+func rowMajorCopy(t *tensor.Dense) (*tensor.Dense, error) {
+	shape := t.Shape().Clone()
+	out := tensor.New(tensor.Of(t.Dtype()), tensor.WithShape(shape...))
+	if shape.TotalSize() == 0 {
+		return out, nil
+	}
+	strides := t.Strides()
+	if len(strides) != len(shape) {
+		return nil, fmt.Errorf("gather: tensor of shape %v has strides %v: %w", shape, strides, ErrShape)
+	}
+	switch wordOf(t.Dtype()) {
+	case word8:
+		walkStrided(out.Uint8s(), t.Uint8s(), shape, strides)
+	case word16:
+		walkStrided(out.Uint16s(), t.Uint16s(), shape, strides)
+	case word32:
+		walkStrided(out.Uint32s(), t.Uint32s(), shape, strides)
+	case word64:
+		walkStrided(out.Uint64s(), t.Uint64s(), shape, strides)
+	case word128:
+		walkStrided(out.Complex128s(), t.Complex128s(), shape, strides)
+	case wordString:
+		walkStrided(out.Strings(), t.Strings(), shape, strides)
+	case wordPointer:
+		walkStrided(out.UnsafePointers(), t.UnsafePointers(), shape, strides)
+	default:
+		return nil, fmt.Errorf("gather: dtype %v is not supported: %w", t.Dtype(), ErrDtype)
+	}
+	return out, nil
+}
+
+// walkStrided is
+//
+//	for each coordinate c of shape in row-major order { dst[k] = src[Σ c[d]*strides[d]]; k++ }
+func walkStrided[T any](dst, src []T, shape, strides []int) {
+	coord := make([]int, len(shape))
+	off := 0
+	for k := range dst {
+		dst[k] = src[off]
+		for d := len(shape) - 1; d >= 0; d-- {
+			coord[d]++
+			off += strides[d]
+			if coord[d] < shape[d] {
+				break
+			}
+			off -= coord[d] * strides[d]
+			coord[d] = 0
+		}
+	}
+}
+
+// word is the unit in which kernels move a dtype's elements: an opaque
+// machine word of the element's width, or the element's own type for dtypes
+// that hold pointers.
+type word int
+
+const (
+	wordNone word = iota
+	word8
+	word16
+	word32
+	word64
+	word128
+	wordString
+	wordPointer
+)
+
+func wordOf(dt tensor.Dtype) word {
+	switch dt {
+	case tensor.String:
+		return wordString
+	case tensor.UnsafePointer:
+		return wordPointer
+	}
+	if dt.Type == nil || dt.Kind() == reflect.Pointer || dt.Kind() == reflect.Interface {
+		return wordNone
+	}
+	switch dt.Size() {
+	case 1:
+		return word8
+	case 2:
+		return word16
+	case 4:
+		return word32
+	case 8:
+		return word64
+	case 16:
+		return word128
+	}
+	return wordNone
+}

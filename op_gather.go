@@ -1,0 +1,292 @@
+package gather
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Gather adds ONNX Gather (opset 13) to data's graph: the slices of data
+// along axis picked by indices.
+//
+// data has rank r >= 1; indices may have any rank q >= 0 (a scalar node
+// included) and dtype Int, Int32 or Int64; axis lies in [-r, r-1]. The
+// output has rank r-1+q and shape
+//
+//	data.shape[:axis] + indices.shape + data.shape[axis+1:]
+//
+// For data of shape [5, 3] (five rows of three) and indices [[0, 4], [2, 2]]
+// on axis 0, the output has shape [2, 2, 3] and holds rows 0, 4, 2, 2. On
+// axis 1, the same indices give shape [5, 2, 2].
+//
+// Negative indices count from the end of the axis. A bad axis, index dtype or
+// shape is an error here; an index out of [-s, s-1] is an *IndexError when
+// the graph runs. The gradient with respect to data is the upstream gradient
+// added at the gathered positions (see IndexAdd); indices get none.
+func Gather(data, indices *gorgonia.Node, axis int, opts ...Option) (*gorgonia.Node, error) {
+	return apply(opGather, data, indices, axis, opts)
+}
+
+// Take is Gather on tensors: it returns a new tensor holding the slices of
+// data along axis picked by indices, under the rules given for Gather. data
+// and indices may be views or column-major; they are not modified.
+// It is O(size of the output).
+func Take(data, indices tensor.Tensor, axis int) (*tensor.Dense, error) {
+	return forward(opGather, data, indices, axis, nil)
+}
+
+// op is the Gorgonia op of both Gather and GatherElements. Its fields are
+// fixed when the node is built; an op value may be shared by goroutines.
+type op struct {
+	kind       string       // opGather or opGatherElements
+	axis       int          // normalised to [0, rank-1]
+	dataType   tensor.Dtype // dtype of data and of the output
+	indexType  tensor.Dtype
+	dataShape  tensor.Shape
+	indexShape tensor.Shape
+	outShape   tensor.Shape
+	cfg        config
+}
+
+// apply checks the arguments of Gather or GatherElements and adds the op to the graph.
+func apply(kind string, data, indices *gorgonia.Node, axis int, opts []Option) (*gorgonia.Node, error) {
+	o, err := newOp(kind, data, indices, axis, newConfig(opts))
+	if err != nil {
+		return nil, err
+	}
+	var n *gorgonia.Node
+	if o.cfg.name != "" {
+		n, err = gorgonia.ApplyOpWithName(o, o.cfg.name, data, indices)
+	} else {
+		n, err = gorgonia.ApplyOp(o, data, indices)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	}
+	return n, nil
+}
+
+func newOp(kind string, data, indices *gorgonia.Node, axis int, cfg config) (*op, error) {
+	if data == nil || indices == nil {
+		return nil, fmt.Errorf("%s: data and indices must be nodes, got data=%v, indices=%v: %w", kind, data, indices, ErrShape)
+	}
+	if err := checkDataDtype(kind, data.Dtype()); err != nil {
+		return nil, err
+	}
+	if err := checkIndexDtype(kind, indices.Dtype()); err != nil {
+		return nil, err
+	}
+	ds, is := data.Shape().Clone(), indices.Shape().Clone()
+	ax, err := normAxis(kind, axis, len(ds))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := size(kind, "data", ds); err != nil {
+		return nil, err
+	}
+	out, err := outputShape(kind, ds, is, ax)
+	if err != nil {
+		return nil, err
+	}
+	if n := ds[ax]; n == 0 && is.TotalSize() > 0 {
+		return nil, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
+	}
+	return &op{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
+		dataShape: ds, indexShape: is, outShape: out, cfg: cfg}, nil
+}
+
+func outputShape(kind string, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
+	if kind == opGather {
+		return gatherShape(data, indices, axis)
+	}
+	return elementsShape(data, indices, axis)
+}
+
+// forward computes the op named kind into out, or into a new tensor if out
+// is nil or cannot hold the result. Everything is checked before the first write.
+func forward(kind string, data, indices any, axis int, out *tensor.Dense) (*tensor.Dense, error) {
+	d, err := asData(kind, data)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := asIndices(kind, indices)
+	if err != nil {
+		return nil, err
+	}
+	ax, err := normAxis(kind, axis, d.Dims())
+	if err != nil {
+		return nil, err
+	}
+	shape, err := outputShape(kind, d.Shape(), ix.shape, ax)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkIndices(kind, ix, ax, d.Shape()[ax]); err != nil {
+		return nil, err
+	}
+	if out == nil || !fits(out, shape, d.Dtype(), data, indices) {
+		out = tensor.New(tensor.Of(d.Dtype()), tensor.WithShape(shape...))
+	}
+	if kind == opGather {
+		runTake(out, d, ix, ax)
+	} else {
+		runTakeAlong(out, d, ix, ax)
+	}
+	return out, nil
+}
+
+// runTake is the Gather kernel: out = Take(data, ix, axis), all checked.
+func runTake(out, data *tensor.Dense, ix indexTensor, axis int) {
+	outer, s, inner := split(data.Shape(), axis)
+	switch v := ix.values.(type) {
+	case []int:
+		take(out, data, v, outer, s, inner)
+	case []int32:
+		take(out, data, v, outer, s, inner)
+	case []int64:
+		take(out, data, v, outer, s, inner)
+	}
+}
+
+func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int) {
+	rows := outer * len(idx)
+	if rows == 0 || inner == 0 {
+		return
+	}
+	p := workers(rows*inner, rows)
+	switch wordOf(data.Dtype()) {
+	case word8:
+		takeWords(out.Uint8s(), data.Uint8s(), idx, s, inner, rows, p)
+	case word16:
+		takeWords(out.Uint16s(), data.Uint16s(), idx, s, inner, rows, p)
+	case word32:
+		takeWords(out.Uint32s(), data.Uint32s(), idx, s, inner, rows, p)
+	case word64:
+		takeWords(out.Uint64s(), data.Uint64s(), idx, s, inner, rows, p)
+	case word128:
+		takeWords(out.Complex128s(), data.Complex128s(), idx, s, inner, rows, p)
+	case wordString:
+		takeWords(out.Strings(), data.Strings(), idx, s, inner, rows, p)
+	case wordPointer:
+		takeWords(out.UnsafePointers(), data.UnsafePointers(), idx, s, inner, rows, p)
+	}
+}
+
+func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int) {
+	kernel := func(lo, hi int) {
+		if inner == 1 {
+			takeElems(dst, src, idx, s, lo, hi)
+		} else {
+			takeRows(dst, src, idx, s, inner, lo, hi)
+		}
+	}
+	if p <= 1 {
+		kernel(0, rows)
+		return
+	}
+	parallelFor(rows, p, kernel)
+}
+
+// fits reports whether out can receive a result of the given shape and dtype
+// in place: row-major, of that shape and dtype, and sharing no memory with
+// the inputs.
+func fits(out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, inputs ...any) bool {
+	if out.Dtype() != dt || !out.Shape().Eq(shape) || !isRowMajor(out) || out.IsView() || !out.IsNativelyAccessible() {
+		return false
+	}
+	for _, in := range inputs {
+		if t, ok := in.(*tensor.Dense); ok && overlaps(out, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// overlaps reports whether a and b share any memory.
+func overlaps(a, b *tensor.Dense) bool {
+	if a.MemSize() == 0 || b.MemSize() == 0 {
+		return false
+	}
+	a0, b0 := a.Uintptr(), b.Uintptr()
+	return a0 < b0+b.MemSize() && b0 < a0+a.MemSize()
+}
+
+// Arity returns 2: data and indices.
+func (o *op) Arity() int { return 2 }
+
+// Type returns data, indices -> output, with the ranks fixed when the node was built.
+func (o *op) Type() hm.Type {
+	return hm.NewFnType(
+		tensorType(len(o.dataShape), o.dataType),
+		tensorType(len(o.indexShape), o.indexType),
+		tensorType(len(o.outShape), o.dataType))
+}
+
+func tensorType(dims int, dt tensor.Dtype) hm.Type {
+	if dims == 0 {
+		return dt
+	}
+	return gorgonia.TensorType{Dims: dims, Of: dt}
+}
+
+// InferShape returns the output shape for the given data and indices shapes.
+func (o *op) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(in), ErrShape)
+	}
+	ds, ok1 := in[0].(tensor.Shape)
+	is, ok2 := in[1].(tensor.Shape)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("%s: input shapes must be known, got %v and %v: %w", o.kind, in[0], in[1], ErrShape)
+	}
+	return outputShape(o.kind, ds, is, o.axis)
+}
+
+// Do computes the op into a new tensor.
+func (o *op) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(in), ErrShape)
+	}
+	return forward(o.kind, in[0], in[1], o.axis, nil)
+}
+
+// UsePreallocDo computes the op into prealloc when it can hold the result,
+// else into a new tensor.
+func (o *op) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(in), ErrShape)
+	}
+	out, _ := prealloc.(*tensor.Dense)
+	return forward(o.kind, in[0], in[1], o.axis, out)
+}
+
+func (o *op) ReturnsPtr() bool     { return false }
+func (o *op) CallsExtern() bool    { return false }
+func (o *op) OverwritesInput() int { return -1 }
+
+// WriteHash writes everything that sets the op's behaviour: kind, axis and options.
+func (o *op) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v->%v", o, o.indexType, o.dataType) }
+
+func (o *op) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+
+// String names the op, e.g. "Gather{axis=1}" or "GatherElements{axis=0, noGrad}".
+func (o *op) String() string {
+	name := "Gather"
+	if o.kind == opGatherElements {
+		name = "GatherElements"
+	}
+	return fmt.Sprintf("%s{axis=%d%v}", name, o.axis, o.cfg)
+}
+
+var (
+	_ gorgonia.Op              = (*op)(nil)
+	_ gorgonia.UsePreallocDoer = (*op)(nil)
+)

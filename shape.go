@@ -1,0 +1,156 @@
+package gather
+
+import (
+	"fmt"
+	"math"
+
+	"gorgonia.org/tensor"
+)
+
+// Names of the two operations, as they appear in error messages.
+const (
+	opGather         = "gather"
+	opGatherElements = "gather_elements"
+)
+
+// normAxis maps axis in [-rank, rank-1] to [0, rank-1].
+func normAxis(op string, axis, rank int) (int, error) {
+	if rank == 0 {
+		return 0, fmt.Errorf("%s: data must have rank >= 1, got a scalar: %w", op, ErrShape)
+	}
+	if axis < -rank || axis >= rank {
+		return 0, fmt.Errorf("%s: axis %d is out of range [%d, %d] for data of rank %d: %w",
+			op, axis, -rank, rank-1, rank, ErrAxisOutOfRange)
+	}
+	if axis < 0 {
+		axis += rank
+	}
+	return axis, nil
+}
+
+// checkIndexDtype accepts the three integer dtypes an index tensor may have.
+func checkIndexDtype(op string, dt tensor.Dtype) error {
+	switch dt {
+	case tensor.Int, tensor.Int32, tensor.Int64:
+		return nil
+	}
+	return fmt.Errorf("%s: indices must be int, int32 or int64, got %v: %w", op, dt, ErrDtype)
+}
+
+// checkDataDtype accepts every dtype gorgonia.org/tensor can hold in Go memory.
+func checkDataDtype(op string, dt tensor.Dtype) error {
+	if wordOf(dt) == wordNone {
+		return fmt.Errorf("%s: data dtype %v is not supported: %w", op, dt, ErrDtype)
+	}
+	return nil
+}
+
+// size returns the number of elements of shape, or an error if it overflows int.
+func size(op, what string, shape tensor.Shape) (int, error) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("%s: %s shape %v has a negative dimension: %w", op, what, shape, ErrShape)
+		}
+		if d != 0 && n > math.MaxInt/d {
+			return 0, fmt.Errorf("%s: %s shape %v has more than %d elements: %w", op, what, shape, math.MaxInt, ErrShape)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// gatherShape returns the output shape of Gather,
+//
+//	data.shape[:axis] + indices.shape + data.shape[axis+1:]
+//
+// e.g. data [2, 5, 3], indices [4, 2], axis 1 gives [2, 4, 2, 3].
+// axis must already be normalised.
+func gatherShape(data, indices tensor.Shape, axis int) (tensor.Shape, error) {
+	out := make(tensor.Shape, 0, len(data)-1+len(indices))
+	out = append(out, data[:axis]...)
+	out = append(out, indices...)
+	out = append(out, data[axis+1:]...)
+	if _, err := size(opGather, "output", out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// elementsShape checks the shapes of GatherElements and returns the output
+// shape, which is the shape of indices. indices must have the rank of data
+// and, on every axis but axis, a size no larger than data's. axis must
+// already be normalised.
+func elementsShape(data, indices tensor.Shape, axis int) (tensor.Shape, error) {
+	if len(indices) != len(data) {
+		return nil, fmt.Errorf("%s: indices of shape %v have rank %d, data of shape %v has rank %d; they must be equal: %w",
+			opGatherElements, indices, len(indices), data, len(data), ErrShape)
+	}
+	for d := range data {
+		if d != axis && indices[d] > data[d] {
+			return nil, fmt.Errorf("%s: indices of shape %v are larger than data of shape %v on axis %d (%d > %d): %w",
+				opGatherElements, indices, data, d, indices[d], data[d], ErrShape)
+		}
+	}
+	if _, err := size(opGatherElements, "indices", indices); err != nil {
+		return nil, err
+	}
+	return indices.Clone(), nil
+}
+
+// split returns the products of the dimensions before, at and after axis:
+// a row-major tensor of this shape is an [outer, mid, inner] block.
+func split(shape tensor.Shape, axis int) (outer, mid, inner int) {
+	outer, inner = 1, 1
+	for _, d := range shape[:axis] {
+		outer *= d
+	}
+	for _, d := range shape[axis+1:] {
+		inner *= d
+	}
+	return outer, shape[axis], inner
+}
+
+// unravel returns the coordinates of flat position p in a row-major tensor of shape.
+func unravel(p int, shape tensor.Shape) []int {
+	pos := make([]int, len(shape))
+	for d := len(shape) - 1; d >= 0; d-- {
+		if shape[d] > 0 {
+			pos[d] = p % shape[d]
+			p /= shape[d]
+		}
+	}
+	return pos
+}
+
+// firstBad returns the flat position of the first index outside [-s, s-1],
+// or -1 if there is none. It is
+//
+//	for p, v := range idx { if v < -s || v >= s { return p } }
+func firstBad[I index](idx []I, s int) int {
+	lo, hi := -int64(s), int64(s)
+	for p, v := range idx {
+		if x := int64(v); x < lo || x >= hi {
+			return p
+		}
+	}
+	return -1
+}
+
+// checkIndices returns an *IndexError for the first index of ix outside the
+// range of an axis of size s, or nil.
+func checkIndices(op string, ix indexTensor, axis, s int) error {
+	var p int
+	switch v := ix.values.(type) {
+	case []int:
+		p = firstBad(v, s)
+	case []int32:
+		p = firstBad(v, s)
+	case []int64:
+		p = firstBad(v, s)
+	}
+	if p < 0 {
+		return nil
+	}
+	return &IndexError{Op: op, Pos: unravel(p, ix.shape), Value: ix.at(p), Axis: axis, Size: s}
+}
