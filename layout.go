@@ -34,14 +34,6 @@ func (ix indexTensor) at(p int) int64 {
 // asIndices reads an index argument: a *tensor.Dense of any layout, or one
 // of Gorgonia's integer scalar values. It never copies a row-major tensor.
 func asIndices(op string, v any) (indexTensor, error) {
-	switch s := v.(type) {
-	case *gorgonia.I:
-		return indexTensor{shape: tensor.Shape{}, dtype: tensor.Int, values: []int{int(*s)}}, nil
-	case *gorgonia.I32:
-		return indexTensor{shape: tensor.Shape{}, dtype: tensor.Int32, values: []int32{int32(*s)}}, nil
-	case *gorgonia.I64:
-		return indexTensor{shape: tensor.Shape{}, dtype: tensor.Int64, values: []int64{int64(*s)}}, nil
-	}
 	t, err := asDense(op, "indices", v)
 	if err != nil {
 		return indexTensor{}, err
@@ -75,9 +67,9 @@ func asData(op string, v any) (*tensor.Dense, error) {
 	return t, nil
 }
 
-// asDense checks that v is a *tensor.Dense held in Go memory and returns it
-// in row-major contiguous form, copying only views, transposes and
-// column-major tensors.
+// asDense checks that v is a *tensor.Dense held in Go memory, or one of
+// Gorgonia's scalar values, and returns it as a row-major contiguous
+// *tensor.Dense, copying only scalars, views, transposes and column-major tensors.
 func asDense(op, what string, v any) (*tensor.Dense, error) {
 	var t *tensor.Dense
 	switch x := v.(type) {
@@ -88,10 +80,7 @@ func asDense(op, what string, v any) (*tensor.Dense, error) {
 	case tensor.Tensor:
 		return nil, fmt.Errorf("%s: %s must be a *tensor.Dense, got a %v tensor of shape %v: %w", op, what, x.Dtype(), x.Shape(), ErrDtype)
 	case gorgonia.Scalar:
-		if what == "data" {
-			return nil, fmt.Errorf("%s: data must have rank >= 1, got the scalar %v: %w", op, x, ErrShape)
-		}
-		return nil, fmt.Errorf("%s: %s must be an integer tensor or scalar, got %v of dtype %v: %w", op, what, x, x.Dtype(), ErrDtype)
+		return tensor.New(tensor.FromScalar(x.Data())), nil
 	default:
 		return nil, fmt.Errorf("%s: %s must be a tensor, got a value of type %T: %w", op, what, v, ErrDtype)
 	}
@@ -222,4 +211,30 @@ func wordOf(dt tensor.Dtype) word {
 		return word128
 	}
 	return wordNone
+}
+
+// asValue returns t as the value Gorgonia expects of a node of t's rank:
+// t itself, or for rank 0 one of Gorgonia's scalar values where it has one
+// for t's dtype (its scalar ops do not accept a 0-d tensor).
+func asValue(t *tensor.Dense) gorgonia.Value {
+	if t.Dims() != 0 {
+		return t
+	}
+	switch x := t.Data().(type) {
+	case float64:
+		return gorgonia.NewF64(x)
+	case float32:
+		return gorgonia.NewF32(x)
+	case int:
+		return gorgonia.NewI(x)
+	case int64:
+		return gorgonia.NewI64(x)
+	case int32:
+		return gorgonia.NewI32(x)
+	case uint8:
+		return gorgonia.NewU8(x)
+	case bool:
+		return gorgonia.NewB(x)
+	}
+	return t
 }

@@ -251,7 +251,11 @@ func (o *op) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(in), ErrShape)
 	}
-	return forward(o.kind, in[0], in[1], o.axis, nil)
+	out, err := forward(o.kind, in[0], in[1], o.axis, nil)
+	if err != nil {
+		return nil, err
+	}
+	return asValue(out), nil
 }
 
 // UsePreallocDo computes the op into prealloc when it can hold the result,
@@ -260,8 +264,12 @@ func (o *op) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgo
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(in), ErrShape)
 	}
-	out, _ := prealloc.(*tensor.Dense)
-	return forward(o.kind, in[0], in[1], o.axis, out)
+	buf, _ := prealloc.(*tensor.Dense)
+	out, err := forward(o.kind, in[0], in[1], o.axis, buf)
+	if err != nil {
+		return nil, err
+	}
+	return asValue(out), nil
 }
 
 func (o *op) ReturnsPtr() bool     { return false }
