@@ -23,7 +23,7 @@ import (
 // runs in index order whatever the number of threads, so the result does
 // not depend on GOMAXPROCS. It is O(size of src).
 func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGather, dst, indices, src, axis, 1)
+	return backward(opGather, dst, indices, src, axis, 1, -1)
 }
 
 // ScatterAdd adds src into dst at the positions that TakeAlongAxis(dst,
@@ -38,17 +38,18 @@ func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
 // On error dst is unchanged. The result does not depend on GOMAXPROCS.
 // It is O(size of src).
 func ScatterAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGatherElements, dst, indices, src, axis, 1)
+	return backward(opGatherElements, dst, indices, src, axis, 1, -1)
 }
 
 // backward adds scale*src into dst at the positions the op named kind reads,
-// after checking everything.
-func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale float64) error {
+// after checking everything; for Gather, nothing is added to the slice pad
+// of axis (pad < 0 for none).
+func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale float64, pad int) error {
 	a, err := planAdd(kind, dst, indices, src, axis)
 	if err != nil {
 		return err
 	}
-	a.run(scale)
+	a.run(scale, pad)
 	return nil
 }
 
@@ -101,50 +102,60 @@ func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int) (addPla
 	return addPlan{kind: kind, dst: dst, src: g, ix: ix, axis: ax}, nil
 }
 
-func (a addPlan) run(scale float64) {
+func (a addPlan) run(scale float64, pad int) {
 	switch a.dst.Dtype() {
 	case tensor.Float32:
-		addTyped(a.kind, a.dst.Float32s(), a.src.Float32s(), a.ix, a.dst.Shape(), a.axis, float32(scale))
+		addTyped(a.kind, a.dst.Float32s(), a.src.Float32s(), a.ix, a.dst.Shape(), a.axis, float32(scale), pad)
 	case tensor.Float64:
-		addTyped(a.kind, a.dst.Float64s(), a.src.Float64s(), a.ix, a.dst.Shape(), a.axis, scale)
+		addTyped(a.kind, a.dst.Float64s(), a.src.Float64s(), a.ix, a.dst.Shape(), a.axis, scale, pad)
 	}
 }
 
-func addTyped[T float](kind string, dst, src []T, ix indexTensor, shape tensor.Shape, axis int, c T) {
+func addTyped[T float](kind string, dst, src []T, ix indexTensor, shape tensor.Shape, axis int, c T, pad int) {
 	switch v := ix.values.(type) {
 	case []int:
-		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c)
+		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c, pad)
 	case []int32:
-		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c)
+		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c, pad)
 	case []int64:
-		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c)
+		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c, pad)
 	}
 }
 
-func addIndexed[T float, I index](kind string, dst, src []T, idx []I, ishape, dshape tensor.Shape, axis int, c T) {
+func addIndexed[T float, I index](kind string, dst, src []T, idx []I, ishape, dshape tensor.Shape, axis int, c T, pad int) {
 	if len(src) == 0 {
 		return
 	}
 	if kind == opGather {
-		indexAdd(dst, src, idx, dshape, axis, c)
+		indexAdd(dst, src, idx, dshape, axis, c, pad)
 	} else {
 		scatterAdd(dst, src, idx, newAlongGeom(dshape, ishape, axis), c)
 	}
 }
 
 // indexAdd runs addRows in parallel: over outer blocks when there are
-// enough of them, else over ranges of destination rows.
-func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T) {
+// enough of them, else over ranges of destination rows. Row pad (if >= 0)
+// is left out.
+func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T, pad int) {
 	outer, s, inner := split(dshape, axis)
 	p := workers(len(src), max(outer, s))
 	switch {
 	case p <= 1:
-		addRows(dst, src, idx, c, s, inner, 0, outer, 0, s)
+		addRowsExcept(dst, src, idx, c, s, inner, 0, outer, 0, s, pad)
 	case outer >= p:
-		parallelFor(outer, p, func(lo, hi int) { addRows(dst, src, idx, c, s, inner, lo, hi, 0, s) })
+		parallelFor(outer, p, func(lo, hi int) { addRowsExcept(dst, src, idx, c, s, inner, lo, hi, 0, s, pad) })
 	default:
-		parallelFor(s, p, func(lo, hi int) { addRows(dst, src, idx, c, s, inner, 0, outer, lo, hi) })
+		parallelFor(s, p, func(lo, hi int) { addRowsExcept(dst, src, idx, c, s, inner, 0, outer, lo, hi, pad) })
 	}
+}
+
+// addRowsExcept is addRows leaving out destination row pad.
+func addRowsExcept[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, ohi, jlo, jhi, pad int) {
+	if pad >= jlo && pad < jhi {
+		addRows(dst, src, idx, c, s, inner, olo, ohi, jlo, pad)
+		jlo = pad + 1
+	}
+	addRows(dst, src, idx, c, s, inner, olo, ohi, jlo, jhi)
 }
 
 // scatterAdd runs addAlong in parallel over a dimension other than axis, so
@@ -242,7 +253,15 @@ func (o *op) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output
 	if !ok {
 		return fmt.Errorf("%s: gradient of data is a %T, not a *tensor.Dense: %w", o.kind, dg, ErrDtype)
 	}
-	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.gradScale)
+	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.gradScale, o.padding())
+}
+
+// padding returns the normalised padding index, or -1 if there is none.
+func (o *op) padding() int {
+	if o.cfg.hasPad {
+		return o.cfg.pad
+	}
+	return -1
 }
 
 func (o *op) checkDifferentiable() error {
@@ -276,7 +295,7 @@ func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 		return nil, fmt.Errorf("%s gradient: want 2 inputs, got %d: %w", d.fwd.kind, len(in), ErrShape)
 	}
 	out := tensor.New(tensor.Of(d.fwd.dataType), tensor.WithShape(d.fwd.dataShape...))
-	if err := backward(d.fwd.kind, out, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale); err != nil {
+	if err := backward(d.fwd.kind, out, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale, d.fwd.padding()); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -297,7 +316,7 @@ func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (g
 		return nil, err
 	}
 	clearFloats(out)
-	a.run(d.fwd.cfg.gradScale)
+	a.run(d.fwd.cfg.gradScale, d.fwd.padding())
 	return out, nil
 }
 
@@ -310,7 +329,7 @@ func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
 	if !ok {
 		return fmt.Errorf("%s gradient: cannot add into a %T: %w", d.fwd.kind, toIncr, ErrDtype)
 	}
-	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale)
+	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale, d.fwd.padding())
 }
 
 func (d *diffOp) ReturnsPtr() bool     { return false }

@@ -95,6 +95,18 @@ func newOp(kind string, data, indices *gorgonia.Node, axis int, cfg config) (*op
 	if n := ds[ax]; n == 0 && is.TotalSize() > 0 {
 		return nil, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
 	}
+	if cfg.hasPad {
+		if kind != opGather {
+			return nil, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrShape)
+		}
+		if s := ds[ax]; cfg.pad < -s || cfg.pad >= s {
+			return nil, fmt.Errorf("%s: padding index %d is out of range [%d, %d] for axis %d of size %d: %w",
+				kind, cfg.pad, -s, s-1, ax, s, ErrIndexOutOfRange)
+		}
+		if cfg.pad < 0 {
+			cfg.pad += ds[ax]
+		}
+	}
 	return &op{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
 		dataShape: ds, indexShape: is, outShape: out, cfg: cfg}, nil
 }

@@ -14,6 +14,8 @@ type config struct {
 	gradScale float64 // multiplies the gradient sent to data
 	noGrad    bool    // no gradient flows to data
 	name      string  // node name; empty for Gorgonia's default
+	hasPad    bool    // a padding index was given
+	pad       int     // the padding index, normalised once the op is built
 }
 
 func newConfig(opts []Option) config {
@@ -33,6 +35,13 @@ func WithGradScale(c float64) Option { return func(cfg *config) { cfg.gradScale 
 // false). gorgonia.Grad then sends data no gradient through this op.
 func WithoutGrad() Option { return func(cfg *config) { cfg.noGrad = true } }
 
+// WithPaddingIndex makes index i a padding index for Gather (PyTorch's
+// padding_idx): the slice of data it selects along axis receives no
+// gradient, so a padding row of an embedding table never changes. The
+// forward result is unchanged. i lies in [-s, s-1] for an axis of size s;
+// GatherElements does not accept this option.
+func WithPaddingIndex(i int) Option { return func(cfg *config) { cfg.hasPad, cfg.pad = true, i } }
+
 // WithName names the node the op is applied to, as gorgonia.ApplyOpWithName does.
 func WithName(name string) Option { return func(cfg *config) { cfg.name = name } }
 
@@ -44,6 +53,9 @@ func (c config) String() string {
 	}
 	if c.noGrad {
 		s += ", noGrad"
+	}
+	if c.hasPad {
+		s += ", padding=" + strconv.Itoa(c.pad)
 	}
 	if c.name != "" {
 		s += fmt.Sprintf(", name=%q", c.name)

@@ -1,0 +1,148 @@
+package gather
+
+import (
+	"fmt"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// An Embedding is a learnable table of vocab rows of dim values, looked up
+// by Gather: the Go counterpart of PyTorch's nn.Embedding.
+//
+//	emb, _ := gather.NewEmbedding(g, "emb", 10000, 64, tensor.Float32)
+//	vecs, _ := emb.Lookup(ids)                      // ids [batch, seq] -> [batch, seq, 64]
+//	...
+//	gorgonia.Grad(cost, emb.Learnables()...)
+type Embedding struct {
+	// Table is the [vocab, dim] weight node. Its value is the table itself;
+	// solvers update it in place.
+	Table *gorgonia.Node
+
+	cfg embeddingConfig
+}
+
+// An EmbeddingOption changes how NewEmbedding builds its table.
+type EmbeddingOption func(*embeddingConfig)
+
+type embeddingConfig struct {
+	init   gorgonia.InitWFn
+	hasPad bool
+	pad    int
+	frozen bool
+}
+
+// EmbeddingInit sets the initialiser of the table. The default draws from
+// N(0, 1), as PyTorch does, with Gorgonia's unseeded generator.
+func EmbeddingInit(fn gorgonia.InitWFn) EmbeddingOption {
+	return func(c *embeddingConfig) { c.init = fn }
+}
+
+// EmbeddingPadding makes id i a padding id (PyTorch's padding_idx): its row
+// starts at zero, looks up as zeros, and never receives a gradient.
+// Negative i counts from the end of the vocabulary.
+func EmbeddingPadding(i int) EmbeddingOption {
+	return func(c *embeddingConfig) { c.hasPad, c.pad = true, i }
+}
+
+// EmbeddingFrozen makes the table constant: lookups pass it no gradient and
+// Learnables is empty, as for a pretrained table being kept fixed.
+func EmbeddingFrozen() EmbeddingOption {
+	return func(c *embeddingConfig) { c.frozen = true }
+}
+
+// NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
+// named name to g.
+func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.Dtype, opts ...EmbeddingOption) (*Embedding, error) {
+	cfg := embeddingConfig{init: gorgonia.Gaussian(0, 1)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if vocab <= 0 || dim <= 0 {
+		return nil, fmt.Errorf("embedding %q: vocabulary %d and dimension %d must be positive: %w", name, vocab, dim, ErrShape)
+	}
+	if _, err := size("embedding", "table", tensor.Shape{vocab, dim}); err != nil {
+		return nil, err
+	}
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("embedding %q: dtype must be float32 or float64, got %v: %w", name, dt, ErrDtype)
+	}
+	if cfg.hasPad {
+		if cfg.pad < -vocab || cfg.pad >= vocab {
+			return nil, fmt.Errorf("embedding %q: padding id %d is out of range [%d, %d]: %w", name, cfg.pad, -vocab, vocab-1, ErrIndexOutOfRange)
+		}
+		if cfg.pad < 0 {
+			cfg.pad += vocab
+		}
+	}
+	table := gorgonia.NewMatrix(g, dt, gorgonia.WithShape(vocab, dim), gorgonia.WithName(name), gorgonia.WithInit(cfg.init))
+	if cfg.hasPad {
+		w, ok := table.Value().(*tensor.Dense)
+		if !ok {
+			return nil, fmt.Errorf("embedding %q: the initialiser gave a %T: %w", name, table.Value(), ErrDtype)
+		}
+		row, err := w.Slice(tensor.S(cfg.pad))
+		if err != nil {
+			return nil, fmt.Errorf("embedding %q: %w", name, err)
+		}
+		row.Zero()
+	}
+	return &Embedding{Table: table, cfg: cfg}, nil
+}
+
+// Lookup returns the rows of the table for ids, a node of Int, Int32 or
+// Int64 ids of any shape; the result has shape ids.shape + [dim]. An id
+// outside [-vocab, vocab-1] is an *IndexError when the graph runs.
+func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
+	var opts []Option
+	if e.cfg.hasPad {
+		opts = append(opts, WithPaddingIndex(e.cfg.pad))
+	}
+	if e.cfg.frozen {
+		opts = append(opts, WithoutGrad())
+	}
+	return Gather(e.Table, ids, 0, opts...)
+}
+
+// Learnables returns the nodes a solver should update: the table, or
+// nothing for a frozen embedding.
+func (e *Embedding) Learnables() gorgonia.Nodes {
+	if e.cfg.frozen {
+		return nil
+	}
+	return gorgonia.Nodes{e.Table}
+}
+
+// NLLLoss returns the mean negative log-likelihood of integer targets under
+// log-probabilities, PyTorch's nll_loss with mean reduction:
+//
+//	-mean over i of logProbs[i..., targets[i...]]
+//
+// logProbs has shape [..., classes] (e.g. the output of
+// gorgonia.LogSoftMax); targets has the shape of logProbs without its last
+// axis and dtype Int, Int32 or Int64. The pick is a GatherElements on the
+// last axis, so the gradient reaches logProbs at the targets only.
+func NLLLoss(logProbs, targets *gorgonia.Node) (*gorgonia.Node, error) {
+	if logProbs == nil || targets == nil {
+		return nil, fmt.Errorf("nll loss: logProbs and targets must be nodes: %w", ErrShape)
+	}
+	ls, ts := logProbs.Shape(), targets.Shape()
+	if len(ls) < 1 || !ls[:len(ls)-1].Eq(ts) {
+		return nil, fmt.Errorf("nll loss: targets of shape %v do not match log-probabilities of shape %v (want %v): %w",
+			ts, ls, ls[:max(len(ls)-1, 0)], ErrShape)
+	}
+	picked := append(ls[:len(ls)-1].Clone(), 1)
+	t, err := gorgonia.Reshape(targets, picked)
+	if err != nil {
+		return nil, fmt.Errorf("nll loss: %w", err)
+	}
+	lp, err := GatherElements(logProbs, t, len(ls)-1)
+	if err != nil {
+		return nil, fmt.Errorf("nll loss: %w", err)
+	}
+	mean, err := gorgonia.Mean(lp)
+	if err != nil {
+		return nil, fmt.Errorf("nll loss: %w", err)
+	}
+	return gorgonia.Neg(mean)
+}
