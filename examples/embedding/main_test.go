@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// tinyCorpus writes a repetitive text with a learnable next-token structure.
+func tinyCorpus(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&b, "if err != nil { return x%d , err }\n", i%7)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.txt")
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	return path
+}
+
+func TestTrainingLowersTheLoss(t *testing.T) {
+	cfg, err := parseFlags([]string{"-corpus", tinyCorpus(t), "-steps", "60", "-batch", "32", "-dim", "8", "-hidden", "16", "-vocab", "50"}, os.Stderr)
+	require.NoError(t, err)
+	c, err := loadCorpus(cfg)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	res, err := train(cfg, c, &out)
+	require.NoError(t, err)
+	first, last := res.heldOut[0], res.heldOut[len(res.heldOut)-1]
+	assert.Less(t, last, first/2, "held-out loss %v -> %v", first, last)
+	assert.Less(t, last, res.unigram, "the model must beat the unigram baseline")
+	assert.Contains(t, out.String(), "step 60/60")
+
+	// The same seed gives the same run.
+	res2, err := train(cfg, c, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, res.heldOut, res2.heldOut)
+
+	png := filepath.Join(t.TempDir(), "loss.png")
+	require.NoError(t, plotLoss(png, res))
+	b, err := os.ReadFile(png)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(b, []byte("\x89PNG")), "not a PNG")
+}
+
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-steps", "0"}, "-steps must be positive, got 0"},
+		{[]string{"-dim", "-3"}, "-dim must be positive, got -3"},
+		{[]string{"-lr", "0"}, "-lr must be a positive number, got 0"},
+		{[]string{"-lr", "NaN"}, "-lr must be a positive number, got NaN"},
+		{[]string{"-vocab", "1"}, "-vocab must be at least 2, got 1"},
+		{[]string{"-batch", "x"}, `invalid value "x" for flag -batch`},
+		{[]string{"stray"}, `unexpected arguments: ["stray"]`},
+		{[]string{"-corpus", "/no/such/corpus"}, "corpus: stat /no/such/corpus: no such file or directory"},
+	}
+	for _, c := range cases {
+		err := run(c.args, &bytes.Buffer{}, &bytes.Buffer{})
+		require.Error(t, err, "%v", c.args)
+		assert.Contains(t, err.Error(), c.msg)
+	}
+
+	small := filepath.Join(t.TempDir(), "small.txt")
+	require.NoError(t, os.WriteFile(small, []byte("too few tokens here"), 0o644))
+	err := run([]string{"-corpus", small}, &bytes.Buffer{}, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is too small: 4 tokens")
+}
