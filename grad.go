@@ -85,13 +85,14 @@ func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int) (addPla
 	if err != nil {
 		return a, err
 	}
-	shape, err := outputShape(kind, dst.Shape(), ix.shape, ax)
+	var buf [8]int
+	shape, err := outputShape(buf[:0], kind, dst.Shape(), ix.shape, ax)
 	if err != nil {
 		return a, err
 	}
 	if g.Dtype() != dst.Dtype() || !g.Shape().Eq(shape) {
-		return a, fmt.Errorf("%s gradient: want a %v gradient of shape %v, got %v of shape %v: %w",
-			kind, dst.Dtype(), shape, g.Dtype(), g.Shape(), ErrShape)
+		return a, fmt.Errorf("%s gradient: want a %v gradient of shape %s, got %v of shape %v: %w",
+			kind, dst.Dtype(), shapeString(shape), g.Dtype(), g.Shape(), ErrShape)
 	}
 	if err := checkIndices(kind, ix, ax, dst.Shape()[ax]); err != nil {
 		return a, err
@@ -112,13 +113,13 @@ func (a addPlan) run(scale float64, pad int) {
 }
 
 func addTyped[T float](kind string, dst, src []T, ix indexTensor, shape tensor.Shape, axis int, c T, pad int) {
-	switch v := ix.values.(type) {
-	case []int:
-		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c, pad)
-	case []int32:
-		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c, pad)
-	case []int64:
-		addIndexed(kind, dst, src, v, ix.shape, shape, axis, c, pad)
+	switch ix.dtype {
+	case tensor.Int:
+		addIndexed(kind, dst, src, ix.ints, ix.shape, shape, axis, c, pad)
+	case tensor.Int32:
+		addIndexed(kind, dst, src, ix.i32, ix.shape, shape, axis, c, pad)
+	case tensor.Int64:
+		addIndexed(kind, dst, src, ix.i64, ix.shape, shape, axis, c, pad)
 	}
 }
 
@@ -129,7 +130,8 @@ func addIndexed[T float, I index](kind string, dst, src []T, idx []I, ishape, ds
 	if kind == opGather {
 		indexAdd(dst, src, idx, dshape, axis, c, pad)
 	} else {
-		scatterAdd(dst, src, idx, newAlongGeom(dshape, ishape, axis), c)
+		g := newAlongGeom(dshape, ishape, axis)
+		scatterAdd(dst, src, idx, &g, c)
 	}
 }
 
@@ -172,14 +174,16 @@ func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T) {
 			addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
 			return
 		}
-		parallelFor(g.ishape[0], p, func(lo, hi int) { addAlong(dst, src, idx, c, g, lo*perFirst, hi*perFirst, 0, g.n) })
+		gc := *g // a copy for the workers, so that g itself stays on the caller's stack
+		parallelFor(g.ishape[0], p, func(lo, hi int) { addAlong(dst, src, idx, c, &gc, lo*perFirst, hi*perFirst, 0, gc.n) })
 	case r > 1:
 		p := workers(len(idx), g.n)
 		if p <= 1 {
 			addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
 			return
 		}
-		parallelFor(g.n, p, func(lo, hi int) { addAlong(dst, src, idx, c, g, 0, rows, lo, hi) })
+		gc := *g
+		parallelFor(g.n, p, func(lo, hi int) { addAlong(dst, src, idx, c, &gc, 0, rows, lo, hi) })
 	default:
 		addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
 	}

@@ -1,8 +1,23 @@
 package gather
 
 // The loops below move elements of any type T and read indices of any
-// integer type I. Indices have been validated before a kernel runs, so a
-// negative index only needs its axis size added.
+// integer type I. The forward loops check every index as they go and stop
+// at the first bad one, returning its position in idx (or -1): callers
+// writing into memory the user can see validate all indices first
+// (checkIndices), callers writing into a new tensor rely on these checks
+// and drop the tensor on error. The backward loops run only after
+// validation, and a negative index only needs its axis size added.
+
+// norm maps index v on an axis of size s to [0, s-1] and reports whether v
+// was in [-s, s-1]. The comparison is done in int64, so an int64 index
+// beyond the platform's int is rejected, not truncated.
+func norm[I index](v I, s int) (int, bool) {
+	x := int64(v)
+	if x < 0 {
+		x += int64(s)
+	}
+	return int(x), uint64(x) < uint64(s)
+}
 
 // wrap maps a validated index in [-s, s-1] to [0, s-1] without a branch.
 func wrap[I index](v I, s int) int {
@@ -14,40 +29,69 @@ func wrap[I index](v I, s int) int {
 // [outer, len(idx), inner] seen as outer*len(idx) rows of inner elements,
 //
 //	for r := lo; r < hi; r++ { o, i := r/len(idx), r%len(idx); dst[o][i][:] = src[o][idx[i]][:] }
-func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int) {
+//
+// It returns the position in idx of the first index out of range, or -1.
+func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int) int {
 	n := len(idx)
 	o, i := lo/n, lo%n
 	for r := lo; r < hi; r++ {
-		j := (o*s + wrap(idx[i], s)) * inner
+		j, ok := norm(idx[i], s)
+		if !ok {
+			return i
+		}
+		j = (o*s + j) * inner
 		copy(dst[r*inner:(r+1)*inner], src[j:j+inner])
 		if i++; i == n {
 			i, o = 0, o+1
 		}
 	}
+	return -1
 }
 
 // takeElems is takeRows for inner == 1, element by element.
-func takeElems[T any, I index](dst, src []T, idx []I, s, lo, hi int) {
+func takeElems[T any, I index](dst, src []T, idx []I, s, lo, hi int) int {
 	n := len(idx)
 	o, i := lo/n, lo%n
 	dst = dst[:hi]
 	for r := lo; r < hi; r++ {
-		dst[r] = src[o*s+wrap(idx[i], s)]
+		j, ok := norm(idx[i], s)
+		if !ok {
+			return i
+		}
+		dst[r] = src[o*s+j]
 		if i++; i == n {
 			i, o = 0, o+1
 		}
 	}
+	return -1
 }
 
 // alongGeom describes a GatherElements call: indices (and output) of shape
 // ishape, data of row-major strides dstrides, along axis. Both are walked as
 // rows of their last dimension.
 type alongGeom struct {
-	ishape   []int
-	dstrides []int
-	axis     int
-	s        int // data.shape[axis]
-	n        int // ishape[last]: the length of a row
+	ishape []int
+	small  [8]int // data strides for rank <= 8, held inline so that a geom needs no allocation
+	big    []int  // data strides for higher ranks
+	axis   int
+	s      int // data.shape[axis]
+	n      int // ishape[last]: the length of a row
+}
+
+// stride returns the row-major stride of data dimension d.
+func (g *alongGeom) stride(d int) int {
+	if g.big != nil {
+		return g.big[d]
+	}
+	return g.small[d]
+}
+
+func (g *alongGeom) setStride(d, v int) {
+	if g.big != nil {
+		g.big[d] = v
+	} else {
+		g.small[d] = v
+	}
 }
 
 // rowBase returns the data offset of the first element of indices row r,
@@ -58,7 +102,7 @@ func (g *alongGeom) rowBase(r int, coord []int) int {
 		coord[d] = r % g.ishape[d]
 		r /= g.ishape[d]
 		if d != g.axis {
-			base += coord[d] * g.dstrides[d]
+			base += coord[d] * g.stride(d)
 		}
 	}
 	return base
@@ -69,13 +113,13 @@ func (g *alongGeom) nextRow(base int, coord []int) int {
 	for d := len(g.ishape) - 2; d >= 0; d-- {
 		coord[d]++
 		if d != g.axis {
-			base += g.dstrides[d]
+			base += g.stride(d)
 		}
 		if coord[d] < g.ishape[d] {
 			return base
 		}
 		if d != g.axis {
-			base -= coord[d] * g.dstrides[d]
+			base -= coord[d] * g.stride(d)
 		}
 		coord[d] = 0
 	}
@@ -90,10 +134,12 @@ func (g *alongGeom) coords(buf *[8]int) []int {
 	return make([]int, len(g.ishape)-1)
 }
 
-// takeAlong is, for rows lo..hi-1 of indices (each g.n long) and columns klo..khi-1,
+// takeAlong is, for rows lo..hi-1 of indices (each g.n long),
 //
 //	out[c] = data[c with c[axis] = idx[c]]
-func takeAlong[T any, I index](dst, src []T, idx []I, g *alongGeom, lo, hi int) {
+//
+// It returns the flat position of the first index out of range, or -1.
+func takeAlong[T any, I index](dst, src []T, idx []I, g *alongGeom, lo, hi int) int {
 	var buf [8]int
 	coord := g.coords(&buf)
 	base := g.rowBase(lo, coord)
@@ -101,19 +147,29 @@ func takeAlong[T any, I index](dst, src []T, idx []I, g *alongGeom, lo, hi int) 
 	last := len(g.ishape) - 1
 	for r := lo; r < hi; r++ {
 		d, x := dst[r*n:(r+1)*n], idx[r*n:(r+1)*n]
+		d = d[:len(x)]
 		if g.axis == last {
 			row := src[base : base+s]
 			for k, v := range x {
-				d[k] = row[wrap(v, s)]
+				j, ok := norm(v, s)
+				if !ok {
+					return r*n + k
+				}
+				d[k] = row[j]
 			}
 		} else {
-			stride := g.dstrides[g.axis]
+			stride := g.stride(g.axis)
 			for k, v := range x {
-				d[k] = src[base+wrap(v, s)*stride+k]
+				j, ok := norm(v, s)
+				if !ok {
+					return r*n + k
+				}
+				d[k] = src[base+j*stride+k]
 			}
 		}
 		base = g.nextRow(base, coord)
 	}
+	return -1
 }
 
 // float is the set of element types that have gradients.
@@ -156,7 +212,7 @@ func addAlong[T float, I index](dst, src []T, idx []I, c T, g *alongGeom, lo, hi
 	last := len(g.ishape) - 1
 	stride := 1
 	if g.axis != last {
-		stride = g.dstrides[g.axis]
+		stride = g.stride(g.axis)
 	}
 	for r := lo; r < hi; r++ {
 		x, y := idx[r*n+klo:r*n+khi], src[r*n+klo:r*n+khi]

@@ -11,24 +11,26 @@ import (
 // index is the set of Go types an index tensor may hold.
 type index interface{ ~int | ~int32 | ~int64 }
 
-// indexTensor is an index argument in row-major order, whatever form it came in.
+// indexTensor is an index argument in row-major order, whatever form it
+// came in. Exactly one of the slices is set, by dtype; each holds
+// shape.TotalSize() values.
 type indexTensor struct {
-	shape  tensor.Shape
-	dtype  tensor.Dtype
-	values any // []int, []int32 or []int64 of length shape.TotalSize()
+	shape tensor.Shape
+	dtype tensor.Dtype
+	ints  []int
+	i32   []int32
+	i64   []int64
 }
 
 // at returns the index at flat position p.
 func (ix indexTensor) at(p int) int64 {
-	switch v := ix.values.(type) {
-	case []int:
-		return int64(v[p])
-	case []int32:
-		return int64(v[p])
-	case []int64:
-		return v[p]
+	switch ix.dtype {
+	case tensor.Int:
+		return int64(ix.ints[p])
+	case tensor.Int32:
+		return int64(ix.i32[p])
 	}
-	panic("gather: unreachable: index values of unknown type")
+	return ix.i64[p]
 }
 
 // asIndices reads an index argument: a *tensor.Dense of any layout, or one
@@ -42,14 +44,14 @@ func asIndices(op string, v any) (indexTensor, error) {
 		return indexTensor{}, err
 	}
 	n := t.Shape().TotalSize()
-	ix := indexTensor{shape: t.Shape().Clone(), dtype: t.Dtype()}
+	ix := indexTensor{shape: t.Shape(), dtype: t.Dtype()}
 	switch t.Dtype() {
 	case tensor.Int:
-		ix.values = t.Ints()[:n]
+		ix.ints = t.Ints()[:n]
 	case tensor.Int32:
-		ix.values = t.Int32s()[:n]
+		ix.i32 = t.Int32s()[:n]
 	case tensor.Int64:
-		ix.values = t.Int64s()[:n]
+		ix.i64 = t.Int64s()[:n]
 	}
 	return ix, nil
 }

@@ -88,10 +88,11 @@ func newOp(kind string, data, indices *gorgonia.Node, axis int, cfg config) (*op
 	if _, err := size(kind, "data", ds); err != nil {
 		return nil, err
 	}
-	out, err := outputShape(kind, ds, is, ax)
+	out, err := outputShape(nil, kind, ds, is, ax)
 	if err != nil {
 		return nil, err
 	}
+	out = out.Clone()
 	if n := ds[ax]; n == 0 && is.TotalSize() > 0 {
 		return nil, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
 	}
@@ -111,9 +112,11 @@ func newOp(kind string, data, indices *gorgonia.Node, axis int, cfg config) (*op
 		dataShape: ds, indexShape: is, outShape: out, cfg: cfg}, nil
 }
 
-func outputShape(kind string, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
+// outputShape returns the output shape of the op named kind, built in buf
+// for Gather and aliasing indices for GatherElements: clone it to keep it.
+func outputShape(buf tensor.Shape, kind string, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
 	if kind == opGather {
-		return gatherShape(data, indices, axis)
+		return gatherShape(buf, data, indices, axis)
 	}
 	return elementsShape(data, indices, axis)
 }
@@ -133,74 +136,91 @@ func forward(kind string, data, indices any, axis int, out *tensor.Dense) (*tens
 	if err != nil {
 		return nil, err
 	}
-	shape, err := outputShape(kind, d.Shape(), ix.shape, ax)
+	var buf [8]int
+	shape, err := outputShape(buf[:0], kind, d.Shape(), ix.shape, ax)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkIndices(kind, ix, ax, d.Shape()[ax]); err != nil {
-		return nil, err
-	}
-	if out == nil || !fits(out, shape, d.Dtype(), data, indices) {
-		out = tensor.New(tensor.Of(d.Dtype()), tensor.WithShape(shape...))
-	}
-	if kind == opGather {
-		runTake(out, d, ix, ax)
+	s := d.Shape()[ax]
+	if out != nil && fits(out, shape, d.Dtype(), data, indices) {
+		// A buffer the caller can see: nothing is written unless all is well.
+		if err := checkIndices(kind, ix, ax, s); err != nil {
+			return nil, err
+		}
 	} else {
-		runTakeAlong(out, d, ix, ax)
+		// A new tensor: the kernels check as they go, and on error the
+		// tensor is dropped, so no partial result escapes.
+		out = tensor.New(tensor.Of(d.Dtype()), tensor.WithShape(shape.Clone()...))
+	}
+	var bad int
+	if kind == opGather {
+		bad = runTake(out, d, ix, ax)
+	} else {
+		bad = runTakeAlong(out, d, ix, ax)
+	}
+	if bad >= 0 {
+		return nil, &IndexError{Op: kind, Pos: unravel(bad, ix.shape), Value: ix.at(bad), Axis: ax, Size: s}
 	}
 	return out, nil
 }
 
-// runTake is the Gather kernel: out = Take(data, ix, axis), all checked.
-func runTake(out, data *tensor.Dense, ix indexTensor, axis int) {
+// runTake is the Gather kernel, out = Take(data, ix, axis). It returns the
+// flat position in ix of the first index out of range, or -1.
+func runTake(out, data *tensor.Dense, ix indexTensor, axis int) int {
 	outer, s, inner := split(data.Shape(), axis)
-	switch v := ix.values.(type) {
-	case []int:
-		take(out, data, v, outer, s, inner)
-	case []int32:
-		take(out, data, v, outer, s, inner)
-	case []int64:
-		take(out, data, v, outer, s, inner)
+	switch ix.dtype {
+	case tensor.Int:
+		return take(out, data, ix.ints, outer, s, inner)
+	case tensor.Int32:
+		return take(out, data, ix.i32, outer, s, inner)
+	case tensor.Int64:
+		return take(out, data, ix.i64, outer, s, inner)
 	}
+	return -1
 }
 
-func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int) {
+func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int) int {
 	rows := outer * len(idx)
-	if rows == 0 || inner == 0 {
-		return
+	if rows == 0 {
+		return -1
+	}
+	if inner == 0 {
+		// Nothing to move, but the indices must still be valid.
+		return firstBad(idx, s)
 	}
 	p := workers(rows*inner, rows)
 	switch wordOf(data.Dtype()) {
 	case word8:
-		takeWords(out.Uint8s(), data.Uint8s(), idx, s, inner, rows, p)
+		return takeWords(out.Uint8s(), data.Uint8s(), idx, s, inner, rows, p)
 	case word16:
-		takeWords(out.Uint16s(), data.Uint16s(), idx, s, inner, rows, p)
+		return takeWords(out.Uint16s(), data.Uint16s(), idx, s, inner, rows, p)
 	case word32:
-		takeWords(out.Uint32s(), data.Uint32s(), idx, s, inner, rows, p)
+		return takeWords(out.Uint32s(), data.Uint32s(), idx, s, inner, rows, p)
 	case word64:
-		takeWords(out.Uint64s(), data.Uint64s(), idx, s, inner, rows, p)
+		return takeWords(out.Uint64s(), data.Uint64s(), idx, s, inner, rows, p)
 	case word128:
-		takeWords(out.Complex128s(), data.Complex128s(), idx, s, inner, rows, p)
+		return takeWords(out.Complex128s(), data.Complex128s(), idx, s, inner, rows, p)
 	case wordString:
-		takeWords(out.Strings(), data.Strings(), idx, s, inner, rows, p)
+		return takeWords(out.Strings(), data.Strings(), idx, s, inner, rows, p)
 	case wordPointer:
-		takeWords(out.UnsafePointers(), data.UnsafePointers(), idx, s, inner, rows, p)
+		return takeWords(out.UnsafePointers(), data.UnsafePointers(), idx, s, inner, rows, p)
 	}
+	return -1
 }
 
-func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int) {
-	kernel := func(lo, hi int) {
-		if inner == 1 {
-			takeElems(dst, src, idx, s, lo, hi)
-		} else {
-			takeRows(dst, src, idx, s, inner, lo, hi)
-		}
-	}
+func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int) int {
 	if p <= 1 {
-		kernel(0, rows)
-		return
+		if inner == 1 {
+			return takeElems(dst, src, idx, s, 0, rows)
+		}
+		return takeRows(dst, src, idx, s, inner, 0, rows)
 	}
-	parallelFor(rows, p, kernel)
+	return parallelFirst(rows, p, func(lo, hi int) int {
+		if inner == 1 {
+			return takeElems(dst, src, idx, s, lo, hi)
+		}
+		return takeRows(dst, src, idx, s, inner, lo, hi)
+	})
 }
 
 // fits reports whether out can receive a result of the given shape and dtype
@@ -255,7 +275,11 @@ func (o *op) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("%s: input shapes must be known, got %v and %v: %w", o.kind, in[0], in[1], ErrShape)
 	}
-	return outputShape(o.kind, ds, is, o.axis)
+	out, err := outputShape(nil, o.kind, ds, is, o.axis)
+	if err != nil {
+		return nil, err
+	}
+	return out.Clone(), nil
 }
 
 // Do computes the op into a new tensor.

@@ -35,57 +35,64 @@ func TakeAlongAxis(data, indices tensor.Tensor, axis int) (*tensor.Dense, error)
 
 // newAlongGeom describes GatherElements of row-major data of shape dshape
 // with indices of shape ishape along axis.
-func newAlongGeom(dshape, ishape tensor.Shape, axis int) *alongGeom {
-	strides := make([]int, len(dshape))
+func newAlongGeom(dshape, ishape tensor.Shape, axis int) alongGeom {
+	g := alongGeom{ishape: ishape, axis: axis, s: dshape[axis], n: ishape[len(ishape)-1]}
+	if len(dshape) > len(g.small) {
+		g.big = make([]int, len(dshape))
+	}
 	st := 1
 	for d := len(dshape) - 1; d >= 0; d-- {
-		strides[d] = st
+		g.setStride(d, st)
 		st *= dshape[d]
 	}
-	return &alongGeom{ishape: ishape, dstrides: strides, axis: axis, s: dshape[axis], n: ishape[len(ishape)-1]}
+	return g
 }
 
-// runTakeAlong is the GatherElements kernel: out = TakeAlongAxis(data, ix, axis), all checked.
-func runTakeAlong(out, data *tensor.Dense, ix indexTensor, axis int) {
+// runTakeAlong is the GatherElements kernel, out = TakeAlongAxis(data, ix,
+// axis). It returns the flat position in ix of the first index out of
+// range, or -1.
+func runTakeAlong(out, data *tensor.Dense, ix indexTensor, axis int) int {
 	if ix.shape.TotalSize() == 0 {
-		return
+		return -1
 	}
 	g := newAlongGeom(data.Shape(), ix.shape, axis)
-	switch v := ix.values.(type) {
-	case []int:
-		takeAlongTyped(out, data, v, g)
-	case []int32:
-		takeAlongTyped(out, data, v, g)
-	case []int64:
-		takeAlongTyped(out, data, v, g)
+	switch ix.dtype {
+	case tensor.Int:
+		return takeAlongTyped(out, data, ix.ints, &g)
+	case tensor.Int32:
+		return takeAlongTyped(out, data, ix.i32, &g)
+	case tensor.Int64:
+		return takeAlongTyped(out, data, ix.i64, &g)
 	}
+	return -1
 }
 
-func takeAlongTyped[I index](out, data *tensor.Dense, idx []I, g *alongGeom) {
+func takeAlongTyped[I index](out, data *tensor.Dense, idx []I, g *alongGeom) int {
 	rows := len(idx) / g.n
 	p := workers(len(idx), rows)
 	switch wordOf(data.Dtype()) {
 	case word8:
-		takeAlongWords(out.Uint8s(), data.Uint8s(), idx, g, rows, p)
+		return takeAlongWords(out.Uint8s(), data.Uint8s(), idx, g, rows, p)
 	case word16:
-		takeAlongWords(out.Uint16s(), data.Uint16s(), idx, g, rows, p)
+		return takeAlongWords(out.Uint16s(), data.Uint16s(), idx, g, rows, p)
 	case word32:
-		takeAlongWords(out.Uint32s(), data.Uint32s(), idx, g, rows, p)
+		return takeAlongWords(out.Uint32s(), data.Uint32s(), idx, g, rows, p)
 	case word64:
-		takeAlongWords(out.Uint64s(), data.Uint64s(), idx, g, rows, p)
+		return takeAlongWords(out.Uint64s(), data.Uint64s(), idx, g, rows, p)
 	case word128:
-		takeAlongWords(out.Complex128s(), data.Complex128s(), idx, g, rows, p)
+		return takeAlongWords(out.Complex128s(), data.Complex128s(), idx, g, rows, p)
 	case wordString:
-		takeAlongWords(out.Strings(), data.Strings(), idx, g, rows, p)
+		return takeAlongWords(out.Strings(), data.Strings(), idx, g, rows, p)
 	case wordPointer:
-		takeAlongWords(out.UnsafePointers(), data.UnsafePointers(), idx, g, rows, p)
+		return takeAlongWords(out.UnsafePointers(), data.UnsafePointers(), idx, g, rows, p)
 	}
+	return -1
 }
 
-func takeAlongWords[T any, I index](dst, src []T, idx []I, g *alongGeom, rows, p int) {
+func takeAlongWords[T any, I index](dst, src []T, idx []I, g *alongGeom, rows, p int) int {
 	if p <= 1 {
-		takeAlong(dst, src, idx, g, 0, rows)
-		return
+		return takeAlong(dst, src, idx, g, 0, rows)
 	}
-	parallelFor(rows, p, func(lo, hi int) { takeAlong(dst, src, idx, g, lo, hi) })
+	gc := *g // a copy for the workers, so that g itself stays on the caller's stack
+	return parallelFirst(rows, p, func(lo, hi int) int { return takeAlong(dst, src, idx, &gc, lo, hi) })
 }

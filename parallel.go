@@ -41,3 +41,31 @@ func parallelFor(n, p int, f func(lo, hi int)) {
 	f(0, n/p)
 	wg.Wait()
 }
+
+// parallelFirst is parallelFor for functions that return a position in
+// [lo, hi) where they found a problem, or -1: it returns the smallest
+// position any of them returned, or -1.
+func parallelFirst(n, p int, f func(lo, hi int) int) int {
+	if p <= 1 || n <= 1 {
+		return f(0, n)
+	}
+	var buf [16]int
+	found := buf[:0]
+	if p > len(buf) {
+		found = make([]int, 0, p)
+	}
+	found = found[:p]
+	var wg sync.WaitGroup
+	for w := 1; w < p; w++ {
+		lo, hi := n*w/p, n*(w+1)/p
+		wg.Go(func() { found[w] = f(lo, hi) }) // each worker writes its own slot
+	}
+	found[0] = f(0, n/p)
+	wg.Wait()
+	for _, q := range found {
+		if q >= 0 {
+			return q
+		}
+	}
+	return -1
+}

@@ -3,6 +3,7 @@ package gather
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"gorgonia.org/tensor"
 )
@@ -50,24 +51,38 @@ func size(op, what string, shape tensor.Shape) (int, error) {
 	n := 1
 	for _, d := range shape {
 		if d < 0 {
-			return 0, fmt.Errorf("%s: %s shape %v has a negative dimension: %w", op, what, shape, ErrShape)
+			return 0, fmt.Errorf("%s: %s shape %s has a negative dimension: %w", op, what, shapeString(shape), ErrShape)
 		}
 		if d != 0 && n > math.MaxInt/d {
-			return 0, fmt.Errorf("%s: %s shape %v has more than %d elements: %w", op, what, shape, math.MaxInt, ErrShape)
+			return 0, fmt.Errorf("%s: %s shape %s has more than %d elements: %w", op, what, shapeString(shape), math.MaxInt, ErrShape)
 		}
 		n *= d
 	}
 	return n, nil
 }
 
+// shapeString formats a shape as tensor.Shape does, "(2, 3)", without
+// letting the slice escape: shapes built in stack buffers are formatted
+// with it.
+func shapeString(shape []int) string {
+	b := []byte{'('}
+	for i, d := range shape {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, int64(d), 10)
+	}
+	return string(append(b, ')'))
+}
+
 // gatherShape returns the output shape of Gather,
 //
 //	data.shape[:axis] + indices.shape + data.shape[axis+1:]
 //
-// e.g. data [2, 5, 3], indices [4, 2], axis 1 gives [2, 4, 2, 3].
-// axis must already be normalised.
-func gatherShape(data, indices tensor.Shape, axis int) (tensor.Shape, error) {
-	out := make(tensor.Shape, 0, len(data)-1+len(indices))
+// e.g. data [2, 5, 3], indices [4, 2], axis 1 gives [2, 4, 2, 3], appended
+// to buf[:0]. axis must already be normalised.
+func gatherShape(buf, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
+	out := buf[:0]
 	out = append(out, data[:axis]...)
 	out = append(out, indices...)
 	out = append(out, data[axis+1:]...)
@@ -78,7 +93,7 @@ func gatherShape(data, indices tensor.Shape, axis int) (tensor.Shape, error) {
 }
 
 // elementsShape checks the shapes of GatherElements and returns the output
-// shape, which is the shape of indices. indices must have the rank of data
+// shape, which is indices itself. indices must have the rank of data
 // and, on every axis but axis, a size no larger than data's. axis must
 // already be normalised.
 func elementsShape(data, indices tensor.Shape, axis int) (tensor.Shape, error) {
@@ -95,7 +110,7 @@ func elementsShape(data, indices tensor.Shape, axis int) (tensor.Shape, error) {
 	if _, err := size(opGatherElements, "indices", indices); err != nil {
 		return nil, err
 	}
-	return indices.Clone(), nil
+	return indices, nil
 }
 
 // split returns the products of the dimensions before, at and after axis:
@@ -137,17 +152,31 @@ func firstBad[I index](idx []I, s int) int {
 	return -1
 }
 
+// firstBadParallel is firstBad, split across workers for long index lists.
+func firstBadParallel[I index](idx []I, s int) int {
+	p := workers(len(idx), len(idx))
+	if p <= 1 {
+		return firstBad(idx, s)
+	}
+	return parallelFirst(len(idx), p, func(lo, hi int) int {
+		if q := firstBad(idx[lo:hi], s); q >= 0 {
+			return lo + q
+		}
+		return -1
+	})
+}
+
 // checkIndices returns an *IndexError for the first index of ix outside the
 // range of an axis of size s, or nil.
 func checkIndices(op string, ix indexTensor, axis, s int) error {
 	var p int
-	switch v := ix.values.(type) {
-	case []int:
-		p = firstBad(v, s)
-	case []int32:
-		p = firstBad(v, s)
-	case []int64:
-		p = firstBad(v, s)
+	switch ix.dtype {
+	case tensor.Int:
+		p = firstBadParallel(ix.ints, s)
+	case tensor.Int32:
+		p = firstBadParallel(ix.i32, s)
+	case tensor.Int64:
+		p = firstBadParallel(ix.i64, s)
 	}
 	if p < 0 {
 		return nil

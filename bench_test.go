@@ -1,0 +1,272 @@
+package gather
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// benchCase is one row of ../shared/bench/bench_cases.md: float32 data,
+// int64 indices drawn uniformly over [0, s), fixed seed.
+type benchCase struct {
+	name   string
+	kind   string
+	dshape []int
+	ishape []int
+	axis   int
+}
+
+var benchCases = []benchCase{
+	{"emb_50k_128", opGather, []int{50000, 128}, []int{16384}, 0},
+	{"emb_1m_64", opGather, []int{1000000, 64}, []int{65536}, 0},
+	{"axis1", opGather, []int{64, 1000, 64}, []int{512}, 1},
+	{"elem_axis1", opGatherElements, []int{1024, 1024}, []int{1024, 256}, 1},
+	{"elem_axis0", opGatherElements, []int{1024, 1024}, []int{256, 1024}, 0},
+}
+
+// benchData holds the tensors of a case.
+type benchData struct {
+	data, indices, grad *tensor.Dense
+	oshape              tensor.Shape
+	outBytes, idxBytes  int64 // bytes of the output and of the indices
+	dataBytes           int64
+}
+
+func (c benchCase) make() benchData {
+	r := rand.New(rand.NewPCG(1, uint64(len(c.name))))
+	n := tensor.Shape(c.dshape).TotalSize()
+	d := make([]float32, n)
+	for i := range d {
+		d[i] = float32(r.NormFloat64())
+	}
+	ni := tensor.Shape(c.ishape).TotalSize()
+	idx := make([]int64, ni)
+	for i := range idx {
+		idx[i] = int64(r.IntN(c.dshape[c.axis]))
+	}
+	var oshape tensor.Shape
+	if c.kind == opGather {
+		oshape, _ = gatherShape(nil, c.dshape, c.ishape, c.axis)
+	} else {
+		oshape = tensor.Shape(c.ishape).Clone()
+	}
+	g := make([]float32, oshape.TotalSize())
+	for i := range g {
+		g[i] = float32(r.NormFloat64())
+	}
+	return benchData{
+		data:      tensor.New(tensor.WithShape(c.dshape...), tensor.WithBacking(d)),
+		indices:   tensor.New(tensor.WithShape(c.ishape...), tensor.WithBacking(idx)),
+		grad:      tensor.New(tensor.WithShape(oshape...), tensor.WithBacking(g)),
+		oshape:    oshape,
+		outBytes:  int64(4 * oshape.TotalSize()),
+		idxBytes:  int64(8 * ni),
+		dataBytes: int64(4 * n),
+	}
+}
+
+// BenchmarkCases measures the public forward (a new output per call) and
+// the dense backward into a buffer shaped like data that is cleared on
+// every call, as the gradient op does when Gorgonia hands it last run's
+// buffer. Bytes: forward reads the gathered data and the indices and writes
+// the output; backward clears data-sized memory, reads the upstream
+// gradient and the indices and reads and writes the gathered destinations.
+func BenchmarkCases(b *testing.B) {
+	for _, c := range benchCases {
+		d := c.make()
+		b.Run(c.name+"/fwd", func(b *testing.B) {
+			b.SetBytes(2*d.outBytes + d.idxBytes)
+			for b.Loop() {
+				var err error
+				if c.kind == opGather {
+					_, err = Take(d.data, d.indices, c.axis)
+				} else {
+					_, err = TakeAlongAxis(d.data, d.indices, c.axis)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		// The same forward into a buffer reused from the last call, as the
+		// op's UsePreallocDo does: the kernel without Go's allocation.
+		b.Run(c.name+"/fwd-prealloc", func(b *testing.B) {
+			o := &op{kind: c.kind, axis: c.axis}
+			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(d.oshape...))
+			b.SetBytes(2*d.outBytes + d.idxBytes)
+			for b.Loop() {
+				if _, err := o.UsePreallocDo(buf, d.data, d.indices); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/bwd", func(b *testing.B) {
+			diff := &diffOp{fwd: &op{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
+			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.dshape...))
+			b.SetBytes(d.dataBytes + 3*d.outBytes + d.idxBytes)
+			for b.Loop() {
+				if _, err := diff.UsePreallocDo(buf, d.indices, d.grad); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBaselines measures, on the same shapes in the same run: copy of
+// the output's bytes (the bandwidth ceiling for the forward pass),
+// Gorgonia's own ByIndices/ByIndicesB where they give correct results (the
+// axis-0 embedding cases), and naive per-element loops.
+func BenchmarkBaselines(b *testing.B) {
+	for _, c := range benchCases {
+		d := c.make()
+		// Allocating a tensor of the output's size: the floor under a
+		// forward that returns a new tensor.
+		b.Run(c.name+"/alloc", func(b *testing.B) {
+			for b.Loop() {
+				allocSink = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(d.oshape...))
+			}
+		})
+		b.Run(c.name+"/copy", func(b *testing.B) {
+			src := make([]float32, d.oshape.TotalSize())
+			dst := make([]float32, len(src))
+			b.SetBytes(2 * d.outBytes)
+			for b.Loop() {
+				copy(dst, src)
+			}
+		})
+		if c.kind == opGather && c.axis == 0 {
+			ints := make([]int, d.indices.Shape().TotalSize())
+			for i, v := range d.indices.Int64s() {
+				ints[i] = int(v)
+			}
+			idx := tensor.New(tensor.WithShape(len(ints)), tensor.WithBacking(ints))
+			b.Run(c.name+"/ByIndices", func(b *testing.B) {
+				b.SetBytes(2*d.outBytes + d.idxBytes)
+				for b.Loop() {
+					if _, err := tensor.ByIndices(d.data, idx, c.axis); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(c.name+"/ByIndicesB", func(b *testing.B) {
+				b.SetBytes(d.dataBytes + 3*d.outBytes + d.idxBytes)
+				for b.Loop() {
+					if _, err := tensor.ByIndicesB(d.data, d.grad, idx, c.axis); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		b.Run(c.name+"/naive-fwd", func(b *testing.B) {
+			out := make([]float32, d.oshape.TotalSize())
+			b.SetBytes(2*d.outBytes + d.idxBytes)
+			for b.Loop() {
+				naiveForward(c, d, out)
+			}
+		})
+		b.Run(c.name+"/naive-bwd", func(b *testing.B) {
+			dst := make([]float32, d.data.Shape().TotalSize())
+			b.SetBytes(d.dataBytes + 3*d.outBytes + d.idxBytes)
+			for b.Loop() {
+				clear(dst)
+				naiveBackward(c, d, dst)
+			}
+		})
+	}
+}
+
+var allocSink *tensor.Dense
+
+// naiveForward is the textbook loop over output elements, one offset
+// computation per element.
+func naiveForward(c benchCase, d benchData, out []float32) {
+	data, idx := d.data.Float32s(), d.indices.Int64s()
+	outer, s, inner := split(c.dshape, c.axis)
+	if c.kind == opGather {
+		n := len(idx)
+		for o := 0; o < outer; o++ {
+			for i := 0; i < n; i++ {
+				for k := 0; k < inner; k++ {
+					out[(o*n+i)*inner+k] = data[(o*s+int(idx[i]))*inner+k]
+				}
+			}
+		}
+		return
+	}
+	m := c.ishape[c.axis]
+	iinner := 1
+	for _, x := range c.ishape[c.axis+1:] {
+		iinner *= x
+	}
+	for o := 0; o < outer; o++ {
+		for i := 0; i < m; i++ {
+			for k := 0; k < iinner; k++ {
+				p := (o*m+i)*iinner + k
+				out[p] = data[(o*s+int(idx[p]))*inner+k]
+			}
+		}
+	}
+}
+
+// naiveBackward is the matching scatter-add loop.
+func naiveBackward(c benchCase, d benchData, dst []float32) {
+	grad, idx := d.grad.Float32s(), d.indices.Int64s()
+	outer, s, inner := split(c.dshape, c.axis)
+	if c.kind == opGather {
+		n := len(idx)
+		for o := 0; o < outer; o++ {
+			for i := 0; i < n; i++ {
+				for k := 0; k < inner; k++ {
+					dst[(o*s+int(idx[i]))*inner+k] += grad[(o*n+i)*inner+k]
+				}
+			}
+		}
+		return
+	}
+	m := c.ishape[c.axis]
+	iinner := 1
+	for _, x := range c.ishape[c.axis+1:] {
+		iinner *= x
+	}
+	for o := 0; o < outer; o++ {
+		for i := 0; i < m; i++ {
+			for k := 0; k < iinner; k++ {
+				p := (o*m+i)*iinner + k
+				dst[(o*s+int(idx[p]))*inner+k] += grad[p]
+			}
+		}
+	}
+}
+
+// BenchmarkGraph measures one TapeMachine run, forward and backward, of
+// sum(Gather(table, ids)) on the emb_50k_128 shapes, with allocations.
+func BenchmarkGraph(b *testing.B) {
+	c := benchCases[0]
+	d := c.make()
+	g := gorgonia.NewGraph()
+	table := gorgonia.NodeFromAny(g, d.data, gorgonia.WithName("table"))
+	ids := gorgonia.NodeFromAny(g, d.indices, gorgonia.WithName("ids"))
+	rows, err := Gather(table, ids, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cost := gorgonia.Must(gorgonia.Sum(rows))
+	if _, err := gorgonia.Grad(cost, table); err != nil {
+		b.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	b.Run(fmt.Sprintf("%s/tape-fwd-bwd", c.name), func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := vm.RunAll(); err != nil {
+				b.Fatal(err)
+			}
+			vm.Reset()
+		}
+	})
+}
