@@ -181,10 +181,7 @@ func runTake(out, data *tensor.Dense, ix indexTensor, axis int) int {
 
 func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int) int {
 	rows := outer * len(idx)
-	if rows == 0 {
-		return -1
-	}
-	if inner == 0 {
+	if rows == 0 || inner == 0 {
 		// Nothing to move, but the indices must still be valid.
 		return firstBad(idx, s)
 	}

@@ -1,0 +1,253 @@
+package gather
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"testing"
+
+	"gorgonia.org/tensor"
+)
+
+// The fuzz targets decode a case from bytes: ranks and dimensions (0 to 4,
+// so zero-size tensors occur), an axis that may be out of range, an index
+// dtype, and index values that are mostly near the valid range and
+// sometimes extreme. Each target checks that the call does not panic, that
+// it fails exactly when the naive reference says the input is invalid and
+// with the right sentinel, that otherwise it equals the reference, and that
+// the inputs are unchanged.
+
+// fuzzCase is a decoded case.
+type fuzzCase struct {
+	dshape, ishape []int
+	axis           int
+	dtype          tensor.Dtype
+	idx            []int64
+}
+
+// decodeCase reads a case from b; elementsRank makes indices have the
+// data's rank (GatherElements).
+func decodeCase(b []byte, elementsRank bool) fuzzCase {
+	next := func() byte {
+		if len(b) == 0 {
+			return 0
+		}
+		x := b[0]
+		b = b[1:]
+		return x
+	}
+	var c fuzzCase
+	rank := 1 + int(next())%5
+	c.dshape = make([]int, rank)
+	for d := range c.dshape {
+		c.dshape[d] = int(next()) % 5
+	}
+	c.axis = int(int8(next())) % 7 // -6..6: some out of range
+	c.dtype = indexDtypes[int(next())%len(indexDtypes)]
+	qrank := int(next()) % 4
+	if elementsRank {
+		qrank = rank
+	}
+	c.ishape = make([]int, qrank)
+	for d := range c.ishape {
+		c.ishape[d] = int(next()) % 5
+	}
+	n := tensor.Shape(c.ishape).TotalSize()
+	ax := c.axis
+	if ax < 0 {
+		ax += rank
+	}
+	s := 0
+	if ax >= 0 && ax < rank {
+		s = c.dshape[ax]
+	}
+	c.idx = make([]int64, n)
+	for i := range c.idx {
+		switch mode := next(); {
+		case mode < 200: // near the range: [-s-1, s]
+			c.idx[i] = int64(int(next())%(2*s+2) - s - 1)
+		case len(b) >= 8: // anything, extremes included
+			c.idx[i] = int64(binary.LittleEndian.Uint64(b))
+			b = b[8:]
+		default:
+			c.idx[i] = math.MinInt64 + int64(mode)
+		}
+	}
+	// Int32 indices hold only int32 values.
+	if c.dtype == tensor.Int32 {
+		for i, v := range c.idx {
+			c.idx[i] = int64(int32(v))
+		}
+	}
+	return c
+}
+
+// wantErr is the naive reference's verdict on a case: nil if valid, else
+// the sentinel the operation must return, checked in the operation's order
+// (axis, shapes, index values).
+func (c fuzzCase) wantErr(kind string) error {
+	r := len(c.dshape)
+	if c.axis < -r || c.axis >= r {
+		return ErrAxisOutOfRange
+	}
+	ax := (c.axis + r) % r
+	if kind == opGatherElements {
+		if len(c.ishape) != r {
+			return ErrShape
+		}
+		for d := range c.dshape {
+			if d != ax && c.ishape[d] > c.dshape[d] {
+				return ErrShape
+			}
+		}
+	}
+	s := int64(c.dshape[ax])
+	for _, v := range c.idx {
+		if v < -s || v >= s {
+			return ErrIndexOutOfRange
+		}
+	}
+	return nil
+}
+
+func (c fuzzCase) data() ([]float64, *tensor.Dense) {
+	v := make([]float64, tensor.Shape(c.dshape).TotalSize())
+	for i := range v {
+		v[i] = float64(i) + 0.5
+	}
+	return v, floatTensor(v, c.dshape, tensor.Float64)
+}
+
+func checkErr(t *testing.T, want, got error) {
+	t.Helper()
+	if want == nil {
+		if got != nil {
+			t.Fatalf("unexpected error: %v", got)
+		}
+		return
+	}
+	if !errors.Is(got, want) {
+		t.Fatalf("want an error wrapping %q, got %v", want, got)
+	}
+}
+
+// fuzzSeeds are cases from the table tests, encoded for decodeCase.
+var fuzzSeeds = [][]byte{
+	{1, 4, 0, 2, 1, 2, 0, 3, 0, 1, 0, 6},                  // vector data, vector indices
+	{2, 3, 2, 0, 0, 2, 2, 2, 0, 1, 0, 0, 0, 4, 0, 2},      // matrix, 2-d indices
+	{3, 2, 3, 4, 255, 1, 0, 0, 5},                         // rank 3, axis -1, scalar index
+	{2, 0, 2, 0, 2, 1, 1, 0, 1},                           // empty axis, one index
+	{2, 3, 2, 1, 1, 2, 2, 2, 200, 1, 2, 3, 4, 5, 6, 7, 8}, // extreme index
+	{4, 2, 1, 2, 3, 250, 0, 3, 2, 1, 2, 3, 0, 1, 0, 2, 0}, // rank 4, axis out of range
+	{5, 1, 2, 1, 2, 1, 4, 1, 1, 2, 1, 2, 1, 0, 3, 0, 1},   // rank 5
+}
+
+func FuzzTake(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := decodeCase(b, false)
+		vals, data := c.data()
+		indices := castIndices(c.idx, c.ishape, c.dtype)
+		idxBefore := indices.Clone().(*tensor.Dense)
+		got, err := Take(data, indices, c.axis)
+		want := c.wantErr(opGather)
+		checkErr(t, want, err)
+		if want == nil {
+			ref, oshape := refTake(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
+			requireSameTensor(t, floatTensor(ref, oshape, tensor.Float64), got)
+		}
+		requireSameTensor(t, floatTensor(vals, c.dshape, tensor.Float64), data)
+		requireSameTensor(t, idxBefore, indices)
+	})
+}
+
+func FuzzTakeAlongAxis(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := decodeCase(b, len(b) > 0 && b[len(b)-1]%4 != 0) // usually the right rank
+		vals, data := c.data()
+		indices := castIndices(c.idx, c.ishape, c.dtype)
+		idxBefore := indices.Clone().(*tensor.Dense)
+		got, err := TakeAlongAxis(data, indices, c.axis)
+		want := c.wantErr(opGatherElements)
+		checkErr(t, want, err)
+		if want == nil {
+			ref := refTakeAlong(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
+			requireSameTensor(t, floatTensor(ref, c.ishape, tensor.Float64), got)
+		}
+		requireSameTensor(t, floatTensor(vals, c.dshape, tensor.Float64), data)
+		requireSameTensor(t, idxBefore, indices)
+	})
+}
+
+// fuzzBackward runs IndexAdd or ScatterAdd into a destination holding 1s,
+// with an upstream gradient of small integers (so sums are exact), and
+// compares with the reference; on error the destination must be unchanged.
+func fuzzBackward(t *testing.T, kind string, b []byte, elementsRank bool) {
+	c := decodeCase(b, elementsRank)
+	want := c.wantErr(kind)
+	r := len(c.dshape)
+	oshape := tensor.Shape(c.ishape)
+	if kind == opGather && !errors.Is(want, ErrAxisOutOfRange) {
+		oshape, _ = gatherShape(nil, c.dshape, c.ishape, (c.axis+r)%r)
+	}
+	up := make([]float64, tensor.Shape(oshape).TotalSize())
+	for i := range up {
+		up[i] = float64(i%7 - 3)
+	}
+	src := floatTensor(up, oshape, tensor.Float64)
+	ones := make([]float64, tensor.Shape(c.dshape).TotalSize())
+	for i := range ones {
+		ones[i] = 1
+	}
+	dst := floatTensor(ones, c.dshape, tensor.Float64)
+	indices := castIndices(c.idx, c.ishape, c.dtype)
+	idxBefore, srcBefore := indices.Clone().(*tensor.Dense), src.Clone().(*tensor.Dense)
+	var err error
+	if kind == opGather {
+		err = IndexAdd(dst, indices, src, c.axis)
+	} else {
+		err = ScatterAdd(dst, indices, src, c.axis)
+	}
+	checkErr(t, want, err)
+	got := floats(dst)
+	if want != nil {
+		for i, v := range got {
+			if v != 1 {
+				t.Fatalf("a failed call changed the destination at %d: %v", i, v)
+			}
+		}
+	} else {
+		var ref []float64
+		if kind == opGather {
+			ref = refIndexAdd(c.dshape, c.idx, c.ishape, (c.axis+r)%r, up)
+		} else {
+			ref = refScatterAdd(c.dshape, c.idx, c.ishape, (c.axis+r)%r, up)
+		}
+		for i := range ref {
+			if got[i] != ref[i]+1 {
+				t.Fatalf("element %d: got %v, want %v", i, got[i], ref[i]+1)
+			}
+		}
+	}
+	requireSameTensor(t, idxBefore, indices)
+	requireSameTensor(t, srcBefore, src)
+}
+
+func FuzzIndexAdd(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzBackward(t, opGather, b, false) })
+}
+
+func FuzzScatterAdd(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzBackward(t, opGatherElements, b, len(b) > 0 && b[len(b)-1]%4 != 0) })
+}
