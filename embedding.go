@@ -19,7 +19,8 @@ type Embedding struct {
 	// solvers update it in place.
 	Table *gorgonia.Node
 
-	cfg embeddingConfig
+	cfg     embeddingConfig
+	lookups []sparseLookup // sparse mode: one per Lookup
 }
 
 // An EmbeddingOption changes how NewEmbedding builds its table.
@@ -30,6 +31,7 @@ type embeddingConfig struct {
 	hasPad bool
 	pad    int
 	frozen bool
+	sparse bool
 }
 
 // EmbeddingInit sets the initialiser of the table. The default draws from
@@ -49,6 +51,22 @@ func EmbeddingPadding(i int) EmbeddingOption {
 // Learnables is empty, as for a pretrained table being kept fixed.
 func EmbeddingFrozen() EmbeddingOption {
 	return func(c *embeddingConfig) { c.frozen = true }
+}
+
+// EmbeddingSparse makes the table's gradient row-sparse (PyTorch's
+// sparse=True): a training step costs O(batch × dim) instead of
+// O(vocab × dim). The table is then not differentiated by gorgonia.Grad:
+// pass GradNodes to gorgonia.Grad with the model's other learnables, and
+// after each run update the table with RowGrad and a row-sparse optimiser
+// (SparseSGD, SparseAdam):
+//
+//	gorgonia.Grad(loss, append(learnables, emb.GradNodes()...)...)
+//	...
+//	vm.RunAll()
+//	g, err := emb.RowGrad()
+//	err = adam.Step(emb.Table.Value().(*tensor.Dense), g)
+func EmbeddingSparse() EmbeddingOption {
+	return func(c *embeddingConfig) { c.sparse = true }
 }
 
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -98,16 +116,31 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
 	if e.cfg.hasPad {
 		opts = append(opts, WithPaddingIndex(e.cfg.pad))
 	}
-	if e.cfg.frozen {
+	if e.cfg.frozen || e.cfg.sparse {
 		opts = append(opts, WithoutGrad())
 	}
-	return Gather(e.Table, ids, 0, opts...)
+	vecs, err := Gather(e.Table, ids, 0, opts...)
+	if err != nil || e.cfg.frozen || !e.cfg.sparse {
+		return vecs, err
+	}
+	// Sparse: add an input of zeros whose gradient is the lookup's.
+	g := e.Table.Graph()
+	tapName := fmt.Sprintf("%s/tap%d", e.Table.Name(), len(e.lookups))
+	zeros := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(vecs.Shape().Clone()...))
+	tap := gorgonia.NewTensor(g, e.Table.Dtype(), vecs.Dims(), gorgonia.WithShape(vecs.Shape().Clone()...),
+		gorgonia.WithName(tapName), gorgonia.WithValue(zeros))
+	out, err := gorgonia.Add(vecs, tap)
+	if err != nil {
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
+	}
+	e.lookups = append(e.lookups, sparseLookup{ids: ids, tap: tap})
+	return out, nil
 }
 
-// Learnables returns the nodes a solver should update: the table, or
-// nothing for a frozen embedding.
+// Learnables returns the nodes a dense solver should update: the table, or
+// nothing for a frozen or sparse embedding (see EmbeddingSparse).
 func (e *Embedding) Learnables() gorgonia.Nodes {
-	if e.cfg.frozen {
+	if e.cfg.frozen || e.cfg.sparse {
 		return nil
 	}
 	return gorgonia.Nodes{e.Table}

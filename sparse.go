@@ -1,0 +1,328 @@
+package gather
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// A RowGrad is the gradient of an embedding table held as the rows a batch
+// touched: Values[k] is the gradient of row Rows[k], and every other row's
+// gradient is zero. Its size is O(batch × dim), whatever the vocabulary
+// (TensorFlow's IndexedSlices, PyTorch's sparse embedding gradient).
+type RowGrad struct {
+	Rows   []int         // distinct row ids in ascending order
+	Values *tensor.Dense // [len(Rows), dim], the dtype of the table
+}
+
+// RowGradient sums the gradients of looked-up vectors into the gradients of
+// the rows they came from: grad has shape ids.shape + [dim] (the gradient of
+// a lookup's output), and ids index rows of a table of vocab rows, negative
+// ids counting from the end. Repeated ids are summed in the order they
+// appear in ids, as IndexAdd sums them into a dense gradient, so the two
+// agree exactly. Row pad (if >= 0) is left out. It is O(n log n) for n ids.
+func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
+	ix, err := asIndices("row gradient", ids)
+	if err != nil {
+		return nil, err
+	}
+	g, err := asDense("row gradient", "gradient", grad)
+	if err != nil {
+		return nil, err
+	}
+	if dt := g.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("row gradient: gradient must be float32 or float64, got %v: %w", dt, ErrDtype)
+	}
+	n := ix.shape.TotalSize()
+	gs := g.Shape()
+	if len(gs) != len(ix.shape)+1 || !gs[:len(gs)-1].Eq(ix.shape) {
+		return nil, fmt.Errorf("row gradient: gradient of shape %v does not fit ids of shape %v (want ids.shape + [dim]): %w",
+			gs, ix.shape, ErrShape)
+	}
+	dim := gs[len(gs)-1]
+	if err := checkIndices("row gradient", ix, 0, vocab); err != nil {
+		return nil, err
+	}
+	rows := make([]int, n)
+	for p := range rows {
+		rows[p], _ = norm(ix.at(p), vocab)
+	}
+	order := make([]int, n)
+	for p := range order {
+		order[p] = p
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rows[a], rows[b]) })
+	out := &RowGrad{}
+	for k, p := range order {
+		if r := rows[p]; r != pad && (k == 0 || r != rows[order[k-1]]) {
+			out.Rows = append(out.Rows, r)
+		}
+	}
+	out.Values = tensor.New(tensor.Of(g.Dtype()), tensor.WithShape(len(out.Rows), dim))
+	if len(out.Rows) == 0 || dim == 0 {
+		return out, nil
+	}
+	switch g.Dtype() {
+	case tensor.Float32:
+		sumRows(out.Values.Float32s(), g.Float32s(), rows, order, out.Rows, dim)
+	case tensor.Float64:
+		sumRows(out.Values.Float64s(), g.Float64s(), rows, order, out.Rows, dim)
+	}
+	return out, nil
+}
+
+// sumRows is, with order sorting positions by row (stably),
+//
+//	for each p in order, if rows[p] is in want: dst[slot of rows[p]] += src[p]
+func sumRows[T float](dst, src []T, rows, order, want []int, dim int) {
+	slot := 0
+	for _, p := range order {
+		r := rows[p]
+		for slot < len(want) && want[slot] < r {
+			slot++
+		}
+		if slot == len(want) || want[slot] != r {
+			continue // the padding row
+		}
+		d, s := dst[slot*dim:(slot+1)*dim], src[p*dim:(p+1)*dim]
+		s = s[:len(d)]
+		for k := range d {
+			d[k] += s[k]
+		}
+	}
+}
+
+// checkRowGrad checks that g can update table.
+func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err error) {
+	if table == nil || g == nil || g.Values == nil {
+		return 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, ErrShape)
+	}
+	ts := table.Shape()
+	if len(ts) != 2 || !isRowMajor(table) || table.IsView() {
+		return 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ts, ErrShape)
+	}
+	if table.Dtype() != g.Values.Dtype() || !g.Values.Shape().Eq(tensor.Shape{len(g.Rows), ts[1]}) {
+		return 0, fmt.Errorf("%s: gradient of %d rows holds %v values of shape %v; the %v table needs shape (%d, %d): %w",
+			op, len(g.Rows), g.Values.Dtype(), g.Values.Shape(), table.Dtype(), len(g.Rows), ts[1], ErrShape)
+	}
+	for k, r := range g.Rows {
+		if r < 0 || r >= ts[0] || k > 0 && r <= g.Rows[k-1] {
+			return 0, fmt.Errorf("%s: gradient row %d at position %d is out of order or out of range [0, %d]: %w",
+				op, r, k, ts[0]-1, ErrIndexOutOfRange)
+		}
+	}
+	return ts[1], nil
+}
+
+// SparseSGD is stochastic gradient descent on the rows a RowGrad names:
+// each such row w becomes
+//
+//	w - lr*(g + wd*w)
+//
+// and every other row is left alone. Without weight decay this equals
+// dense SGD (gorgonia.VanillaSolver) on the dense gradient exactly, since
+// untouched rows have zero gradient. With weight decay it is lazy: dense
+// SGD with L2 regularisation would also shrink untouched rows every step.
+type SparseSGD struct {
+	LearnRate   float64
+	WeightDecay float64
+}
+
+// Step updates table in place. It is O(len(g.Rows) × dim).
+func (o *SparseSGD) Step(table *tensor.Dense, g *RowGrad) error {
+	dim, err := checkRowGrad("sparse sgd", table, g)
+	if err != nil {
+		return err
+	}
+	switch table.Dtype() {
+	case tensor.Float32:
+		sgdRows(table.Float32s(), g.Values.Float32s(), g.Rows, dim, float32(o.LearnRate), float32(o.WeightDecay))
+	case tensor.Float64:
+		sgdRows(table.Float64s(), g.Values.Float64s(), g.Rows, dim, o.LearnRate, o.WeightDecay)
+	}
+	return nil
+}
+
+func sgdRows[T float](w, g []T, rows []int, dim int, lr, wd T) {
+	for k, r := range rows {
+		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
+		gr = gr[:len(wr)]
+		for j := range wr {
+			d := gr[j]
+			if wd != 0 {
+				d += T(wd * wr[j])
+			}
+			// The conversion rounds the product, so that it is not fused
+			// with the addition: the result then matches a dense solver's
+			// separate multiply and add.
+			wr[j] += T(-lr * d)
+		}
+	}
+}
+
+// SparseAdam is Adam for row gradients with the semantics of PyTorch's
+// SparseAdam: only the rows a step's gradient names have their moments
+// updated and move; the step count t, used in the bias corrections, counts
+// every call of Step. For a named row, with g its gradient,
+//
+//	m = b1*m + (1-b1)*g
+//	v = b2*v + (1-b2)*g*g
+//	w = w - lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)
+//
+// This differs from dense Adam, which decays the moments of every row on
+// every step, so a row keeps moving (by its momentum) on steps that do not
+// touch it; here an untouched row stays exactly where it is and its moments
+// wait for its next use. WeightDecay, if set, is decoupled (AdamW-style)
+// and lazy: a named row is multiplied by 1 - lr*wd before its update;
+// untouched rows are not decayed.
+//
+// The moments take two table-sized buffers, allocated at the first Step; a
+// step is O(len(g.Rows) × dim).
+type SparseAdam struct {
+	LearnRate   float64 // 0.001 if zero
+	Beta1       float64 // 0.9 if zero
+	Beta2       float64 // 0.999 if zero
+	Eps         float64 // 1e-8 if zero
+	WeightDecay float64
+
+	t    int
+	m, v []float64
+}
+
+// Step updates table in place.
+func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
+	dim, err := checkRowGrad("sparse adam", table, g)
+	if err != nil {
+		return err
+	}
+	n := table.Shape().TotalSize()
+	if o.m == nil {
+		o.m, o.v = make([]float64, n), make([]float64, n)
+	} else if len(o.m) != n {
+		return fmt.Errorf("sparse adam: the optimiser holds moments for %d values, the table has %d; use one SparseAdam per table: %w", len(o.m), n, ErrShape)
+	}
+	lr, b1, b2, eps := o.LearnRate, o.Beta1, o.Beta2, o.Eps
+	if lr == 0 {
+		lr = 0.001
+	}
+	if b1 == 0 {
+		b1 = 0.9
+	}
+	if b2 == 0 {
+		b2 = 0.999
+	}
+	if eps == 0 {
+		eps = 1e-8
+	}
+	o.t++
+	step := lr * math.Sqrt(1-math.Pow(b2, float64(o.t))) / (1 - math.Pow(b1, float64(o.t)))
+	decay := 1 - lr*o.WeightDecay
+	switch table.Dtype() {
+	case tensor.Float32:
+		adamRows(table.Float32s(), g.Values.Float32s(), o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay)
+	case tensor.Float64:
+		adamRows(table.Float64s(), g.Values.Float64s(), o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay)
+	}
+	return nil
+}
+
+func adamRows[T float](w, g []T, m, v []float64, rows []int, dim int, b1, b2, eps, step, decay float64) {
+	for k, r := range rows {
+		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
+		mr, vr := m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim]
+		for j := range wr {
+			x := float64(gr[j])
+			mr[j] = b1*mr[j] + (1-b1)*x
+			vr[j] = b2*vr[j] + (1-b2)*x*x
+			wr[j] = T(float64(wr[j])*decay - step*mr[j]/(math.Sqrt(vr[j])+eps))
+		}
+	}
+}
+
+// sparseLookup is one lookup of a sparse embedding: its ids and the zero
+// "tap" added to its output, whose gradient is the output's gradient.
+type sparseLookup struct {
+	ids, tap *gorgonia.Node
+}
+
+// GradNodes returns the nodes of a sparse embedding to differentiate with
+// respect to, alongside the model's other learnables:
+//
+//	gorgonia.Grad(loss, append(dense, emb.GradNodes()...)...)
+//
+// Each is an input of zeros added to one lookup's output, so its gradient is
+// that output's gradient: O(batch × dim), never the table's size. It
+// returns nil for a dense or frozen embedding, whose table is in Learnables.
+func (e *Embedding) GradNodes() gorgonia.Nodes {
+	var ns gorgonia.Nodes
+	for _, l := range e.lookups {
+		ns = append(ns, l.tap)
+	}
+	return ns
+}
+
+// RowGrad returns the gradient of a sparse embedding's table after a run of
+// the graph: the rows its lookups touched and their summed gradients (the
+// padding row left out). It reads the ids and the gradients of GradNodes and
+// clears the latter, so that a machine that accumulates gradients across
+// runs does not add this run's into the next.
+func (e *Embedding) RowGrad() (*RowGrad, error) {
+	if !e.cfg.sparse || e.cfg.frozen {
+		return nil, fmt.Errorf("embedding %q: RowGrad needs a sparse, trainable embedding: %w", e.Table.Name(), ErrShape)
+	}
+	if len(e.lookups) == 0 {
+		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), ErrShape)
+	}
+	var ids []int
+	var gs []*tensor.Dense
+	for _, l := range e.lookups {
+		iv, err := asIndices("embedding", l.ids.Value())
+		if err != nil {
+			return nil, err
+		}
+		for p := range iv.shape.TotalSize() {
+			ids = append(ids, int(iv.at(p)))
+		}
+		gv, err := l.tap.Grad()
+		if err != nil {
+			return nil, fmt.Errorf("embedding %q: no gradient for %v; was it passed to gorgonia.Grad? %w", e.Table.Name(), l.tap.Name(), err)
+		}
+		gd, err := asDense("embedding", "gradient", gv)
+		if err != nil {
+			return nil, err
+		}
+		gs = append(gs, gd)
+	}
+	dim := e.Table.Shape()[1]
+	grad := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(len(ids), dim))
+	off := 0
+	for _, gd := range gs {
+		n := gd.Shape().TotalSize()
+		if n > 0 {
+			switch grad.Dtype() {
+			case tensor.Float32:
+				copy(grad.Float32s()[off:off+n], gd.Float32s())
+			case tensor.Float64:
+				copy(grad.Float64s()[off:off+n], gd.Float64s())
+			}
+			clearFloats(gd)
+		}
+		off += n
+	}
+	idsT := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(len(ids)))
+	if len(ids) > 0 {
+		idsT = tensor.New(tensor.WithShape(len(ids)), tensor.WithBacking(ids))
+	}
+	return RowGradient(idsT, grad, e.Table.Shape()[0], e.padding())
+}
+
+func (e *Embedding) padding() int {
+	if e.cfg.hasPad {
+		return e.cfg.pad
+	}
+	return -1
+}
