@@ -270,3 +270,86 @@ func BenchmarkGraph(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkTrainStep measures one training step of an embedding model, dense
+// against row-sparse: a lookup of 4096 ids in a table of N rows × 64, a
+// linear head to 16 classes, LogSoftMax and NLLLoss, backward, and an SGD
+// update (gorgonia.VanillaSolver for everything dense; SparseSGD for the
+// sparse table). A dense step touches the whole table (its gradient, the
+// update); a sparse step only the rows in the batch.
+func BenchmarkTrainStep(b *testing.B) {
+	for _, mode := range []string{"dense", "sparse"} {
+		for _, rows := range []int{10_000, 100_000, 1_000_000} {
+			b.Run(fmt.Sprintf("%s/rows=%d", mode, rows), func(b *testing.B) {
+				benchTrainStep(b, mode == "sparse", rows)
+			})
+		}
+	}
+}
+
+func benchTrainStep(b *testing.B, sparse bool, rows int) {
+	const batch, dim, classes = 4096, 64, 16
+	r := rand.New(rand.NewPCG(3, uint64(rows)))
+	init := func(dt tensor.Dtype, s ...int) any {
+		v := make([]float32, tensor.Shape(s).TotalSize())
+		for i := range v {
+			v[i] = float32(r.NormFloat64()) * 0.1
+		}
+		return v
+	}
+	g := gorgonia.NewGraph()
+	var opts []EmbeddingOption
+	if sparse {
+		opts = append(opts, EmbeddingSparse())
+	}
+	emb, err := NewEmbedding(g, "emb", rows, dim, tensor.Float32, append(opts, EmbeddingInit(init))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idv := make([]int, batch)
+	tv := make([]int, batch)
+	for i := range idv {
+		idv[i], tv[i] = r.IntN(rows), r.IntN(classes)
+	}
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("ids"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(idv))))
+	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("y"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(tv))))
+	w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(dim, classes), gorgonia.WithName("w"), gorgonia.WithInit(init))
+	h, err := emb.Lookup(ids)
+	if err != nil {
+		b.Fatal(err)
+	}
+	loss, err := NLLLoss(gorgonia.Must(gorgonia.LogSoftMax(gorgonia.Must(gorgonia.Mul(h, w)))), targets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	learn := append(emb.Learnables(), w)
+	if _, err := gorgonia.Grad(loss, append(learn, emb.GradNodes()...)...); err != nil {
+		b.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
+	defer vm.Close()
+	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
+	sgd := &SparseSGD{LearnRate: 0.1}
+	table := emb.Table.Value().(*tensor.Dense)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		if sparse {
+			rg, err := emb.RowGrad()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := sgd.Step(table, rg); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := solver.Step(gorgonia.NodesToValueGrads(learn)); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	}
+}

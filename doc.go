@@ -21,6 +21,12 @@
 // gorgonia.ExprGraph; Take and TakeAlongAxis compute the same results on
 // tensors without a graph; IndexAdd and ScatterAdd are their backward kernels.
 //
+// Built on them: Embedding, a learnable lookup table (with padding, frozen
+// and row-sparse modes, and the SparseSGD and SparseAdam optimisers for the
+// last); NLLLoss, the mean negative log-likelihood of integer targets; and
+// GradCheck, which checks the gradient of any scalar Gorgonia expression
+// against finite differences.
+//
 // # Indices
 //
 // Indices are tensors of dtype tensor.Int, tensor.Int32 or tensor.Int64. A

@@ -8,7 +8,10 @@
 // neighbours of a few tokens in the learned table and a greedy
 // continuation, and writes a plot of the loss curves.
 //
-//	go run ./examples/embedding [-steps 600] [-corpus PATH] [-out loss.png]
+// With -sparse the table is trained with row-sparse gradients
+// (gather.EmbeddingSparse) and gather.SparseAdam, the rest with Gorgonia's Adam.
+//
+//	go run ./examples/embedding [-steps 1000] [-sparse] [-corpus PATH] [-out loss.png]
 package main
 
 import (
@@ -31,6 +34,7 @@ type config struct {
 	lr                                                   float64
 	seed                                                 uint64
 	out, corpus                                          string
+	sparse                                               bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -47,6 +51,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 0.01, "Adam learning rate")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed; a seed gives the same run every time")
 	fs.StringVar(&c.out, "out", "loss.png", "where to write the loss plot")
+	fs.BoolVar(&c.sparse, "sparse", false, "train the embedding table with row-sparse gradients and SparseAdam")
 	fs.StringVar(&c.corpus, "corpus", "", "text file or directory to train on (default: the Go standard library's source)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

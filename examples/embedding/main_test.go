@@ -49,6 +49,26 @@ func TestTrainingLowersTheLoss(t *testing.T) {
 	assert.True(t, bytes.HasPrefix(b, []byte("\x89PNG")), "not a PNG")
 }
 
+// -sparse trains the table with row gradients and SparseAdam and learns as well.
+func TestSparseTraining(t *testing.T) {
+	path := tinyCorpus(t)
+	args := []string{"-corpus", path, "-steps", "60", "-batch", "32", "-dim", "8", "-hidden", "16", "-vocab", "50"}
+	cfg, err := parseFlags(args, os.Stderr)
+	require.NoError(t, err)
+	c, err := loadCorpus(cfg)
+	require.NoError(t, err)
+	dense, err := train(cfg, c, &bytes.Buffer{})
+	require.NoError(t, err)
+	cfg, err = parseFlags(append(args, "-sparse"), os.Stderr)
+	require.NoError(t, err)
+	sparse, err := train(cfg, c, &bytes.Buffer{})
+	require.NoError(t, err)
+	first, last := sparse.heldOut[0], sparse.heldOut[len(sparse.heldOut)-1]
+	assert.Less(t, last, first/2, "held-out loss %v -> %v", first, last)
+	assert.Equal(t, dense.heldOut[0], first, "same start")
+	assert.InDelta(t, dense.heldOut[len(dense.heldOut)-1], last, 0.25, "dense and sparse end close")
+}
+
 func TestBadInput(t *testing.T) {
 	cases := []struct {
 		args []string

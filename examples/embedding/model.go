@@ -27,6 +27,7 @@ type model struct {
 	learn    gorgonia.Nodes
 	vm       gorgonia.VM
 	solver   gorgonia.Solver
+	sparse   *gather.SparseAdam // the table's optimiser with -sparse, else nil
 	batch    int
 	context  int
 }
@@ -50,8 +51,12 @@ func newModel(cfg config, vocab int) (*model, error) {
 	m := &model{g: gorgonia.NewGraph(), batch: cfg.batch, context: cfg.context}
 	g := m.g
 	var err error
-	m.emb, err = gather.NewEmbedding(g, "embedding", vocab, cfg.dim, tensor.Float32,
-		gather.EmbeddingInit(normal(rng, 0.1)))
+	embOpts := []gather.EmbeddingOption{gather.EmbeddingInit(normal(rng, 0.1))}
+	if cfg.sparse {
+		embOpts = append(embOpts, gather.EmbeddingSparse())
+		m.sparse = &gather.SparseAdam{LearnRate: cfg.lr}
+	}
+	m.emb, err = gather.NewEmbedding(g, "embedding", vocab, cfg.dim, tensor.Float32, embOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +98,10 @@ func newModel(cfg config, vocab int) (*model, error) {
 	if m.loss, err = gather.NLLLoss(m.logProbs, targets); err != nil {
 		return nil, err
 	}
+	// With -sparse the table is not among the dense learnables: its
+	// gradient comes from GradNodes as rows, and SparseAdam applies it.
 	m.learn = append(m.emb.Learnables(), w1, b1, w2, b2)
-	if _, err := gorgonia.Grad(m.loss, m.learn...); err != nil {
+	if _, err := gorgonia.Grad(m.loss, append(m.learn, m.emb.GradNodes()...)...); err != nil {
 		return nil, fmt.Errorf("building gradients: %w", err)
 	}
 	m.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(m.learn...))
@@ -134,6 +141,15 @@ func (m *model) step() (float64, error) {
 	loss, err := m.run()
 	if err != nil {
 		return 0, err
+	}
+	if m.sparse != nil {
+		g, err := m.emb.RowGrad()
+		if err != nil {
+			return 0, err
+		}
+		if err := m.sparse.Step(m.emb.Table.Value().(*tensor.Dense), g); err != nil {
+			return 0, err
+		}
 	}
 	return loss, m.solver.Step(gorgonia.NodesToValueGrads(m.learn))
 }
