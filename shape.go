@@ -142,10 +142,15 @@ func unravel(p int, shape tensor.Shape) []int {
 // or -1 if there is none. It is
 //
 //	for p, v := range idx { if v < -s || v >= s { return p } }
+//
+// with the two comparisons folded into one: v is in range exactly when
+// v+s, computed in int64 and read as unsigned, is below 2s (an overflow
+// lands far above it). s is the size of an axis of real data, far below
+// 2^62, so 2s does not overflow.
 func firstBad[I index](idx []I, s int) int {
-	lo, hi := -int64(s), int64(s)
+	off, span := int64(s), uint64(2*int64(s))
 	for p, v := range idx {
-		if x := int64(v); x < lo || x >= hi {
+		if uint64(int64(v)+off) >= span {
 			return p
 		}
 	}
