@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"gorgonia.org/gorgonia"
@@ -24,7 +25,8 @@ type RowGrad struct {
 // a lookup's output), and ids index rows of a table of vocab rows, negative
 // ids counting from the end. Repeated ids are summed in the order they
 // appear in ids, as IndexAdd sums them into a dense gradient, so the two
-// agree exactly. Row pad (if >= 0) is left out. It is O(n log n) for n ids.
+// agree exactly. Row pad (if >= 0) is left out. It is O(n log n + n × dim)
+// for n ids.
 func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 	ix, err := asIndices("row gradient", ids)
 	if err != nil {
@@ -37,7 +39,6 @@ func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 	if dt := g.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
 		return nil, fmt.Errorf("row gradient: gradient must be float32 or float64, got %v: %w", dt, ErrDtype)
 	}
-	n := ix.shape.TotalSize()
 	gs := g.Shape()
 	if len(gs) != len(ix.shape)+1 || !gs[:len(gs)-1].Eq(ix.shape) {
 		return nil, fmt.Errorf("row gradient: gradient of shape %v does not fit ids of shape %v (want ids.shape + [dim]): %w",
@@ -47,19 +48,11 @@ func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 	if err := checkIndices("row gradient", ix, 0, vocab); err != nil {
 		return nil, err
 	}
-	rows := make([]int, n)
-	for p := range rows {
-		rows[p], _ = norm(ix.at(p), vocab)
-	}
-	order := make([]int, n)
-	for p := range order {
-		order[p] = p
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rows[a], rows[b]) })
+	order := sortedRows(ix, vocab)
 	out := &RowGrad{}
-	for k, p := range order {
-		if r := rows[p]; r != pad && (k == 0 || r != rows[order[k-1]]) {
-			out.Rows = append(out.Rows, r)
+	for k, o := range order {
+		if o.row != pad && (k == 0 || o.row != order[k-1].row) {
+			out.Rows = append(out.Rows, o.row)
 		}
 	}
 	out.Values = tensor.New(tensor.Of(g.Dtype()), tensor.WithShape(len(out.Rows), dim))
@@ -68,20 +61,56 @@ func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 	}
 	switch g.Dtype() {
 	case tensor.Float32:
-		sumRows(out.Values.Float32s(), g.Float32s(), rows, order, out.Rows, dim)
+		sumRows(out.Values.Float32s(), g.Float32s(), order, out.Rows, dim)
 	case tensor.Float64:
-		sumRows(out.Values.Float64s(), g.Float64s(), rows, order, out.Rows, dim)
+		sumRows(out.Values.Float64s(), g.Float64s(), order, out.Rows, dim)
 	}
 	return out, nil
 }
 
-// sumRows is, with order sorting positions by row (stably),
+// rowPos is a position in the ids and the row it names.
+type rowPos struct{ row, pos int }
+
+// sortedRows returns the (row, position) pairs of ix sorted by row, ties
+// by position: the order in which a dense IndexAdd adds them. The pairs are
+// packed into one integer key for a fast sort where they fit (rows below
+// 2^(64 - bits of n)), and sorted as pairs otherwise.
+func sortedRows(ix indexTensor, vocab int) []rowPos {
+	n := ix.shape.TotalSize()
+	order := make([]rowPos, n)
+	for p := range order {
+		r, _ := norm(ix.at(p), vocab)
+		order[p] = rowPos{r, p}
+	}
+	shift := bits.Len(uint(n))
+	if shift < 64 && uint64(vocab) <= math.MaxUint64>>shift {
+		keys := make([]uint64, n)
+		for p, o := range order {
+			keys[p] = uint64(o.row)<<shift | uint64(o.pos)
+		}
+		slices.Sort(keys)
+		mask := uint64(1)<<shift - 1
+		for k, key := range keys {
+			order[k] = rowPos{int(key >> shift), int(key & mask)}
+		}
+		return order
+	}
+	slices.SortFunc(order, func(a, b rowPos) int {
+		if c := cmp.Compare(a.row, b.row); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pos, b.pos)
+	})
+	return order
+}
+
+// sumRows is, with order sorted by row and then position,
 //
-//	for each p in order, if rows[p] is in want: dst[slot of rows[p]] += src[p]
-func sumRows[T float](dst, src []T, rows, order, want []int, dim int) {
+//	for each (r, p) in order, if r is in want: dst[slot of r] += src[p]
+func sumRows[T float](dst, src []T, order []rowPos, want []int, dim int) {
 	slot := 0
-	for _, p := range order {
-		r := rows[p]
+	for _, o := range order {
+		r, p := o.row, o.pos
 		for slot < len(want) && want[slot] < r {
 			slot++
 		}
