@@ -9,7 +9,7 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// benchCase is one row of ../shared/bench/bench_cases.md: float32 data,
+// benchCase is one row of bench/bench_cases.md: float32 data,
 // int64 indices drawn uniformly over [0, s), fixed seed.
 type benchCase struct {
 	name   string
