@@ -250,34 +250,6 @@ func parseTensor(b []byte) (*tensor.Dense, error) {
 	return tensor.New(tensor.WithShape(dims...), tensor.WithBacking(backing)), nil
 }
 
-func lenOf(s any) int {
-	switch v := s.(type) {
-	case []float32:
-		return len(v)
-	case []float64:
-		return len(v)
-	case []int32:
-		return len(v)
-	case []int64:
-		return len(v)
-	}
-	return -1
-}
-
-func firstOf(s any) any {
-	switch v := s.(type) {
-	case []float32:
-		return v[0]
-	case []float64:
-		return v[0]
-	case []int32:
-		return v[0]
-	case []int64:
-		return v[0]
-	}
-	return nil
-}
-
 func TestONNXBackendCases(t *testing.T) {
 	for _, c := range loadONNXCases(t) {
 		t.Run(c.name, func(t *testing.T) {

@@ -122,7 +122,7 @@ func castIndices(idx []int64, shape []int, dt tensor.Dtype) *tensor.Dense {
 		backing = append([]int64{}, idx...)
 	}
 	if len(shape) == 0 {
-		return tensor.New(tensor.FromScalar(firstOfIdx(backing)))
+		return tensor.New(tensor.FromScalar(firstOf(backing)))
 	}
 	if len(idx) == 0 {
 		return tensor.New(tensor.Of(dt), tensor.WithShape(shape...))
@@ -130,17 +130,11 @@ func castIndices(idx []int64, shape []int, dt tensor.Dtype) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
 }
 
-func firstOfIdx(b any) any {
-	switch v := b.(type) {
-	case []int:
-		return v[0]
-	case []int32:
-		return v[0]
-	case []int64:
-		return v[0]
-	}
-	return nil
-}
+// firstOf returns the first element of a slice.
+func firstOf(s any) any { return reflect.ValueOf(s).Index(0).Interface() }
+
+// lenOf returns the length of a slice.
+func lenOf(s any) int { return reflect.ValueOf(s).Len() }
 
 // floats returns t's values as float64s, whatever the float dtype.
 func floats(t *tensor.Dense) []float64 {
