@@ -122,7 +122,9 @@ func outputShape(buf tensor.Shape, kind string, data, indices tensor.Shape, axis
 }
 
 // forward computes the op named kind into out, or into a new tensor if out
-// is nil or cannot hold the result. Everything is checked before the first write.
+// is nil or cannot hold the result. On error nothing the caller can see has
+// been written: out is written only after every index is checked, and a new
+// tensor that the kernels abandon at a bad index is dropped.
 func forward(kind string, data, indices any, axis int, out *tensor.Dense) (*tensor.Dense, error) {
 	d, err := asData(kind, data)
 	if err != nil {
