@@ -169,15 +169,27 @@ func (o *SparseSGD) Step(table *tensor.Dense, g *RowGrad) error {
 	}
 	switch table.Dtype() {
 	case tensor.Float32:
-		sgdRows(table.Float32s(), g.Values.Float32s(), g.Rows, dim, float32(o.LearnRate), float32(o.WeightDecay))
+		sgdParallel(table.Float32s(), g.Values.Float32s(), g.Rows, dim, float32(o.LearnRate), float32(o.WeightDecay))
 	case tensor.Float64:
-		sgdRows(table.Float64s(), g.Values.Float64s(), g.Rows, dim, o.LearnRate, o.WeightDecay)
+		sgdParallel(table.Float64s(), g.Values.Float64s(), g.Rows, dim, o.LearnRate, o.WeightDecay)
 	}
 	return nil
 }
 
-func sgdRows[T float](w, g []T, rows []int, dim int, lr, wd T) {
-	for k, r := range rows {
+// sgdParallel runs sgdRows over ranges of the (distinct) rows in parallel.
+func sgdParallel[T float](w, g []T, rows []int, dim int, lr, wd T) {
+	p := workers(len(rows)*dim, len(rows))
+	if p <= 1 {
+		sgdRows(w, g, rows, dim, lr, wd, 0, len(rows))
+		return
+	}
+	parallelFor(len(rows), p, func(lo, hi int) { sgdRows(w, g, rows, dim, lr, wd, lo, hi) })
+}
+
+// sgdRows updates the rows rows[lo:hi].
+func sgdRows[T float](w, g []T, rows []int, dim int, lr, wd T, lo, hi int) {
+	for k := lo; k < hi; k++ {
+		r := rows[k]
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
 		gr = gr[:len(wr)]
 		for j := range wr {
@@ -250,17 +262,22 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	o.t++
 	step := lr * math.Sqrt(1-math.Pow(b2, float64(o.t))) / (1 - math.Pow(b1, float64(o.t)))
 	decay := 1 - lr*o.WeightDecay
+	p := workers(len(g.Rows)*dim, len(g.Rows))
 	switch table.Dtype() {
 	case tensor.Float32:
-		adamRows(table.Float32s(), g.Values.Float32s(), o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay)
+		w, gv := table.Float32s(), g.Values.Float32s()
+		parallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
 	case tensor.Float64:
-		adamRows(table.Float64s(), g.Values.Float64s(), o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay)
+		w, gv := table.Float64s(), g.Values.Float64s()
+		parallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
 	}
 	return nil
 }
 
-func adamRows[T float](w, g []T, m, v []float64, rows []int, dim int, b1, b2, eps, step, decay float64) {
-	for k, r := range rows {
+// adamRows updates the rows rows[lo:hi] and their moments.
+func adamRows[T float](w, g []T, m, v []float64, rows []int, dim int, b1, b2, eps, step, decay float64, lo, hi int) {
+	for k := lo; k < hi; k++ {
+		r := rows[k]
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
 		mr, vr := m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim]
 		for j := range wr {
