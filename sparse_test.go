@@ -3,6 +3,7 @@ package gather
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -213,4 +214,34 @@ func TestRowGradErrors(t *testing.T) {
 	_, err = sp.RowGrad()
 	assert.ErrorIs(t, err, ErrShape)
 	assert.Contains(t, err.Error(), "RowGrad before any Lookup")
+}
+
+// Above the parallel threshold the sparse optimisers split rows across
+// workers; the result is the same for any GOMAXPROCS.
+func TestSparseOptimisersParallel(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const vocab, dim, n = 20000, 16, 8192
+	ids := randIndices(r, n, vocab)
+	rg, err := RowGradient(castIndices(ids, []int{n}, tensor.Int64), floatTensor(randFloats(r, n*dim), []int{n, dim}, tensor.Float32), vocab, -1)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(rg.Rows)*dim, minParallelWork)
+	w0 := randFloats(r, vocab*dim)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	var want [2][]float64
+	for _, procs := range []int{1, 4} {
+		runtime.GOMAXPROCS(procs)
+		sgdT := floatTensor(w0, []int{vocab, dim}, tensor.Float32)
+		require.NoError(t, (&SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}).Step(sgdT, rg))
+		adamT := floatTensor(w0, []int{vocab, dim}, tensor.Float32)
+		adam := &SparseAdam{}
+		require.NoError(t, adam.Step(adamT, rg))
+		require.NoError(t, adam.Step(adamT, rg))
+		if procs == 1 {
+			want = [2][]float64{floats(sgdT), floats(adamT)}
+			continue
+		}
+		assert.Equal(t, want[0], floats(sgdT), "SparseSGD with GOMAXPROCS=%d", procs)
+		assert.Equal(t, want[1], floats(adamT), "SparseAdam with GOMAXPROCS=%d", procs)
+	}
+	assert.NotEqual(t, w0, want[0])
 }
