@@ -67,8 +67,8 @@ func takeElems[T any, I index](dst, src []T, idx []I, s, lo, hi int) int {
 }
 
 // alongGeom describes a GatherElements call: indices (and output) of shape
-// ishape, data of row-major strides dstrides, along axis. Both are walked as
-// rows of their last dimension.
+// ishape, row-major data with the strides given by stride, along axis. Both
+// are walked as rows of their last dimension.
 type alongGeom struct {
 	ishape []int
 	small  [8]int // data strides for rank <= 8, held inline so that a geom needs no allocation
