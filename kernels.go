@@ -151,8 +151,13 @@ func takeAlong[T any, I index](dst, src []T, idx []I, g *alongGeom, lo, hi int) 
 		if g.axis == last {
 			row := src[base : base+s]
 			for k, v := range x {
-				j, ok := norm(v, s)
-				if !ok {
+				// norm, written out so that the range check is the
+				// bounds check of row and the compiler drops the latter.
+				j := int64(v)
+				if j < 0 {
+					j += int64(len(row))
+				}
+				if uint64(j) >= uint64(len(row)) {
 					return r*n + k
 				}
 				d[k] = row[j]
