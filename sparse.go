@@ -323,39 +323,53 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 	if len(e.lookups) == 0 {
 		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), ErrShape)
 	}
-	var ids []int
-	var gs []*tensor.Dense
-	for _, l := range e.lookups {
-		iv, err := asIndices("embedding", l.ids.Value())
-		if err != nil {
+	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
+	idss, grads := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
+	for k, l := range e.lookups {
+		var err error
+		if idss[k], err = asDense("embedding", "ids", l.ids.Value()); err != nil {
 			return nil, err
-		}
-		for p := range iv.shape.TotalSize() {
-			ids = append(ids, int(iv.at(p)))
 		}
 		gv, err := l.tap.Grad()
 		if err != nil {
 			return nil, fmt.Errorf("embedding %q: no gradient for %v; was it passed to gorgonia.Grad? %w", e.Table.Name(), l.tap.Name(), err)
 		}
-		gd, err := asDense("embedding", "gradient", gv)
+		if grads[k], err = asDense("embedding", "gradient", gv); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		for _, g := range grads {
+			clearFloats(g)
+		}
+	}()
+	if len(e.lookups) == 1 {
+		return RowGradient(idss[0], grads[0], vocab, e.padding())
+	}
+
+	// Several lookups: one list of ids and one of their gradients, in
+	// lookup order.
+	var ids []int
+	for _, t := range idss {
+		ix, err := asIndices("embedding", t)
 		if err != nil {
 			return nil, err
 		}
-		gs = append(gs, gd)
+		for p := range ix.shape.TotalSize() {
+			ids = append(ids, int(ix.at(p)))
+		}
 	}
-	dim := e.Table.Shape()[1]
 	grad := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(len(ids), dim))
 	off := 0
-	for _, gd := range gs {
-		n := gd.Shape().TotalSize()
+	for _, g := range grads {
+		n := g.Shape().TotalSize()
 		if n > 0 {
 			switch grad.Dtype() {
 			case tensor.Float32:
-				copy(grad.Float32s()[off:off+n], gd.Float32s())
+				copy(grad.Float32s()[off:off+n], g.Float32s())
 			case tensor.Float64:
-				copy(grad.Float64s()[off:off+n], gd.Float64s())
+				copy(grad.Float64s()[off:off+n], g.Float64s())
 			}
-			clearFloats(gd)
 		}
 		off += n
 	}
@@ -363,7 +377,7 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 	if len(ids) > 0 {
 		idsT = tensor.New(tensor.WithShape(len(ids)), tensor.WithBacking(ids))
 	}
-	return RowGradient(idsT, grad, e.Table.Shape()[0], e.padding())
+	return RowGradient(idsT, grad, vocab, e.padding())
 }
 
 func (e *Embedding) padding() int {
