@@ -217,8 +217,8 @@ func (o *op) DiffWRT(inputs int) []bool {
 // SymDiff returns the gradient node of data: a diffOp applied to indices
 // and the upstream gradient.
 func (o *op) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if len(inputs) != 2 {
-		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(inputs), ErrShape)
+	if err := checkArity(o.kind, "", len(inputs)); err != nil {
+		return nil, err
 	}
 	if o.cfg.noGrad {
 		return gorgonia.Nodes{nil, nil}, nil
@@ -236,8 +236,8 @@ func (o *op) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgon
 // DoDiff adds the gradient of data into the gradient it already has, for
 // Gorgonia's LispMachine.
 func (o *op) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if len(inputs) != 2 {
-		return fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(inputs), ErrShape)
+	if err := checkArity(o.kind, "", len(inputs)); err != nil {
+		return err
 	}
 	if o.cfg.noGrad {
 		return nil
@@ -295,8 +295,8 @@ func (d *diffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
 
 // Do returns a new gradient tensor.
 func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if len(in) != 2 {
-		return nil, fmt.Errorf("%s gradient: want 2 inputs, got %d: %w", d.fwd.kind, len(in), ErrShape)
+	if err := checkArity(d.fwd.kind, " gradient", len(in)); err != nil {
+		return nil, err
 	}
 	out := tensor.New(tensor.Of(d.fwd.dataType), tensor.WithShape(d.fwd.dataShape...))
 	if err := backward(d.fwd.kind, out, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale, d.fwd.padding()); err != nil {
@@ -308,8 +308,8 @@ func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // UsePreallocDo clears prealloc, which holds the last run's gradient, and
 // adds this run's into it; if prealloc cannot hold it, it returns a new tensor.
 func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	if len(in) != 2 {
-		return nil, fmt.Errorf("%s gradient: want 2 inputs, got %d: %w", d.fwd.kind, len(in), ErrShape)
+	if err := checkArity(d.fwd.kind, " gradient", len(in)); err != nil {
+		return nil, err
 	}
 	out, ok := prealloc.(*tensor.Dense)
 	if !ok || !fits(out, d.fwd.dataShape, d.fwd.dataType, in[0], in[1]) {
@@ -326,8 +326,8 @@ func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (g
 
 // IncrDo adds the gradient into toIncr without a temporary.
 func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	if len(in) != 2 {
-		return fmt.Errorf("%s gradient: want 2 inputs, got %d: %w", d.fwd.kind, len(in), ErrShape)
+	if err := checkArity(d.fwd.kind, " gradient", len(in)); err != nil {
+		return err
 	}
 	dst, ok := toIncr.(*tensor.Dense)
 	if !ok {

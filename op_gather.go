@@ -266,8 +266,8 @@ func tensorType(dims int, dt tensor.Dtype) hm.Type {
 
 // InferShape returns the output shape for the given data and indices shapes.
 func (o *op) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
-	if len(in) != 2 {
-		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(in), ErrShape)
+	if err := checkArity(o.kind, "", len(in)); err != nil {
+		return nil, err
 	}
 	ds, ok1 := in[0].(tensor.Shape)
 	is, ok2 := in[1].(tensor.Shape)
@@ -283,8 +283,8 @@ func (o *op) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
 
 // Do computes the op into a new tensor.
 func (o *op) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if len(in) != 2 {
-		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(in), ErrShape)
+	if err := checkArity(o.kind, "", len(in)); err != nil {
+		return nil, err
 	}
 	out, err := forward(o.kind, in[0], in[1], o.axis, nil)
 	if err != nil {
@@ -296,8 +296,8 @@ func (o *op) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // UsePreallocDo computes the op into prealloc when it can hold the result,
 // else into a new tensor.
 func (o *op) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	if len(in) != 2 {
-		return nil, fmt.Errorf("%s: want 2 inputs, got %d: %w", o.kind, len(in), ErrShape)
+	if err := checkArity(o.kind, "", len(in)); err != nil {
+		return nil, err
 	}
 	buf, _ := prealloc.(*tensor.Dense)
 	out, err := forward(o.kind, in[0], in[1], o.axis, buf)

@@ -29,6 +29,16 @@ func normAxis(op string, axis, rank int) (int, error) {
 	return axis, nil
 }
 
+// checkArity reports an error unless the op named kind (with role "" for
+// the op itself, " gradient" for its gradient op) got its 2 inputs. The
+// name is assembled only on error, so the check allocates nothing.
+func checkArity(kind, role string, n int) error {
+	if n != 2 {
+		return fmt.Errorf("%s%s: want 2 inputs, got %d: %w", kind, role, n, ErrShape)
+	}
+	return nil
+}
+
 // checkIndexDtype accepts the three integer dtypes an index tensor may have.
 func checkIndexDtype(op string, dt tensor.Dtype) error {
 	switch dt {
