@@ -18,39 +18,33 @@ import (
 func views(t *testing.T, x *tensor.Dense) (name []string, view []*tensor.Dense) {
 	t.Helper()
 	a, b := x.Shape()[0], x.Shape()[1]
+	// place stores each x[i][j] with set.
+	place := func(set func(v any, i, j int) error) {
+		for i := 0; i < a; i++ {
+			for j := 0; j < b; j++ {
+				v, err := x.At(i, j)
+				require.NoError(t, err)
+				require.NoError(t, set(v, i, j))
+			}
+		}
+	}
 
 	// A [a, b] slice of a wider [a, b+2] tensor.
 	wide := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(a, b+2))
-	for i := 0; i < a; i++ {
-		for j := 0; j < b; j++ {
-			v, err := x.At(i, j)
-			require.NoError(t, err)
-			require.NoError(t, wide.SetAt(v, i, j+1))
-		}
-	}
+	place(func(v any, i, j int) error { return wide.SetAt(v, i, j+1) })
 	s, err := wide.Slice(nil, tensor.S(1, b+1))
 	require.NoError(t, err)
 	name, view = append(name, "column slice"), append(view, s.(*tensor.Dense))
 
 	// The transpose of a [b, a] tensor holding x's transpose.
 	tt := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(b, a))
-	for i := 0; i < a; i++ {
-		for j := 0; j < b; j++ {
-			v, _ := x.At(i, j)
-			require.NoError(t, tt.SetAt(v, j, i))
-		}
-	}
+	place(func(v any, i, j int) error { return tt.SetAt(v, j, i) })
 	require.NoError(t, tt.T())
 	name, view = append(name, "transpose"), append(view, tt)
 
 	// Column-major storage.
 	cm := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(a, b), tensor.AsFortran(nil))
-	for i := 0; i < a; i++ {
-		for j := 0; j < b; j++ {
-			v, _ := x.At(i, j)
-			require.NoError(t, cm.SetAt(v, i, j))
-		}
-	}
+	place(func(v any, i, j int) error { return cm.SetAt(v, i, j) })
 	name, view = append(name, "column-major"), append(view, cm)
 
 	for _, v := range view {
