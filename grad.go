@@ -70,7 +70,7 @@ func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int) (addPla
 	if dt := dst.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
 		return a, fmt.Errorf("%s gradient: data must be float32 or float64 to have a gradient, got %v: %w", kind, dt, ErrDtype)
 	}
-	if !isRowMajor(dst) || dst.IsView() || !dst.IsNativelyAccessible() {
+	if !writable(dst) {
 		return a, fmt.Errorf("%s gradient: destination of shape %v must be a row-major tensor that is not a view: %w", kind, dst.Shape(), ErrShape)
 	}
 	ix, err := asIndices(kind, indices)

@@ -101,6 +101,13 @@ func asDense(op, what string, v any) (*tensor.Dense, error) {
 	return rowMajorCopy(t)
 }
 
+// writable reports whether kernels can write t in place through its
+// storage: row-major and contiguous, not a view of another tensor, and in
+// Go memory.
+func writable(t *tensor.Dense) bool {
+	return isRowMajor(t) && !t.IsView() && t.IsNativelyAccessible()
+}
+
 // isRowMajor reports whether t's elements lie in row-major order from the
 // start of its storage with no gaps.
 func isRowMajor(t *tensor.Dense) bool {

@@ -226,7 +226,7 @@ func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int) int
 // in place: row-major, of that shape and dtype, and sharing no memory with
 // the inputs.
 func fits(out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, inputs ...any) bool {
-	if out.Dtype() != dt || !out.Shape().Eq(shape) || !isRowMajor(out) || out.IsView() || !out.IsNativelyAccessible() {
+	if out.Dtype() != dt || !out.Shape().Eq(shape) || !writable(out) {
 		return false
 	}
 	for _, in := range inputs {

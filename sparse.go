@@ -131,7 +131,7 @@ func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err erro
 		return 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, ErrShape)
 	}
 	ts := table.Shape()
-	if len(ts) != 2 || !isRowMajor(table) || table.IsView() {
+	if len(ts) != 2 || !writable(table) {
 		return 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ts, ErrShape)
 	}
 	if table.Dtype() != g.Values.Dtype() || !g.Values.Shape().Eq(tensor.Shape{len(g.Rows), ts[1]}) {
