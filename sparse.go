@@ -130,6 +130,9 @@ func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err erro
 	if table == nil || g == nil || g.Values == nil {
 		return 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, ErrShape)
 	}
+	if dt := table.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
+		return 0, fmt.Errorf("%s: table must be float32 or float64, got %v: %w", op, dt, ErrDtype)
+	}
 	ts := table.Shape()
 	if len(ts) != 2 || !writable(table) {
 		return 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ts, ErrShape)

@@ -191,6 +191,12 @@ func TestSparseAdamSemantics(t *testing.T) {
 	assert.ErrorIs(t, err, ErrShape)
 	err = (&SparseSGD{LearnRate: 1}).Step(table, &RowGrad{Rows: []int{7}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, dim))})
 	assert.ErrorIs(t, err, ErrIndexOutOfRange)
+	// An integer table is refused, not silently left alone.
+	ints := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(vocab, dim))
+	err = (&SparseSGD{LearnRate: 1}).Step(ints, &RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
+	assert.ErrorIs(t, err, ErrDtype)
+	err = (&SparseAdam{}).Step(ints, &RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
+	assert.ErrorIs(t, err, ErrDtype)
 }
 
 // SparseAdam also trains the full model (and moves only touched rows).
