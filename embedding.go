@@ -145,37 +145,3 @@ func (e *Embedding) Learnables() gorgonia.Nodes {
 	}
 	return gorgonia.Nodes{e.Table}
 }
-
-// NLLLoss returns the mean negative log-likelihood of integer targets under
-// log-probabilities, PyTorch's nll_loss with mean reduction:
-//
-//	-mean over i of logProbs[i..., targets[i...]]
-//
-// logProbs has shape [..., classes] (e.g. the output of
-// gorgonia.LogSoftMax); targets has the shape of logProbs without its last
-// axis and dtype Int, Int32 or Int64. The pick is a GatherElements on the
-// last axis, so the gradient reaches logProbs at the targets only.
-func NLLLoss(logProbs, targets *gorgonia.Node) (*gorgonia.Node, error) {
-	if logProbs == nil || targets == nil {
-		return nil, fmt.Errorf("nll loss: logProbs and targets must be nodes: %w", ErrShape)
-	}
-	ls, ts := logProbs.Shape(), targets.Shape()
-	if len(ls) < 1 || !ls[:len(ls)-1].Eq(ts) {
-		return nil, fmt.Errorf("nll loss: targets of shape %v do not match log-probabilities of shape %v (want %v): %w",
-			ts, ls, ls[:max(len(ls)-1, 0)], ErrShape)
-	}
-	picked := append(ls[:len(ls)-1].Clone(), 1)
-	t, err := gorgonia.Reshape(targets, picked)
-	if err != nil {
-		return nil, fmt.Errorf("nll loss: %w", err)
-	}
-	lp, err := GatherElements(logProbs, t, len(ls)-1)
-	if err != nil {
-		return nil, fmt.Errorf("nll loss: %w", err)
-	}
-	mean, err := gorgonia.Mean(lp)
-	if err != nil {
-		return nil, fmt.Errorf("nll loss: %w", err)
-	}
-	return gorgonia.Neg(mean)
-}

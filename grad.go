@@ -217,7 +217,7 @@ func (o *op) DiffWRT(inputs int) []bool {
 // SymDiff returns the gradient node of data: a diffOp applied to indices
 // and the upstream gradient.
 func (o *op) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := checkArity(o.kind, "", len(inputs)); err != nil {
+	if err := checkArity(o.kind, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
 	if o.cfg.noGrad {
@@ -236,7 +236,7 @@ func (o *op) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgon
 // DoDiff adds the gradient of data into the gradient it already has, for
 // Gorgonia's LispMachine.
 func (o *op) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := checkArity(o.kind, "", len(inputs)); err != nil {
+	if err := checkArity(o.kind, "", len(inputs), 2); err != nil {
 		return err
 	}
 	if o.cfg.noGrad {
@@ -295,7 +295,7 @@ func (d *diffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
 
 // Do returns a new gradient tensor.
 func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(d.fwd.kind, " gradient", len(in)); err != nil {
+	if err := checkArity(d.fwd.kind, " gradient", len(in), 2); err != nil {
 		return nil, err
 	}
 	out := tensor.New(tensor.Of(d.fwd.dataType), tensor.WithShape(d.fwd.dataShape...))
@@ -308,7 +308,7 @@ func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // UsePreallocDo clears prealloc, which holds the last run's gradient, and
 // adds this run's into it; if prealloc cannot hold it, it returns a new tensor.
 func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(d.fwd.kind, " gradient", len(in)); err != nil {
+	if err := checkArity(d.fwd.kind, " gradient", len(in), 2); err != nil {
 		return nil, err
 	}
 	out, ok := prealloc.(*tensor.Dense)
@@ -326,7 +326,7 @@ func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (g
 
 // IncrDo adds the gradient into toIncr without a temporary.
 func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	if err := checkArity(d.fwd.kind, " gradient", len(in)); err != nil {
+	if err := checkArity(d.fwd.kind, " gradient", len(in), 2); err != nil {
 		return err
 	}
 	dst, ok := toIncr.(*tensor.Dense)

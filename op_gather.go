@@ -266,7 +266,7 @@ func tensorType(dims int, dt tensor.Dtype) hm.Type {
 
 // InferShape returns the output shape for the given data and indices shapes.
 func (o *op) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
-	if err := checkArity(o.kind, "", len(in)); err != nil {
+	if err := checkArity(o.kind, "", len(in), 2); err != nil {
 		return nil, err
 	}
 	ds, ok1 := in[0].(tensor.Shape)
@@ -283,7 +283,7 @@ func (o *op) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
 
 // Do computes the op into a new tensor.
 func (o *op) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(o.kind, "", len(in)); err != nil {
+	if err := checkArity(o.kind, "", len(in), 2); err != nil {
 		return nil, err
 	}
 	out, err := forward(o.kind, in[0], in[1], o.axis, nil)
@@ -296,7 +296,7 @@ func (o *op) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // UsePreallocDo computes the op into prealloc when it can hold the result,
 // else into a new tensor.
 func (o *op) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(o.kind, "", len(in)); err != nil {
+	if err := checkArity(o.kind, "", len(in), 2); err != nil {
 		return nil, err
 	}
 	buf, _ := prealloc.(*tensor.Dense)

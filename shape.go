@@ -30,11 +30,11 @@ func normAxis(op string, axis, rank int) (int, error) {
 }
 
 // checkArity reports an error unless the op named kind (with role "" for
-// the op itself, " gradient" for its gradient op) got its 2 inputs. The
-// name is assembled only on error, so the check allocates nothing.
-func checkArity(kind, role string, n int) error {
-	if n != 2 {
-		return fmt.Errorf("%s%s: want 2 inputs, got %d: %w", kind, role, n, ErrShape)
+// the op itself, " gradient" for its gradient op) got the want inputs it
+// takes. The name is assembled only on error, so the check allocates nothing.
+func checkArity(kind, role string, n, want int) error {
+	if n != want {
+		return fmt.Errorf("%s%s: want %d inputs, got %d: %w", kind, role, want, n, ErrShape)
 	}
 	return nil
 }
