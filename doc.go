@@ -23,8 +23,8 @@
 //
 // Built on them: Embedding, a learnable lookup table (with padding, frozen
 // and row-sparse modes, and the SparseSGD and SparseAdam optimisers for the
-// last); NLLLoss, the mean negative log-likelihood of integer targets; and
-// GradCheck, which checks the gradient of any scalar Gorgonia expression
+// last); NLLLoss, the mean negative log-likelihood of integer targets, and
+// CrossEntropy, the same after a softmax in one op; and GradCheck, which checks the gradient of any scalar Gorgonia expression
 // against finite differences.
 //
 // # Indices

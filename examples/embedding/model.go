@@ -16,20 +16,20 @@ import (
 //
 //	ids [batch, context] --Gather--> [batch, context, dim] -> [batch, context*dim]
 //	  -> tanh(x W1 + b1) [batch, hidden] -> h W2 + b2 [batch, vocab]
-//	  -> LogSoftMax -> NLLLoss(targets [batch])   (a GatherElements)
+//	  -> CrossEntropy(logits, targets [batch])
 type model struct {
-	g        *gorgonia.ExprGraph
-	emb      *gather.Embedding
-	ids      *tensor.Dense // [batch, context] token ids, refilled each step
-	targets  *tensor.Dense // [batch] next-token ids
-	logProbs *gorgonia.Node
-	loss     *gorgonia.Node
-	learn    gorgonia.Nodes
-	vm       gorgonia.VM
-	solver   gorgonia.Solver
-	sparse   *gather.SparseAdam // the table's optimiser with -sparse, else nil
-	batch    int
-	context  int
+	g       *gorgonia.ExprGraph
+	emb     *gather.Embedding
+	ids     *tensor.Dense // [batch, context] token ids, refilled each step
+	targets *tensor.Dense // [batch] next-token ids
+	logits  *gorgonia.Node
+	loss    *gorgonia.Node
+	learn   gorgonia.Nodes
+	vm      gorgonia.VM
+	solver  gorgonia.Solver
+	sparse  *gather.SparseAdam // the table's optimiser with -sparse, else nil
+	batch   int
+	context int
 }
 
 // normal returns an initialiser drawing from N(0, std²) with rng, so that
@@ -88,14 +88,10 @@ func newModel(cfg config, vocab int) (*model, error) {
 	if h, err = gorgonia.Tanh(h); err != nil {
 		return nil, err
 	}
-	logits, err := affine(h, w2, b2)
-	if err != nil {
+	if m.logits, err = affine(h, w2, b2); err != nil {
 		return nil, err
 	}
-	if m.logProbs, err = gorgonia.LogSoftMax(logits); err != nil {
-		return nil, err
-	}
-	if m.loss, err = gather.NLLLoss(m.logProbs, targets); err != nil {
+	if m.loss, err = gather.CrossEntropy(m.logits, targets); err != nil {
 		return nil, err
 	}
 	// With -sparse the table is not among the dense learnables: its
@@ -197,11 +193,11 @@ func (m *model) continuation(prompt []int, n int) ([]int, error) {
 		if _, err := m.run(); err != nil {
 			return nil, err
 		}
-		lp := m.logProbs.Value().Data().([]float32)
-		vocab := len(lp) / m.batch
+		logits := m.logits.Value().Data().([]float32)
+		vocab := len(logits) / m.batch
 		best := 1 // never predict unk
 		for j := 2; j < vocab; j++ {
-			if lp[j] > lp[best] {
+			if logits[j] > logits[best] {
 				best = j
 			}
 		}
