@@ -49,7 +49,7 @@ func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale 
 	if err != nil {
 		return err
 	}
-	a.run(scale, pad)
+	a.run(scale, pad, false)
 	return nil
 }
 
@@ -103,51 +103,72 @@ func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int) (addPla
 	return addPlan{kind: kind, dst: dst, src: g, ix: ix, axis: ax}, nil
 }
 
-func (a addPlan) run(scale float64, pad int) {
+// run adds scale*src into dst; with zero, it first sets dst to zero, each
+// worker clearing the part of dst it then adds into (while that part is in
+// its cache), so that the clear costs no pass of its own.
+func (a addPlan) run(scale float64, pad int, zero bool) {
 	switch a.dst.Dtype() {
 	case tensor.Float32:
-		addTyped(a.kind, a.dst.Float32s(), a.src.Float32s(), a.ix, a.dst.Shape(), a.axis, float32(scale), pad)
+		addTyped(a.kind, a.dst.Float32s(), a.src.Float32s(), a.ix, a.dst.Shape(), a.axis, float32(scale), pad, zero)
 	case tensor.Float64:
-		addTyped(a.kind, a.dst.Float64s(), a.src.Float64s(), a.ix, a.dst.Shape(), a.axis, scale, pad)
+		addTyped(a.kind, a.dst.Float64s(), a.src.Float64s(), a.ix, a.dst.Shape(), a.axis, scale, pad, zero)
 	}
 }
 
-func addTyped[T float](kind string, dst, src []T, ix indexTensor, shape tensor.Shape, axis int, c T, pad int) {
+func addTyped[T float](kind string, dst, src []T, ix indexTensor, shape tensor.Shape, axis int, c T, pad int, zero bool) {
 	switch ix.dtype {
 	case tensor.Int:
-		addIndexed(kind, dst, src, ix.ints, ix.shape, shape, axis, c, pad)
+		addIndexed(kind, dst, src, ix.ints, ix.shape, shape, axis, c, pad, zero)
 	case tensor.Int32:
-		addIndexed(kind, dst, src, ix.i32, ix.shape, shape, axis, c, pad)
+		addIndexed(kind, dst, src, ix.i32, ix.shape, shape, axis, c, pad, zero)
 	case tensor.Int64:
-		addIndexed(kind, dst, src, ix.i64, ix.shape, shape, axis, c, pad)
+		addIndexed(kind, dst, src, ix.i64, ix.shape, shape, axis, c, pad, zero)
 	}
 }
 
-func addIndexed[T float, I index](kind string, dst, src []T, idx []I, ishape, dshape tensor.Shape, axis int, c T, pad int) {
+func addIndexed[T float, I index](kind string, dst, src []T, idx []I, ishape, dshape tensor.Shape, axis int, c T, pad int, zero bool) {
 	if len(src) == 0 {
+		if zero {
+			clearParallel(dst)
+		}
 		return
 	}
 	if kind == opGather {
-		indexAdd(dst, src, idx, dshape, axis, c, pad)
+		indexAdd(dst, src, idx, dshape, axis, c, pad, zero)
 	} else {
 		g := newAlongGeom(dshape, ishape, axis)
-		scatterAdd(dst, src, idx, &g, c)
+		scatterAdd(dst, src, idx, &g, c, dshape, zero)
 	}
 }
 
 // indexAdd runs addRows in parallel: over outer blocks when there are
 // enough of them, else over ranges of destination rows. Row pad (if >= 0)
-// is left out.
-func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T, pad int) {
+// is left out. With zero, each worker first clears the blocks or rows it owns.
+func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T, pad int, zero bool) {
 	outer, s, inner := split(dshape, axis)
-	p := workers(len(src), max(outer, s))
+	p := workers(len(src)+len(dst)/4, max(outer, s))
 	switch {
 	case p <= 1:
+		if zero {
+			clear(dst)
+		}
 		addRowsExcept(dst, src, idx, c, s, inner, 0, outer, 0, s, pad)
 	case outer >= p:
-		parallelFor(outer, p, func(lo, hi int) { addRowsExcept(dst, src, idx, c, s, inner, lo, hi, 0, s, pad) })
+		parallelFor(outer, p, func(lo, hi int) {
+			if zero {
+				clear(dst[lo*s*inner : hi*s*inner])
+			}
+			addRowsExcept(dst, src, idx, c, s, inner, lo, hi, 0, s, pad)
+		})
 	default:
-		parallelFor(s, p, func(lo, hi int) { addRowsExcept(dst, src, idx, c, s, inner, 0, outer, lo, hi, pad) })
+		parallelFor(s, p, func(lo, hi int) {
+			if zero {
+				for o := range outer {
+					clear(dst[(o*s+lo)*inner : (o*s+hi)*inner])
+				}
+			}
+			addRowsExcept(dst, src, idx, c, s, inner, 0, outer, lo, hi, pad)
+		})
 	}
 }
 
@@ -162,31 +183,53 @@ func addRowsExcept[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, 
 
 // scatterAdd runs addAlong in parallel over a dimension other than axis, so
 // that workers write disjoint parts of dst: the first dimension, or the last
-// when axis is the first.
-func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T) {
+// when axis is the first. With zero, each worker first clears the part of
+// dst (of shape dshape) it owns; the last one also clears what lies beyond
+// the indices' extent on the split dimension.
+func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dshape tensor.Shape, zero bool) {
 	rows := len(idx) / g.n
 	r := len(g.ishape)
+	var p int
 	switch {
 	case r > 1 && g.axis != 0:
-		perFirst := rows / g.ishape[0]
-		p := workers(len(idx), g.ishape[0])
-		if p <= 1 {
-			addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
-			return
-		}
-		gc := *g // a copy for the workers, so that g itself stays on the caller's stack
-		parallelFor(g.ishape[0], p, func(lo, hi int) { addAlong(dst, src, idx, c, &gc, lo*perFirst, hi*perFirst, 0, gc.n) })
+		p = workers(len(idx)+len(dst)/4, g.ishape[0])
 	case r > 1:
-		p := workers(len(idx), g.n)
-		if p <= 1 {
-			addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
-			return
-		}
-		gc := *g
-		parallelFor(g.n, p, func(lo, hi int) { addAlong(dst, src, idx, c, &gc, 0, rows, lo, hi) })
-	default:
-		addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
+		p = workers(len(idx)+len(dst)/4, g.n)
 	}
+	if p <= 1 {
+		if zero {
+			clear(dst)
+		}
+		addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
+		return
+	}
+	gc := *g // a copy for the workers, so that g itself stays on the caller's stack
+	if g.axis != 0 {
+		first, perFirst, block := g.ishape[0], rows/g.ishape[0], len(dst)/dshape[0]
+		parallelFor(first, p, func(lo, hi int) {
+			if zero {
+				if hi == first {
+					hi = dshape[0]
+				}
+				clear(dst[lo*block : hi*block])
+			}
+			addAlong(dst, src, idx, c, &gc, lo*perFirst, min(hi, first)*perFirst, 0, gc.n)
+		})
+		return
+	}
+	last, width := g.n, dshape[len(dshape)-1]
+	parallelFor(last, p, func(lo, hi int) {
+		if zero {
+			end := hi
+			if hi == last {
+				end = width
+			}
+			for b := 0; b < len(dst); b += width {
+				clear(dst[b+lo : b+end])
+			}
+		}
+		addAlong(dst, src, idx, c, &gc, 0, rows, lo, hi)
+	})
 }
 
 // clearFloats sets t's elements to zero, in parallel for large tensors.
@@ -319,8 +362,7 @@ func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (g
 	if err != nil {
 		return nil, err
 	}
-	clearFloats(out)
-	a.run(d.fwd.cfg.gradScale, d.fwd.padding())
+	a.run(d.fwd.cfg.gradScale, d.fwd.padding(), true)
 	return out, nil
 }
 

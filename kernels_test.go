@@ -36,6 +36,9 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 		{"elements axis 1", opGatherElements, []int{256, 100}, []int{256, 400}, 1},
 		{"elements axis 0", opGatherElements, []int{50, 512}, []int{400, 512}, 0},
 		{"elements rank 3", opGatherElements, []int{8, 40, 128}, []int{8, 90, 128}, 1},
+		// Indices smaller than data on the dimension the workers split.
+		{"elements axis 1, fewer rows", opGatherElements, []int{300, 100}, []int{256, 400}, 1},
+		{"elements axis 0, fewer columns", opGatherElements, []int{50, 600}, []int{400, 512}, 0},
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, c := range cases {
@@ -58,6 +61,18 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 				bits := make([]uint32, len(dst.Float32s()))
 				for i, x := range dst.Float32s() {
 					bits[i] = math.Float32bits(x)
+				}
+				// The gradient op into a stale buffer: the workers clear
+				// it as they go, and the result is the same.
+				stale := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.dshape...))
+				for i := range stale.Float32s() {
+					stale.Float32s()[i] = float32(math.NaN())
+				}
+				diff := &diffOp{fwd: &op{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
+				_, err := diff.UsePreallocDo(stale, indices, src)
+				require.NoError(t, err)
+				for i, x := range stale.Float32s() {
+					require.Equal(t, bits[i], math.Float32bits(x), "GOMAXPROCS=%d: prealloc differs at %d", procs, i)
 				}
 				if want == nil {
 					want = bits
