@@ -27,10 +27,9 @@ func NLLLoss(logProbs, targets *gorgonia.Node) (*gorgonia.Node, error) {
 	if logProbs == nil || targets == nil {
 		return nil, fmt.Errorf("nll loss: logProbs and targets must be nodes: %w", ErrShape)
 	}
-	ls, ts := logProbs.Shape(), targets.Shape()
-	if len(ls) < 1 || !ls[:len(ls)-1].Eq(ts) {
-		return nil, fmt.Errorf("nll loss: targets of shape %v do not match log-probabilities of shape %v (want %v): %w",
-			ts, ls, ls[:max(len(ls)-1, 0)], ErrShape)
+	ls := logProbs.Shape()
+	if err := checkTargets("nll loss", "log-probabilities", ls, targets.Shape()); err != nil {
+		return nil, err
 	}
 	picked := append(ls[:len(ls)-1].Clone(), 1)
 	t, err := gorgonia.Reshape(targets, picked)
@@ -74,15 +73,14 @@ func CrossEntropy(logits, targets *gorgonia.Node) (*gorgonia.Node, error) {
 	if err := checkIndexDtype(opCrossEntropy, targets.Dtype()); err != nil {
 		return nil, err
 	}
-	ls, ts := logits.Shape().Clone(), targets.Shape().Clone()
-	if len(ls) < 1 || !ls[:len(ls)-1].Eq(ts) {
-		return nil, fmt.Errorf("%s: targets of shape %v do not match logits of shape %v (want %v): %w",
-			opCrossEntropy, ts, ls, ls[:max(len(ls)-1, 0)], ErrShape)
+	ls := logits.Shape().Clone()
+	if err := checkTargets(opCrossEntropy, "logits", ls, targets.Shape()); err != nil {
+		return nil, err
 	}
 	if _, err := size(opCrossEntropy, "logits", ls); err != nil {
 		return nil, err
 	}
-	if ls[len(ls)-1] == 0 && ts.TotalSize() > 0 {
+	if ls[len(ls)-1] == 0 && targets.Shape().TotalSize() > 0 {
 		return nil, fmt.Errorf("%s: logits of shape %v have no classes, so no target is valid: %w", opCrossEntropy, ls, ErrIndexOutOfRange)
 	}
 	o := &crossEntropyOp{dtype: dt, targetType: targets.Dtype(), shape: ls}
@@ -91,6 +89,16 @@ func CrossEntropy(logits, targets *gorgonia.Node) (*gorgonia.Node, error) {
 		return nil, fmt.Errorf("%s: %w", opCrossEntropy, err)
 	}
 	return n, nil
+}
+
+// checkTargets reports an error unless targets has the shape of scores
+// (named what) without its last axis.
+func checkTargets(op, what string, scores, targets tensor.Shape) error {
+	if len(scores) < 1 || !scores[:len(scores)-1].Eq(targets) {
+		return fmt.Errorf("%s: targets of shape %v do not match %s of shape %v (want %v): %w",
+			op, targets, what, scores, scores[:max(len(scores)-1, 0)], ErrShape)
+	}
+	return nil
 }
 
 // crossEntropyOp is the op of CrossEntropy: logits and targets in, a scalar out.
@@ -367,25 +375,29 @@ func entropySum[T float, I index](x []T, t []I, c int) float64 {
 }
 
 // logSumExp returns m and l with log(sum(exp(row))) = m + l, m being the
-// row's maximum; row is not empty.
+// row's shift (see shift); row is not empty.
 func logSumExp[T float](row []T) (m, l float64) {
-	m = math.Inf(-1)
-	for _, v := range row {
-		m = max(m, float64(v))
-	}
-	if math.IsInf(m, 0) || math.IsNaN(m) {
-		// All -Inf, or an Inf or NaN: the plain formula gives the IEEE answer.
-		var s float64
-		for _, v := range row {
-			s += math.Exp(float64(v))
-		}
-		return 0, math.Log(s)
-	}
+	m = shift(row)
 	var s float64
 	for _, v := range row {
 		s += math.Exp(float64(v) - m)
 	}
 	return m, math.Log(s)
+}
+
+// shift returns the row's maximum, which subtracted from every element
+// before exp keeps exp from overflowing; or 0 when the maximum is infinite
+// or NaN (all -Inf, or an Inf or NaN in the row), where the unshifted
+// formula gives IEEE's answer.
+func shift[T float](row []T) float64 {
+	m := math.Inf(-1)
+	for _, v := range row {
+		m = max(m, float64(v))
+	}
+	if math.IsInf(m, 0) || math.IsNaN(m) {
+		return 0
+	}
+	return m
 }
 
 // runEntropyGrad writes or adds scale × (softmax - onehot) into dst.
@@ -421,13 +433,7 @@ func entropyGrad[T float, I index](dst, x []T, t []I, c int, scale float64, add 
 	for r := lo; r < hi; r++ {
 		row, out := x[r*c:(r+1)*c], dst[r*c:(r+1)*c]
 		out, e := out[:len(row)], e[:len(row)]
-		m := math.Inf(-1)
-		for _, v := range row {
-			m = max(m, float64(v))
-		}
-		if math.IsInf(m, 0) || math.IsNaN(m) {
-			m = 0 // as in logSumExp: the plain formula gives the IEEE answer
-		}
+		m := shift(row)
 		var sum float64
 		for j, v := range row {
 			e[j] = math.Exp(float64(v) - m)
