@@ -141,12 +141,22 @@ func addIndexed[T float, I index](kind string, dst, src []T, idx []I, ishape, ds
 	}
 }
 
+// addWork returns the work, in elements, of adding n elements into a
+// destination of size m, cleared first with zero: clearing an element costs
+// about a quarter of adding one.
+func addWork(n, m int, zero bool) int {
+	if zero {
+		return n + m/4
+	}
+	return n
+}
+
 // indexAdd runs addRows in parallel: over outer blocks when there are
 // enough of them, else over ranges of destination rows. Row pad (if >= 0)
 // is left out. With zero, each worker first clears the blocks or rows it owns.
 func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T, pad int, zero bool) {
 	outer, s, inner := split(dshape, axis)
-	p := workers(len(src)+len(dst)/4, max(outer, s))
+	p := workers(addWork(len(src), len(dst), zero), max(outer, s))
 	switch {
 	case p <= 1:
 		if zero {
@@ -189,12 +199,12 @@ func addRowsExcept[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, 
 func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dshape tensor.Shape, zero bool) {
 	rows := len(idx) / g.n
 	r := len(g.ishape)
-	var p int
+	p := 1 // rank 1: a single row, added on the calling goroutine
 	switch {
 	case r > 1 && g.axis != 0:
-		p = workers(len(idx)+len(dst)/4, g.ishape[0])
+		p = workers(addWork(len(idx), len(dst), zero), g.ishape[0])
 	case r > 1:
-		p = workers(len(idx)+len(dst)/4, g.n)
+		p = workers(addWork(len(idx), len(dst), zero), g.n)
 	}
 	if p <= 1 {
 		if zero {
@@ -208,12 +218,13 @@ func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dsha
 		first, perFirst, block := g.ishape[0], rows/g.ishape[0], len(dst)/dshape[0]
 		parallelFor(first, p, func(lo, hi int) {
 			if zero {
+				end := hi
 				if hi == first {
-					hi = dshape[0]
+					end = dshape[0]
 				}
-				clear(dst[lo*block : hi*block])
+				clear(dst[lo*block : end*block])
 			}
-			addAlong(dst, src, idx, c, &gc, lo*perFirst, min(hi, first)*perFirst, 0, gc.n)
+			addAlong(dst, src, idx, c, &gc, lo*perFirst, hi*perFirst, 0, gc.n)
 		})
 		return
 	}
