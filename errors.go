@@ -24,8 +24,8 @@ var (
 // An IndexError records an index outside the valid range of its axis.
 // It unwraps to ErrIndexOutOfRange.
 type IndexError struct {
-	Op    string // "gather" or "gather_elements"
-	Pos   []int  // position of the bad value in the indices tensor
+	Op    string // "gather", "gather_elements" or "cross_entropy"
+	Pos   []int  // position of the bad value in the indices (or targets) tensor
 	Value int64  // the bad value
 	Axis  int    // the data axis it indexes (normalised, >= 0)
 	Size  int    // the size of that axis
@@ -34,7 +34,11 @@ type IndexError struct {
 func (e *IndexError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Op)
-	b.WriteString(": indices[")
+	if e.Op == opCrossEntropy {
+		b.WriteString(": targets[")
+	} else {
+		b.WriteString(": indices[")
+	}
 	for i, p := range e.Pos {
 		if i > 0 {
 			b.WriteByte(',')

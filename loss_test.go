@@ -194,7 +194,7 @@ func TestCrossEntropyErrors(t *testing.T) {
 	assert.ErrorIs(t, err, ErrShape)
 	_, err = CrossEntropy(x, gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(3), gorgonia.WithName("y3")))
 	assert.ErrorIs(t, err, ErrShape)
-	assert.ErrorContains(t, err, "(3)")
+	assert.ErrorContains(t, err, "cross_entropy: targets of shape (3) do not match logits of shape (2, 3) (want (2))")
 	_, err = CrossEntropy(x, gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(2), gorgonia.WithName("yf")))
 	assert.ErrorIs(t, err, ErrDtype)
 	_, err = CrossEntropy(gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 3), gorgonia.WithName("xi")), y)
@@ -229,7 +229,7 @@ func TestCrossEntropyErrors(t *testing.T) {
 			assert.Equal(t, int64(bad), ie.Value)
 			assert.Equal(t, 1, ie.Axis)
 			assert.Equal(t, 3, ie.Size)
-			assert.ErrorContains(t, err, fmt.Sprint(bad))
+			assert.ErrorContains(t, err, fmt.Sprintf("cross_entropy: targets[1] = %d is out of range [-3, 2] for axis 1 of size 3", bad))
 			_ = loss
 		}
 	}
