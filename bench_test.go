@@ -392,23 +392,12 @@ func BenchmarkCrossEntropy(b *testing.B) {
 			name = "LogSoftMax+NLLLoss"
 		}
 		b.Run(name, func(b *testing.B) {
-			g := gorgonia.NewGraph()
-			xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
-			yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), gorgonia.WithName("y"))
-			var loss *gorgonia.Node
-			var err error
-			if fused {
-				loss, err = CrossEntropy(xn, yn)
-			} else {
-				loss, err = NLLLoss(gorgonia.Must(gorgonia.LogSoftMax(xn)), yn)
-			}
+			loss, _, err := lossGraph(tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)),
+				tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), fused)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := gorgonia.Grad(loss, xn); err != nil {
-				b.Fatal(err)
-			}
-			vm := gorgonia.NewTapeMachine(g)
+			vm := gorgonia.NewTapeMachine(loss.Graph())
 			defer vm.Close()
 			b.ReportAllocs()
 			for b.Loop() {

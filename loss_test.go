@@ -108,25 +108,38 @@ func TestCrossEntropyMatchesReference(t *testing.T) {
 	}
 }
 
+// lossGraph builds, in a new graph, the cross-entropy of targets y under
+// logits x, fused (CrossEntropy) or as NLLLoss after gorgonia.LogSoftMax,
+// with the gradient of x, and returns the loss and x's node.
+func lossGraph(x, y *tensor.Dense, fused bool) (loss, xn *gorgonia.Node, err error) {
+	g := gorgonia.NewGraph()
+	xn = gorgonia.NodeFromAny(g, x, gorgonia.WithName("x"))
+	yn := gorgonia.NodeFromAny(g, y, gorgonia.WithName("y"))
+	if fused {
+		loss, err = CrossEntropy(xn, yn)
+	} else {
+		var lp *gorgonia.Node
+		if lp, err = gorgonia.LogSoftMax(xn); err == nil {
+			loss, err = NLLLoss(lp, yn)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := gorgonia.Grad(loss, xn); err != nil {
+		return nil, nil, err
+	}
+	return loss, xn, nil
+}
+
 // CrossEntropy equals NLLLoss after gorgonia.LogSoftMax in value and gradient.
 func TestCrossEntropyEqualsLogSoftMaxNLL(t *testing.T) {
 	x := tensor.New(tensor.WithShape(3, 4), tensor.WithBacking([]float64{0.1, -0.3, 0.7, 0.2, 1, 2, -1, 0, 0.5, 0.5, 0.1, -0.2}))
 	y := tensor.New(tensor.WithShape(3), tensor.WithBacking([]int{2, 0, -1}))
 	run := func(fused bool) (float64, []float64) {
-		g := gorgonia.NewGraph()
-		xn := gorgonia.NodeFromAny(g, x.Clone().(*tensor.Dense), gorgonia.WithName("x"))
-		yn := gorgonia.NodeFromAny(g, y, gorgonia.WithName("y"))
-		var loss *gorgonia.Node
-		var err error
-		if fused {
-			loss, err = CrossEntropy(xn, yn)
-		} else {
-			loss, err = NLLLoss(gorgonia.Must(gorgonia.LogSoftMax(xn)), yn)
-		}
+		loss, xn, err := lossGraph(x.Clone().(*tensor.Dense), y, fused)
 		require.NoError(t, err)
-		_, err = gorgonia.Grad(loss, xn)
-		require.NoError(t, err)
-		vm := gorgonia.NewTapeMachine(g)
+		vm := gorgonia.NewTapeMachine(loss.Graph())
 		defer vm.Close()
 		require.NoError(t, vm.RunAll())
 		gv, err := xn.Grad()
