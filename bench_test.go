@@ -197,11 +197,7 @@ func naiveForward(c benchCase, d benchData, out []float32) {
 		}
 		return
 	}
-	m := c.ishape[c.axis]
-	iinner := 1
-	for _, x := range c.ishape[c.axis+1:] {
-		iinner *= x
-	}
+	m, iinner := alongBlocks(c)
 	for o := 0; o < outer; o++ {
 		for i := 0; i < m; i++ {
 			for k := 0; k < iinner; k++ {
@@ -210,6 +206,16 @@ func naiveForward(c benchCase, d benchData, out []float32) {
 			}
 		}
 	}
+}
+
+// alongBlocks returns, for a GatherElements case, the indices' size on the
+// axis and the product of their dimensions after it.
+func alongBlocks(c benchCase) (m, iinner int) {
+	iinner = 1
+	for _, x := range c.ishape[c.axis+1:] {
+		iinner *= x
+	}
+	return c.ishape[c.axis], iinner
 }
 
 // naiveBackward is the matching scatter-add loop.
@@ -227,11 +233,7 @@ func naiveBackward(c benchCase, d benchData, dst []float32) {
 		}
 		return
 	}
-	m := c.ishape[c.axis]
-	iinner := 1
-	for _, x := range c.ishape[c.axis+1:] {
-		iinner *= x
-	}
+	m, iinner := alongBlocks(c)
 	for o := 0; o < outer; o++ {
 		for i := 0; i < m; i++ {
 			for k := 0; k < iinner; k++ {
