@@ -43,4 +43,13 @@
 // ErrAxisOutOfRange, ErrShape and ErrDtype; an out-of-range index is an
 // *IndexError. Gorgonia's machines hide the error an op returned behind a
 // wrapper without Unwrap; Cause recovers it.
+//
+// # Memory
+//
+// A new output that a kernel writes in full (Take, TakeAlongAxis, the ops'
+// Do, the gradient ops' Do) is allocated without the runtime clearing it
+// first, through a link to the runtime's allocator in one file
+// (alloc_unsafe.go): on a large output the clearing, which Go does on one
+// thread, costs more than the parallel kernel. Building with the purego tag
+// replaces it with make.
 package gather

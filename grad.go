@@ -352,10 +352,12 @@ func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := checkArity(d.fwd.kind, " gradient", len(in), 2); err != nil {
 		return nil, err
 	}
-	out := tensor.New(tensor.Of(d.fwd.dataType), tensor.WithShape(d.fwd.dataShape...))
-	if err := backward(d.fwd.kind, out, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale, d.fwd.padding()); err != nil {
+	out := newOutput(d.fwd.dataType, d.fwd.dataShape)
+	a, err := planAdd(d.fwd.kind, out, in[0], in[1], d.fwd.axis)
+	if err != nil {
 		return nil, err
 	}
+	a.run(d.fwd.cfg.gradScale, d.fwd.padding(), true)
 	return out, nil
 }
 

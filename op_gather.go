@@ -152,7 +152,7 @@ func forward(kind string, data, indices any, axis int, out *tensor.Dense) (*tens
 	} else {
 		// A new tensor: the kernels check as they go, and on error the
 		// tensor is dropped, so no partial result escapes.
-		out = tensor.New(tensor.Of(d.Dtype()), tensor.WithShape(shape.Clone()...))
+		out = newOutput(d.Dtype(), shape)
 	}
 	var bad int
 	if kind == opGather {
