@@ -1,0 +1,104 @@
+package gather
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Every part of every call runs exactly once and before the call returns,
+// with many callers at once sharing the workers, for part counts below,
+// at and above GOMAXPROCS.
+func TestParallelRunsEachPartOnce(t *testing.T) {
+	const callers, calls = 8, 200
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for k := range calls {
+				p := 2 + (c+k)%7
+				n := 50 + k
+				hits := make([]int32, n)
+				parallelFor(n, p, func(lo, hi int) {
+					for i := lo; i < hi; i++ {
+						atomic.AddInt32(&hits[i], 1)
+					}
+				})
+				for i, h := range hits {
+					if h != 1 {
+						t.Errorf("caller %d call %d (p=%d): element %d ran %d times", c, k, p, i, h)
+						return
+					}
+				}
+				bad := (c*31 + k) % n
+				got := parallelFirst(n, p, func(lo, hi int) int {
+					for i := lo; i < hi; i++ {
+						if i >= bad {
+							return i
+						}
+					}
+					return -1
+				})
+				if got != bad {
+					t.Errorf("caller %d call %d (p=%d): parallelFirst = %d, want %d", c, k, p, got, bad)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Workers exit once no part has come for idleSpin: none outlives the calls.
+func TestParallelWorkersExit(t *testing.T) {
+	var seen atomic.Int32 // live workers, as a part on a worker sees them
+	for range 20 {
+		parallelFor(100, 4, func(lo, hi int) {
+			if lo > 0 {
+				seen.Store(live.Load())
+			}
+		})
+	}
+	require.Positive(t, seen.Load(), "parts ran on no counted worker")
+	deadline := time.Now().Add(2 * time.Second)
+	for live.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Zero(t, live.Load(), "workers still running long after %v", idleSpin)
+	require.Zero(t, idle.Load(), "idle count without polling workers")
+}
+
+// BenchmarkParallelCall measures a two-part call of about 20 µs of work,
+// back to back: on the package's workers, and on a goroutine started per
+// call (the baseline).
+func BenchmarkParallelCall(b *testing.B) {
+	work := func(lo, hi int) {
+		s := 0
+		for i := range 20000 {
+			s += i ^ s>>3
+		}
+		parallelSink.Add(int64(s))
+	}
+	b.Run("workers", func(b *testing.B) {
+		for b.Loop() {
+			parallelFor(2, 2, work)
+		}
+	})
+	b.Run("goroutine-per-call", func(b *testing.B) {
+		for b.Loop() {
+			var wg sync.WaitGroup
+			wg.Go(func() { work(1, 2) })
+			work(0, 1)
+			wg.Wait()
+		}
+	})
+	b.Run("serial-one-part", func(b *testing.B) {
+		for b.Loop() {
+			work(0, 1)
+		}
+	})
+}
+
+var parallelSink atomic.Int64
