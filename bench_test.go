@@ -3,6 +3,7 @@ package gather
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"gorgonia.org/gorgonia"
@@ -78,8 +79,7 @@ func BenchmarkCases(b *testing.B) {
 	for _, c := range benchCases {
 		d := c.make()
 		b.Run(c.name+"/fwd", func(b *testing.B) {
-			b.SetBytes(2*d.outBytes + d.idxBytes)
-			for b.Loop() {
+			fwd := func() {
 				var err error
 				if c.kind == opGather {
 					_, err = Take(d.data, d.indices, c.axis)
@@ -89,6 +89,11 @@ func BenchmarkCases(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+			}
+			steady(fwd)
+			b.SetBytes(2*d.outBytes + d.idxBytes)
+			for b.Loop() {
+				fwd()
 			}
 		})
 		// The same forward into a buffer reused from the last call, as the
@@ -126,8 +131,10 @@ func BenchmarkBaselines(b *testing.B) {
 		// Allocating a tensor of the output's size: the floor under a
 		// forward that returns a new tensor.
 		b.Run(c.name+"/alloc", func(b *testing.B) {
+			alloc := func() { allocSink = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(d.oshape...)) }
+			steady(alloc)
 			for b.Loop() {
-				allocSink = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(d.oshape...))
+				alloc()
 			}
 		})
 		b.Run(c.name+"/copy", func(b *testing.B) {
@@ -180,6 +187,25 @@ func BenchmarkBaselines(b *testing.B) {
 }
 
 var allocSink *tensor.Dense
+
+// steady calls f, which allocates, until the collector has finished two
+// cycles (at most 200 calls), before a benchmark's timer starts. The timed
+// calls then reuse memory the collector freed, as they do in a program that
+// has been running for a while, rather than memory fresh from the operating
+// system, whose first touch (a page fault per 4 KiB) a process pays once.
+// The PyTorch peer likewise makes a call before timing and reports a median.
+func steady(f func()) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	for i, start := 0, ms.NumGC; i < 200; i++ {
+		f()
+		if i%4 == 3 {
+			if runtime.ReadMemStats(&ms); ms.NumGC >= start+2 {
+				return
+			}
+		}
+	}
+}
 
 // naiveForward is the textbook loop over output elements, one offset
 // computation per element.
