@@ -153,7 +153,8 @@ func addWork(n, m int, zero bool) int {
 
 // indexAdd runs addRows in parallel: over outer blocks when there are
 // enough of them, else over ranges of destination rows. Row pad (if >= 0)
-// is left out. With zero, each worker first clears the blocks or rows it owns.
+// is left out. With zero, each worker clears the blocks or rows it owns:
+// block by block as it adds into them when it owns whole blocks.
 func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T, pad int, zero bool) {
 	outer, s, inner := split(dshape, axis)
 	p := workers(addWork(len(src), len(dst), zero), max(outer, s))
@@ -165,10 +166,16 @@ func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis
 		addRowsExcept(dst, src, idx, c, s, inner, 0, outer, 0, s, pad)
 	case outer >= p:
 		parallelFor(outer, p, func(lo, hi int) {
-			if zero {
-				clear(dst[lo*s*inner : hi*s*inner])
+			if !zero {
+				addRowsExcept(dst, src, idx, c, s, inner, lo, hi, 0, s, pad)
+				return
 			}
-			addRowsExcept(dst, src, idx, c, s, inner, lo, hi, 0, s, pad)
+			// Block by block, so that a block is still in cache when
+			// it is added into.
+			for o := lo; o < hi; o++ {
+				clear(dst[o*s*inner : (o+1)*s*inner])
+				addRowsExcept(dst, src, idx, c, s, inner, o, o+1, 0, s, pad)
+			}
 		})
 	default:
 		parallelFor(s, p, func(lo, hi int) {
@@ -193,9 +200,10 @@ func addRowsExcept[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, 
 
 // scatterAdd runs addAlong in parallel over a dimension other than axis, so
 // that workers write disjoint parts of dst: the first dimension, or the last
-// when axis is the first. With zero, each worker first clears the part of
-// dst (of shape dshape) it owns; the last one also clears what lies beyond
-// the indices' extent on the split dimension.
+// when axis is the first. With zero, each worker clears the part of dst (of
+// shape dshape) it owns, a few blocks at a time as it adds into them when it
+// owns a range of the first dimension; the last one also clears what lies
+// beyond the indices' extent on the split dimension.
 func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dshape tensor.Shape, zero bool) {
 	rows := len(idx) / g.n
 	r := len(g.ishape)
@@ -217,14 +225,21 @@ func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dsha
 	if g.axis != 0 {
 		first, perFirst, block := g.ishape[0], rows/g.ishape[0], len(dst)/dshape[0]
 		parallelFor(first, p, func(lo, hi int) {
-			if zero {
-				end := hi
-				if hi == first {
-					end = dshape[0]
-				}
-				clear(dst[lo*block : end*block])
+			if !zero {
+				addAlong(dst, src, idx, c, &gc, lo*perFirst, hi*perFirst, 0, gc.n)
+				return
 			}
-			addAlong(dst, src, idx, c, &gc, lo*perFirst, hi*perFirst, 0, gc.n)
+			// A few blocks at a time, so that they are still in cache
+			// when they are added into.
+			step := max(1, clearStep/block)
+			for a := lo; a < hi; a += step {
+				b := min(a+step, hi)
+				clear(dst[a*block : b*block])
+				addAlong(dst, src, idx, c, &gc, a*perFirst, b*perFirst, 0, gc.n)
+			}
+			if hi == first {
+				clear(dst[first*block:])
+			}
 		})
 		return
 	}
@@ -242,6 +257,10 @@ func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dsha
 		addAlong(dst, src, idx, c, &gc, 0, rows, lo, hi)
 	})
 }
+
+// clearStep is how many destination elements a backward worker clears at a
+// time before adding into them: few enough to stay in a core's cache.
+const clearStep = 1 << 14
 
 // clearFloats sets t's elements to zero, in parallel for large tensors.
 func clearFloats(t *tensor.Dense) {
