@@ -9,7 +9,7 @@ import "unsafe"
 //
 //	make([]T, n)
 //
-// without the clearing, as bytes.Buffer and strings.Builder get from the
+// without the clearing, as strings.Builder gets its buffer from the
 // runtime. T holds no pointers, so the collector never reads that memory.
 // Build with the purego tag to use make instead.
 func uninit[T plain](n int) []T {
