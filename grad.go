@@ -371,13 +371,7 @@ func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := checkArity(d.fwd.kind, " gradient", len(in), 2); err != nil {
 		return nil, err
 	}
-	out := newOutput(d.fwd.dataType, d.fwd.dataShape)
-	a, err := planAdd(d.fwd.kind, out, in[0], in[1], d.fwd.axis)
-	if err != nil {
-		return nil, err
-	}
-	a.run(d.fwd.cfg.gradScale, d.fwd.padding(), true)
-	return out, nil
+	return d.overwrite(newOutput(d.fwd.dataType, d.fwd.dataShape), in)
 }
 
 // UsePreallocDo clears prealloc, which holds the last run's gradient, and
@@ -390,6 +384,12 @@ func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (g
 	if !ok || !fits(out, d.fwd.dataShape, d.fwd.dataType, in[0], in[1]) {
 		return d.Do(in...)
 	}
+	return d.overwrite(out, in)
+}
+
+// overwrite sets out to the gradient of indices in[0] and upstream gradient
+// in[1], whatever out held; on error out is unchanged.
+func (d *diffOp) overwrite(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, error) {
 	a, err := planAdd(d.fwd.kind, out, in[0], in[1], d.fwd.axis)
 	if err != nil {
 		return nil, err
