@@ -154,29 +154,16 @@ func addWork(n, m int, zero bool) int {
 // indexAdd runs addRows in parallel: over outer blocks when there are
 // enough of them, else over ranges of destination rows. Row pad (if >= 0)
 // is left out. With zero, each worker clears the blocks or rows it owns:
-// block by block as it adds into them when it owns whole blocks.
+// block by block as it adds into them when it owns whole blocks, as the
+// calling goroutine does when it works alone.
 func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T, pad int, zero bool) {
 	outer, s, inner := split(dshape, axis)
 	p := workers(addWork(len(src), len(dst), zero), max(outer, s))
 	switch {
 	case p <= 1:
-		if zero {
-			clear(dst)
-		}
-		addRowsExcept(dst, src, idx, c, s, inner, 0, outer, 0, s, pad)
+		addBlocks(dst, src, idx, c, s, inner, 0, outer, pad, zero)
 	case outer >= p:
-		parallelFor(outer, p, func(lo, hi int) {
-			if !zero {
-				addRowsExcept(dst, src, idx, c, s, inner, lo, hi, 0, s, pad)
-				return
-			}
-			// Block by block, so that a block is still in cache when
-			// it is added into.
-			for o := lo; o < hi; o++ {
-				clear(dst[o*s*inner : (o+1)*s*inner])
-				addRowsExcept(dst, src, idx, c, s, inner, o, o+1, 0, s, pad)
-			}
-		})
+		parallelFor(outer, p, func(lo, hi int) { addBlocks(dst, src, idx, c, s, inner, lo, hi, pad, zero) })
 	default:
 		parallelFor(s, p, func(lo, hi int) {
 			if zero {
@@ -186,6 +173,20 @@ func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis
 			}
 			addRowsExcept(dst, src, idx, c, s, inner, 0, outer, lo, hi, pad)
 		})
+	}
+}
+
+// addBlocks is addRowsExcept over outer blocks lo..hi-1 and every
+// destination row. With zero, it clears each block just before adding into
+// it, so that the block is still in cache when it is added into.
+func addBlocks[T float, I index](dst, src []T, idx []I, c T, s, inner, lo, hi, pad int, zero bool) {
+	if !zero {
+		addRowsExcept(dst, src, idx, c, s, inner, lo, hi, 0, s, pad)
+		return
+	}
+	for o := lo; o < hi; o++ {
+		clear(dst[o*s*inner : (o+1)*s*inner])
+		addRowsExcept(dst, src, idx, c, s, inner, o, o+1, 0, s, pad)
 	}
 }
 
@@ -202,8 +203,9 @@ func addRowsExcept[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, 
 // that workers write disjoint parts of dst: the first dimension, or the last
 // when axis is the first. With zero, each worker clears the part of dst (of
 // shape dshape) it owns, a few blocks at a time as it adds into them when it
-// owns a range of the first dimension; the last one also clears what lies
-// beyond the indices' extent on the split dimension.
+// owns a range of the first dimension (as the calling goroutine does when
+// it works alone); the last one also clears what lies beyond the indices'
+// extent on the split dimension.
 func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dshape tensor.Shape, zero bool) {
 	rows := len(idx) / g.n
 	r := len(g.ishape)
@@ -214,7 +216,11 @@ func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dsha
 	case r > 1:
 		p = workers(addWork(len(idx), len(dst), zero), g.n)
 	}
-	if p <= 1 {
+	switch {
+	case g.axis != 0 && p <= 1:
+		addFirst(dst, src, idx, c, g, 0, g.ishape[0], dshape[0], zero)
+		return
+	case p <= 1:
 		if zero {
 			clear(dst)
 		}
@@ -223,24 +229,7 @@ func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dsha
 	}
 	gc := *g // a copy for the workers, so that g itself stays on the caller's stack
 	if g.axis != 0 {
-		first, perFirst, block := g.ishape[0], rows/g.ishape[0], len(dst)/dshape[0]
-		parallelFor(first, p, func(lo, hi int) {
-			if !zero {
-				addAlong(dst, src, idx, c, &gc, lo*perFirst, hi*perFirst, 0, gc.n)
-				return
-			}
-			// A few blocks at a time, so that they are still in cache
-			// when they are added into.
-			step := max(1, clearStep/block)
-			for a := lo; a < hi; a += step {
-				b := min(a+step, hi)
-				clear(dst[a*block : b*block])
-				addAlong(dst, src, idx, c, &gc, a*perFirst, b*perFirst, 0, gc.n)
-			}
-			if hi == first {
-				clear(dst[first*block:])
-			}
-		})
+		parallelFor(g.ishape[0], p, func(lo, hi int) { addFirst(dst, src, idx, c, &gc, lo, hi, dshape[0], zero) })
 		return
 	}
 	last, width := g.n, dshape[len(dshape)-1]
@@ -256,6 +245,30 @@ func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dsha
 		}
 		addAlong(dst, src, idx, c, &gc, 0, rows, lo, hi)
 	})
+}
+
+// addFirst is addAlong for the indices' rows whose first coordinate is in
+// lo..hi-1, when axis is not the first: they add only into the blocks of
+// dst with the same first coordinate. With zero, it clears those blocks a
+// few at a time just before adding into them, so that they are still in
+// cache when they are added into; the part ending at the indices' extent
+// on the first dimension also clears the d0-hi blocks beyond it.
+func addFirst[T float, I index](dst, src []T, idx []I, c T, g *alongGeom, lo, hi, d0 int, zero bool) {
+	first := g.ishape[0]
+	perFirst, block := len(idx)/g.n/first, len(dst)/d0
+	if !zero {
+		addAlong(dst, src, idx, c, g, lo*perFirst, hi*perFirst, 0, g.n)
+		return
+	}
+	step := max(1, clearStep/block)
+	for a := lo; a < hi; a += step {
+		b := min(a+step, hi)
+		clear(dst[a*block : b*block])
+		addAlong(dst, src, idx, c, g, a*perFirst, b*perFirst, 0, g.n)
+	}
+	if hi == first {
+		clear(dst[first*block:])
+	}
 }
 
 // clearStep is how many destination elements a backward worker clears at a
