@@ -192,11 +192,14 @@ func addBlocks[T float, I index](dst, src []T, idx []I, c T, s, inner, lo, hi, p
 
 // addRowsExcept is addRows leaving out destination row pad.
 func addRowsExcept[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, ohi, jlo, jhi, pad int) {
+	// Rows are added into one block of s rows at a time, which the
+	// callers have usually just cleared, so the block's size decides.
+	ahead := prefetches(dst[:s*inner], inner)
 	if pad >= jlo && pad < jhi {
-		addRows(dst, src, idx, c, s, inner, olo, ohi, jlo, pad)
+		addRows(dst, src, idx, c, s, inner, olo, ohi, jlo, pad, ahead)
 		jlo = pad + 1
 	}
-	addRows(dst, src, idx, c, s, inner, olo, ohi, jlo, jhi)
+	addRows(dst, src, idx, c, s, inner, olo, ohi, jlo, jhi, ahead)
 }
 
 // scatterAdd runs addAlong in parallel over a dimension other than axis, so

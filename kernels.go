@@ -1,5 +1,7 @@
 package gather
 
+import "unsafe"
+
 // The loops below move elements of any type T and read indices of any
 // integer type I. The forward loops check every index as they go and stop
 // at the first bad one, returning its position in idx (or -1): callers
@@ -31,10 +33,23 @@ func wrap[I index](v I, s int) int {
 //	for r := lo; r < hi; r++ { o, i := r/len(idx), r%len(idx); dst[o][i][:] = src[o][idx[i]][:] }
 //
 // It returns the position in idx of the first index out of range, or -1.
-func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int) int {
+// With ahead set (see prefetches), it asks for the source row rowsAhead rows
+// on before it copies each row.
+func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int, ahead bool) int {
 	n := len(idx)
 	o, i := lo/n, lo%n
+	q := lo + rowsAhead // the next row to prefetch, with its coordinates
+	qo, qi := q/n, q%n
 	for r := lo; r < hi; r++ {
+		if ahead && q < hi {
+			if j, ok := norm(idx[qi], s); ok {
+				j = (qo*s + j) * inner
+				prefetchRow(src[j : j+inner])
+			}
+			if q, qi = q+1, qi+1; qi == n {
+				qi, qo = 0, qo+1
+			}
+		}
 		j, ok := norm(idx[i], s)
 		if !ok {
 			return i
@@ -46,6 +61,38 @@ func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int) int {
 		}
 	}
 	return -1
+}
+
+// rowsAhead is how many rows ahead of the one they move the row kernels
+// prefetch: enough to keep several rows' loads in flight.
+const rowsAhead = 8
+
+// minPrefetchRow and minPrefetchSpan are the smallest row and span, in
+// bytes, for which the row kernels prefetch: below a cache line a row costs
+// less to move than to ask for, and rows within a span that fits in a
+// core's cache are mostly there already.
+const (
+	minPrefetchRow  = 64
+	minPrefetchSpan = 1 << 20
+)
+
+// prefetches reports whether a row kernel reading rows of inner elements at
+// random places in span should prefetch them: such reads are loads the
+// processor cannot predict, and each waits on memory unless it was asked
+// for in advance.
+func prefetches[T any](span []T, inner int) bool {
+	if len(span) == 0 {
+		return false
+	}
+	size := unsafe.Sizeof(span[0])
+	return uintptr(inner)*size >= minPrefetchRow && uintptr(len(span))*size >= minPrefetchSpan
+}
+
+// prefetchRow prefetches the elements of row.
+func prefetchRow[T any](row []T) {
+	if len(row) > 0 {
+		prefetch(unsafe.Pointer(&row[0]), uintptr(len(row))*unsafe.Sizeof(row[0]))
+	}
 }
 
 // takeElems is takeRows for inner == 1, element by element.
@@ -187,10 +234,17 @@ type float interface{ ~float32 | ~float64 }
 //
 // for outer blocks olo..ohi-1. Each destination row sums its sources in
 // index order, whatever the split.
-func addRows[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, ohi, jlo, jhi int) {
+// With ahead set (see prefetches), it prefetches the destination row of
+// the index rowsAhead on.
+func addRows[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, ohi, jlo, jhi int, ahead bool) {
 	n := len(idx)
 	for o := olo; o < ohi; o++ {
 		for i, v := range idx {
+			if ahead && i+rowsAhead < n {
+				if j := wrap(idx[i+rowsAhead], s); j >= jlo && j < jhi {
+					prefetchRow(dst[(o*s+j)*inner : (o*s+j+1)*inner])
+				}
+			}
 			j := wrap(v, s)
 			if j < jlo || j >= jhi {
 				continue

@@ -1,6 +1,7 @@
 package gather
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -137,4 +138,61 @@ func TestZeroAllocations(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs, "GatherElements forward into a buffer and ScatterAdd")
+}
+
+// Row kernels prefetch rows ahead of the one they move when rows are long
+// and the memory they come from is large (prefetches). The prefetching must
+// not change a result or an error, and an index it looks at ahead of time
+// that is out of range must not make it fail early or panic.
+func TestPrefetchedRows(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	r := rand.New(rand.NewPCG(21, 22))
+	cases := []struct {
+		name           string
+		dshape, ishape []int
+		axis           int
+	}{
+		{"axis 0", []int{2100, 64}, []int{1500}, 0},
+		{"middle axis, small blocks", []int{3, 800, 64}, []int{2, 150}, 1},
+	}
+	for _, c := range cases {
+		data := randFloats(r, tensor.Shape(c.dshape).TotalSize())
+		_, s, inner := split(c.dshape, c.axis)
+		require.True(t, prefetches(data, inner), "the data must be large enough to be prefetched from")
+		idx := randIndices(r, tensor.Shape(c.ishape).TotalSize(), c.dshape[c.axis])
+		wantOut, oshape := refTake(data, c.dshape, idx, c.ishape, c.axis)
+		up := randFloats(r, tensor.Shape(oshape).TotalSize())
+		wantGrad := refIndexAdd(c.dshape, idx, c.ishape, c.axis, up)
+		d := floatTensor(data, c.dshape, tensor.Float64)
+		for _, procs := range []int{1, 2} {
+			runtime.GOMAXPROCS(procs)
+			t.Run(fmt.Sprintf("%s/GOMAXPROCS=%d", c.name, procs), func(t *testing.T) {
+				out, err := Take(d, castIndices(idx, c.ishape, tensor.Int64), c.axis)
+				require.NoError(t, err)
+				require.Equal(t, wantOut, floats(out))
+
+				diff := &diffOp{fwd: &op{kind: opGather, axis: c.axis, dataType: tensor.Float64, dataShape: c.dshape, cfg: newConfig(nil)}}
+				g, err := diff.Do(castIndices(idx, c.ishape, tensor.Int64), floatTensor(up, oshape, tensor.Float64))
+				require.NoError(t, err)
+				require.InDeltaSlice(t, wantGrad, floats(g.(*tensor.Dense)), 1e-9)
+
+				n := len(idx)
+				for _, p := range []int{0, 1, n/2 - 1, n/2 + 1, n - rowsAhead - 1, n - rowsAhead, n - 1} {
+					for _, v := range []int64{int64(s), int64(-s - 1)} {
+						bad := append([]int64(nil), idx...)
+						bad[p] = v
+						_, err := Take(d, castIndices(bad, c.ishape, tensor.Int64), c.axis)
+						var ie *IndexError
+						require.ErrorAs(t, err, &ie, "bad index %d at %d", v, p)
+						assert.Equal(t, unravel(p, c.ishape), ie.Pos, "bad index %d at %d", v, p)
+						assert.Equal(t, v, ie.Value)
+					}
+				}
+			})
+		}
+	}
+	blocks := make([]float32, 600*512) // one block of s rows: 1.2 MB
+	assert.True(t, prefetches(blocks, 512), "a destination block larger than a core's cache")
+	assert.False(t, prefetches(blocks[:1000*8], 8), "rows shorter than a cache line")
+	assert.False(t, prefetches(blocks[:100*64], 64), "a block that fits in cache")
 }

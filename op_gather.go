@@ -208,17 +208,18 @@ func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int) int {
 }
 
 func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int) int {
+	ahead := prefetches(src, inner)
 	if p <= 1 {
 		if inner == 1 {
 			return takeElems(dst, src, idx, s, 0, rows)
 		}
-		return takeRows(dst, src, idx, s, inner, 0, rows)
+		return takeRows(dst, src, idx, s, inner, 0, rows, ahead)
 	}
 	return parallelFirst(rows, p, func(lo, hi int) int {
 		if inner == 1 {
 			return takeElems(dst, src, idx, s, lo, hi)
 		}
-		return takeRows(dst, src, idx, s, inner, lo, hi)
+		return takeRows(dst, src, idx, s, inner, lo, hi, ahead)
 	})
 }
 

@@ -1,0 +1,12 @@
+//go:build !purego
+
+package gather
+
+import "unsafe"
+
+// prefetch asks the processor to start loading the n bytes at p into its
+// caches, and returns at once. It does not read the memory from Go's point
+// of view and never faults.
+//
+//go:noescape
+func prefetch(p unsafe.Pointer, n uintptr)
