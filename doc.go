@@ -52,4 +52,13 @@
 // (alloc_unsafe.go): on a large output the clearing, which Go does on one
 // thread, costs more than the parallel kernel. Building with the purego tag
 // replaces it with make.
+//
+// # Prefetching
+//
+// On amd64, the kernels that move whole rows (Gather and its gradient) ask
+// the processor for the row eight ahead of the one they move, through a few
+// lines of assembly (prefetch_amd64.s), when rows are at least a cache line
+// long and the memory they are read from at random is at least 1 MB: such
+// reads wait on memory otherwise. A prefetch only hints; it changes no
+// result. Building with the purego tag, or on other architectures, leaves it out.
 package gather
