@@ -357,6 +357,15 @@ func TestWithGradScaleAndWithoutGrad(t *testing.T) {
 		first, _ := gradsOf(t, machine, opGather, data, indices, w, 0, WithGradScale(0.5))
 		assert.Equal(t, []float64{0.5, 0.5, 0, 0, 1, 1}, first, machine)
 	}
+	// GatherElements on the last axis and on the first: both backward loops.
+	pick := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]int64{1, 1, 0, -1, 0, 2}))
+	for _, machine := range []string{"tape", "lisp"} {
+		first, _ := gradsOf(t, machine, opGatherElements, data, pick.Clone().(*tensor.Dense), w, 0, WithGradScale(0.25))
+		assert.Equal(t, []float64{0.5, 0, 0.25, 0.25, 0, 0.5}, first, machine+" axis 0")
+		last := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]int64{1, 1, 0, -1, 0, 0}))
+		first, _ = gradsOf(t, machine, opGatherElements, data, last, w, 1, WithGradScale(0.25))
+		assert.Equal(t, []float64{0, 0.5, 0.25, 0.25, 0.5, 0}, first, machine+" axis 1")
+	}
 
 	// A frozen table: the gather passes no gradient to it, while another
 	// consumer of the same table still does.
