@@ -437,3 +437,56 @@ func BenchmarkCrossEntropy(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamStores measures the Gather cases' forward with ordinary
+// stores ("plain") and with the stores the forward chooses for a new
+// output ("chosen": streaming ones where streams allows), in the same run:
+// into a new output per call ("new"), in this benchmark's small heap,
+// where the memory Go hands out was written a few calls ago; and into
+// outputs taken in turn from 128 MB of buffers ("cold"), whose memory was
+// last written 128 MB of writes ago, as in a program whose live heap is
+// that large.
+func BenchmarkStreamStores(b *testing.B) {
+	const coldBytes = 128 << 20
+	for _, c := range benchCases {
+		if c.kind != opGather {
+			continue
+		}
+		d := c.make()
+		ix, err := asIndices(opGather, d.indices)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cold := make([]*tensor.Dense, max(2, coldBytes/int(d.outBytes)))
+		for i := range cold {
+			cold[i] = newOutput(tensor.Float32, d.oshape)
+		}
+		// The heap's first outputs take memory from the system; the runs
+		// below measure the steady state.
+		steady(func() { runTake(newOutput(tensor.Float32, d.oshape), d.data, ix, c.axis, false) })
+		for _, stream := range []bool{false, true} {
+			how := "/plain"
+			if stream {
+				how = "/chosen"
+			}
+			b.Run(c.name+"/new"+how, func(b *testing.B) {
+				b.SetBytes(2*d.outBytes + d.idxBytes)
+				for b.Loop() {
+					if runTake(newOutput(tensor.Float32, d.oshape), d.data, ix, c.axis, stream) >= 0 {
+						b.Fatal("index out of range")
+					}
+				}
+			})
+			b.Run(c.name+"/cold"+how, func(b *testing.B) {
+				b.SetBytes(2*d.outBytes + d.idxBytes)
+				i := 0
+				for b.Loop() {
+					if runTake(cold[i], d.data, ix, c.axis, stream) >= 0 {
+						b.Fatal("index out of range")
+					}
+					i = (i + 1) % len(cold)
+				}
+			})
+		}
+	}
+}

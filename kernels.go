@@ -34,8 +34,12 @@ func wrap[I index](v I, s int) int {
 //
 // It returns the position in idx of the first index out of range, or -1.
 // With ahead set (see prefetches), it asks for the source row rowsAhead rows
-// on before it copies each row.
-func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int, ahead bool) int {
+// on before it copies each row. With stream set (see streams), it writes
+// the rows with streaming stores, and fences them before it returns.
+func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int, ahead, stream bool) int {
+	if stream {
+		defer storeFence()
+	}
 	n := len(idx)
 	o, i := lo/n, lo%n
 	q := lo + rowsAhead // the next row to prefetch, with its coordinates
@@ -55,7 +59,11 @@ func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int, ahead
 			return i
 		}
 		j = (o*s + j) * inner
-		copy(dst[r*inner:(r+1)*inner], src[j:j+inner])
+		if stream {
+			streamRow(dst[r*inner:(r+1)*inner], src[j:j+inner])
+		} else {
+			copy(dst[r*inner:(r+1)*inner], src[j:j+inner])
+		}
 		if i++; i == n {
 			i, o = 0, o+1
 		}

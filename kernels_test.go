@@ -196,3 +196,79 @@ func TestPrefetchedRows(t *testing.T) {
 	assert.False(t, prefetches(blocks[:1000*8], 8), "rows shorter than a cache line")
 	assert.False(t, prefetches(blocks[:100*64], 64), "a block that fits in cache")
 }
+
+// A new output of at least minStream bytes is written with streaming stores
+// when its rows are whole multiples of 16 bytes; the result is the same as
+// with ordinary stores, every element is written (new outputs are poisoned
+// here), and a bad index anywhere is reported where it is.
+func TestStreamedRows(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer func(p bool) { poisonOutputs = p }(poisonOutputs)
+	poisonOutputs = true
+	r := rand.New(rand.NewPCG(23, 24))
+	cases := []struct {
+		name           string
+		dt             tensor.Dtype
+		dshape, ishape []int
+		axis           int
+		streamed       bool
+	}{
+		{"float32 rows of 80 bytes", tensor.Float32, []int{5000, 20}, []int{16000}, 0, true},
+		{"float64 rows of 512 bytes", tensor.Float64, []int{900, 64}, []int{3, 900}, 0, true},
+		{"middle axis", tensor.Float32, []int{4, 700, 48}, []int{2, 900}, 1, true},
+		{"rows of 12 bytes", tensor.Float32, []int{5000, 3}, []int{100000}, 0, false},
+		{"small output", tensor.Float32, []int{5000, 16}, []int{1000}, 0, false},
+	}
+	for _, c := range cases {
+		data := randFloats(r, tensor.Shape(c.dshape).TotalSize())
+		_, s, inner := split(c.dshape, c.axis)
+		idx := randIndices(r, tensor.Shape(c.ishape).TotalSize(), c.dshape[c.axis])
+		wantOut, oshape := refTake(data, c.dshape, idx, c.ishape, c.axis)
+		d := floatTensor(data, c.dshape, c.dt)
+		out := newOutput(c.dt, oshape)
+		var chosen bool
+		if c.dt == tensor.Float32 {
+			chosen = streams(out.Float32s(), d.Float32s(), inner)
+		} else {
+			chosen = streams(out.Float64s(), d.Float64s(), inner)
+		}
+		require.Equal(t, c.streamed && streamStores, chosen, "%s: streaming chosen", c.name)
+		for _, procs := range []int{1, 2} {
+			runtime.GOMAXPROCS(procs)
+			t.Run(fmt.Sprintf("%s/GOMAXPROCS=%d", c.name, procs), func(t *testing.T) {
+				got, err := Take(d, castIndices(idx, c.ishape, tensor.Int64), c.axis)
+				require.NoError(t, err)
+				sameFloats(t, wantOut, floats(got), "new output")
+
+				buf := newOutput(c.dt, oshape) // a caller's buffer: ordinary stores
+				o := &op{kind: opGather, axis: c.axis}
+				got2, err := o.UsePreallocDo(buf, d, castIndices(idx, c.ishape, tensor.Int32))
+				require.NoError(t, err)
+				sameFloats(t, wantOut, floats(got2.(*tensor.Dense)), "caller's buffer")
+
+				n := len(idx)
+				for _, p := range []int{0, n/2 + 1, n - 1} {
+					bad := append([]int64(nil), idx...)
+					bad[p] = int64(-s - 1)
+					_, err := Take(d, castIndices(bad, c.ishape, tensor.Int64), c.axis)
+					var ie *IndexError
+					require.ErrorAs(t, err, &ie, "bad index at %d", p)
+					assert.Equal(t, unravel(p, c.ishape), ie.Pos)
+					assert.Equal(t, int64(-s-1), ie.Value)
+				}
+			})
+		}
+	}
+}
+
+// sameFloats fails t at the first element where got differs from want:
+// require.Equal would take minutes to print the difference of slices this long.
+func sameFloats(t *testing.T, want, got []float64, what string) {
+	t.Helper()
+	require.Len(t, got, len(want), what)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: element %d is %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}

@@ -144,6 +144,7 @@ func forward(kind string, data, indices any, axis int, out *tensor.Dense) (*tens
 		return nil, err
 	}
 	s := d.Shape()[ax]
+	fresh := false
 	if out != nil && fits(out, shape, d.Dtype(), data, indices) {
 		// A buffer the caller can see: nothing is written unless all is well.
 		if err := checkIndices(kind, ix, ax, s); err != nil {
@@ -152,11 +153,11 @@ func forward(kind string, data, indices any, axis int, out *tensor.Dense) (*tens
 	} else {
 		// A new tensor: the kernels check as they go, and on error the
 		// tensor is dropped, so no partial result escapes.
-		out = newOutput(d.Dtype(), shape)
+		out, fresh = newOutput(d.Dtype(), shape), true
 	}
 	var bad int
 	if kind == opGather {
-		bad = runTake(out, d, ix, ax)
+		bad = runTake(out, d, ix, ax, fresh)
 	} else {
 		bad = runTakeAlong(out, d, ix, ax)
 	}
@@ -167,21 +168,22 @@ func forward(kind string, data, indices any, axis int, out *tensor.Dense) (*tens
 }
 
 // runTake is the Gather kernel, out = Take(data, ix, axis). It returns the
-// flat position in ix of the first index out of range, or -1.
-func runTake(out, data *tensor.Dense, ix indexTensor, axis int) int {
+// flat position in ix of the first index out of range, or -1. fresh says
+// that out was allocated for this call (see minStream).
+func runTake(out, data *tensor.Dense, ix indexTensor, axis int, fresh bool) int {
 	outer, s, inner := split(data.Shape(), axis)
 	switch ix.dtype {
 	case tensor.Int:
-		return take(out, data, ix.ints, outer, s, inner)
+		return take(out, data, ix.ints, outer, s, inner, fresh)
 	case tensor.Int32:
-		return take(out, data, ix.i32, outer, s, inner)
+		return take(out, data, ix.i32, outer, s, inner, fresh)
 	case tensor.Int64:
-		return take(out, data, ix.i64, outer, s, inner)
+		return take(out, data, ix.i64, outer, s, inner, fresh)
 	}
 	return -1
 }
 
-func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int) int {
+func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int, fresh bool) int {
 	rows := outer * len(idx)
 	if rows == 0 || inner == 0 {
 		// Nothing to move, but the indices must still be valid.
@@ -190,36 +192,36 @@ func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int) int {
 	p := workers(rows*inner, rows)
 	switch wordOf(data.Dtype()) {
 	case word8:
-		return takeWords(out.Uint8s(), data.Uint8s(), idx, s, inner, rows, p)
+		return takeWords(out.Uint8s(), data.Uint8s(), idx, s, inner, rows, p, fresh)
 	case word16:
-		return takeWords(out.Uint16s(), data.Uint16s(), idx, s, inner, rows, p)
+		return takeWords(out.Uint16s(), data.Uint16s(), idx, s, inner, rows, p, fresh)
 	case word32:
-		return takeWords(out.Uint32s(), data.Uint32s(), idx, s, inner, rows, p)
+		return takeWords(out.Uint32s(), data.Uint32s(), idx, s, inner, rows, p, fresh)
 	case word64:
-		return takeWords(out.Uint64s(), data.Uint64s(), idx, s, inner, rows, p)
+		return takeWords(out.Uint64s(), data.Uint64s(), idx, s, inner, rows, p, fresh)
 	case word128:
-		return takeWords(out.Complex128s(), data.Complex128s(), idx, s, inner, rows, p)
+		return takeWords(out.Complex128s(), data.Complex128s(), idx, s, inner, rows, p, fresh)
 	case wordString:
-		return takeWords(out.Strings(), data.Strings(), idx, s, inner, rows, p)
+		return takeWords(out.Strings(), data.Strings(), idx, s, inner, rows, p, fresh)
 	case wordPointer:
-		return takeWords(out.UnsafePointers(), data.UnsafePointers(), idx, s, inner, rows, p)
+		return takeWords(out.UnsafePointers(), data.UnsafePointers(), idx, s, inner, rows, p, fresh)
 	}
 	return -1
 }
 
-func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int) int {
-	ahead := prefetches(src, inner)
+func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int, fresh bool) int {
+	ahead, stream := prefetches(src, inner), fresh && streams(dst, src, inner)
 	if p <= 1 {
 		if inner == 1 {
 			return takeElems(dst, src, idx, s, 0, rows)
 		}
-		return takeRows(dst, src, idx, s, inner, 0, rows, ahead)
+		return takeRows(dst, src, idx, s, inner, 0, rows, ahead, stream)
 	}
 	return parallelFirst(rows, p, func(lo, hi int) int {
 		if inner == 1 {
 			return takeElems(dst, src, idx, s, lo, hi)
 		}
-		return takeRows(dst, src, idx, s, inner, lo, hi, ahead)
+		return takeRows(dst, src, idx, s, inner, lo, hi, ahead, stream)
 	})
 }
 

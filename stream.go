@@ -1,0 +1,55 @@
+package gather
+
+import "unsafe"
+
+// minStream is the output size in bytes from which a gather of rows into a
+// new output writes them with streaming stores: the size from which the
+// runtime's own copy streams on amd64.
+//
+// A new output's memory was last used by objects the collector freed, a
+// heap's worth of allocations ago, and is seldom still in cache. Ordinary
+// stores would first read each of its lines from memory; streaming stores
+// write whole lines without reading them, and move half the bytes. An
+// output this large does not fit in a core's cache anyway. Outputs into a
+// buffer the caller reuses are written with ordinary stores: that memory
+// is often still in cache.
+const minStream = 1 << 20
+
+// maxStreamSource is the size in bytes of the data gathered from above
+// which a gather does not stream. Rows read at random from a table that
+// large come from memory, not cache, and streaming stores, which then
+// compete with those reads for memory, made an embedding lookup from a
+// 256 MB table (the emb_1m_64 case) up to a quarter slower on the machine
+// of the README's tables, where from a 25 MB table (emb_50k_128) they made
+// it up to four times as fast.
+const maxStreamSource = 32 << 20
+
+// streams reports whether a gather from src into the new output dst, in
+// rows of inner elements, should write them with streamCopy: the assembly
+// exists, dst is at least minStream bytes and 16-byte aligned, src at most
+// maxStreamSource bytes, every row a whole number of 16 bytes, and T holds
+// no pointers (the collector must see every pointer written, which
+// streamCopy does not tell it).
+func streams[T any](dst, src []T, inner int) bool {
+	switch any(dst).(type) {
+	case []string, []unsafe.Pointer:
+		return false
+	}
+	if !streamStores || len(dst) == 0 {
+		return false
+	}
+	size := unsafe.Sizeof(dst[0])
+	return uintptr(len(dst))*size >= minStream &&
+		uintptr(len(src))*size <= maxStreamSource &&
+		uintptr(inner)*size%16 == 0 &&
+		uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%16 == 0
+}
+
+// streamRow is copy(dst, src) for rows of equal length, with streamCopy.
+func streamRow[T any](dst, src []T) {
+	if len(dst) == 0 {
+		return
+	}
+	src = src[:len(dst)]
+	streamCopy(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), uintptr(len(dst))*unsafe.Sizeof(dst[0]))
+}
