@@ -53,12 +53,17 @@
 // thread, costs more than the parallel kernel. Building with the purego tag
 // replaces it with make.
 //
-// # Prefetching
+// # Prefetching and streaming stores
 //
 // On amd64, the kernels that move whole rows (Gather and its gradient) ask
 // the processor for the row eight ahead of the one they move, through a few
 // lines of assembly (prefetch_amd64.s), when rows are at least a cache line
 // long and the memory they are read from at random is at least 1 MB: such
 // reads wait on memory otherwise. A prefetch only hints; it changes no
-// result. Building with the purego tag, or on other architectures, leaves it out.
+// result. Gather writes a new output of at least 1 MB, gathered from data
+// of at most 32 MB in rows of whole multiples of 16 bytes, with streaming
+// (non-temporal) stores (stream_amd64.s), which write memory that is not in
+// cache without first reading it; outputs into a caller's buffer use
+// ordinary stores. Building with the purego tag, or on other architectures,
+// leaves both out.
 package gather
