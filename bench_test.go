@@ -288,15 +288,19 @@ func BenchmarkGraph(b *testing.B) {
 	}
 	vm := gorgonia.NewTapeMachine(g)
 	defer vm.Close()
-	b.Run(fmt.Sprintf("%s/tape-fwd-bwd", c.name), func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := vm.RunAll(); err != nil {
-				b.Fatal(err)
-			}
-			vm.Reset()
+	b.Run(fmt.Sprintf("%s/tape-fwd-bwd", c.name), func(b *testing.B) { benchRuns(b, vm) })
+}
+
+// benchRuns times whole runs of vm, resetting it after each, with their
+// allocations.
+func benchRuns(b *testing.B, vm gorgonia.VM) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
 		}
-	})
+		vm.Reset()
+	}
 }
 
 // BenchmarkTrainStep measures one training step of an embedding model, dense
@@ -427,13 +431,7 @@ func BenchmarkCrossEntropy(b *testing.B) {
 			}
 			vm := gorgonia.NewTapeMachine(loss.Graph())
 			defer vm.Close()
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := vm.RunAll(); err != nil {
-					b.Fatal(err)
-				}
-				vm.Reset()
-			}
+			benchRuns(b, vm)
 		})
 	}
 }
