@@ -64,6 +64,11 @@
 // of at most 32 MB in rows of whole multiples of 16 bytes, with streaming
 // (non-temporal) stores (stream_amd64.s), which write memory that is not in
 // cache without first reading it; outputs into a caller's buffer use
-// ordinary stores. Building with the purego tag, or on other architectures,
-// leaves both out.
+// ordinary stores. The gradient of Gather clears a block of its destination
+// of at least 1 MB the same way before it adds into it. Building with the
+// purego tag, or on other architectures, leaves these out.
+//
+// The gradient of Gather adds rows with gonum's axpy (blas/gonum), which
+// is assembly on amd64 and gives each element the bits of the plain loop
+// d + c*g; the results are the same for every GOMAXPROCS.
 package gather

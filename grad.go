@@ -155,7 +155,8 @@ func addWork(n, m int, zero bool) int {
 // enough of them, else over ranges of destination rows. Row pad (if >= 0)
 // is left out. With zero, each worker clears the blocks or rows it owns:
 // block by block as it adds into them when it owns whole blocks, as the
-// calling goroutine does when it works alone.
+// calling goroutine does when it works alone; ranges of minStream bytes or
+// more with streaming stores (see addBlocks).
 func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T, pad int, zero bool) {
 	outer, s, inner := split(dshape, axis)
 	p := workers(addWork(len(src), len(dst), zero), max(outer, s))
@@ -168,7 +169,7 @@ func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis
 		parallelFor(s, p, func(lo, hi int) {
 			if zero {
 				for o := range outer {
-					clear(dst[(o*s+lo)*inner : (o*s+hi)*inner])
+					clearStreamed(dst[(o*s+lo)*inner : (o*s+hi)*inner])
 				}
 			}
 			addRowsExcept(dst, src, idx, c, s, inner, 0, outer, lo, hi, pad)
@@ -178,14 +179,16 @@ func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis
 
 // addBlocks is addRowsExcept over outer blocks lo..hi-1 and every
 // destination row. With zero, it clears each block just before adding into
-// it, so that the block is still in cache when it is added into.
+// it: a block under minStream bytes is then still in cache when it is added
+// into, and a larger one is cleared with streaming stores (clearStreamed),
+// which do not read it from memory first.
 func addBlocks[T float, I index](dst, src []T, idx []I, c T, s, inner, lo, hi, pad int, zero bool) {
 	if !zero {
 		addRowsExcept(dst, src, idx, c, s, inner, lo, hi, 0, s, pad)
 		return
 	}
 	for o := lo; o < hi; o++ {
-		clear(dst[o*s*inner : (o+1)*s*inner])
+		clearStreamed(dst[o*s*inner : (o+1)*s*inner])
 		addRowsExcept(dst, src, idx, c, s, inner, o, o+1, 0, s, pad)
 	}
 }

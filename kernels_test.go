@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -271,4 +272,69 @@ func sameFloats(t *testing.T, want, got []float64, what string) {
 			t.Fatalf("%s: element %d is %v, want %v", what, i, got[i], want[i])
 		}
 	}
+}
+
+// TestClearStreamed: a streamed clear sets every element to zero, and
+// nothing before or after the slice, whatever its alignment and length,
+// for both float types; below minStream it is an ordinary clear.
+func TestClearStreamed(t *testing.T) {
+	n32 := minStream/4 + 37
+	for _, off := range []int{0, 1, 2, 3} { // 0, 4, 8 and 12 bytes past a 16-byte boundary
+		for _, n := range []int{n32, n32 - 1, 100} {
+			buf := make([]float32, off+n+5)
+			for i := range buf {
+				buf[i] = float32(i + 1)
+			}
+			clearStreamed(buf[off : off+n])
+			for i, v := range buf {
+				want := float32(0)
+				if i < off || i >= off+n {
+					want = float32(i + 1)
+				}
+				if v != want {
+					t.Fatalf("float32, offset %d, length %d: element %d is %v, want %v", off, n, i, v, want)
+				}
+			}
+		}
+	}
+	n64 := minStream/8 + 3
+	buf := make([]float64, n64+2)
+	for i := range buf {
+		buf[i] = -1
+	}
+	clearStreamed(buf[1 : n64+1])
+	want := make([]float64, len(buf))
+	want[0], want[n64+1] = -1, -1
+	sameFloats(t, want, buf, "float64, offset 8 bytes")
+}
+
+// TestAddRow: the row add gives each element the bits of d + c*g, the
+// loop's result, for both float types, rows of any length and a scale;
+// with c == 0 it still turns an infinite or NaN g into NaN.
+func TestAddRow(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 4, 15, 16, 17, 64, 131} {
+		d32, g32 := make([]float32, n), make([]float32, n)
+		d64, g64 := make([]float64, n), make([]float64, n)
+		for i := range n {
+			d32[i], g32[i] = float32(i)*0.37-1, float32(i*i)*1.3e-3+0.1
+			d64[i], g64[i] = float64(i)*0.37-1, float64(i*i)*1.3e-3+0.1
+		}
+		w32, w64 := slices.Clone(d32), slices.Clone(d64)
+		for i := range n {
+			w32[i] += 0.7 * g32[i]
+			w64[i] += 0.7 * g64[i]
+		}
+		addRow(d32, g32, 0.7)
+		addRow(d64, g64, 0.7)
+		for i := range n {
+			if math.Float32bits(d32[i]) != math.Float32bits(w32[i]) || math.Float64bits(d64[i]) != math.Float64bits(w64[i]) {
+				t.Fatalf("length %d, element %d: float32 %v want %v, float64 %v want %v", n, i, d32[i], w32[i], d64[i], w64[i])
+			}
+		}
+	}
+	d := []float32{1, 2, 3}
+	addRow(d, []float32{float32(math.Inf(1)), float32(math.NaN()), 5}, 0)
+	assert.True(t, math.IsNaN(float64(d[0])), "0*Inf")
+	assert.True(t, math.IsNaN(float64(d[1])), "0*NaN")
+	assert.Equal(t, float32(3), d[2])
 }

@@ -52,3 +52,26 @@ func streamRow[T any](dst, src []T) {
 	src = src[:len(dst)]
 	streamCopy(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), uintptr(len(dst))*unsafe.Sizeof(dst[0]))
 }
+
+// clearStreamed sets s to zero, with streaming stores for all but its
+// unaligned ends when s is at least minStream bytes: a gradient buffer
+// that large is seldom in cache, and ordinary stores would first read
+// every line of it from memory.
+func clearStreamed[T float](s []T) {
+	size := uintptr(len(s)) * unsafe.Sizeof(T(0))
+	if !streamStores || size < minStream {
+		clear(s)
+		return
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	head := (-p & 15) / unsafe.Sizeof(T(0)) // elements before the first 16-byte boundary
+	if (-p&15)%unsafe.Sizeof(T(0)) != 0 {
+		clear(s) // elements not aligned to their size
+		return
+	}
+	clear(s[:head])
+	body := (size - head*unsafe.Sizeof(T(0))) &^ 15
+	streamClear(unsafe.Pointer(&s[head]), body)
+	clear(s[head+body/unsafe.Sizeof(T(0)):])
+	storeFence()
+}

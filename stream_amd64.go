@@ -16,6 +16,13 @@ const streamStores = true
 //go:noescape
 func streamCopy(dst, src unsafe.Pointer, n uintptr)
 
+// streamClear sets n bytes at dst to zero with non-temporal stores. n must
+// be a multiple of 16 and dst 16-byte aligned; call storeFence as for
+// streamCopy.
+//
+//go:noescape
+func streamClear(dst unsafe.Pointer, n uintptr)
+
 // storeFence orders all earlier stores, streaming ones included, before
 // every later store (SFENCE).
 func storeFence()

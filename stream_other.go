@@ -13,5 +13,10 @@ func streamCopy(dst, src unsafe.Pointer, n uintptr) {
 	copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
 }
 
+// streamClear is a plain clear of n bytes where there are no streaming stores.
+func streamClear(dst unsafe.Pointer, n uintptr) {
+	clear(unsafe.Slice((*byte)(dst), n))
+}
+
 // storeFence does nothing where streamCopy is a plain copy.
 func storeFence() {}
