@@ -37,46 +37,65 @@ func wrap[I index](v I, s int) int {
 //	for r := lo; r < hi; r++ { o, i := r/len(idx), r%len(idx); dst[o][i][:] = src[o][idx[i]][:] }
 //
 // It returns the position in idx of the first index out of range, or -1.
-// With ahead set (see prefetches), it asks for the source row rowsAhead rows
-// on before it copies each row. With stream set (see streams), it writes
-// the rows with streaming stores, and fences them before it returns.
+// With ahead set (see prefetches), it asks for source rows some rows before
+// it copies them. With stream set (see streams), it writes the rows with
+// streaming stores, and fences them before it returns.
 func takeRows[T any, I index](dst, src []T, idx []I, s, inner, lo, hi int, ahead, stream bool) int {
 	if stream {
 		defer storeFence()
 	}
 	n := len(idx)
-	o, i := lo/n, lo%n
-	q := lo + rowsAhead // the next row to prefetch, with its coordinates
-	qo, qi := q/n, q%n
-	for r := lo; r < hi; r++ {
-		if ahead && q < hi {
-			if j, ok := norm(idx[qi], s); ok {
-				j = (qo*s + j) * inner
-				prefetchRow(src[j : j+inner])
-			}
-			if q, qi = q+1, qi+1; qi == n {
-				qi, qo = 0, qo+1
-			}
+	for r := lo; r < hi; {
+		o, i := r/n, r%n
+		m := min(hi-r, n-i) // rows left in outer block o
+		d, block := dst[r*inner:(r+m)*inner], src[o*s*inner:(o+1)*s*inner]
+		if k := takeBlock(d, block, idx[i:i+m], inner, ahead, stream); k >= 0 {
+			return i + k
 		}
-		j, ok := norm(idx[i], s)
+		r += m
+	}
+	return -1
+}
+
+// takeBlock sets row k of d to row x[k] of block for each k, for rows of
+// inner elements, and returns the first k whose index is out of range, or
+// -1. With ahead set, every rowsAhead rows it prefetches the next
+// rowsAhead rows in one call (a call to assembly makes the compiler save
+// every register it uses; once a row, that cost as much as the copy).
+//
+//go:noinline
+func takeBlock[T any, I index](d, block []T, x []I, inner int, ahead, stream bool) int {
+	s := len(block) / inner
+	var next [rowsAhead]uintptr // addresses of rows to prefetch
+	size := uintptr(inner) * unsafe.Sizeof(block[0])
+	for k, v := range x {
+		if ahead && k%rowsAhead == 0 {
+			c := 0
+			for _, w := range x[min(k+rowsAhead, len(x)):min(k+2*rowsAhead, len(x))] {
+				if j, ok := norm(w, s); ok {
+					next[c] = uintptr(unsafe.Pointer(&block[j*inner]))
+					c++
+				}
+			}
+			prefetchLines(&next, c, size)
+		}
+		j, ok := norm(v, s)
 		if !ok {
-			return i
+			return k
 		}
-		j = (o*s + j) * inner
+		row := block[j*inner : (j+1)*inner]
 		if stream {
-			streamRow(dst[r*inner:(r+1)*inner], src[j:j+inner])
+			streamRow(d[k*inner:(k+1)*inner], row)
 		} else {
-			copy(dst[r*inner:(r+1)*inner], src[j:j+inner])
-		}
-		if i++; i == n {
-			i, o = 0, o+1
+			copy(d[k*inner:(k+1)*inner], row)
 		}
 	}
 	return -1
 }
 
-// rowsAhead is how many rows ahead of the one they move the row kernels
-// prefetch: enough to keep several rows' loads in flight.
+// rowsAhead is how many rows the row kernels prefetch at a time, and how
+// far ahead of the row they move: enough to keep several rows' loads in
+// flight.
 const rowsAhead = 8
 
 // minPrefetchRow and minPrefetchSpan are the smallest row and span, in

@@ -10,3 +10,9 @@ import "unsafe"
 //
 //go:noescape
 func prefetch(p unsafe.Pointer, n uintptr)
+
+// prefetchLines is prefetch(addrs[i], size) for each of the first n
+// addresses in addrs, in one call.
+//
+//go:noescape
+func prefetchLines(addrs *[rowsAhead]uintptr, n int, size uintptr)

@@ -16,3 +16,30 @@ loop:
 	SUBQ       $64, CX
 	JGT        loop
 	RET
+
+// func prefetchLines(addrs *[rowsAhead]uintptr, n int, size uintptr)
+//
+// Prefetches the size bytes at each of addrs[0], ..., addrs[n-1], as
+// prefetch does.
+TEXT ·prefetchLines(SB), NOSPLIT, $0-24
+	MOVQ  addrs+0(FP), SI
+	MOVQ  n+8(FP), BX
+	MOVQ  size+16(FP), DX
+	TESTQ BX, BX
+	JLE   done
+
+next:
+	MOVQ (SI), AX
+	MOVQ DX, CX
+
+line:
+	PREFETCHT0 (AX)
+	ADDQ       $64, AX
+	SUBQ       $64, CX
+	JGT        line
+	ADDQ       $8, SI
+	DECQ       BX
+	JNZ        next
+
+done:
+	RET

@@ -10,7 +10,9 @@ repository root, with Debian's python3-torch:
 Each round runs `torch_peer.py --threads N` (median of 15 calls after one)
 and one `-test.count 1 -test.benchtime 20x` run of BenchmarkCases and
 BenchmarkBaselines with GOMAXPROCS=N; a table entry is the median over the
-rounds."""
+rounds. The Go side inherits the environment, so GOGC or GOMEMLIMIT set for
+the script set the collector's pace for the benchmarks (and are named in the
+tables' headings)."""
 import argparse, math, os, re, statistics, subprocess, sys, tempfile
 
 CASES = ["emb_50k_128", "emb_1m_64", "axis1", "elem_axis1", "elem_axis0"]
@@ -47,7 +49,8 @@ def n(x):
 
 
 def table(procs, gos, torches):
-    print(f"\nGOMAXPROCS={procs}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
+    gc = "".join(f", {k}={os.environ[k]}" for k in ("GOGC", "GOMEMLIMIT") if k in os.environ)
+    print(f"\nGOMAXPROCS={procs}{gc}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
     print("| case | ours ns/op | PyTorch ns/op | PyTorch/ours | ours GB/s | of `copy` GB/s | into a reused buffer ns/op |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     ratios = []
