@@ -53,10 +53,10 @@
 // thread, costs more than the parallel kernel. Building with the purego tag
 // replaces it with make.
 //
-// # Prefetching and streaming stores
+// # Prefetching, streaming stores and row assembly
 //
 // On amd64, the kernels that move whole rows (Gather and its gradient) ask
-// the processor for the row eight ahead of the one they move, through a few
+// the processor for rows eight ahead of the one they move, through a few
 // lines of assembly (prefetch_amd64.s), when rows are at least a cache line
 // long and the memory they are read from at random is at least 1 MB: such
 // reads wait on memory otherwise. A prefetch only hints; it changes no
@@ -65,8 +65,10 @@
 // (non-temporal) stores (stream_amd64.s), which write memory that is not in
 // cache without first reading it; outputs into a caller's buffer use
 // ordinary stores. The gradient of Gather clears a block of its destination
-// of at least 1 MB the same way before it adds into it. Building with the
-// purego tag, or on other architectures, leaves these out.
+// of at least 1 MB the same way before it adds into it. On processors with
+// AVX, Gather moves rows of whole multiples of 32 bytes eight at a time with
+// one assembly call (rows_amd64.s) and 32-byte loads and stores. Building
+// with the purego tag, or on other architectures, leaves these out.
 //
 // The gradient of Gather adds rows with gonum's axpy (blas/gonum), which
 // is assembly on amd64 and gives each element the bits of the plain loop

@@ -199,9 +199,11 @@ func TestPrefetchedRows(t *testing.T) {
 }
 
 // A new output of at least minStream bytes is written with streaming stores
-// when its rows are whole multiples of 16 bytes; the result is the same as
-// with ordinary stores, every element is written (new outputs are poisoned
-// here), and a bad index anywhere is reported where it is.
+// when its rows are whole multiples of 16 bytes, and rows of whole
+// multiples of 32 bytes are moved in batches by assembly (streamed or not);
+// on every path the result is the same, every element is written (new
+// outputs are poisoned here), and a bad index anywhere, at the start, in
+// the middle or at the end of a batch, is reported where it is.
 func TestStreamedRows(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	defer func(p bool) { poisonOutputs = p }(poisonOutputs)
@@ -213,12 +215,15 @@ func TestStreamedRows(t *testing.T) {
 		dshape, ishape []int
 		axis           int
 		streamed       bool
+		batched        bool
 	}{
-		{"float32 rows of 80 bytes", tensor.Float32, []int{5000, 20}, []int{16000}, 0, true},
-		{"float64 rows of 512 bytes", tensor.Float64, []int{900, 64}, []int{3, 900}, 0, true},
-		{"middle axis", tensor.Float32, []int{4, 700, 48}, []int{2, 900}, 1, true},
-		{"rows of 12 bytes", tensor.Float32, []int{5000, 3}, []int{100000}, 0, false},
-		{"small output", tensor.Float32, []int{5000, 16}, []int{1000}, 0, false},
+		{"float32 rows of 80 bytes", tensor.Float32, []int{5000, 20}, []int{16000}, 0, true, false},
+		{"float64 rows of 512 bytes", tensor.Float64, []int{900, 64}, []int{3, 900}, 0, true, true},
+		{"middle axis, rows of 192 bytes", tensor.Float32, []int{4, 700, 48}, []int{2, 900}, 1, true, true},
+		{"middle axis, rows of 256 bytes", tensor.Float32, []int{5, 300, 64}, []int{1003}, 1, true, true},
+		{"rows of 12 bytes", tensor.Float32, []int{5000, 3}, []int{100000}, 0, false, false},
+		{"small output, rows of 64 bytes", tensor.Float32, []int{5000, 16}, []int{1001}, 0, false, true},
+		{"rows of 32 bytes", tensor.Float64, []int{300, 4}, []int{7, 5}, 0, false, true},
 	}
 	for _, c := range cases {
 		data := randFloats(r, tensor.Shape(c.dshape).TotalSize())
@@ -227,13 +232,17 @@ func TestStreamedRows(t *testing.T) {
 		wantOut, oshape := refTake(data, c.dshape, idx, c.ishape, c.axis)
 		d := floatTensor(data, c.dshape, c.dt)
 		out := newOutput(c.dt, oshape)
-		var chosen bool
+		var chosen, batched, batchedInto bool
 		if c.dt == tensor.Float32 {
 			chosen = streams(out.Float32s(), d.Float32s(), inner)
+			batched, batchedInto = batches(out.Float32s(), inner, chosen), batches(out.Float32s(), inner, false)
 		} else {
 			chosen = streams(out.Float64s(), d.Float64s(), inner)
+			batched, batchedInto = batches(out.Float64s(), inner, chosen), batches(out.Float64s(), inner, false)
 		}
 		require.Equal(t, c.streamed && streamStores, chosen, "%s: streaming chosen", c.name)
+		require.Equal(t, c.batched && rowAssembly, batched, "%s: batches chosen", c.name)
+		require.Equal(t, c.batched && rowAssembly, batchedInto, "%s: batches chosen into a caller's buffer", c.name)
 		for _, procs := range []int{1, 2} {
 			runtime.GOMAXPROCS(procs)
 			t.Run(fmt.Sprintf("%s/GOMAXPROCS=%d", c.name, procs), func(t *testing.T) {
@@ -248,7 +257,7 @@ func TestStreamedRows(t *testing.T) {
 				sameFloats(t, wantOut, floats(got2.(*tensor.Dense)), "caller's buffer")
 
 				n := len(idx)
-				for _, p := range []int{0, n/2 + 1, n - 1} {
+				for _, p := range []int{0, 3, rowsAhead - 1, rowsAhead, n/2 + 1, n - 2, n - 1} {
 					bad := append([]int64(nil), idx...)
 					bad[p] = int64(-s - 1)
 					_, err := Take(d, castIndices(bad, c.ishape, tensor.Int64), c.axis)

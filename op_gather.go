@@ -210,18 +210,19 @@ func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int, fresh 
 }
 
 func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int, fresh bool) int {
-	ahead, stream := prefetches(src, inner), fresh && streams(dst, src, inner)
+	stream := fresh && streams(dst, src, inner)
+	mv := rowMoves{ahead: prefetches(src, inner), stream: stream, batch: batches(dst, inner, stream)}
 	if p <= 1 {
 		if inner == 1 {
 			return takeElems(dst, src, idx, s, 0, rows)
 		}
-		return takeRows(dst, src, idx, s, inner, 0, rows, ahead, stream)
+		return takeRows(dst, src, idx, s, inner, 0, rows, mv)
 	}
 	return parallelFirst(rows, p, func(lo, hi int) int {
 		if inner == 1 {
 			return takeElems(dst, src, idx, s, lo, hi)
 		}
-		return takeRows(dst, src, idx, s, inner, lo, hi, ahead, stream)
+		return takeRows(dst, src, idx, s, inner, lo, hi, mv)
 	})
 }
 

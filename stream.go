@@ -30,11 +30,7 @@ const maxStreamSource = 32 << 20
 // no pointers (the collector must see every pointer written, which
 // streamCopy does not tell it).
 func streams[T any](dst, src []T, inner int) bool {
-	switch any(dst).(type) {
-	case []string, []unsafe.Pointer:
-		return false
-	}
-	if !streamStores || len(dst) == 0 {
+	if !streamStores || len(dst) == 0 || holdsPointers(dst) {
 		return false
 	}
 	size := unsafe.Sizeof(dst[0])
@@ -42,6 +38,28 @@ func streams[T any](dst, src []T, inner int) bool {
 		uintptr(len(src))*size <= maxStreamSource &&
 		uintptr(inner)*size%16 == 0 &&
 		uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%16 == 0
+}
+
+// holdsPointers reports whether the elements of s hold pointers, for the
+// element types the row kernels are instantiated with.
+func holdsPointers[T any](s []T) bool {
+	switch any(s).(type) {
+	case []string, []unsafe.Pointer:
+		return true
+	}
+	return false
+}
+
+// batches reports whether takeRows may move rows of inner elements into dst
+// in batches with copyRows, or streamRows when stream is set: the assembly
+// exists, T holds no pointers, every row is a whole number of 32 bytes, and
+// for streamRows dst is 32-byte aligned.
+func batches[T any](dst []T, inner int, stream bool) bool {
+	if !rowAssembly || len(dst) == 0 || holdsPointers(dst) {
+		return false
+	}
+	row := uintptr(inner) * unsafe.Sizeof(dst[0])
+	return row%32 == 0 && (!stream || uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%32 == 0)
 }
 
 // streamRow is copy(dst, src) for rows of equal length, with streamCopy.
