@@ -166,7 +166,7 @@ func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis
 	case outer >= p:
 		parallelFor(outer, p, func(lo, hi int) { addBlocks(dst, src, idx, c, s, inner, lo, hi, pad, zero) })
 	default:
-		parallelFor(s, p, func(lo, hi int) {
+		parallelParts(s, p, func(lo, hi int) {
 			if zero {
 				for o := range outer {
 					clearStreamed(dst[(o*s+lo)*inner : (o*s+hi)*inner])
@@ -239,7 +239,7 @@ func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dsha
 		return
 	}
 	last, width := g.n, dshape[len(dshape)-1]
-	parallelFor(last, p, func(lo, hi int) {
+	parallelParts(last, p, func(lo, hi int) {
 		if zero {
 			end := hi
 			if hi == last {

@@ -26,15 +26,26 @@ func workers(work, parts int) int {
 	return max(p, 1)
 }
 
-// parallelFor splits [0, n) into p contiguous ranges and calls f on each,
-// the first on the calling goroutine and the others on workers, returning
-// when all are done. With p <= 1 it calls f(0, n) on the calling goroutine.
+// parallelFor splits [0, n) into contiguous ranges and calls f on each,
+// on the calling goroutine and p-1 workers, returning when all are done.
+// With p <= 1 it calls f(0, n) on the calling goroutine.
 func parallelFor(n, p int, f func(lo, hi int)) {
 	if p <= 1 || n <= 1 {
 		f(0, n)
 		return
 	}
-	run(p, func(w int) { f(n*w/p, n*(w+1)/p) })
+	spread(n, p, chunks(n, p), func(_, lo, hi int) { f(lo, hi) })
+}
+
+// parallelParts is parallelFor cutting [0, n) into p ranges only, for
+// functions whose every call costs a pass over something all calls share
+// (such as every index, each call keeping those that fall in its range).
+func parallelParts(n, p int, f func(lo, hi int)) {
+	if p <= 1 || n <= 1 {
+		f(0, n)
+		return
+	}
+	spread(n, p, min(n, p), func(_, lo, hi int) { f(lo, hi) })
 }
 
 // parallelFirst is parallelFor for functions that return a position in
@@ -44,19 +55,54 @@ func parallelFirst(n, p int, f func(lo, hi int) int) int {
 	if p <= 1 || n <= 1 {
 		return f(0, n)
 	}
-	var buf [16]int
+	var buf [64]int
 	found := buf[:0]
-	if p > len(buf) {
-		found = make([]int, 0, p)
+	if c := chunks(n, p); c > len(buf) {
+		found = make([]int, c)
+	} else {
+		found = buf[:c]
 	}
-	found = found[:p]
-	run(p, func(w int) { found[w] = f(n*w/p, n*(w+1)/p) }) // each part writes its own slot
+	spread(n, p, len(found), func(k, lo, hi int) { found[k] = f(lo, hi) }) // each chunk writes its own slot
 	for _, q := range found {
 		if q >= 0 {
 			return q
 		}
 	}
 	return -1
+}
+
+// chunksPer is how many chunks parallelFor cuts a range into per goroutine.
+const chunksPer = 4
+
+// chunks returns how many chunks parallelFor cuts [0, n) into for p
+// goroutines.
+func chunks(n, p int) int { return min(n, p*chunksPer) }
+
+// spread calls f(k, lo, hi) for the c chunks [lo, hi) of [0, n), numbered
+// k from 0, on the calling goroutine and p-1 workers, and
+// returns when all chunks are done. Each goroutine takes the next chunk
+// until none is left, so a worker that starts late, or runs on a thread
+// that the collector or another process holds for a while, takes fewer
+// chunks or none, and the call does not wait for it to start: it waits
+// only for the chunks taken. The caller waits by polling: parked, it would
+// wake as slowly as a parked worker starts.
+func spread(n, p, c int, f func(k, lo, hi int)) {
+	var next, done atomic.Int64
+	take := func() {
+		for k := int(next.Add(1) - 1); k < c; k = int(next.Add(1) - 1) {
+			f(k, n*k/c, n*(k+1)/c)
+			done.Add(1)
+		}
+	}
+	for range p - 1 {
+		hand(take)
+	}
+	take()
+	for i := 1; done.Load() != int64(c); i++ {
+		if i%64 == 0 {
+			runtime.Gosched()
+		}
+	}
 }
 
 // Workers. A goroutine started for a part does not exit when the part is
@@ -73,66 +119,41 @@ func parallelFirst(n, p int, f func(lo, hi int) int) int {
 // what a cold start costs, so that polling costs a CPU at most what it can save.
 const idleSpin = 100 * time.Microsecond
 
-// part is part w of a parallel call of f.
-type part struct {
-	f    func(w int)
-	w    int
-	left *atomic.Int32 // parts of the call still running
-}
-
 var (
 	// idle counts the workers polling for a part that no caller has
 	// claimed. A caller claims one by decrementing it, then sends the part
 	// on parts, so that the number of polling workers always equals idle
 	// plus the parts claimed but not yet received.
 	idle  atomic.Int32
-	parts = make(chan part, 64)
+	parts = make(chan func(), 64)
 
 	live atomic.Int32 // workers running, polling or not
 )
 
-// run calls f(0) on the calling goroutine and f(1) … f(p-1) on workers and
-// returns when all have returned. The caller waits by polling too: parked, it
-// would wake as slowly as a parked worker starts.
-func run(p int, f func(w int)) {
-	var left atomic.Int32
-	left.Store(int32(p - 1))
-	for w := 1; w < p; w++ {
-		hand(part{f: f, w: w, left: &left})
-	}
-	f(0)
-	for i := 1; left.Load() != 0; i++ {
-		if i%64 == 0 {
-			runtime.Gosched()
-		}
-	}
-}
-
-// hand gives pt to a polling worker, or to a new one if none polls.
-func hand(pt part) {
+// hand gives f to a polling worker, or to a new one if none polls.
+func hand(f func()) {
 	for {
 		n := idle.Load()
 		if n == 0 {
 			live.Add(1)
-			go work(pt)
+			go work(f)
 			return
 		}
 		if idle.CompareAndSwap(n, n-1) {
-			parts <- pt
+			parts <- f
 			return
 		}
 	}
 }
 
-// work runs pt, then every part it receives until it has polled idleSpin
+// work runs f, then every part it receives until it has polled idleSpin
 // for one in vain.
-func work(pt part) {
+func work(f func()) {
 	defer live.Add(-1)
 	for {
-		pt.f(pt.w)
-		pt.left.Add(-1)
+		f()
 		var ok bool
-		if pt, ok = next(); !ok {
+		if f, ok = next(); !ok {
 			return
 		}
 	}
@@ -140,7 +161,7 @@ func work(pt part) {
 
 // next polls for a part for up to idleSpin. It reports false when the
 // worker should exit instead.
-func next() (part, bool) {
+func next() (func(), bool) {
 	if int(idle.Add(1)) >= runtime.GOMAXPROCS(0) {
 		return leave() // enough workers poll already
 	}
@@ -164,14 +185,14 @@ func next() (part, bool) {
 // the count is already 0: then a caller has claimed this worker (or another
 // polling one, which comes to the same), its part is on the way, and leave
 // returns it.
-func leave() (part, bool) {
+func leave() (func(), bool) {
 	for {
 		n := idle.Load()
 		if n == 0 {
 			return <-parts, true
 		}
 		if idle.CompareAndSwap(n, n-1) {
-			return part{}, false
+			return nil, false
 		}
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Every part of every call runs exactly once and before the call returns,
-// with many callers at once sharing the workers, for part counts below,
-// at and above GOMAXPROCS.
+// Every element of every call is covered exactly once and before the call
+// returns, with many callers at once sharing the workers, for goroutine
+// counts below, at and above GOMAXPROCS; parallelParts makes exactly p
+// ranges.
 func TestParallelRunsEachPartOnce(t *testing.T) {
 	const callers, calls = 8, 200
 	var wg sync.WaitGroup
@@ -26,9 +27,20 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 						atomic.AddInt32(&hits[i], 1)
 					}
 				})
+				var ranges atomic.Int32
+				parallelParts(n, p, func(lo, hi int) {
+					ranges.Add(1)
+					for i := lo; i < hi; i++ {
+						atomic.AddInt32(&hits[i], 1)
+					}
+				})
+				if r := ranges.Load(); r != int32(p) {
+					t.Errorf("caller %d call %d: parallelParts made %d ranges, want %d", c, k, r, p)
+					return
+				}
 				for i, h := range hits {
-					if h != 1 {
-						t.Errorf("caller %d call %d (p=%d): element %d ran %d times", c, k, p, i, h)
+					if h != 2 {
+						t.Errorf("caller %d call %d (p=%d): element %d ran %d times, want once in each", c, k, p, i, h)
 						return
 					}
 				}
