@@ -1,6 +1,7 @@
 package gather
 
 import (
+	"math/bits"
 	"unsafe"
 
 	gonumblas "gonum.org/v1/gonum/blas/gonum"
@@ -28,7 +29,7 @@ func norm[I index](v I, s int) (int, bool) {
 // wrap maps a validated index in [-s, s-1] to [0, s-1] without a branch.
 func wrap[I index](v I, s int) int {
 	j := int(v)
-	return j + s&(j>>63)
+	return j + s&(j>>(bits.UintSize-1))
 }
 
 // rowMoves says how takeRows moves rows: ahead, it prefetches source rows

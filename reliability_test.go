@@ -1,7 +1,9 @@
 package gather
 
 import (
+	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -125,21 +127,29 @@ func TestViewsAndLayouts(t *testing.T) {
 // Shapes whose element count overflows int are errors, found without
 // allocating anything of that size.
 func TestSizeLimits(t *testing.T) {
+	// Sizes in powers of two scaled to the platform's int: on 64-bit
+	// platforms h = 2^31, w = 2^20, m = 2^22 and e = 2^40.
+	const (
+		h = 1 << (bits.UintSize/2 - 1) // h*h*4 = 2^UintSize elements
+		w = 1 << (bits.UintSize/4 + 4)
+		m = 1 << (bits.UintSize/4 + 6) // w*m*m = 2^UintSize elements
+		e = 1 << (bits.UintSize * 5 / 8)
+	)
 	g := gorgonia.NewGraph()
-	huge := gorgonia.NewTensor(g, tensor.Float32, 3, gorgonia.WithShape(1<<31, 1<<31, 4), gorgonia.WithName("huge"))
+	huge := gorgonia.NewTensor(g, tensor.Float32, 3, gorgonia.WithShape(h, h, 4), gorgonia.WithName("huge"))
 	i := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithShape(2), gorgonia.WithName("i"))
 	_, err := Gather(huge, i, 0)
 	require.ErrorIs(t, err, ErrShape)
-	assert.Contains(t, err.Error(), "gather: data shape (2147483648, 2147483648, 4) has more than 9223372036854775807 elements")
+	assert.Contains(t, err.Error(), fmt.Sprintf("gather: data shape (%d, %d, 4) has more than %d elements", h, h, math.MaxInt))
 
 	// Each input fits, the output does not.
-	wide := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(1<<20, 1<<20), gorgonia.WithName("wide"))
-	many := gorgonia.NewTensor(g, tensor.Int64, 2, gorgonia.WithShape(1<<22, 1<<22), gorgonia.WithName("many"))
+	wide := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(w, w), gorgonia.WithName("wide"))
+	many := gorgonia.NewTensor(g, tensor.Int64, 2, gorgonia.WithShape(m, m), gorgonia.WithName("many"))
 	_, err = Gather(wide, many, 1)
 	require.ErrorIs(t, err, ErrShape)
-	assert.Contains(t, err.Error(), "gather: output shape (1048576, 4194304, 4194304) has more than")
+	assert.Contains(t, err.Error(), fmt.Sprintf("gather: output shape (%d, %d, %d) has more than", w, m, m))
 
-	_, err = NewEmbedding(g, "too big", 1<<40, 1<<40, tensor.Float32)
+	_, err = NewEmbedding(g, "too big", e, e, tensor.Float32)
 	assert.ErrorIs(t, err, ErrShape)
 
 	// Index values beyond any axis size, including beyond int32 and the
