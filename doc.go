@@ -64,8 +64,10 @@
 // of at most 32 MB in rows of whole multiples of 16 bytes, with streaming
 // (non-temporal) stores (stream_amd64.s), which write memory that is not in
 // cache without first reading it; outputs into a caller's buffer use
-// ordinary stores. The gradient of Gather clears a block of its destination
-// of at least 1 MB the same way before it adds into it. On processors with
+// ordinary stores. The gradient of Gather writes a block of its destination
+// of at least 1 MB the same way: each row as the first index names it, then
+// zeros in the rows no index names, with the bits that clearing and adding
+// give. On processors with
 // AVX, Gather moves rows of whole multiples of 32 bytes eight at a time with
 // one assembly call (rows_amd64.s) and 32-byte loads and stores. Building
 // with the purego tag, or on other architectures, leaves these out.

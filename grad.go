@@ -156,7 +156,7 @@ func addWork(n, m int, zero bool) int {
 // is left out. With zero, each worker clears the blocks or rows it owns:
 // block by block as it adds into them when it owns whole blocks, as the
 // calling goroutine does when it works alone; ranges of minStream bytes or
-// more with streaming stores (see addBlocks).
+// more as addBlocks does blocks that large.
 func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis int, c T, pad int, zero bool) {
 	outer, s, inner := split(dshape, axis)
 	p := workers(addWork(len(src), len(dst), zero), max(outer, s))
@@ -167,12 +167,19 @@ func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis
 		parallelFor(outer, p, func(lo, hi int) { addBlocks(dst, src, idx, c, s, inner, lo, hi, pad, zero) })
 	default:
 		parallelParts(s, p, func(lo, hi int) {
-			if zero {
-				for o := range outer {
-					clearStreamed(dst[(o*s+lo)*inner : (o*s+hi)*inner])
-				}
+			if !zero {
+				addRowsExcept(dst, src, idx, c, s, inner, 0, outer, lo, hi, pad)
+				return
 			}
-			addRowsExcept(dst, src, idx, c, s, inner, 0, outer, lo, hi, pad)
+			for o := range outer {
+				if writesFirst(dst[(o*s+lo)*inner:(o*s+hi)*inner], inner) {
+					n := len(idx)
+					addFirstTouch(dst[o*s*inner:(o+1)*s*inner], src[o*n*inner:(o+1)*n*inner], idx, c, inner, lo, hi, pad)
+					continue
+				}
+				clearStreamed(dst[(o*s+lo)*inner : (o*s+hi)*inner])
+				addRowsExcept(dst, src, idx, c, s, inner, o, o+1, lo, hi, pad)
+			}
 		})
 	}
 }
@@ -180,15 +187,22 @@ func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis
 // addBlocks is addRowsExcept over outer blocks lo..hi-1 and every
 // destination row. With zero, it clears each block just before adding into
 // it: a block under minStream bytes is then still in cache when it is added
-// into, and a larger one is cleared with streaming stores (clearStreamed),
-// which do not read it from memory first.
+// into; a larger one is written with streaming stores, which do not read it
+// from memory first, by addFirstTouch (or, for rows it cannot take, cleared
+// by clearStreamed).
 func addBlocks[T float, I index](dst, src []T, idx []I, c T, s, inner, lo, hi, pad int, zero bool) {
 	if !zero {
 		addRowsExcept(dst, src, idx, c, s, inner, lo, hi, 0, s, pad)
 		return
 	}
 	for o := lo; o < hi; o++ {
-		clearStreamed(dst[o*s*inner : (o+1)*s*inner])
+		block := dst[o*s*inner : (o+1)*s*inner]
+		if writesFirst(block, inner) {
+			n := len(idx)
+			addFirstTouch(block, src[o*n*inner:(o+1)*n*inner], idx, c, inner, 0, s, pad)
+			continue
+		}
+		clearStreamed(block)
 		addRowsExcept(dst, src, idx, c, s, inner, o, o+1, 0, s, pad)
 	}
 }

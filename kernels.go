@@ -1,7 +1,8 @@
 package gather
 
 import (
-	"math/bits"
+	mathbits "math/bits"
+	"sync"
 	"unsafe"
 
 	gonumblas "gonum.org/v1/gonum/blas/gonum"
@@ -29,7 +30,7 @@ func norm[I index](v I, s int) (int, bool) {
 // wrap maps a validated index in [-s, s-1] to [0, s-1] without a branch.
 func wrap[I index](v I, s int) int {
 	j := int(v)
-	return j + s&(j>>(bits.UintSize-1))
+	return j + s&(j>>(mathbits.UintSize-1))
 }
 
 // rowMoves says how takeRows moves rows: ahead, it prefetches source rows
@@ -358,6 +359,81 @@ func addRows[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, ohi, j
 		}
 	}
 }
+
+// addFirstTouch is, for destination rows jlo..jhi-1 of block (rows of
+// inner elements) other than row pad, clearing them and then
+//
+//	for i, v := range x { if j := v; jlo <= j < jhi && j != pad { block[j][:] += c * g[i][:] } }
+//
+// with the same result, bit for bit, without reading any of the rows from
+// memory first: the first index of each row writes 0 + c*g[i] into it with
+// streaming stores, later ones add to it, and the rows no index names are
+// then cleared with streaming stores. Ordinary stores would read every
+// line of a row before writing it; in a destination this large (see
+// writesFirst) those reads come from memory. The rows must satisfy
+// writesFirst.
+func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, pad int) {
+	s := len(block) / inner
+	seen := getBits(jhi - jlo) // rows written so far, from jlo
+	defer putBits(seen)
+	for i, v := range x {
+		j := wrap(v, s)
+		if j < jlo || j >= jhi || j == pad {
+			continue
+		}
+		d, y := block[j*inner:(j+1)*inner], g[i*inner:(i+1)*inner]
+		if b := j - jlo; seen[b>>6]&(1<<(b&63)) == 0 {
+			seen[b>>6] |= 1 << (b & 63)
+			streamScaledRow(d, y, c)
+		} else {
+			addRow(d, y, c)
+		}
+	}
+	for b := 0; b < jhi-jlo; {
+		if seen[b>>6]&(1<<(b&63)) != 0 {
+			b++
+			continue
+		}
+		e := nextSet(seen, b, jhi-jlo)
+		clearRows := block[(jlo+b)*inner : (jlo+e)*inner]
+		streamClear(unsafe.Pointer(&clearRows[0]), uintptr(len(clearRows))*unsafe.Sizeof(T(0)))
+		b = e
+	}
+	storeFence()
+}
+
+// nextSet returns the position of the first bit set in bits at or after
+// from, or n if there is none before n.
+func nextSet(bits []uint64, from, n int) int {
+	for w := from >> 6; w < len(bits); w++ {
+		v := bits[w]
+		if w == from>>6 {
+			v &^= 1<<(from&63) - 1 // bits below from
+		}
+		if v != 0 {
+			return min(w<<6+mathbits.TrailingZeros64(v), n)
+		}
+	}
+	return n
+}
+
+// bitPool holds the row bitmaps of addFirstTouch, so that a gradient call
+// in a training loop allocates none.
+var bitPool sync.Pool
+
+// getBits returns n cleared bits from bitPool, or new ones.
+func getBits(n int) []uint64 {
+	w := (n + 63) / 64
+	if p, ok := bitPool.Get().(*[]uint64); ok && cap(*p) >= w {
+		b := (*p)[:w]
+		clear(b)
+		return b
+	}
+	return make([]uint64, w)
+}
+
+// putBits returns b to bitPool.
+func putBits(b []uint64) { bitPool.Put(&b) }
 
 // addAlong is the backward of takeAlong for rows lo..hi-1 and, within
 // each row, columns klo..khi-1:

@@ -347,3 +347,98 @@ func TestAddRow(t *testing.T) {
 	assert.True(t, math.IsNaN(float64(d[1])), "0*NaN")
 	assert.Equal(t, float32(3), d[2])
 }
+
+// The gradient of Gather writes large destination blocks with streaming
+// stores, row by row as indices first name them (addFirstTouch), and
+// clears the rows no index names afterwards. The result must be, bit for
+// bit, that of clearing and then adding c*g in index order: with repeated
+// and negative indices, a padding row, a negative scale (0 + -0 is +0), a
+// zero scale times Inf (NaN), float32 and float64, several outer blocks,
+// and the destination split across goroutines; a stale buffer is
+// overwritten everywhere.
+func TestFirstTouchGradient(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	r := rand.New(rand.NewPCG(31, 32))
+	cases := []struct {
+		name   string
+		dshape []int
+		axis   int
+		n, pad int
+		c      float64
+		first  bool // whether the blocks are written by addFirstTouch
+	}{
+		{"float rows of 32 bytes, padding row", []int{80000, 8}, 0, 5000, 3, 1, true},
+		{"three outer blocks", []int{3, 70000, 4}, 1, 3000, -1, -0.5, true},
+		{"rows of 48 bytes, zero scale", []int{60000, 12}, 0, 4000, -1, 0, true},
+		{"rows of 12 bytes", []int{100000, 3}, 0, 4000, 7, 2, false},
+	}
+	for _, c := range cases {
+		outer, s, inner := split(c.dshape, c.axis)
+		idx := make([]int64, c.n)
+		for i := range idx {
+			idx[i] = int64(r.IntN(s / 4)) // repeats
+			if i%3 == 0 {
+				idx[i] -= int64(s / 4) // negative
+			}
+		}
+		idx[c.n-1] = int64(c.pad) // the padding row is named, and must stay zero
+		g := randFloats(r, outer*c.n*inner)
+		for i := 0; i < len(g); i += 7 {
+			g[i] = 0 // c*0 is -0 for a negative c
+		}
+		g[5], g[len(g)-3] = math.Inf(1), math.NaN()
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			for _, procs := range []int{1, 2} {
+				runtime.GOMAXPROCS(procs)
+				t.Run(fmt.Sprintf("%s/%v/GOMAXPROCS=%d", c.name, dt, procs), func(t *testing.T) {
+					if dt == tensor.Float32 {
+						firstTouchCase(t, c.dshape, c.axis, idx, toFloat32(g), float32(c.c), c.pad, c.first)
+					} else {
+						firstTouchCase(t, c.dshape, c.axis, idx, g, c.c, c.pad, c.first)
+					}
+				})
+			}
+		}
+	}
+}
+
+func firstTouchCase[T float](t *testing.T, dshape []int, axis int, idx []int64, g []T, c T, pad int, first bool) {
+	t.Helper()
+	outer, s, inner := split(dshape, axis)
+	n := len(idx)
+	want := make([]T, outer*s*inner)
+	for o := range outer {
+		for i, v := range idx {
+			j := wrap(v, s)
+			if j == pad {
+				continue
+			}
+			for k := range inner {
+				want[(o*s+j)*inner+k] += c * g[(o*n+i)*inner+k]
+			}
+		}
+	}
+	got := make([]T, len(want))
+	for i := range got {
+		got[i] = T(math.NaN()) // a stale buffer
+	}
+	require.Equal(t, first && streamStores, writesFirst(got[:s*inner], inner), "addFirstTouch chosen")
+	indexAdd(got, g, idx, tensor.Shape(dshape), axis, c, pad, true)
+	for i := range want {
+		w, v := float64(want[i]), float64(got[i])
+		if math.Float64bits(w) != math.Float64bits(v) && !(math.IsNaN(w) && math.IsNaN(v)) {
+			t.Fatalf("element %d (row %d) is %v, want %v", i, i/inner, v, w)
+		}
+		if w == 0 && math.Signbit(w) != math.Signbit(v) {
+			t.Fatalf("element %d: sign of zero differs", i)
+		}
+	}
+}
+
+func toFloat32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}

@@ -93,3 +93,32 @@ func clearStreamed[T float](s []T) {
 	clear(s[head+body/unsafe.Sizeof(T(0)):])
 	storeFence()
 }
+
+// writesFirst reports whether a gradient that clears rows (rows of inner
+// elements) and then adds into them should use addFirstTouch: streaming
+// stores exist, rows is at least minStream bytes and 16-byte aligned, and
+// every row is a whole number of 16 bytes.
+func writesFirst[T float](rows []T, inner int) bool {
+	size := unsafe.Sizeof(T(0))
+	return streamStores && len(rows) > 0 &&
+		uintptr(len(rows))*size >= minStream &&
+		uintptr(inner)*size%16 == 0 &&
+		uintptr(unsafe.Pointer(unsafe.SliceData(rows)))%16 == 0
+}
+
+// streamScaledRow sets d[k] = 0 + c*g[k] for each k with streaming stores
+// (streamScaled32 or streamScaled64): the bits d[k] += c*g[k] gives on a
+// cleared d. d must satisfy writesFirst's conditions for its row.
+func streamScaledRow[T float](d, g []T, c T) {
+	g = g[:len(d)]
+	switch dt := any(d).(type) {
+	case []float32:
+		streamScaled32(unsafe.Pointer(&dt[0]), unsafe.Pointer(&g[0]), uintptr(len(dt)), float32(c))
+	case []float64:
+		streamScaled64(unsafe.Pointer(&dt[0]), unsafe.Pointer(&g[0]), uintptr(len(dt)), float64(c))
+	default:
+		for k := range d {
+			d[k] = 0 + c*g[k]
+		}
+	}
+}

@@ -23,6 +23,18 @@ func streamCopy(dst, src unsafe.Pointer, n uintptr)
 //go:noescape
 func streamClear(dst unsafe.Pointer, n uintptr)
 
+// streamScaled32 sets dst[i] = 0 + c*src[i] for n float32s with
+// non-temporal stores; n is a multiple of 4 and dst 16-byte aligned. Call
+// storeFence as for streamCopy.
+//
+//go:noescape
+func streamScaled32(dst, src unsafe.Pointer, n uintptr, c float32)
+
+// streamScaled64 is streamScaled32 for float64s; n is a multiple of 2.
+//
+//go:noescape
+func streamScaled64(dst, src unsafe.Pointer, n uintptr, c float64)
+
 // storeFence orders all earlier stores, streaming ones included, before
 // every later store (SFENCE).
 func storeFence()

@@ -81,3 +81,49 @@ cloop16:
 
 cdone:
 	RET
+
+// func streamScaled32(dst, src unsafe.Pointer, n uintptr, c float32)
+//
+// Sets the n float32s at the 16-byte aligned dst (n a multiple of 4, at
+// least 4) to 0 + c*src[i] with non-temporal stores: a multiply, then an
+// add to +0, as the loop d[i] += c*src[i] computes it on a cleared d.
+TEXT ·streamScaled32(SB), NOSPLIT, $0-28
+	MOVQ   dst+0(FP), DI
+	MOVQ   src+8(FP), SI
+	MOVQ   n+16(FP), CX
+	MOVSS  c+24(FP), X0
+	SHUFPS $0, X0, X0
+	XORPS  X7, X7
+
+loop32:
+	MOVUPS  (SI), X1
+	MULPS   X0, X1
+	ADDPS   X7, X1
+	MOVNTPS X1, (DI)
+	ADDQ    $16, SI
+	ADDQ    $16, DI
+	SUBQ    $4, CX
+	JNZ     loop32
+	RET
+
+// func streamScaled64(dst, src unsafe.Pointer, n uintptr, c float64)
+//
+// streamScaled32 for float64s; n is a multiple of 2, at least 2.
+TEXT ·streamScaled64(SB), NOSPLIT, $0-32
+	MOVQ   dst+0(FP), DI
+	MOVQ   src+8(FP), SI
+	MOVQ   n+16(FP), CX
+	MOVSD  c+24(FP), X0
+	SHUFPD $0, X0, X0
+	XORPD  X7, X7
+
+loop64d:
+	MOVUPD  (SI), X1
+	MULPD   X0, X1
+	ADDPD   X7, X1
+	MOVNTPD X1, (DI)
+	ADDQ    $16, SI
+	ADDQ    $16, DI
+	SUBQ    $2, CX
+	JNZ     loop64d
+	RET
