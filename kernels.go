@@ -374,8 +374,9 @@ func addRows[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, ohi, j
 // writesFirst.
 func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, pad int) {
 	s := len(block) / inner
-	seen := getBits(jhi - jlo) // rows written so far, from jlo
-	defer putBits(seen)
+	bp := getBits(jhi - jlo)
+	defer bitPool.Put(bp)
+	seen := *bp // rows written so far, from jlo
 	for i, v := range x {
 		j := wrap(v, s)
 		if j < jlo || j >= jhi || j == pad {
@@ -421,19 +422,18 @@ func nextSet(bits []uint64, from, n int) int {
 // in a training loop allocates none.
 var bitPool sync.Pool
 
-// getBits returns n cleared bits from bitPool, or new ones.
-func getBits(n int) []uint64 {
+// getBits returns n cleared bits from bitPool, or new ones; put them back
+// when done.
+func getBits(n int) *[]uint64 {
 	w := (n + 63) / 64
 	if p, ok := bitPool.Get().(*[]uint64); ok && cap(*p) >= w {
-		b := (*p)[:w]
-		clear(b)
-		return b
+		*p = (*p)[:w]
+		clear(*p)
+		return p
 	}
-	return make([]uint64, w)
+	b := make([]uint64, w)
+	return &b
 }
-
-// putBits returns b to bitPool.
-func putBits(b []uint64) { bitPool.Put(&b) }
 
 // addAlong is the backward of takeAlong for rows lo..hi-1 and, within
 // each row, columns klo..khi-1:

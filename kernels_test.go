@@ -87,7 +87,8 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 }
 
 // The prealloc and incr paths allocate nothing for inputs small enough to
-// run on the calling goroutine.
+// run on the calling goroutine, nor for a gradient block large enough to be
+// written with streaming stores.
 func TestZeroAllocations(t *testing.T) {
 	g := gorgonia.NewGraph()
 	d := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(100, 16), gorgonia.WithName("d"))
@@ -139,6 +140,16 @@ func TestZeroAllocations(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs, "GatherElements forward into a buffer and ScatterAdd")
+
+	// A destination block large enough for addFirstTouch takes its row
+	// bitmap from a pool.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	big := make([]float32, 80000*8)
+	require.True(t, writesFirst(big, 8) || !streamStores)
+	rows := castIndices(randIndices(rand.New(rand.NewPCG(3, 3)), 5000, 80000), []int{5000}, tensor.Int64).Int64s()
+	up := make([]float32, 5000*8)
+	allocs = testing.AllocsPerRun(20, func() { indexAdd(big, up, rows, tensor.Shape{80000, 8}, 0, 1, -1, true) })
+	assert.Zero(t, allocs, "gradient into a 2.5 MB block")
 }
 
 // Row kernels prefetch rows ahead of the one they move when rows are long
