@@ -172,13 +172,7 @@ func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis
 				return
 			}
 			for o := range outer {
-				if writesFirst(dst[(o*s+lo)*inner:(o*s+hi)*inner], inner) {
-					n := len(idx)
-					addFirstTouch(dst[o*s*inner:(o+1)*s*inner], src[o*n*inner:(o+1)*n*inner], idx, c, inner, lo, hi, pad)
-					continue
-				}
-				clearStreamed(dst[(o*s+lo)*inner : (o*s+hi)*inner])
-				addRowsExcept(dst, src, idx, c, s, inner, o, o+1, lo, hi, pad)
+				setRows(dst, src, idx, c, s, inner, o, lo, hi, pad)
 			}
 		})
 	}
@@ -196,15 +190,22 @@ func addBlocks[T float, I index](dst, src []T, idx []I, c T, s, inner, lo, hi, p
 		return
 	}
 	for o := lo; o < hi; o++ {
-		block := dst[o*s*inner : (o+1)*s*inner]
-		if writesFirst(block, inner) {
-			n := len(idx)
-			addFirstTouch(block, src[o*n*inner:(o+1)*n*inner], idx, c, inner, 0, s, pad)
-			continue
-		}
-		clearStreamed(block)
-		addRowsExcept(dst, src, idx, c, s, inner, o, o+1, 0, s, pad)
+		setRows(dst, src, idx, c, s, inner, o, 0, s, pad)
 	}
+}
+
+// setRows sets destination rows jlo..jhi-1 of outer block o to zero and
+// then adds into them as addRowsExcept does: with addFirstTouch when they
+// are large enough for it, else by clearing them (clearStreamed) and
+// adding.
+func setRows[T float, I index](dst, src []T, idx []I, c T, s, inner, o, jlo, jhi, pad int) {
+	if rows := dst[(o*s+jlo)*inner : (o*s+jhi)*inner]; writesFirst(rows, inner) {
+		n := len(idx)
+		addFirstTouch(dst[o*s*inner:(o+1)*s*inner], src[o*n*inner:(o+1)*n*inner], idx, c, inner, jlo, jhi, pad)
+		return
+	}
+	clearStreamed(dst[(o*s+jlo)*inner : (o*s+jhi)*inner])
+	addRowsExcept(dst, src, idx, c, s, inner, o, o+1, jlo, jhi, pad)
 }
 
 // addRowsExcept is addRows leaving out destination row pad.

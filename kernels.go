@@ -82,7 +82,7 @@ func takeBlock[T any, I index](d, block []T, x []I, inner int, mv rowMoves) int 
 	size := uintptr(inner) * unsafe.Sizeof(block[0])
 	for k, v := range x {
 		if mv.ahead && k%rowsAhead == 0 {
-			prefetchLines(&next, rowAddrs(&next, block, x[min(k+rowsAhead, len(x)):min(k+2*rowsAhead, len(x))], inner), size)
+			prefetchAfter(&next, block, x, k, inner, size)
 		}
 		j, ok := norm(v, s)
 		if !ok {
@@ -109,7 +109,7 @@ func takeBatched[T any, I index](d, block []T, x []I, inner int, mv rowMoves) in
 	size := uintptr(inner) * unsafe.Sizeof(block[0])
 	for k := 0; k < len(x); k += rowsAhead {
 		if mv.ahead {
-			prefetchLines(&next, rowAddrs(&next, block, x[min(k+rowsAhead, len(x)):min(k+2*rowsAhead, len(x))], inner), size)
+			prefetchAfter(&next, block, x, k, inner, size)
 		}
 		batch := x[k:min(k+rowsAhead, len(x))]
 		if m := rowAddrs(&rows, block, batch, inner); m < len(batch) {
@@ -122,6 +122,13 @@ func takeBatched[T any, I index](d, block []T, x []I, inner int, mv rowMoves) in
 		}
 	}
 	return -1
+}
+
+// prefetchAfter prefetches the rows of block (of size bytes) named by
+// x[k+rowsAhead], ..., x[k+2*rowsAhead-1], up to the end of x or the
+// first index out of range, using addrs for their addresses.
+func prefetchAfter[T any, I index](addrs *[rowsAhead]uintptr, block []T, x []I, k, inner int, size uintptr) {
+	prefetchLines(addrs, rowAddrs(addrs, block, x[min(k+rowsAhead, len(x)):min(k+2*rowsAhead, len(x))], inner), size)
 }
 
 // rowAddrs stores in addrs the address of row x[i] of block, for rows of

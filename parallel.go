@@ -56,7 +56,7 @@ func parallelFirst(n, p int, f func(lo, hi int) int) int {
 		return f(0, n)
 	}
 	var buf [64]int
-	found := buf[:0]
+	var found []int // the first position each chunk found, or -1
 	if c := chunks(n, p); c > len(buf) {
 		found = make([]int, c)
 	} else {
