@@ -2,6 +2,7 @@ package gather
 
 import (
 	mathbits "math/bits"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -120,6 +121,7 @@ func takeBatched[T any, I index](d, block []T, x []I, inner int, mv rowMoves) in
 		} else {
 			copyRows(unsafe.Pointer(&d[k*inner]), &rows, len(batch), size)
 		}
+		runtime.KeepAlive(block) // rows holds its addresses as integers, which keep nothing alive
 	}
 	return -1
 }
@@ -370,15 +372,17 @@ func addRows[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, ohi, j
 // addFirstTouch is, for destination rows jlo..jhi-1 of block (rows of
 // inner elements) other than row pad, clearing them and then
 //
-//	for i, v := range x { if j := v; jlo <= j < jhi && j != pad { block[j][:] += c * g[i][:] } }
+//	for i, v := range x { if j := wrap(v, s); jlo <= j < jhi && j != pad { block[j][:] += c * g[i][:] } }
 //
 // with the same result, bit for bit, without reading any of the rows from
 // memory first: the first index of each row writes 0 + c*g[i] into it with
 // streaming stores, later ones add to it, and the rows no index names are
 // then cleared with streaming stores. Ordinary stores would read every
 // line of a row before writing it; in a destination this large (see
-// writesFirst) those reads come from memory. The rows must satisfy
-// writesFirst.
+// writesFirst) those reads come from memory. A later add reads a row the
+// same goroutine wrote with streaming stores, which the processor orders
+// for it; the fence at the end makes the rows visible to the others. The
+// rows must satisfy writesFirst.
 func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, pad int) {
 	s := len(block) / inner
 	bp := getBits(jhi - jlo)
