@@ -163,19 +163,41 @@ func indexAdd[T float, I index](dst, src []T, idx []I, dshape tensor.Shape, axis
 	switch {
 	case p <= 1:
 		addBlocks(dst, src, idx, c, s, inner, 0, outer, pad, zero)
-	case outer >= p:
-		parallelFor(outer, p, func(lo, hi int) { addBlocks(dst, src, idx, c, s, inner, lo, hi, pad, zero) })
 	default:
-		parallelParts(s, p, func(lo, hi int) {
-			if !zero {
-				addRowsExcept(dst, src, idx, c, s, inner, 0, outer, lo, hi, pad)
-				return
-			}
-			for o := range outer {
-				setRows(dst, src, idx, c, s, inner, o, lo, hi, pad)
-			}
-		})
+		t := newTask[indexAddTask[T, I]]()
+		defer freeTask(t)
+		*t = indexAddTask[T, I]{dst: dst, src: src, idx: idx, c: c, outer: outer, s: s, inner: inner, pad: pad, zero: zero}
+		if outer >= p {
+			t.blocks = true
+			parallelRun(outer, p, t)
+		} else {
+			parallelRunParts(s, p, t)
+		}
 	}
+}
+
+// indexAddTask is indexAdd's work for parallelRun: whole outer blocks
+// (blocks set), or a range of destination rows in every block.
+type indexAddTask[T float, I index] struct {
+	dst, src             []T
+	idx                  []I
+	c                    T
+	outer, s, inner, pad int
+	zero, blocks         bool
+}
+
+func (t *indexAddTask[T, I]) run(lo, hi int) int {
+	switch {
+	case t.blocks:
+		addBlocks(t.dst, t.src, t.idx, t.c, t.s, t.inner, lo, hi, t.pad, t.zero)
+	case !t.zero:
+		addRowsExcept(t.dst, t.src, t.idx, t.c, t.s, t.inner, 0, t.outer, lo, hi, t.pad)
+	default:
+		for o := range t.outer {
+			setRows(t.dst, t.src, t.idx, t.c, t.s, t.inner, o, lo, hi, t.pad)
+		}
+	}
+	return -1
 }
 
 // addBlocks is addRowsExcept over outer blocks lo..hi-1 and every
@@ -248,24 +270,45 @@ func scatterAdd[T float, I index](dst, src []T, idx []I, g *alongGeom, c T, dsha
 		addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
 		return
 	}
-	gc := *g // a copy for the workers, so that g itself stays on the caller's stack
+	t := newTask[scatterAddTask[T, I]]()
+	defer freeTask(t)
+	// g is copied, so that g itself stays on the caller's stack.
+	*t = scatterAddTask[T, I]{dst: dst, src: src, idx: idx, c: c, g: *g, d0: dshape[0], width: dshape[len(dshape)-1], zero: zero}
 	if g.axis != 0 {
-		parallelFor(g.ishape[0], p, func(lo, hi int) { addFirst(dst, src, idx, c, &gc, lo, hi, dshape[0], zero) })
-		return
+		parallelRun(g.ishape[0], p, t)
+	} else {
+		parallelRunParts(g.n, p, t)
 	}
-	last, width := g.n, dshape[len(dshape)-1]
-	parallelParts(last, p, func(lo, hi int) {
-		if zero {
-			end := hi
-			if hi == last {
-				end = width
-			}
-			for b := 0; b < len(dst); b += width {
-				clear(dst[b+lo : b+end])
-			}
+}
+
+// scatterAddTask is scatterAdd's work for parallelRun: a range of the
+// first dimension when axis is not the first, else a range of columns of
+// every row.
+type scatterAddTask[T float, I index] struct {
+	dst, src  []T
+	idx       []I
+	c         T
+	g         alongGeom
+	d0, width int // data's first and last dimensions
+	zero      bool
+}
+
+func (t *scatterAddTask[T, I]) run(lo, hi int) int {
+	if t.g.axis != 0 {
+		addFirst(t.dst, t.src, t.idx, t.c, &t.g, lo, hi, t.d0, t.zero)
+		return -1
+	}
+	if t.zero {
+		end := hi
+		if hi == t.g.n {
+			end = t.width
 		}
-		addAlong(dst, src, idx, c, &gc, 0, rows, lo, hi)
-	})
+		for b := 0; b < len(t.dst); b += t.width {
+			clear(t.dst[b+lo : b+end])
+		}
+	}
+	addAlong(t.dst, t.src, t.idx, t.c, &t.g, 0, len(t.idx)/t.g.n, lo, hi)
+	return -1
 }
 
 // addFirst is addAlong for the indices' rows whose first coordinate is in
@@ -312,7 +355,18 @@ func clearParallel[T float](s []T) {
 		clear(s)
 		return
 	}
-	parallelFor(len(s), p, func(lo, hi int) { clear(s[lo:hi]) })
+	t := newTask[clearTask[T]]()
+	defer freeTask(t)
+	t.s = s
+	parallelRun(len(s), p, t)
+}
+
+// clearTask is clearParallel's work for parallelRun.
+type clearTask[T float] struct{ s []T }
+
+func (t *clearTask[T]) run(lo, hi int) int {
+	clear(t.s[lo:hi])
+	return -1
 }
 
 // DiffWRT reports that data is differentiable (unless WithoutGrad was

@@ -152,6 +152,76 @@ func TestZeroAllocations(t *testing.T) {
 	assert.Zero(t, allocs, "gradient into a 2.5 MB block")
 }
 
+// Above the parallel threshold the prealloc and incr paths allocate nothing
+// either, once the pools of tasks, jobs and row bitmaps are warm: at
+// GOMAXPROCS=2, the Gather forward into a buffer, its gradient into a
+// reused buffer and added into a target, and GatherElements into a buffer
+// and ScatterAdd. testing.AllocsPerRun sets GOMAXPROCS to 1, under which
+// these calls run on one goroutine, so parallelAllocs counts instead.
+func TestZeroAllocationsParallel(t *testing.T) {
+	if raceEnabled {
+		t.Skip("under the race detector sync.Pool drops objects at random, so pooled calls allocate")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	r := rand.New(rand.NewPCG(4, 4))
+	o := &op{kind: opGather, axis: 0, dataType: tensor.Float32, dataShape: []int{3000, 64}, cfg: newConfig(nil)}
+	diff := &diffOp{fwd: o}
+	data := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3000, 64))
+	idx := castIndices(randIndices(r, 4096, 3000), []int{4096}, tensor.Int64)
+	out := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(4096, 64))
+	grad := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3000, 64))
+	require.Greater(t, workers(4096*64, 4096), 1, "the calls must run in parallel")
+	require.Greater(t, workers(512*256, 512), 1, "the calls must run in parallel")
+	fwdIn, bwdIn := []gorgonia.Value{data, idx}, []gorgonia.Value{idx, out}
+	allocs := parallelAllocs(100, func() {
+		if _, err := o.UsePreallocDo(out, fwdIn...); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "forward UsePreallocDo")
+	allocs = parallelAllocs(100, func() {
+		if _, err := diff.UsePreallocDo(grad, bwdIn...); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "gradient UsePreallocDo")
+	allocs = parallelAllocs(100, func() {
+		if err := diff.IncrDo(grad, bwdIn...); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "gradient IncrDo")
+
+	for _, axis := range []int{0, 1} {
+		ge := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(512, 256))
+		gi := castIndices(randIndices(r, 512*256, 256), []int{512, 256}, tensor.Int32)
+		gout := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(512, 256))
+		allocs = parallelAllocs(100, func() {
+			if _, err := forward(opGatherElements, ge, gi, axis, gout); err != nil {
+				t.Fatal(err)
+			}
+			if err := ScatterAdd(ge, gi, gout, axis); err != nil {
+				t.Fatal(err)
+			}
+		})
+		assert.Zero(t, allocs, "GatherElements forward into a buffer and ScatterAdd, axis %d", axis)
+	}
+}
+
+// parallelAllocs is testing.AllocsPerRun without setting GOMAXPROCS: the
+// number of heap allocations per call of f, over runs calls after one,
+// rounded down as AllocsPerRun does.
+func parallelAllocs(runs int, f func()) float64 {
+	f()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64((after.Mallocs - before.Mallocs) / uint64(runs))
+}
+
 // Row kernels prefetch rows ahead of the one they move when rows are long
 // and the memory they come from is large (prefetches). The prefetching must
 // not change a result or an error, and an index it looks at ahead of time

@@ -218,12 +218,25 @@ func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int, fre
 		}
 		return takeRows(dst, src, idx, s, inner, 0, rows, mv)
 	}
-	return parallelFirst(rows, p, func(lo, hi int) int {
-		if inner == 1 {
-			return takeElems(dst, src, idx, s, lo, hi)
-		}
-		return takeRows(dst, src, idx, s, inner, lo, hi, mv)
-	})
+	t := newTask[takeTask[T, I]]()
+	defer freeTask(t)
+	*t = takeTask[T, I]{dst: dst, src: src, idx: idx, s: s, inner: inner, mv: mv}
+	return parallelRun(rows, p, t)
+}
+
+// takeTask is takeWords' work for parallelRun.
+type takeTask[T any, I index] struct {
+	dst, src []T
+	idx      []I
+	s, inner int
+	mv       rowMoves
+}
+
+func (t *takeTask[T, I]) run(lo, hi int) int {
+	if t.inner == 1 {
+		return takeElems(t.dst, t.src, t.idx, t.s, lo, hi)
+	}
+	return takeRows(t.dst, t.src, t.idx, t.s, t.inner, lo, hi, t.mv)
 }
 
 // fits reports whether out can receive a result of the given shape and dtype

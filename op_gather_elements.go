@@ -93,6 +93,17 @@ func takeAlongWords[T any, I index](dst, src []T, idx []I, g *alongGeom, rows, p
 	if p <= 1 {
 		return takeAlong(dst, src, idx, g, 0, rows)
 	}
-	gc := *g // a copy for the workers, so that g itself stays on the caller's stack
-	return parallelFirst(rows, p, func(lo, hi int) int { return takeAlong(dst, src, idx, &gc, lo, hi) })
+	t := newTask[alongTask[T, I]]()
+	defer freeTask(t)
+	*t = alongTask[T, I]{dst: dst, src: src, idx: idx, g: *g} // a copy, so that g itself stays on the caller's stack
+	return parallelRun(rows, p, t)
 }
+
+// alongTask is takeAlongWords' work for parallelRun.
+type alongTask[T any, I index] struct {
+	dst, src []T
+	idx      []I
+	g        alongGeom
+}
+
+func (t *alongTask[T, I]) run(lo, hi int) int { return takeAlong(t.dst, t.src, t.idx, &t.g, lo, hi) }

@@ -2,6 +2,7 @@ package gather
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -26,83 +27,146 @@ func workers(work, parts int) int {
 	return max(p, 1)
 }
 
-// parallelFor splits [0, n) into contiguous ranges and calls f on each,
-// on the calling goroutine and p-1 workers, returning when all are done.
-// With p <= 1 it calls f(0, n) on the calling goroutine.
+// A task is the work of a parallel call: run does the part [lo, hi) of
+// the call's range and returns a position in it where it found a problem,
+// or -1.
+type task interface{ run(lo, hi int) int }
+
+// parallelRun cuts [0, n) into chunks and runs t on each, on the calling
+// goroutine and p-1 workers, and returns the smallest position any chunk
+// returned, or -1. With p <= 1 it runs t on all of [0, n) on the calling
+// goroutine. It allocates nothing once the pools are warm: the kernels'
+// tasks come from taskPools, the call's state from jobs.
+func parallelRun(n, p int, t task) int {
+	if p <= 1 || n <= 1 {
+		return t.run(0, n)
+	}
+	return spread(n, p, chunks(n, p), t)
+}
+
+// parallelRunParts is parallelRun cutting [0, n) into p ranges only, for
+// tasks whose every run costs a pass over something all runs share (such
+// as every index, each run keeping those that fall in its range).
+func parallelRunParts(n, p int, t task) int {
+	if p <= 1 || n <= 1 {
+		return t.run(0, n)
+	}
+	return spread(n, p, min(n, p), t)
+}
+
+// parallelFor is parallelRun for a function, for callers off the kernels'
+// hot paths: the function, a closure, is allocated per call.
 func parallelFor(n, p int, f func(lo, hi int)) {
-	if p <= 1 || n <= 1 {
-		f(0, n)
-		return
-	}
-	spread(n, p, chunks(n, p), func(_, lo, hi int) { f(lo, hi) })
+	parallelRun(n, p, funcTask(func(lo, hi int) int {
+		f(lo, hi)
+		return -1
+	}))
 }
 
-// parallelParts is parallelFor cutting [0, n) into p ranges only, for
-// functions whose every call costs a pass over something all calls share
-// (such as every index, each call keeping those that fall in its range).
-func parallelParts(n, p int, f func(lo, hi int)) {
-	if p <= 1 || n <= 1 {
-		f(0, n)
-		return
-	}
-	spread(n, p, min(n, p), func(_, lo, hi int) { f(lo, hi) })
-}
+// funcTask is a task that calls a function.
+type funcTask func(lo, hi int) int
 
-// parallelFirst is parallelFor for functions that return a position in
-// [lo, hi) where they found a problem, or -1: it returns the smallest
-// position any of them returned, or -1.
-func parallelFirst(n, p int, f func(lo, hi int) int) int {
-	if p <= 1 || n <= 1 {
-		return f(0, n)
-	}
-	var buf [64]int
-	var found []int // the first position each chunk found, or -1
-	if c := chunks(n, p); c > len(buf) {
-		found = make([]int, c)
-	} else {
-		found = buf[:c]
-	}
-	spread(n, p, len(found), func(k, lo, hi int) { found[k] = f(lo, hi) }) // each chunk writes its own slot
-	for _, q := range found {
-		if q >= 0 {
-			return q
-		}
-	}
-	return -1
-}
+func (f funcTask) run(lo, hi int) int { return f(lo, hi) }
 
-// chunksPer is how many chunks parallelFor cuts a range into per goroutine.
-const chunksPer = 4
+// chunksPer is how many chunks parallelRun cuts a range into per
+// goroutine, up to maxChunks in all.
+const (
+	chunksPer = 4
+	maxChunks = 64
+)
 
-// chunks returns how many chunks parallelFor cuts [0, n) into for p
+// chunks returns how many chunks parallelRun cuts [0, n) into for p
 // goroutines.
-func chunks(n, p int) int { return min(n, p*chunksPer) }
+func chunks(n, p int) int { return min(n, p*chunksPer, maxChunks) }
 
-// spread calls f(k, lo, hi) for the c chunks [lo, hi) of [0, n), numbered
-// k from 0, on the calling goroutine and p-1 workers, and
-// returns when all chunks are done. Each goroutine takes the next chunk
-// until none is left, so a worker that starts late, or runs on a thread
-// that the collector or another process holds for a while, takes fewer
-// chunks or none, and the call does not wait for it to start: it waits
-// only for the chunks taken. The caller waits by polling: parked, it would
-// wake as slowly as a parked worker starts.
-func spread(n, p, c int, f func(k, lo, hi int)) {
-	var next, done atomic.Int64
-	take := func() {
-		for k := int(next.Add(1) - 1); k < c; k = int(next.Add(1) - 1) {
-			f(k, n*k/c, n*(k+1)/c)
-			done.Add(1)
-		}
-	}
+// A job is the state of one parallel call. Goroutines take its chunks in
+// turn, so a worker that starts late, or runs on a thread that the
+// collector or another process holds for a while, takes fewer chunks or
+// none, and the call does not wait for it to start: it waits only for the
+// chunks taken. A worker handed the job may thus still hold it after the
+// call has returned; the job goes back to jobs only when every goroutine
+// that held it has let go, so a late worker never sees it reused.
+type job struct {
+	next, done atomic.Int64 // chunks taken, chunks done
+	holders    atomic.Int32 // the caller and the workers handed the job that have not let go
+	n, c       int          // the range [0, n) in c chunks
+	t          task
+	found      [maxChunks]int // what chunk k's run returned
+}
+
+var jobs = sync.Pool{New: func() any { return new(job) }}
+
+// spread runs t on the c chunks of [0, n) on the calling goroutine and p-1
+// workers, and returns the first position a chunk found, or -1. The caller
+// waits by polling: parked, it would wake as slowly as a parked worker
+// starts.
+func spread(n, p, c int, t task) int {
+	j := jobs.Get().(*job)
+	j.next.Store(0)
+	j.done.Store(0)
+	j.holders.Store(int32(p))
+	j.n, j.c, j.t = n, c, t
 	for range p - 1 {
-		hand(take)
+		hand(j)
 	}
-	take()
-	for i := 1; done.Load() != int64(c); i++ {
+	j.take()
+	for i := 1; j.done.Load() != int64(c); i++ {
 		if i%64 == 0 {
 			runtime.Gosched()
 		}
 	}
+	first := -1
+	for _, q := range j.found[:c] {
+		if q >= 0 {
+			first = q
+			break
+		}
+	}
+	j.release()
+	return first
+}
+
+// take runs chunks of j until none is left.
+func (j *job) take() {
+	for k := int(j.next.Add(1) - 1); k < j.c; k = int(j.next.Add(1) - 1) {
+		j.found[k] = j.t.run(j.n*k/j.c, j.n*(k+1)/j.c)
+		j.done.Add(1)
+	}
+}
+
+// release lets go of j; the last goroutine to do so puts it back in jobs.
+func (j *job) release() {
+	if j.holders.Add(-1) == 0 {
+		j.t = nil
+		jobs.Put(j)
+	}
+}
+
+// taskPools holds a sync.Pool for each type of task the kernels use, keyed
+// by a nil pointer of that type, so that a parallel call describes its
+// work without allocating.
+var taskPools sync.Map
+
+// newTask returns a *T from its pool; freeTask puts it back.
+func newTask[T any]() *T {
+	return taskPool[T]().Get().(*T)
+}
+
+// freeTask clears t, so that the pool holds no references to the caller's
+// data, and puts it back in its pool.
+func freeTask[T any](t *T) {
+	var zero T
+	*t = zero
+	taskPool[T]().Put(t)
+}
+
+func taskPool[T any]() *sync.Pool {
+	key := any((*T)(nil))
+	p, ok := taskPools.Load(key)
+	if !ok {
+		p, _ = taskPools.LoadOrStore(key, &sync.Pool{New: func() any { return new(T) }})
+	}
+	return p.(*sync.Pool)
 }
 
 // Workers. A goroutine started for a part does not exit when the part is
@@ -125,35 +189,36 @@ var (
 	// on parts, so that the number of polling workers always equals idle
 	// plus the parts claimed but not yet received.
 	idle  atomic.Int32
-	parts = make(chan func(), 64)
+	parts = make(chan *job, 64)
 
 	live atomic.Int32 // workers running, polling or not
 )
 
-// hand gives f to a polling worker, or to a new one if none polls.
-func hand(f func()) {
+// hand gives j to a polling worker, or to a new one if none polls.
+func hand(j *job) {
 	for {
 		n := idle.Load()
 		if n == 0 {
 			live.Add(1)
-			go work(f)
+			go work(j)
 			return
 		}
 		if idle.CompareAndSwap(n, n-1) {
-			parts <- f
+			parts <- j
 			return
 		}
 	}
 }
 
-// work runs f, then every part it receives until it has polled idleSpin
-// for one in vain.
-func work(f func()) {
+// work takes chunks of j, then of every job it receives, until it has
+// polled idleSpin for one in vain.
+func work(j *job) {
 	defer live.Add(-1)
 	for {
-		f()
+		j.take()
+		j.release()
 		var ok bool
-		if f, ok = next(); !ok {
+		if j, ok = next(); !ok {
 			return
 		}
 	}
@@ -161,7 +226,7 @@ func work(f func()) {
 
 // next polls for a part for up to idleSpin. It reports false when the
 // worker should exit instead.
-func next() (func(), bool) {
+func next() (*job, bool) {
 	if int(idle.Add(1)) >= runtime.GOMAXPROCS(0) {
 		return leave() // enough workers poll already
 	}
@@ -185,7 +250,7 @@ func next() (func(), bool) {
 // the count is already 0: then a caller has claimed this worker (or another
 // polling one, which comes to the same), its part is on the way, and leave
 // returns it.
-func leave() (func(), bool) {
+func leave() (*job, bool) {
 	for {
 		n := idle.Load()
 		if n == 0 {

@@ -11,8 +11,8 @@ import (
 
 // Every element of every call is covered exactly once and before the call
 // returns, with many callers at once sharing the workers, for goroutine
-// counts below, at and above GOMAXPROCS; parallelParts makes exactly p
-// ranges.
+// counts below, at and above GOMAXPROCS; parallelRunParts makes exactly p
+// ranges, and parallelRun returns the smallest position any chunk found.
 func TestParallelRunsEachPartOnce(t *testing.T) {
 	const callers, calls = 8, 200
 	var wg sync.WaitGroup
@@ -28,14 +28,15 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 					}
 				})
 				var ranges atomic.Int32
-				parallelParts(n, p, func(lo, hi int) {
+				parallelRunParts(n, p, funcTask(func(lo, hi int) int {
 					ranges.Add(1)
 					for i := lo; i < hi; i++ {
 						atomic.AddInt32(&hits[i], 1)
 					}
-				})
+					return -1
+				}))
 				if r := ranges.Load(); r != int32(p) {
-					t.Errorf("caller %d call %d: parallelParts made %d ranges, want %d", c, k, r, p)
+					t.Errorf("caller %d call %d: parallelRunParts made %d ranges, want %d", c, k, r, p)
 					return
 				}
 				for i, h := range hits {
@@ -45,16 +46,16 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 					}
 				}
 				bad := (c*31 + k) % n
-				got := parallelFirst(n, p, func(lo, hi int) int {
+				got := parallelRun(n, p, funcTask(func(lo, hi int) int {
 					for i := lo; i < hi; i++ {
 						if i >= bad {
 							return i
 						}
 					}
 					return -1
-				})
+				}))
 				if got != bad {
-					t.Errorf("caller %d call %d (p=%d): parallelFirst = %d, want %d", c, k, p, got, bad)
+					t.Errorf("caller %d call %d (p=%d): parallelRun = %d, want %d", c, k, p, got, bad)
 					return
 				}
 			}

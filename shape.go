@@ -173,12 +173,23 @@ func firstBadParallel[I index](idx []I, s int) int {
 	if p <= 1 {
 		return firstBad(idx, s)
 	}
-	return parallelFirst(len(idx), p, func(lo, hi int) int {
-		if q := firstBad(idx[lo:hi], s); q >= 0 {
-			return lo + q
-		}
-		return -1
-	})
+	t := newTask[checkTask[I]]()
+	defer freeTask(t)
+	*t = checkTask[I]{idx: idx, s: s}
+	return parallelRun(len(idx), p, t)
+}
+
+// checkTask is firstBadParallel's work for parallelRun.
+type checkTask[I index] struct {
+	idx []I
+	s   int
+}
+
+func (t *checkTask[I]) run(lo, hi int) int {
+	if q := firstBad(t.idx[lo:hi], t.s); q >= 0 {
+		return lo + q
+	}
+	return -1
 }
 
 // checkIndices returns an *IndexError for the first index of ix outside the
