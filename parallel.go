@@ -44,14 +44,15 @@ func parallelRun(n, p int, t task) int {
 	return spread(n, p, chunks(n, p), t)
 }
 
-// parallelRunParts is parallelRun cutting [0, n) into p ranges only, for
-// tasks whose every run costs a pass over something all runs share (such
-// as every index, each run keeping those that fall in its range).
+// parallelRunParts is parallelRun cutting [0, n) into p ranges only (at
+// most maxChunks), for tasks whose every run costs a pass over something
+// all runs share (such as every index, each run keeping those that fall in
+// its range).
 func parallelRunParts(n, p int, t task) int {
 	if p <= 1 || n <= 1 {
 		return t.run(0, n)
 	}
-	return spread(n, p, min(n, p), t)
+	return spread(n, p, min(n, p, maxChunks), t)
 }
 
 // parallelFor is parallelRun for a function, for callers off the kernels'
@@ -96,10 +97,10 @@ type job struct {
 
 var jobs = sync.Pool{New: func() any { return new(job) }}
 
-// spread runs t on the c chunks of [0, n) on the calling goroutine and p-1
-// workers, and returns the first position a chunk found, or -1. The caller
-// waits by polling: parked, it would wake as slowly as a parked worker
-// starts.
+// spread runs t on the c chunks (c <= maxChunks) of [0, n) on the calling
+// goroutine and p-1 workers, and returns the first position a chunk found,
+// or -1. The caller waits by polling: parked, it would wake as slowly as a
+// parked worker starts.
 func spread(n, p, c int, t task) int {
 	j := jobs.Get().(*job)
 	j.next.Store(0)

@@ -11,8 +11,9 @@ import (
 
 // Every element of every call is covered exactly once and before the call
 // returns, with many callers at once sharing the workers, for goroutine
-// counts below, at and above GOMAXPROCS; parallelRunParts makes exactly p
-// ranges, and parallelRun returns the smallest position any chunk found.
+// counts below, at and above GOMAXPROCS and above maxChunks;
+// parallelRunParts makes exactly p ranges (at most maxChunks), and
+// parallelRun returns the smallest position any chunk found.
 func TestParallelRunsEachPartOnce(t *testing.T) {
 	const callers, calls = 8, 200
 	var wg sync.WaitGroup
@@ -20,6 +21,9 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 		wg.Go(func() {
 			for k := range calls {
 				p := 2 + (c+k)%7
+				if k%50 == 49 {
+					p = maxChunks + 36 // more goroutines than chunks
+				}
 				n := 50 + k
 				hits := make([]int32, n)
 				parallelFor(n, p, func(lo, hi int) {
@@ -35,8 +39,8 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 					}
 					return -1
 				}))
-				if r := ranges.Load(); r != int32(p) {
-					t.Errorf("caller %d call %d: parallelRunParts made %d ranges, want %d", c, k, r, p)
+				if r, want := ranges.Load(), min(n, p, maxChunks); r != int32(want) {
+					t.Errorf("caller %d call %d: parallelRunParts made %d ranges, want %d", c, k, r, want)
 					return
 				}
 				for i, h := range hits {
