@@ -212,15 +212,13 @@ func take[I index](out, data *tensor.Dense, idx []I, outer, s, inner int, fresh 
 func takeWords[T any, I index](dst, src []T, idx []I, s, inner, rows, p int, fresh bool) int {
 	stream := fresh && streams(dst, src, inner)
 	mv := rowMoves{ahead: prefetches(src, inner), stream: stream, batch: batches(dst, inner, stream)}
+	w := takeTask[T, I]{dst: dst, src: src, idx: idx, s: s, inner: inner, mv: mv}
 	if p <= 1 {
-		if inner == 1 {
-			return takeElems(dst, src, idx, s, 0, rows)
-		}
-		return takeRows(dst, src, idx, s, inner, 0, rows, mv)
+		return w.run(0, rows)
 	}
 	t := newTask[takeTask[T, I]]()
 	defer freeTask(t)
-	*t = takeTask[T, I]{dst: dst, src: src, idx: idx, s: s, inner: inner, mv: mv}
+	*t = w
 	return parallelRun(rows, p, t)
 }
 
