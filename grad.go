@@ -221,12 +221,13 @@ func addBlocks[T float, I index](dst, src []T, idx []I, c T, s, inner, lo, hi, p
 // are large enough for it, else by clearing them (clearStreamed) and
 // adding.
 func setRows[T float, I index](dst, src []T, idx []I, c T, s, inner, o, jlo, jhi, pad int) {
-	if rows := dst[(o*s+jlo)*inner : (o*s+jhi)*inner]; writesFirst(rows, inner) {
+	rows := dst[(o*s+jlo)*inner : (o*s+jhi)*inner]
+	if writesFirst(rows, inner) {
 		n := len(idx)
 		addFirstTouch(dst[o*s*inner:(o+1)*s*inner], src[o*n*inner:(o+1)*n*inner], idx, c, inner, jlo, jhi, pad)
 		return
 	}
-	clearStreamed(dst[(o*s+jlo)*inner : (o*s+jhi)*inner])
+	clearStreamed(rows)
 	addRowsExcept(dst, src, idx, c, s, inner, o, o+1, jlo, jhi, pad)
 }
 

@@ -30,14 +30,22 @@ const maxStreamSource = 32 << 20
 // no pointers (the collector must see every pointer written, which
 // streamCopy does not tell it).
 func streams[T any](dst, src []T, inner int) bool {
-	if !streamStores || len(dst) == 0 || holdsPointers(dst) {
+	return !holdsPointers(dst) && streamable(dst, inner) &&
+		uintptr(len(src))*unsafe.Sizeof(src[0]) <= maxStreamSource
+}
+
+// streamable reports whether rows (rows of inner elements) may be written
+// with streaming stores of 16 bytes and is large enough to gain from them:
+// the assembly exists, rows is at least minStream bytes and 16-byte
+// aligned, and every row is a whole number of 16 bytes.
+func streamable[T any](rows []T, inner int) bool {
+	if !streamStores || len(rows) == 0 {
 		return false
 	}
-	size := unsafe.Sizeof(dst[0])
-	return uintptr(len(dst))*size >= minStream &&
-		uintptr(len(src))*size <= maxStreamSource &&
+	size := unsafe.Sizeof(rows[0])
+	return uintptr(len(rows))*size >= minStream &&
 		uintptr(inner)*size%16 == 0 &&
-		uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%16 == 0
+		uintptr(unsafe.Pointer(unsafe.SliceData(rows)))%16 == 0
 }
 
 // holdsPointers reports whether the elements of s hold pointers, for the
@@ -95,16 +103,9 @@ func clearStreamed[T float](s []T) {
 }
 
 // writesFirst reports whether a gradient that clears rows (rows of inner
-// elements) and then adds into them should use addFirstTouch: streaming
-// stores exist, rows is at least minStream bytes and 16-byte aligned, and
-// every row is a whole number of 16 bytes.
-func writesFirst[T float](rows []T, inner int) bool {
-	size := unsafe.Sizeof(T(0))
-	return streamStores && len(rows) > 0 &&
-		uintptr(len(rows))*size >= minStream &&
-		uintptr(inner)*size%16 == 0 &&
-		uintptr(unsafe.Pointer(unsafe.SliceData(rows)))%16 == 0
-}
+// elements) and then adds into them should use addFirstTouch: whether rows
+// is streamable.
+func writesFirst[T float](rows []T, inner int) bool { return streamable(rows, inner) }
 
 // streamScaledRow sets d[k] = 0 + c*g[k] for each k with streaming stores
 // (streamScaled32 or streamScaled64): the bits d[k] += c*g[k] gives on a
