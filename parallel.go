@@ -35,8 +35,8 @@ type task interface{ run(lo, hi int) int }
 // parallelRun cuts [0, n) into chunks and runs t on each, on the calling
 // goroutine and p-1 workers, and returns the smallest position any chunk
 // returned, or -1. With p <= 1 it runs t on all of [0, n) on the calling
-// goroutine. It allocates nothing once the pools are warm: the kernels'
-// tasks come from taskPools, the call's state from jobs.
+// goroutine. It allocates nothing once the free lists are filled: the
+// kernels' tasks come from taskLists, the call's state from jobs.
 func parallelRun(n, p int, t task) int {
 	if p <= 1 || n <= 1 {
 		return t.run(0, n)
@@ -95,14 +95,15 @@ type job struct {
 	found      [maxChunks]int // what chunk k's run returned
 }
 
-var jobs = sync.Pool{New: func() any { return new(job) }}
+// jobs holds jobs no goroutine holds any more (see freeList).
+var jobs = make(chan *job, 64)
 
 // spread runs t on the c chunks (c <= maxChunks) of [0, n) on the calling
 // goroutine and p-1 workers, and returns the first position a chunk found,
 // or -1. The caller waits by polling: parked, it would wake as slowly as a
 // parked worker starts.
 func spread(n, p, c int, t task) int {
-	j := jobs.Get().(*job)
+	j := fromList(jobs)
 	j.next.Store(0)
 	j.done.Store(0)
 	j.holders.Store(int32(p))
@@ -139,35 +140,57 @@ func (j *job) take() {
 func (j *job) release() {
 	if j.holders.Add(-1) == 0 {
 		j.t = nil
-		jobs.Put(j)
+		toList(jobs, j)
 	}
 }
 
-// taskPools holds a sync.Pool for each type of task the kernels use, keyed
-// by a nil pointer of that type, so that a parallel call describes its
-// work without allocating.
-var taskPools sync.Map
+// Free lists. The jobs and tasks of parallel calls are kept in channels
+// for reuse, not in sync.Pools: a sync.Pool keeps what a thread puts back
+// where other threads do not look first, and the goroutine that lets go of
+// a job or task (a worker, or a caller that waited on another thread) is
+// often on another thread than the next caller, which would then allocate.
 
-// newTask returns a *T from its pool; freeTask puts it back.
-func newTask[T any]() *T {
-	return taskPool[T]().Get().(*T)
+// fromList returns a free *T from list, or a new one if list is empty.
+func fromList[T any](list chan *T) *T {
+	select {
+	case t := <-list:
+		return t
+	default:
+		return new(T)
+	}
 }
 
-// freeTask clears t, so that the pool holds no references to the caller's
-// data, and puts it back in its pool.
+// toList puts t on list, or drops it if list is full.
+func toList[T any](list chan *T, t *T) {
+	select {
+	case list <- t:
+	default:
+	}
+}
+
+// taskLists holds a free list for each type of task the kernels use, keyed
+// by a nil pointer of that type, so that a parallel call describes its
+// work without allocating.
+var taskLists sync.Map
+
+// newTask returns a *T from its free list; freeTask puts it back.
+func newTask[T any]() *T { return fromList(taskList[T]()) }
+
+// freeTask clears t, so that the list holds no references to the caller's
+// data, and puts it back on its free list.
 func freeTask[T any](t *T) {
 	var zero T
 	*t = zero
-	taskPool[T]().Put(t)
+	toList(taskList[T](), t)
 }
 
-func taskPool[T any]() *sync.Pool {
+func taskList[T any]() chan *T {
 	key := any((*T)(nil))
-	p, ok := taskPools.Load(key)
+	l, ok := taskLists.Load(key)
 	if !ok {
-		p, _ = taskPools.LoadOrStore(key, &sync.Pool{New: func() any { return new(T) }})
+		l, _ = taskLists.LoadOrStore(key, make(chan *T, 16))
 	}
-	return p.(*sync.Pool)
+	return l.(chan *T)
 }
 
 // Workers. A goroutine started for a part does not exit when the part is
@@ -201,7 +224,8 @@ func hand(j *job) {
 		n := idle.Load()
 		if n == 0 {
 			live.Add(1)
-			go work(j)
+			go work()
+			starts <- j
 			return
 		}
 		if idle.CompareAndSwap(n, n-1) {
@@ -211,10 +235,16 @@ func hand(j *job) {
 	}
 }
 
-// work takes chunks of j, then of every job it receives, until it has
-// polled idleSpin for one in vain.
-func work(j *job) {
+// starts hands each new worker its first job: one job is sent for each
+// worker started, so every new worker receives one, and a go statement
+// without arguments allocates no closure to pass it.
+var starts = make(chan *job, 64)
+
+// work takes chunks of its first job, then of every job it receives, until
+// it has polled idleSpin for one in vain.
+func work() {
 	defer live.Add(-1)
+	j := <-starts
 	for {
 		j.take()
 		j.release()
