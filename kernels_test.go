@@ -528,3 +528,94 @@ func toFloat32(v []float64) []float32 {
 	}
 	return out
 }
+
+// firstBad checks the leading blocks of 16 indices with assembly where
+// there is some (checkedPrefix) and the rest one by one: a bad index must
+// be found at every position of a block and of the tail, for each index
+// type, at the edges of the range and beyond those of the types.
+func TestFirstBad(t *testing.T) {
+	type named int64
+	// want is the definition: the first v with v < -s or v >= s.
+	want := func(idx []int64, s int) int {
+		for p, v := range idx {
+			if v < -int64(s) || v >= int64(s) {
+				return p
+			}
+		}
+		return -1
+	}
+	check := func(t *testing.T, idx []int64, s int) {
+		t.Helper()
+		w := want(idx, s)
+		i32 := make([]int32, len(idx))
+		fits := true
+		for i, v := range idx {
+			i32[i] = int32(v)
+			fits = fits && int64(int32(v)) == v
+		}
+		assert.Equal(t, w, firstBad(idx, s), "int64")
+		assert.Equal(t, w, firstBad(convertIndices[int](idx), s), "int")
+		assert.Equal(t, w, firstBad(convertIndices[named](idx), s), "named int64")
+		if fits {
+			assert.Equal(t, w, firstBad(i32, s), "int32")
+		}
+		if !checkAssembly || s < 1 {
+			assert.Zero(t, checkedPrefix(idx, s))
+			return
+		}
+		// The assembly vouches for every whole block before the bad one.
+		blocks := len(idx) &^ 15
+		if w >= 0 {
+			blocks = min(blocks, w&^15)
+		}
+		assert.Equal(t, blocks, checkedPrefix(idx, s), "int64 blocks checked by assembly")
+		if fits {
+			assert.Equal(t, blocks, checkedPrefix(i32, s), "int32 blocks checked by assembly")
+		}
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, s64 := range []int64{1, 5, 1000, math.MaxInt32, math.MaxInt32 + 1, 1 << 62} {
+		s := int(s64)
+		if int64(s) != s64 {
+			continue // beyond int on this platform
+		}
+		for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 64, 70} {
+			idx := make([]int64, n)
+			for i := range idx {
+				idx[i] = int64(r.Uint64N(2*uint64(s))) - int64(s)
+			}
+			t.Run(fmt.Sprintf("s=%d n=%d valid", s, n), func(t *testing.T) { check(t, idx, s) })
+			bad := []int64{int64(s), -int64(s) - 1, math.MaxInt64, math.MinInt64, math.MaxInt32, math.MinInt32}
+			for p := range n {
+				for _, b := range bad {
+					if b >= -int64(s) && b < int64(s) {
+						continue // in range for this s
+					}
+					withBad := slices.Clone(idx)
+					withBad[p] = b
+					if p+1 < n {
+						withBad[p+1] = int64(s) // a second bad one after it must not be reported
+					}
+					check(t, withBad, s)
+				}
+				edges := slices.Clone(idx)
+				edges[p] = -int64(s)
+				if p+1 < n {
+					edges[p+1] = int64(s) - 1
+				}
+				check(t, edges, s)
+			}
+		}
+	}
+	// An empty axis has no valid index.
+	assert.Equal(t, 0, firstBad(make([]int64, 40), 0))
+	assert.Equal(t, -1, firstBad([]int64{}, 0))
+}
+
+func convertIndices[J index](idx []int64) []J {
+	out := make([]J, len(idx))
+	for i, v := range idx {
+		out[i] = J(v)
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unsafe"
 
 	"gorgonia.org/tensor"
 )
@@ -156,15 +157,37 @@ func unravel(p int, shape tensor.Shape) []int {
 // with the two comparisons folded into one: v is in range exactly when
 // v+s, computed in int64 and read as unsigned, is below 2s (an overflow
 // lands far above it). s is the size of an axis of real data, far below
-// 2^62, so 2s does not overflow.
+// 2^62, so 2s does not overflow. Where there is assembly for it, the
+// leading blocks of 16 indices are checked 4 at a time (checkedPrefix), and
+// the loop runs from the first block that holds a bad index.
 func firstBad[I index](idx []I, s int) int {
+	k := checkedPrefix(idx, s)
 	off, span := int64(s), uint64(2*int64(s))
-	for p, v := range idx {
+	for p, v := range idx[k:] {
 		if uint64(int64(v)+off) >= span {
-			return p
+			return k + p
 		}
 	}
 	return -1
+}
+
+// checkedPrefix returns how many leading indices of idx, a multiple of
+// 16, it found in [-s, s-1] with inRange64 or inRange32: those come before
+// the first block of 16 that holds a bad index. It returns 0 where there
+// is no assembly, for s outside the range the assembly handles, and for
+// fewer than 16 indices.
+func checkedPrefix[I index](idx []I, s int) int {
+	n := len(idx) &^ 15
+	if !checkAssembly || n == 0 || s < 1 || int64(s) > 1<<62 {
+		return 0
+	}
+	switch unsafe.Sizeof(idx[0]) {
+	case 8:
+		return inRange64((*int64)(unsafe.Pointer(&idx[0])), n, s)
+	case 4:
+		return inRange32((*int32)(unsafe.Pointer(&idx[0])), n, s)
+	}
+	return 0
 }
 
 // firstBadParallel is firstBad, split across workers for long index lists.
