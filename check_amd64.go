@@ -5,7 +5,8 @@ package gather
 import "golang.org/x/sys/cpu"
 
 // checkAssembly reports whether inRange64 and inRange32 may be called:
-// they use AVX2 instructions.
+// they use AVX2 instructions. BenchmarkIndexCheck turns it off to time
+// the Go loop alone.
 var checkAssembly = cpu.X86.HasAVX2
 
 // inRange64 returns how many of the n indices from p, in whole blocks of

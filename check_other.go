@@ -3,8 +3,9 @@
 package gather
 
 // checkAssembly is false where the package has no assembly for checking
-// indices: checkedPrefix then checks none.
-const checkAssembly = false
+// indices: checkedPrefix then checks none. It is a variable, as on amd64,
+// so that BenchmarkIndexCheck can set it on every platform.
+var checkAssembly = false
 
 func inRange64(p *int64, n int, s int) int { panic("gather: inRange64 without assembly") }
 
