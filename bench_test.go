@@ -153,6 +153,7 @@ func BenchmarkBaselines(b *testing.B) {
 		b.Run(c.name+"/copy", func(b *testing.B) {
 			src := make([]float32, d.oshape.TotalSize())
 			dst := make([]float32, len(src))
+			copy(dst, src) // untimed, as in BenchmarkCases
 			b.SetBytes(2 * d.outBytes)
 			for b.Loop() {
 				copy(dst, src)
@@ -183,6 +184,7 @@ func BenchmarkBaselines(b *testing.B) {
 		}
 		b.Run(c.name+"/naive-fwd", func(b *testing.B) {
 			out := make([]float32, d.oshape.TotalSize())
+			naiveForward(c, d, out) // untimed, as in BenchmarkCases
 			b.SetBytes(2*d.outBytes + d.idxBytes)
 			for b.Loop() {
 				naiveForward(c, d, out)
@@ -190,6 +192,7 @@ func BenchmarkBaselines(b *testing.B) {
 		})
 		b.Run(c.name+"/naive-bwd", func(b *testing.B) {
 			dst := make([]float32, d.data.Shape().TotalSize())
+			naiveBackward(c, d, dst) // untimed, as in BenchmarkCases
 			b.SetBytes(d.dataBytes + 3*d.outBytes + d.idxBytes)
 			for b.Loop() {
 				clear(dst)
