@@ -69,8 +69,11 @@
 // zeros in the rows no index names, with the bits that clearing and adding
 // give. On processors with
 // AVX, Gather moves rows of whole multiples of 32 bytes eight at a time with
-// one assembly call (rows_amd64.s) and 32-byte loads and stores. Building
-// with the purego tag, or on other architectures, leaves these out.
+// one assembly call (rows_amd64.s) and 32-byte loads and stores. On
+// processors with AVX2, the check of every index before a call writes into
+// a buffer the caller can see tests 16 indices per step (check_amd64.s); the
+// Go loop then finds the position of the first bad one. Building with the
+// purego tag, or on other architectures, leaves these out.
 //
 // The gradient of Gather adds rows with gonum's axpy (blas/gonum), which
 // is assembly on amd64 and gives each element the bits of the plain loop
