@@ -158,8 +158,9 @@ func unravel(p int, shape tensor.Shape) []int {
 // v+s, computed in int64 and read as unsigned, is below 2s (an overflow
 // lands far above it). s is the size of an axis of real data, far below
 // 2^62, so 2s does not overflow. Where there is assembly for it, the
-// leading blocks of 16 indices are checked 4 at a time (checkedPrefix), and
-// the loop runs from the first block that holds a bad index.
+// leading blocks of 16 indices are checked four to an instruction
+// (checkedPrefix), and the loop runs from the first block that holds a bad
+// index.
 func firstBad[I index](idx []I, s int) int {
 	k := checkedPrefix(idx, s)
 	off, span := int64(s), uint64(2*int64(s))
