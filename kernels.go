@@ -388,7 +388,15 @@ func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, 
 	bp := getBits(jhi - jlo)
 	defer bitPool.Put(bp)
 	seen := *bp // rows written so far, from jlo
+	ahead := prefetchesRepeats(block, inner, len(x))
 	for i, v := range x {
+		if ahead && i+rowsAhead < len(x) {
+			if j := wrap(x[i+rowsAhead], s); j >= jlo && j < jhi && j != pad {
+				if b := j - jlo; seen[b>>6]&(1<<(b&63)) != 0 {
+					prefetchRow(block[j*inner : (j+1)*inner])
+				}
+			}
+		}
 		j := wrap(v, s)
 		if j < jlo || j >= jhi || j == pad {
 			continue
@@ -412,6 +420,20 @@ func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, 
 		b = e
 	}
 	storeFence()
+}
+
+// prefetchesRepeats reports whether addFirstTouch, adding n rows into
+// block (rows of inner elements), should prefetch the rows that indices
+// rowsAhead on name again. A row already written was written past the
+// caches, so an index that adds into it again waits on memory unless the
+// row is asked for in advance. Looking ahead costs a little on every
+// index; it pays when repeats are common, about one index in 16 or more,
+// which n random indices into s rows give from n >= s/8. With fewer
+// (emb_1m_64: 65,536 indices, 1,000,000 rows, 3% repeats) the look-ahead
+// made the gradient 5-9% slower; with more (emb_50k_128: 16,384 indices,
+// 50,000 rows, 15% repeats) 13-14% faster at 1 thread.
+func prefetchesRepeats[T any](block []T, inner, n int) bool {
+	return prefetches(block, inner) && 8*n >= len(block)/inner
 }
 
 // nextSet returns the position of the first bit set in bits at or after
