@@ -3,7 +3,6 @@ package gather
 import (
 	mathbits "math/bits"
 	"runtime"
-	"sync"
 	"unsafe"
 
 	gonumblas "gonum.org/v1/gonum/blas/gonum"
@@ -386,7 +385,7 @@ func addRows[T float, I index](dst, src []T, idx []I, c T, s, inner, olo, ohi, j
 func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, pad int) {
 	s := len(block) / inner
 	bp := getBits(jhi - jlo)
-	defer bitPool.Put(bp)
+	defer toList(bitLists, bp)
 	seen := *bp // rows written so far, from jlo
 	ahead := prefetchesRepeats(block, inner, len(x))
 	for i, v := range x {
@@ -451,21 +450,24 @@ func nextSet(bits []uint64, from, n int) int {
 	return n
 }
 
-// bitPool holds the row bitmaps of addFirstTouch, so that a gradient call
-// in a training loop allocates none.
-var bitPool sync.Pool
+// bitLists holds the row bitmaps of addFirstTouch for reuse, so that a
+// gradient call in a training loop allocates none. It is a free list, as
+// for the parallel calls' jobs (see fromList), not a sync.Pool, which a
+// collection empties. It holds at most 16 bitmaps of a bit per row each.
+var bitLists = make(chan *[]uint64, 16)
 
-// getBits returns n cleared bits from bitPool, or new ones; put them back
-// when done.
+// getBits returns n cleared bits from bitLists, or new ones; put them back
+// with toList when done.
 func getBits(n int) *[]uint64 {
 	w := (n + 63) / 64
-	if p, ok := bitPool.Get().(*[]uint64); ok && cap(*p) >= w {
+	p := fromList(bitLists)
+	if cap(*p) >= w {
 		*p = (*p)[:w]
 		clear(*p)
 		return p
 	}
-	b := make([]uint64, w)
-	return &b
+	*p = make([]uint64, w)
+	return p
 }
 
 // addAlong is the backward of takeAlong for rows lo..hi-1 and, within

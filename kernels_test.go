@@ -142,14 +142,24 @@ func TestZeroAllocations(t *testing.T) {
 	assert.Zero(t, allocs, "GatherElements forward into a buffer and ScatterAdd")
 
 	// A destination block large enough for addFirstTouch takes its row
-	// bitmap from a pool.
+	// bitmap from a free list, which collections leave as it is.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	big := make([]float32, 80000*8)
 	require.True(t, writesFirst(big, 8) || !streamStores)
 	rows := castIndices(randIndices(rand.New(rand.NewPCG(3, 3)), 5000, 80000), []int{5000}, tensor.Int64).Int64s()
 	up := make([]float32, 5000*8)
-	allocs = testing.AllocsPerRun(20, func() { indexAdd(big, up, rows, tensor.Shape{80000, 8}, 0, 1, -1, true) })
+	grad := func() { indexAdd(big, up, rows, tensor.Shape{80000, 8}, 0, 1, -1, true) }
+	allocs = testing.AllocsPerRun(20, grad)
 	assert.Zero(t, allocs, "gradient into a 2.5 MB block")
+	// The first call after two collections, counted without a warm-up
+	// call (testing.AllocsPerRun makes one).
+	runtime.GC()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	grad()
+	runtime.ReadMemStats(&after)
+	assert.Zero(t, after.Mallocs-before.Mallocs, "gradient into a 2.5 MB block, after two collections")
 }
 
 // Above the parallel threshold the prealloc and incr paths allocate nothing
