@@ -391,7 +391,7 @@ func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, 
 	for i, v := range x {
 		if ahead && i+rowsAhead < len(x) {
 			if j := wrap(x[i+rowsAhead], s); j >= jlo && j < jhi && j != pad {
-				if b := j - jlo; seen[b>>6]&(1<<(b&63)) != 0 {
+				if isSet(seen, j-jlo) {
 					prefetchRow(block[j*inner : (j+1)*inner])
 				}
 			}
@@ -401,7 +401,7 @@ func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, 
 			continue
 		}
 		d, y := block[j*inner:(j+1)*inner], g[i*inner:(i+1)*inner]
-		if b := j - jlo; seen[b>>6]&(1<<(b&63)) == 0 {
+		if b := j - jlo; !isSet(seen, b) {
 			seen[b>>6] |= 1 << (b & 63)
 			streamScaledRow(d, y, c)
 		} else {
@@ -409,7 +409,7 @@ func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, 
 		}
 	}
 	for b := 0; b < jhi-jlo; {
-		if seen[b>>6]&(1<<(b&63)) != 0 {
+		if isSet(seen, b) {
 			b++
 			continue
 		}
@@ -434,6 +434,9 @@ func addFirstTouch[T float, I index](block, g []T, x []I, c T, inner, jlo, jhi, 
 func prefetchesRepeats[T any](block []T, inner, n int) bool {
 	return prefetches(block, inner) && 8*n >= len(block)/inner
 }
+
+// isSet reports whether bit b of bits is set.
+func isSet(bits []uint64, b int) bool { return bits[b>>6]&(1<<(b&63)) != 0 }
 
 // nextSet returns the position of the first bit set in bits at or after
 // from, or n if there is none before n.
