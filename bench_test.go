@@ -99,26 +99,33 @@ func BenchmarkCases(b *testing.B) {
 				fwd()
 			}
 		})
-		// The same forward into a buffer reused from the last call, as the
-		// op's UsePreallocDo does: the kernel without Go's allocation.
-		b.Run(c.name+"/fwd-prealloc", func(b *testing.B) {
-			o := &op{kind: c.kind, axis: c.axis}
+		// The same forward into a buffer reused from the last call
+		// (tensor.WithReuse), against PyTorch's out= calls.
+		b.Run(c.name+"/fwd-reuse", func(b *testing.B) {
 			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(d.oshape...))
-			// One untimed call first, as the PyTorch peer makes: it pays
-			// for the first touch of buf's pages, which a reused buffer
-			// has had long before.
-			if _, err := o.UsePreallocDo(buf, d.data, d.indices); err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(2*d.outBytes + d.idxBytes)
-			for b.Loop() {
-				if _, err := o.UsePreallocDo(buf, d.data, d.indices); err != nil {
+			reuse := tensor.WithReuse(buf)
+			fwd := func() {
+				var err error
+				if c.kind == opGather {
+					_, err = Take(d.data, d.indices, c.axis, reuse)
+				} else {
+					_, err = TakeAlongAxis(d.data, d.indices, c.axis, reuse)
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 			}
+			// One untimed call first, as the PyTorch peer makes: it pays
+			// for the first touch of buf's pages, which a reused buffer
+			// has had long before.
+			fwd()
+			b.SetBytes(2*d.outBytes + d.idxBytes)
+			for b.Loop() {
+				fwd()
+			}
 		})
 		b.Run(c.name+"/bwd", func(b *testing.B) {
-			diff := &diffOp{fwd: &op{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
+			diff := &diffOp{fwd: &opBase{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
 			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.dshape...))
 			// One untimed call first, as for fwd-prealloc.
 			if _, err := diff.UsePreallocDo(buf, d.indices, d.grad); err != nil {
@@ -316,237 +323,5 @@ func benchRuns(b *testing.B, vm gorgonia.VM) {
 			b.Fatal(err)
 		}
 		vm.Reset()
-	}
-}
-
-// BenchmarkTrainStep measures one training step of an embedding model, dense
-// against row-sparse: a lookup of 4096 ids in a table of N rows × 64, a
-// linear head to 16 classes, CrossEntropy, backward, and an SGD
-// update (gorgonia.VanillaSolver for everything dense; SparseSGD for the
-// sparse table). A dense step touches the whole table (its gradient, the
-// update); a sparse step only the rows in the batch.
-func BenchmarkTrainStep(b *testing.B) {
-	for _, mode := range []string{"dense", "sparse"} {
-		for _, rows := range []int{10_000, 100_000, 1_000_000} {
-			b.Run(fmt.Sprintf("%s/rows=%d", mode, rows), func(b *testing.B) {
-				benchTrainStep(b, mode == "sparse", rows)
-			})
-		}
-	}
-}
-
-func benchTrainStep(b *testing.B, sparse bool, rows int) {
-	const batch, dim, classes = 4096, 64, 16
-	r := rand.New(rand.NewPCG(3, uint64(rows)))
-	init := func(dt tensor.Dtype, s ...int) any {
-		v := make([]float32, tensor.Shape(s).TotalSize())
-		for i := range v {
-			v[i] = float32(r.NormFloat64()) * 0.1
-		}
-		return v
-	}
-	g := gorgonia.NewGraph()
-	var opts []EmbeddingOption
-	if sparse {
-		opts = append(opts, EmbeddingSparse())
-	}
-	emb, err := NewEmbedding(g, "emb", rows, dim, tensor.Float32, append(opts, EmbeddingInit(init))...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	idv := make([]int, batch)
-	tv := make([]int, batch)
-	for i := range idv {
-		idv[i], tv[i] = r.IntN(rows), r.IntN(classes)
-	}
-	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("ids"),
-		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(idv))))
-	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("y"),
-		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(tv))))
-	w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(dim, classes), gorgonia.WithName("w"), gorgonia.WithInit(init))
-	h, err := emb.Lookup(ids)
-	if err != nil {
-		b.Fatal(err)
-	}
-	loss, err := CrossEntropy(gorgonia.Must(gorgonia.Mul(h, w)), targets)
-	if err != nil {
-		b.Fatal(err)
-	}
-	learn := append(emb.Learnables(), w)
-	if _, err := gorgonia.Grad(loss, append(learn, emb.GradNodes()...)...); err != nil {
-		b.Fatal(err)
-	}
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
-	defer vm.Close()
-	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
-	sgd := &SparseSGD{LearnRate: 0.1}
-	table := emb.Table.Value().(*tensor.Dense)
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := vm.RunAll(); err != nil {
-			b.Fatal(err)
-		}
-		if sparse {
-			rg, err := emb.RowGrad()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := sgd.Step(table, rg); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := solver.Step(gorgonia.NodesToValueGrads(learn)); err != nil {
-			b.Fatal(err)
-		}
-		vm.Reset()
-	}
-}
-
-// BenchmarkRowGradient measures the row-sparse gradient of one lookup of
-// 4096 ids into a table of 1,000,000 rows × 64.
-func BenchmarkRowGradient(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 2))
-	ids := make([]int, 4096)
-	for i := range ids {
-		ids[i] = r.IntN(1_000_000)
-	}
-	idsT := tensor.New(tensor.WithShape(4096), tensor.WithBacking(ids))
-	gT := tensor.New(tensor.WithShape(4096, 64), tensor.WithBacking(make([]float32, 4096*64)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := RowGradient(idsT, gT, 1_000_000, -1); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkCrossEntropy measures one TapeMachine run, loss and gradient, of
-// the cross-entropy of 4096 rows of 16 logits: the fused CrossEntropy
-// against NLLLoss after gorgonia.LogSoftMax, which compute the same values.
-func BenchmarkCrossEntropy(b *testing.B) {
-	const rows, classes = 4096, 16
-	r := rand.New(rand.NewPCG(4, 5))
-	x := make([]float32, rows*classes)
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
-	y := make([]int, rows)
-	for i := range y {
-		y[i] = r.IntN(classes)
-	}
-	for _, fused := range []bool{true, false} {
-		name := "CrossEntropy"
-		if !fused {
-			name = "LogSoftMax+NLLLoss"
-		}
-		b.Run(name, func(b *testing.B) {
-			loss, _, err := lossGraph(tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)),
-				tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), fused)
-			if err != nil {
-				b.Fatal(err)
-			}
-			vm := gorgonia.NewTapeMachine(loss.Graph())
-			defer vm.Close()
-			benchRuns(b, vm)
-		})
-	}
-}
-
-// BenchmarkStreamStores measures the Gather cases' forward with ordinary
-// stores ("plain") and with the stores the forward chooses for a new
-// output ("chosen": streaming ones where streams allows), in the same run:
-// into a new output per call ("new"), in this benchmark's small heap,
-// where the memory Go hands out was written a few calls ago; and into
-// outputs taken in turn from 128 MB of buffers ("cold"), whose memory was
-// last written 128 MB of writes ago, as in a program whose live heap is
-// that large. Both measure memory the process already has: the first
-// write to memory new to the process also waits for the system to supply
-// its pages, which costs more than either kind of store.
-func BenchmarkStreamStores(b *testing.B) {
-	const coldBytes = 128 << 20
-	hows := []struct {
-		name   string
-		stream bool
-	}{{"plain", false}, {"chosen", true}}
-	for _, c := range benchCases {
-		if c.kind != opGather {
-			continue
-		}
-		d := c.make()
-		ix, err := asIndices(opGather, d.indices)
-		if err != nil {
-			b.Fatal(err)
-		}
-		// The heap's first outputs take memory from the system; the runs
-		// below measure the steady state.
-		steady(func() { runTake(newOutput(tensor.Float32, d.oshape), d.data, ix, c.axis, false) })
-		for _, how := range hows {
-			b.Run(c.name+"/new/"+how.name, func(b *testing.B) {
-				b.SetBytes(2*d.outBytes + d.idxBytes)
-				for b.Loop() {
-					if runTake(newOutput(tensor.Float32, d.oshape), d.data, ix, c.axis, how.stream) >= 0 {
-						b.Fatal("index out of range")
-					}
-				}
-			})
-		}
-		cold := make([]*tensor.Dense, max(2, coldBytes/int(d.outBytes)))
-		for i := range cold {
-			cold[i] = newOutput(tensor.Float32, d.oshape)
-			clear(cold[i].Float32s()) // so that the system has given it pages
-		}
-		for _, how := range hows {
-			b.Run(c.name+"/cold/"+how.name, func(b *testing.B) {
-				b.SetBytes(2*d.outBytes + d.idxBytes)
-				i := 0
-				for b.Loop() {
-					if runTake(cold[i], d.data, ix, c.axis, how.stream) >= 0 {
-						b.Fatal("index out of range")
-					}
-					i = (i + 1) % len(cold)
-				}
-			})
-		}
-		runtime.KeepAlive(cold)
-	}
-}
-
-// BenchmarkIndexCheck measures the check every index passes before a call
-// writes into memory the caller can see (a reused output, a gradient
-// buffer), on the indices of elem_axis1, one thread: the Go loop alone
-// ("loop") against the choice the package makes ("chosen": AVX2 assembly
-// for the leading blocks of 16 where the processor has it).
-func BenchmarkIndexCheck(b *testing.B) {
-	c := benchCases[3]
-	d := c.make()
-	i64 := d.indices.Int64s()
-	i32 := make([]int32, len(i64))
-	for i, v := range i64 {
-		i32[i] = int32(v)
-	}
-	s := c.dshape[c.axis]
-	defer func(was bool) { checkAssembly = was }(checkAssembly)
-	for _, how := range []struct {
-		name string
-		asm  bool
-	}{{"loop", false}, {"chosen", checkAssembly}} {
-		b.Run("int64/"+how.name, func(b *testing.B) {
-			checkAssembly = how.asm
-			b.SetBytes(d.idxBytes)
-			for b.Loop() {
-				if firstBad(i64, s) >= 0 {
-					b.Fatal("index out of range")
-				}
-			}
-		})
-		b.Run("int32/"+how.name, func(b *testing.B) {
-			checkAssembly = how.asm
-			b.SetBytes(d.idxBytes / 2)
-			for b.Loop() {
-				if firstBad(i32, s) >= 0 {
-					b.Fatal("index out of range")
-				}
-			}
-		})
 	}
 }

@@ -5,26 +5,28 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gathergrad/gather/internal/dense"
 )
 
-// Sentinel errors. Every error this package returns wraps exactly one of
-// them, so callers can test the class with errors.Is.
+// Sentinel errors. Every error this module's packages return wraps exactly
+// one of them, so callers can test the class with errors.Is.
 var (
 	// ErrIndexOutOfRange: an index lies outside [-s, s-1] for an axis of size s.
-	ErrIndexOutOfRange = errors.New("index out of range")
+	ErrIndexOutOfRange = dense.ErrIndexOutOfRange
 	// ErrAxisOutOfRange: the axis lies outside [-r, r-1] for data of rank r.
-	ErrAxisOutOfRange = errors.New("axis out of range")
-	// ErrShape: the shapes or ranks of the arguments do not fit together,
-	// or a size overflows int.
-	ErrShape = errors.New("shape mismatch")
-	// ErrDtype: an argument has a dtype the operation does not accept.
-	ErrDtype = errors.New("unsupported dtype")
+	ErrAxisOutOfRange = dense.ErrAxisOutOfRange
+	// ErrShape: the shapes, ranks or layouts of the arguments do not fit
+	// together, or a size overflows int.
+	ErrShape = dense.ErrShape
+	// ErrDtype: an argument has a dtype or type the operation does not accept.
+	ErrDtype = dense.ErrDtype
 )
 
 // An IndexError records an index outside the valid range of its axis.
 // It unwraps to ErrIndexOutOfRange.
 type IndexError struct {
-	Op    string // "gather", "gather_elements" or "cross_entropy"
+	Op    string // "gather", "gather_elements", or the nn operation, e.g. "cross_entropy"
 	Pos   []int  // position of the bad value in the indices (or targets) tensor
 	Value int64  // the bad value
 	Axis  int    // the data axis it indexes (normalised, >= 0)
@@ -34,7 +36,7 @@ type IndexError struct {
 func (e *IndexError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Op)
-	if e.Op == opCrossEntropy {
+	if e.Op == "cross_entropy" {
 		b.WriteString(": targets[")
 	} else {
 		b.WriteString(": indices[")

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/dense"
 )
 
 var indexDtypes = []tensor.Dtype{tensor.Int, tensor.Int32, tensor.Int64}
@@ -37,12 +39,12 @@ func graphForward(t *testing.T, kind string, data, indices *tensor.Dense, axis i
 		g := gorgonia.NewGraph()
 		d := gorgonia.NodeFromAny(g, data, gorgonia.WithName("data"))
 		i := gorgonia.NodeFromAny(g, indices, gorgonia.WithName("indices"))
-		out, err := apply(kind, d, i, axis, nil)
+		out, err := applyKind(kind, d, i, axis, nil)
 		require.NoError(t, err, m.name)
 		require.True(t, want.Shape().Eq(out.Shape()), "%s: node shape %v, want %v", m.name, out.Shape(), want.Shape())
 		vm := m.new(g)
 		require.NoError(t, vm.RunAll(), m.name)
-		got, err := asDense("test", "output", out.Value())
+		got, err := dense.Read("test", "output", out.Value())
 		require.NoError(t, err, m.name)
 		requireSameTensor(t, want, got)
 		vm.Close()
@@ -454,7 +456,7 @@ func TestPreallocReuse(t *testing.T) {
 			idx := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]int64{0, 1, 1, 0}))
 			d := gorgonia.NodeFromAny(g, data, gorgonia.WithName("data"))
 			i := gorgonia.NodeFromAny(g, idx, gorgonia.WithName("i"))
-			out, err := apply(kind, d, i, 1, nil)
+			out, err := applyKind(kind, d, i, 1, nil)
 			require.NoError(t, err)
 			cost := gorgonia.Must(gorgonia.Sum(out))
 			vm := gorgonia.NewLispMachine(g)

@@ -1,4 +1,4 @@
-package gather
+package gather_test
 
 import (
 	"fmt"
@@ -9,15 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/gradcheck"
 )
 
 var floatDtypes = []tensor.Dtype{tensor.Float64, tensor.Float32}
 
 // weightedSum builds sum(op(data, indices) * w): w gives every output
 // element its own upstream gradient.
-func weightedSum(kind string, axis int, opts ...Option) func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.Node, error) {
+func weightedSum(kind string, axis int, opts ...gather.Option) func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.Node, error) {
 	return func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Node, error) {
-		out, err := apply(kind, in[0], in[1], axis, opts)
+		out, err := applyKind(kind, in[0], in[1], axis, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -32,9 +35,9 @@ func weightedSum(kind string, axis int, opts ...Option) func(*gorgonia.ExprGraph
 	}
 }
 
-func checkOpts(machine string) []CheckOption {
+func checkOpts(machine string) []gradcheck.Option {
 	if machine == "lisp" {
-		return []CheckOption{WithLispMachine()}
+		return []gradcheck.Option{gradcheck.WithLispMachine()}
 	}
 	return nil
 }
@@ -61,7 +64,7 @@ func TestGradCheckGather(t *testing.T) {
 						}
 						name := fmt.Sprintf("data%v/axis%d/indices%v/%v/%s", dshape, axis, ishape, dt, machine)
 						t.Run(name, func(t *testing.T) {
-							require.NoError(t, GradCheck(weightedSum(opGather, axis), inputs, checkOpts(machine)...))
+							require.NoError(t, gradcheck.Check(weightedSum(opGather, axis), inputs, checkOpts(machine)...))
 						})
 					}
 				}
@@ -91,7 +94,7 @@ func TestGradCheckGatherElements(t *testing.T) {
 					}
 					name := fmt.Sprintf("data%v/axis%d/indices%v/%v/%s", dshape, axis, ishape, dt, machine)
 					t.Run(name, func(t *testing.T) {
-						require.NoError(t, GradCheck(weightedSum(opGatherElements, axis), inputs, checkOpts(machine)...))
+						require.NoError(t, gradcheck.Check(weightedSum(opGatherElements, axis), inputs, checkOpts(machine)...))
 					})
 				}
 			}
@@ -115,13 +118,13 @@ func weightTensor(r *rand.Rand, shape []int, dt tensor.Dtype) *tensor.Dense {
 	return floatTensor(w, shape, dt)
 }
 
-// Gather -> GatherElements -> reduction, and a data node read by two gathers.
+// gather.Gather -> gather.GatherElements -> reduction, and a data node read by two gathers.
 func TestGradCheckCompositions(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, dt := range floatDtypes {
 		for _, machine := range []string{"tape", "lisp"} {
 			t.Run(fmt.Sprintf("chain/%v/%s", dt, machine), func(t *testing.T) {
-				// data [6, 4] -> Gather rows [5] -> [5, 4] -> GatherElements axis 1 [5, 2] -> weighted sum.
+				// data [6, 4] -> gather.Gather rows [5] -> [5, 4] -> gather.GatherElements axis 1 [5, 2] -> weighted sum.
 				inputs := []tensor.Tensor{
 					floatTensor(randFloats(r, 24), []int{6, 4}, dt),
 					castIndices([]int64{5, 0, -1, 2, 5}, []int{5}, tensor.Int),
@@ -129,17 +132,17 @@ func TestGradCheckCompositions(t *testing.T) {
 					weightTensor(r, []int{5, 2}, dt),
 				}
 				build := func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Node, error) {
-					rows, err := Gather(in[0], in[1], 0)
+					rows, err := gather.Gather(in[0], in[1], 0)
 					if err != nil {
 						return nil, err
 					}
-					picked, err := GatherElements(rows, in[2], 1)
+					picked, err := gather.GatherElements(rows, in[2], 1)
 					if err != nil {
 						return nil, err
 					}
 					return gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(picked, in[3])))
 				}
-				require.NoError(t, GradCheck(build, inputs, checkOpts(machine)...))
+				require.NoError(t, gradcheck.Check(build, inputs, checkOpts(machine)...))
 			})
 			t.Run(fmt.Sprintf("shared data/%v/%s", dt, machine), func(t *testing.T) {
 				inputs := []tensor.Tensor{
@@ -150,11 +153,11 @@ func TestGradCheckCompositions(t *testing.T) {
 					weightTensor(r, []int{3, 2}, dt),
 				}
 				build := func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Node, error) {
-					a, err := Gather(in[0], in[1], 0)
+					a, err := gather.Gather(in[0], in[1], 0)
 					if err != nil {
 						return nil, err
 					}
-					b, err := Gather(in[0], in[2], 1)
+					b, err := gather.Gather(in[0], in[2], 1)
 					if err != nil {
 						return nil, err
 					}
@@ -162,13 +165,13 @@ func TestGradCheckCompositions(t *testing.T) {
 					sb := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(b, in[4]))))
 					return gorgonia.Add(sa, sb)
 				}
-				require.NoError(t, GradCheck(build, inputs, checkOpts(machine)...))
+				require.NoError(t, gradcheck.Check(build, inputs, checkOpts(machine)...))
 			})
 		}
 	}
 }
 
-// GradCheck must catch a wrong gradient: WithGradScale(2) doubles it.
+// GradCheck must catch a wrong gradient: gather.WithGradScale(2) doubles it.
 func TestGradCheckRejectsScaledGradient(t *testing.T) {
 	for _, machine := range []string{"tape", "lisp"} {
 		t.Run(machine, func(t *testing.T) {
@@ -177,8 +180,8 @@ func TestGradCheckRejectsScaledGradient(t *testing.T) {
 				tensor.New(tensor.WithShape(2), tensor.WithBacking([]int64{2, 0})),
 				tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 1, 1, 1})),
 			}
-			require.NoError(t, GradCheck(weightedSum(opGather, 0), inputs, checkOpts(machine)...))
-			err := GradCheck(weightedSum(opGather, 0, WithGradScale(2)), inputs, checkOpts(machine)...)
+			require.NoError(t, gradcheck.Check(weightedSum(opGather, 0), inputs, checkOpts(machine)...))
+			err := gradcheck.Check(weightedSum(opGather, 0, gather.WithGradScale(2)), inputs, checkOpts(machine)...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "gradcheck: input 0 at [0 0]: analytic gradient 2, numeric 1 (|difference| 1 > tolerance 2.1e-05)")
 			// The input itself is untouched by the check.
@@ -189,13 +192,13 @@ func TestGradCheckRejectsScaledGradient(t *testing.T) {
 
 // gradsOf builds sum(op(data, indices) * w) and returns the gradient of data
 // from the chosen machine, on a first and a second run.
-func gradsOf(t *testing.T, machine, kind string, data, indices, w *tensor.Dense, axis int, opts ...Option) (first, second []float64) {
+func gradsOf(t *testing.T, machine, kind string, data, indices, w *tensor.Dense, axis int, opts ...gather.Option) (first, second []float64) {
 	t.Helper()
 	g := gorgonia.NewGraph()
 	d := gorgonia.NodeFromAny(g, data.Clone(), gorgonia.WithName("data"))
 	i := gorgonia.NodeFromAny(g, indices, gorgonia.WithName("indices"))
 	wn := gorgonia.NodeFromAny(g, w, gorgonia.WithName("w"))
-	out, err := apply(kind, d, i, axis, opts)
+	out, err := applyKind(kind, d, i, axis, opts)
 	require.NoError(t, err)
 	cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, wn))))
 	run := func() []float64 {
@@ -208,7 +211,7 @@ func gradsOf(t *testing.T, machine, kind string, data, indices, w *tensor.Dense,
 			// LispMachine adds into the gradients already held by the
 			// graph; start each run from zero as a training loop does.
 			if dv, err := d.Grad(); err == nil {
-				clearFloats(dv.(*tensor.Dense))
+				dv.(*tensor.Dense).Zero()
 			}
 			vm := gorgonia.NewLispMachine(g)
 			defer vm.Close()
@@ -337,9 +340,9 @@ func TestGradientsMatchReference(t *testing.T) {
 					dst := tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(dshape...))
 					var err error
 					if kind == opGather {
-						err = IndexAdd(dst, indices, w, axis)
+						err = gather.IndexAdd(dst, indices, w, axis)
 					} else {
-						err = ScatterAdd(dst, indices, w, axis)
+						err = gather.ScatterAdd(dst, indices, w, axis)
 					}
 					require.NoError(t, err)
 					assert.InDeltaSlice(t, want, floats(dst), 1e-9)
@@ -354,16 +357,16 @@ func TestWithGradScaleAndWithoutGrad(t *testing.T) {
 	indices := tensor.New(tensor.WithShape(3), tensor.WithBacking([]int64{2, 2, 0}))
 	w := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 1, 1, 1, 1, 1}))
 	for _, machine := range []string{"tape", "lisp"} {
-		first, _ := gradsOf(t, machine, opGather, data, indices, w, 0, WithGradScale(0.5))
+		first, _ := gradsOf(t, machine, opGather, data, indices, w, 0, gather.WithGradScale(0.5))
 		assert.Equal(t, []float64{0.5, 0.5, 0, 0, 1, 1}, first, machine)
 	}
-	// GatherElements on the last axis and on the first: both backward loops.
+	// gather.GatherElements on the last axis and on the first: both backward loops.
 	pick := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]int64{1, 1, 0, -1, 0, 2}))
 	for _, machine := range []string{"tape", "lisp"} {
-		first, _ := gradsOf(t, machine, opGatherElements, data, pick.Clone().(*tensor.Dense), w, 0, WithGradScale(0.25))
+		first, _ := gradsOf(t, machine, opGatherElements, data, pick.Clone().(*tensor.Dense), w, 0, gather.WithGradScale(0.25))
 		assert.Equal(t, []float64{0.5, 0, 0.25, 0.25, 0, 0.5}, first, machine+" axis 0")
 		last := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]int64{1, 1, 0, -1, 0, 0}))
-		first, _ = gradsOf(t, machine, opGatherElements, data, last, w, 1, WithGradScale(0.25))
+		first, _ = gradsOf(t, machine, opGatherElements, data, last, w, 1, gather.WithGradScale(0.25))
 		assert.Equal(t, []float64{0, 0.5, 0.25, 0.25, 0.5, 0}, first, machine+" axis 1")
 	}
 
@@ -374,7 +377,7 @@ func TestWithGradScaleAndWithoutGrad(t *testing.T) {
 			g := gorgonia.NewGraph()
 			d := gorgonia.NodeFromAny(g, data.Clone(), gorgonia.WithName("table"))
 			i := gorgonia.NodeFromAny(g, indices, gorgonia.WithName("i"))
-			out, err := Gather(d, i, 0, WithoutGrad())
+			out, err := gather.Gather(d, i, 0, gather.WithoutGrad())
 			require.NoError(t, err)
 			cost := gorgonia.Must(gorgonia.Add(gorgonia.Must(gorgonia.Sum(out)), gorgonia.Must(gorgonia.Sum(d))))
 			var vm gorgonia.VM
@@ -397,7 +400,7 @@ func TestWithGradScaleAndWithoutGrad(t *testing.T) {
 	g := gorgonia.NewGraph()
 	d := gorgonia.NodeFromAny(g, data.Clone(), gorgonia.WithName("table"))
 	i := gorgonia.NodeFromAny(g, indices, gorgonia.WithName("i"))
-	out, err := Gather(d, i, 0, WithoutGrad())
+	out, err := gather.Gather(d, i, 0, gather.WithoutGrad())
 	require.NoError(t, err)
 	_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(out)), d)
 	require.Error(t, err)
@@ -408,15 +411,15 @@ func TestNonFloatGradient(t *testing.T) {
 	g := gorgonia.NewGraph()
 	d := gorgonia.NewMatrix(g, tensor.Int64, gorgonia.WithShape(3, 2), gorgonia.WithName("d"))
 	i := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithShape(2), gorgonia.WithName("i"))
-	out, err := Gather(d, i, 0)
+	out, err := gather.Gather(d, i, 0)
 	require.NoError(t, err)
 	_, err = out.Op().(gorgonia.SDOp).SymDiff(gorgonia.Nodes{d, i}, out, out)
-	require.ErrorIs(t, err, ErrDtype)
+	require.ErrorIs(t, err, gather.ErrDtype)
 	assert.Contains(t, err.Error(), "gather: no gradient for int64 data")
 
 	dst := tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(3, 2))
-	err = IndexAdd(dst, tensor.New(tensor.WithShape(1), tensor.WithBacking([]int64{0})), tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(1, 2)), 0)
-	require.ErrorIs(t, err, ErrDtype)
+	err = gather.IndexAdd(dst, tensor.New(tensor.WithShape(1), tensor.WithBacking([]int64{0})), tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(1, 2)), 0)
+	require.ErrorIs(t, err, gather.ErrDtype)
 }
 
 // The gradient op clears a reused buffer, adds into an IncrDo target, and
@@ -425,7 +428,7 @@ func TestDiffOpPreallocAndIncr(t *testing.T) {
 	g := gorgonia.NewGraph()
 	d := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(3, 2), gorgonia.WithName("d"))
 	i := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithShape(3), gorgonia.WithName("i"))
-	out, err := Gather(d, i, 0, WithGradScale(2))
+	out, err := gather.Gather(d, i, 0, gather.WithGradScale(2))
 	require.NoError(t, err)
 	grads, err := out.Op().(gorgonia.SDOp).SymDiff(gorgonia.Nodes{d, i}, out, out)
 	require.NoError(t, err)
@@ -447,9 +450,9 @@ func TestDiffOpPreallocAndIncr(t *testing.T) {
 
 	bad := tensor.New(tensor.WithShape(3), tensor.WithBacking([]int64{1, 3, 0}))
 	_, err = diff.(gorgonia.UsePreallocDoer).UsePreallocDo(stale, bad, up)
-	require.ErrorIs(t, err, ErrIndexOutOfRange)
+	require.ErrorIs(t, err, gather.ErrIndexOutOfRange)
 	assert.Equal(t, want, stale.Float64s(), "a failed call changed the buffer")
-	require.ErrorIs(t, diff.(gorgonia.IncrDoer).IncrDo(acc, bad, up), ErrIndexOutOfRange)
+	require.ErrorIs(t, diff.(gorgonia.IncrDoer).IncrDo(acc, bad, up), gather.ErrIndexOutOfRange)
 	assert.Equal(t, []float64{1, 1, 9, 13, 11, 13}, acc.Float64s(), "a failed call changed the target")
 
 	v, err = diff.Do(idx, up)

@@ -3,6 +3,9 @@ package gather
 import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/kernel"
 )
 
 // GatherElements adds ONNX GatherElements (opset 13) to data's graph: one
@@ -21,89 +24,104 @@ import (
 // rank or shape is an error here; an index out of [-s, s-1] is an
 // *IndexError when the graph runs. The gradient with respect to data is the
 // upstream gradient added at the picked positions (see ScatterAdd).
+// WithPaddingIndex does not apply to it.
 func GatherElements(data, indices *gorgonia.Node, axis int, opts ...Option) (*gorgonia.Node, error) {
-	return apply(opGatherElements, data, indices, axis, opts)
-}
-
-// TakeAlongAxis is GatherElements on tensors: it returns a new tensor of the
-// shape of indices holding the elements of data they pick along axis, under
-// the rules given for GatherElements. Inputs are not modified.
-// It is O(size of indices).
-func TakeAlongAxis(data, indices tensor.Tensor, axis int) (*tensor.Dense, error) {
-	return forward(opGatherElements, data, indices, axis, nil)
-}
-
-// newAlongGeom describes GatherElements of row-major data of shape dshape
-// with indices of shape ishape along axis.
-func newAlongGeom(dshape, ishape tensor.Shape, axis int) alongGeom {
-	g := alongGeom{ishape: ishape, axis: axis, s: dshape[axis], n: ishape[len(ishape)-1]}
-	if len(dshape) > len(g.small) {
-		g.big = make([]int, len(dshape))
+	o, err := newBase(opGatherElements, data, indices, axis, newConfig(opts))
+	if err != nil {
+		return nil, err
 	}
-	st := 1
-	for d := len(dshape) - 1; d >= 0; d-- {
-		g.setStride(d, st)
-		st *= dshape[d]
-	}
-	return g
+	op := &gatherElementsOp{o}
+	return apply(op, &op.opBase, data, indices)
 }
 
-// runTakeAlong is the GatherElements kernel, out = TakeAlongAxis(data, ix,
-// axis). It returns the flat position in ix of the first index out of
-// range, or -1.
-func runTakeAlong(out, data *tensor.Dense, ix indexTensor, axis int) int {
-	if ix.shape.TotalSize() == 0 {
+// TakeAlongAxis is GatherElements on tensors: it returns a tensor of the
+// shape of indices holding the elements of data they pick along axis,
+// under the rules given for GatherElements. Inputs are not modified. It is
+// O(size of indices).
+//
+// tensor.WithReuse(out) and tensor.WithIncr(out) write the result into out
+// or add it into out, under the rules given for Take.
+func TakeAlongAxis(data, indices tensor.Tensor, axis int, opts ...tensor.FuncOpt) (*tensor.Dense, error) {
+	dst, err := parseOut(opGatherElements, opts)
+	if err != nil {
+		return nil, err
+	}
+	return forward(opGatherElements, data, indices, axis, dst)
+}
+
+// gatherElementsOp is the Gorgonia op of GatherElements.
+type gatherElementsOp struct{ opBase }
+
+// InferShape returns the output shape: the shape of indices.
+func (o *gatherElementsOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
+	return o.inferShape(in)
+}
+
+// Do picks into a new tensor.
+func (o *gatherElementsOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return o.do(nil, in) }
+
+// UsePreallocDo picks into prealloc when it can hold the result, else into
+// a new tensor.
+func (o *gatherElementsOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	return o.do(prealloc, in)
+}
+
+// runTakeAlong is the GatherElements kernel for out = TakeAlongAxis(data,
+// ix, axis), writing (or with add, adding into) out. It returns the flat
+// position in ix of the first index out of range, or -1; with add, indices
+// are checked already.
+func runTakeAlong(out, data *tensor.Dense, ix dense.Indices, axis int, add bool) int {
+	if ix.Shape.TotalSize() == 0 {
 		return -1
 	}
-	g := newAlongGeom(data.Shape(), ix.shape, axis)
-	switch ix.dtype {
+	g := kernel.NewAlong(data.Shape(), ix.Shape, axis)
+	switch ix.Dtype {
 	case tensor.Int:
-		return takeAlongTyped(out, data, ix.ints, &g)
+		return takeAlong(out, data, ix.Ints, &g, add)
 	case tensor.Int32:
-		return takeAlongTyped(out, data, ix.i32, &g)
-	case tensor.Int64:
-		return takeAlongTyped(out, data, ix.i64, &g)
+		return takeAlong(out, data, ix.I32, &g, add)
+	}
+	return takeAlong(out, data, ix.I64, &g, add)
+}
+
+func takeAlong[I kernel.Index](out, data *tensor.Dense, idx []I, g *kernel.Along, add bool) int {
+	if add {
+		switch data.Dtype() {
+		case tensor.Float32:
+			kernel.TakeAlongAdd(out.Float32s(), data.Float32s(), idx, g)
+		case tensor.Float64:
+			kernel.TakeAlongAdd(out.Float64s(), data.Float64s(), idx, g)
+		case tensor.Int:
+			kernel.TakeAlongAdd(out.Ints(), data.Ints(), idx, g)
+		case tensor.Int32:
+			kernel.TakeAlongAdd(out.Int32s(), data.Int32s(), idx, g)
+		case tensor.Int64:
+			kernel.TakeAlongAdd(out.Int64s(), data.Int64s(), idx, g)
+		}
+		return -1
+	}
+	switch dense.WordOf(data.Dtype()) {
+	case dense.Word8:
+		return kernel.TakeAlong(out.Uint8s(), data.Uint8s(), idx, g)
+	case dense.Word16:
+		return kernel.TakeAlong(out.Uint16s(), data.Uint16s(), idx, g)
+	case dense.Word32:
+		return kernel.TakeAlong(out.Uint32s(), data.Uint32s(), idx, g)
+	case dense.Word64:
+		return kernel.TakeAlong(out.Uint64s(), data.Uint64s(), idx, g)
+	case dense.Word128:
+		return kernel.TakeAlong(out.Complex128s(), data.Complex128s(), idx, g)
+	case dense.WordString:
+		return kernel.TakeAlong(out.Strings(), data.Strings(), idx, g)
+	case dense.WordPointer:
+		return kernel.TakeAlong(out.UnsafePointers(), data.UnsafePointers(), idx, g)
 	}
 	return -1
 }
 
-func takeAlongTyped[I index](out, data *tensor.Dense, idx []I, g *alongGeom) int {
-	rows := len(idx) / g.n
-	p := workers(len(idx), rows)
-	switch wordOf(data.Dtype()) {
-	case word8:
-		return takeAlongWords(out.Uint8s(), data.Uint8s(), idx, g, rows, p)
-	case word16:
-		return takeAlongWords(out.Uint16s(), data.Uint16s(), idx, g, rows, p)
-	case word32:
-		return takeAlongWords(out.Uint32s(), data.Uint32s(), idx, g, rows, p)
-	case word64:
-		return takeAlongWords(out.Uint64s(), data.Uint64s(), idx, g, rows, p)
-	case word128:
-		return takeAlongWords(out.Complex128s(), data.Complex128s(), idx, g, rows, p)
-	case wordString:
-		return takeAlongWords(out.Strings(), data.Strings(), idx, g, rows, p)
-	case wordPointer:
-		return takeAlongWords(out.UnsafePointers(), data.UnsafePointers(), idx, g, rows, p)
-	}
-	return -1
-}
-
-func takeAlongWords[T any, I index](dst, src []T, idx []I, g *alongGeom, rows, p int) int {
-	if p <= 1 {
-		return takeAlong(dst, src, idx, g, 0, rows)
-	}
-	t := newTask[alongTask[T, I]]()
-	defer freeTask(t)
-	*t = alongTask[T, I]{dst: dst, src: src, idx: idx, g: *g} // a copy, so that g itself stays on the caller's stack
-	return parallelRun(rows, p, t)
-}
-
-// alongTask is takeAlongWords' work for parallelRun.
-type alongTask[T any, I index] struct {
-	dst, src []T
-	idx      []I
-	g        alongGeom
-}
-
-func (t *alongTask[T, I]) run(lo, hi int) int { return takeAlong(t.dst, t.src, t.idx, &t.g, lo, hi) }
+var (
+	_ gorgonia.Op              = (*gatherElementsOp)(nil)
+	_ gorgonia.UsePreallocDoer = (*gatherElementsOp)(nil)
+	_ gorgonia.SDOp            = (*gatherElementsOp)(nil)
+	_ gorgonia.ADOp            = (*gatherElementsOp)(nil)
+)

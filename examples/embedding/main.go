@@ -9,7 +9,7 @@
 // continuation, and writes a plot of the loss curves.
 //
 // With -sparse the table is trained with row-sparse gradients
-// (gather.EmbeddingSparse) and gather.SparseAdam, the rest with Gorgonia's Adam.
+// (nn.EmbeddingSparse) and nn.SparseAdam, the rest with Gorgonia's Adam.
 //
 //	go run ./examples/embedding [-steps 1000] [-sparse] [-corpus PATH] [-out loss.png]
 package main

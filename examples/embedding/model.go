@@ -5,9 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/gathergrad/gather"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/nn"
 )
 
 // model is a fixed-window neural language model (Bengio et al., 2003): the
@@ -19,7 +20,7 @@ import (
 //	  -> CrossEntropy(logits, targets [batch])
 type model struct {
 	g       *gorgonia.ExprGraph
-	emb     *gather.Embedding
+	emb     *nn.Embedding
 	ids     *tensor.Dense // [batch, context] token ids, refilled each step
 	targets *tensor.Dense // [batch] next-token ids
 	logits  *gorgonia.Node
@@ -27,7 +28,7 @@ type model struct {
 	learn   gorgonia.Nodes
 	vm      gorgonia.VM
 	solver  gorgonia.Solver
-	sparse  *gather.SparseAdam // the table's optimiser with -sparse, else nil
+	sparse  *nn.SparseAdam // the table's optimiser with -sparse, else nil
 	batch   int
 	context int
 }
@@ -51,12 +52,12 @@ func newModel(cfg config, vocab int) (*model, error) {
 	m := &model{g: gorgonia.NewGraph(), batch: cfg.batch, context: cfg.context}
 	g := m.g
 	var err error
-	embOpts := []gather.EmbeddingOption{gather.EmbeddingInit(normal(rng, 0.1))}
+	embOpts := []nn.EmbeddingOption{nn.EmbeddingInit(normal(rng, 0.1))}
 	if cfg.sparse {
-		embOpts = append(embOpts, gather.EmbeddingSparse())
-		m.sparse = &gather.SparseAdam{LearnRate: cfg.lr}
+		embOpts = append(embOpts, nn.EmbeddingSparse())
+		m.sparse = &nn.SparseAdam{LearnRate: cfg.lr}
 	}
-	m.emb, err = gather.NewEmbedding(g, "embedding", vocab, cfg.dim, tensor.Float32, embOpts...)
+	m.emb, err = nn.NewEmbedding(g, "embedding", vocab, cfg.dim, tensor.Float32, embOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func newModel(cfg config, vocab int) (*model, error) {
 	if m.logits, err = affine(h, w2, b2); err != nil {
 		return nil, err
 	}
-	if m.loss, err = gather.CrossEntropy(m.logits, targets); err != nil {
+	if m.loss, err = nn.CrossEntropy(m.logits, targets); err != nil {
 		return nil, err
 	}
 	// With -sparse the table is not among the dense learnables: its

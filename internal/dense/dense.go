@@ -1,0 +1,278 @@
+// Package dense is the edge between gorgonia.org/tensor values and the
+// slice-level kernels of package kernel: it reads tensors and Gorgonia
+// values as row-major slices, checks their dtypes and sizes, and makes the
+// tensors the kernels write. Its errors wrap the sentinels below, which
+// package gather exports under the same names.
+package dense
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/gathergrad/gather/internal/kernel"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// The sentinels every error of the module wraps; package gather documents
+// them.
+var (
+	ErrIndexOutOfRange = errors.New("index out of range")
+	ErrAxisOutOfRange  = errors.New("axis out of range")
+	ErrShape           = errors.New("shape mismatch")
+	ErrDtype           = errors.New("unsupported dtype")
+)
+
+// Indices is an index argument in row-major order, whatever form it came
+// in. Exactly one of the slices is set, by dtype; each holds
+// Shape.TotalSize() values.
+type Indices struct {
+	Shape tensor.Shape
+	Dtype tensor.Dtype
+	Ints  []int
+	I32   []int32
+	I64   []int64
+}
+
+// At returns the index at flat position p.
+func (ix Indices) At(p int) int64 {
+	switch ix.Dtype {
+	case tensor.Int:
+		return int64(ix.Ints[p])
+	case tensor.Int32:
+		return int64(ix.I32[p])
+	}
+	return ix.I64[p]
+}
+
+// FirstBad returns the flat position of the first index outside
+// [-s, s-1], or -1 (kernel.FirstBad).
+func (ix Indices) FirstBad(s int) int {
+	switch ix.Dtype {
+	case tensor.Int:
+		return kernel.FirstBad(ix.Ints, s)
+	case tensor.Int32:
+		return kernel.FirstBad(ix.I32, s)
+	}
+	return kernel.FirstBad(ix.I64, s)
+}
+
+// ReadIndices reads an index argument named what (e.g. "indices", "ids")
+// of the operation op: a *tensor.Dense of any layout, or one of Gorgonia's
+// integer scalar values. It never copies a row-major tensor.
+func ReadIndices(op, what string, v any) (Indices, error) {
+	t, err := Read(op, what, v)
+	if err != nil {
+		return Indices{}, err
+	}
+	if err := CheckIndexDtype(op, what, t.Dtype()); err != nil {
+		return Indices{}, err
+	}
+	n := t.Shape().TotalSize()
+	ix := Indices{Shape: t.Shape(), Dtype: t.Dtype()}
+	switch t.Dtype() {
+	case tensor.Int:
+		ix.Ints = t.Ints()[:n]
+	case tensor.Int32:
+		ix.I32 = t.Int32s()[:n]
+	case tensor.Int64:
+		ix.I64 = t.Int64s()[:n]
+	}
+	return ix, nil
+}
+
+// ReadData reads a data argument as a row-major, contiguous *tensor.Dense:
+// the argument itself when it already is one, else a copy.
+func ReadData(op string, v any) (*tensor.Dense, error) {
+	t, err := Read(op, "data", v)
+	if err != nil {
+		return nil, err
+	}
+	if WordOf(t.Dtype()) == WordNone {
+		return nil, fmt.Errorf("%s: data dtype %v is not supported: %w", op, t.Dtype(), ErrDtype)
+	}
+	return t, nil
+}
+
+// Read checks that v is a *tensor.Dense held in Go memory, or one of
+// Gorgonia's scalar values, and returns it as a row-major contiguous
+// *tensor.Dense, copying only scalars, views, transposes and column-major tensors.
+func Read(op, what string, v any) (*tensor.Dense, error) {
+	var t *tensor.Dense
+	switch x := v.(type) {
+	case *tensor.Dense:
+		t = x
+	case nil:
+		return nil, fmt.Errorf("%s: %s is nil: %w", op, what, ErrShape)
+	case tensor.Tensor:
+		return nil, fmt.Errorf("%s: %s must be a *tensor.Dense, got a %v tensor of shape %v: %w", op, what, x.Dtype(), x.Shape(), ErrDtype)
+	case gorgonia.Scalar:
+		return tensor.New(tensor.FromScalar(x.Data())), nil
+	default:
+		return nil, fmt.Errorf("%s: %s must be a tensor, got a value of type %T: %w", op, what, v, ErrDtype)
+	}
+	if t == nil {
+		return nil, fmt.Errorf("%s: %s is nil: %w", op, what, ErrShape)
+	}
+	if !t.IsNativelyAccessible() {
+		return nil, fmt.Errorf("%s: %s of shape %v is not in Go memory: %w", op, what, t.Shape(), ErrDtype)
+	}
+	if _, err := Size(op, what, t.Shape()); err != nil {
+		return nil, err
+	}
+	if IsRowMajor(t) {
+		return t, nil
+	}
+	return rowMajorCopy(t)
+}
+
+// Writable reports whether kernels can write t in place through its
+// storage: row-major and contiguous, not a view of another tensor, and in
+// Go memory.
+func Writable(t *tensor.Dense) bool {
+	return IsRowMajor(t) && !t.IsView() && t.IsNativelyAccessible()
+}
+
+// IsRowMajor reports whether t's elements lie in row-major order from the
+// start of its storage with no gaps.
+func IsRowMajor(t *tensor.Dense) bool {
+	if t.Shape().TotalSize() <= 1 {
+		return true
+	}
+	want := 1
+	shape, strides := t.Shape(), t.Strides()
+	if len(strides) != len(shape) {
+		return false
+	}
+	for d := len(shape) - 1; d >= 0; d-- {
+		if shape[d] != 1 && strides[d] != want {
+			return false
+		}
+		want *= shape[d]
+	}
+	return true
+}
+
+// rowMajorCopy returns a new row-major tensor with t's values, reading t
+// through its strides (a view, a transpose or a column-major tensor).
+func rowMajorCopy(t *tensor.Dense) (*tensor.Dense, error) {
+	shape := t.Shape().Clone()
+	out := tensor.New(tensor.Of(t.Dtype()), tensor.WithShape(shape...))
+	if shape.TotalSize() == 0 {
+		return out, nil
+	}
+	strides := t.Strides()
+	if len(strides) != len(shape) {
+		return nil, fmt.Errorf("gather: tensor of shape %v has strides %v: %w", shape, strides, ErrShape)
+	}
+	switch WordOf(t.Dtype()) {
+	case Word8:
+		walkStrided(out.Uint8s(), t.Uint8s(), shape, strides)
+	case Word16:
+		walkStrided(out.Uint16s(), t.Uint16s(), shape, strides)
+	case Word32:
+		walkStrided(out.Uint32s(), t.Uint32s(), shape, strides)
+	case Word64:
+		walkStrided(out.Uint64s(), t.Uint64s(), shape, strides)
+	case Word128:
+		walkStrided(out.Complex128s(), t.Complex128s(), shape, strides)
+	case WordString:
+		walkStrided(out.Strings(), t.Strings(), shape, strides)
+	case WordPointer:
+		walkStrided(out.UnsafePointers(), t.UnsafePointers(), shape, strides)
+	default:
+		return nil, fmt.Errorf("gather: dtype %v is not supported: %w", t.Dtype(), ErrDtype)
+	}
+	return out, nil
+}
+
+// walkStrided is
+//
+//	for each coordinate c of shape in row-major order { dst[k] = src[Σ c[d]*strides[d]]; k++ }
+func walkStrided[T any](dst, src []T, shape, strides []int) {
+	coord := make([]int, len(shape))
+	off := 0
+	for k := range dst {
+		dst[k] = src[off]
+		for d := len(shape) - 1; d >= 0; d-- {
+			coord[d]++
+			off += strides[d]
+			if coord[d] < shape[d] {
+				break
+			}
+			off -= coord[d] * strides[d]
+			coord[d] = 0
+		}
+	}
+}
+
+// A Word is the unit in which kernels move a dtype's elements: an opaque
+// machine word of the element's width, or the element's own type for dtypes
+// that hold pointers.
+type Word int
+
+const (
+	WordNone Word = iota
+	Word8
+	Word16
+	Word32
+	Word64
+	Word128
+	WordString
+	WordPointer
+)
+
+// WordOf returns the Word of dtype dt, WordNone for dtypes the kernels
+// cannot move.
+func WordOf(dt tensor.Dtype) Word {
+	switch dt {
+	case tensor.String:
+		return WordString
+	case tensor.UnsafePointer:
+		return WordPointer
+	}
+	if dt.Type == nil || dt.Kind() == reflect.Pointer || dt.Kind() == reflect.Interface {
+		return WordNone
+	}
+	switch dt.Size() {
+	case 1:
+		return Word8
+	case 2:
+		return Word16
+	case 4:
+		return Word32
+	case 8:
+		return Word64
+	case 16:
+		return Word128
+	}
+	return WordNone
+}
+
+// Value returns t as the value Gorgonia expects of a node of t's rank:
+// t itself, or for rank 0 one of Gorgonia's scalar values where it has one
+// for t's dtype (its scalar ops do not accept a 0-d tensor).
+func Value(t *tensor.Dense) gorgonia.Value {
+	if t.Dims() != 0 {
+		return t
+	}
+	switch x := t.Data().(type) {
+	case float64:
+		return gorgonia.NewF64(x)
+	case float32:
+		return gorgonia.NewF32(x)
+	case int:
+		return gorgonia.NewI(x)
+	case int64:
+		return gorgonia.NewI64(x)
+	case int32:
+		return gorgonia.NewI32(x)
+	case uint8:
+		return gorgonia.NewU8(x)
+	case bool:
+		return gorgonia.NewB(x)
+	}
+	return t
+}

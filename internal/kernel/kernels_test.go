@@ -1,0 +1,273 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClearStreamed: a streamed clear sets every element to zero, and
+// nothing before or after the slice, whatever its alignment and length,
+// for both float types; below minStream it is an ordinary clear.
+func TestClearStreamed(t *testing.T) {
+	n32 := minStream/4 + 37
+	for _, off := range []int{0, 1, 2, 3} { // 0, 4, 8 and 12 bytes past a 16-byte boundary
+		for _, n := range []int{n32, n32 - 1, 100} {
+			buf := make([]float32, off+n+5)
+			for i := range buf {
+				buf[i] = float32(i + 1)
+			}
+			clearStreamed(buf[off : off+n])
+			for i, v := range buf {
+				want := float32(0)
+				if i < off || i >= off+n {
+					want = float32(i + 1)
+				}
+				if v != want {
+					t.Fatalf("float32, offset %d, length %d: element %d is %v, want %v", off, n, i, v, want)
+				}
+			}
+		}
+	}
+	n64 := minStream/8 + 3
+	buf := make([]float64, n64+2)
+	for i := range buf {
+		buf[i] = -1
+	}
+	clearStreamed(buf[1 : n64+1])
+	want := make([]float64, len(buf))
+	want[0], want[n64+1] = -1, -1
+	sameFloats(t, want, buf, "float64, offset 8 bytes")
+}
+
+// TestAddRow: the row add gives each element the bits of d + c*g, the
+// loop's result, for both float types, rows of any length and a scale;
+// with c == 0 it still turns an infinite or NaN g into NaN.
+func TestAddRow(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 4, 15, 16, 17, 64, 131} {
+		d32, g32 := make([]float32, n), make([]float32, n)
+		d64, g64 := make([]float64, n), make([]float64, n)
+		for i := range n {
+			d32[i], g32[i] = float32(i)*0.37-1, float32(i*i)*1.3e-3+0.1
+			d64[i], g64[i] = float64(i)*0.37-1, float64(i*i)*1.3e-3+0.1
+		}
+		w32, w64 := slices.Clone(d32), slices.Clone(d64)
+		for i := range n {
+			w32[i] += 0.7 * g32[i]
+			w64[i] += 0.7 * g64[i]
+		}
+		addRow(d32, g32, 0.7)
+		addRow(d64, g64, 0.7)
+		for i := range n {
+			if math.Float32bits(d32[i]) != math.Float32bits(w32[i]) || math.Float64bits(d64[i]) != math.Float64bits(w64[i]) {
+				t.Fatalf("length %d, element %d: float32 %v want %v, float64 %v want %v", n, i, d32[i], w32[i], d64[i], w64[i])
+			}
+		}
+	}
+	d := []float32{1, 2, 3}
+	addRow(d, []float32{float32(math.Inf(1)), float32(math.NaN()), 5}, 0)
+	assert.True(t, math.IsNaN(float64(d[0])), "0*Inf")
+	assert.True(t, math.IsNaN(float64(d[1])), "0*NaN")
+	assert.Equal(t, float32(3), d[2])
+}
+
+// The gradient of Gather writes large destination blocks with streaming
+// stores, row by row as indices first name them (addFirstTouch), and
+// clears the rows no index names afterwards. The result must be, bit for
+// bit, that of clearing and then adding c*g in index order: with repeated
+// and negative indices, a padding row, a negative scale (0 + -0 is +0), a
+// zero scale times Inf (NaN), float32 and float64, several outer blocks,
+// and the destination split across goroutines; a stale buffer is
+// overwritten everywhere.
+func TestFirstTouchGradient(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	r := rand.New(rand.NewPCG(31, 32))
+	cases := []struct {
+		name   string
+		dshape []int
+		axis   int
+		n, pad int
+		c      float64
+		first  bool // whether the blocks are written by addFirstTouch
+	}{
+		{"float rows of 32 bytes, padding row", []int{80000, 8}, 0, 5000, 3, 1, true},
+		{"three outer blocks", []int{3, 70000, 4}, 1, 3000, -1, -0.5, true},
+		{"rows of 48 bytes, zero scale", []int{60000, 12}, 0, 4000, -1, 0, true},
+		{"rows of 12 bytes", []int{100000, 3}, 0, 4000, 7, 2, false},
+		// Enough indices for rows named again to be prefetched.
+		{"rows of 64 bytes, many repeats", []int{20000, 16}, 0, 4000, 5, 1.5, true},
+	}
+	// Whether addFirstTouch looks ahead for repeats (float32 rows):
+	assert.True(t, prefetchesRepeats(make([]float32, 20000*16), 16, 4000), "many repeats")
+	assert.False(t, prefetchesRepeats(make([]float32, 80000*8), 8, 5000), "rows of 32 bytes")
+	assert.False(t, prefetchesRepeats(make([]float32, 100000*16), 16, 4000), "few repeats")
+	for _, c := range cases {
+		outer, s, inner := split(c.dshape, c.axis)
+		idx := make([]int64, c.n)
+		for i := range idx {
+			idx[i] = int64(r.IntN(s / 4)) // repeats
+			if i%3 == 0 {
+				idx[i] -= int64(s / 4) // negative
+			}
+		}
+		idx[c.n-1] = int64(c.pad) // the padding row is named, and must stay zero
+		g := randFloats(r, outer*c.n*inner)
+		for i := 0; i < len(g); i += 7 {
+			g[i] = 0 // c*0 is -0 for a negative c
+		}
+		g[5], g[len(g)-3] = math.Inf(1), math.NaN()
+		for _, dt := range []string{"float32", "float64"} {
+			for _, procs := range []int{1, 2} {
+				runtime.GOMAXPROCS(procs)
+				t.Run(fmt.Sprintf("%s/%s/GOMAXPROCS=%d", c.name, dt, procs), func(t *testing.T) {
+					if dt == "float32" {
+						firstTouchCase(t, c.dshape, c.axis, idx, toFloat32(g), float32(c.c), c.pad, c.first)
+					} else {
+						firstTouchCase(t, c.dshape, c.axis, idx, g, c.c, c.pad, c.first)
+					}
+				})
+			}
+		}
+	}
+}
+
+func firstTouchCase[T Float](t *testing.T, dshape []int, axis int, idx []int64, g []T, c T, pad int, first bool) {
+	t.Helper()
+	outer, s, inner := split(dshape, axis)
+	n := len(idx)
+	want := make([]T, outer*s*inner)
+	for o := range outer {
+		for i, v := range idx {
+			j := Wrap(v, s)
+			if j == pad {
+				continue
+			}
+			for k := range inner {
+				want[(o*s+j)*inner+k] += c * g[(o*n+i)*inner+k]
+			}
+		}
+	}
+	got := make([]T, len(want))
+	for i := range got {
+		got[i] = T(math.NaN()) // a stale buffer
+	}
+	require.Equal(t, first && streamStores, writesFirst(got[:s*inner], inner), "addFirstTouch chosen")
+	IndexAdd(got, g, idx, outer, s, inner, c, pad, true)
+	for i := range want {
+		w, v := float64(want[i]), float64(got[i])
+		if math.Float64bits(w) != math.Float64bits(v) && !(math.IsNaN(w) && math.IsNaN(v)) {
+			t.Fatalf("element %d (row %d) is %v, want %v", i, i/inner, v, w)
+		}
+		if w == 0 && math.Signbit(w) != math.Signbit(v) {
+			t.Fatalf("element %d: sign of zero differs", i)
+		}
+	}
+}
+
+func toFloat32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+// firstBad checks the leading blocks of 16 indices with assembly where
+// there is some (checkedPrefix) and the rest one by one: a bad index must
+// be found at every position of a block and of the tail, for each index
+// type, at the edges of the range and beyond those of the types.
+func TestFirstBad(t *testing.T) {
+	type named int64
+	// want is the definition: the first v with v < -s or v >= s.
+	want := func(idx []int64, s int) int {
+		for p, v := range idx {
+			if v < -int64(s) || v >= int64(s) {
+				return p
+			}
+		}
+		return -1
+	}
+	check := func(t *testing.T, idx []int64, s int) {
+		t.Helper()
+		w := want(idx, s)
+		i32 := make([]int32, len(idx))
+		fits, fitsInt := true, true // every index fits in an int32, in an int
+		for i, v := range idx {
+			i32[i] = int32(v)
+			fits = fits && int64(int32(v)) == v
+			fitsInt = fitsInt && int64(int(v)) == v
+		}
+		assert.Equal(t, w, firstBad(idx, s), "int64")
+		if fitsInt {
+			assert.Equal(t, w, firstBad(convertIndices[int](idx), s), "int")
+		}
+		assert.Equal(t, w, firstBad(convertIndices[named](idx), s), "named int64")
+		if fits {
+			assert.Equal(t, w, firstBad(i32, s), "int32")
+		}
+		if !hasCheckAsm || s < 1 {
+			assert.Zero(t, checkedPrefix(idx, s))
+			return
+		}
+		// The assembly vouches for every whole block before the bad one.
+		blocks := len(idx) &^ 15
+		if w >= 0 {
+			blocks = min(blocks, w&^15)
+		}
+		assert.Equal(t, blocks, checkedPrefix(idx, s), "int64 blocks checked by assembly")
+		if fits {
+			assert.Equal(t, blocks, checkedPrefix(i32, s), "int32 blocks checked by assembly")
+		}
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, s64 := range []int64{1, 5, 1000, math.MaxInt32, math.MaxInt32 + 1, 1 << 62} {
+		s := int(s64)
+		if int64(s) != s64 {
+			continue // beyond int on this platform
+		}
+		for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 64, 70} {
+			idx := make([]int64, n)
+			for i := range idx {
+				idx[i] = int64(r.Uint64N(2*uint64(s))) - int64(s)
+			}
+			t.Run(fmt.Sprintf("s=%d n=%d valid", s, n), func(t *testing.T) { check(t, idx, s) })
+			bad := []int64{int64(s), -int64(s) - 1, math.MaxInt64, math.MinInt64, math.MaxInt32, math.MinInt32}
+			for p := range n {
+				for _, b := range bad {
+					if b >= -int64(s) && b < int64(s) {
+						continue // in range for this s
+					}
+					withBad := slices.Clone(idx)
+					withBad[p] = b
+					if p+1 < n {
+						withBad[p+1] = int64(s) // a second bad one after it must not be reported
+					}
+					check(t, withBad, s)
+				}
+				edges := slices.Clone(idx)
+				edges[p] = -int64(s)
+				if p+1 < n {
+					edges[p+1] = int64(s) - 1
+				}
+				check(t, edges, s)
+			}
+		}
+	}
+	// An empty axis has no valid index.
+	assert.Equal(t, 0, firstBad(make([]int64, 40), 0))
+	assert.Equal(t, -1, firstBad([]int64{}, 0))
+}
+
+func convertIndices[J Index](idx []int64) []J {
+	out := make([]J, len(idx))
+	for i, v := range idx {
+		out[i] = J(v)
+	}
+	return out
+}

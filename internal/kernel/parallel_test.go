@@ -1,0 +1,121 @@
+package kernel
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Every element of every call is covered exactly once and before the call
+// returns, with many callers at once sharing the workers, for goroutine
+// counts below, at and above GOMAXPROCS and above maxChunks;
+// parallelRunParts makes exactly p ranges (at most maxChunks), and
+// parallelRun returns the smallest position any chunk found.
+func TestParallelRunsEachPartOnce(t *testing.T) {
+	const callers, calls = 8, 200
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for k := range calls {
+				p := 2 + (c+k)%7
+				if k%50 == 49 {
+					p = maxChunks + 36 // more goroutines than chunks
+				}
+				n := 50 + k
+				hits := make([]int32, n)
+				ParallelFor(n, p, func(lo, hi int) {
+					for i := lo; i < hi; i++ {
+						atomic.AddInt32(&hits[i], 1)
+					}
+				})
+				var ranges atomic.Int32
+				parallelRunParts(n, p, funcTask(func(lo, hi int) int {
+					ranges.Add(1)
+					for i := lo; i < hi; i++ {
+						atomic.AddInt32(&hits[i], 1)
+					}
+					return -1
+				}))
+				if r, want := ranges.Load(), min(n, p, maxChunks); r != int32(want) {
+					t.Errorf("caller %d call %d: parallelRunParts made %d ranges, want %d", c, k, r, want)
+					return
+				}
+				for i, h := range hits {
+					if h != 2 {
+						t.Errorf("caller %d call %d (p=%d): element %d ran %d times, want once in each", c, k, p, i, h)
+						return
+					}
+				}
+				bad := (c*31 + k) % n
+				got := parallelRun(n, p, funcTask(func(lo, hi int) int {
+					for i := lo; i < hi; i++ {
+						if i >= bad {
+							return i
+						}
+					}
+					return -1
+				}))
+				if got != bad {
+					t.Errorf("caller %d call %d (p=%d): parallelRun = %d, want %d", c, k, p, got, bad)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Workers exit once no part has come for idleSpin: none outlives the calls.
+func TestParallelWorkersExit(t *testing.T) {
+	var seen atomic.Int32 // live workers, as a part on a worker sees them
+	for range 20 {
+		ParallelFor(100, 4, func(lo, hi int) {
+			if lo > 0 {
+				seen.Store(live.Load())
+			}
+		})
+	}
+	require.Positive(t, seen.Load(), "parts ran on no counted worker")
+	deadline := time.Now().Add(2 * time.Second)
+	for live.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Zero(t, live.Load(), "workers still running long after %v", idleSpin)
+	require.Zero(t, idle.Load(), "idle count without polling workers")
+}
+
+// BenchmarkParallelCall measures a two-part call of about 20 µs of work,
+// back to back: on the package's workers, and on a goroutine started per
+// call (the baseline).
+func BenchmarkParallelCall(b *testing.B) {
+	work := func(lo, hi int) {
+		s := 0
+		for i := range 20000 {
+			s += i ^ s>>3
+		}
+		parallelSink.Add(int64(s))
+	}
+	b.Run("workers", func(b *testing.B) {
+		for b.Loop() {
+			ParallelFor(2, 2, work)
+		}
+	})
+	b.Run("goroutine-per-call", func(b *testing.B) {
+		for b.Loop() {
+			var wg sync.WaitGroup
+			wg.Go(func() { work(1, 2) })
+			work(0, 1)
+			wg.Wait()
+		}
+	})
+	b.Run("serial-one-part", func(b *testing.B) {
+		for b.Loop() {
+			work(0, 1)
+		}
+	})
+}
+
+var parallelSink atomic.Int64

@@ -1,0 +1,314 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gathergrad/gather/internal/ref"
+)
+
+// A destination block large enough for addFirstTouch takes its row bitmap
+// from a free list, which collections leave as it is: a gradient call
+// allocates nothing, even the first after two collections.
+func TestFirstTouchAllocations(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	big := make([]float32, 80000*8)
+	require.True(t, writesFirst(big, 8) || !streamStores)
+	rows := randIndices(rand.New(rand.NewPCG(3, 3)), 5000, 80000)
+	up := make([]float32, 5000*8)
+	grad := func() { IndexAdd(big, up, rows, 1, 80000, 8, 1, -1, true) }
+	allocs := testing.AllocsPerRun(20, grad)
+	assert.Zero(t, allocs, "gradient into a 2.5 MB block")
+	// The first call after two collections, counted without a warm-up
+	// call (testing.AllocsPerRun makes one).
+	runtime.GC()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	grad()
+	runtime.ReadMemStats(&after)
+	assert.Zero(t, after.Mallocs-before.Mallocs, "gradient into a 2.5 MB block, after two collections")
+}
+
+// Row kernels prefetch when rows are at least a cache line and the memory
+// read at random at least 1 MB.
+func TestPrefetchChoice(t *testing.T) {
+	assert.True(t, prefetches(make([]float64, 2100*64), 64), "the table of the root package's TestPrefetchedRows")
+	assert.True(t, prefetches(make([]float64, 3*800*64), 64), "the same, middle axis")
+	blocks := make([]float32, 600*512) // one block of s rows: 1.2 MB
+	assert.True(t, prefetches(blocks, 512), "a destination block larger than a core's cache")
+	assert.False(t, prefetches(blocks[:1000*8], 8), "rows shorter than a cache line")
+	assert.False(t, prefetches(blocks[:100*64], 64), "a block that fits in cache")
+}
+
+// Take writes a new output of at least minStream bytes with streaming
+// stores when its rows are whole multiples of 16 bytes, and moves rows of
+// whole multiples of 32 bytes in batches by assembly (streamed or not). On
+// every path the result is the same, every element is written (the output
+// starts as NaN), and a bad index anywhere, at the start, in the middle or
+// at the end of a batch, is reported where it is.
+func TestStreamedRows(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	r := rand.New(rand.NewPCG(23, 24))
+	cases := []struct {
+		name              string
+		f32               bool
+		dshape, ishape    []int
+		axis              int
+		streamed, batched bool
+	}{
+		{"float32 rows of 80 bytes", true, []int{5000, 20}, []int{16000}, 0, true, false},
+		{"float64 rows of 512 bytes", false, []int{900, 64}, []int{3, 900}, 0, true, true},
+		{"middle axis, rows of 192 bytes", true, []int{4, 700, 48}, []int{2, 900}, 1, true, true},
+		{"middle axis, rows of 256 bytes", true, []int{5, 300, 64}, []int{1003}, 1, true, true},
+		{"rows of 12 bytes", true, []int{5000, 3}, []int{100000}, 0, false, false},
+		{"small output, rows of 64 bytes", true, []int{5000, 16}, []int{1001}, 0, false, true},
+		{"rows of 32 bytes", false, []int{300, 4}, []int{7, 5}, 0, false, true},
+	}
+	for _, c := range cases {
+		data := randFloats(r, size(c.dshape))
+		outer, s, inner := split(c.dshape, c.axis)
+		idx := randIndices(r, size(c.ishape), s)
+		want, oshape := ref.Take(data, c.dshape, idx, c.ishape, c.axis)
+		if c.f32 {
+			// Values a float32 holds, so that the float64 reference is exact.
+			for i := range data {
+				data[i] = float64(float32(data[i]))
+			}
+			want, _ = ref.Take(data, c.dshape, idx, c.ishape, c.axis)
+		}
+		// Uninit's alignment, as for a new output.
+		var chosen, batched, batchedInto bool
+		if c.f32 {
+			out, src := Uninit[float32](size(oshape)), toFloat32(data)
+			chosen = streams(out, src, inner)
+			batched, batchedInto = batches(out, inner, chosen), batches(out, inner, false)
+		} else {
+			out := Uninit[float64](size(oshape))
+			chosen = streams(out, data, inner)
+			batched, batchedInto = batches(out, inner, chosen), batches(out, inner, false)
+		}
+		require.Equal(t, c.streamed && streamStores, chosen, "%s: streaming chosen", c.name)
+		require.Equal(t, c.batched && hasRowAsm, batched, "%s: batches chosen", c.name)
+		require.Equal(t, c.batched && hasRowAsm, batchedInto, "%s: batches chosen into a caller's buffer", c.name)
+		for _, procs := range []int{1, 2} {
+			runtime.GOMAXPROCS(procs)
+			t.Run(fmt.Sprintf("%s/GOMAXPROCS=%d", c.name, procs), func(t *testing.T) {
+				for _, fresh := range []bool{true, false} {
+					got, bad := takeFloats(c.f32, data, idx, outer, s, inner, size(oshape), fresh)
+					require.Equal(t, -1, bad)
+					sameFloats(t, want, got, fmt.Sprintf("fresh=%v", fresh))
+				}
+				n := len(idx)
+				for _, p := range []int{0, 3, rowsAhead - 1, rowsAhead, n/2 + 1, n - 2, n - 1} {
+					withBad := slices.Clone(idx)
+					withBad[p] = int64(-s - 1)
+					_, got := takeFloats(c.f32, data, withBad, outer, s, inner, size(oshape), true)
+					require.Equal(t, p, got, "bad index at %d", p)
+				}
+			})
+		}
+	}
+}
+
+// takeFloats runs Take on data as float32 (f32) or float64 into a
+// NaN-filled output of n elements from Uninit, and returns it as float64s
+// with Take's result.
+func takeFloats(f32 bool, data []float64, idx []int64, outer, s, inner, n int, fresh bool) ([]float64, int) {
+	if f32 {
+		out := Uninit[float32](n)
+		copy(out, toFloat32(nans(n)))
+		bad := Take(out, toFloat32(data), idx, outer, s, inner, fresh)
+		return toFloat64(out), bad
+	}
+	out := Uninit[float64](n)
+	copy(out, nans(n))
+	bad := Take(out, data, idx, outer, s, inner, fresh)
+	return out, bad
+}
+
+func toFloat64(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// Every kernel that writes a whole output writes every element of it, on
+// one goroutine and split across several: outputs start as NaN, and the
+// results must equal the references. The backward kernels with zero set
+// overwrite a stale (NaN) buffer everywhere.
+func TestKernelsWriteEveryElement(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	r := rand.New(rand.NewPCG(21, 22))
+	cases := []struct {
+		name           string
+		along          bool
+		dshape, ishape []int
+		axis           int
+	}{
+		{"gather rows", false, []int{40, 3}, []int{7}, 0},
+		{"gather rows, parallel", false, []int{300, 64}, []int{1024}, 0},
+		{"gather middle, parallel", false, []int{16, 50, 32}, []int{2, 40}, 1},
+		{"gather last", false, []int{5, 6}, []int{4}, 1},
+		{"gather last, parallel", false, []int{600, 90}, []int{70}, 1},
+		{"gather scalar index", false, []int{6, 4}, []int{}, 0},
+		{"elements axis 1", true, []int{5, 9}, []int{5, 4}, 1},
+		{"elements axis 1, parallel, fewer rows", true, []int{300, 100}, []int{256, 200}, 1},
+		{"elements axis 0, parallel, fewer columns", true, []int{50, 600}, []int{100, 512}, 0},
+		{"elements rank 3, parallel", true, []int{8, 40, 128}, []int{8, 50, 100}, 1},
+	}
+	for _, c := range cases {
+		data := randFloats(r, size(c.dshape))
+		outer, s, inner := split(c.dshape, c.axis)
+		idx := randIndices(r, size(c.ishape), s)
+		var want, wantGrad []float64
+		var oshape []int
+		if c.along {
+			want, oshape = ref.TakeAlong(data, c.dshape, idx, c.ishape, c.axis), c.ishape
+		} else {
+			want, oshape = ref.Take(data, c.dshape, idx, c.ishape, c.axis)
+		}
+		up := randFloats(r, size(oshape))
+		if c.along {
+			wantGrad = ref.ScatterAdd(c.dshape, idx, c.ishape, c.axis, up)
+		} else {
+			wantGrad = ref.IndexAdd(c.dshape, idx, c.ishape, c.axis, up)
+		}
+		for _, procs := range []int{1, 2} {
+			runtime.GOMAXPROCS(procs)
+			t.Run(fmt.Sprintf("%s/GOMAXPROCS=%d", c.name, procs), func(t *testing.T) {
+				out, grad := nans(size(oshape)), nans(len(data))
+				if c.along {
+					g := NewAlong(c.dshape, c.ishape, c.axis)
+					require.Equal(t, -1, TakeAlong(out, data, idx, &g))
+					ScatterAdd(grad, up, idx, &g, 1, true)
+				} else {
+					require.Equal(t, -1, Take(out, data, idx, outer, s, inner, true))
+					IndexAdd(grad, up, idx, outer, s, inner, 1, -1, true)
+				}
+				sameFloats(t, want, out, "forward")
+				for i := range wantGrad {
+					if math.IsNaN(grad[i]) || math.Abs(grad[i]-wantGrad[i]) > 1e-9 {
+						t.Fatalf("gradient element %d is %v, want %v", i, grad[i], wantGrad[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// Each assembly routine gives the result of its Go twin on the same
+// inputs: the twin is its reference. Where the processor (or the build)
+// has no assembly, the routines are the twins and the test checks them
+// against themselves.
+func TestAssemblyTwins(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	t.Run("inRange", func(t *testing.T) {
+		if !hasCheckAsm {
+			t.Skip("no AVX2 index check on this processor or build")
+		}
+		for _, s := range []int{1, 7, 1000, 1 << 40} {
+			for _, n := range []int{16, 32, 48, 160} {
+				idx := make([]int64, n)
+				for i := range idx {
+					idx[i] = int64(r.Uint64N(2*uint64(s))) - int64(s)
+				}
+				for p := -1; p < n; p += 5 {
+					x := slices.Clone(idx)
+					if p >= 0 {
+						x[p] = int64(s) // out of range
+					}
+					i32 := make([]int32, n)
+					fits := true
+					for i, v := range x {
+						i32[i] = int32(v)
+						fits = fits && int64(i32[i]) == v
+					}
+					assert.Equal(t, inRange64Go(&x[0], n, s), inRange64(&x[0], n, s), "int64 s=%d n=%d p=%d", s, n, p)
+					if fits {
+						assert.Equal(t, inRange32Go(&i32[0], n, s), inRange32(&i32[0], n, s), "int32 s=%d n=%d p=%d", s, n, p)
+					}
+				}
+			}
+		}
+	})
+	t.Run("copyRows", func(t *testing.T) {
+		if !hasRowAsm {
+			t.Skip("no AVX row copy on this processor or build")
+		}
+		for _, size := range []uintptr{32, 64, 96, 128, 160, 512} {
+			src := make([]byte, 40*size)
+			for i := range src {
+				src[i] = byte(r.Uint32())
+			}
+			for n := 0; n <= rowsAhead; n++ {
+				var rows [rowsAhead]uintptr
+				for i := range n {
+					rows[i] = uintptr(unsafe.Pointer(&src[uintptr(r.IntN(40))*size]))
+				}
+				want := make([]byte, rowsAhead*size+size)
+				copyRowsGo(unsafe.Pointer(&want[0]), &rows, n, size)
+				got := make([]byte, len(want))
+				copyRows(unsafe.Pointer(&got[0]), &rows, n, size)
+				assert.Equal(t, want, got, "copyRows, rows of %d bytes, n=%d", size, n)
+				aligned := Uninit[float64](len(want)/8 + 4) // 32-byte alignment for streamRows
+				off := (32 - uintptr(unsafe.Pointer(&aligned[0]))%32) % 32
+				dst := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&aligned[0]), off)), len(want))
+				clear(dst)
+				streamRows(unsafe.Pointer(&dst[0]), &rows, n, size)
+				storeFence()
+				assert.Equal(t, want, slices.Clone(dst), "streamRows, rows of %d bytes, n=%d", size, n)
+				runtime.KeepAlive(src)
+			}
+		}
+	})
+	t.Run("stream", func(t *testing.T) {
+		for _, n := range []int{4, 8, 64, 1000, 4096} {
+			src := toFloat32(randFloats(r, n))
+			want, got := make([]float32, n+4), make([]float32, n+4) // both 16-byte aligned by the allocator
+			streamCopyGo(unsafe.Pointer(&want[0]), unsafe.Pointer(&src[0]), uintptr(4*n))
+			streamCopy(unsafe.Pointer(&got[0]), unsafe.Pointer(&src[0]), uintptr(4*n))
+			storeFence()
+			assert.Equal(t, want, got, "streamCopy n=%d", n)
+
+			streamScaled32Go(unsafe.Pointer(&want[0]), unsafe.Pointer(&src[0]), uintptr(n), -0.75)
+			streamScaled32(unsafe.Pointer(&got[0]), unsafe.Pointer(&src[0]), uintptr(n), -0.75)
+			storeFence()
+			assert.Equal(t, want, got, "streamScaled32 n=%d", n)
+
+			src64 := randFloats(r, n)
+			w64, g64 := make([]float64, n+2), make([]float64, n+2)
+			streamScaled64Go(unsafe.Pointer(&w64[0]), unsafe.Pointer(&src64[0]), uintptr(n), 1.5)
+			streamScaled64(unsafe.Pointer(&g64[0]), unsafe.Pointer(&src64[0]), uintptr(n), 1.5)
+			storeFence()
+			assert.Equal(t, w64, g64, "streamScaled64 n=%d", n)
+
+			streamClearGo(unsafe.Pointer(&want[0]), uintptr(4*n))
+			streamClear(unsafe.Pointer(&got[0]), uintptr(4*n))
+			storeFence()
+			assert.Equal(t, want, got, "streamClear n=%d", n)
+		}
+	})
+	t.Run("prefetch", func(t *testing.T) {
+		// A prefetch changes nothing and never faults, whatever the address.
+		buf := []float64{1, 2, 3}
+		prefetch(unsafe.Pointer(&buf[0]), 24)
+		prefetchGo(unsafe.Pointer(&buf[0]), 24)
+		var rows [rowsAhead]uintptr
+		rows[0] = uintptr(unsafe.Pointer(&buf[0]))
+		rows[1] = 1 << 40 // not mapped
+		prefetchLines(&rows, 2, 64)
+		prefetchLinesGo(&rows, 2, 64)
+		assert.Equal(t, []float64{1, 2, 3}, buf)
+	})
+}

@@ -1,0 +1,17 @@
+//go:build !amd64 || purego
+
+package kernel
+
+import "unsafe"
+
+// hasRowAsm is false: without assembly, takeRows moves rows one at a time
+// with copy, as fast as copyRowsGo.
+const hasRowAsm = false
+
+func copyRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr) {
+	copyRowsGo(dst, rows, n, size)
+}
+
+func streamRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr) {
+	copyRowsGo(dst, rows, n, size)
+}

@@ -1,0 +1,166 @@
+package nn
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// benchRuns times whole runs of vm, resetting it after each, with their
+// allocations.
+func benchRuns(b *testing.B, vm gorgonia.VM) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	}
+}
+
+// BenchmarkTrainStep measures one training step of an embedding model, dense
+// against row-sparse: a lookup of 4096 ids in a table of N rows × 64, a
+// linear head to 16 classes, CrossEntropy, backward, and an SGD
+// update (gorgonia.VanillaSolver for everything dense; SparseSGD for the
+// sparse table). A dense step touches the whole table (its gradient, the
+// update); a sparse step only the rows in the batch.
+func BenchmarkTrainStep(b *testing.B) {
+	for _, mode := range []string{"dense", "sparse"} {
+		for _, rows := range []int{10_000, 100_000, 1_000_000} {
+			b.Run(fmt.Sprintf("%s/rows=%d", mode, rows), func(b *testing.B) {
+				benchTrainStep(b, mode == "sparse", rows)
+			})
+		}
+	}
+}
+
+func benchTrainStep(b *testing.B, sparse bool, rows int) {
+	const batch, dim, classes = 4096, 64, 16
+	r := rand.New(rand.NewPCG(3, uint64(rows)))
+	init := func(dt tensor.Dtype, s ...int) any {
+		v := make([]float32, tensor.Shape(s).TotalSize())
+		for i := range v {
+			v[i] = float32(r.NormFloat64()) * 0.1
+		}
+		return v
+	}
+	g := gorgonia.NewGraph()
+	var opts []EmbeddingOption
+	if sparse {
+		opts = append(opts, EmbeddingSparse())
+	}
+	emb, err := NewEmbedding(g, "emb", rows, dim, tensor.Float32, append(opts, EmbeddingInit(init))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idv := make([]int, batch)
+	tv := make([]int, batch)
+	for i := range idv {
+		idv[i], tv[i] = r.IntN(rows), r.IntN(classes)
+	}
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("ids"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(idv))))
+	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("y"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(tv))))
+	w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(dim, classes), gorgonia.WithName("w"), gorgonia.WithInit(init))
+	h, err := emb.Lookup(ids)
+	if err != nil {
+		b.Fatal(err)
+	}
+	loss, err := CrossEntropy(gorgonia.Must(gorgonia.Mul(h, w)), targets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	learn := append(emb.Learnables(), w)
+	if _, err := gorgonia.Grad(loss, append(learn, emb.GradNodes()...)...); err != nil {
+		b.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
+	defer vm.Close()
+	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
+	sgd := &SparseSGD{LearnRate: 0.1}
+	table := emb.Table.Value().(*tensor.Dense)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		if sparse {
+			rg, err := emb.RowGrad()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := sgd.Step(table, rg); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := solver.Step(gorgonia.NodesToValueGrads(learn)); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	}
+}
+
+// BenchmarkRowGradient measures the row-sparse gradient of one lookup of
+// 4096 ids into a table of 1,000,000 rows × 64.
+func BenchmarkRowGradient(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	ids := make([]int, 4096)
+	for i := range ids {
+		ids[i] = r.IntN(1_000_000)
+	}
+	idsT := tensor.New(tensor.WithShape(4096), tensor.WithBacking(ids))
+	gT := tensor.New(tensor.WithShape(4096, 64), tensor.WithBacking(make([]float32, 4096*64)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := RowGradient(idsT, gT, 1_000_000, -1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCrossEntropy measures one TapeMachine run, loss and gradient, of
+// the cross-entropy of 4096 rows of 16 logits: the fused CrossEntropy
+// against NLLLoss after gorgonia.LogSoftMax, which compute the same values.
+func BenchmarkCrossEntropy(b *testing.B) {
+	const rows, classes = 4096, 16
+	r := rand.New(rand.NewPCG(4, 5))
+	x := make([]float32, rows*classes)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]int, rows)
+	for i := range y {
+		y[i] = r.IntN(classes)
+	}
+	for _, fused := range []bool{true, false} {
+		name := "CrossEntropy"
+		if !fused {
+			name = "LogSoftMax+NLLLoss"
+		}
+		b.Run(name, func(b *testing.B) {
+			loss, _, err := lossGraph(tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)),
+				tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), fused)
+			if err != nil {
+				b.Fatal(err)
+			}
+			vm := gorgonia.NewTapeMachine(loss.Graph())
+			defer vm.Close()
+			benchRuns(b, vm)
+		})
+	}
+}
+
+// BenchmarkStreamStores measures the gather.Gather cases' forward with ordinary
+// stores ("plain") and with the stores the forward chooses for a new
+// output ("chosen": streaming ones where streams allows), in the same run:
+// into a new output per call ("new"), in this benchmark's small heap,
+// where the memory Go hands out was written a few calls ago; and into
+// outputs taken in turn from 128 MB of buffers ("cold"), whose memory was
+// last written 128 MB of writes ago, as in a program whose live heap is
+// that large. Both measure memory the process already has: the first
+// write to memory new to the process also waits for the system to supply
+// its pages, which costs more than either kind of store.

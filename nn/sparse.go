@@ -1,0 +1,395 @@
+package nn
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/kernel"
+)
+
+// A RowGrad is the gradient of an embedding table held as the rows a batch
+// touched: Values[k] is the gradient of row Rows[k], and every other row's
+// gradient is zero. Its size is O(batch × dim), whatever the vocabulary
+// (TensorFlow's IndexedSlices, PyTorch's sparse embedding gradient).
+type RowGrad struct {
+	Rows   []int         // distinct row ids in ascending order
+	Values *tensor.Dense // [len(Rows), dim], the dtype of the table
+}
+
+// RowGradient sums the gradients of looked-up vectors into the gradients of
+// the rows they came from: grad has shape ids.shape + [dim] (the gradient of
+// a lookup's output), and ids index rows of a table of vocab rows, negative
+// ids counting from the end. Repeated ids are summed in the order they
+// appear in ids, as IndexAdd sums them into a dense gradient, so the two
+// agree exactly. Row pad (if >= 0) is left out. It is O(n log n + n × dim)
+// for n ids.
+func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
+	ix, err := dense.ReadIndices("row gradient", "ids", ids)
+	if err != nil {
+		return nil, err
+	}
+	g, err := dense.Read("row gradient", "gradient", grad)
+	if err != nil {
+		return nil, err
+	}
+	if dt := g.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("row gradient: gradient must be float32 or float64, got %v: %w", dt, gather.ErrDtype)
+	}
+	gs := g.Shape()
+	if len(gs) != len(ix.Shape)+1 || !gs[:len(gs)-1].Eq(ix.Shape) {
+		return nil, fmt.Errorf("row gradient: gradient of shape %v does not fit ids of shape %v (want ids.shape + [dim]): %w",
+			gs, ix.Shape, gather.ErrShape)
+	}
+	dim := gs[len(gs)-1]
+	if err := checkIndices("row gradient", ix, 0, vocab); err != nil {
+		return nil, err
+	}
+	order := sortedRows(ix, vocab)
+	out := &RowGrad{}
+	for k, o := range order {
+		if o.row != pad && (k == 0 || o.row != order[k-1].row) {
+			out.Rows = append(out.Rows, o.row)
+		}
+	}
+	out.Values = tensor.New(tensor.Of(g.Dtype()), tensor.WithShape(len(out.Rows), dim))
+	if len(out.Rows) == 0 || dim == 0 {
+		return out, nil
+	}
+	switch g.Dtype() {
+	case tensor.Float32:
+		sumRows(out.Values.Float32s(), g.Float32s(), order, out.Rows, dim)
+	case tensor.Float64:
+		sumRows(out.Values.Float64s(), g.Float64s(), order, out.Rows, dim)
+	}
+	return out, nil
+}
+
+// rowPos is a position in the ids and the row it names.
+type rowPos struct{ row, pos int }
+
+// sortedRows returns the (row, position) pairs of ix sorted by row, ties
+// by position: the order in which a dense IndexAdd adds them. The pairs are
+// packed into one integer key for a fast sort where they fit (rows below
+// 2^(64 - bits of n)), and sorted as pairs otherwise.
+func sortedRows(ix dense.Indices, vocab int) []rowPos {
+	n := ix.Shape.TotalSize()
+	order := make([]rowPos, n)
+	for p := range order {
+		r, _ := kernel.Norm(ix.At(p), vocab)
+		order[p] = rowPos{r, p}
+	}
+	shift := bits.Len(uint(n))
+	if shift < 64 && uint64(vocab) <= math.MaxUint64>>shift {
+		keys := make([]uint64, n)
+		for p, o := range order {
+			keys[p] = uint64(o.row)<<shift | uint64(o.pos)
+		}
+		slices.Sort(keys)
+		mask := uint64(1)<<shift - 1
+		for k, key := range keys {
+			order[k] = rowPos{int(key >> shift), int(key & mask)}
+		}
+		return order
+	}
+	slices.SortFunc(order, func(a, b rowPos) int {
+		if c := cmp.Compare(a.row, b.row); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pos, b.pos)
+	})
+	return order
+}
+
+// sumRows is, with order sorted by row and then position,
+//
+//	for each (r, p) in order, if r is in want: dst[slot of r] += src[p]
+func sumRows[T kernel.Float](dst, src []T, order []rowPos, want []int, dim int) {
+	slot := 0
+	for _, o := range order {
+		r, p := o.row, o.pos
+		for slot < len(want) && want[slot] < r {
+			slot++
+		}
+		if slot == len(want) || want[slot] != r {
+			continue // the padding row
+		}
+		d, s := dst[slot*dim:(slot+1)*dim], src[p*dim:(p+1)*dim]
+		s = s[:len(d)]
+		for k := range d {
+			d[k] += s[k]
+		}
+	}
+}
+
+// checkRowGrad checks that g can update table.
+func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err error) {
+	if table == nil || g == nil || g.Values == nil {
+		return 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, gather.ErrShape)
+	}
+	if dt := table.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
+		return 0, fmt.Errorf("%s: table must be float32 or float64, got %v: %w", op, dt, gather.ErrDtype)
+	}
+	ts := table.Shape()
+	if len(ts) != 2 || !dense.Writable(table) {
+		return 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ts, gather.ErrShape)
+	}
+	if table.Dtype() != g.Values.Dtype() || !g.Values.Shape().Eq(tensor.Shape{len(g.Rows), ts[1]}) {
+		return 0, fmt.Errorf("%s: gradient of %d rows holds %v values of shape %v; the %v table needs shape (%d, %d): %w",
+			op, len(g.Rows), g.Values.Dtype(), g.Values.Shape(), table.Dtype(), len(g.Rows), ts[1], gather.ErrShape)
+	}
+	for k, r := range g.Rows {
+		if r < 0 || r >= ts[0] || k > 0 && r <= g.Rows[k-1] {
+			return 0, fmt.Errorf("%s: gradient row %d at position %d is out of order or out of range [0, %d]: %w",
+				op, r, k, ts[0]-1, gather.ErrIndexOutOfRange)
+		}
+	}
+	return ts[1], nil
+}
+
+// SparseSGD is stochastic gradient descent on the rows a RowGrad names:
+// each such row w becomes
+//
+//	w - lr*(g + wd*w)
+//
+// and every other row is left alone. Without weight decay this equals
+// dense SGD (gorgonia.VanillaSolver) on the dense gradient exactly, since
+// untouched rows have zero gradient. With weight decay it is lazy: dense
+// SGD with L2 regularisation would also shrink untouched rows every step.
+type SparseSGD struct {
+	LearnRate   float64
+	WeightDecay float64
+}
+
+// Step updates table in place. It is O(len(g.Rows) × dim).
+func (o *SparseSGD) Step(table *tensor.Dense, g *RowGrad) error {
+	dim, err := checkRowGrad("sparse sgd", table, g)
+	if err != nil {
+		return err
+	}
+	switch table.Dtype() {
+	case tensor.Float32:
+		sgdParallel(table.Float32s(), g.Values.Float32s(), g.Rows, dim, float32(o.LearnRate), float32(o.WeightDecay))
+	case tensor.Float64:
+		sgdParallel(table.Float64s(), g.Values.Float64s(), g.Rows, dim, o.LearnRate, o.WeightDecay)
+	}
+	return nil
+}
+
+// sgdParallel runs sgdRows over ranges of the (distinct) rows in parallel.
+func sgdParallel[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T) {
+	p := kernel.Workers(len(rows)*dim, len(rows))
+	if p <= 1 {
+		sgdRows(w, g, rows, dim, lr, wd, 0, len(rows))
+		return
+	}
+	kernel.ParallelFor(len(rows), p, func(lo, hi int) { sgdRows(w, g, rows, dim, lr, wd, lo, hi) })
+}
+
+// sgdRows updates the rows rows[lo:hi].
+func sgdRows[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T, lo, hi int) {
+	for k := lo; k < hi; k++ {
+		r := rows[k]
+		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
+		gr = gr[:len(wr)]
+		for j := range wr {
+			d := gr[j]
+			if wd != 0 {
+				d += T(wd * wr[j])
+			}
+			// The conversion rounds the product, so that it is not fused
+			// with the addition: the result then matches a dense solver's
+			// separate multiply and add.
+			wr[j] += T(-lr * d)
+		}
+	}
+}
+
+// SparseAdam is Adam for row gradients with the semantics of PyTorch's
+// SparseAdam: only the rows a step's gradient names have their moments
+// updated and move; the step count t, used in the bias corrections, counts
+// every call of Step. For a named row, with g its gradient,
+//
+//	m = b1*m + (1-b1)*g
+//	v = b2*v + (1-b2)*g*g
+//	w = w - lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)
+//
+// This differs from dense Adam, which decays the moments of every row on
+// every step, so a row keeps moving (by its momentum) on steps that do not
+// touch it; here an untouched row stays exactly where it is and its moments
+// wait for its next use. WeightDecay, if set, is decoupled (AdamW-style)
+// and lazy: a named row is multiplied by 1 - lr*wd before its update;
+// untouched rows are not decayed.
+//
+// The moments take two table-sized buffers, allocated at the first Step; a
+// step is O(len(g.Rows) × dim).
+type SparseAdam struct {
+	LearnRate   float64 // 0.001 if zero
+	Beta1       float64 // 0.9 if zero
+	Beta2       float64 // 0.999 if zero
+	Eps         float64 // 1e-8 if zero
+	WeightDecay float64
+
+	t    int
+	m, v []float64
+}
+
+// Step updates table in place.
+func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
+	dim, err := checkRowGrad("sparse adam", table, g)
+	if err != nil {
+		return err
+	}
+	n := table.Shape().TotalSize()
+	if o.m == nil {
+		o.m, o.v = make([]float64, n), make([]float64, n)
+	} else if len(o.m) != n {
+		return fmt.Errorf("sparse adam: the optimiser holds moments for %d values, the table has %d; use one SparseAdam per table: %w", len(o.m), n, gather.ErrShape)
+	}
+	lr, b1, b2, eps := o.LearnRate, o.Beta1, o.Beta2, o.Eps
+	if lr == 0 {
+		lr = 0.001
+	}
+	if b1 == 0 {
+		b1 = 0.9
+	}
+	if b2 == 0 {
+		b2 = 0.999
+	}
+	if eps == 0 {
+		eps = 1e-8
+	}
+	o.t++
+	step := lr * math.Sqrt(1-math.Pow(b2, float64(o.t))) / (1 - math.Pow(b1, float64(o.t)))
+	decay := 1 - lr*o.WeightDecay
+	p := kernel.Workers(len(g.Rows)*dim, len(g.Rows))
+	switch table.Dtype() {
+	case tensor.Float32:
+		w, gv := table.Float32s(), g.Values.Float32s()
+		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
+	case tensor.Float64:
+		w, gv := table.Float64s(), g.Values.Float64s()
+		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
+	}
+	return nil
+}
+
+// adamRows updates the rows rows[lo:hi] and their moments.
+func adamRows[T kernel.Float](w, g []T, m, v []float64, rows []int, dim int, b1, b2, eps, step, decay float64, lo, hi int) {
+	for k := lo; k < hi; k++ {
+		r := rows[k]
+		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
+		mr, vr := m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim]
+		for j := range wr {
+			x := float64(gr[j])
+			mr[j] = b1*mr[j] + (1-b1)*x
+			vr[j] = b2*vr[j] + (1-b2)*x*x
+			wr[j] = T(float64(wr[j])*decay - step*mr[j]/(math.Sqrt(vr[j])+eps))
+		}
+	}
+}
+
+// sparseLookup is one lookup of a sparse embedding: its ids and the zero
+// "tap" added to its output, whose gradient is the output's gradient.
+type sparseLookup struct {
+	ids, tap *gorgonia.Node
+}
+
+// GradNodes returns the nodes of a sparse embedding to differentiate with
+// respect to, alongside the model's other learnables:
+//
+//	gorgonia.Grad(loss, append(dense, emb.GradNodes()...)...)
+//
+// Each is an input of zeros added to one lookup's output, so its gradient is
+// that output's gradient: O(batch × dim), never the table's size. It
+// returns nil for a dense or frozen embedding, whose table is in Learnables.
+func (e *Embedding) GradNodes() gorgonia.Nodes {
+	var ns gorgonia.Nodes
+	for _, l := range e.lookups {
+		ns = append(ns, l.tap)
+	}
+	return ns
+}
+
+// RowGrad returns the gradient of a sparse embedding's table after a run of
+// the graph: the rows its lookups touched and their summed gradients (the
+// padding row left out). It reads the ids and the gradients of GradNodes and
+// clears the latter, so that a machine that accumulates gradients across
+// runs does not add this run's into the next.
+func (e *Embedding) RowGrad() (*RowGrad, error) {
+	if !e.cfg.sparse || e.cfg.frozen {
+		return nil, fmt.Errorf("embedding %q: RowGrad needs a sparse, trainable embedding: %w", e.Table.Name(), gather.ErrShape)
+	}
+	if len(e.lookups) == 0 {
+		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), gather.ErrShape)
+	}
+	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
+	idss, grads := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
+	for k, l := range e.lookups {
+		var err error
+		if idss[k], err = dense.Read("embedding", "ids", l.ids.Value()); err != nil {
+			return nil, err
+		}
+		gv, err := l.tap.Grad()
+		if err != nil {
+			return nil, fmt.Errorf("embedding %q: no gradient for %v; was it passed to gorgonia.Grad? %w", e.Table.Name(), l.tap.Name(), err)
+		}
+		if grads[k], err = dense.Read("embedding", "gradient", gv); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		for _, g := range grads {
+			clearFloats(g)
+		}
+	}()
+	if len(e.lookups) == 1 {
+		return RowGradient(idss[0], grads[0], vocab, e.padding())
+	}
+
+	// Several lookups: one list of ids and one of their gradients, in
+	// lookup order.
+	var ids []int
+	for _, t := range idss {
+		ix, err := dense.ReadIndices("embedding", "ids", t)
+		if err != nil {
+			return nil, err
+		}
+		for p := range ix.Shape.TotalSize() {
+			ids = append(ids, int(ix.At(p)))
+		}
+	}
+	grad := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(len(ids), dim))
+	off := 0
+	for _, g := range grads {
+		n := g.Shape().TotalSize()
+		if n > 0 {
+			switch grad.Dtype() {
+			case tensor.Float32:
+				copy(grad.Float32s()[off:off+n], g.Float32s())
+			case tensor.Float64:
+				copy(grad.Float64s()[off:off+n], g.Float64s())
+			}
+		}
+		off += n
+	}
+	idsT := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(len(ids)))
+	if len(ids) > 0 {
+		idsT = tensor.New(tensor.WithShape(len(ids)), tensor.WithBacking(ids))
+	}
+	return RowGradient(idsT, grad, vocab, e.padding())
+}
+
+func (e *Embedding) padding() int {
+	if e.cfg.hasPad {
+		return e.cfg.pad
+	}
+	return -1
+}

@@ -1,0 +1,259 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/kernel"
+)
+
+func TestRowGradientMatchesIndexAdd(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, dt := range floatDtypes {
+		for _, pad := range []int{-1, 3} {
+			ids := randIndices(r, 60, 10) // many duplicates, negatives included
+			up := randFloats(r, 60*4)
+			idsT := castIndices(ids, []int{6, 10}, tensor.Int32)
+			gT := floatTensor(up, []int{6, 10, 4}, dt)
+			rg, err := RowGradient(idsT, gT, 10, pad)
+			require.NoError(t, err)
+
+			dense := tensor.New(tensor.Of(dt), tensor.WithShape(10, 4))
+			require.NoError(t, gather.IndexAdd(dense, idsT, gT, 0))
+			want := floats(dense)
+			if pad >= 0 {
+				clear(want[pad*4 : (pad+1)*4]) // the padding row gets no gradient
+			}
+			got := make([]float64, 40)
+			vals := floats(rg.Values)
+			for k, row := range rg.Rows {
+				if k > 0 {
+					assert.Greater(t, row, rg.Rows[k-1], "rows ascending and distinct")
+				}
+				assert.NotEqual(t, pad, row, "padding row")
+				copy(got[row*4:(row+1)*4], vals[k*4:(k+1)*4])
+			}
+			assert.Equal(t, want, got, "%v pad %d", dt, pad)
+		}
+	}
+	_, err := RowGradient(castIndices([]int64{0, 10}, []int{2}, tensor.Int64), floatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), 10, -1)
+	assert.ErrorIs(t, err, gather.ErrIndexOutOfRange)
+	_, err = RowGradient(castIndices([]int64{0, 1}, []int{2}, tensor.Int64), floatTensor(make([]float64, 6), []int{3, 2}, tensor.Float64), 10, -1)
+	assert.ErrorIs(t, err, gather.ErrShape)
+}
+
+// trainPair trains two copies of the same model for a few steps: one with a
+// dense table and step, one sparse, and returns both tables after each step.
+// The model: a lookup of a [batch] id tensor and, with twoLookups, of a
+// [batch, 2] one too, summed; a linear head, LogSoftMax and NLLLoss.
+// newSolver makes the solver for the dense learnables of each run.
+func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSolver func() gorgonia.Solver, sparseStep func(*tensor.Dense, *RowGrad) error) (dense, sparse [][]float64) {
+	t.Helper()
+	const vocab, dim, batch = 12, 3, 5
+	run := func(sparseMode bool) [][]float64 {
+		solver := newSolver()
+		r := rand.New(rand.NewPCG(21, 22))
+		g := gorgonia.NewGraph()
+		init := func(dt tensor.Dtype, s ...int) any {
+			v := make([]float64, tensor.Shape(s).TotalSize())
+			for i := range v {
+				v[i] = r.NormFloat64()
+			}
+			return floatTensor(v, s, dt).Data()
+		}
+		opts := []EmbeddingOption{EmbeddingInit(init), EmbeddingPadding(0)}
+		if sparseMode {
+			opts = append(opts, EmbeddingSparse())
+		}
+		emb, err := NewEmbedding(g, "emb", vocab, dim, dt, opts...)
+		require.NoError(t, err)
+		idsA := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("a"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(make([]int, batch)))))
+		idsB := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(batch, 2), gorgonia.WithName("b"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(batch, 2), tensor.WithBacking(make([]int, 2*batch)))))
+		targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("y"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(make([]int, batch)))))
+		w := gorgonia.NewMatrix(g, dt, gorgonia.WithShape(dim, 4), gorgonia.WithName("w"), gorgonia.WithInit(init))
+		h, err := emb.Lookup(idsA)
+		require.NoError(t, err)
+		if twoLookups {
+			vb, err := emb.Lookup(idsB)
+			require.NoError(t, err)
+			h = gorgonia.Must(gorgonia.Add(h, gorgonia.Must(gorgonia.Sum(vb, 1))))
+		}
+		loss, err := NLLLoss(gorgonia.Must(gorgonia.LogSoftMax(gorgonia.Must(gorgonia.Mul(h, w)))), targets)
+		require.NoError(t, err)
+		learn := append(emb.Learnables(), w)
+		_, err = gorgonia.Grad(loss, append(learn, emb.GradNodes()...)...)
+		require.NoError(t, err)
+		vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
+		defer vm.Close()
+		var tables [][]float64
+		for range steps {
+			for i := range idsA.Value().(*tensor.Dense).Ints() {
+				idsA.Value().(*tensor.Dense).Ints()[i] = r.IntN(vocab)
+			}
+			for i := range idsB.Value().(*tensor.Dense).Ints() {
+				idsB.Value().(*tensor.Dense).Ints()[i] = r.IntN(vocab/2) - vocab/2 // negative ids
+			}
+			for i := range targets.Value().(*tensor.Dense).Ints() {
+				targets.Value().(*tensor.Dense).Ints()[i] = r.IntN(4)
+			}
+			require.NoError(t, vm.RunAll())
+			if sparseMode {
+				rg, err := emb.RowGrad()
+				require.NoError(t, err)
+				require.NoError(t, sparseStep(emb.Table.Value().(*tensor.Dense), rg))
+				require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(gorgonia.Nodes{w})))
+			} else {
+				require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(learn)))
+			}
+			vm.Reset()
+			tables = append(tables, floats(emb.Table.Value().(*tensor.Dense)))
+		}
+		return tables
+	}
+	return run(false), run(true)
+}
+
+// Without weight decay, sparse SGD is dense SGD (gorgonia.VanillaSolver):
+// exactly for one lookup per step. With two lookups of the table, Gorgonia
+// adds the two dense gradients while RowGrad sums all contributions of a
+// row in one pass, so the results agree to rounding.
+func TestSparseSGDEqualsDense(t *testing.T) {
+	vanilla := func() gorgonia.Solver { return gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.3)) }
+	for _, dt := range floatDtypes {
+		dense, sparse := trainPair(t, dt, 6, false, vanilla, (&SparseSGD{LearnRate: 0.3}).Step)
+		for s := range dense {
+			assert.Equal(t, dense[s], sparse[s], "%v step %d", dt, s)
+		}
+		assert.Equal(t, []float64{0, 0, 0}, dense[len(dense)-1][:3], "the padding row never moves")
+
+		dense, sparse = trainPair(t, dt, 6, true, vanilla, (&SparseSGD{LearnRate: 0.3}).Step)
+		tol := 1e-12
+		if dt == tensor.Float32 {
+			tol = 1e-5
+		}
+		for s := range dense {
+			assert.InDeltaSlice(t, dense[s], sparse[s], tol, "%v step %d, two lookups", dt, s)
+		}
+		assert.NotEqual(t, dense[0], dense[len(dense)-1])
+	}
+}
+
+// SparseAdam follows its documented semantics: compared with a reference
+// written from the formulas, on the same row gradients.
+func TestSparseAdamSemantics(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	const vocab, dim = 6, 2
+	w0 := randFloats(r, vocab*dim)
+	table := floatTensor(w0, []int{vocab, dim}, tensor.Float64)
+	opt := &SparseAdam{LearnRate: 0.01, WeightDecay: 0.1}
+	ref := append([]float64{}, w0...)
+	m, v := make([]float64, vocab*dim), make([]float64, vocab*dim)
+	for step := 1; step <= 5; step++ {
+		ids := randIndices(r, 4, vocab)
+		up := randFloats(r, 4*dim)
+		rg, err := RowGradient(castIndices(ids, []int{4}, tensor.Int64), floatTensor(up, []int{4, dim}, tensor.Float64), vocab, -1)
+		require.NoError(t, err)
+		require.NoError(t, opt.Step(table, rg))
+
+		// Reference: dense gradient, update only rows with a gradient entry.
+		gd := refIndexAdd([]int{vocab, dim}, ids, []int{4}, 0, up)
+		touched := map[int]bool{}
+		for _, id := range ids {
+			touched[normIndex(id, vocab)] = true
+		}
+		bc := 0.01 * math.Sqrt(1-math.Pow(0.999, float64(step))) / (1 - math.Pow(0.9, float64(step)))
+		for row := range vocab {
+			if !touched[row] {
+				continue
+			}
+			for j := range dim {
+				k := row*dim + j
+				m[k] = 0.9*m[k] + 0.1*gd[k]
+				v[k] = 0.999*v[k] + 0.001*gd[k]*gd[k]
+				ref[k] = ref[k]*(1-0.01*0.1) - bc*m[k]/(math.Sqrt(v[k])+1e-8)
+			}
+		}
+		assert.InEpsilonSlice(t, ref, table.Float64s(), 1e-14, "step %d", step)
+		for row := range vocab {
+			if !touched[row] && step == 1 {
+				assert.Equal(t, w0[row*dim:(row+1)*dim], table.Float64s()[row*dim:(row+1)*dim], "untouched rows stay put")
+			}
+		}
+	}
+
+	// The wrong table for the optimiser's moments, or a bad gradient, is an error.
+	err := opt.Step(floatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), &RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
+	assert.ErrorIs(t, err, gather.ErrShape)
+	err = (&SparseSGD{LearnRate: 1}).Step(table, &RowGrad{Rows: []int{7}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, dim))})
+	assert.ErrorIs(t, err, gather.ErrIndexOutOfRange)
+	// An integer table is refused, not silently left alone.
+	ints := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(vocab, dim))
+	err = (&SparseSGD{LearnRate: 1}).Step(ints, &RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
+	assert.ErrorIs(t, err, gather.ErrDtype)
+	err = (&SparseAdam{}).Step(ints, &RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
+	assert.ErrorIs(t, err, gather.ErrDtype)
+}
+
+// SparseAdam also trains the full model (and moves only touched rows).
+func TestSparseAdamTrains(t *testing.T) {
+	adam := func() gorgonia.Solver { return gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.05)) }
+	_, sparse := trainPair(t, tensor.Float32, 3, true, adam, (&SparseAdam{LearnRate: 0.05}).Step)
+	assert.NotEqual(t, sparse[0], sparse[2])
+	assert.Equal(t, []float64{0, 0, 0}, sparse[2][:3], "the padding row never moves")
+}
+
+func TestRowGradErrors(t *testing.T) {
+	g := gorgonia.NewGraph()
+	dense, err := NewEmbedding(g, "dense", 4, 2, tensor.Float64)
+	require.NoError(t, err)
+	_, err = dense.RowGrad()
+	assert.ErrorIs(t, err, gather.ErrShape)
+	assert.Empty(t, dense.GradNodes())
+	sp, err := NewEmbedding(g, "sp", 4, 2, tensor.Float64, EmbeddingSparse())
+	require.NoError(t, err)
+	assert.Empty(t, sp.Learnables())
+	_, err = sp.RowGrad()
+	assert.ErrorIs(t, err, gather.ErrShape)
+	assert.Contains(t, err.Error(), "RowGrad before any Lookup")
+}
+
+// Above the parallel threshold the sparse optimisers split rows across
+// workers; the result is the same for any GOMAXPROCS.
+func TestSparseOptimisersParallel(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const vocab, dim, n = 20000, 16, 8192
+	ids := randIndices(r, n, vocab)
+	rg, err := RowGradient(castIndices(ids, []int{n}, tensor.Int64), floatTensor(randFloats(r, n*dim), []int{n, dim}, tensor.Float32), vocab, -1)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(rg.Rows)*dim, kernel.MinParallelWork)
+	w0 := randFloats(r, vocab*dim)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	var want [2][]float64
+	for _, procs := range []int{1, 4} {
+		runtime.GOMAXPROCS(procs)
+		sgdT := floatTensor(w0, []int{vocab, dim}, tensor.Float32)
+		require.NoError(t, (&SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}).Step(sgdT, rg))
+		adamT := floatTensor(w0, []int{vocab, dim}, tensor.Float32)
+		adam := &SparseAdam{}
+		require.NoError(t, adam.Step(adamT, rg))
+		require.NoError(t, adam.Step(adamT, rg))
+		if procs == 1 {
+			want = [2][]float64{floats(sgdT), floats(adamT)}
+			continue
+		}
+		assert.Equal(t, want[0], floats(sgdT), "SparseSGD with GOMAXPROCS=%d", procs)
+		assert.Equal(t, want[1], floats(adamT), "SparseAdam with GOMAXPROCS=%d", procs)
+	}
+	assert.NotEqual(t, w0, want[0])
+}

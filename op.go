@@ -1,0 +1,280 @@
+package gather
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/dense"
+)
+
+// opBase is what gatherOp and gatherElementsOp share: the arguments fixed
+// when the node is built, and the Op methods that do not depend on the
+// operator. An op value may be shared by goroutines.
+type opBase struct {
+	kind       string       // opGather or opGatherElements
+	axis       int          // normalised to [0, rank-1]
+	dataType   tensor.Dtype // dtype of data and of the output
+	indexType  tensor.Dtype
+	dataShape  tensor.Shape
+	indexShape tensor.Shape
+	outShape   tensor.Shape
+	cfg        config
+}
+
+// newBase checks the arguments of Gather or GatherElements.
+func newBase(kind string, data, indices *gorgonia.Node, axis int, cfg config) (opBase, error) {
+	if data == nil || indices == nil {
+		return opBase{}, fmt.Errorf("%s: data and indices must be nodes, got data=%v, indices=%v: %w", kind, data, indices, ErrShape)
+	}
+	if dense.WordOf(data.Dtype()) == dense.WordNone {
+		return opBase{}, fmt.Errorf("%s: data dtype %v is not supported: %w", kind, data.Dtype(), ErrDtype)
+	}
+	if err := dense.CheckIndexDtype(kind, "indices", indices.Dtype()); err != nil {
+		return opBase{}, err
+	}
+	ds, is := data.Shape().Clone(), indices.Shape().Clone()
+	ax, err := normAxis(kind, axis, len(ds))
+	if err != nil {
+		return opBase{}, err
+	}
+	if _, err := dense.Size(kind, "data", ds); err != nil {
+		return opBase{}, err
+	}
+	out, err := outputShape(nil, kind, ds, is, ax)
+	if err != nil {
+		return opBase{}, err
+	}
+	out = out.Clone()
+	if n := ds[ax]; n == 0 && is.TotalSize() > 0 {
+		return opBase{}, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
+	}
+	if cfg.hasPad {
+		if kind != opGather {
+			return opBase{}, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrShape)
+		}
+		if s := ds[ax]; cfg.pad < -s || cfg.pad >= s {
+			return opBase{}, fmt.Errorf("%s: padding index %d is out of range [%d, %d] for axis %d of size %d: %w",
+				kind, cfg.pad, -s, s-1, ax, s, ErrIndexOutOfRange)
+		}
+		if cfg.pad < 0 {
+			cfg.pad += ds[ax]
+		}
+	}
+	return opBase{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
+		dataShape: ds, indexShape: is, outShape: out, cfg: cfg}, nil
+}
+
+// apply adds o, whose opBase is b, to the graph of data and indices.
+func apply(o gorgonia.Op, b *opBase, data, indices *gorgonia.Node) (*gorgonia.Node, error) {
+	var n *gorgonia.Node
+	var err error
+	if b.cfg.name != "" {
+		n, err = gorgonia.ApplyOpWithName(o, b.cfg.name, data, indices)
+	} else {
+		n, err = gorgonia.ApplyOp(o, data, indices)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.kind, err)
+	}
+	return n, nil
+}
+
+// outputShape returns the output shape of the op named kind, built in buf
+// for Gather and aliasing indices for GatherElements: clone it to keep it.
+func outputShape(buf tensor.Shape, kind string, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
+	if kind == opGather {
+		return gatherShape(buf, data, indices, axis)
+	}
+	return elementsShape(data, indices, axis)
+}
+
+// target says where a forward call puts its result.
+type target struct {
+	out    *tensor.Dense // nil: a new tensor
+	strict bool          // out must fit (WithReuse, WithIncr); else a new tensor replaces it
+	add    bool          // add into out (WithIncr)
+}
+
+// parseOut reads the tensor.FuncOpts of Take or TakeAlongAxis.
+func parseOut(kind string, opts []tensor.FuncOpt) (target, error) {
+	if len(opts) == 0 {
+		return target{}, nil
+	}
+	fo := dense.ParseFuncOpts(opts)
+	if fo.Unsafe || fo.As.Type != nil {
+		return target{}, fmt.Errorf("%s: only tensor.WithReuse and tensor.WithIncr apply: %w", kind, ErrShape)
+	}
+	incr, reuse := fo.Incr, fo.Reuse
+	if incr != nil && reuse != nil {
+		return target{}, fmt.Errorf("%s: tensor.WithReuse and tensor.WithIncr given together; give one: %w", kind, ErrShape)
+	}
+	t := target{strict: true, add: incr != nil}
+	v := reuse
+	if t.add {
+		v = incr
+	}
+	if v == nil {
+		return target{}, nil
+	}
+	out, ok := v.(*tensor.Dense)
+	if !ok || out == nil {
+		return target{}, fmt.Errorf("%s: the output must be a *tensor.Dense, got %T: %w", kind, v, ErrDtype)
+	}
+	t.out = out
+	return t, nil
+}
+
+// forward computes the op named kind into dst. On error nothing the caller
+// can see has been written: a caller's buffer is written only after every
+// index is checked, and a new tensor that the kernels abandon at a bad
+// index is dropped.
+func forward(kind string, data, indices any, axis int, dst target) (*tensor.Dense, error) {
+	d, err := dense.ReadData(kind, data)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := dense.ReadIndices(kind, "indices", indices)
+	if err != nil {
+		return nil, err
+	}
+	ax, err := normAxis(kind, axis, d.Dims())
+	if err != nil {
+		return nil, err
+	}
+	var buf [8]int
+	shape, err := outputShape(buf[:0], kind, d.Shape(), ix.Shape, ax)
+	if err != nil {
+		return nil, err
+	}
+	s := d.Shape()[ax]
+	out, fresh := dst.out, false
+	if out != nil {
+		err = checkOut(kind, out, shape, d.Dtype(), dst.add, data, indices)
+	}
+	switch {
+	case out != nil && err == nil:
+		// A buffer the caller can see: nothing is written unless all is well.
+		if err := checkIndices(kind, ix, ax, s); err != nil {
+			return nil, err
+		}
+	case dst.strict:
+		return nil, err
+	default:
+		// A new tensor: the kernels check as they go, and on error the
+		// tensor is dropped, so no partial result escapes.
+		out, fresh = dense.NewOutput(d.Dtype(), shape), true
+	}
+	var bad int
+	if kind == opGather {
+		bad = runTake(out, d, ix, ax, fresh, dst.add)
+	} else {
+		bad = runTakeAlong(out, d, ix, ax, dst.add)
+	}
+	if bad >= 0 {
+		return nil, indexError(kind, ix, bad, ax, s)
+	}
+	return out, nil
+}
+
+// checkOut returns an error unless out can receive a result of the given
+// shape and dtype in place (or, with add, have it added in): row-major,
+// not a view, of exactly that shape and dtype, and sharing no memory with
+// the inputs.
+func checkOut(kind string, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, add bool, inputs ...any) error {
+	if out.Dtype() != dt {
+		return fmt.Errorf("%s: the output is %v, the result %v: %w", kind, out.Dtype(), dt, ErrDtype)
+	}
+	if add {
+		switch dt {
+		case tensor.Float32, tensor.Float64, tensor.Int, tensor.Int32, tensor.Int64:
+		default:
+			return fmt.Errorf("%s: cannot add %v values into the output: %w", kind, dt, ErrDtype)
+		}
+	}
+	if !dense.SameShape(out.Shape(), shape) {
+		return fmt.Errorf("%s: the output has shape %v, the result %s: %w", kind, out.Shape(), dense.ShapeString(shape), ErrShape)
+	}
+	if !dense.Writable(out) {
+		return fmt.Errorf("%s: the output of shape %v must be a row-major tensor that is not a view: %w", kind, out.Shape(), ErrShape)
+	}
+	for _, in := range inputs {
+		if t, ok := in.(*tensor.Dense); ok && dense.Overlaps(out, t) {
+			return fmt.Errorf("%s: the output of shape %v shares memory with an input: %w", kind, out.Shape(), ErrShape)
+		}
+	}
+	return nil
+}
+
+// fits reports whether a gradient op can write its result of the given
+// shape and dtype into out (see checkOut).
+func fits(out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, inputs ...any) bool {
+	return checkOut("", out, shape, dt, false, inputs...) == nil
+}
+
+// Arity returns 2: data and indices.
+func (o *opBase) Arity() int { return 2 }
+
+// Type returns data, indices -> output, with the ranks fixed when the node was built.
+func (o *opBase) Type() hm.Type {
+	return hm.NewFnType(
+		dense.Type(len(o.dataShape), o.dataType),
+		dense.Type(len(o.indexShape), o.indexType),
+		dense.Type(len(o.outShape), o.dataType))
+}
+
+func (o *opBase) inferShape(in []gorgonia.DimSizer) (tensor.Shape, error) {
+	if err := checkArity(o.kind, "", len(in), 2); err != nil {
+		return nil, err
+	}
+	ds, ok1 := in[0].(tensor.Shape)
+	is, ok2 := in[1].(tensor.Shape)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("%s: input shapes must be known, got %v and %v: %w", o.kind, in[0], in[1], ErrShape)
+	}
+	out, err := outputShape(nil, o.kind, ds, is, o.axis)
+	if err != nil {
+		return nil, err
+	}
+	return out.Clone(), nil
+}
+
+// do computes the op into prealloc when it can hold the result, else into
+// a new tensor.
+func (o *opBase) do(prealloc gorgonia.Value, in []gorgonia.Value) (gorgonia.Value, error) {
+	if err := checkArity(o.kind, "", len(in), 2); err != nil {
+		return nil, err
+	}
+	buf, _ := prealloc.(*tensor.Dense)
+	out, err := forward(o.kind, in[0], in[1], o.axis, target{out: buf})
+	if err != nil {
+		return nil, err
+	}
+	return dense.Value(out), nil
+}
+
+func (o *opBase) ReturnsPtr() bool     { return false }
+func (o *opBase) CallsExtern() bool    { return false }
+func (o *opBase) OverwritesInput() int { return -1 }
+
+// WriteHash writes everything that sets the op's behaviour: kind, axis and options.
+func (o *opBase) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v->%v", o, o.indexType, o.dataType) }
+
+func (o *opBase) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+
+// String names the op, e.g. "Gather{axis=1}" or "GatherElements{axis=0, noGrad}".
+func (o *opBase) String() string {
+	name := "Gather"
+	if o.kind == opGatherElements {
+		name = "GatherElements"
+	}
+	return fmt.Sprintf("%s{axis=%d%v}", name, o.axis, o.cfg)
+}
