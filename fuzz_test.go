@@ -154,10 +154,16 @@ func FuzzTake(f *testing.F) {
 		got, err := Take(data, indices, c.axis)
 		want := c.wantErr(opGather)
 		checkErr(t, want, err)
+		var ref []float64
+		var oshape []int
 		if want == nil {
-			ref, oshape := refTake(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
+			ref, oshape = refTake(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
 			requireSameTensor(t, floatTensor(ref, oshape, tensor.Float64), got)
+		} else if !errors.Is(want, ErrAxisOutOfRange) {
+			ax := (c.axis + len(c.dshape)) % len(c.dshape)
+			oshape = append(append(append([]int{}, c.dshape[:ax]...), c.ishape...), c.dshape[ax+1:]...)
 		}
+		fuzzInto(t, Take, data, indices, c.axis, want, ref, oshape)
 		requireSameTensor(t, floatTensor(vals, c.dshape, tensor.Float64), data)
 		requireSameTensor(t, idxBefore, indices)
 	})
@@ -175,13 +181,65 @@ func FuzzTakeAlongAxis(f *testing.F) {
 		got, err := TakeAlongAxis(data, indices, c.axis)
 		want := c.wantErr(opGatherElements)
 		checkErr(t, want, err)
+		var ref []float64
 		if want == nil {
-			ref := refTakeAlong(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
+			ref = refTakeAlong(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
 			requireSameTensor(t, floatTensor(ref, c.ishape, tensor.Float64), got)
+		}
+		if want == nil || errors.Is(want, ErrIndexOutOfRange) {
+			fuzzInto(t, TakeAlongAxis, data, indices, c.axis, want, ref, c.ishape)
 		}
 		requireSameTensor(t, floatTensor(vals, c.dshape, tensor.Float64), data)
 		requireSameTensor(t, idxBefore, indices)
 	})
+}
+
+// fuzzInto runs take (Take or TakeAlongAxis) into a caller's buffer of
+// the output's shape oshape (nil when no shape is valid): with
+// tensor.WithReuse into a buffer of NaN, with tensor.WithIncr into one of
+// 1s. It must fail exactly as the new-output call did (want), leaving the
+// buffer unchanged, or give ref (WithReuse) and ref+1 (WithIncr).
+func fuzzInto(t *testing.T, take func(data, indices tensor.Tensor, axis int, opts ...tensor.FuncOpt) (*tensor.Dense, error),
+	data, indices *tensor.Dense, axis int, want error, ref []float64, oshape []int) {
+	t.Helper()
+	if oshape == nil {
+		return
+	}
+	n := tensor.Shape(oshape).TotalSize()
+	for _, incr := range []bool{false, true} {
+		fill, opt := math.NaN(), tensor.WithReuse
+		if incr {
+			fill, opt = 1, tensor.WithIncr
+		}
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = fill
+		}
+		out := floatTensor(v, oshape, tensor.Float64)
+		before := out.Clone().(*tensor.Dense)
+		got, err := take(data, indices, axis, opt(out))
+		checkErr(t, want, err)
+		if want != nil {
+			for i, x := range floats(out) {
+				if y := floats(before)[i]; x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
+					t.Fatalf("incr=%v: buffer written at %d on error", incr, i)
+				}
+			}
+			continue
+		}
+		if got != out {
+			t.Fatalf("incr=%v: the result is not the buffer", incr)
+		}
+		for i, x := range floats(out) {
+			w := ref[i]
+			if incr {
+				w++
+			}
+			if x != w {
+				t.Fatalf("incr=%v: element %d is %v, want %v", incr, i, x, w)
+			}
+		}
+	}
 }
 
 // fuzzBackward runs IndexAdd or ScatterAdd into a destination holding 1s,
