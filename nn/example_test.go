@@ -1,0 +1,153 @@
+package nn_test
+
+import (
+	"fmt"
+	"log"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/nn"
+)
+
+// counting fills a table with 0, 1, 2, ... so that the rows can be read.
+func counting(dt tensor.Dtype, s ...int) any {
+	v := make([]float32, tensor.Shape(s).TotalSize())
+	for i := range v {
+		v[i] = float32(i)
+	}
+	return v
+}
+
+func ExampleNewEmbedding() {
+	g := gorgonia.NewGraph()
+	emb, err := nn.NewEmbedding(g, "words", 4, 3, tensor.Float32,
+		nn.EmbeddingInit(counting), nn.EmbeddingPadding(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithName("ids"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]int{1, 3, 0, 1}))))
+	vecs, err := emb.Lookup(ids) // [2, 2] ids -> [2, 2, 3] vectors
+	if err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(vecs.Shape(), vecs.Value().Data()) // id 0 is padding: its row is zeros
+	// Output:
+	// (2, 2, 3) [3 4 5 9 10 11 0 0 0 3 4 5]
+}
+
+// A row-sparse embedding trained with SparseAdam: the dense solver updates
+// the rest of the model, the table moves only in the rows a batch names.
+func ExampleEmbeddingSparse() {
+	g := gorgonia.NewGraph()
+	emb, err := nn.NewEmbedding(g, "words", 1000, 4, tensor.Float32,
+		nn.EmbeddingInit(counting), nn.EmbeddingSparse())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{7, 3, 7}))))
+	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("y"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 1, 0}))))
+	w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(4, 2), gorgonia.WithName("w"),
+		gorgonia.WithInit(gorgonia.Zeroes()))
+	h, err := emb.Lookup(ids)
+	if err != nil {
+		log.Fatal(err)
+	}
+	loss, err := nn.CrossEntropy(gorgonia.Must(gorgonia.Mul(h, w)), targets)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dense := gorgonia.Nodes{w}
+	if _, err := gorgonia.Grad(loss, append(dense, emb.GradNodes()...)...); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(dense...))
+	defer vm.Close()
+	solver := gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.01))
+	adam := &nn.SparseAdam{LearnRate: 0.01}
+	table := emb.Table.Value().(*tensor.Dense)
+	for range 3 {
+		if err := vm.RunAll(); err != nil {
+			log.Fatal(err)
+		}
+		rg, err := emb.RowGrad() // the rows this run touched and their gradients
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := adam.Step(table, rg); err != nil {
+			log.Fatal(err)
+		}
+		if err := solver.Step(gorgonia.NodesToValueGrads(dense)); err != nil {
+			log.Fatal(err)
+		}
+		vm.Reset()
+		fmt.Println("rows updated:", rg.Rows)
+	}
+	row := func(r int) []float32 { return table.Float32s()[r*4 : (r+1)*4] }
+	fmt.Println("row 5 unchanged:", row(5))
+	// Output:
+	// rows updated: [3 7]
+	// rows updated: [3 7]
+	// rows updated: [3 7]
+	// row 5 unchanged: [20 21 22 23]
+}
+
+func ExampleCrossEntropy() {
+	g := gorgonia.NewGraph()
+	logits := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("logits"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{
+			2, 0, 0,
+			0, 0, 0,
+		}))))
+	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("y"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 2}))))
+	loss, err := nn.CrossEntropy(logits, targets)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(loss, logits); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	grad, _ := logits.Grad()
+	fmt.Printf("loss %.4f\n", loss.Value().Data()) // (-log(e²/(e²+2)) + log 3) / 2
+	fmt.Printf("grad %.4f\n", grad.Data())
+	// Output:
+	// loss 0.6691
+	// grad [-0.1065 0.0533 0.0533 0.1667 0.1667 -0.3333]
+}
+
+func ExampleNLLLoss() {
+	g := gorgonia.NewGraph()
+	logProbs := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("logp"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{
+			-0.1, -2.3,
+			-1.2, -0.4,
+		}))))
+	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("y"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 1}))))
+	loss, err := nn.NLLLoss(logProbs, targets)
+	if err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%.2f\n", loss.Value().Data()) // -(-0.1 + -0.4) / 2
+	// Output:
+	// 0.25
+}
