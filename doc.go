@@ -3,8 +3,8 @@
 //
 // # Operations
 //
-// Gather (ONNX Gather-13, NumPy take) selects whole slices of data along
-// one axis:
+// Gather (ONNX Gather-13, NumPy take, PyTorch index_select) selects whole
+// slices of data along one axis:
 //
 //	out[i₀…, j₀…jq, k…] = data[i₀…, indices[j₀…jq], k…]
 //
@@ -19,12 +19,12 @@
 //
 // The graph functions Gather and GatherElements add the ops to a
 // gorgonia.ExprGraph; Take and TakeAlongAxis compute the same results on
-// tensors without a graph; IndexAdd and ScatterAdd are their backward kernels.
+// tensors without a graph, into a new tensor or, with tensor.WithReuse and
+// tensor.WithIncr, into one of the caller's; IndexAdd and ScatterAdd are
+// their backward kernels.
 //
-// Built on them: Embedding, a learnable lookup table (with padding, frozen
-// and row-sparse modes, and the SparseSGD and SparseAdam optimisers for the
-// last); NLLLoss, the mean negative log-likelihood of integer targets, and
-// CrossEntropy, the same after a softmax in one op; and GradCheck, which checks the gradient of any scalar Gorgonia expression
+// Package nn builds training pieces on these ops (an embedding layer,
+// losses, row-sparse optimisers); package gradcheck checks gradients
 // against finite differences.
 //
 // # Indices
@@ -33,7 +33,7 @@
 // negative index counts from the end of the axis, so for an axis of size s
 // the valid range is [-s, s-1]. Anything outside it is an error; nothing is
 // ever clamped or wrapped. Data may hold any dtype that gorgonia.org/tensor
-// holds; gradients exist for float32 and float64 data.
+// holds in Go memory; gradients exist for float32 and float64 data.
 //
 // # Errors
 //
@@ -44,38 +44,21 @@
 // *IndexError. Gorgonia's machines hide the error an op returned behind a
 // wrapper without Unwrap; Cause recovers it.
 //
-// # Memory
+// # Gradients
 //
-// A new output that a kernel writes in full (Take, TakeAlongAxis, the ops'
-// Do, the gradient ops' Do) is allocated without the runtime clearing it
-// first, through a link to the runtime's allocator in one file
-// (alloc_unsafe.go): on a large output the clearing, which Go does on one
-// thread, costs more than the parallel kernel. Building with the purego tag
-// replaces it with make.
+// Both of Gorgonia's machines differentiate the ops: the TapeMachine
+// through SymDiff (gorgonia.Grad), the LispMachine through DoDiff, which
+// adds into the gradient data already has. Repeated indices accumulate.
+// The gradient is the same, bit for bit, for every GOMAXPROCS: each
+// destination row or element sums its contributions in index order.
 //
-// # Prefetching, streaming stores and row assembly
+// # Speed
 //
-// On amd64, the kernels that move whole rows (Gather and its gradient) ask
-// the processor for rows eight ahead of the one they move, through a few
-// lines of assembly (prefetch_amd64.s), when rows are at least a cache line
-// long and the memory they are read from at random is at least 1 MB: such
-// reads wait on memory otherwise. A prefetch only hints; it changes no
-// result. Gather writes a new output of at least 1 MB, gathered from data
-// of at most 32 MB in rows of whole multiples of 16 bytes, with streaming
-// (non-temporal) stores (stream_amd64.s), which write memory that is not in
-// cache without first reading it; outputs into a caller's buffer use
-// ordinary stores. The gradient of Gather writes a block of its destination
-// of at least 1 MB the same way: each row as the first index names it, then
-// zeros in the rows no index names, with the bits that clearing and adding
-// give. On processors with
-// AVX, Gather moves rows of whole multiples of 32 bytes eight at a time with
-// one assembly call (rows_amd64.s) and 32-byte loads and stores. On
-// processors with AVX2, the check of every index before a call writes into
-// a buffer the caller can see tests 16 indices per step (check_amd64.s); the
-// Go loop then finds the position of the first bad one. Building with the
-// purego tag, or on other architectures, leaves these out.
-//
-// The gradient of Gather adds rows with gonum's axpy (blas/gonum), which
-// is assembly on amd64 and gives each element the bits of the plain loop
-// d + c*g; the results are the same for every GOMAXPROCS.
+// Large calls are split across GOMAXPROCS goroutines. A new output is
+// allocated without the runtime clearing it first, since every element is
+// written. On amd64, a few assembly routines move and prefetch rows,
+// write large new outputs with streaming stores and check indices 16 at a
+// time; each has a Go twin of the same signature, which the purego build
+// tag (and every other architecture) uses instead. bench/README.md gives
+// the measurements.
 package gather
