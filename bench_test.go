@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"testing"
 
 	"gorgonia.org/gorgonia"
@@ -80,8 +81,11 @@ func (c benchCase) make() benchData {
 // timed call pays for the first touch of a buffer's memory.
 func BenchmarkCases(b *testing.B) {
 	for _, c := range benchCases {
-		d := c.make()
+		// Made on first use, so that a run filtered to one case makes
+		// only its data.
+		get := sync.OnceValue(c.make)
 		b.Run(c.name+"/fwd", func(b *testing.B) {
+			d := get()
 			fwd := func() {
 				var err error
 				if c.kind == opGather {
@@ -102,6 +106,7 @@ func BenchmarkCases(b *testing.B) {
 		// The same forward into a buffer reused from the last call
 		// (tensor.WithReuse), against PyTorch's out= calls.
 		b.Run(c.name+"/fwd-reuse", func(b *testing.B) {
+			d := get()
 			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(d.oshape...))
 			reuse := tensor.WithReuse(buf)
 			fwd := func() {
@@ -125,6 +130,7 @@ func BenchmarkCases(b *testing.B) {
 			}
 		})
 		b.Run(c.name+"/bwd", func(b *testing.B) {
+			d := get()
 			diff := &diffOp{fwd: &opBase{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
 			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.dshape...))
 			// One untimed call first, as for fwd-prealloc.
@@ -147,10 +153,13 @@ func BenchmarkCases(b *testing.B) {
 // axis-0 embedding cases), and naive per-element loops.
 func BenchmarkBaselines(b *testing.B) {
 	for _, c := range benchCases {
-		d := c.make()
+		// Made on first use, so that a run filtered to one case makes
+		// only its data.
+		get := sync.OnceValue(c.make)
 		// Allocating a tensor of the output's size: the floor under a
 		// forward that returns a new tensor.
 		b.Run(c.name+"/alloc", func(b *testing.B) {
+			d := get()
 			alloc := func() { allocSink = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(d.oshape...)) }
 			steady(alloc)
 			for b.Loop() {
@@ -158,6 +167,7 @@ func BenchmarkBaselines(b *testing.B) {
 			}
 		})
 		b.Run(c.name+"/copy", func(b *testing.B) {
+			d := get()
 			src := make([]float32, d.oshape.TotalSize())
 			dst := make([]float32, len(src))
 			copy(dst, src) // untimed, as in BenchmarkCases
@@ -167,12 +177,17 @@ func BenchmarkBaselines(b *testing.B) {
 			}
 		})
 		if c.kind == opGather && c.axis == 0 {
-			ints := make([]int, d.indices.Shape().TotalSize())
-			for i, v := range d.indices.Int64s() {
-				ints[i] = int(v)
-			}
-			idx := tensor.New(tensor.WithShape(len(ints)), tensor.WithBacking(ints))
+			intIndices := sync.OnceValue(func() *tensor.Dense {
+				d := get()
+				ints := make([]int, d.indices.Shape().TotalSize())
+				for i, v := range d.indices.Int64s() {
+					ints[i] = int(v)
+				}
+				return tensor.New(tensor.WithShape(len(ints)), tensor.WithBacking(ints))
+			})
 			b.Run(c.name+"/ByIndices", func(b *testing.B) {
+				d := get()
+				idx := intIndices()
 				b.SetBytes(2*d.outBytes + d.idxBytes)
 				for b.Loop() {
 					if _, err := tensor.ByIndices(d.data, idx, c.axis); err != nil {
@@ -181,6 +196,8 @@ func BenchmarkBaselines(b *testing.B) {
 				}
 			})
 			b.Run(c.name+"/ByIndicesB", func(b *testing.B) {
+				d := get()
+				idx := intIndices()
 				b.SetBytes(d.dataBytes + 3*d.outBytes + d.idxBytes)
 				for b.Loop() {
 					if _, err := tensor.ByIndicesB(d.data, d.grad, idx, c.axis); err != nil {
@@ -190,6 +207,7 @@ func BenchmarkBaselines(b *testing.B) {
 			})
 		}
 		b.Run(c.name+"/naive-fwd", func(b *testing.B) {
+			d := get()
 			out := make([]float32, d.oshape.TotalSize())
 			naiveForward(c, d, out) // untimed, as in BenchmarkCases
 			b.SetBytes(2*d.outBytes + d.idxBytes)
@@ -198,6 +216,7 @@ func BenchmarkBaselines(b *testing.B) {
 			}
 		})
 		b.Run(c.name+"/naive-bwd", func(b *testing.B) {
+			d := get()
 			dst := make([]float32, d.data.Shape().TotalSize())
 			naiveBackward(c, d, dst) // untimed, as in BenchmarkCases
 			b.SetBytes(d.dataBytes + 3*d.outBytes + d.idxBytes)

@@ -83,9 +83,12 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--procs", default="2,1")
     p.add_argument("--bin", default="", help="a compiled test binary; built with go test -c if empty")
-    p.add_argument("--ab", default="", help="build tags of a second binary (e.g. purego): print an A/B table of the two instead")
+    p.add_argument("--ab-tags", default="", help="A/B against this tree built with these tags (e.g. purego)")
+    p.add_argument("--ab-patch", default="", help="A/B against this tree with this patch applied (bench/ab/*.patch)")
+    p.add_argument("--ab-rev", default="", help="A/B against this git revision")
+    p.add_argument("--ab-only", default="", help="a regexp: only the A/B benchmarks whose names match")
     a = p.parse_args()
-    if a.ab:
+    if a.ab_tags or a.ab_patch or a.ab_rev:
         return ab(a)
     binary = a.bin
     if not binary:
@@ -100,30 +103,92 @@ def main():
         table(procs, gos, torches)
 
 
-def ab(a):
-    """Alternates the default build (A) and one built with -tags a.ab (B)
-    round by round and prints B/A of the medians per benchmark: above 1,
-    the default build's special paths make it faster."""
-    tmp = tempfile.mkdtemp()
+def build(tree, tags, out):
+    """Builds the test binaries of the root package and of nn (when the tree
+    has it) from tree into out-root and out-nn; returns their paths."""
     bins = {}
-    for name, tags in (("A", ""), ("B", a.ab)):
-        bins[name] = os.path.join(tmp, name)
-        args = ["go", "test", "-c", "-o", bins[name]] + (["-tags", tags] if tags else []) + ["."]
-        subprocess.run(args, check=True, cwd=os.path.dirname(HERE))
+    for pkg in (".", "./nn"):
+        if not os.path.isdir(os.path.join(tree, pkg)):
+            continue
+        path = out + ("-root" if pkg == "." else "-nn")
+        args = ["go", "test", "-c", "-o", path] + (["-tags", tags] if tags else []) + [pkg]
+        subprocess.run(args, check=True, cwd=tree)
+        bins[pkg] = path
+    return bins
+
+
+def ab_specs():
+    """The benchmarks of an A/B: (package, -test.bench pattern, row name, benchtime)."""
+    specs = []
+    for c in CASES:
+        for d in ("fwd", "fwd-reuse", "bwd"):
+            specs.append((".", f"^BenchmarkCases$/^{c}$/^{d}$", f"{c}/{d}", "20x"))
+    specs.append((".", "^BenchmarkGraph$", "Graph/emb_50k_128", "10x"))
+    for mode in ("dense", "sparse"):
+        for rows in (10_000, 100_000, 1_000_000):
+            specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$", f"TrainStep/{mode}/rows={rows}", "5x"))
+    return specs
+
+
+def run_one(bins, pkg, pattern, benchtime, procs):
+    """Runs one benchmark and returns its ns/op, or None where the build
+    has no such benchmark. An older tree without nn has TrainStep in its
+    root package, and fwd-prealloc where fwd-reuse now is."""
+    binary = bins.get(pkg) or bins.get(".")
+    env = dict(os.environ, GOMAXPROCS=str(procs))
+    for pat in (pattern, pattern.replace("fwd-reuse", "fwd-prealloc")):
+        out = subprocess.run([binary, "-test.run", "^$", "-test.bench", pat, "-test.benchtime", benchtime,
+                              "-test.count", "1"], env=env, check=True, capture_output=True, text=True).stdout
+        m = re.search(r"^Benchmark\S+\s+\d+\s+([\d.]+) ns/op", out, re.M)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+def ab(a):
+    """Alternates the current tree (A) and a variant (B) benchmark by
+    benchmark, A first in odd rounds and B first in even ones, and prints
+    the medians and B/A per benchmark: above 1, A is faster. B is the same
+    tree built with -tags a.ab_tags, or with a.ab_patch applied, or the
+    revision a.ab_rev."""
+    tmp = tempfile.mkdtemp()
+    root = os.path.dirname(HERE)
+    bins = {"A": build(root, "", os.path.join(tmp, "A"))}
+    what = ""
+    if a.ab_tags:
+        bins["B"] = build(root, a.ab_tags, os.path.join(tmp, "B"))
+        what = f"-tags {a.ab_tags}"
+    else:
+        tree = os.path.join(tmp, "tree")
+        subprocess.run(["git", "worktree", "add", "--detach", tree] + ([a.ab_rev] if a.ab_rev else []),
+                       check=True, cwd=root, capture_output=True)
+        try:
+            if a.ab_patch:
+                subprocess.run(["git", "apply", os.path.abspath(a.ab_patch)], check=True, cwd=tree)
+                what = f"with {os.path.basename(a.ab_patch)}"
+            else:
+                what = f"revision {a.ab_rev}"
+            bins["B"] = build(tree, "", os.path.join(tmp, "B"))
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=root, capture_output=True)
+    specs = [s for s in ab_specs() if re.search(a.ab_only, s[2])]
     for procs in (int(x) for x in a.procs.split(",")):
-        rounds = {"A": [], "B": []}
+        res = {"A": {}, "B": {}}
         for r in range(a.rounds):
-            for name in ("A", "B"):
-                rounds[name].append(go_round(bins[name], procs))
+            order = ("A", "B") if r % 2 == 0 else ("B", "A")
+            for pkg, pattern, name, benchtime in specs:
+                for side in order:
+                    res[side].setdefault(name, []).append(run_one(bins[side], pkg, pattern, benchtime, procs))
             print(f"GOMAXPROCS={procs}: round {r + 1}/{a.rounds} done", file=sys.stderr)
-        print(f"\nGOMAXPROCS={procs}, default build (A) against -tags {a.ab} (B), {a.rounds} rounds:\n")
-        print("| case | A ns/op | B ns/op | B/A |")
+        print(f"\nGOMAXPROCS={procs}, this tree (A) against {what} (B), medians of {a.rounds} rounds:\n")
+        print("| benchmark | A ns/op | B ns/op | B/A |")
         print("|---|---:|---:|---:|")
-        for c in CASES:
-            for d in ("fwd", "fwd-reuse", "bwd"):
-                key = f"{c}/{d}"
-                x, y = med(rounds["A"], key, 0), med(rounds["B"], key, 0)
-                print(f"| `{key}` | {n(x)} | {n(y)} | {y / x:.2f} |")
+        for _, _, name, _ in specs:
+            x = [v for v in res["A"][name] if v is not None]
+            y = [v for v in res["B"][name] if v is not None]
+            mx, my = (statistics.median(x) if x else None), (statistics.median(y) if y else None)
+            ratio = f"{my / mx:.2f}" if mx and my else "n/a"
+            print(f"| `{name}` | {n(mx)} | {n(my)} | {ratio} |", flush=True)
 
 
 if __name__ == "__main__":
