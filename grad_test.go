@@ -171,7 +171,7 @@ func TestGradCheckCompositions(t *testing.T) {
 	}
 }
 
-// GradCheck must catch a wrong gradient: gather.WithGradScale(2) doubles it.
+// gradcheck.Check must catch a wrong gradient: gather.WithGradScale(2) doubles it.
 func TestGradCheckRejectsScaledGradient(t *testing.T) {
 	for _, machine := range []string{"tape", "lisp"} {
 		t.Run(machine, func(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 // An Embedding is a learnable table of vocab rows of dim values, looked up
 // by Gather: the Go counterpart of PyTorch's nn.Embedding.
 //
-//	emb, _ := gather.NewEmbedding(g, "emb", 10000, 64, tensor.Float32)
+//	emb, _ := nn.NewEmbedding(g, "emb", 10000, 64, tensor.Float32)
 //	vecs, _ := emb.Lookup(ids)                      // ids [batch, seq] -> [batch, seq, 64]
 //	...
 //	gorgonia.Grad(cost, emb.Learnables()...)

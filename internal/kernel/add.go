@@ -464,7 +464,7 @@ func Clear[T Float](s []T) {
 	parallelRun(len(s), p, t)
 }
 
-// clearTask is clearParallel's work for parallelRun.
+// clearTask is Clear's work for parallelRun.
 type clearTask[T Float] struct{ s []T }
 
 func (t *clearTask[T]) run(lo, hi int) int {
