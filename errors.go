@@ -1,7 +1,6 @@
 package gather
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,13 +20,25 @@ var (
 	ErrShape = dense.ErrShape
 	// ErrDtype: an argument has a dtype or type the operation does not accept.
 	ErrDtype = dense.ErrDtype
+	// ErrOption: an option that does not apply to the call, or options
+	// that contradict each other.
+	ErrOption = dense.ErrOption
+	// ErrGraph: Gorgonia refused to build or differentiate a node; the
+	// error wraps Gorgonia's own as well.
+	ErrGraph = dense.ErrGraph
 )
 
 // An IndexError records an index outside the valid range of its axis.
-// It unwraps to ErrIndexOutOfRange.
+// It unwraps to ErrIndexOutOfRange. Its message names the operation, the
+// node or table when it has a name, and the argument:
+//
+//	gather: indices[1,0] = 7 is out of range [-5, 4] for axis 0 of size 5
+//	embedding "words": ids[1] = 9 is out of range [-5, 4] for axis 0 of size 5
 type IndexError struct {
-	Op    string // "gather", "gather_elements", or the nn operation, e.g. "cross_entropy"
-	Pos   []int  // position of the bad value in the indices (or targets) tensor
+	Op    string // "gather", "gather_elements", or an nn operation such as "embedding" or "cross_entropy"
+	Name  string // the node's name (WithName) or the table's (an nn lookup); "" for none
+	Arg   string // the argument holding the index: "indices" if empty, "ids", "targets"
+	Pos   []int  // position of the bad value in that argument
 	Value int64  // the bad value
 	Axis  int    // the data axis it indexes (normalised, >= 0)
 	Size  int    // the size of that axis
@@ -36,11 +47,17 @@ type IndexError struct {
 func (e *IndexError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Op)
-	if e.Op == "cross_entropy" {
-		b.WriteString(": targets[")
-	} else {
-		b.WriteString(": indices[")
+	if e.Name != "" {
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(e.Name))
 	}
+	b.WriteString(": ")
+	if e.Arg == "" {
+		b.WriteString("indices")
+	} else {
+		b.WriteString(e.Arg)
+	}
+	b.WriteByte('[')
 	for i, p := range e.Pos {
 		if i > 0 {
 			b.WriteByte(',')
@@ -71,24 +88,10 @@ func (e *IndexError) Unwrap() error { return ErrIndexOutOfRange }
 //	}
 //
 // If err holds no error of this package, Cause returns err unchanged.
+// Errors of packages nn and gradcheck are found the same way.
 func Cause(err error) error {
-	for e := err; e != nil; {
-		if isOurs(e) {
-			return e
-		}
-		switch x := e.(type) {
-		case interface{ Unwrap() error }:
-			e = x.Unwrap()
-		case interface{ Err() error }:
-			e = x.Err()
-		default:
-			return err
-		}
+	if e := dense.Ours(err); e != nil {
+		return e
 	}
 	return err
-}
-
-func isOurs(err error) bool {
-	return errors.Is(err, ErrIndexOutOfRange) || errors.Is(err, ErrAxisOutOfRange) ||
-		errors.Is(err, ErrShape) || errors.Is(err, ErrDtype)
 }

@@ -26,7 +26,7 @@ import (
 // runs in index order whatever the number of threads, so the result does
 // not depend on GOMAXPROCS. It is O(size of src).
 func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGather, dst, indices, src, axis, 1, -1)
+	return backward(opGather, dst, indices, src, axis, 1, -1, label{op: opGather})
 }
 
 // ScatterAdd adds src into dst at the positions that TakeAlongAxis(dst,
@@ -41,14 +41,14 @@ func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
 // On error dst is unchanged. The result does not depend on GOMAXPROCS.
 // It is O(size of src).
 func ScatterAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGatherElements, dst, indices, src, axis, 1, -1)
+	return backward(opGatherElements, dst, indices, src, axis, 1, -1, label{op: opGatherElements})
 }
 
 // backward adds scale*src into dst at the positions the op named kind reads,
 // after checking everything; for Gather, nothing is added to the slice pad
 // of axis (pad < 0 for none).
-func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale float64, pad int) error {
-	a, err := planAdd(kind, dst, indices, src, axis)
+func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale float64, pad int, l label) error {
+	a, err := planAdd(kind, dst, indices, src, axis, l)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ type addPlan struct {
 }
 
 // planAdd checks the arguments of backward.
-func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int) (addPlan, error) {
+func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int, l label) (addPlan, error) {
 	var a addPlan
 	if dst == nil {
 		return a, fmt.Errorf("%s gradient: destination is nil: %w", kind, ErrShape)
@@ -97,7 +97,7 @@ func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int) (addPla
 		return a, fmt.Errorf("%s gradient: want a %v gradient of shape %s, got %v of shape %v: %w",
 			kind, dst.Dtype(), dense.ShapeString(shape), g.Dtype(), g.Shape(), ErrShape)
 	}
-	if err := checkIndices(kind, ix, ax, dst.Shape()[ax]); err != nil {
+	if err := checkIndices(l, ix, ax, dst.Shape()[ax]); err != nil {
 		return a, err
 	}
 	if dense.Overlaps(dst, g) {
@@ -165,7 +165,7 @@ func (o *opBase) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	}
 	d, err := gorgonia.ApplyOp(&diffOp{o}, inputs[1], grad)
 	if err != nil {
-		return nil, fmt.Errorf("%s: building the gradient: %w", o.kind, err)
+		return nil, fmt.Errorf("%s: building the gradient: %w", o.kind, dense.Graph(err))
 	}
 	return gorgonia.Nodes{d, nil}, nil
 }
@@ -184,17 +184,17 @@ func (o *opBase) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, ou
 	}
 	dg, err := inputs[0].Grad()
 	if err != nil {
-		return fmt.Errorf("%s: data has no gradient to add into: %w", o.kind, err)
+		return fmt.Errorf("%s: data has no gradient to add into: %w", o.kind, dense.Graph(err))
 	}
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("%s: output has no gradient: %w", o.kind, err)
+		return fmt.Errorf("%s: output has no gradient: %w", o.kind, dense.Graph(err))
 	}
 	dst, ok := dg.(*tensor.Dense)
 	if !ok {
 		return fmt.Errorf("%s: gradient of data is a %T, not a *tensor.Dense: %w", o.kind, dg, ErrDtype)
 	}
-	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.gradScale, o.padding())
+	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.gradScale, o.padding(), o.label())
 }
 
 // padding returns the normalised padding index, or -1 if there is none.
@@ -254,7 +254,7 @@ func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (g
 // overwrite sets out to the gradient of indices in[0] and upstream gradient
 // in[1], whatever out held; on error out is unchanged.
 func (d *diffOp) overwrite(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, error) {
-	a, err := planAdd(d.fwd.kind, out, in[0], in[1], d.fwd.axis)
+	a, err := planAdd(d.fwd.kind, out, in[0], in[1], d.fwd.axis, d.fwd.label())
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +271,7 @@ func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
 	if !ok {
 		return fmt.Errorf("%s gradient: cannot add into a %T: %w", d.fwd.kind, toIncr, ErrDtype)
 	}
-	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale, d.fwd.padding())
+	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale, d.fwd.padding(), d.fwd.label())
 }
 
 func (d *diffOp) ReturnsPtr() bool     { return false }

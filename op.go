@@ -55,7 +55,7 @@ func newBase(kind string, data, indices *gorgonia.Node, axis int, cfg config) (o
 	}
 	if cfg.hasPad {
 		if kind != opGather {
-			return opBase{}, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrShape)
+			return opBase{}, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrOption)
 		}
 		if s := ds[ax]; cfg.pad < -s || cfg.pad >= s {
 			return opBase{}, fmt.Errorf("%s: padding index %d is out of range [%d, %d] for axis %d of size %d: %w",
@@ -79,9 +79,17 @@ func apply(o gorgonia.Op, b *opBase, data, indices *gorgonia.Node) (*gorgonia.No
 		n, err = gorgonia.ApplyOp(o, data, indices)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", b.kind, err)
+		return nil, fmt.Errorf("%s: %w", b.kind, dense.Graph(err))
 	}
 	return n, nil
+}
+
+// label returns how the op's index errors name it (see WithLayer).
+func (o *opBase) label() label {
+	if o.cfg.layer.op != "" {
+		return o.cfg.layer
+	}
+	return label{op: o.kind, name: o.cfg.name}
 }
 
 // outputShape returns the output shape of the op named kind, built in buf
@@ -107,11 +115,11 @@ func parseOut(kind string, opts []tensor.FuncOpt) (target, error) {
 	}
 	fo := dense.ParseFuncOpts(opts)
 	if fo.Unsafe || fo.As.Type != nil {
-		return target{}, fmt.Errorf("%s: only tensor.WithReuse and tensor.WithIncr apply: %w", kind, ErrShape)
+		return target{}, fmt.Errorf("%s: only tensor.WithReuse and tensor.WithIncr apply: %w", kind, ErrOption)
 	}
 	incr, reuse := fo.Incr, fo.Reuse
 	if incr != nil && reuse != nil {
-		return target{}, fmt.Errorf("%s: tensor.WithReuse and tensor.WithIncr given together; give one: %w", kind, ErrShape)
+		return target{}, fmt.Errorf("%s: tensor.WithReuse and tensor.WithIncr given together; give one: %w", kind, ErrOption)
 	}
 	t := target{strict: true, add: incr != nil}
 	v := reuse
@@ -133,7 +141,7 @@ func parseOut(kind string, opts []tensor.FuncOpt) (target, error) {
 // can see has been written: a caller's buffer is written only after every
 // index is checked, and a new tensor that the kernels abandon at a bad
 // index is dropped.
-func forward(kind string, data, indices any, axis int, dst target) (*tensor.Dense, error) {
+func forward(kind string, data, indices any, axis int, dst target, l label) (*tensor.Dense, error) {
 	d, err := dense.ReadData(kind, data)
 	if err != nil {
 		return nil, err
@@ -159,7 +167,7 @@ func forward(kind string, data, indices any, axis int, dst target) (*tensor.Dens
 	switch {
 	case out != nil && err == nil:
 		// A buffer the caller can see: nothing is written unless all is well.
-		if err := checkIndices(kind, ix, ax, s); err != nil {
+		if err := checkIndices(l, ix, ax, s); err != nil {
 			return nil, err
 		}
 	case dst.strict:
@@ -176,7 +184,7 @@ func forward(kind string, data, indices any, axis int, dst target) (*tensor.Dens
 		bad = runTakeAlong(out, d, ix, ax, dst.add)
 	}
 	if bad >= 0 {
-		return nil, indexError(kind, ix, bad, ax, s)
+		return nil, indexError(l, ix, bad, ax, s)
 	}
 	return out, nil
 }
@@ -250,7 +258,7 @@ func (o *opBase) do(prealloc gorgonia.Value, in []gorgonia.Value) (gorgonia.Valu
 		return nil, err
 	}
 	buf, _ := prealloc.(*tensor.Dense)
-	out, err := forward(o.kind, in[0], in[1], o.axis, target{out: buf})
+	out, err := forward(o.kind, in[0], in[1], o.axis, target{out: buf}, o.label())
 	if err != nil {
 		return nil, err
 	}

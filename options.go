@@ -16,6 +16,7 @@ type config struct {
 	name      string  // node name; empty for Gorgonia's default
 	hasPad    bool    // a padding index was given
 	pad       int     // the padding index, normalised once the op is built
+	layer     label   // WithLayer: how errors name the layer; op "" for none
 }
 
 func newConfig(opts []Option) config {
@@ -42,8 +43,21 @@ func WithoutGrad() Option { return func(cfg *config) { cfg.noGrad = true } }
 // GatherElements does not accept this option.
 func WithPaddingIndex(i int) Option { return func(cfg *config) { cfg.hasPad, cfg.pad = true, i } }
 
-// WithName names the node the op is applied to, as gorgonia.ApplyOpWithName does.
+// WithName names the node the op is applied to, as gorgonia.ApplyOpWithName
+// does; an *IndexError of the node carries the name.
 func WithName(name string) Option { return func(cfg *config) { cfg.name = name } }
+
+// WithLayer makes the op's index errors name the layer it serves rather
+// than the op: an index out of range is an *IndexError with Op op, Name
+// name and Arg arg, printed as
+//
+//	embedding "words": ids[1] = 9 is out of range [-5, 4] for axis 0 of size 5
+//
+// Package nn gives it to the Gather of each lookup, so that with two tables
+// of one vocabulary a user can tell which lookup failed.
+func WithLayer(op, name, arg string) Option {
+	return func(cfg *config) { cfg.layer = label{op: op, name: name, arg: arg} }
+}
 
 // String lists the options that differ from the defaults, e.g. ", gradScale=2, noGrad".
 func (c config) String() string {
@@ -59,6 +73,9 @@ func (c config) String() string {
 	}
 	if c.name != "" {
 		s += fmt.Sprintf(", name=%q", c.name)
+	}
+	if c.layer.op != "" {
+		s += fmt.Sprintf(", layer=%s %q %s", c.layer.op, c.layer.name, c.layer.arg)
 	}
 	return s
 }

@@ -70,9 +70,9 @@ func TestReuseAndIncr(t *testing.T) {
 		}, ErrShape, "gather_elements: the output of shape (3, 2) shares memory with an input"},
 		{"both options", func() (*tensor.Dense, error) {
 			return Take(data, idx, 0, tensor.WithReuse(out), tensor.WithIncr(out))
-		}, ErrShape, "gather: tensor.WithReuse and tensor.WithIncr given together; give one"},
+		}, ErrOption, "gather: tensor.WithReuse and tensor.WithIncr given together; give one"},
 		{"unsafe", func() (*tensor.Dense, error) { return Take(data, idx, 0, tensor.UseUnsafe()) },
-			ErrShape, "gather: only tensor.WithReuse and tensor.WithIncr apply"},
+			ErrOption, "gather: only tensor.WithReuse and tensor.WithIncr apply"},
 		{"incr of strings", func() (*tensor.Dense, error) {
 			return Take(strs, idx, 0, tensor.WithIncr(tensor.New(tensor.Of(tensor.String), tensor.WithShape(2))))
 		}, ErrDtype, "gather: cannot add string values into the output"},

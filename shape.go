@@ -89,16 +89,20 @@ func split(shape tensor.Shape, axis int) (outer, mid, inner int) {
 	return outer, shape[axis], inner
 }
 
+// label is how an *IndexError names where it happened: the operation,
+// the node or table, and the argument (see IndexError).
+type label struct{ op, name, arg string }
+
 // checkIndices returns an *IndexError for the first index of ix outside
 // the range of an axis of size s, or nil.
-func checkIndices(op string, ix dense.Indices, axis, s int) error {
+func checkIndices(l label, ix dense.Indices, axis, s int) error {
 	if p := ix.FirstBad(s); p >= 0 {
-		return indexError(op, ix, p, axis, s)
+		return indexError(l, ix, p, axis, s)
 	}
 	return nil
 }
 
 // indexError returns the *IndexError for the index at flat position p of ix.
-func indexError(op string, ix dense.Indices, p, axis, s int) *IndexError {
-	return &IndexError{Op: op, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
+func indexError(l label, ix dense.Indices, p, axis, s int) *IndexError {
+	return &IndexError{Op: l.op, Name: l.name, Arg: l.arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
 }

@@ -1,6 +1,7 @@
 package gradcheck_test
 
 import (
+	"errors"
 	"fmt"
 
 	"gorgonia.org/gorgonia"
@@ -38,8 +39,10 @@ func ExampleCheck() {
 	}
 	err := gradcheck.Check(wrong, inputs)
 	fmt.Println(err)
+	fmt.Println(errors.Is(err, gradcheck.ErrMismatch))
 	// Output:
 	// tape: <nil>
 	// lisp: <nil>
-	// gradcheck: input 0 at [0 2]: analytic gradient 5, numeric 2.5 (|difference| 2.5 > tolerance 5.1e-05)
+	// gradcheck: input 0 at [0 2]: analytic gradient 5, numeric 2.5 (|difference| 2.5 > tolerance 5.1e-05): gradient mismatch
+	// true
 }

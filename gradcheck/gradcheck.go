@@ -14,6 +14,11 @@ import (
 	"github.com/gathergrad/gather/internal/dense"
 )
 
+// ErrMismatch: an analytic gradient differs from the numeric one by more
+// than the tolerance. Check's other errors wrap the sentinels of package
+// gather.
+var ErrMismatch = errors.New("gradient mismatch")
+
 // An Option changes how Check compares gradients.
 type Option func(*checkConfig)
 
@@ -91,12 +96,12 @@ func Check(build func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Nod
 	eval := func(k int) (float64, error) {
 		if vals[k].Dims() == 0 {
 			if err := gorgonia.Let(nodes[k], dense.Value(vals[k])); err != nil {
-				return 0, fmt.Errorf("gradcheck: setting input %d: %w", k, err)
+				return 0, fmt.Errorf("gradcheck: setting input %d: %w", k, dense.Graph(err))
 			}
 		}
 		vm.Reset()
 		if err := vm.RunAll(); err != nil {
-			return 0, fmt.Errorf("gradcheck: running the cost: %w", err)
+			return 0, fmt.Errorf("gradcheck: running the cost: %w", dense.Graph(err))
 		}
 		return scalar(cost.Value())
 	}
@@ -134,8 +139,8 @@ func Check(build func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Nod
 		}
 	}
 	if worst.pos != nil {
-		return fmt.Errorf("gradcheck: input %d at %v: analytic gradient %.6g, numeric %.6g (|difference| %.3g > tolerance %.3g)",
-			worst.input, worst.pos, worst.analytic, worst.numeric, math.Abs(worst.analytic-worst.numeric), worst.tol)
+		return fmt.Errorf("gradcheck: input %d at %v: analytic gradient %.6g, numeric %.6g (|difference| %.3g > tolerance %.3g): %w",
+			worst.input, worst.pos, worst.analytic, worst.numeric, math.Abs(worst.analytic-worst.numeric), worst.tol, ErrMismatch)
 	}
 	return nil
 }
@@ -185,7 +190,7 @@ func buildCopy(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.Node
 	}
 	cost, err := build(g, nodes)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("gradcheck: building the expression: %w", err)
+		return nil, nil, nil, fmt.Errorf("gradcheck: building the expression: %w", dense.Graph(err))
 	}
 	if cost == nil || !cost.IsScalar() {
 		return nil, nil, nil, fmt.Errorf("gradcheck: the cost must be a scalar node, got %v: %w", cost, gather.ErrShape)
@@ -219,13 +224,13 @@ func analyticGrads(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.
 		vm = gorgonia.NewLispMachine(g)
 	} else {
 		if _, err := gorgonia.Grad(cost, wrt...); err != nil {
-			return nil, fmt.Errorf("gradcheck: gorgonia.Grad: %w", err)
+			return nil, fmt.Errorf("gradcheck: gorgonia.Grad: %w", dense.Graph(err))
 		}
 		vm = gorgonia.NewTapeMachine(g)
 	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
-		return nil, fmt.Errorf("gradcheck: running the gradient: %w", err)
+		return nil, fmt.Errorf("gradcheck: running the gradient: %w", dense.Graph(err))
 	}
 	out := make([][]float64, len(inputs))
 	for k, v := range vals {
@@ -234,11 +239,11 @@ func analyticGrads(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.
 		}
 		gv, err := nodes[k].Grad()
 		if err != nil {
-			return nil, fmt.Errorf("gradcheck: input %d has no gradient: %w", k, err)
+			return nil, fmt.Errorf("gradcheck: input %d has no gradient: %w", k, dense.Graph(err))
 		}
 		gd, err := dense.Read("gradcheck", "gradient", gv)
-		if err != nil || !gd.Shape().Eq(v.Shape()) {
-			return nil, fmt.Errorf("gradcheck: the gradient of input %d is %v, want a tensor of shape %v", k, gv, v.Shape())
+		if err != nil || !dense.SameShape(gd.Shape(), v.Shape()) {
+			return nil, fmt.Errorf("gradcheck: the gradient of input %d is %v, want a tensor of shape %v: %w", k, gv, v.Shape(), gather.ErrShape)
 		}
 		out[k] = make([]float64, v.Shape().TotalSize())
 		for p := range out[k] {

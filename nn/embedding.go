@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"math/rand/v2"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -30,7 +31,8 @@ type Embedding struct {
 type EmbeddingOption func(*embeddingConfig)
 
 type embeddingConfig struct {
-	init   gorgonia.InitWFn
+	init   gorgonia.InitWFn // nil: N(0, 1) from seed
+	seed   uint64
 	hasPad bool
 	pad    int
 	frozen bool
@@ -38,9 +40,37 @@ type embeddingConfig struct {
 }
 
 // EmbeddingInit sets the initialiser of the table. The default draws from
-// N(0, 1), as PyTorch does, with Gorgonia's unseeded generator.
+// N(0, 1), as PyTorch does, from a generator seeded by EmbeddingSeed.
 func EmbeddingInit(fn gorgonia.InitWFn) EmbeddingOption {
 	return func(c *embeddingConfig) { c.init = fn }
+}
+
+// EmbeddingSeed seeds the default initialiser. Without it the seed is 0, so
+// a program builds the same table on every run; give each table of a
+// model its own seed to make them differ.
+func EmbeddingSeed(seed uint64) EmbeddingOption {
+	return func(c *embeddingConfig) { c.seed = seed }
+}
+
+// normalInit returns an initialiser drawing from N(0, 1) with a PCG
+// generator seeded by seed.
+func normalInit(seed uint64) gorgonia.InitWFn {
+	return func(dt tensor.Dtype, s ...int) any {
+		r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+		n := tensor.Shape(s).TotalSize()
+		if dt == tensor.Float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(r.NormFloat64())
+			}
+			return v
+		}
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = r.NormFloat64()
+		}
+		return v
+	}
 }
 
 // EmbeddingPadding makes id i a padding id (PyTorch's padding_idx): its row
@@ -75,9 +105,12 @@ func EmbeddingSparse() EmbeddingOption {
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
 // named name to g.
 func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.Dtype, opts ...EmbeddingOption) (*Embedding, error) {
-	cfg := embeddingConfig{init: gorgonia.Gaussian(0, 1)}
+	var cfg embeddingConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.init == nil {
+		cfg.init = normalInit(cfg.seed)
 	}
 	if vocab <= 0 || dim <= 0 {
 		return nil, fmt.Errorf("embedding %q: vocabulary %d and dimension %d must be positive: %w", name, vocab, dim, gather.ErrShape)
@@ -104,7 +137,7 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 		}
 		row, err := w.Slice(tensor.S(cfg.pad))
 		if err != nil {
-			return nil, fmt.Errorf("embedding %q: %w", name, err)
+			return nil, fmt.Errorf("embedding %q: %w: %w", name, err, gather.ErrShape)
 		}
 		row.Zero()
 	}
@@ -115,7 +148,7 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 // Int64 ids of any shape; the result has shape ids.shape + [dim]. An id
 // outside [-vocab, vocab-1] is an *IndexError when the graph runs.
 func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
-	var opts []gather.Option
+	opts := []gather.Option{gather.WithLayer("embedding", e.Table.Name(), "ids")}
 	if e.cfg.hasPad {
 		opts = append(opts, gather.WithPaddingIndex(e.cfg.pad))
 	}
@@ -134,7 +167,7 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
 		gorgonia.WithName(tapName), gorgonia.WithValue(zeros))
 	out, err := gorgonia.Add(vecs, tap)
 	if err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
 	}
 	e.lookups = append(e.lookups, sparseLookup{ids: ids, tap: tap})
 	return out, nil

@@ -72,7 +72,7 @@ func ExampleEmbeddingSparse() {
 	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(dense...))
 	defer vm.Close()
 	solver := gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.01))
-	adam := &nn.SparseAdam{LearnRate: 0.01}
+	adam := nn.NewSparseAdam(0.01)
 	table := emb.Table.Value().(*tensor.Dense)
 	for range 3 {
 		if err := vm.RunAll(); err != nil {

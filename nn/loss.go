@@ -38,17 +38,23 @@ func NLLLoss(logProbs, targets *gorgonia.Node) (*gorgonia.Node, error) {
 	picked := append(ls[:len(ls)-1].Clone(), 1)
 	t, err := gorgonia.Reshape(targets, picked)
 	if err != nil {
-		return nil, fmt.Errorf("nll loss: %w", err)
+		return nil, fmt.Errorf("nll loss: %w", dense.Graph(err))
 	}
-	lp, err := gather.GatherElements(logProbs, t, len(ls)-1)
+	// The pick names the targets in its errors (their positions gain the
+	// trailing 0 of the reshape).
+	lp, err := gather.GatherElements(logProbs, t, len(ls)-1, gather.WithLayer("nll_loss", "", "targets"))
 	if err != nil {
 		return nil, fmt.Errorf("nll loss: %w", err)
 	}
 	mean, err := gorgonia.Mean(lp)
 	if err != nil {
-		return nil, fmt.Errorf("nll loss: %w", err)
+		return nil, fmt.Errorf("nll loss: %w", dense.Graph(err))
 	}
-	return gorgonia.Neg(mean)
+	loss, err := gorgonia.Neg(mean)
+	if err != nil {
+		return nil, fmt.Errorf("nll loss: %w", dense.Graph(err))
+	}
+	return loss, nil
 }
 
 // CrossEntropy returns the mean cross-entropy of integer targets under the
@@ -90,7 +96,7 @@ func CrossEntropy(logits, targets *gorgonia.Node) (*gorgonia.Node, error) {
 	o := &crossEntropyOp{dtype: dt, targetType: targets.Dtype(), shape: ls}
 	n, err := gorgonia.ApplyOp(o, logits, targets)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opCrossEntropy, err)
+		return nil, fmt.Errorf("%s: %w", opCrossEntropy, dense.Graph(err))
 	}
 	return n, nil
 }
@@ -98,7 +104,7 @@ func CrossEntropy(logits, targets *gorgonia.Node) (*gorgonia.Node, error) {
 // checkTargets reports an error unless targets has the shape of scores
 // (named what) without its last axis.
 func checkTargets(op, what string, scores, targets tensor.Shape) error {
-	if len(scores) < 1 || !scores[:len(scores)-1].Eq(targets) {
+	if len(scores) < 1 || !dense.SameShape(scores[:len(scores)-1], targets) {
 		return fmt.Errorf("%s: targets of shape %v do not match %s of shape %v (want %v): %w",
 			op, targets, what, scores, scores[:max(len(scores)-1, 0)], gather.ErrShape)
 	}
@@ -127,7 +133,7 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 	if err != nil {
 		return entropyArgs{}, err
 	}
-	if x.Dtype() != o.dtype || !x.Shape().Eq(o.shape) {
+	if x.Dtype() != o.dtype || !dense.SameShape(x.Shape(), o.shape) {
 		return entropyArgs{}, fmt.Errorf("%s: logits are %v of shape %v, want %v of shape %v: %w",
 			opCrossEntropy, x.Dtype(), x.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
@@ -141,7 +147,7 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 		return entropyArgs{}, fmt.Errorf("%s: targets of shape %v do not match logits of shape %v: %w",
 			opCrossEntropy, t.Shape, o.shape, gather.ErrShape)
 	}
-	if err := checkIndices(opCrossEntropy, t, len(o.shape)-1, classes); err != nil {
+	if err := checkIndices(opCrossEntropy, "targets", t, len(o.shape)-1, classes); err != nil {
 		return entropyArgs{}, err
 	}
 	return entropyArgs{logits: x, targets: t, rows: rows, classes: classes}, nil
@@ -205,7 +211,7 @@ func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.N
 	}
 	d, err := gorgonia.ApplyOp(&crossEntropyDiffOp{o}, inputs[0], inputs[1], grad)
 	if err != nil {
-		return nil, fmt.Errorf("%s: building the gradient: %w", opCrossEntropy, err)
+		return nil, fmt.Errorf("%s: building the gradient: %w", opCrossEntropy, dense.Graph(err))
 	}
 	return gorgonia.Nodes{d, nil}, nil
 }
@@ -218,11 +224,11 @@ func (o *crossEntropyOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.N
 	}
 	dg, err := inputs[0].Grad()
 	if err != nil {
-		return fmt.Errorf("%s: logits have no gradient to add into: %w", opCrossEntropy, err)
+		return fmt.Errorf("%s: logits have no gradient to add into: %w", opCrossEntropy, dense.Graph(err))
 	}
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("%s: the loss has no gradient: %w", opCrossEntropy, err)
+		return fmt.Errorf("%s: the loss has no gradient: %w", opCrossEntropy, dense.Graph(err))
 	}
 	return (&crossEntropyDiffOp{o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
 }
@@ -280,7 +286,7 @@ func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Valu
 	if err := checkArity(opCrossEntropy, " gradient", len(in), 3); err != nil {
 		return err
 	}
-	if dst.Dtype() != d.fwd.dtype || !dst.Shape().Eq(d.fwd.shape) || !dense.Writable(dst) {
+	if dst.Dtype() != d.fwd.dtype || !dense.SameShape(dst.Shape(), d.fwd.shape) || !dense.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			opCrossEntropy, dst.Dtype(), dst.Shape(), d.fwd.dtype, d.fwd.shape, gather.ErrShape)
 	}
@@ -473,11 +479,12 @@ func checkArity(op, role string, n, want int) error {
 	return nil
 }
 
-// checkIndices returns a *gather.IndexError for the first index of ix
-// outside [-s, s-1], or nil; the index is for axis of what it indexes.
-func checkIndices(op string, ix dense.Indices, axis, s int) error {
+// checkIndices returns a *gather.IndexError for the first index of ix (the
+// argument arg of op) outside [-s, s-1], or nil; the index is for axis of
+// what it indexes.
+func checkIndices(op, arg string, ix dense.Indices, axis, s int) error {
 	if p := ix.FirstBad(s); p >= 0 {
-		return &gather.IndexError{Op: op, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
+		return &gather.IndexError{Op: op, Arg: arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -44,12 +45,12 @@ func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 		return nil, fmt.Errorf("row gradient: gradient must be float32 or float64, got %v: %w", dt, gather.ErrDtype)
 	}
 	gs := g.Shape()
-	if len(gs) != len(ix.Shape)+1 || !gs[:len(gs)-1].Eq(ix.Shape) {
+	if len(gs) != len(ix.Shape)+1 || !dense.SameShape(gs[:len(gs)-1], ix.Shape) {
 		return nil, fmt.Errorf("row gradient: gradient of shape %v does not fit ids of shape %v (want ids.shape + [dim]): %w",
 			gs, ix.Shape, gather.ErrShape)
 	}
 	dim := gs[len(gs)-1]
-	if err := checkIndices("row gradient", ix, 0, vocab); err != nil {
+	if err := checkIndices("row gradient", "ids", ix, 0, vocab); err != nil {
 		return nil, err
 	}
 	order := sortedRows(ix, vocab)
@@ -141,9 +142,13 @@ func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err erro
 	if len(ts) != 2 || !dense.Writable(table) {
 		return 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ts, gather.ErrShape)
 	}
-	if table.Dtype() != g.Values.Dtype() || !g.Values.Shape().Eq(tensor.Shape{len(g.Rows), ts[1]}) {
-		return 0, fmt.Errorf("%s: gradient of %d rows holds %v values of shape %v; the %v table needs shape (%d, %d): %w",
-			op, len(g.Rows), g.Values.Dtype(), g.Values.Shape(), table.Dtype(), len(g.Rows), ts[1], gather.ErrShape)
+	if table.Dtype() != g.Values.Dtype() {
+		return 0, fmt.Errorf("%s: the gradient holds %v values, the table %v: %w",
+			op, g.Values.Dtype(), table.Dtype(), gather.ErrDtype)
+	}
+	if !dense.SameShape(g.Values.Shape(), []int{len(g.Rows), ts[1]}) {
+		return 0, fmt.Errorf("%s: gradient of %d rows has values of shape %v; the table needs shape (%d, %d): %w",
+			op, len(g.Rows), g.Values.Shape(), len(g.Rows), ts[1], gather.ErrShape)
 	}
 	for k, r := range g.Rows {
 		if r < 0 || r >= ts[0] || k > 0 && r <= g.Rows[k-1] {
@@ -217,28 +222,48 @@ func sgdRows[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T, lo, hi int
 // updated and move; the step count t, used in the bias corrections, counts
 // every call of Step. For a named row, with g its gradient,
 //
-//	m = b1*m + (1-b1)*g
-//	v = b2*v + (1-b2)*g*g
-//	w = w - lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)
+//	m = Beta1*m + (1-Beta1)*g
+//	v = Beta2*v + (1-Beta2)*g*g
+//	w = w - LearnRate * sqrt(1-Beta2^t)/(1-Beta1^t) * m / (sqrt(v) + Eps)
 //
 // This differs from dense Adam, which decays the moments of every row on
 // every step, so a row keeps moving (by its momentum) on steps that do not
 // touch it; here an untouched row stays exactly where it is and its moments
 // wait for its next use. WeightDecay, if set, is decoupled (AdamW-style)
-// and lazy: a named row is multiplied by 1 - lr*wd before its update;
-// untouched rows are not decayed.
+// and lazy: a named row is multiplied by 1 - LearnRate*WeightDecay before
+// its update; untouched rows are not decayed.
 //
-// The moments take two table-sized buffers, allocated at the first Step; a
-// step is O(len(g.Rows) × dim).
+// Every field means what it says, zero included: NewSparseAdam sets
+// PyTorch's defaults (Beta1 0.9, Beta2 0.999, Eps 1e-8). Step refuses
+// values PyTorch refuses (a negative learning rate, a beta outside [0, 1),
+// Eps not above 0), so a literal that leaves Eps at zero fails at once.
+//
+// A SparseAdam belongs to the first table it steps: its moments, two
+// buffers of the table's size and dtype allocated at the first Step, and
+// its step count describe that table alone, and Step on another table
+// (another tensor, even of the same shape) is an error wrapping
+// ErrOtherTable. Use one SparseAdam per table. A step is
+// O(len(g.Rows) × dim).
 type SparseAdam struct {
-	LearnRate   float64 // 0.001 if zero
-	Beta1       float64 // 0.9 if zero
-	Beta2       float64 // 0.999 if zero
-	Eps         float64 // 1e-8 if zero
+	LearnRate   float64
+	Beta1       float64
+	Beta2       float64
+	Eps         float64
 	WeightDecay float64
 
-	t    int
-	m, v []float64
+	t     int
+	table uintptr // address of the table's first element; 0 before the first Step
+	m, v  any     // []float32 or []float64, the table's dtype
+}
+
+// ErrOtherTable: an optimiser that keeps state for one table was stepped
+// on another.
+var ErrOtherTable = errors.New("optimiser belongs to another table")
+
+// NewSparseAdam returns a SparseAdam with learning rate lr and PyTorch's
+// other defaults.
+func NewSparseAdam(lr float64) *SparseAdam {
+	return &SparseAdam{LearnRate: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
 }
 
 // Step updates table in place.
@@ -247,53 +272,75 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	if err != nil {
 		return err
 	}
+	switch {
+	case !(o.LearnRate >= 0):
+		return fmt.Errorf("sparse adam: learning rate %v must be at least 0: %w", o.LearnRate, gather.ErrOption)
+	case !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1):
+		return fmt.Errorf("sparse adam: betas %v and %v must lie in [0, 1): %w", o.Beta1, o.Beta2, gather.ErrOption)
+	case !(o.Eps > 0):
+		return fmt.Errorf("sparse adam: Eps %v must be above 0 (NewSparseAdam sets 1e-8): %w", o.Eps, gather.ErrOption)
+	}
 	n := table.Shape().TotalSize()
-	if o.m == nil {
-		o.m, o.v = make([]float64, n), make([]float64, n)
-	} else if len(o.m) != n {
-		return fmt.Errorf("sparse adam: the optimiser holds moments for %d values, the table has %d; use one SparseAdam per table: %w", len(o.m), n, gather.ErrShape)
+	switch {
+	case o.table == 0:
+		o.table = table.Uintptr()
+		if table.Dtype() == tensor.Float32 {
+			o.m, o.v = make([]float32, n), make([]float32, n)
+		} else {
+			o.m, o.v = make([]float64, n), make([]float64, n)
+		}
+	case table.Uintptr() != o.table || momentLen(o.m) != n:
+		return fmt.Errorf("sparse adam: stepped on a %v table of shape %v, but it keeps the moments of another; use one SparseAdam per table: %w",
+			table.Dtype(), table.Shape(), ErrOtherTable)
 	}
-	lr, b1, b2, eps := o.LearnRate, o.Beta1, o.Beta2, o.Eps
-	if lr == 0 {
-		lr = 0.001
-	}
-	if b1 == 0 {
-		b1 = 0.9
-	}
-	if b2 == 0 {
-		b2 = 0.999
-	}
-	if eps == 0 {
-		eps = 1e-8
-	}
+	b1, b2, eps := o.Beta1, o.Beta2, o.Eps
 	o.t++
-	step := lr * math.Sqrt(1-math.Pow(b2, float64(o.t))) / (1 - math.Pow(b1, float64(o.t)))
-	decay := 1 - lr*o.WeightDecay
+	step := o.LearnRate * math.Sqrt(1-math.Pow(b2, float64(o.t))) / (1 - math.Pow(b1, float64(o.t)))
+	decay := 1 - o.LearnRate*o.WeightDecay
 	p := kernel.Workers(len(g.Rows)*dim, len(g.Rows))
 	switch table.Dtype() {
 	case tensor.Float32:
-		w, gv := table.Float32s(), g.Values.Float32s()
-		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
+		w, gv, m, v := table.Float32s(), g.Values.Float32s(), o.m.([]float32), o.v.([]float32)
+		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
 	case tensor.Float64:
-		w, gv := table.Float64s(), g.Values.Float64s()
-		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, o.m, o.v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
+		w, gv, m, v := table.Float64s(), g.Values.Float64s(), o.m.([]float64), o.v.([]float64)
+		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
 	}
 	return nil
 }
 
-// adamRows updates the rows rows[lo:hi] and their moments.
-func adamRows[T kernel.Float](w, g []T, m, v []float64, rows []int, dim int, b1, b2, eps, step, decay float64, lo, hi int) {
+// momentLen returns the length of a moment buffer.
+func momentLen(m any) int {
+	switch m := m.(type) {
+	case []float32:
+		return len(m)
+	case []float64:
+		return len(m)
+	}
+	return -1
+}
+
+// adamRows updates the rows rows[lo:hi] and their moments, computing in
+// float64 and keeping the moments in the table's type T.
+func adamRows[T kernel.Float](w, g, m, v []T, rows []int, dim int, b1, b2, eps, step, decay float64, lo, hi int) {
 	for k := lo; k < hi; k++ {
 		r := rows[k]
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
 		mr, vr := m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim]
 		for j := range wr {
 			x := float64(gr[j])
-			mr[j] = b1*mr[j] + (1-b1)*x
-			vr[j] = b2*vr[j] + (1-b2)*x*x
-			wr[j] = T(float64(wr[j])*decay - step*mr[j]/(math.Sqrt(vr[j])+eps))
+			mj := b1*float64(mr[j]) + (1-b1)*x
+			vj := b2*float64(vr[j]) + (1-b2)*x*x
+			mr[j], vr[j] = T(mj), T(vj)
+			wr[j] = T(float64(wr[j])*decay - step*mj/(math.Sqrt(vj)+eps))
 		}
 	}
+}
+
+// A SparseOptimizer updates a table in place from its row gradient:
+// SparseSGD and SparseAdam.
+type SparseOptimizer interface {
+	Step(table *tensor.Dense, g *RowGrad) error
 }
 
 // sparseLookup is one lookup of a sparse embedding: its ids and the zero
@@ -325,10 +372,10 @@ func (e *Embedding) GradNodes() gorgonia.Nodes {
 // runs does not add this run's into the next.
 func (e *Embedding) RowGrad() (*RowGrad, error) {
 	if !e.cfg.sparse || e.cfg.frozen {
-		return nil, fmt.Errorf("embedding %q: RowGrad needs a sparse, trainable embedding: %w", e.Table.Name(), gather.ErrShape)
+		return nil, fmt.Errorf("embedding %q: RowGrad needs a sparse, trainable embedding: %w", e.Table.Name(), gather.ErrOption)
 	}
 	if len(e.lookups) == 0 {
-		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), gather.ErrShape)
+		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), gather.ErrGraph)
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
 	idss, grads := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
@@ -339,7 +386,10 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 		}
 		gv, err := l.tap.Grad()
 		if err != nil {
-			return nil, fmt.Errorf("embedding %q: no gradient for %v; was it passed to gorgonia.Grad? %w", e.Table.Name(), l.tap.Name(), err)
+			return nil, fmt.Errorf("embedding %q: no gradient for %v; was it passed to gorgonia.Grad? %w", e.Table.Name(), l.tap.Name(), dense.Graph(err))
+		}
+		if err := checkTap(e.Table.Name(), l.tap); err != nil {
+			return nil, err
 		}
 		if grads[k], err = dense.Read("embedding", "gradient", gv); err != nil {
 			return nil, err
@@ -385,6 +435,60 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 		idsT = tensor.New(tensor.WithShape(len(ids)), tensor.WithBacking(ids))
 	}
 	return RowGradient(idsT, grad, vocab, e.padding())
+}
+
+// Step is the sparse training step of the table: it takes RowGrad and
+// hands it to opt, which updates the table in place.
+//
+//	vm.RunAll()
+//	emb.Step(adam)  // the table, from the rows this run touched
+//	solver.Step(gorgonia.NodesToValueGrads(dense))  // the rest of the model
+//	vm.Reset()
+func (e *Embedding) Step(opt SparseOptimizer) error {
+	g, err := e.RowGrad()
+	if err != nil {
+		return err
+	}
+	table, ok := e.Table.Value().(*tensor.Dense)
+	if !ok {
+		return fmt.Errorf("embedding %q: the table holds a %T: %w", e.Table.Name(), e.Table.Value(), gather.ErrDtype)
+	}
+	return opt.Step(table, g)
+}
+
+// checkTap reports an error unless the tap node holds zeros. A tap that
+// moved was updated by a dense solver (GradNodes passed to it as
+// learnables), which trains the tap instead of the table.
+func checkTap(table string, tap *gorgonia.Node) error {
+	t, ok := tap.Value().(*tensor.Dense)
+	if !ok {
+		return nil
+	}
+	var p int
+	switch t.Dtype() {
+	case tensor.Float32:
+		p = firstNonZero(t.Float32s())
+	case tensor.Float64:
+		p = firstNonZero(t.Float64s())
+	default:
+		return nil
+	}
+	if p < 0 {
+		return nil
+	}
+	return fmt.Errorf("embedding %q: %v is no longer zero (element %d): GradNodes were updated by a dense solver; "+
+		"pass them to gorgonia.Grad only, never to a solver or BindDualValues: %w", table, tap.Name(), p, gather.ErrGraph)
+}
+
+// firstNonZero returns the position of the first element of s that is not
+// zero, or -1.
+func firstNonZero[T kernel.Float](s []T) int {
+	for i, v := range s {
+		if v != 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 func (e *Embedding) padding() int {

@@ -55,7 +55,7 @@ func newModel(cfg config, vocab int) (*model, error) {
 	embOpts := []nn.EmbeddingOption{nn.EmbeddingInit(normal(rng, 0.1))}
 	if cfg.sparse {
 		embOpts = append(embOpts, nn.EmbeddingSparse())
-		m.sparse = &nn.SparseAdam{LearnRate: cfg.lr}
+		m.sparse = nn.NewSparseAdam(cfg.lr)
 	}
 	m.emb, err = nn.NewEmbedding(g, "embedding", vocab, cfg.dim, tensor.Float32, embOpts...)
 	if err != nil {

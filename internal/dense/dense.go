@@ -23,7 +23,48 @@ var (
 	ErrAxisOutOfRange  = errors.New("axis out of range")
 	ErrShape           = errors.New("shape mismatch")
 	ErrDtype           = errors.New("unsupported dtype")
+	ErrOption          = errors.New("option does not apply")
+	ErrGraph           = errors.New("graph error")
 )
+
+var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph}
+
+// Ours returns the first error in err's chain that wraps one of the
+// sentinels, or nil. It follows Unwrap (one error or several) and, for
+// the wrappers of Gorgonia's machines, which have no Unwrap, Err.
+func Ours(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	switch x := err.(type) {
+	case interface{ Unwrap() error }:
+		return Ours(x.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range x.Unwrap() {
+			if o := Ours(e); o != nil {
+				return o
+			}
+		}
+	case interface{ Err() error }:
+		return Ours(x.Err())
+	}
+	return nil
+}
+
+// Graph returns an error from Gorgonia as one of the module's: the error
+// of an op of the module that it holds (see Ours), or err wrapped with
+// ErrGraph.
+func Graph(err error) error {
+	if o := Ours(err); o != nil {
+		return o
+	}
+	return fmt.Errorf("%w: %w", err, ErrGraph)
+}
 
 // Indices is an index argument in row-major order, whatever form it came
 // in. Exactly one of the slices is set, by dtype; each holds
