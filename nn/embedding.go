@@ -88,16 +88,21 @@ func EmbeddingFrozen() EmbeddingOption {
 
 // EmbeddingSparse makes the table's gradient row-sparse (PyTorch's
 // sparse=True): a training step costs O(batch × dim) instead of
-// O(vocab × dim). The table is then not differentiated by gorgonia.Grad:
-// pass GradNodes to gorgonia.Grad with the model's other learnables, and
-// after each run update the table with RowGrad and a row-sparse optimiser
-// (SparseSGD, SparseAdam):
+// O(vocab × dim). The table is then not differentiated by gorgonia.Grad;
+// the graph differentiates GradNodes instead, and Step hands the rows a
+// run touched to a row-sparse optimiser (SparseSGD, SparseAdam). GradNodes
+// go to gorgonia.Grad only: the dense solver and BindDualValues get the
+// other learnables (RowGrad fails if a solver moved them):
 //
-//	gorgonia.Grad(loss, append(learnables, emb.GradNodes()...)...)
-//	...
-//	vm.RunAll()
-//	g, err := emb.RowGrad()
-//	err = adam.Step(emb.Table.Value().(*tensor.Dense), g)
+//	gorgonia.Grad(loss, append(dense, emb.GradNodes()...)...)
+//	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(dense...))
+//	adam := nn.NewSparseAdam(1e-3)
+//	for ... {
+//		vm.RunAll()
+//		emb.Step(adam)                                 // the table's touched rows
+//		solver.Step(gorgonia.NodesToValueGrads(dense)) // the rest
+//		vm.Reset()
+//	}
 func EmbeddingSparse() EmbeddingOption {
 	return func(c *embeddingConfig) { c.sparse = true }
 }

@@ -74,30 +74,58 @@ func ExampleEmbeddingSparse() {
 	solver := gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.01))
 	adam := nn.NewSparseAdam(0.01)
 	table := emb.Table.Value().(*tensor.Dense)
+	row := func(r int) []float32 { return table.Float32s()[r*4 : (r+1)*4] }
 	for range 3 {
 		if err := vm.RunAll(); err != nil {
 			log.Fatal(err)
 		}
-		rg, err := emb.RowGrad() // the rows this run touched and their gradients
-		if err != nil {
+		// The table: only the rows this run touched (3 and 7) move.
+		if err := emb.Step(adam); err != nil {
 			log.Fatal(err)
 		}
-		if err := adam.Step(table, rg); err != nil {
-			log.Fatal(err)
-		}
+		// The rest of the model.
 		if err := solver.Step(gorgonia.NodesToValueGrads(dense)); err != nil {
 			log.Fatal(err)
 		}
 		vm.Reset()
-		fmt.Println("rows updated:", rg.Rows)
 	}
-	row := func(r int) []float32 { return table.Float32s()[r*4 : (r+1)*4] }
 	fmt.Println("row 5 unchanged:", row(5))
+	fmt.Println("row 7 moved:", row(7)[0] != 28)
 	// Output:
-	// rows updated: [3 7]
-	// rows updated: [3 7]
-	// rows updated: [3 7]
 	// row 5 unchanged: [20 21 22 23]
+	// row 7 moved: true
+}
+
+// RowGrad is the table's gradient as the rows a run touched; Step is
+// RowGrad followed by an optimiser's Step.
+func ExampleEmbedding_RowGrad() {
+	g := gorgonia.NewGraph()
+	emb, err := nn.NewEmbedding(g, "words", 1000, 2, tensor.Float64, nn.EmbeddingSparse())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{7, 3, 7}))))
+	h, err := emb.Lookup(ids)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cost := gorgonia.Must(gorgonia.Sum(h))
+	if _, err := gorgonia.Grad(cost, emb.GradNodes()...); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	rg, err := emb.RowGrad()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rg.Rows, rg.Values.Data()) // id 7 was looked up twice
+	// Output:
+	// [3 7] [1 1 2 2]
 }
 
 func ExampleCrossEntropy() {

@@ -140,11 +140,7 @@ func (m *model) step() (float64, error) {
 		return 0, err
 	}
 	if m.sparse != nil {
-		g, err := m.emb.RowGrad()
-		if err != nil {
-			return 0, err
-		}
-		if err := m.sparse.Step(m.emb.Table.Value().(*tensor.Dense), g); err != nil {
+		if err := m.emb.Step(m.sparse); err != nil {
 			return 0, err
 		}
 	}
