@@ -168,6 +168,7 @@ func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err erro
 // dense SGD (gorgonia.VanillaSolver) on the dense gradient exactly, since
 // untouched rows have zero gradient. With weight decay it is lazy: dense
 // SGD with L2 regularisation would also shrink untouched rows every step.
+// A SparseSGD keeps no state, so one value may step any number of tables.
 type SparseSGD struct {
 	LearnRate   float64
 	WeightDecay float64
