@@ -26,7 +26,7 @@ import (
 // runs in index order whatever the number of threads, so the result does
 // not depend on GOMAXPROCS. It is O(size of src).
 func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGather, dst, indices, src, axis, 1, -1, label{op: opGather})
+	return backward(opGather, dst, indices, src, axis, 1, -1, label{Op: opGather})
 }
 
 // ScatterAdd adds src into dst at the positions that TakeAlongAxis(dst,
@@ -41,7 +41,7 @@ func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
 // On error dst is unchanged. The result does not depend on GOMAXPROCS.
 // It is O(size of src).
 func ScatterAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGatherElements, dst, indices, src, axis, 1, -1, label{op: opGatherElements})
+	return backward(opGatherElements, dst, indices, src, axis, 1, -1, label{Op: opGatherElements})
 }
 
 // backward adds scale*src into dst at the positions the op named kind reads,
@@ -148,7 +148,7 @@ func addIndexed[T kernel.Float, I kernel.Index](kind string, dst, src []T, idx [
 // DiffWRT reports that data is differentiable (unless WithoutGrad was
 // given) and indices are not.
 func (o *opBase) DiffWRT(inputs int) []bool {
-	return []bool{!o.cfg.noGrad, false}
+	return []bool{!o.cfg.NoGrad, false}
 }
 
 // SymDiff returns the gradient node of data: a diffOp applied to indices
@@ -157,7 +157,7 @@ func (o *opBase) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	if err := checkArity(o.kind, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
-	if o.cfg.noGrad {
+	if o.cfg.NoGrad {
 		return gorgonia.Nodes{nil, nil}, nil
 	}
 	if err := o.checkDifferentiable(); err != nil {
@@ -176,7 +176,7 @@ func (o *opBase) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, ou
 	if err := checkArity(o.kind, "", len(inputs), 2); err != nil {
 		return err
 	}
-	if o.cfg.noGrad {
+	if o.cfg.NoGrad {
 		return nil
 	}
 	if err := o.checkDifferentiable(); err != nil {
@@ -194,13 +194,13 @@ func (o *opBase) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, ou
 	if !ok {
 		return fmt.Errorf("%s: gradient of data is a %T, not a *tensor.Dense: %w", o.kind, dg, ErrDtype)
 	}
-	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.gradScale, o.padding(), o.label())
+	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.GradScale, o.padding(), o.label())
 }
 
 // padding returns the normalised padding index, or -1 if there is none.
 func (o *opBase) padding() int {
-	if o.cfg.hasPad {
-		return o.cfg.pad
+	if o.cfg.HasPad {
+		return o.cfg.Pad
 	}
 	return -1
 }
@@ -258,7 +258,7 @@ func (d *diffOp) overwrite(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Val
 	if err != nil {
 		return nil, err
 	}
-	a.run(d.fwd.cfg.gradScale, d.fwd.padding(), true)
+	a.run(d.fwd.cfg.GradScale, d.fwd.padding(), true)
 	return out, nil
 }
 
@@ -271,7 +271,7 @@ func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
 	if !ok {
 		return fmt.Errorf("%s gradient: cannot add into a %T: %w", d.fwd.kind, toIncr, ErrDtype)
 	}
-	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.gradScale, d.fwd.padding(), d.fwd.label())
+	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.GradScale, d.fwd.padding(), d.fwd.label())
 }
 
 func (d *diffOp) ReturnsPtr() bool     { return false }

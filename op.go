@@ -53,16 +53,16 @@ func newBase(kind string, data, indices *gorgonia.Node, axis int, cfg config) (o
 	if n := ds[ax]; n == 0 && is.TotalSize() > 0 {
 		return opBase{}, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
 	}
-	if cfg.hasPad {
+	if cfg.HasPad {
 		if kind != opGather {
 			return opBase{}, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrOption)
 		}
-		if s := ds[ax]; cfg.pad < -s || cfg.pad >= s {
+		if s := ds[ax]; cfg.Pad < -s || cfg.Pad >= s {
 			return opBase{}, fmt.Errorf("%s: padding index %d is out of range [%d, %d] for axis %d of size %d: %w",
-				kind, cfg.pad, -s, s-1, ax, s, ErrIndexOutOfRange)
+				kind, cfg.Pad, -s, s-1, ax, s, ErrIndexOutOfRange)
 		}
-		if cfg.pad < 0 {
-			cfg.pad += ds[ax]
+		if cfg.Pad < 0 {
+			cfg.Pad += ds[ax]
 		}
 	}
 	return opBase{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
@@ -73,8 +73,8 @@ func newBase(kind string, data, indices *gorgonia.Node, axis int, cfg config) (o
 func apply(o gorgonia.Op, b *opBase, data, indices *gorgonia.Node) (*gorgonia.Node, error) {
 	var n *gorgonia.Node
 	var err error
-	if b.cfg.name != "" {
-		n, err = gorgonia.ApplyOpWithName(o, b.cfg.name, data, indices)
+	if b.cfg.Name != "" {
+		n, err = gorgonia.ApplyOpWithName(o, b.cfg.Name, data, indices)
 	} else {
 		n, err = gorgonia.ApplyOp(o, data, indices)
 	}
@@ -86,10 +86,10 @@ func apply(o gorgonia.Op, b *opBase, data, indices *gorgonia.Node) (*gorgonia.No
 
 // label returns how the op's index errors name it (see WithLayer).
 func (o *opBase) label() label {
-	if o.cfg.layer.op != "" {
-		return o.cfg.layer
+	if o.cfg.Layer.Op != "" {
+		return o.cfg.Layer
 	}
-	return label{op: o.kind, name: o.cfg.name}
+	return label{Op: o.kind, Name: o.cfg.Name}
 }
 
 // outputShape returns the output shape of the op named kind, built in buf

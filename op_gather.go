@@ -52,7 +52,7 @@ func Take(data, indices tensor.Tensor, axis int, opts ...tensor.FuncOpt) (*tenso
 	if err != nil {
 		return nil, err
 	}
-	return forward(opGather, data, indices, axis, dst, label{op: opGather})
+	return forward(opGather, data, indices, axis, dst, label{Op: opGather})
 }
 
 // gatherOp is the Gorgonia op of Gather.

@@ -46,7 +46,7 @@ func TakeAlongAxis(data, indices tensor.Tensor, axis int, opts ...tensor.FuncOpt
 	if err != nil {
 		return nil, err
 	}
-	return forward(opGatherElements, data, indices, axis, dst, label{op: opGatherElements})
+	return forward(opGatherElements, data, indices, axis, dst, label{Op: opGatherElements})
 }
 
 // gatherElementsOp is the Gorgonia op of GatherElements.

@@ -89,9 +89,8 @@ func split(shape tensor.Shape, axis int) (outer, mid, inner int) {
 	return outer, shape[axis], inner
 }
 
-// label is how an *IndexError names where it happened: the operation,
-// the node or table, and the argument (see IndexError).
-type label struct{ op, name, arg string }
+// label is how an *IndexError names where it happened (see IndexError).
+type label = dense.Label
 
 // checkIndices returns an *IndexError for the first index of ix outside
 // the range of an axis of size s, or nil.
@@ -104,5 +103,5 @@ func checkIndices(l label, ix dense.Indices, axis, s int) error {
 
 // indexError returns the *IndexError for the index at flat position p of ix.
 func indexError(l label, ix dense.Indices, p, axis, s int) *IndexError {
-	return &IndexError{Op: l.op, Name: l.name, Arg: l.arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
+	return &IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
 }

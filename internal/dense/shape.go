@@ -179,3 +179,39 @@ func Scalar(what string, v gorgonia.Value) (float64, error) {
 	}
 	return 0, fmt.Errorf("%s is %v, not a float scalar: %w", what, v, ErrDtype)
 }
+
+// Config holds the options of package gather's ops (gather.Option), read
+// by package gather and, for the ops it builds on them, by package nn.
+type Config struct {
+	GradScale float64 // multiplies the gradient sent to data
+	NoGrad    bool    // no gradient flows to data
+	Name      string  // node name; empty for Gorgonia's default
+	HasPad    bool    // a padding index was given
+	Pad       int     // the padding index, normalised once the op is built
+	Layer     Label   // how index errors name the layer; Op "" for none
+}
+
+// A Label is how an index error names where it happened: the operation,
+// the node or table, and the argument (see gather.IndexError).
+type Label struct{ Op, Name, Arg string }
+
+// String lists the options that differ from the defaults, e.g. ", gradScale=2, noGrad".
+func (c Config) String() string {
+	s := ""
+	if c.GradScale != 1 {
+		s += ", gradScale=" + strconv.FormatFloat(c.GradScale, 'g', -1, 64)
+	}
+	if c.NoGrad {
+		s += ", noGrad"
+	}
+	if c.HasPad {
+		s += ", padding=" + strconv.Itoa(c.Pad)
+	}
+	if c.Name != "" {
+		s += fmt.Sprintf(", name=%q", c.Name)
+	}
+	if c.Layer.Op != "" {
+		s += fmt.Sprintf(", layer=%s %q %s", c.Layer.Op, c.Layer.Name, c.Layer.Arg)
+	}
+	return s
+}

@@ -1,0 +1,252 @@
+package kernel
+
+// Pooling modes of the bag kernels, as nn.BagMode numbers them.
+const (
+	BagSum = iota
+	BagMean
+	BagMax
+)
+
+// A Bags describes the bags of a pooled lookup: bag b is the ids at
+// positions Bounds[b] to Bounds[b+1]-1; ids equal to Pad (if Pad >= 0)
+// are skipped; Mode is BagSum, BagMean or BagMax.
+type Bags struct {
+	Bounds []int
+	Pad    int
+	Mode   int
+}
+
+// N returns the number of bags.
+func (bg *Bags) N() int { return len(bg.Bounds) - 1 }
+
+// count returns how many ids of bag b are not padding.
+func count[I Index](bg *Bags, ids []I, vocab, b int) int {
+	if bg.Pad < 0 {
+		return bg.Bounds[b+1] - bg.Bounds[b]
+	}
+	m := 0
+	for _, v := range ids[bg.Bounds[b]:bg.Bounds[b+1]] {
+		if Wrap(v, vocab) != bg.Pad {
+			m++
+		}
+	}
+	return m
+}
+
+// weight returns the weight of position i: w[i], or 1 without weights.
+func weight[T Float](w []T, i int) T {
+	if w == nil {
+		return 1
+	}
+	return w[i]
+}
+
+// BagPool is, for table [vocab, dim] and out [bags, dim], with every id
+// already checked and r(i) = table[ids[i]] scaled by w[i] (or 1 if w is
+// nil), for each bag b over its non-padding positions i:
+//
+//	sum:  out[b] = Σ r(i)
+//	mean: out[b] = Σ r(i) / m, m the number of non-padding ids in the bag
+//	max:  out[b][d] = max over i of r(i)[d]
+//
+// A bag with no non-padding id pools to zeros. Each output row is written
+// once, in one pass over its bag; no [n, dim] array is made. Bags are
+// split across goroutines. It is O(n × dim).
+func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags) {
+	vocab := len(table) / max(dim, 1)
+	p := Workers(len(ids)*dim+bg.N()*dim, bg.N())
+	ParallelFor(bg.N(), p, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			o := out[b*dim : (b+1)*dim]
+			clear(o)
+			first := true
+			for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
+				j := Wrap(ids[i], vocab)
+				if j == bg.Pad {
+					continue
+				}
+				row, c := table[j*dim:(j+1)*dim], weight(w, i)
+				row = row[:len(o)]
+				switch {
+				case bg.Mode != BagMax:
+					for d := range o {
+						o[d] += c * row[d]
+					}
+				case first:
+					for d := range o {
+						o[d] = c * row[d]
+					}
+				default:
+					for d := range o {
+						if v := c * row[d]; v > o[d] {
+							o[d] = v
+						}
+					}
+				}
+				first = false
+			}
+			if bg.Mode == BagMean {
+				if m := count(bg, ids, vocab, b); m > 0 {
+					inv := 1 / T(m)
+					for d := range o {
+						o[d] *= inv
+					}
+				}
+			}
+		}
+	})
+}
+
+// BagArgmax returns, for BagMax, the position in ids of the entry that
+// gave each element of the pooled output: arg[b*dim+d] is the first
+// non-padding position i of bag b with the largest r(i)[d], or -1 for an
+// empty bag. It is O(n × dim).
+func BagArgmax[T Float, I Index](table []T, ids []I, w []T, dim int, bg *Bags) []int32 {
+	vocab := len(table) / max(dim, 1)
+	arg := make([]int32, bg.N()*dim)
+	best := make([]T, bg.N()*dim)
+	p := Workers(len(ids)*dim, bg.N())
+	ParallelFor(bg.N(), p, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			a, m := arg[b*dim:(b+1)*dim], best[b*dim:(b+1)*dim]
+			for d := range a {
+				a[d] = -1
+			}
+			for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
+				j := Wrap(ids[i], vocab)
+				if j == bg.Pad {
+					continue
+				}
+				row, c := table[j*dim:(j+1)*dim], weight(w, i)
+				for d := range a {
+					if v := c * row[d]; a[d] < 0 || v > m[d] {
+						a[d], m[d] = int32(i), v
+					}
+				}
+			}
+		}
+	})
+	return arg
+}
+
+// bagCoefs returns, for BagSum and BagMean, each position's factor in its
+// bag's output, w[i] (or 1), divided by the bag's count for BagMean, and 0
+// for padding; and the bag of each position.
+func bagCoefs[T Float, I Index](ids []I, w []T, vocab int, bg *Bags) (coef []T, bagOf []int32) {
+	coef, bagOf = make([]T, len(ids)), make([]int32, len(ids))
+	for b := range bg.N() {
+		inv := T(1)
+		if bg.Mode == BagMean {
+			if m := count(bg, ids, vocab, b); m > 0 {
+				inv = 1 / T(m)
+			}
+		}
+		for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
+			bagOf[i] = int32(b)
+			if Wrap(ids[i], vocab) != bg.Pad {
+				coef[i] = weight(w, i) * inv
+			}
+		}
+	}
+	return coef, bagOf
+}
+
+// BagTableGrad adds into dst [vocab, dim] the gradient of BagPool with
+// respect to the table, for upstream gradient g [bags, dim], scaled by c
+// and, if freq is set, divided for each row by the number of times its id
+// occurs in ids:
+//
+//	sum, mean: dst[ids[i]] += c * coef(i) * g[bag of i]
+//	max:       dst[ids[i]][d] += c * w[i] * g[b][d]   where arg[b][d] == i
+//
+// with coef(i) as BagPool weighs position i; padding ids get nothing. arg
+// is BagArgmax's result (BagMax only). Each destination row sums its terms
+// in position order and goroutines own disjoint ranges of rows, so the
+// result does not depend on GOMAXPROCS. It is O(n × dim) plus, with freq,
+// O(vocab).
+func BagTableGrad[T Float, I Index](dst, g, table []T, ids []I, w []T, dim int, bg *Bags, arg []int32, c T, freq bool) {
+	vocab := len(dst) / max(dim, 1)
+	coef, bagOf := bagCoefs(ids, w, vocab, bg)
+	if bg.Mode == BagMax {
+		for i := range coef {
+			coef[i] = 0
+		}
+		for _, i := range arg {
+			if i >= 0 {
+				coef[i] = 1 // marks the positions that won an element
+			}
+		}
+	}
+	var times []int32
+	if freq {
+		times = make([]int32, vocab)
+		for _, v := range ids {
+			times[Wrap(v, vocab)]++
+		}
+	}
+	p := Workers(len(ids)*dim, vocab)
+	ParallelFor(vocab, p, func(jlo, jhi int) {
+		for i, v := range ids {
+			j := Wrap(v, vocab)
+			if j < jlo || j >= jhi || j == bg.Pad || coef[i] == 0 {
+				continue
+			}
+			b := int(bagOf[i])
+			k := c
+			if times != nil {
+				k /= T(times[j])
+			}
+			d, gb := dst[j*dim:(j+1)*dim], g[b*dim:(b+1)*dim]
+			if bg.Mode != BagMax {
+				addRow(d, gb, k*coef[i])
+				continue
+			}
+			a, wi := arg[b*dim:(b+1)*dim], weight(w, i)
+			for e := range d {
+				if a[e] == int32(i) {
+					d[e] += k * wi * gb[e]
+				}
+			}
+		}
+	})
+}
+
+// BagWeightGrad sets gw [n] to the gradient of BagPool with respect to
+// the weights, for upstream gradient g [bags, dim]:
+//
+//	sum, mean: gw[i] = ⟨table[ids[i]], g[bag of i]⟩ × (1, or 1/m for mean)
+//	max:       gw[i] = Σ over d with arg[b][d] == i of table[ids[i]][d] * g[b][d]
+//
+// and 0 for padding. It is O(n × dim).
+func BagWeightGrad[T Float, I Index](gw, g, table []T, ids []I, dim int, bg *Bags, arg []int32) {
+	vocab := len(table) / max(dim, 1)
+	coef, bagOf := bagCoefs[T](ids, nil, vocab, bg)
+	p := Workers(len(ids)*dim, len(ids))
+	ParallelFor(len(ids), p, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			j := Wrap(ids[i], vocab)
+			if j == bg.Pad {
+				gw[i] = 0
+				continue
+			}
+			b := int(bagOf[i])
+			row, gb := table[j*dim:(j+1)*dim], g[b*dim:(b+1)*dim]
+			gb = gb[:len(row)]
+			var s T
+			if bg.Mode == BagMax {
+				a := arg[b*dim : (b+1)*dim]
+				for d := range row {
+					if a[d] == int32(i) {
+						s += row[d] * gb[d]
+					}
+				}
+			} else {
+				for d := range row {
+					s += row[d] * gb[d]
+				}
+				s *= coef[i]
+			}
+			gw[i] = s
+		}
+	})
+}

@@ -1,0 +1,578 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/kernel"
+)
+
+// A BagMode says how EmbeddingBag pools the rows of a bag.
+type BagMode int
+
+// The pooling modes of EmbeddingBag.
+const (
+	BagSum  BagMode = iota // Σ wᵢ·rowᵢ
+	BagMean                // (1/m)·Σ wᵢ·rowᵢ, m the number of non-padding ids
+	BagMax                 // the elementwise maximum of wᵢ·rowᵢ
+)
+
+func (m BagMode) String() string {
+	switch m {
+	case BagSum:
+		return "sum"
+	case BagMean:
+		return "mean"
+	case BagMax:
+		return "max"
+	}
+	return fmt.Sprintf("BagMode(%d)", int(m))
+}
+
+// opBag names EmbeddingBag in error messages.
+const opBag = "embedding_bag"
+
+// EmbeddingBag adds a pooled lookup to table's graph, PyTorch's
+// F.embedding_bag with per-sample weights in every mode: each bag of ids
+// becomes one vector, the sum, mean or elementwise maximum of its rows of
+// table, each row first multiplied by its weight.
+//
+// table is [vocab, dim], float32 or float64; the output is [bags, dim].
+// Bags are given either as ids of shape [bags, k] with offsets nil (every
+// bag k ids), or as ids of shape [n] with offsets of shape [bags]: bag b
+// is ids[offsets[b]:offsets[b+1]], the last running to n (PyTorch's
+// include_last_offset=False). offsets[0] must be 0 and offsets
+// non-decreasing and at most n; an empty bag pools to zeros in every mode.
+// ids and offsets are Int, Int32 or Int64; negative ids count from the
+// end, as for gather.Gather. weights is nil or shaped like ids, of the
+// table's dtype.
+//
+//	sum:  out[b] = Σ wᵢ·table[ids[i]]
+//	mean: out[b] = (1/m)·Σ wᵢ·table[ids[i]], m the number of non-padding ids of bag b
+//	max:  out[b][d] = max over i of wᵢ·table[ids[i]][d]
+//
+// Options: gather.WithPaddingIndex(p) skips the ids equal to p (after
+// negative ids are normalised): they are not pooled, not counted in a
+// mean, and row p gets no gradient; a bag of padding only pools to zeros.
+// gather.WithoutGrad, gather.WithGradScale (of the table's gradient) and
+// gather.WithName apply as for gather.Gather.
+//
+// Gradients flow, in both of Gorgonia's machines, to the table and to the
+// weights (sum: ⟨rowᵢ, g_b⟩; mean: that divided by m; max: over the
+// elements where entry i was the maximum, ties going to the bag's first).
+// The table's gradient is bit-identical for any GOMAXPROCS.
+//
+// Shapes, ranks, dtypes and the mode are checked here; offsets and ids
+// when the graph runs: bad offsets are ErrShape errors naming the
+// position and value, an id out of range an *IndexError naming its
+// position in ids. The kernels never materialise the [n, dim] rows: one
+// pass over each bag into the output, and one back for the gradient.
+func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...gather.Option) (*gorgonia.Node, error) {
+	cfg := dense.Config{GradScale: 1}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	o, err := newBagOp(table, ids, offsets, weights, mode, cfg)
+	if err != nil {
+		return nil, err
+	}
+	in := gorgonia.Nodes{table, ids}
+	if offsets != nil {
+		in = append(in, offsets)
+	}
+	if weights != nil {
+		in = append(in, weights)
+	}
+	var n *gorgonia.Node
+	if cfg.Name != "" {
+		n, err = gorgonia.ApplyOpWithName(o, cfg.Name, in...)
+	} else {
+		n, err = gorgonia.ApplyOp(o, in...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opBag, dense.Graph(err))
+	}
+	return n, nil
+}
+
+// bagOp is the op of EmbeddingBag: table, ids, offsets (if hasOffsets) and
+// weights (if hasWeights) in, [bags, dim] out.
+type bagOp struct {
+	mode       BagMode
+	dtype      tensor.Dtype // of table, weights and output
+	idType     tensor.Dtype
+	offType    tensor.Dtype
+	vocab, dim int
+	bags       int
+	idShape    tensor.Shape
+	hasOffsets bool
+	hasWeights bool
+	cfg        dense.Config // Pad normalised
+	lbl        dense.Label  // how index errors name the op
+}
+
+func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg dense.Config) (*bagOp, error) {
+	if table == nil || ids == nil {
+		return nil, fmt.Errorf("%s: table and ids must be nodes: %w", opBag, gather.ErrShape)
+	}
+	if mode < BagSum || mode > BagMax {
+		return nil, fmt.Errorf("%s: unknown mode %v; use BagSum, BagMean or BagMax: %w", opBag, mode, gather.ErrOption)
+	}
+	dt := table.Dtype()
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("%s: table must be float32 or float64, got %v: %w", opBag, dt, gather.ErrDtype)
+	}
+	ts := table.Shape()
+	if len(ts) != 2 {
+		return nil, fmt.Errorf("%s: table must be a [vocab, dim] matrix, got shape %v: %w", opBag, ts, gather.ErrShape)
+	}
+	if err := dense.CheckIndexDtype(opBag, "ids", ids.Dtype()); err != nil {
+		return nil, err
+	}
+	is := ids.Shape().Clone()
+	o := &bagOp{mode: mode, dtype: dt, idType: ids.Dtype(), vocab: ts[0], dim: ts[1], idShape: is,
+		hasOffsets: offsets != nil, hasWeights: weights != nil, cfg: cfg}
+	if offsets == nil {
+		if len(is) != 2 {
+			return nil, fmt.Errorf("%s: without offsets, ids must be [bags, k], got shape %v: %w", opBag, is, gather.ErrShape)
+		}
+		o.bags = is[0]
+	} else {
+		if len(is) != 1 {
+			return nil, fmt.Errorf("%s: with offsets, ids must be a vector [n], got shape %v: %w", opBag, is, gather.ErrShape)
+		}
+		if err := dense.CheckIndexDtype(opBag, "offsets", offsets.Dtype()); err != nil {
+			return nil, err
+		}
+		if os := offsets.Shape(); len(os) != 1 {
+			return nil, fmt.Errorf("%s: offsets must be a vector [bags], got shape %v: %w", opBag, os, gather.ErrShape)
+		}
+		o.offType, o.bags = offsets.Dtype(), offsets.Shape()[0]
+	}
+	if weights != nil {
+		if weights.Dtype() != dt {
+			return nil, fmt.Errorf("%s: weights are %v, the table %v: %w", opBag, weights.Dtype(), dt, gather.ErrDtype)
+		}
+		if !dense.SameShape(weights.Shape(), is) {
+			return nil, fmt.Errorf("%s: weights of shape %v must have the shape of ids %v: %w", opBag, weights.Shape(), is, gather.ErrShape)
+		}
+	}
+	if o.vocab == 0 && is.TotalSize() > 0 {
+		return nil, fmt.Errorf("%s: the table has no rows, so no id is valid: %w", opBag, gather.ErrIndexOutOfRange)
+	}
+	if cfg.HasPad {
+		if cfg.Pad < -o.vocab || cfg.Pad >= o.vocab {
+			return nil, fmt.Errorf("%s: padding id %d is out of range [%d, %d]: %w", opBag, cfg.Pad, -o.vocab, o.vocab-1, gather.ErrIndexOutOfRange)
+		}
+		if o.cfg.Pad < 0 {
+			o.cfg.Pad += o.vocab
+		}
+	}
+	o.lbl = dense.Label{Op: opBag, Name: cfg.Name, Arg: "ids"}
+	if cfg.Layer.Op != "" {
+		o.lbl = cfg.Layer
+	}
+	return o, nil
+}
+
+// bagArgs are the checked values of a run.
+type bagArgs struct {
+	table *tensor.Dense
+	ids   dense.Indices
+	w     *tensor.Dense // nil without weights
+	bg    kernel.Bags
+}
+
+// args reads and checks the op's inputs: everything before anything is
+// written.
+func (o *bagOp) args(in []gorgonia.Value) (bagArgs, error) {
+	var a bagArgs
+	if err := checkArity(opBag, "", len(in), o.arity()); err != nil {
+		return a, err
+	}
+	t, err := dense.Read(opBag, "table", in[0])
+	if err != nil {
+		return a, err
+	}
+	if t.Dtype() != o.dtype || !dense.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
+		return a, fmt.Errorf("%s: table is %v of shape %v, want %v of shape (%d, %d): %w", opBag, t.Dtype(), t.Shape(), o.dtype, o.vocab, o.dim, gather.ErrShape)
+	}
+	ix, err := dense.ReadIndices(opBag, "ids", in[1])
+	if err != nil {
+		return a, err
+	}
+	if !dense.SameShape(ix.Shape, o.idShape) {
+		return a, fmt.Errorf("%s: ids of shape %v, want %v: %w", opBag, ix.Shape, o.idShape, gather.ErrShape)
+	}
+	n := ix.Shape.TotalSize()
+	bounds := make([]int, o.bags+1)
+	k := 2
+	if o.hasOffsets {
+		off, err := dense.ReadIndices(opBag, "offsets", in[2])
+		if err != nil {
+			return a, err
+		}
+		if !dense.SameShape(off.Shape, []int{o.bags}) {
+			return a, fmt.Errorf("%s: offsets of shape %v, want (%d): %w", opBag, off.Shape, o.bags, gather.ErrShape)
+		}
+		for b := range o.bags {
+			v := off.At(b)
+			switch {
+			case b == 0 && v != 0:
+				return a, fmt.Errorf("%s: offsets[0] = %d; the first bag must start at 0: %w", opBag, v, gather.ErrShape)
+			case b > 0 && v < int64(bounds[b]):
+				return a, fmt.Errorf("%s: offsets[%d] = %d is less than offsets[%d] = %d; offsets must not decrease: %w", opBag, b, v, b-1, bounds[b], gather.ErrShape)
+			case v > int64(n):
+				return a, fmt.Errorf("%s: offsets[%d] = %d is past the end of the %d ids: %w", opBag, b, v, n, gather.ErrShape)
+			}
+			bounds[b] = int(v)
+		}
+		bounds[o.bags] = n
+		k = 3
+	} else {
+		per := o.idShape[1]
+		for b := range bounds {
+			bounds[b] = b * per
+		}
+	}
+	if p := ix.FirstBad(o.vocab); p >= 0 {
+		return a, &gather.IndexError{Op: o.lbl.Op, Name: o.lbl.Name, Arg: o.lbl.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: 0, Size: o.vocab}
+	}
+	if o.hasWeights {
+		w, err := dense.Read(opBag, "weights", in[k])
+		if err != nil {
+			return a, err
+		}
+		if w.Dtype() != o.dtype || !dense.SameShape(w.Shape(), o.idShape) {
+			return a, fmt.Errorf("%s: weights are %v of shape %v, want %v of shape %v: %w", opBag, w.Dtype(), w.Shape(), o.dtype, o.idShape, gather.ErrShape)
+		}
+		a.w = w
+	}
+	pad := -1
+	if o.cfg.HasPad {
+		pad = o.cfg.Pad
+	}
+	a.table, a.ids, a.bg = t, ix, kernel.Bags{Bounds: bounds, Pad: pad, Mode: int(o.mode)}
+	return a, nil
+}
+
+// arity returns the number of inputs: table, ids, and offsets and weights
+// when given.
+func (o *bagOp) arity() int {
+	n := 2
+	if o.hasOffsets {
+		n++
+	}
+	if o.hasWeights {
+		n++
+	}
+	return n
+}
+
+// weightsInput returns the position of weights among the inputs.
+func (o *bagOp) weightsInput() int { return o.arity() - 1 }
+
+func (o *bagOp) Arity() int { return o.arity() }
+
+// Type returns table, ids[, offsets][, weights] -> [bags, dim].
+func (o *bagOp) Type() hm.Type {
+	return hm.NewFnType(append(o.inputTypes(), dense.Type(2, o.dtype))...)
+}
+
+func (o *bagOp) inputTypes() []hm.Type {
+	ts := []hm.Type{dense.Type(2, o.dtype), dense.Type(len(o.idShape), o.idType)}
+	if o.hasOffsets {
+		ts = append(ts, dense.Type(1, o.offType))
+	}
+	if o.hasWeights {
+		ts = append(ts, dense.Type(len(o.idShape), o.dtype))
+	}
+	return ts
+}
+
+func (o *bagOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{o.bags, o.dim}, nil
+}
+
+// Do pools into a new [bags, dim] tensor.
+func (o *bagOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	a, err := o.args(in)
+	if err != nil {
+		return nil, err
+	}
+	out := dense.NewOutput(o.dtype, tensor.Shape{o.bags, o.dim})
+	if o.bags*o.dim == 0 {
+		return out, nil
+	}
+	switch o.dtype {
+	case tensor.Float32:
+		pool(out.Float32s(), a.table.Float32s(), a.ids, floatsOf[float32](a.w), o.dim, &a.bg)
+	case tensor.Float64:
+		pool(out.Float64s(), a.table.Float64s(), a.ids, floatsOf[float64](a.w), o.dim, &a.bg)
+	}
+	return out, nil
+}
+
+// floatsOf returns t's values, or nil for a nil t.
+func floatsOf[T kernel.Float](t *tensor.Dense) []T {
+	if t == nil {
+		return nil
+	}
+	return t.Data().([]T)
+}
+
+func pool[T kernel.Float](out, table []T, ids dense.Indices, w []T, dim int, bg *kernel.Bags) {
+	switch ids.Dtype {
+	case tensor.Int:
+		kernel.BagPool(out, table, ids.Ints, w, dim, bg)
+	case tensor.Int32:
+		kernel.BagPool(out, table, ids.I32, w, dim, bg)
+	default:
+		kernel.BagPool(out, table, ids.I64, w, dim, bg)
+	}
+}
+
+func (o *bagOp) ReturnsPtr() bool     { return false }
+func (o *bagOp) CallsExtern() bool    { return false }
+func (o *bagOp) OverwritesInput() int { return -1 }
+
+func (o *bagOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "%v %v %v %v %v %v", o, o.dtype, o.idType, o.offType, o.idShape, o.lbl)
+}
+
+func (o *bagOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+
+func (o *bagOp) String() string {
+	return fmt.Sprintf("EmbeddingBag{%v, offsets=%v, weights=%v%v}", o.mode, o.hasOffsets, o.hasWeights, o.cfg)
+}
+
+// DiffWRT: the table (unless WithoutGrad) and the weights.
+func (o *bagOp) DiffWRT(int) []bool {
+	d := make([]bool, o.arity())
+	d[0] = !o.cfg.NoGrad
+	if o.hasWeights {
+		d[o.weightsInput()] = true
+	}
+	return d
+}
+
+// SymDiff returns the gradient nodes of the table and the weights.
+func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if err := checkArity(opBag, "", len(inputs), o.arity()); err != nil {
+		return nil, err
+	}
+	out := make(gorgonia.Nodes, len(inputs))
+	args := append(append(gorgonia.Nodes{}, inputs...), grad)
+	if !o.cfg.NoGrad {
+		g, err := gorgonia.ApplyOp(&bagGradOp{fwd: o, wrtTable: true}, args...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: building the table's gradient: %w", opBag, dense.Graph(err))
+		}
+		out[0] = g
+	}
+	if o.hasWeights {
+		g, err := gorgonia.ApplyOp(&bagGradOp{fwd: o}, args...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: building the weights' gradient: %w", opBag, dense.Graph(err))
+		}
+		out[o.weightsInput()] = g
+	}
+	return out, nil
+}
+
+// DoDiff adds the gradients into those the table and the weights already
+// have, for Gorgonia's LispMachine.
+func (o *bagOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	if err := checkArity(opBag, "", len(inputs), o.arity()); err != nil {
+		return err
+	}
+	up, err := output.Grad()
+	if err != nil {
+		return fmt.Errorf("%s: the output has no gradient: %w", opBag, dense.Graph(err))
+	}
+	in := make([]gorgonia.Value, 0, len(inputs)+1)
+	for _, n := range inputs {
+		in = append(in, n.Value())
+	}
+	in = append(in, up)
+	if !o.cfg.NoGrad {
+		dg, err := inputs[0].Grad()
+		if err != nil {
+			return fmt.Errorf("%s: the table has no gradient to add into: %w", opBag, dense.Graph(err))
+		}
+		if err := (&bagGradOp{fwd: o, wrtTable: true}).IncrDo(dg, in...); err != nil {
+			return err
+		}
+	}
+	if o.hasWeights {
+		wg, err := inputs[o.weightsInput()].Grad()
+		if err != nil {
+			return fmt.Errorf("%s: the weights have no gradient to add into: %w", opBag, dense.Graph(err))
+		}
+		if err := (&bagGradOp{fwd: o}).IncrDo(wg, in...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bagGradOp is the gradient of a bagOp with respect to the table
+// (wrtTable) or the weights: the bag op's inputs and the upstream
+// gradient in; a tensor shaped like the table or the ids out.
+type bagGradOp struct {
+	fwd      *bagOp
+	wrtTable bool
+}
+
+func (d *bagGradOp) Arity() int { return d.fwd.arity() + 1 }
+
+func (d *bagGradOp) Type() hm.Type {
+	ts := append(d.fwd.inputTypes(), dense.Type(2, d.fwd.dtype))
+	return hm.NewFnType(append(ts, d.outType())...)
+}
+
+func (d *bagGradOp) outType() hm.Type {
+	if d.wrtTable {
+		return dense.Type(2, d.fwd.dtype)
+	}
+	return dense.Type(len(d.fwd.idShape), d.fwd.dtype)
+}
+
+func (d *bagGradOp) shape() tensor.Shape {
+	if d.wrtTable {
+		return tensor.Shape{d.fwd.vocab, d.fwd.dim}
+	}
+	return d.fwd.idShape.Clone()
+}
+
+func (d *bagGradOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) { return d.shape(), nil }
+
+// Do returns a new gradient tensor.
+func (d *bagGradOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	out := tensor.New(tensor.Of(d.fwd.dtype), tensor.WithShape(d.shape()...))
+	if err := d.run(out, in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UsePreallocDo overwrites prealloc with the gradient when it can hold it.
+func (d *bagGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.shape()) || !dense.Writable(out) {
+		return d.Do(in...)
+	}
+	if _, err := d.fwd.args(in[:len(in)-1]); err != nil {
+		return nil, err // checked before out is cleared
+	}
+	clearFloats(out)
+	if err := d.run(out, in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// IncrDo adds the gradient into toIncr.
+func (d *bagGradOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
+	dst, ok := toIncr.(*tensor.Dense)
+	if !ok || dst.Dtype() != d.fwd.dtype || !dense.SameShape(dst.Shape(), d.shape()) || !dense.Writable(dst) {
+		return fmt.Errorf("%s gradient: cannot add into %v: %w", opBag, toIncr, gather.ErrShape)
+	}
+	return d.run(dst, in)
+}
+
+// run adds the gradient into dst after checking every argument.
+func (d *bagGradOp) run(dst *tensor.Dense, in []gorgonia.Value) error {
+	if err := checkArity(opBag, " gradient", len(in), d.Arity()); err != nil {
+		return err
+	}
+	a, err := d.fwd.args(in[:len(in)-1])
+	if err != nil {
+		return err
+	}
+	g, err := dense.Read(opBag, "gradient", in[len(in)-1])
+	if err != nil {
+		return err
+	}
+	if g.Dtype() != d.fwd.dtype || !dense.SameShape(g.Shape(), []int{d.fwd.bags, d.fwd.dim}) {
+		return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
+			opBag, g.Dtype(), g.Shape(), d.fwd.dtype, d.fwd.bags, d.fwd.dim, gather.ErrShape)
+	}
+	if d.fwd.bags*d.fwd.dim == 0 || a.ids.Shape.TotalSize() == 0 {
+		return nil
+	}
+	switch d.fwd.dtype {
+	case tensor.Float32:
+		bagGrad(dst.Float32s(), g.Float32s(), a.table.Float32s(), a, floatsOf[float32](a.w), d.fwd.dim, d.wrtTable, float32(d.fwd.cfg.GradScale))
+	case tensor.Float64:
+		bagGrad(dst.Float64s(), g.Float64s(), a.table.Float64s(), a, floatsOf[float64](a.w), d.fwd.dim, d.wrtTable, d.fwd.cfg.GradScale)
+	}
+	return nil
+}
+
+func bagGrad[T kernel.Float](dst, g, table []T, a bagArgs, w []T, dim int, wrtTable bool, c T) {
+	switch a.ids.Dtype {
+	case tensor.Int:
+		bagGradTyped(dst, g, table, a.ids.Ints, w, dim, &a.bg, wrtTable, c)
+	case tensor.Int32:
+		bagGradTyped(dst, g, table, a.ids.I32, w, dim, &a.bg, wrtTable, c)
+	default:
+		bagGradTyped(dst, g, table, a.ids.I64, w, dim, &a.bg, wrtTable, c)
+	}
+}
+
+func bagGradTyped[T kernel.Float, I kernel.Index](dst, g, table []T, ids []I, w []T, dim int, bg *kernel.Bags, wrtTable bool, c T) {
+	var arg []int32
+	if bg.Mode == kernel.BagMax {
+		arg = kernel.BagArgmax(table, ids, w, dim, bg)
+	}
+	if wrtTable {
+		kernel.BagTableGrad(dst, g, table, ids, w, dim, bg, arg, c, false)
+		return
+	}
+	gw := make([]T, len(ids))
+	kernel.BagWeightGrad(gw, g, table, ids, dim, bg, arg)
+	for i, v := range gw {
+		dst[i] += v
+	}
+}
+
+func (d *bagGradOp) ReturnsPtr() bool     { return false }
+func (d *bagGradOp) CallsExtern() bool    { return false }
+func (d *bagGradOp) OverwritesInput() int { return -1 }
+
+func (d *bagGradOp) WriteHash(h hash.Hash) {
+	d.fwd.WriteHash(h)
+	fmt.Fprintf(h, " grad table=%v", d.wrtTable)
+}
+
+func (d *bagGradOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	d.WriteHash(h)
+	return h.Sum32()
+}
+
+func (d *bagGradOp) String() string {
+	if d.wrtTable {
+		return d.fwd.String() + "GradTable"
+	}
+	return d.fwd.String() + "GradWeights"
+}
+
+var (
+	_ gorgonia.SDOp            = (*bagOp)(nil)
+	_ gorgonia.ADOp            = (*bagOp)(nil)
+	_ gorgonia.UsePreallocDoer = (*bagGradOp)(nil)
+	_ gorgonia.IncrDoer        = (*bagGradOp)(nil)
+)
