@@ -48,4 +48,3 @@ func WithName(name string) Option { return func(cfg *config) { cfg.Name = name }
 func WithLayer(op, name, arg string) Option {
 	return func(cfg *config) { cfg.Layer = label{Op: op, Name: name, Arg: arg} }
 }
-
