@@ -227,8 +227,8 @@ func (o *bagOp) args(in []gorgonia.Value) (bagArgs, error) {
 			switch {
 			case b == 0 && v != 0:
 				return a, fmt.Errorf("%s: offsets[0] = %d; the first bag must start at 0: %w", opBag, v, gather.ErrShape)
-			case b > 0 && v < int64(bounds[b]):
-				return a, fmt.Errorf("%s: offsets[%d] = %d is less than offsets[%d] = %d; offsets must not decrease: %w", opBag, b, v, b-1, bounds[b], gather.ErrShape)
+			case b > 0 && v < int64(bounds[b-1]):
+				return a, fmt.Errorf("%s: offsets[%d] = %d is less than offsets[%d] = %d; offsets must not decrease: %w", opBag, b, v, b-1, bounds[b-1], gather.ErrShape)
 			case v > int64(n):
 				return a, fmt.Errorf("%s: offsets[%d] = %d is past the end of the %d ids: %w", opBag, b, v, n, gather.ErrShape)
 			}

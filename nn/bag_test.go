@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -267,5 +268,150 @@ func TestBagDeterministicAcrossGOMAXPROCS(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A sparse embedding's bags give row gradients equal to the dense
+// gradient of the same bags, in every mode; a frozen one gives none; the
+// embedding's padding row is skipped.
+func TestEmbeddingBagModes(t *testing.T) {
+	r := rand.New(rand.NewPCG(57, 58))
+	const vocab, dim, bags = 9, 4, 6
+	for _, mode := range []BagMode{BagSum, BagMean, BagMax} {
+		c := bagCase{mode, true, true, 3, tensor.Int32}
+		table, ids, bounds, w, g := bagInputs(r, c, vocab, dim, bags)
+		_, wantT, _ := refBag(table, vocab, dim, ids, bounds, w, 3, mode, g)
+		o := make([]int64, bags)
+		for b := range o {
+			o[b] = int64(bounds[b])
+		}
+		for _, kind := range []string{"dense", "sparse", "frozen"} {
+			t.Run(fmt.Sprintf("%v/%s", mode, kind), func(t *testing.T) {
+				gr := gorgonia.NewGraph()
+				opts := []EmbeddingOption{EmbeddingInit(func(tensor.Dtype, ...int) any { return append([]float64{}, table...) }), EmbeddingPadding(3)}
+				switch kind {
+				case "sparse":
+					opts = append(opts, EmbeddingSparse())
+				case "frozen":
+					opts = append(opts, EmbeddingFrozen())
+				}
+				emb, err := NewEmbedding(gr, "words", vocab, dim, tensor.Float64, opts...)
+				require.NoError(t, err)
+				in := gorgonia.NodeFromAny(gr, castIndices(ids, []int{len(ids)}, tensor.Int32), gorgonia.WithName("ids"))
+				offs := gorgonia.NodeFromAny(gr, castIndices(o, []int{bags}, tensor.Int64), gorgonia.WithName("offsets"))
+				wn := gorgonia.NodeFromAny(gr, floatTensor(w, []int{len(ids)}, tensor.Float64), gorgonia.WithName("w"))
+				out, err := emb.Bag(in, offs, wn, mode)
+				require.NoError(t, err)
+				gn := gorgonia.NodeFromAny(gr, floatTensor(g, []int{bags, dim}, tensor.Float64), gorgonia.WithName("g"))
+				cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, gn))))
+				wrt := append(append(emb.Learnables(), emb.GradNodes()...), wn)
+				_, err = gorgonia.Grad(cost, wrt...)
+				require.NoError(t, err)
+				vm := gorgonia.NewTapeMachine(gr)
+				defer vm.Close()
+				require.NoError(t, vm.RunAll())
+				switch kind {
+				case "dense":
+					gt, err := emb.Table.Grad()
+					require.NoError(t, err)
+					assert.InDeltaSlice(t, wantT, floats(gt.(*tensor.Dense)), 1e-12)
+				case "sparse":
+					rg, err := emb.RowGrad()
+					require.NoError(t, err)
+					got := make([]float64, vocab*dim)
+					for k, row := range rg.Rows {
+						copy(got[row*dim:(row+1)*dim], floats(rg.Values)[k*dim:(k+1)*dim])
+					}
+					assert.InDeltaSlice(t, wantT, got, 1e-12)
+					assert.NotContains(t, rg.Rows, 3, "the padding row")
+				case "frozen":
+					_, err := emb.Table.Grad()
+					assert.Error(t, err, "a frozen table has no gradient")
+				}
+			})
+		}
+	}
+}
+
+// Bad offsets, ids, shapes, dtypes and modes are errors with the numbers
+// in them; a failed run writes nothing the caller sees.
+func TestEmbeddingBagErrors(t *testing.T) {
+	g := gorgonia.NewGraph()
+	table := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(5, 2), gorgonia.WithName("table"), gorgonia.WithInit(gorgonia.Zeroes()))
+	vec := func(name string, v ...int) *gorgonia.Node {
+		return gorgonia.NewVector(g, tensor.Int, gorgonia.WithName(name), gorgonia.WithValue(tensor.New(tensor.WithShape(len(v)), tensor.WithBacking(v))))
+	}
+	ids := vec("ids", 0, 1, 2, 3)
+	ids2 := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("ids2"), gorgonia.WithInit(gorgonia.Zeroes()))
+	build := []struct {
+		name string
+		call func() error
+		want error
+		msg  string
+	}{
+		{"1-D ids without offsets", func() error { _, err := EmbeddingBag(table, ids, nil, nil, BagSum); return err },
+			gather.ErrShape, "embedding_bag: without offsets, ids must be [bags, k], got shape (4)"},
+		{"2-D ids with offsets", func() error { _, err := EmbeddingBag(table, ids2, vec("o1", 0, 1), nil, BagSum); return err },
+			gather.ErrShape, "embedding_bag: with offsets, ids must be a vector [n], got shape (2, 2)"},
+		{"unknown mode", func() error { _, err := EmbeddingBag(table, ids2, nil, nil, BagMode(7)); return err },
+			gather.ErrOption, "embedding_bag: unknown mode BagMode(7)"},
+		{"weights shape", func() error {
+			w := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(3), gorgonia.WithName("w3"))
+			_, err := EmbeddingBag(table, ids, vec("o2", 0, 2), w, BagSum)
+			return err
+		}, gather.ErrShape, "embedding_bag: weights of shape (3) must have the shape of ids (4)"},
+		{"weights dtype", func() error {
+			w := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(4), gorgonia.WithName("w32"))
+			_, err := EmbeddingBag(table, ids, vec("o3", 0, 2), w, BagSum)
+			return err
+		}, gather.ErrDtype, "embedding_bag: weights are float32, the table float64"},
+		{"ids dtype", func() error {
+			f := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(2, 2), gorgonia.WithName("fids"))
+			_, err := EmbeddingBag(table, f, nil, nil, BagSum)
+			return err
+		}, gather.ErrDtype, "embedding_bag: ids must be int, int32 or int64, got float64"},
+	}
+	for _, c := range build {
+		err := c.call()
+		require.ErrorIs(t, err, c.want, c.name)
+		assert.Contains(t, err.Error(), c.msg, c.name)
+	}
+
+	run := []struct {
+		name    string
+		ids     []int
+		offsets []int
+		msg     string
+		index   bool
+	}{
+		{"first offset not 0", []int{0, 1, 2, 3}, []int{1, 2}, "embedding_bag: offsets[0] = 1; the first bag must start at 0", false},
+		{"decreasing", []int{0, 1, 2, 3}, []int{0, 3, 2}, "embedding_bag: offsets[2] = 2 is less than offsets[1] = 3; offsets must not decrease", false},
+		{"past n", []int{0, 1, 2, 3}, []int{0, 5}, "embedding_bag: offsets[1] = 5 is past the end of the 4 ids", false},
+		{"id out of range", []int{0, 1, 9, 3}, []int{0, 2}, `embedding_bag "words": ids[2] = 9 is out of range [-5, 4] for axis 0 of size 5`, true},
+	}
+	for _, c := range run {
+		t.Run(c.name, func(t *testing.T) {
+			g := gorgonia.NewGraph()
+			emb, err := NewEmbedding(g, "words", 5, 2, tensor.Float64)
+			require.NoError(t, err)
+			ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(tensor.New(tensor.WithShape(len(c.ids)), tensor.WithBacking(c.ids))))
+			offs := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("offs"), gorgonia.WithValue(tensor.New(tensor.WithShape(len(c.offsets)), tensor.WithBacking(c.offsets))))
+			_, err = emb.Bag(ids, offs, nil, BagMean)
+			require.NoError(t, err)
+			vm := gorgonia.NewTapeMachine(g)
+			defer vm.Close()
+			err = gather.Cause(vm.RunAll())
+			require.Error(t, err)
+			if c.index {
+				var ie *gather.IndexError
+				require.True(t, errors.As(err, &ie))
+				assert.Equal(t, []int{2}, ie.Pos)
+				assert.Equal(t, "words", ie.Name)
+				assert.Equal(t, c.msg, ie.Error())
+			} else {
+				assert.ErrorIs(t, err, gather.ErrShape)
+			}
+			assert.Contains(t, err.Error(), c.msg)
+		})
 	}
 }

@@ -164,18 +164,54 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
 	if err != nil || e.cfg.frozen || !e.cfg.sparse {
 		return vecs, err
 	}
-	// Sparse: add an input of zeros whose gradient is the lookup's.
+	return e.tap(vecs, sparseLookup{ids: ids})
+}
+
+// Bag returns the pooled lookup of bags of ids in the table, as
+// EmbeddingBag(e.Table, ids, offsets, weights, mode) with the embedding's
+// own options: its padding id is skipped, a frozen table gets no
+// gradient, and a sparse table a row-sparse one (RowGrad and Step cover
+// its bags as they cover its lookups). An id out of range is an
+// *gather.IndexError naming the table.
+func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode) (*gorgonia.Node, error) {
+	opts := []gather.Option{gather.WithLayer(opBag, e.Table.Name(), "ids")}
+	if e.cfg.hasPad {
+		opts = append(opts, gather.WithPaddingIndex(e.cfg.pad))
+	}
+	if e.cfg.frozen || e.cfg.sparse {
+		opts = append(opts, gather.WithoutGrad())
+	}
+	pooled, err := EmbeddingBag(e.Table, ids, offsets, weights, mode, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
+	}
+	if e.cfg.frozen || !e.cfg.sparse {
+		return pooled, nil
+	}
+	in := gorgonia.Nodes{e.Table, ids}
+	if offsets != nil {
+		in = append(in, offsets)
+	}
+	if weights != nil {
+		in = append(in, weights)
+	}
+	return e.tap(pooled, sparseLookup{ids: ids, bag: pooled.Op().(*bagOp), inputs: in})
+}
+
+// tap adds to out, the output of a lookup of a sparse embedding, an input
+// of zeros whose gradient is out's, and records the lookup for RowGrad.
+func (e *Embedding) tap(out *gorgonia.Node, l sparseLookup) (*gorgonia.Node, error) {
 	g := e.Table.Graph()
-	tapName := fmt.Sprintf("%s/tap%d", e.Table.Name(), len(e.lookups))
-	zeros := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(vecs.Shape().Clone()...))
-	tap := gorgonia.NewTensor(g, e.Table.Dtype(), vecs.Dims(), gorgonia.WithShape(vecs.Shape().Clone()...),
-		gorgonia.WithName(tapName), gorgonia.WithValue(zeros))
-	out, err := gorgonia.Add(vecs, tap)
+	name := fmt.Sprintf("%s/tap%d", e.Table.Name(), len(e.lookups))
+	zeros := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(out.Shape().Clone()...))
+	l.tap = gorgonia.NewTensor(g, e.Table.Dtype(), out.Dims(), gorgonia.WithShape(out.Shape().Clone()...),
+		gorgonia.WithName(name), gorgonia.WithValue(zeros))
+	sum, err := gorgonia.Add(out, l.tap)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
 	}
-	e.lookups = append(e.lookups, sparseLookup{ids: ids, tap: tap})
-	return out, nil
+	e.lookups = append(e.lookups, l)
+	return sum, nil
 }
 
 // Learnables returns the nodes a dense solver should update: the table, or

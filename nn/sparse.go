@@ -348,6 +348,56 @@ type SparseOptimizer interface {
 // "tap" added to its output, whose gradient is the output's gradient.
 type sparseLookup struct {
 	ids, tap *gorgonia.Node
+	bag      *bagOp         // for a bag: its op, whose output the tap follows
+	inputs   gorgonia.Nodes // for a bag: the op's inputs
+}
+
+// grad returns the gradient of l's rows by position, shaped ids.shape +
+// [dim], from the gradient of its tap: the tap's gradient itself for a
+// lookup, what each position's row received for a bag.
+func (l sparseLookup) grad(tapGrad *tensor.Dense) (*tensor.Dense, error) {
+	if l.bag == nil {
+		return tapGrad, nil
+	}
+	vals := make([]gorgonia.Value, len(l.inputs))
+	for k, n := range l.inputs {
+		vals[k] = n.Value()
+	}
+	a, err := l.bag.args(vals)
+	if err != nil {
+		return nil, err
+	}
+	o := l.bag
+	out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(append(o.idShape.Clone(), o.dim)...))
+	if out.Shape().TotalSize() == 0 {
+		return out, nil
+	}
+	switch o.dtype {
+	case tensor.Float32:
+		positionGrad(out.Float32s(), tapGrad.Float32s(), a.table.Float32s(), a, floatsOf[float32](a.w), o.vocab, o.dim)
+	case tensor.Float64:
+		positionGrad(out.Float64s(), tapGrad.Float64s(), a.table.Float64s(), a, floatsOf[float64](a.w), o.vocab, o.dim)
+	}
+	return out, nil
+}
+
+func positionGrad[T kernel.Float](out, g, table []T, a bagArgs, w []T, vocab, dim int) {
+	switch a.ids.Dtype {
+	case tensor.Int:
+		positionGradTyped(out, g, table, a.ids.Ints, w, vocab, dim, &a.bg)
+	case tensor.Int32:
+		positionGradTyped(out, g, table, a.ids.I32, w, vocab, dim, &a.bg)
+	default:
+		positionGradTyped(out, g, table, a.ids.I64, w, vocab, dim, &a.bg)
+	}
+}
+
+func positionGradTyped[T kernel.Float, I kernel.Index](out, g, table []T, ids []I, w []T, vocab, dim int, bg *kernel.Bags) {
+	var arg []int32
+	if bg.Mode == kernel.BagMax {
+		arg = kernel.BagArgmax(table, ids, w, dim, bg)
+	}
+	kernel.BagPositionGrad(out, g, ids, w, vocab, dim, bg, arg)
 }
 
 // GradNodes returns the nodes of a sparse embedding to differentiate with
@@ -379,7 +429,16 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), gather.ErrGraph)
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
-	idss, grads := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
+	idss, grads, taps := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
+	// Whatever happens, this run's tap gradients are cleared, so that a
+	// machine that accumulates gradients does not add them into the next.
+	defer func() {
+		for _, g := range taps {
+			if g != nil {
+				clearFloats(g)
+			}
+		}
+	}()
 	for k, l := range e.lookups {
 		var err error
 		if idss[k], err = dense.Read("embedding", "ids", l.ids.Value()); err != nil {
@@ -392,15 +451,13 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 		if err := checkTap(e.Table.Name(), l.tap); err != nil {
 			return nil, err
 		}
-		if grads[k], err = dense.Read("embedding", "gradient", gv); err != nil {
+		if taps[k], err = dense.Read("embedding", "gradient", gv); err != nil {
+			return nil, err
+		}
+		if grads[k], err = l.grad(taps[k]); err != nil {
 			return nil, err
 		}
 	}
-	defer func() {
-		for _, g := range grads {
-			clearFloats(g)
-		}
-	}()
 	if len(e.lookups) == 1 {
 		return RowGradient(idss[0], grads[0], vocab, e.padding())
 	}

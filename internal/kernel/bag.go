@@ -250,3 +250,36 @@ func BagWeightGrad[T Float, I Index](gw, g, table []T, ids []I, dim int, bg *Bag
 		}
 	})
 }
+
+// BagPositionGrad sets out [n, dim] to the gradient each position's row
+// received, for upstream gradient g [bags, dim]:
+//
+//	sum, mean: out[i] = coef(i) * g[bag of i]
+//	max:       out[i][d] = w[i] * g[b][d] where arg[b][d] == i, else 0
+//
+// and zeros for padding; summed by row id, these give BagTableGrad's rows.
+// It is O(n × dim).
+func BagPositionGrad[T Float, I Index](out, g []T, ids []I, w []T, vocab, dim int, bg *Bags, arg []int32) {
+	coef, bagOf := bagCoefs(ids, w, vocab, bg)
+	for i := range ids {
+		o, b := out[i*dim:(i+1)*dim], int(bagOf[i])
+		gb := g[b*dim : (b+1)*dim]
+		gb = gb[:len(o)]
+		switch {
+		case Wrap(ids[i], vocab) == bg.Pad:
+			clear(o)
+		case bg.Mode == BagMax:
+			a, wi := arg[b*dim:(b+1)*dim], weight(w, i)
+			for d := range o {
+				o[d] = 0
+				if a[d] == int32(i) {
+					o[d] = wi * gb[d]
+				}
+			}
+		default:
+			for d := range o {
+				o[d] = coef[i] * gb[d]
+			}
+		}
+	}
+}
