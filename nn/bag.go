@@ -320,10 +320,14 @@ func (o *bagOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	return out, nil
 }
 
-// floatsOf returns t's values, or nil for a nil t.
+// floatsOf returns t's values, or nil for a nil t (an empty t gives an
+// empty slice that is not nil).
 func floatsOf[T kernel.Float](t *tensor.Dense) []T {
 	if t == nil {
 		return nil
+	}
+	if t.Shape().TotalSize() == 0 {
+		return []T{}
 	}
 	return t.Data().([]T)
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
@@ -107,3 +108,141 @@ func FuzzCrossEntropy(f *testing.F) {
 }
 
 var floatDtypes = []tensor.Dtype{tensor.Float64, tensor.Float32}
+
+// FuzzEmbeddingBag checks the bag op and its two gradient ops on small
+// tables, ids near the range and sometimes out of it, offsets sometimes
+// bad (not starting at 0, decreasing, past the end), with or without
+// weights and a padding id, in every mode: an error exactly when the input
+// is invalid, with the right sentinel, the gradient buffers untouched;
+// else the reference's output and gradients; the inputs unchanged.
+func FuzzEmbeddingBag(f *testing.F) {
+	f.Add([]byte{3, 2, 0, 1, 5, 0, 1, 2, 3, 4, 0, 2, 4})
+	f.Add([]byte{4, 3, 2, 0, 6, 1, 1, 2, 2, 9, 0, 0, 3, 3})
+	f.Add([]byte{2, 1, 1, 255, 3, 0, 0, 1, 0, 4})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		next := func() int {
+			if len(b) == 0 {
+				return 0
+			}
+			v := int(b[0])
+			b = b[1:]
+			return v
+		}
+		vocab, dim := next()%5+1, next()%4
+		mode := BagMode(next() % 3)
+		flags := next()
+		weights, pad := flags&1 != 0, -1
+		if flags&2 != 0 {
+			pad = next() % vocab
+		}
+		n := next() % 9
+		ids := make([]int64, n)
+		for i := range ids {
+			ids[i] = int64(next()%(2*vocab+2) - vocab - 1) // [-vocab-1, vocab]
+		}
+		bags := next()%4 + 1
+		offs := make([]int64, bags)
+		valid := true
+		for k := range offs {
+			offs[k] = int64(next() % (n + 2))
+			if k == 0 && flags&4 == 0 {
+				offs[k] = 0
+			}
+		}
+		if offs[0] != 0 {
+			valid = false
+		}
+		for k := 1; k < bags; k++ {
+			if offs[k] < offs[k-1] {
+				valid = false
+			}
+		}
+		for _, v := range offs {
+			if v > int64(n) {
+				valid = false
+			}
+		}
+		badID := false
+		for _, v := range ids {
+			if v < -int64(vocab) || v >= int64(vocab) {
+				badID = true
+			}
+		}
+		table := make([]float64, vocab*dim)
+		for i := range table {
+			table[i] = float64((i*7)%11) - 5 + float64(i)/64 // distinct
+		}
+		var w []float64
+		if weights {
+			w = make([]float64, n)
+			for i := range w {
+				w[i] = float64(next()%5) - 1.5
+			}
+		}
+		g := make([]float64, bags*dim)
+		for i := range g {
+			g[i] = float64(i%5) - 2
+		}
+		o := &bagOp{mode: mode, dtype: tensor.Float64, idType: tensor.Int64, offType: tensor.Int64, vocab: vocab, dim: dim, bags: bags,
+			idShape: tensor.Shape{n}, hasOffsets: true, hasWeights: weights, cfg: dense.Config{GradScale: 1, HasPad: pad >= 0, Pad: pad},
+			lbl: dense.Label{Op: opBag, Arg: "ids"}}
+		tt := floatTensor(table, []int{vocab, dim}, tensor.Float64)
+		it := castIndices(ids, []int{n}, tensor.Int64)
+		ot := castIndices(offs, []int{bags}, tensor.Int64)
+		in := []gorgonia.Value{tt, it, ot}
+		if weights {
+			in = append(in, floatTensor(w, []int{n}, tensor.Float64))
+		}
+		out, err := o.Do(in...)
+		gt := floatTensor(make([]float64, vocab*dim), []int{vocab, dim}, tensor.Float64)
+		gerr := (&bagGradOp{fwd: o, wrtTable: true}).IncrDo(gt, append(in, floatTensor(g, []int{bags, dim}, tensor.Float64))...)
+		switch {
+		case !valid:
+			if !errors.Is(err, gather.ErrShape) || !errors.Is(gerr, gather.ErrShape) {
+				t.Fatalf("offsets %v of %d ids: want ErrShape, got %v and %v", offs, n, err, gerr)
+			}
+		case badID:
+			var ie *gather.IndexError
+			if !errors.As(err, &ie) || !errors.Is(gerr, gather.ErrIndexOutOfRange) {
+				t.Fatalf("ids %v: want an IndexError, got %v and %v", ids, err, gerr)
+			}
+		default:
+			if err != nil || gerr != nil {
+				t.Fatalf("unexpected errors %v, %v", err, gerr)
+			}
+			bounds := make([]int, bags+1)
+			for k, v := range offs {
+				bounds[k] = int(v)
+			}
+			bounds[bags] = n
+			want, wantT, wantW := refBag(table, vocab, dim, ids, bounds, w, pad, mode, g)
+			closeTo(t, "output", want, floats(out.(*tensor.Dense)))
+			closeTo(t, "table gradient", wantT, floats(gt))
+			if weights {
+				gw := floatTensor(make([]float64, n), []int{n}, tensor.Float64)
+				if err := (&bagGradOp{fwd: o}).IncrDo(gw, append(in, floatTensor(g, []int{bags, dim}, tensor.Float64))...); err != nil {
+					t.Fatal(err)
+				}
+				closeTo(t, "weights gradient", wantW, floats(gw))
+			}
+			return
+		}
+		for _, v := range floats(gt) {
+			if v != 0 {
+				t.Fatalf("gradient written on error")
+			}
+		}
+	})
+}
+
+func closeTo(t *testing.T, what string, want, got []float64) {
+	t.Helper()
+	if len(want) != len(got) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if math.Abs(want[i]-got[i]) > 1e-9*math.Max(1, math.Abs(want[i])) {
+			t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
