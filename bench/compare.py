@@ -16,6 +16,7 @@ tables' headings)."""
 import argparse, math, os, re, statistics, subprocess, sys, tempfile
 
 CASES = ["emb_50k_128", "emb_1m_64", "axis1", "elem_axis1", "elem_axis0"]
+BAGS = ["bag_1m_64_sum", "bag_1m_64_sum_weighted", "bag_50k_128_mean"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -29,6 +30,18 @@ def go_round(binary, procs):
         m = re.match(r"Benchmark(?:Cases|Baselines)/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?", line)
         if m:
             res[m.group(1)] = (float(m.group(2)), float(m.group(3)) if m.group(3) else None)
+    return res
+
+
+def bag_round(binary, procs):
+    env = dict(os.environ, GOMAXPROCS=str(procs))
+    out = subprocess.run([binary, "-test.run", "^$", "-test.bench", "BenchmarkBag", "-test.benchtime", "10x",
+                          "-test.count", "1"], env=env, check=True, capture_output=True, text=True).stdout
+    res = {}
+    for line in out.splitlines():
+        m = re.match(r"BenchmarkBag/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
+        if m:
+            res[m.group(1)] = (float(m.group(2)), None)
     return res
 
 
@@ -51,6 +64,15 @@ def n(x):
 def table(procs, gos, torches):
     gc = "".join(f", {k}={os.environ[k]}" for k in ("GOGC", "GOMEMLIMIT") if k in os.environ)
     print(f"\nGOMAXPROCS={procs}{gc}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
+    print("| bag case | ours ns/op | PyTorch ns/op | PyTorch/ours |")
+    print("|---|---:|---:|---:|")
+    for c in BAGS:
+        for d in ("fwd", "bwd"):
+            key = f"{c}/{d}"
+            ours, peer = med(gos, key, 0), med(torches, key)
+            r = f"{peer / ours:.2f}x" if ours and peer else "n/a"
+            print(f"| `{key}` | {n(ours)} | {n(peer)} | {r} |")
+    print()
     print("| case | ours ns/op | PyTorch ns/op | PyTorch/ours | ours GB/s | of `copy` GB/s |")
     print("|---|---:|---:|---:|---:|---:|")
     ratios = {"fwd": [], "fwd-reuse": [], "bwd": []}
@@ -94,11 +116,13 @@ def main():
     if not binary:
         binary = os.path.join(tempfile.mkdtemp(), "gather.bench")
         subprocess.run(["go", "test", "-c", "-o", binary, "."], check=True, cwd=os.path.dirname(HERE))
+    nn_binary = binary + "-nn"
+    subprocess.run(["go", "test", "-c", "-o", nn_binary, "./nn"], check=True, cwd=os.path.dirname(HERE))
     for procs in (int(x) for x in a.procs.split(",")):
         gos, torches = [], []
         for r in range(a.rounds):
             torches.append(torch_round(procs))
-            gos.append(go_round(binary, procs))
+            gos.append({**go_round(binary, procs), **bag_round(nn_binary, procs)})
             print(f"GOMAXPROCS={procs}: round {r + 1}/{a.rounds} done", file=sys.stderr)
         table(procs, gos, torches)
 

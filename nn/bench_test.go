@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"gorgonia.org/gorgonia"
@@ -164,3 +165,96 @@ func BenchmarkCrossEntropy(b *testing.B) {
 // that large. Both measure memory the process already has: the first
 // write to memory new to the process also waits for the system to supply
 // its pages, which costs more than either kind of store.
+
+// bagBench is one case of BenchmarkBag (bench/bench_cases.md): a float32
+// table, int64 ids drawn uniformly, bags given by offsets, fixed seed.
+type bagBench struct {
+	name       string
+	vocab, dim int
+	lengths    func(r *rand.Rand) int // the length of each bag
+	bags       int
+	weighted   bool
+	mode       BagMode
+}
+
+var bagBenches = []bagBench{
+	{"bag_1m_64_sum", 1_000_000, 64, func(*rand.Rand) int { return 20 }, 2048, false, BagSum},
+	{"bag_1m_64_sum_weighted", 1_000_000, 64, func(*rand.Rand) int { return 20 }, 2048, true, BagSum},
+	{"bag_50k_128_mean", 50_000, 128, func(r *rand.Rand) int { return 1 + r.IntN(40) }, 4096, false, BagMean},
+}
+
+// values returns the op's inputs for the case and an upstream gradient.
+func (c bagBench) values() (op *bagOp, in []gorgonia.Value, up *tensor.Dense) {
+	r := rand.New(rand.NewPCG(7, uint64(c.vocab)))
+	table := make([]float32, c.vocab*c.dim)
+	for i := range table {
+		table[i] = float32(r.NormFloat64())
+	}
+	offs := make([]int64, c.bags)
+	var ids []int64
+	for b := range offs {
+		offs[b] = int64(len(ids))
+		for range c.lengths(r) {
+			ids = append(ids, int64(r.IntN(c.vocab)))
+		}
+	}
+	g := gorgonia.NewGraph()
+	tn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(c.vocab, c.dim), tensor.WithBacking(table)), gorgonia.WithName("table"))
+	in = []gorgonia.Value{tn.Value(), tensor.New(tensor.WithShape(len(ids)), tensor.WithBacking(ids)),
+		tensor.New(tensor.WithShape(c.bags), tensor.WithBacking(offs))}
+	idn := gorgonia.NodeFromAny(g, in[1], gorgonia.WithName("ids"))
+	on := gorgonia.NodeFromAny(g, in[2], gorgonia.WithName("offsets"))
+	var wn *gorgonia.Node
+	if c.weighted {
+		w := make([]float32, len(ids))
+		for i := range w {
+			w[i] = r.Float32()
+		}
+		in = append(in, tensor.New(tensor.WithShape(len(ids)), tensor.WithBacking(w)))
+		wn = gorgonia.NodeFromAny(g, in[3], gorgonia.WithName("w"))
+	}
+	out, err := EmbeddingBag(tn, idn, on, wn, c.mode)
+	if err != nil {
+		panic(err)
+	}
+	gv := make([]float32, c.bags*c.dim)
+	for i := range gv {
+		gv[i] = float32(r.NormFloat64())
+	}
+	return out.Op().(*bagOp), in, tensor.New(tensor.WithShape(c.bags, c.dim), tensor.WithBacking(gv))
+}
+
+// BenchmarkBag measures EmbeddingBag's forward (the op's Do, a new output
+// per call) and the dense gradient of the table into a reused buffer that
+// the gradient op clears (UsePreallocDo), against F.embedding_bag and its
+// backward in bench/torch_peer.py.
+func BenchmarkBag(b *testing.B) {
+	for _, c := range bagBenches {
+		get := sync.OnceValues(func() (*bagOp, []gorgonia.Value) { o, in, up := c.values(); return o, append(in, up) })
+		b.Run(c.name+"/fwd", func(b *testing.B) {
+			o, in := get()
+			in = in[:len(in)-1]
+			if _, err := o.Do(in...); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := o.Do(in...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/bwd", func(b *testing.B) {
+			o, in := get()
+			d := &bagGradOp{fwd: o, wrtTable: true}
+			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.vocab, c.dim))
+			if _, err := d.UsePreallocDo(buf, in...); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := d.UsePreallocDo(buf, in...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
