@@ -26,7 +26,7 @@ import (
 // runs in index order whatever the number of threads, so the result does
 // not depend on GOMAXPROCS. It is O(size of src).
 func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGather, dst, indices, src, axis, 1, -1, label{Op: opGather})
+	return backward(opGather, dst, indices, src, axis, 1, -1, label{Op: opGather}, false)
 }
 
 // ScatterAdd adds src into dst at the positions that TakeAlongAxis(dst,
@@ -41,16 +41,19 @@ func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
 // On error dst is unchanged. The result does not depend on GOMAXPROCS.
 // It is O(size of src).
 func ScatterAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGatherElements, dst, indices, src, axis, 1, -1, label{Op: opGatherElements})
+	return backward(opGatherElements, dst, indices, src, axis, 1, -1, label{Op: opGatherElements}, false)
 }
 
 // backward adds scale*src into dst at the positions the op named kind reads,
 // after checking everything; for Gather, nothing is added to the slice pad
 // of axis (pad < 0 for none).
-func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale float64, pad int, l label) error {
+func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale float64, pad int, l label, freq bool) error {
 	a, err := planAdd(kind, dst, indices, src, axis, l)
 	if err != nil {
 		return err
+	}
+	if freq {
+		a = a.scaledByFreq()
 	}
 	a.run(scale, pad, false)
 	return nil
@@ -104,6 +107,40 @@ func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int, l label
 		g = g.Clone().(*tensor.Dense)
 	}
 	return addPlan{kind: kind, dst: dst, src: g, ix: ix, axis: ax}, nil
+}
+
+// scaledByFreq returns a with each slice of src divided by the number of
+// times its index occurs in the indices (WithScaleGradByFreq), in a copy.
+func (a addPlan) scaledByFreq() addPlan {
+	outer, s, inner := split(a.dst.Shape(), a.axis)
+	counts := make(map[int]float64)
+	n := a.ix.Shape.TotalSize()
+	for p := range n {
+		counts[kernel.Wrap(a.ix.At(p), s)]++
+	}
+	g := a.src.Clone().(*tensor.Dense)
+	switch g.Dtype() {
+	case tensor.Float32:
+		divideSlices(g.Float32s(), a.ix, counts, outer, n, inner, s)
+	case tensor.Float64:
+		divideSlices(g.Float64s(), a.ix, counts, outer, n, inner, s)
+	}
+	a.src = g
+	return a
+}
+
+// divideSlices divides slice (o, i) of g, of inner elements, by the count
+// of index i, for each outer block o.
+func divideSlices[T kernel.Float](g []T, ix dense.Indices, counts map[int]float64, outer, n, inner, s int) {
+	for o := range outer {
+		for i := range n {
+			c := T(counts[kernel.Wrap(ix.At(i), s)])
+			row := g[(o*n+i)*inner : (o*n+i+1)*inner]
+			for k := range row {
+				row[k] /= c
+			}
+		}
+	}
 }
 
 // run adds scale*src into dst; with zero, it first sets dst to zero, each
@@ -194,7 +231,7 @@ func (o *opBase) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, ou
 	if !ok {
 		return fmt.Errorf("%s: gradient of data is a %T, not a *tensor.Dense: %w", o.kind, dg, ErrDtype)
 	}
-	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.GradScale, o.padding(), o.label())
+	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.GradScale, o.padding(), o.label(), o.cfg.ScaleByFreq)
 }
 
 // padding returns the normalised padding index, or -1 if there is none.
@@ -258,6 +295,9 @@ func (d *diffOp) overwrite(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Val
 	if err != nil {
 		return nil, err
 	}
+	if d.fwd.cfg.ScaleByFreq {
+		a = a.scaledByFreq()
+	}
 	a.run(d.fwd.cfg.GradScale, d.fwd.padding(), true)
 	return out, nil
 }
@@ -271,7 +311,7 @@ func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
 	if !ok {
 		return fmt.Errorf("%s gradient: cannot add into a %T: %w", d.fwd.kind, toIncr, ErrDtype)
 	}
-	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.GradScale, d.fwd.padding(), d.fwd.label())
+	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.GradScale, d.fwd.padding(), d.fwd.label(), d.fwd.cfg.ScaleByFreq)
 }
 
 func (d *diffOp) ReturnsPtr() bool     { return false }

@@ -53,6 +53,9 @@ func newBase(kind string, data, indices *gorgonia.Node, axis int, cfg config) (o
 	if n := ds[ax]; n == 0 && is.TotalSize() > 0 {
 		return opBase{}, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
 	}
+	if cfg.ScaleByFreq && kind != opGather {
+		return opBase{}, fmt.Errorf("%s: gradient scaling by frequency applies to Gather only: %w", kind, ErrOption)
+	}
 	if cfg.HasPad {
 		if kind != opGather {
 			return opBase{}, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrOption)

@@ -33,6 +33,12 @@ func WithoutGrad() Option { return func(cfg *config) { cfg.NoGrad = true } }
 // GatherElements does not accept this option.
 func WithPaddingIndex(i int) Option { return func(cfg *config) { cfg.HasPad, cfg.Pad = true, i } }
 
+// WithScaleGradByFreq divides the gradient Gather sends to each slice of
+// data by the number of times its index occurs in the indices (PyTorch's
+// scale_grad_by_freq): a frequent id moves no faster than a rare one.
+// GatherElements does not accept this option.
+func WithScaleGradByFreq() Option { return func(cfg *config) { cfg.ScaleByFreq = true } }
+
 // WithName names the node the op is applied to, as gorgonia.ApplyOpWithName
 // does; an *IndexError of the node carries the name.
 func WithName(name string) Option { return func(cfg *config) { cfg.Name = name } }

@@ -60,7 +60,7 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 			for _, procs := range []int{1, 2, 3, 4, 7} {
 				runtime.GOMAXPROCS(procs)
 				dst := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.dshape...))
-				require.NoError(t, backward(c.kind, dst, indices, src, c.axis, 1, -1, label{Op: c.kind}))
+				require.NoError(t, backward(c.kind, dst, indices, src, c.axis, 1, -1, label{Op: c.kind}, false))
 				bits := make([]uint32, len(dst.Float32s()))
 				for i, x := range dst.Float32s() {
 					bits[i] = math.Float32bits(x)

@@ -62,7 +62,9 @@ const opBag = "embedding_bag"
 // negative ids are normalised): they are not pooled, not counted in a
 // mean, and row p gets no gradient; a bag of padding only pools to zeros.
 // gather.WithoutGrad, gather.WithGradScale (of the table's gradient) and
-// gather.WithName apply as for gather.Gather.
+// gather.WithName apply as for gather.Gather; gather.WithScaleGradByFreq
+// divides each row's gradient by the number of times its id occurs in ids
+// (sum and mean bags only).
 //
 // Gradients flow, in both of Gorgonia's machines, to the table and to the
 // weights (sum: ⟨rowᵢ, g_b⟩; mean: that divided by m; max: over the
@@ -124,6 +126,9 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 	}
 	if mode < BagSum || mode > BagMax {
 		return nil, fmt.Errorf("%s: unknown mode %v; use BagSum, BagMean or BagMax: %w", opBag, mode, gather.ErrOption)
+	}
+	if mode == BagMax && cfg.ScaleByFreq {
+		return nil, fmt.Errorf("%s: gradient scaling by frequency applies to sum and mean bags, not max: %w", opBag, gather.ErrOption)
 	}
 	dt := table.Dtype()
 	if dt != tensor.Float32 && dt != tensor.Float64 {
@@ -518,31 +523,31 @@ func (d *bagGradOp) run(dst *tensor.Dense, in []gorgonia.Value) error {
 	}
 	switch d.fwd.dtype {
 	case tensor.Float32:
-		bagGrad(dst.Float32s(), g.Float32s(), a.table.Float32s(), a, floatsOf[float32](a.w), d.fwd.dim, d.wrtTable, float32(d.fwd.cfg.GradScale))
+		bagGrad(dst.Float32s(), g.Float32s(), a.table.Float32s(), a, floatsOf[float32](a.w), d.fwd.dim, d.wrtTable, float32(d.fwd.cfg.GradScale), d.fwd.cfg.ScaleByFreq)
 	case tensor.Float64:
-		bagGrad(dst.Float64s(), g.Float64s(), a.table.Float64s(), a, floatsOf[float64](a.w), d.fwd.dim, d.wrtTable, d.fwd.cfg.GradScale)
+		bagGrad(dst.Float64s(), g.Float64s(), a.table.Float64s(), a, floatsOf[float64](a.w), d.fwd.dim, d.wrtTable, d.fwd.cfg.GradScale, d.fwd.cfg.ScaleByFreq)
 	}
 	return nil
 }
 
-func bagGrad[T kernel.Float](dst, g, table []T, a bagArgs, w []T, dim int, wrtTable bool, c T) {
+func bagGrad[T kernel.Float](dst, g, table []T, a bagArgs, w []T, dim int, wrtTable bool, c T, freq bool) {
 	switch a.ids.Dtype {
 	case tensor.Int:
-		bagGradTyped(dst, g, table, a.ids.Ints, w, dim, &a.bg, wrtTable, c)
+		bagGradTyped(dst, g, table, a.ids.Ints, w, dim, &a.bg, wrtTable, c, freq)
 	case tensor.Int32:
-		bagGradTyped(dst, g, table, a.ids.I32, w, dim, &a.bg, wrtTable, c)
+		bagGradTyped(dst, g, table, a.ids.I32, w, dim, &a.bg, wrtTable, c, freq)
 	default:
-		bagGradTyped(dst, g, table, a.ids.I64, w, dim, &a.bg, wrtTable, c)
+		bagGradTyped(dst, g, table, a.ids.I64, w, dim, &a.bg, wrtTable, c, freq)
 	}
 }
 
-func bagGradTyped[T kernel.Float, I kernel.Index](dst, g, table []T, ids []I, w []T, dim int, bg *kernel.Bags, wrtTable bool, c T) {
+func bagGradTyped[T kernel.Float, I kernel.Index](dst, g, table []T, ids []I, w []T, dim int, bg *kernel.Bags, wrtTable bool, c T, freq bool) {
 	var arg []int32
 	if bg.Mode == kernel.BagMax {
 		arg = kernel.BagArgmax(table, ids, w, dim, bg)
 	}
 	if wrtTable {
-		kernel.BagTableGrad(dst, g, table, ids, w, dim, bg, arg, c, false)
+		kernel.BagTableGrad(dst, g, table, ids, w, dim, bg, arg, c, freq)
 		return
 	}
 	gw := make([]T, len(ids))

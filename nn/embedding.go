@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"gorgonia.org/gorgonia"
@@ -37,6 +38,9 @@ type embeddingConfig struct {
 	pad    int
 	frozen bool
 	sparse bool
+
+	maxNorm float64 // 0 for none
+	freq    bool    // scale gradients by id frequency
 }
 
 // EmbeddingInit sets the initialiser of the table. The default draws from
@@ -107,6 +111,24 @@ func EmbeddingSparse() EmbeddingOption {
 	return func(c *embeddingConfig) { c.sparse = true }
 }
 
+// EmbeddingMaxNorm makes every lookup and bag first rescale, in place,
+// each row its ids name whose L2 norm exceeds maxNorm, by
+// maxNorm/(norm+1e-7) (PyTorch's max_norm); the gradient is that of a
+// lookup of the rescaled table. This is the one case in which running the
+// graph changes the table. Several lookups of one table in one graph each
+// read rescaled rows, whatever order they run in.
+func EmbeddingMaxNorm(maxNorm float64) EmbeddingOption {
+	return func(c *embeddingConfig) { c.maxNorm = maxNorm }
+}
+
+// EmbeddingScaleGradByFreq divides each row's gradient by the number of
+// times its id occurs in the ids of that lookup or bag (PyTorch's
+// scale_grad_by_freq), for lookups and for sum and mean bags; the padding
+// row still gets none. It applies to dense and row-sparse gradients.
+func EmbeddingScaleGradByFreq() EmbeddingOption {
+	return func(c *embeddingConfig) { c.freq = true }
+}
+
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
 // named name to g.
 func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.Dtype, opts ...EmbeddingOption) (*Embedding, error) {
@@ -125,6 +147,9 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 	}
 	if dt != tensor.Float32 && dt != tensor.Float64 {
 		return nil, fmt.Errorf("embedding %q: dtype must be float32 or float64, got %v: %w", name, dt, gather.ErrDtype)
+	}
+	if cfg.maxNorm < 0 || math.IsNaN(cfg.maxNorm) {
+		return nil, fmt.Errorf("embedding %q: max norm %v must be positive: %w", name, cfg.maxNorm, gather.ErrOption)
 	}
 	if cfg.hasPad {
 		if cfg.pad < -vocab || cfg.pad >= vocab {
@@ -153,18 +178,15 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 // Int64 ids of any shape; the result has shape ids.shape + [dim]. An id
 // outside [-vocab, vocab-1] is an *IndexError when the graph runs.
 func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
-	opts := []gather.Option{gather.WithLayer("embedding", e.Table.Name(), "ids")}
-	if e.cfg.hasPad {
-		opts = append(opts, gather.WithPaddingIndex(e.cfg.pad))
+	table, err := e.renormed(ids, "embedding")
+	if err != nil {
+		return nil, err
 	}
-	if e.cfg.frozen || e.cfg.sparse {
-		opts = append(opts, gather.WithoutGrad())
-	}
-	vecs, err := gather.Gather(e.Table, ids, 0, opts...)
+	vecs, err := gather.Gather(table, ids, 0, e.options("embedding")...)
 	if err != nil || e.cfg.frozen || !e.cfg.sparse {
 		return vecs, err
 	}
-	return e.tap(vecs, sparseLookup{ids: ids})
+	return e.tap(vecs, sparseLookup{ids: ids, freq: e.cfg.freq})
 }
 
 // Bag returns the pooled lookup of bags of ids in the table, as
@@ -174,28 +196,66 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
 // its bags as they cover its lookups). An id out of range is an
 // *gather.IndexError naming the table.
 func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode) (*gorgonia.Node, error) {
-	opts := []gather.Option{gather.WithLayer(opBag, e.Table.Name(), "ids")}
-	if e.cfg.hasPad {
-		opts = append(opts, gather.WithPaddingIndex(e.cfg.pad))
+	if mode == BagMax && e.cfg.freq {
+		return nil, fmt.Errorf("embedding %q: gradient scaling by frequency applies to sum and mean bags, not max: %w", e.Table.Name(), gather.ErrOption)
 	}
-	if e.cfg.frozen || e.cfg.sparse {
-		opts = append(opts, gather.WithoutGrad())
+	table, err := e.renormed(ids, opBag)
+	if err != nil {
+		return nil, err
 	}
-	pooled, err := EmbeddingBag(e.Table, ids, offsets, weights, mode, opts...)
+	pooled, err := EmbeddingBag(table, ids, offsets, weights, mode, e.options(opBag)...)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
 	if e.cfg.frozen || !e.cfg.sparse {
 		return pooled, nil
 	}
-	in := gorgonia.Nodes{e.Table, ids}
+	in := gorgonia.Nodes{table, ids}
 	if offsets != nil {
 		in = append(in, offsets)
 	}
 	if weights != nil {
 		in = append(in, weights)
 	}
-	return e.tap(pooled, sparseLookup{ids: ids, bag: pooled.Op().(*bagOp), inputs: in})
+	return e.tap(pooled, sparseLookup{ids: ids, bag: pooled.Op().(*bagOp), inputs: in, freq: e.cfg.freq})
+}
+
+// options returns the options of the op of a lookup (op "embedding") or a
+// bag (op "embedding_bag") of the table.
+func (e *Embedding) options(op string) []gather.Option {
+	opts := []gather.Option{gather.WithLayer(op, e.Table.Name(), "ids")}
+	if e.cfg.hasPad {
+		opts = append(opts, gather.WithPaddingIndex(e.cfg.pad))
+	}
+	if e.cfg.frozen || e.cfg.sparse {
+		opts = append(opts, gather.WithoutGrad())
+	} else if e.cfg.freq {
+		opts = append(opts, gather.WithScaleGradByFreq())
+	}
+	return opts
+}
+
+// renormed returns the table as a lookup of ids should read it: with
+// EmbeddingMaxNorm, the output of a renormOp over those ids, else the
+// table itself.
+func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
+	if e.cfg.maxNorm == 0 {
+		return e.Table, nil
+	}
+	if ids == nil {
+		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
+	}
+	if err := dense.CheckIndexDtype("embedding", "ids", ids.Dtype()); err != nil {
+		return nil, err
+	}
+	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
+	o := &renormOp{maxNorm: e.cfg.maxNorm, dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim,
+		idDims: ids.Dims(), lbl: dense.Label{Op: op, Name: e.Table.Name(), Arg: "ids"}}
+	t, err := gorgonia.ApplyOp(o, e.Table, ids)
+	if err != nil {
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
+	}
+	return t, nil
 }
 
 // tap adds to out, the output of a lookup of a sparse embedding, an input

@@ -350,14 +350,22 @@ type sparseLookup struct {
 	ids, tap *gorgonia.Node
 	bag      *bagOp         // for a bag: its op, whose output the tap follows
 	inputs   gorgonia.Nodes // for a bag: the op's inputs
+	freq     bool           // EmbeddingScaleGradByFreq
 }
 
 // grad returns the gradient of l's rows by position, shaped ids.shape +
 // [dim], from the gradient of its tap: the tap's gradient itself for a
 // lookup, what each position's row received for a bag.
-func (l sparseLookup) grad(tapGrad *tensor.Dense) (*tensor.Dense, error) {
+func (l sparseLookup) grad(tapGrad *tensor.Dense, vocab int) (*tensor.Dense, error) {
 	if l.bag == nil {
-		return tapGrad, nil
+		if !l.freq {
+			return tapGrad, nil
+		}
+		ix, err := dense.ReadIndices("embedding", "ids", l.ids.Value())
+		if err != nil {
+			return nil, err
+		}
+		return divideByFreq(tapGrad.Clone().(*tensor.Dense), ix, vocab), nil
 	}
 	vals := make([]gorgonia.Value, len(l.inputs))
 	for k, n := range l.inputs {
@@ -378,7 +386,40 @@ func (l sparseLookup) grad(tapGrad *tensor.Dense) (*tensor.Dense, error) {
 	case tensor.Float64:
 		positionGrad(out.Float64s(), tapGrad.Float64s(), a.table.Float64s(), a, floatsOf[float64](a.w), o.vocab, o.dim)
 	}
+	if l.freq {
+		return divideByFreq(out, a.ids, vocab), nil
+	}
 	return out, nil
+}
+
+// divideByFreq divides row p of g (ids.shape + [dim]) by the number of
+// times ids[p] occurs in ids, in place, and returns g.
+func divideByFreq(g *tensor.Dense, ids dense.Indices, vocab int) *tensor.Dense {
+	n := ids.Shape.TotalSize()
+	counts := make(map[int]float64)
+	for p := range n {
+		counts[kernel.Wrap(ids.At(p), vocab)]++
+	}
+	if n == 0 {
+		return g
+	}
+	dim := g.Shape().TotalSize() / n
+	for p := range n {
+		c := counts[kernel.Wrap(ids.At(p), vocab)]
+		switch g.Dtype() {
+		case tensor.Float32:
+			row := g.Float32s()[p*dim : (p+1)*dim]
+			for k := range row {
+				row[k] /= float32(c)
+			}
+		case tensor.Float64:
+			row := g.Float64s()[p*dim : (p+1)*dim]
+			for k := range row {
+				row[k] /= c
+			}
+		}
+	}
+	return g
 }
 
 func positionGrad[T kernel.Float](out, g, table []T, a bagArgs, w []T, vocab, dim int) {
@@ -454,7 +495,7 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 		if taps[k], err = dense.Read("embedding", "gradient", gv); err != nil {
 			return nil, err
 		}
-		if grads[k], err = l.grad(taps[k]); err != nil {
+		if grads[k], err = l.grad(taps[k], vocab); err != nil {
 			return nil, err
 		}
 	}

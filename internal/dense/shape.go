@@ -189,6 +189,8 @@ type Config struct {
 	HasPad    bool    // a padding index was given
 	Pad       int     // the padding index, normalised once the op is built
 	Layer     Label   // how index errors name the layer; Op "" for none
+
+	ScaleByFreq bool // divide each slice's gradient by its index's count
 }
 
 // A Label is how an index error names where it happened: the operation,
@@ -212,6 +214,9 @@ func (c Config) String() string {
 	}
 	if c.Layer.Op != "" {
 		s += fmt.Sprintf(", layer=%s %q %s", c.Layer.Op, c.Layer.Name, c.Layer.Arg)
+	}
+	if c.ScaleByFreq {
+		s += ", scaleGradByFreq"
 	}
 	return s
 }

@@ -1,0 +1,150 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"math"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/kernel"
+)
+
+// renormOp rescales in place each row of the table that its ids name and
+// whose L2 norm exceeds maxNorm, by maxNorm/(norm+1e-7) (PyTorch's
+// max_norm), and returns the table itself: a lookup after it reads the
+// rescaled rows. Its gradient is the identity, so the gradient of the
+// table is that of a lookup of the rescaled table. Running it twice on the
+// same rows changes nothing more, so several lookups of one table, in any
+// order, each read rows no longer than maxNorm.
+type renormOp struct {
+	maxNorm    float64
+	dtype      tensor.Dtype
+	idType     tensor.Dtype
+	vocab, dim int
+	idDims     int
+	lbl        dense.Label
+}
+
+func (o *renormOp) Arity() int { return 2 }
+
+func (o *renormOp) Type() hm.Type {
+	return hm.NewFnType(dense.Type(2, o.dtype), dense.Type(o.idDims, o.idType), dense.Type(2, o.dtype))
+}
+
+func (o *renormOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{o.vocab, o.dim}, nil
+}
+
+// Do rescales the named rows of the table and returns it.
+func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if err := checkArity("embedding", " max-norm", len(in), 2); err != nil {
+		return nil, err
+	}
+	t, ok := in[0].(*tensor.Dense)
+	if !ok || !dense.Writable(t) || t.Dtype() != o.dtype || !dense.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
+		return nil, fmt.Errorf("embedding %q: max-norm needs the table as a row-major %v tensor of shape (%d, %d), got %v: %w",
+			o.lbl.Name, o.dtype, o.vocab, o.dim, in[0], gather.ErrShape)
+	}
+	ix, err := dense.ReadIndices("embedding", "ids", in[1])
+	if err != nil {
+		return nil, err
+	}
+	if p := ix.FirstBad(o.vocab); p >= 0 {
+		return nil, &gather.IndexError{Op: o.lbl.Op, Name: o.lbl.Name, Arg: o.lbl.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Size: o.vocab}
+	}
+	switch o.dtype {
+	case tensor.Float32:
+		renorm(t.Float32s(), ix, o.vocab, o.dim, o.maxNorm)
+	case tensor.Float64:
+		renorm(t.Float64s(), ix, o.vocab, o.dim, o.maxNorm)
+	}
+	return t, nil
+}
+
+// renorm rescales the rows of table named by ix whose norm exceeds
+// maxNorm. A row named twice is rescaled once: the second time its norm
+// is below maxNorm.
+func renorm[T kernel.Float](table []T, ix dense.Indices, vocab, dim int, maxNorm float64) {
+	for p := range ix.Shape.TotalSize() {
+		j := kernel.Wrap(ix.At(p), vocab)
+		row := table[j*dim : (j+1)*dim]
+		var ss float64
+		for _, v := range row {
+			ss += float64(v) * float64(v)
+		}
+		if norm := math.Sqrt(ss); norm > maxNorm {
+			s := T(maxNorm / (norm + 1e-7))
+			for d := range row {
+				row[d] *= s
+			}
+		}
+	}
+}
+
+func (o *renormOp) ReturnsPtr() bool     { return true }
+func (o *renormOp) CallsExtern() bool    { return false }
+func (o *renormOp) OverwritesInput() int { return 0 }
+
+func (o *renormOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "%v %v %v %d", o, o.dtype, o.idType, o.idDims)
+}
+
+func (o *renormOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+
+func (o *renormOp) String() string {
+	return fmt.Sprintf("MaxNorm{%v, %q}", o.maxNorm, o.lbl.Name)
+}
+
+// DiffWRT: the table, by the identity.
+func (o *renormOp) DiffWRT(int) []bool { return []bool{true, false} }
+
+// SymDiff passes the gradient through unchanged.
+func (o *renormOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	return gorgonia.Nodes{grad, nil}, nil
+}
+
+// DoDiff adds the output's gradient into the table's.
+func (o *renormOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	up, err := output.Grad()
+	if err != nil {
+		return fmt.Errorf("embedding %q: max-norm: %w", o.lbl.Name, dense.Graph(err))
+	}
+	dg, err := inputs[0].Grad()
+	if err != nil {
+		return fmt.Errorf("embedding %q: max-norm: %w", o.lbl.Name, dense.Graph(err))
+	}
+	d, ok1 := dg.(*tensor.Dense)
+	u, ok2 := up.(*tensor.Dense)
+	if !ok1 || !ok2 || d == u {
+		return nil
+	}
+	switch d.Dtype() {
+	case tensor.Float32:
+		addInto(d.Float32s(), u.Float32s())
+	case tensor.Float64:
+		addInto(d.Float64s(), u.Float64s())
+	}
+	return nil
+}
+
+func addInto[T kernel.Float](d, u []T) {
+	u = u[:len(d)]
+	for i := range d {
+		d[i] += u[i]
+	}
+}
+
+var (
+	_ gorgonia.SDOp = (*renormOp)(nil)
+	_ gorgonia.ADOp = (*renormOp)(nil)
+)
