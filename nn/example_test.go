@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/nn"
 )
 
@@ -178,4 +179,41 @@ func ExampleNLLLoss() {
 	fmt.Printf("%.2f\n", loss.Value().Data()) // -(-0.1 + -0.4) / 2
 	// Output:
 	// 0.25
+}
+
+func ExampleEmbeddingBag() {
+	g := gorgonia.NewGraph()
+	table := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("table"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(4, 2), tensor.WithBacking([]float64{
+			0, 0, // row 0: padding
+			1, 2, // row 1
+			3, 4, // row 2
+			5, 6, // row 3
+		}))))
+	// Three bags in one vector of ids: [1 2 0], [3], [] (offsets 0, 3, 4).
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{1, 2, 0, 3}))))
+	offsets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("offsets"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 3, 4}))))
+	weights := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithName("weights"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]float64{1, 0.5, 7, 2}))))
+
+	mean, err := nn.EmbeddingBag(table, ids, offsets, weights, nn.BagMean, gather.WithPaddingIndex(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	peak, err := nn.EmbeddingBag(table, ids, offsets, nil, nn.BagMax)
+	if err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("weighted mean:", mean.Value().Data()) // (1·[1 2] + 0.5·[3 4]) / 2; 2·[5 6]; zeros
+	fmt.Println("max:", peak.Value().Data())
+	// Output:
+	// weighted mean: [1.25 2 10 12 0 0]
+	// max: [3 4 5 6 0 0]
 }
