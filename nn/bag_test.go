@@ -415,3 +415,52 @@ func TestEmbeddingBagErrors(t *testing.T) {
 		})
 	}
 }
+
+// Views and strided tensors as inputs give the results of their
+// contiguous copies, and are not modified.
+func TestEmbeddingBagViews(t *testing.T) {
+	r := rand.New(rand.NewPCG(59, 60))
+	c := bagCase{BagMean, false, true, 1, tensor.Int64}
+	const vocab, dim, bags = 6, 4, 3
+	table, ids, bounds, w, g := bagInputs(r, c, vocab, dim, bags)
+	want, wantT, wantW := refBag(table, vocab, dim, ids, bounds, w, 1, BagMean, g)
+
+	// The table as rows 1..6 of a larger tensor; ids and weights as the
+	// transposes of [3, bags] tensors.
+	big := floatTensor(append(make([]float64, dim), table...), []int{vocab + 1, dim}, tensor.Float64)
+	tv, err := big.Slice(tensor.S(1, vocab+1))
+	require.NoError(t, err)
+	idsT := make([]int64, len(ids))
+	wT := make([]float64, len(w))
+	for b := range bags {
+		for k := range 3 {
+			idsT[k*bags+b], wT[k*bags+b] = ids[b*3+k], w[b*3+k]
+		}
+	}
+	iv := castIndices(idsT, []int{3, bags}, tensor.Int64)
+	require.NoError(t, iv.T())
+	wv := floatTensor(wT, []int{3, bags}, tensor.Float64)
+	require.NoError(t, wv.T())
+
+	gr := gorgonia.NewGraph()
+	tn := gorgonia.NewMatrix(gr, tensor.Float64, gorgonia.WithShape(vocab, dim), gorgonia.WithName("table"))
+	in := gorgonia.NewMatrix(gr, tensor.Int64, gorgonia.WithShape(bags, 3), gorgonia.WithName("ids"))
+	wn := gorgonia.NewMatrix(gr, tensor.Float64, gorgonia.WithShape(bags, 3), gorgonia.WithName("w"))
+	out, err := EmbeddingBag(tn, in, nil, wn, BagMean, gather.WithPaddingIndex(1))
+	require.NoError(t, err)
+	o := out.Op().(*bagOp)
+	vals := []gorgonia.Value{tv.(*tensor.Dense), iv, wv}
+	before := floats(big)
+	got, err := o.Do(vals...)
+	require.NoError(t, err)
+	assert.InDeltaSlice(t, want, floats(got.(*tensor.Dense)), 1e-12)
+	up := floatTensor(g, []int{bags, dim}, tensor.Float64)
+	gt, err := (&bagGradOp{fwd: o, wrtTable: true}).Do(append(vals, up)...)
+	require.NoError(t, err)
+	assert.InDeltaSlice(t, wantT, floats(gt.(*tensor.Dense)), 1e-12)
+	gw, err := (&bagGradOp{fwd: o}).Do(append(vals, up)...)
+	require.NoError(t, err)
+	gws := floats(gw.(*tensor.Dense))
+	assert.InDeltaSlice(t, wantW, gws, 1e-12)
+	assert.Equal(t, before, floats(big), "the table is unchanged")
+}
