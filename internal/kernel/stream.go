@@ -19,8 +19,8 @@ const minStream = 1 << 20
 // which a gather does not stream. Rows read at random from a table that
 // large come from memory, not cache, and streaming stores, which then
 // compete with those reads for memory, made an embedding lookup from a
-// 256 MB table (the emb_1m_64 case) up to a quarter slower in some runs on
-// the machine of the README's tables and no faster in the others.
+// 256 MB table (BenchmarkCases/emb_1m_64/fwd) up to a quarter slower in
+// some runs on the machine of bench/README.md and no faster in the others.
 const maxStreamSource = 32 << 20
 
 // streams reports whether a gather from src into the new output dst, in
