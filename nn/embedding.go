@@ -258,20 +258,21 @@ func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, err
 	return t, nil
 }
 
-// tap adds to out, the output of a lookup of a sparse embedding, an input
-// of zeros whose gradient is out's, and records the lookup for RowGrad.
+// tap routes the gradient of out, the output of a lookup of a sparse
+// embedding, to a new input of zeros (see tapOp), and records the lookup
+// for RowGrad.
 func (e *Embedding) tap(out *gorgonia.Node, l sparseLookup) (*gorgonia.Node, error) {
 	g := e.Table.Graph()
 	name := fmt.Sprintf("%s/tap%d", e.Table.Name(), len(e.lookups))
 	zeros := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(out.Shape().Clone()...))
 	l.tap = gorgonia.NewTensor(g, e.Table.Dtype(), out.Dims(), gorgonia.WithShape(out.Shape().Clone()...),
 		gorgonia.WithName(name), gorgonia.WithValue(zeros))
-	sum, err := gorgonia.Add(out, l.tap)
+	passed, err := gorgonia.ApplyOp(&tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone()}, out, l.tap)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
 	}
 	e.lookups = append(e.lookups, l)
-	return sum, nil
+	return passed, nil
 }
 
 // Learnables returns the nodes a dense solver should update: the table, or

@@ -211,3 +211,28 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 	_, err = emb.Bag(gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("ids")), nil, nil, BagMax)
 	assert.ErrorIs(t, err, gather.ErrOption)
 }
+
+// A sparse lookup's row gradient is the dense gradient in the LispMachine
+// too, whose DoDiff path differs from the TapeMachine's.
+func TestSparseLookupLispMachine(t *testing.T) {
+	ids := []int64{2, 0, 2, 4}
+	up := []float64{1, 2, 3, 4, 5, 6, 7, 8}
+	want := refIndexAdd([]int{5, 2}, ids, []int{4}, 0, up)
+	g := gorgonia.NewGraph()
+	emb, err := NewEmbedding(g, "words", 5, 2, tensor.Float64, EmbeddingSparse())
+	require.NoError(t, err)
+	out, err := emb.Lookup(gorgonia.NodeFromAny(g, castIndices(ids, []int{4}, tensor.Int64), gorgonia.WithName("ids")))
+	require.NoError(t, err)
+	w := gorgonia.NodeFromAny(g, floatTensor(up, []int{4, 2}, tensor.Float64), gorgonia.WithName("w"))
+	gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, w))))
+	vm := gorgonia.NewLispMachine(g)
+	defer vm.Close()
+	require.NoError(t, vm.RunAll())
+	rg, err := emb.RowGrad()
+	require.NoError(t, err)
+	got := make([]float64, 10)
+	for k, r := range rg.Rows {
+		copy(got[r*2:(r+1)*2], floats(rg.Values)[k*2:(k+1)*2])
+	}
+	assert.Equal(t, want, got)
+}

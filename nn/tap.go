@@ -1,0 +1,94 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/dense"
+)
+
+// tapOp passes a lookup's output through unchanged and sends its gradient
+// to a second input, the tap, as well: the tap's gradient is then the
+// output's, which RowGrad reads, without a pass over the output to add
+// the tap into it. The tap's value is never read.
+type tapOp struct {
+	dtype tensor.Dtype
+	shape tensor.Shape
+}
+
+func (o *tapOp) Arity() int { return 2 }
+
+func (o *tapOp) Type() hm.Type {
+	t := dense.Type(len(o.shape), o.dtype)
+	return hm.NewFnType(t, t, t)
+}
+
+func (o *tapOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) { return o.shape.Clone(), nil }
+
+// Do returns the lookup's output itself.
+func (o *tapOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if err := checkArity("embedding", " tap", len(in), 2); err != nil {
+		return nil, err
+	}
+	return in[0], nil
+}
+
+func (o *tapOp) ReturnsPtr() bool     { return true }
+func (o *tapOp) CallsExtern() bool    { return false }
+func (o *tapOp) OverwritesInput() int { return 0 }
+
+func (o *tapOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v %v", o, o.dtype, o.shape) }
+
+func (o *tapOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+
+func (o *tapOp) String() string { return "Tap" }
+
+func (o *tapOp) DiffWRT(int) []bool { return []bool{true, true} }
+
+// SymDiff gives both inputs the output's gradient.
+func (o *tapOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	return gorgonia.Nodes{grad, grad}, nil
+}
+
+// DoDiff adds the output's gradient into both inputs' gradients.
+func (o *tapOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	up, err := output.Grad()
+	if err != nil {
+		return fmt.Errorf("embedding tap: %w", dense.Graph(err))
+	}
+	u, ok := up.(*tensor.Dense)
+	if !ok {
+		return nil
+	}
+	for _, n := range inputs {
+		g, err := n.Grad()
+		if err != nil {
+			continue // an input without a gradient (a frozen lookup)
+		}
+		d, ok := g.(*tensor.Dense)
+		if !ok || d == u {
+			continue
+		}
+		switch d.Dtype() {
+		case tensor.Float32:
+			addInto(d.Float32s(), u.Float32s())
+		case tensor.Float64:
+			addInto(d.Float64s(), u.Float64s())
+		}
+	}
+	return nil
+}
+
+var (
+	_ gorgonia.SDOp = (*tapOp)(nil)
+	_ gorgonia.ADOp = (*tapOp)(nil)
+)
