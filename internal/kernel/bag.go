@@ -1,5 +1,7 @@
 package kernel
 
+import "unsafe"
+
 // Pooling modes of the bag kernels, as nn.BagMode numbers them.
 const (
 	BagSum = iota
@@ -54,13 +56,23 @@ func weight[T Float](w []T, i int) T {
 // split across goroutines. It is O(n × dim).
 func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags) {
 	vocab := len(table) / max(dim, 1)
+	ahead := prefetches(table, dim)
+	size := uintptr(dim) * unsafe.Sizeof(T(0))
 	p := Workers(len(ids)*dim+bg.N()*dim, bg.N())
 	ParallelFor(bg.N(), p, func(lo, hi int) {
+		var next [rowsAhead]uintptr
 		for b := lo; b < hi; b++ {
 			o := out[b*dim : (b+1)*dim]
 			clear(o)
 			first := true
 			for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
+				// A row is a long run of loads and adds, which keeps the
+				// processor from reaching the next rows' loads by itself:
+				// every rowsAhead ids, ask for the rows of the next
+				// rowsAhead in one call (see prefetches and takeBlock).
+				if ahead && i%rowsAhead == 0 {
+					prefetchAfter(&next, table, ids, i, dim, size)
+				}
 				j := Wrap(ids[i], vocab)
 				if j == bg.Pad {
 					continue
@@ -69,9 +81,7 @@ func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags
 				row = row[:len(o)]
 				switch {
 				case bg.Mode != BagMax:
-					for d := range o {
-						o[d] += c * row[d]
-					}
+					addRow(o, row, c)
 				case first:
 					for d := range o {
 						o[d] = c * row[d]
