@@ -247,8 +247,8 @@ func (o *bagOp) args(in []gorgonia.Value) (bagArgs, error) {
 			bounds[b] = b * per
 		}
 	}
-	if p := ix.FirstBad(o.vocab); p >= 0 {
-		return a, &gather.IndexError{Op: o.lbl.Op, Name: o.lbl.Name, Arg: o.lbl.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: 0, Size: o.vocab}
+	if err := checkIndices(o.lbl, ix, 0, o.vocab); err != nil {
+		return a, err
 	}
 	if o.hasWeights {
 		w, err := dense.Read(opBag, "weights", in[k])

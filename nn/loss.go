@@ -147,7 +147,7 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 		return entropyArgs{}, fmt.Errorf("%s: targets of shape %v do not match logits of shape %v: %w",
 			opCrossEntropy, t.Shape, o.shape, gather.ErrShape)
 	}
-	if err := checkIndices(opCrossEntropy, "targets", t, len(o.shape)-1, classes); err != nil {
+	if err := checkIndices(dense.Label{Op: opCrossEntropy, Arg: "targets"}, t, len(o.shape)-1, classes); err != nil {
 		return entropyArgs{}, err
 	}
 	return entropyArgs{logits: x, targets: t, rows: rows, classes: classes}, nil
@@ -479,12 +479,12 @@ func checkArity(op, role string, n, want int) error {
 	return nil
 }
 
-// checkIndices returns a *gather.IndexError for the first index of ix (the
-// argument arg of op) outside [-s, s-1], or nil; the index is for axis of
-// what it indexes.
-func checkIndices(op, arg string, ix dense.Indices, axis, s int) error {
+// checkIndices returns a *gather.IndexError for the first index of ix
+// outside [-s, s-1], or nil; l names where the indices are, axis what
+// they index.
+func checkIndices(l dense.Label, ix dense.Indices, axis, s int) error {
 	if p := ix.FirstBad(s); p >= 0 {
-		return &gather.IndexError{Op: op, Arg: arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
+		return &gather.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
 	}
 	return nil
 }

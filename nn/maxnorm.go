@@ -55,8 +55,8 @@ func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p := ix.FirstBad(o.vocab); p >= 0 {
-		return nil, &gather.IndexError{Op: o.lbl.Op, Name: o.lbl.Name, Arg: o.lbl.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Size: o.vocab}
+	if err := checkIndices(o.lbl, ix, 0, o.vocab); err != nil {
+		return nil, err
 	}
 	switch o.dtype {
 	case tensor.Float32:

@@ -50,7 +50,7 @@ func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 			gs, ix.Shape, gather.ErrShape)
 	}
 	dim := gs[len(gs)-1]
-	if err := checkIndices("row gradient", "ids", ix, 0, vocab); err != nil {
+	if err := checkIndices(dense.Label{Op: "row gradient", Arg: "ids"}, ix, 0, vocab); err != nil {
 		return nil, err
 	}
 	order := sortedRows(ix, vocab)
