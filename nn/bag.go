@@ -477,18 +477,18 @@ func (d *bagGradOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 }
 
 // UsePreallocDo overwrites prealloc with the gradient when it can hold it.
+// Every argument is checked before prealloc is cleared.
 func (d *bagGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	out, ok := prealloc.(*tensor.Dense)
 	if !ok || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.shape()) || !dense.Writable(out) {
 		return d.Do(in...)
 	}
-	if _, err := d.fwd.args(in[:len(in)-1]); err != nil {
-		return nil, err // checked before out is cleared
-	}
-	clearFloats(out)
-	if err := d.run(out, in); err != nil {
+	a, g, err := d.check(in)
+	if err != nil {
 		return nil, err
 	}
+	clearFloats(out)
+	d.add(out, a, g)
 	return out, nil
 }
 
@@ -503,23 +503,38 @@ func (d *bagGradOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
 
 // run adds the gradient into dst after checking every argument.
 func (d *bagGradOp) run(dst *tensor.Dense, in []gorgonia.Value) error {
-	if err := checkArity(opBag, " gradient", len(in), d.Arity()); err != nil {
+	a, g, err := d.check(in)
+	if err != nil {
 		return err
+	}
+	d.add(dst, a, g)
+	return nil
+}
+
+// check reads and checks the bag op's inputs and the upstream gradient.
+func (d *bagGradOp) check(in []gorgonia.Value) (bagArgs, *tensor.Dense, error) {
+	if err := checkArity(opBag, " gradient", len(in), d.Arity()); err != nil {
+		return bagArgs{}, nil, err
 	}
 	a, err := d.fwd.args(in[:len(in)-1])
 	if err != nil {
-		return err
+		return bagArgs{}, nil, err
 	}
 	g, err := dense.Read(opBag, "gradient", in[len(in)-1])
 	if err != nil {
-		return err
+		return bagArgs{}, nil, err
 	}
 	if g.Dtype() != d.fwd.dtype || !dense.SameShape(g.Shape(), []int{d.fwd.bags, d.fwd.dim}) {
-		return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
+		return bagArgs{}, nil, fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
 			opBag, g.Dtype(), g.Shape(), d.fwd.dtype, d.fwd.bags, d.fwd.dim, gather.ErrShape)
 	}
+	return a, g, nil
+}
+
+// add adds the gradient of checked arguments into dst.
+func (d *bagGradOp) add(dst *tensor.Dense, a bagArgs, g *tensor.Dense) {
 	if d.fwd.bags*d.fwd.dim == 0 || a.ids.Shape.TotalSize() == 0 {
-		return nil
+		return
 	}
 	switch d.fwd.dtype {
 	case tensor.Float32:
@@ -527,7 +542,6 @@ func (d *bagGradOp) run(dst *tensor.Dense, in []gorgonia.Value) error {
 	case tensor.Float64:
 		bagGrad(dst.Float64s(), g.Float64s(), a.table.Float64s(), a, floatsOf[float64](a.w), d.fwd.dim, d.wrtTable, d.fwd.cfg.GradScale, d.fwd.cfg.ScaleByFreq)
 	}
-	return nil
 }
 
 func bagGrad[T kernel.Float](dst, g, table []T, a bagArgs, w []T, dim int, wrtTable bool, c T, freq bool) {

@@ -464,3 +464,21 @@ func TestEmbeddingBagViews(t *testing.T) {
 	assert.InDeltaSlice(t, wantW, gws, 1e-12)
 	assert.Equal(t, before, floats(big), "the table is unchanged")
 }
+
+// The gradient op checks the upstream gradient too before it clears a
+// reused buffer: a failed call leaves the buffer as it was.
+func TestBagGradPreallocUntouchedOnError(t *testing.T) {
+	gr := gorgonia.NewGraph()
+	tn := gorgonia.NewMatrix(gr, tensor.Float64, gorgonia.WithShape(4, 2), gorgonia.WithName("table"))
+	in := gorgonia.NewMatrix(gr, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("ids"))
+	out, err := EmbeddingBag(tn, in, nil, nil, BagSum)
+	require.NoError(t, err)
+	d := &bagGradOp{fwd: out.Op().(*bagOp), wrtTable: true}
+	buf := floatTensor([]float64{1, 2, 3, 4, 5, 6, 7, 8}, []int{4, 2}, tensor.Float64)
+	table := floatTensor(make([]float64, 8), []int{4, 2}, tensor.Float64)
+	ids := castIndices([]int64{0, 1, 2, 3}, []int{2, 2}, tensor.Int)
+	badUp := floatTensor(make([]float64, 3), []int{3}, tensor.Float64)
+	_, err = d.UsePreallocDo(buf, table, ids, badUp)
+	require.ErrorIs(t, err, gather.ErrShape)
+	assert.Equal(t, []float64{1, 2, 3, 4, 5, 6, 7, 8}, buf.Float64s())
+}
