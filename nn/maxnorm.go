@@ -123,10 +123,18 @@ func (o *renormOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, 
 	if err != nil {
 		return fmt.Errorf("embedding %q: max-norm: %w", o.lbl.Name, dense.Graph(err))
 	}
+	addGrad(dg, up)
+	return nil
+}
+
+// addGrad adds the gradient up into dg, both float tensors of one shape,
+// for the DoDiff of ops whose gradient is the identity. It does nothing
+// when either is not a *tensor.Dense or both are the same tensor.
+func addGrad(dg, up gorgonia.Value) {
 	d, ok1 := dg.(*tensor.Dense)
 	u, ok2 := up.(*tensor.Dense)
 	if !ok1 || !ok2 || d == u {
-		return nil
+		return
 	}
 	switch d.Dtype() {
 	case tensor.Float32:
@@ -134,7 +142,6 @@ func (o *renormOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, 
 	case tensor.Float64:
 		addInto(d.Float64s(), u.Float64s())
 	}
-	return nil
 }
 
 func addInto[T kernel.Float](d, u []T) {

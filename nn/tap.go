@@ -65,24 +65,9 @@ func (o *tapOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, out
 	if err != nil {
 		return fmt.Errorf("embedding tap: %w", dense.Graph(err))
 	}
-	u, ok := up.(*tensor.Dense)
-	if !ok {
-		return nil
-	}
 	for _, n := range inputs {
-		g, err := n.Grad()
-		if err != nil {
-			continue // an input without a gradient (a frozen lookup)
-		}
-		d, ok := g.(*tensor.Dense)
-		if !ok || d == u {
-			continue
-		}
-		switch d.Dtype() {
-		case tensor.Float32:
-			addInto(d.Float32s(), u.Float32s())
-		case tensor.Float64:
-			addInto(d.Float64s(), u.Float64s())
+		if g, err := n.Grad(); err == nil { // an input may have none (a frozen lookup)
+			addGrad(g, up)
 		}
 	}
 	return nil
