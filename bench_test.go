@@ -3,7 +3,6 @@ package gather
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -230,25 +229,6 @@ func BenchmarkBaselines(b *testing.B) {
 
 var allocSink *tensor.Dense
 
-// steady calls f, which allocates, until the collector has finished two
-// cycles (at most 200 calls), before a benchmark's timer starts. The timed
-// calls then reuse memory the collector freed, as they do in a program that
-// has been running for a while, rather than memory fresh from the operating
-// system, whose first touch (a page fault per 4 KiB) a process pays once.
-// The PyTorch peer likewise makes a call before timing and reports a median.
-func steady(f func()) {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	for i, start := 0, ms.NumGC; i < 200; i++ {
-		f()
-		if i%4 == 3 {
-			if runtime.ReadMemStats(&ms); ms.NumGC >= start+2 {
-				return
-			}
-		}
-	}
-}
-
 // naiveForward is the textbook loop over output elements, one offset
 // computation per element.
 func naiveForward(c benchCase, d benchData, out []float32) {
@@ -337,6 +317,12 @@ func BenchmarkGraph(b *testing.B) {
 // allocations.
 func benchRuns(b *testing.B, vm gorgonia.VM) {
 	b.ReportAllocs()
+	steady(func() {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	})
 	for b.Loop() {
 		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 // Short names for the shared references and helpers of internal/ref.
 var (
 	offset        = ref.Offset
+	steady        = ref.Steady
 	forEachCoord  = ref.ForEachCoord
 	refTake       = ref.Take
 	refTakeAlong  = ref.TakeAlong

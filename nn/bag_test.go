@@ -204,6 +204,44 @@ func TestBagMatchesReference(t *testing.T) {
 	}
 }
 
+// float32 tables with rows of 32-byte multiples take the pooling kernel's
+// batched path (one block of registers, a rest, several blocks): its
+// output equals the reference in every mode, with and without weights
+// and padding.
+func TestBagFloat32WideRowsMatchReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(57, 58))
+	for _, dim := range []int{8, 72, 128} {
+		for _, mode := range []BagMode{BagSum, BagMean, BagMax} {
+			for _, weights := range []bool{false, true} {
+				for _, pad := range []int{-1, 2} {
+					c := bagCase{mode, true, weights, pad, tensor.Int64}
+					const vocab, bags = 9, 40
+					table, ids, bounds, w, g := bagInputs(r, c, vocab, dim, bags)
+					// One more bag, of 150 ids: more than one batch of rows.
+					for range 150 {
+						ids = append(ids, int64(r.IntN(vocab)))
+						if weights {
+							w = append(w, r.Float64())
+						}
+					}
+					bounds = append(bounds, len(ids))
+					g = append(g, make([]float64, dim)...)
+					want, _, _ := refBag(table, vocab, dim, ids, bounds, w, pad, mode, g)
+					gr, tn, _, out, err := bagGraph(c, tensor.Float32, table, vocab, dim, ids, bounds, w, g)
+					require.NoError(t, err)
+					// With the gradient asked for, no later op overwrites the output.
+					_, err = gorgonia.Grad(gr.AllNodes()[len(gr.AllNodes())-1], tn)
+					require.NoError(t, err)
+					vm := gorgonia.NewTapeMachine(gr)
+					require.NoError(t, vm.RunAll())
+					assert.InDeltaSlice(t, want, floats(out.Value().(*tensor.Dense)), 1e-4, "dim %d %s", dim, c)
+					vm.Close()
+				}
+			}
+		}
+	}
+}
+
 // The table's and the weights' gradients against finite differences, in
 // every mode (max with distinct values, so that no tie moves under the
 // step), float64 and float32.

@@ -15,6 +15,12 @@ import (
 // allocations.
 func benchRuns(b *testing.B, vm gorgonia.VM) {
 	b.ReportAllocs()
+	steady(func() {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	})
 	for b.Loop() {
 		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)
@@ -85,8 +91,7 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
 	sgd := &SparseSGD{LearnRate: 0.1}
 	table := emb.Table.Value().(*tensor.Dense)
-	b.ReportAllocs()
-	for b.Loop() {
+	step := func() {
 		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)
 		}
@@ -103,6 +108,11 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 			b.Fatal(err)
 		}
 		vm.Reset()
+	}
+	b.ReportAllocs()
+	steady(step)
+	for b.Loop() {
+		step()
 	}
 }
 
@@ -236,9 +246,11 @@ func BenchmarkBag(b *testing.B) {
 			o, in := get()
 			in = in[:len(in)-1]
 			runtime.GC() // the collection the 256 MB table started ends before the timer starts
-			if _, err := o.Do(in...); err != nil {
-				b.Fatal(err)
-			}
+			steady(func() {
+				if _, err := o.Do(in...); err != nil {
+					b.Fatal(err)
+				}
+			})
 			for b.Loop() {
 				if _, err := o.Do(in...); err != nil {
 					b.Fatal(err)

@@ -5,6 +5,7 @@ import "github.com/gathergrad/gather/internal/ref"
 // Short names for the shared references and helpers of internal/ref.
 var (
 	offset        = ref.Offset
+	steady        = ref.Steady
 	forEachCoord  = ref.ForEachCoord
 	refTake       = ref.Take
 	refTakeAlong  = ref.TakeAlong

@@ -1,6 +1,9 @@
 package kernel
 
-import "unsafe"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // Pooling modes of the bag kernels, as nn.BagMode numbers them.
 const (
@@ -60,6 +63,10 @@ func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags
 	size := uintptr(dim) * unsafe.Sizeof(T(0))
 	p := Workers(len(ids)*dim+bg.N()*dim, bg.N())
 	ParallelFor(bg.N(), p, func(lo, hi int) {
+		if o32, ok := any(out).([]float32); ok && bg.Mode != BagMax && sumsRows(size) {
+			bagSum32(o32, any(table).([]float32), ids, any(w).([]float32), dim, bg, lo, hi)
+			return
+		}
 		var next [rowsAhead]uintptr
 		for b := lo; b < hi; b++ {
 			o := out[b*dim : (b+1)*dim]
@@ -105,6 +112,54 @@ func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags
 			}
 		}
 	})
+}
+
+// sumsRows reports whether bagSum32 pools rows of size bytes: sumRows in
+// assembly needs a multiple of 32 bytes.
+func sumsRows(size uintptr) bool { return hasRowAsm && size > 0 && size%32 == 0 }
+
+// bagChunk is how many rows bagSum32 hands sumRows at a time.
+const bagChunk = 64
+
+// bagSum32 is BagPool for float32, BagSum and BagMean, and bags lo..hi-1:
+// it collects the addresses (and weights) of up to bagChunk non-padding
+// rows of a bag and adds them into its output row with one call of sumRows.
+func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *Bags, lo, hi int) {
+	vocab := len(table) / dim
+	size := uintptr(dim) * 4
+	var rows [bagChunk]uintptr
+	var coef [bagChunk]float32
+	for b := lo; b < hi; b++ {
+		o := out[b*dim : (b+1)*dim]
+		clear(o)
+		k := 0
+		for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
+			j := Wrap(ids[i], vocab)
+			if j == bg.Pad {
+				continue
+			}
+			rows[k] = uintptr(unsafe.Pointer(&table[j*dim]))
+			if w != nil {
+				coef[k] = w[i]
+			}
+			if k++; k == bagChunk {
+				sumRows(unsafe.Pointer(&o[0]), rows[:k], coef[:k*min(len(w), 1)], size)
+				k = 0
+			}
+		}
+		if k > 0 {
+			sumRows(unsafe.Pointer(&o[0]), rows[:k], coef[:k*min(len(w), 1)], size)
+		}
+		if bg.Mode == BagMean {
+			if m := count(bg, ids, vocab, b); m > 0 {
+				inv := 1 / float32(m)
+				for d := range o {
+					o[d] *= inv
+				}
+			}
+		}
+	}
+	runtime.KeepAlive(table)
 }
 
 // BagArgmax returns, for BagMax, the position in ids of the entry that

@@ -272,6 +272,36 @@ func TestAssemblyTwins(t *testing.T) {
 			}
 		}
 	})
+	t.Run("sumRows", func(t *testing.T) {
+		if !hasRowAsm {
+			t.Skip("no AVX row sum on this processor or build")
+		}
+		// Every block path: 32-byte blocks only, one 256-byte block, 256-byte
+		// blocks that prefetch the next, and both with a 32-byte rest.
+		for _, size := range []uintptr{32, 96, 256, 288, 512, 800} {
+			dim := int(size / 4)
+			table := toFloat32(randFloats(r, 30*dim))
+			for _, n := range []int{0, 1, 7, 64} {
+				rows := make([]uintptr, n)
+				coef := toFloat32(randFloats(r, n))
+				for k := range rows {
+					rows[k] = uintptr(unsafe.Pointer(&table[r.IntN(30)*dim]))
+				}
+				for _, c := range [][]float32{nil, coef} {
+					start := toFloat32(randFloats(r, dim+8)) // 8 past the end: must stay as they are
+					want, got := slices.Clone(start), slices.Clone(start)
+					sumRowsGo(unsafe.Pointer(&want[0]), rows, c, size)
+					sumRows(unsafe.Pointer(&got[0]), rows, c, size)
+					assert.Equal(t, want, got, "sumRows, rows of %d bytes, n=%d, scaled %t", size, n, c != nil)
+					if n > 0 {
+						assert.NotEqual(t, start[:dim], got[:dim], "sumRows added nothing: size %d, n=%d", size, n)
+					}
+					assert.Equal(t, start[dim:], got[dim:], "sumRows wrote past dst: size %d, n=%d", size, n)
+				}
+				runtime.KeepAlive(table)
+			}
+		}
+	})
 	t.Run("stream", func(t *testing.T) {
 		for _, n := range []int{4, 8, 64, 1000, 4096} {
 			src := toFloat32(randFloats(r, n))

@@ -16,3 +16,29 @@ func copyRowsGo(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintpt
 		copy(unsafe.Slice((*byte)(unsafe.Add(dst, uintptr(i)*size)), size), unsafe.Slice((*byte)(src), size))
 	}
 }
+
+// sumRowsGo adds to the size bytes of float32s at dst the rows at the
+// addresses rows[0], ..., rows[len(rows)-1], each scaled by coef[k], or
+// unscaled if coef is empty (then its length must be len(rows)):
+//
+//	for k := range rows { for c := range d { d[c] += float32(coef[k] * rows[k][c]) } }
+//
+// Each element sums its terms in row order, the product rounded before the
+// addition. It is the reference for sumRows. The caller keeps the memory
+// rows point into alive.
+func sumRowsGo(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr) {
+	d := unsafe.Slice((*float32)(dst), size/4)
+	for k := range rows {
+		// rows[k] holds an address as an integer; read it as a pointer.
+		row := unsafe.Slice(*(**float32)(unsafe.Pointer(&rows[k])), len(d))
+		if len(coef) == 0 {
+			for c, v := range row {
+				d[c] += v
+			}
+			continue
+		}
+		for c, v := range row {
+			d[c] += float32(coef[k] * v)
+		}
+	}
+}

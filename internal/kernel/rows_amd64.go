@@ -24,3 +24,12 @@ func copyRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr)
 //
 //go:noescape
 func streamRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr)
+
+// sumRows is sumRowsGo in AVX assembly (rows_amd64.s): it keeps 256 bytes
+// of dst in registers while it adds that part of every row, so a row costs
+// a few instructions and the processor has the loads of many rows in flight
+// at once. size must be a multiple of 32. Call it only when hasRowAsm is
+// set.
+//
+//go:noescape
+func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr)

@@ -106,3 +106,184 @@ snext:
 
 sdone:
 	RET
+
+// func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr)
+//
+// For each block of 256 bytes of dst (then of 32 bytes, for the rest): load
+// it into Y0-Y7, add that block of every row (times its coef, broadcast
+// into Y8, when coef is not empty), store it back. Products are rounded
+// before they are added (VMULPS then VADDPS), as in sumRowsGo.
+TEXT ·sumRows(SB), NOSPLIT, $0-64
+	MOVQ  dst+0(FP), DI
+	MOVQ  rows_base+8(FP), SI
+	MOVQ  rows_len+16(FP), BX
+	MOVQ  coef_base+32(FP), R8
+	MOVQ  coef_len+40(FP), R9
+	MOVQ  size+56(FP), DX
+	TESTQ BX, BX
+	JLE   sdone2
+	XORQ  R10, R10 // offset of the block in dst and in each row
+
+block256:
+	CMPQ    DX, $256
+	JB      block32
+	LEAQ    (DI)(R10*1), R11
+	VMOVUPS 0(R11), Y0
+	VMOVUPS 32(R11), Y1
+	VMOVUPS 64(R11), Y2
+	VMOVUPS 96(R11), Y3
+	VMOVUPS 128(R11), Y4
+	VMOVUPS 160(R11), Y5
+	VMOVUPS 192(R11), Y6
+	VMOVUPS 224(R11), Y7
+	XORQ    CX, CX
+	CMPQ    DX, $512
+	JAE     ahead256
+	TESTQ   R9, R9
+	JNZ     scaled256
+
+plain256:
+	MOVQ   (SI)(CX*8), AX
+	ADDQ   R10, AX
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 32(AX), Y1, Y1
+	VADDPS 64(AX), Y2, Y2
+	VADDPS 96(AX), Y3, Y3
+	VADDPS 128(AX), Y4, Y4
+	VADDPS 160(AX), Y5, Y5
+	VADDPS 192(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+	INCQ   CX
+	CMPQ   CX, BX
+	JB     plain256
+	JMP    store256
+
+scaled256:
+	MOVQ         (SI)(CX*8), AX
+	ADDQ         R10, AX
+	VBROADCASTSS (R8)(CX*4), Y8
+	VMULPS       0(AX), Y8, Y9
+	VADDPS       Y9, Y0, Y0
+	VMULPS       32(AX), Y8, Y10
+	VADDPS       Y10, Y1, Y1
+	VMULPS       64(AX), Y8, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       96(AX), Y8, Y12
+	VADDPS       Y12, Y3, Y3
+	VMULPS       128(AX), Y8, Y9
+	VADDPS       Y9, Y4, Y4
+	VMULPS       160(AX), Y8, Y10
+	VADDPS       Y10, Y5, Y5
+	VMULPS       192(AX), Y8, Y11
+	VADDPS       Y11, Y6, Y6
+	VMULPS       224(AX), Y8, Y12
+	VADDPS       Y12, Y7, Y7
+	INCQ         CX
+	CMPQ         CX, BX
+	JB           scaled256
+	JMP          store256
+
+	// More blocks follow: while adding this block of each row, prefetch
+	// the next, which the next pass then finds in the cache.
+ahead256:
+	TESTQ R9, R9
+	JNZ   aheadscaled256
+
+aheadplain256:
+	MOVQ       (SI)(CX*8), AX
+	ADDQ       R10, AX
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+	VADDPS     0(AX), Y0, Y0
+	VADDPS     32(AX), Y1, Y1
+	VADDPS     64(AX), Y2, Y2
+	VADDPS     96(AX), Y3, Y3
+	VADDPS     128(AX), Y4, Y4
+	VADDPS     160(AX), Y5, Y5
+	VADDPS     192(AX), Y6, Y6
+	VADDPS     224(AX), Y7, Y7
+	INCQ       CX
+	CMPQ       CX, BX
+	JB         aheadplain256
+	JMP        store256
+
+aheadscaled256:
+	MOVQ         (SI)(CX*8), AX
+	ADDQ         R10, AX
+	PREFETCHT0   256(AX)
+	PREFETCHT0   320(AX)
+	PREFETCHT0   384(AX)
+	PREFETCHT0   448(AX)
+	VBROADCASTSS (R8)(CX*4), Y8
+	VMULPS       0(AX), Y8, Y9
+	VADDPS       Y9, Y0, Y0
+	VMULPS       32(AX), Y8, Y10
+	VADDPS       Y10, Y1, Y1
+	VMULPS       64(AX), Y8, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       96(AX), Y8, Y12
+	VADDPS       Y12, Y3, Y3
+	VMULPS       128(AX), Y8, Y9
+	VADDPS       Y9, Y4, Y4
+	VMULPS       160(AX), Y8, Y10
+	VADDPS       Y10, Y5, Y5
+	VMULPS       192(AX), Y8, Y11
+	VADDPS       Y11, Y6, Y6
+	VMULPS       224(AX), Y8, Y12
+	VADDPS       Y12, Y7, Y7
+	INCQ         CX
+	CMPQ         CX, BX
+	JB           aheadscaled256
+
+store256:
+	VMOVUPS Y0, 0(R11)
+	VMOVUPS Y1, 32(R11)
+	VMOVUPS Y2, 64(R11)
+	VMOVUPS Y3, 96(R11)
+	VMOVUPS Y4, 128(R11)
+	VMOVUPS Y5, 160(R11)
+	VMOVUPS Y6, 192(R11)
+	VMOVUPS Y7, 224(R11)
+	ADDQ    $256, R10
+	SUBQ    $256, DX
+	JMP     block256
+
+block32:
+	TESTQ   DX, DX
+	JZ      sumend
+	LEAQ    (DI)(R10*1), R11
+	VMOVUPS (R11), Y0
+	XORQ    CX, CX
+	TESTQ   R9, R9
+	JNZ     scaled32
+
+plain32:
+	MOVQ   (SI)(CX*8), AX
+	VADDPS (AX)(R10*1), Y0, Y0
+	INCQ   CX
+	CMPQ   CX, BX
+	JB     plain32
+	JMP    store32
+
+scaled32:
+	MOVQ         (SI)(CX*8), AX
+	VBROADCASTSS (R8)(CX*4), Y8
+	VMULPS       (AX)(R10*1), Y8, Y9
+	VADDPS       Y9, Y0, Y0
+	INCQ         CX
+	CMPQ         CX, BX
+	JB           scaled32
+
+store32:
+	VMOVUPS Y0, (R11)
+	ADDQ    $32, R10
+	SUBQ    $32, DX
+	JMP     block32
+
+sumend:
+	VZEROUPPER
+
+sdone2:
+	RET

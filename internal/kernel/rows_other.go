@@ -15,3 +15,7 @@ func copyRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr)
 func streamRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr) {
 	copyRowsGo(dst, rows, n, size)
 }
+
+func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr) {
+	sumRowsGo(dst, rows, coef, size)
+}
