@@ -8,9 +8,11 @@ repository root, with Debian's python3-torch:
     /usr/bin/python3 bench/compare.py --rounds 5 --procs 2,1
 
 Each round runs `torch_peer.py --threads N` (median of 15 calls after one)
-and one `-test.count 1 -test.benchtime 20x` run of BenchmarkCases and
-BenchmarkBaselines with GOMAXPROCS=N; a table entry is the median over the
-rounds. The Go side inherits the environment, so GOGC or GOMEMLIMIT set for
+and, with GOMAXPROCS=N, one `-test.count 1 -test.benchtime 20x` run of
+BenchmarkCases and BenchmarkBaselines, `10x` of nn's BenchmarkBag and of
+BenchmarkGraph, `5x` of nn's BenchmarkTrainStep (each warms up first; see
+internal/ref.Steady); a table entry is the median over the rounds. It prints
+every comparison: graph run and training steps, bags, the cases. The Go side inherits the environment, so GOGC or GOMEMLIMIT set for
 the script set the collector's pace for the benchmarks (and are named in the
 tables' headings)."""
 import argparse, math, os, re, statistics, subprocess, sys, tempfile
@@ -45,6 +47,24 @@ def bag_round(binary, procs):
     return res
 
 
+def step_round(binary, nn_binary, procs):
+    """BenchmarkGraph (root) and BenchmarkTrainStep (nn), keyed as the peer
+    prints them: Graph/emb_50k_128, TrainStep/<mode>/rows=<N>."""
+    env = dict(os.environ, GOMAXPROCS=str(procs))
+    res = {}
+    for b, pattern, benchtime in ((binary, "^BenchmarkGraph$", "10x"), (nn_binary, "^BenchmarkTrainStep$", "5x")):
+        out = subprocess.run([b, "-test.run", "^$", "-test.bench", pattern, "-test.benchtime", benchtime,
+                              "-test.count", "1"], env=env, check=True, capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            m = re.match(r"Benchmark(Graph/\S+?|TrainStep/\S+?)(?:/tape-fwd-bwd)?(?:-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
+            if m:
+                res[m.group(1)] = (float(m.group(2)), None)
+    return res
+
+
+STEPS = ["Graph/emb_50k_128"] + [f"TrainStep/{m}/rows={r}" for m in ("dense", "sparse") for r in (10_000, 100_000, 1_000_000)]
+
+
 def torch_round(procs):
     out = subprocess.run([sys.executable, os.path.join(HERE, "torch_peer.py"), "--threads", str(procs)],
                          check=True, capture_output=True, text=True).stdout
@@ -64,6 +84,13 @@ def n(x):
 def table(procs, gos, torches):
     gc = "".join(f", {k}={os.environ[k]}" for k in ("GOGC", "GOMEMLIMIT") if k in os.environ)
     print(f"\nGOMAXPROCS={procs}{gc}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
+    print("| graph run or training step | ours ns/op | PyTorch ns/op | PyTorch/ours |")
+    print("|---|---:|---:|---:|")
+    for key in STEPS:
+        ours, peer = med(gos, key, 0), med(torches, key)
+        r = f"{peer / ours:.2f}x" if ours and peer else "n/a"
+        print(f"| `{key}` | {n(ours)} | {n(peer)} | {r} |")
+    print()
     print("| bag case | ours ns/op | PyTorch ns/op | PyTorch/ours |")
     print("|---|---:|---:|---:|")
     for c in BAGS:
@@ -122,7 +149,7 @@ def main():
         gos, torches = [], []
         for r in range(a.rounds):
             torches.append(torch_round(procs))
-            gos.append({**go_round(binary, procs), **bag_round(nn_binary, procs)})
+            gos.append({**go_round(binary, procs), **bag_round(nn_binary, procs), **step_round(binary, nn_binary, procs)})
             print(f"GOMAXPROCS={procs}: round {r + 1}/{a.rounds} done", file=sys.stderr)
         table(procs, gos, torches)
 
@@ -148,6 +175,9 @@ def ab_specs():
         for d in ("fwd", "fwd-reuse", "bwd"):
             specs.append((".", f"^BenchmarkCases$/^{c}$/^{d}$", f"{c}/{d}", "20x"))
     specs.append((".", "^BenchmarkGraph$", "Graph/emb_50k_128", "10x"))
+    for c in BAGS:
+        for d in ("fwd", "bwd"):
+            specs.append(("./nn", f"^BenchmarkBag$/^{c}$/^{d}$", f"{c}/{d}", "10x"))
     for mode in ("dense", "sparse"):
         for rows in (10_000, 100_000, 1_000_000):
             specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$", f"TrainStep/{mode}/rows={rows}", "5x"))
