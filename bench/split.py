@@ -8,13 +8,14 @@ BenchmarkGraph. From the repository root:
     python3 bench/split.py /tmp/nn.test /tmp/step.prof
 
 Each sample goes to the innermost frame of its stack that belongs to this
-module (ours) or to gorgonia.org (Gorgonia's, which includes the gonum
-BLAS its MatMul calls and the memory its machines allocate and clear);
+module (ours) or to gorgonia.org (Gorgonia's, which includes the memory
+its machines allocate and clear, and the gonum BLAS its MatMul calls, on
+whatever goroutine that runs);
 samples with neither, the collector's background work and the scheduler,
 are "runtime". Samples under the benchmark's set-up (building the graph and
 its data, before the timer starts) are left out. It prints the seconds and
-shares of each part and, for ours and Gorgonia's, the functions that took
-most."""
+shares of each part and the functions that took most in each (for
+"runtime", the innermost frames)."""
 import collections, re, subprocess, sys
 
 SETUP = re.compile(r"NewEmbedding|bagBench\.values|benchCase\.make|gorgonia\.NewGraph|WithInit|NodeFromAny|"
@@ -34,7 +35,7 @@ def owner(frame):
 def main(binary, profile):
     text = subprocess.run(["go", "tool", "pprof", "-traces", binary, profile],
                           check=True, capture_output=True, text=True).stdout
-    parts, funcs = collections.Counter(), {"ours": collections.Counter(), "gorgonia": collections.Counter()}
+    parts, funcs = collections.Counter(), collections.defaultdict(collections.Counter)
     for block in text.split("-----------+-------------------------------------------------------")[1:]:
         lines = [l.strip() for l in block.strip().splitlines() if l.strip()]
         if not lines:
@@ -46,18 +47,22 @@ def main(binary, profile):
         stack = [m.group(3)] + lines[1:]  # leaf first
         if any(SETUP.search(f) for f in stack):
             continue
-        part, fn = "runtime", None
+        part, fn = "runtime", stack[0]
         for f in stack:
             if o := owner(f):
                 part, fn = o, f
                 break
+        else:
+            # gonum's BLAS workers, which Gorgonia's MatMul starts, run on
+            # goroutines of their own: their stacks hold no Gorgonia frame.
+            if any(f.startswith("gonum.org/") for f in stack):
+                part = "gorgonia"
         parts[part] += secs
-        if fn:
-            funcs[part][fn] += secs
+        funcs[part][fn] += secs
     total = sum(parts.values())
     for part in ("ours", "gorgonia", "runtime"):
         print(f"{part}: {parts[part]:.2f}s ({parts[part] / total:.0%})")
-        for fn, s in funcs.get(part, collections.Counter()).most_common(6):
+        for fn, s in funcs[part].most_common(6):
             print(f"    {s:.2f}s {fn}")
 
 
