@@ -282,30 +282,35 @@ func TestConcurrentUse(t *testing.T) {
 		requireSameTensor(t, jobs[k].want, outs[k])
 	}
 
-	// Graphs sharing the op, with gradients, run concurrently.
+	// Graphs sharing the op, with gradients, run concurrently. Gorgonia's
+	// Grad adds package-level constant nodes to each graph and caches
+	// their hashes on first use without a lock, a race of its own: one
+	// graph built first, before the goroutines, fills that cache.
 	grads := make([][]float64, len(jobs))
+	graph := func(k int) {
+		gk := gorgonia.NewGraph()
+		dk := gorgonia.NodeFromAny(gk, jobs[k].data, gorgonia.WithName("d"))
+		ik := gorgonia.NodeFromAny(gk, jobs[k].idx, gorgonia.WithName("i"))
+		out, err := gorgonia.ApplyOp(op, dk, ik)
+		if err != nil {
+			errs[k] = err
+			return
+		}
+		if _, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(out)), dk); err != nil {
+			errs[k] = err
+			return
+		}
+		vm := gorgonia.NewTapeMachine(gk)
+		defer vm.Close()
+		if errs[k] = vm.RunAll(); errs[k] != nil {
+			return
+		}
+		gv, _ := dk.Grad()
+		grads[k] = floats(gv.(*tensor.Dense))
+	}
+	graph(0)
 	for k := range jobs {
-		wg.Go(func() {
-			gk := gorgonia.NewGraph()
-			dk := gorgonia.NodeFromAny(gk, jobs[k].data, gorgonia.WithName("d"))
-			ik := gorgonia.NodeFromAny(gk, jobs[k].idx, gorgonia.WithName("i"))
-			out, err := gorgonia.ApplyOp(op, dk, ik)
-			if err != nil {
-				errs[k] = err
-				return
-			}
-			if _, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(out)), dk); err != nil {
-				errs[k] = err
-				return
-			}
-			vm := gorgonia.NewTapeMachine(gk)
-			defer vm.Close()
-			if errs[k] = vm.RunAll(); errs[k] != nil {
-				return
-			}
-			gv, _ := dk.Grad()
-			grads[k] = floats(gv.(*tensor.Dense))
-		})
+		wg.Go(func() { graph(k) })
 	}
 	wg.Wait()
 	for k := range jobs {
