@@ -100,9 +100,13 @@ func TestFirstTouchGradient(t *testing.T) {
 		{"three outer blocks", []int{3, 70000, 4}, 1, 3000, -1, -0.5, true},
 		{"rows of 48 bytes, zero scale", []int{60000, 12}, 0, 4000, -1, 0, true},
 		{"rows of 12 bytes", []int{100000, 3}, 0, 4000, 7, 2, false},
+		// Enough indices for rows named again to be prefetched.
 		{"rows of 64 bytes, many repeats", []int{20000, 16}, 0, 4000, 5, 1.5, true},
-		{"rows of 1,280 bytes, past the stack buffer", []int{4000, 320}, 0, 3000, 2, 0.25, true},
 	}
+	// Whether addFirstTouch looks ahead for repeats (float32 rows):
+	assert.True(t, prefetchesRepeats(make([]float32, 20000*16), 16, 4000), "many repeats")
+	assert.False(t, prefetchesRepeats(make([]float32, 80000*8), 8, 5000), "rows of 32 bytes")
+	assert.False(t, prefetchesRepeats(make([]float32, 100000*16), 16, 4000), "few repeats")
 	for _, c := range cases {
 		outer, s, inner := split(c.dshape, c.axis)
 		idx := make([]int64, c.n)
