@@ -137,14 +137,27 @@ block256:
 	VMOVUPS 192(R11), Y6
 	VMOVUPS 224(R11), Y7
 	XORQ    CX, CX
+
+	// R13 is set while more blocks follow: then, while adding this block of
+	// each row, prefetch the row's next block, which the next pass then
+	// finds in the cache.
+	XORQ    R13, R13
 	CMPQ    DX, $512
-	JAE     ahead256
+	SETCC   R13
 	TESTQ   R9, R9
 	JNZ     scaled256
 
 plain256:
-	MOVQ   (SI)(CX*8), AX
-	ADDQ   R10, AX
+	MOVQ       (SI)(CX*8), AX
+	ADDQ       R10, AX
+	TESTQ      R13, R13
+	JZ         plainadd256
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+
+plainadd256:
 	VADDPS 0(AX), Y0, Y0
 	VADDPS 32(AX), Y1, Y1
 	VADDPS 64(AX), Y2, Y2
@@ -159,8 +172,16 @@ plain256:
 	JMP    store256
 
 scaled256:
-	MOVQ         (SI)(CX*8), AX
-	ADDQ         R10, AX
+	MOVQ       (SI)(CX*8), AX
+	ADDQ       R10, AX
+	TESTQ      R13, R13
+	JZ         scaledadd256
+	PREFETCHT0 256(AX)
+	PREFETCHT0 320(AX)
+	PREFETCHT0 384(AX)
+	PREFETCHT0 448(AX)
+
+scaledadd256:
 	VBROADCASTSS (R8)(CX*4), Y8
 	VMULPS       0(AX), Y8, Y9
 	VADDPS       Y9, Y0, Y0
@@ -181,61 +202,6 @@ scaled256:
 	INCQ         CX
 	CMPQ         CX, BX
 	JB           scaled256
-	JMP          store256
-
-	// More blocks follow: while adding this block of each row, prefetch
-	// the next, which the next pass then finds in the cache.
-ahead256:
-	TESTQ R9, R9
-	JNZ   aheadscaled256
-
-aheadplain256:
-	MOVQ       (SI)(CX*8), AX
-	ADDQ       R10, AX
-	PREFETCHT0 256(AX)
-	PREFETCHT0 320(AX)
-	PREFETCHT0 384(AX)
-	PREFETCHT0 448(AX)
-	VADDPS     0(AX), Y0, Y0
-	VADDPS     32(AX), Y1, Y1
-	VADDPS     64(AX), Y2, Y2
-	VADDPS     96(AX), Y3, Y3
-	VADDPS     128(AX), Y4, Y4
-	VADDPS     160(AX), Y5, Y5
-	VADDPS     192(AX), Y6, Y6
-	VADDPS     224(AX), Y7, Y7
-	INCQ       CX
-	CMPQ       CX, BX
-	JB         aheadplain256
-	JMP        store256
-
-aheadscaled256:
-	MOVQ         (SI)(CX*8), AX
-	ADDQ         R10, AX
-	PREFETCHT0   256(AX)
-	PREFETCHT0   320(AX)
-	PREFETCHT0   384(AX)
-	PREFETCHT0   448(AX)
-	VBROADCASTSS (R8)(CX*4), Y8
-	VMULPS       0(AX), Y8, Y9
-	VADDPS       Y9, Y0, Y0
-	VMULPS       32(AX), Y8, Y10
-	VADDPS       Y10, Y1, Y1
-	VMULPS       64(AX), Y8, Y11
-	VADDPS       Y11, Y2, Y2
-	VMULPS       96(AX), Y8, Y12
-	VADDPS       Y12, Y3, Y3
-	VMULPS       128(AX), Y8, Y9
-	VADDPS       Y9, Y4, Y4
-	VMULPS       160(AX), Y8, Y10
-	VADDPS       Y10, Y5, Y5
-	VMULPS       192(AX), Y8, Y11
-	VADDPS       Y11, Y6, Y6
-	VMULPS       224(AX), Y8, Y12
-	VADDPS       Y12, Y7, Y7
-	INCQ         CX
-	CMPQ         CX, BX
-	JB           aheadscaled256
 
 store256:
 	VMOVUPS Y0, 0(R11)
