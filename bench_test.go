@@ -312,21 +312,3 @@ func BenchmarkGraph(b *testing.B) {
 	defer vm.Close()
 	b.Run(fmt.Sprintf("%s/tape-fwd-bwd", c.name), func(b *testing.B) { benchRuns(b, vm) })
 }
-
-// benchRuns times whole runs of vm, resetting it after each, with their
-// allocations.
-func benchRuns(b *testing.B, vm gorgonia.VM) {
-	b.ReportAllocs()
-	steady(func() {
-		if err := vm.RunAll(); err != nil {
-			b.Fatal(err)
-		}
-		vm.Reset()
-	})
-	for b.Loop() {
-		if err := vm.RunAll(); err != nil {
-			b.Fatal(err)
-		}
-		vm.Reset()
-	}
-}

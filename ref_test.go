@@ -10,6 +10,7 @@ import (
 var (
 	offset        = ref.Offset
 	steady        = ref.Steady
+	benchRuns     = ref.BenchRuns
 	forEachCoord  = ref.ForEachCoord
 	refTake       = ref.Take
 	refTakeAlong  = ref.TakeAlong

@@ -11,24 +11,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// benchRuns times whole runs of vm, resetting it after each, with their
-// allocations.
-func benchRuns(b *testing.B, vm gorgonia.VM) {
-	b.ReportAllocs()
-	steady(func() {
-		if err := vm.RunAll(); err != nil {
-			b.Fatal(err)
-		}
-		vm.Reset()
-	})
-	for b.Loop() {
-		if err := vm.RunAll(); err != nil {
-			b.Fatal(err)
-		}
-		vm.Reset()
-	}
-}
-
 // BenchmarkTrainStep measures one training step of an embedding model, dense
 // against row-sparse: a lookup of 4096 ids in a table of N rows × 64, a
 // linear head to 16 classes, CrossEntropy, backward, and an SGD
@@ -246,15 +228,14 @@ func BenchmarkBag(b *testing.B) {
 			o, in := get()
 			in = in[:len(in)-1]
 			runtime.GC() // the collection the 256 MB table started ends before the timer starts
-			steady(func() {
+			fwd := func() {
 				if _, err := o.Do(in...); err != nil {
 					b.Fatal(err)
 				}
-			})
+			}
+			steady(fwd)
 			for b.Loop() {
-				if _, err := o.Do(in...); err != nil {
-					b.Fatal(err)
-				}
+				fwd()
 			}
 		})
 		b.Run(c.name+"/bwd", func(b *testing.B) {

@@ -6,6 +6,7 @@ import "github.com/gathergrad/gather/internal/ref"
 var (
 	offset        = ref.Offset
 	steady        = ref.Steady
+	benchRuns     = ref.BenchRuns
 	forEachCoord  = ref.ForEachCoord
 	refTake       = ref.Take
 	refTakeAlong  = ref.TakeAlong

@@ -102,16 +102,23 @@ func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags
 				}
 				first = false
 			}
-			if bg.Mode == BagMean {
-				if m := count(bg, ids, vocab, b); m > 0 {
-					inv := 1 / T(m)
-					for d := range o {
-						o[d] *= inv
-					}
-				}
-			}
+			meanOf(o, bg, ids, vocab, b)
 		}
 	})
+}
+
+// meanOf divides o, the sum of bag b, by the bag's count of non-padding
+// ids when the mode is BagMean (and the count is not 0).
+func meanOf[T Float, I Index](o []T, bg *Bags, ids []I, vocab, b int) {
+	if bg.Mode != BagMean {
+		return
+	}
+	if m := count(bg, ids, vocab, b); m > 0 {
+		inv := 1 / T(m)
+		for d := range o {
+			o[d] *= inv
+		}
+	}
 }
 
 // sumsRows reports whether bagSum32 pools rows of size bytes: sumRows in
@@ -128,7 +135,7 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 	vocab := len(table) / dim
 	size := uintptr(dim) * 4
 	var rows [bagChunk]uintptr
-	var coef [bagChunk]float32
+	var coef [bagChunk]float32 // with weights; sumRows gets coef[:0] without
 	for b := lo; b < hi; b++ {
 		o := out[b*dim : (b+1)*dim]
 		clear(o)
@@ -150,14 +157,7 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 		if k > 0 {
 			sumRows(unsafe.Pointer(&o[0]), rows[:k], coef[:k*min(len(w), 1)], size)
 		}
-		if bg.Mode == BagMean {
-			if m := count(bg, ids, vocab, b); m > 0 {
-				inv := 1 / float32(m)
-				for d := range o {
-					o[d] *= inv
-				}
-			}
-		}
+		meanOf(o, bg, ids, vocab, b)
 	}
 	runtime.KeepAlive(table)
 }

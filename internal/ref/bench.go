@@ -2,7 +2,10 @@ package ref
 
 import (
 	"runtime"
+	"testing"
 	"time"
+
+	"gorgonia.org/gorgonia"
 )
 
 // Steady calls f, which allocates, until the collector has finished two
@@ -23,5 +26,21 @@ func Steady(f func()) {
 				return
 			}
 		}
+	}
+}
+
+// BenchRuns times whole runs of vm, resetting it after each, with their
+// allocations, once Steady has run it.
+func BenchRuns(b *testing.B, vm gorgonia.VM) {
+	run := func() {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	}
+	b.ReportAllocs()
+	Steady(run)
+	for b.Loop() {
+		run()
 	}
 }
