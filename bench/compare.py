@@ -12,9 +12,9 @@ and, with GOMAXPROCS=N, one `-test.count 1 -test.benchtime 20x` run of
 BenchmarkCases and BenchmarkBaselines, `10x` of nn's BenchmarkBag and of
 BenchmarkGraph, `5x` of nn's BenchmarkTrainStep (each warms up first; see
 internal/ref.Steady); a table entry is the median over the rounds. It prints
-every comparison: graph run and training steps, bags, the cases. The Go side inherits the environment, so GOGC or GOMEMLIMIT set for
-the script set the collector's pace for the benchmarks (and are named in the
-tables' headings)."""
+every comparison: graph run and training steps, bags, the cases. The Go side
+inherits the environment, so GOGC or GOMEMLIMIT set for the script set the
+collector's pace for the benchmarks (and are named in the tables' headings)."""
 import argparse, math, os, re, statistics, subprocess, sys, tempfile
 
 CASES = ["emb_50k_128", "emb_1m_64", "axis1", "elem_axis1", "elem_axis0"]
