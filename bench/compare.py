@@ -81,25 +81,22 @@ def n(x):
     return "n/a" if x is None else f"{x:,.0f}"
 
 
-def table(procs, gos, torches):
-    gc = "".join(f", {k}={os.environ[k]}" for k in ("GOGC", "GOMEMLIMIT") if k in os.environ)
-    print(f"\nGOMAXPROCS={procs}{gc}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
-    print("| graph run or training step | ours ns/op | PyTorch ns/op | PyTorch/ours |")
+def ratio_table(heading, keys, gos, torches):
+    """Prints a table of our median, PyTorch's and their ratio for each key."""
+    print(f"| {heading} | ours ns/op | PyTorch ns/op | PyTorch/ours |")
     print("|---|---:|---:|---:|")
-    for key in STEPS:
+    for key in keys:
         ours, peer = med(gos, key, 0), med(torches, key)
         r = f"{peer / ours:.2f}x" if ours and peer else "n/a"
         print(f"| `{key}` | {n(ours)} | {n(peer)} | {r} |")
     print()
-    print("| bag case | ours ns/op | PyTorch ns/op | PyTorch/ours |")
-    print("|---|---:|---:|---:|")
-    for c in BAGS:
-        for d in ("fwd", "bwd"):
-            key = f"{c}/{d}"
-            ours, peer = med(gos, key, 0), med(torches, key)
-            r = f"{peer / ours:.2f}x" if ours and peer else "n/a"
-            print(f"| `{key}` | {n(ours)} | {n(peer)} | {r} |")
-    print()
+
+
+def table(procs, gos, torches):
+    gc = "".join(f", {k}={os.environ[k]}" for k in ("GOGC", "GOMEMLIMIT") if k in os.environ)
+    print(f"\nGOMAXPROCS={procs}{gc}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
+    ratio_table("graph run or training step", STEPS, gos, torches)
+    ratio_table("bag case", [f"{c}/{d}" for c in BAGS for d in ("fwd", "bwd")], gos, torches)
     print("| case | ours ns/op | PyTorch ns/op | PyTorch/ours | ours GB/s | of `copy` GB/s |")
     print("|---|---:|---:|---:|---:|---:|")
     ratios = {"fwd": [], "fwd-reuse": [], "bwd": []}
