@@ -8,12 +8,12 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/gathergrad/gather/examples/internal/goroot"
 )
 
 // A file is one example: the ids of its first k identifiers (0 where it
@@ -40,7 +40,7 @@ const minFiles = 60
 // testdata or vendor) under GOROOT/src, labels each with its top-level
 // directory, and keeps the parts with at least minFiles files.
 func loadStdlib(k int) (*dataset, error) {
-	root := goroot()
+	root := goroot.Dir()
 	if root == "" {
 		return nil, errors.New("cannot find the Go installation: set GOROOT")
 	}
@@ -193,16 +193,4 @@ func accuracy(files []file, preds []int) float64 {
 		}
 	}
 	return float64(right) / float64(max(len(files), 1))
-}
-
-func goroot() string {
-	if r := os.Getenv("GOROOT"); r != "" {
-		return r
-	}
-	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
-		if r := strings.TrimSpace(string(out)); r != "" {
-			return r
-		}
-	}
-	return runtime.GOROOT()
 }

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/gathergrad/gather/examples/internal/goroot"
 )
 
 // tokenRE splits text into identifiers, numbers, common two-character
@@ -34,7 +34,7 @@ type corpus struct {
 // goSources returns the Go files of the standard library, without tests
 // and test data, in lexical order.
 func goSources() (root string, files []string, err error) {
-	root = goroot()
+	root = goroot.Dir()
 	if root == "" {
 		return "", nil, errors.New("cannot find the Go installation: set GOROOT or pass -corpus PATH")
 	}
@@ -55,18 +55,6 @@ func goSources() (root string, files []string, err error) {
 		return "", nil, fmt.Errorf("reading the Go sources in %s: %w", src, err)
 	}
 	return src, files, nil
-}
-
-func goroot() string {
-	if r := os.Getenv("GOROOT"); r != "" {
-		return r
-	}
-	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
-		if r := strings.TrimSpace(string(out)); r != "" {
-			return r
-		}
-	}
-	return runtime.GOROOT()
 }
 
 // textFiles returns path itself if it is a file, else every regular file
