@@ -138,16 +138,9 @@ func addGrad(dg, up gorgonia.Value) {
 	}
 	switch d.Dtype() {
 	case tensor.Float32:
-		addInto(d.Float32s(), u.Float32s())
+		kernel.AddInto(d.Float32s(), u.Float32s())
 	case tensor.Float64:
-		addInto(d.Float64s(), u.Float64s())
-	}
-}
-
-func addInto[T kernel.Float](d, u []T) {
-	u = u[:len(d)]
-	for i := range d {
-		d[i] += u[i]
+		kernel.AddInto(d.Float64s(), u.Float64s())
 	}
 }
 

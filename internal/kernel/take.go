@@ -448,13 +448,13 @@ func (t *takeAddTask[T, I]) run(lo, hi int) int {
 	for r := lo; r < hi; r++ {
 		o, i := r/n, r%n
 		j := o*t.s + Wrap(t.idx[i], t.s)
-		addInto(t.dst[r*inner:(r+1)*inner], t.src[j*inner:(j+1)*inner])
+		AddInto(t.dst[r*inner:(r+1)*inner], t.src[j*inner:(j+1)*inner])
 	}
 	return -1
 }
 
-// addInto is d[k] += x[k] for each k.
-func addInto[T Number](d, x []T) {
+// AddInto is d[k] += x[k] for each k.
+func AddInto[T Number](d, x []T) {
 	x = x[:len(d)]
 	for k := range d {
 		d[k] += x[k]
