@@ -125,22 +125,32 @@ func meanOf[T Float, I Index](o []T, bg *Bags, ids []I, vocab, b int) {
 // assembly needs a multiple of 32 bytes.
 func sumsRows(size uintptr) bool { return hasRowAsm && size > 0 && size%32 == 0 }
 
-// bagChunk is how many rows bagSum32 hands sumRows at a time.
-const bagChunk = 64
+// bagChunk is how many rows bagSum32 collects before it adds them; while
+// sumRows adds a row it prefetches the one bagAhead rows later.
+const (
+	bagChunk = 256
+	bagAhead = 16
+)
 
-// bagSum32 is BagPool for float32, BagSum and BagMean, and bags lo..hi-1:
-// it collects the addresses (and weights) of up to bagChunk non-padding
-// rows of a bag and adds them into its output row with one call of sumRows.
+// bagSum32 is BagPool for float32, BagSum and BagMean, and bags lo..hi-1.
+// It collects the addresses (and weights) of the non-padding rows of as
+// many whole bags as fit in bagChunk, then adds each bag's rows into its
+// output row with one call of sumRows, which meanwhile prefetches the rows
+// that follow, across the end of the bag: the loads of the next bag are in
+// flight before its turn comes. A bag longer than bagChunk is added in
+// pieces of bagChunk rows.
 func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *Bags, lo, hi int) {
 	vocab := len(table) / dim
 	size := uintptr(dim) * 4
 	var rows [bagChunk]uintptr
 	var coef [bagChunk]float32 // with weights; sumRows gets coef[:0] without
-	for b := lo; b < hi; b++ {
-		o := out[b*dim : (b+1)*dim]
-		clear(o)
-		k := 0
-		for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
+	var ends [bagChunk]int     // ends[g-b]: where bag g's rows end in rows
+	scaled := min(len(w), 1)
+	// collect appends bag g's rows from position i on, up to bagChunk in
+	// all, and returns where it stopped.
+	k := 0
+	collect := func(g, i int) int {
+		for ; i < bg.Bounds[g+1] && k < bagChunk; i++ {
 			j := Wrap(ids[i], vocab)
 			if j == bg.Pad {
 				continue
@@ -149,15 +159,48 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 			if w != nil {
 				coef[k] = w[i]
 			}
-			if k++; k == bagChunk {
-				sumRows(unsafe.Pointer(&o[0]), rows[:k], coef[:k*min(len(w), 1)], size)
+			k++
+		}
+		return i
+	}
+	// add adds rows[s:e] into o, prefetching the rows bagAhead later.
+	add := func(o []float32, s, e int) {
+		if e > s {
+			sumRows(unsafe.Pointer(&o[0]), rows[s:e], coef[s*scaled:e*scaled], size,
+				rows[min(s+bagAhead, k):min(e+bagAhead, k)])
+		}
+	}
+	for b := lo; b < hi; {
+		// The rows of whole bags b..g-1, as many as fit.
+		k = 0
+		g := b
+		for g < hi && g-b < bagChunk && k+bg.Bounds[g+1]-bg.Bounds[g] <= bagChunk {
+			collect(g, bg.Bounds[g])
+			ends[g-b] = k
+			g++
+		}
+		if g == b {
+			// Bag b alone is longer than bagChunk: add it in pieces.
+			o := out[b*dim : (b+1)*dim]
+			clear(o)
+			for i := bg.Bounds[b]; i < bg.Bounds[b+1]; {
 				k = 0
+				i = collect(b, i)
+				add(o, 0, k)
 			}
+			meanOf(o, bg, ids, vocab, b)
+			b++
+			continue
 		}
-		if k > 0 {
-			sumRows(unsafe.Pointer(&o[0]), rows[:k], coef[:k*min(len(w), 1)], size)
+		s := 0
+		for h := b; h < g; h++ {
+			o := out[h*dim : (h+1)*dim]
+			clear(o)
+			add(o, s, ends[h-b])
+			meanOf(o, bg, ids, vocab, h)
+			s = ends[h-b]
 		}
-		meanOf(o, bg, ids, vocab, b)
+		b = g
 	}
 	runtime.KeepAlive(table)
 }

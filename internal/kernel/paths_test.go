@@ -287,11 +287,17 @@ func TestAssemblyTwins(t *testing.T) {
 				for k := range rows {
 					rows[k] = uintptr(unsafe.Pointer(&table[r.IntN(30)*dim]))
 				}
+				// Rows to prefetch: none, fewer than rows, or as many; they
+				// must not change the sum.
+				ahead := rows[min(3, n):]
+				if n%2 == 0 {
+					ahead = rows
+				}
 				for _, c := range [][]float32{nil, coef} {
 					start := toFloat32(randFloats(r, dim+8)) // 8 past the end: must stay as they are
 					want, got := slices.Clone(start), slices.Clone(start)
-					sumRowsGo(unsafe.Pointer(&want[0]), rows, c, size)
-					sumRows(unsafe.Pointer(&got[0]), rows, c, size)
+					sumRowsGo(unsafe.Pointer(&want[0]), rows, c, size, nil)
+					sumRows(unsafe.Pointer(&got[0]), rows, c, size, ahead)
 					assert.Equal(t, want, got, "sumRows, rows of %d bytes, n=%d, scaled %t", size, n, c != nil)
 					if n > 0 {
 						assert.NotEqual(t, start[:dim], got[:dim], "sumRows added nothing: size %d, n=%d", size, n)

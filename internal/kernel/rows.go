@@ -24,9 +24,10 @@ func copyRowsGo(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintpt
 //	for k := range rows { for c := range d { d[c] += float32(coef[k] * rows[k][c]) } }
 //
 // Each element sums its terms in row order, the product rounded before the
-// addition. It is the reference for sumRows. The caller keeps the memory
-// rows point into alive.
-func sumRowsGo(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr) {
+// addition. It is the reference for sumRows. ahead lists rows the caller
+// adds next, for sumRows to prefetch; sumRowsGo does not use it. The caller
+// keeps the memory rows point into alive.
+func sumRowsGo(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr) {
 	d := unsafe.Slice((*float32)(dst), size/4)
 	for k := range rows {
 		// rows[k] holds an address as an integer; read it as a pointer.

@@ -107,19 +107,22 @@ snext:
 sdone:
 	RET
 
-// func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr)
+// func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr)
 //
 // For each block of 256 bytes of dst (then of 32 bytes, for the rest): load
 // it into Y0-Y7, add that block of every row (times its coef, broadcast
 // into Y8, when coef is not empty), store it back. Products are rounded
-// before they are added (VMULPS then VADDPS), as in sumRowsGo.
-TEXT ·sumRows(SB), NOSPLIT, $0-64
+// before they are added (VMULPS then VADDPS), as in sumRowsGo. While adding
+// row k, prefetch the same block of ahead[k], when there is one.
+TEXT ·sumRows(SB), NOSPLIT, $0-88
 	MOVQ  dst+0(FP), DI
 	MOVQ  rows_base+8(FP), SI
 	MOVQ  rows_len+16(FP), BX
 	MOVQ  coef_base+32(FP), R8
 	MOVQ  coef_len+40(FP), R9
 	MOVQ  size+56(FP), DX
+	MOVQ  ahead_base+64(FP), R15
+	MOVQ  ahead_len+72(FP), R14
 	TESTQ BX, BX
 	JLE   sdone2
 	XORQ  R10, R10 // offset of the block in dst and in each row
@@ -148,6 +151,16 @@ block256:
 	JNZ     scaled256
 
 plain256:
+	CMPQ       CX, R14
+	JAE        plainown256
+	MOVQ       (R15)(CX*8), R12
+	ADDQ       R10, R12
+	PREFETCHT0 0(R12)
+	PREFETCHT0 64(R12)
+	PREFETCHT0 128(R12)
+	PREFETCHT0 192(R12)
+
+plainown256:
 	MOVQ       (SI)(CX*8), AX
 	ADDQ       R10, AX
 	TESTQ      R13, R13
@@ -172,6 +185,16 @@ plainadd256:
 	JMP    store256
 
 scaled256:
+	CMPQ       CX, R14
+	JAE        scaledown256
+	MOVQ       (R15)(CX*8), R12
+	ADDQ       R10, R12
+	PREFETCHT0 0(R12)
+	PREFETCHT0 64(R12)
+	PREFETCHT0 128(R12)
+	PREFETCHT0 192(R12)
+
+scaledown256:
 	MOVQ       (SI)(CX*8), AX
 	ADDQ       R10, AX
 	TESTQ      R13, R13
@@ -226,6 +249,12 @@ block32:
 	JNZ     scaled32
 
 plain32:
+	CMPQ       CX, R14
+	JAE        plainown32
+	MOVQ       (R15)(CX*8), R12
+	PREFETCHT0 (R12)(R10*1)
+
+plainown32:
 	MOVQ   (SI)(CX*8), AX
 	VADDPS (AX)(R10*1), Y0, Y0
 	INCQ   CX
@@ -234,6 +263,12 @@ plain32:
 	JMP    store32
 
 scaled32:
+	CMPQ       CX, R14
+	JAE        scaledown32
+	MOVQ       (R15)(CX*8), R12
+	PREFETCHT0 (R12)(R10*1)
+
+scaledown32:
 	MOVQ         (SI)(CX*8), AX
 	VBROADCASTSS (R8)(CX*4), Y8
 	VMULPS       (AX)(R10*1), Y8, Y9
