@@ -367,12 +367,17 @@ func entropySum[T kernel.Float, I kernel.Index](x []T, t []I, c int) float64 {
 	blocks := make([]float64, (len(t)+entropyRows-1)/entropyRows)
 	p := kernel.Workers(len(x), len(blocks))
 	kernel.ParallelFor(len(blocks), p, func(lo, hi int) {
+		e, m := make([]T, entropyRows*c), make([]float64, entropyRows)
 		for b := lo; b < hi; b++ {
+			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
+			expRows(e, m[:r1-r0], x[r0*c:r1*c], c)
 			var sum float64
-			for r := b * entropyRows; r < min((b+1)*entropyRows, len(t)); r++ {
-				row := x[r*c : (r+1)*c]
-				m, lse := logSumExp(row)
-				sum += m + lse - float64(row[kernel.Wrap(t[r], c)])
+			for r := r0; r < r1; r++ {
+				var s float64
+				for _, v := range e[(r-r0)*c : (r-r0+1)*c] {
+					s += float64(v)
+				}
+				sum += m[r-r0] + math.Log(s) - float64(x[r*c+kernel.Wrap(t[r], c)])
 			}
 			blocks[b] = sum
 		}
@@ -384,30 +389,60 @@ func entropySum[T kernel.Float, I kernel.Index](x []T, t []I, c int) float64 {
 	return total
 }
 
-// logSumExp returns m and l with log(sum(exp(row))) = m + l, m being the
-// row's shift (see shift); row is not empty.
-func logSumExp[T kernel.Float](row []T) (m, l float64) {
-	m = shift(row)
-	var s float64
-	for _, v := range row {
-		s += math.Exp(float64(v) - m)
+// expRows sets, for each row r of x (rows of c elements, len(m) rows),
+// m[r] to the row's shift (see shift) and e[r*c+j] to exp(x[r*c+j] - m[r])
+// in T. float32 rows with a finite maximum are exponentiated in float32 by
+// kernel.Exp32 (within 2 units in the last place), all in one call; the
+// others by math.Exp.
+func expRows[T kernel.Float](e []T, m []float64, x []T, c int) {
+	e32, fast := any(e[:len(m)*c]).([]float32)
+	for r := range m {
+		row, er := x[r*c:(r+1)*c], e[r*c:(r+1)*c]
+		var finite bool
+		m[r], finite = shift(row)
+		if fast && finite {
+			s := T(m[r]) // one of the row's elements
+			for j, v := range row {
+				er[j] = v - s
+			}
+			continue
+		}
+		for j, v := range row {
+			er[j] = T(math.Exp(float64(v) - m[r]))
+		}
 	}
-	return m, math.Log(s)
+	if !fast {
+		return
+	}
+	kernel.Exp32(e32, e32)
+	for r := range m { // rows with an infinite maximum (shift 0) again, with math.Exp
+		if m[r] != 0 {
+			continue
+		}
+		if _, finite := shift(x[r*c : (r+1)*c]); !finite {
+			for j, v := range x[r*c : (r+1)*c] {
+				e[r*c+j] = T(math.Exp(float64(v) - m[r]))
+			}
+		}
+	}
 }
 
-// shift returns the row's maximum, which subtracted from every element
-// before exp keeps exp from overflowing; or 0 when the maximum is infinite
-// or NaN (all -Inf, or an Inf or NaN in the row), where the unshifted
-// formula gives IEEE's answer.
-func shift[T kernel.Float](row []T) float64 {
-	m := math.Inf(-1)
+// shift returns the row's largest element that is not NaN, which
+// subtracted from every element before exp keeps exp from overflowing, and
+// true; or 0 and false when that maximum is infinite (all -Inf, or a +Inf
+// in the row), where the unshifted formula gives IEEE's answer. A NaN in
+// the row makes its loss and gradient NaN with any shift.
+func shift[T kernel.Float](row []T) (float64, bool) {
+	m := T(math.Inf(-1))
 	for _, v := range row {
-		m = max(m, float64(v))
+		if v > m {
+			m = v
+		}
 	}
-	if math.IsInf(m, 0) || math.IsNaN(m) {
-		return 0
+	if math.IsInf(float64(m), 0) {
+		return 0, false
 	}
-	return m
+	return float64(m), true
 }
 
 // runEntropyGrad writes or adds scale × (softmax - onehot) into dst.
@@ -439,27 +474,29 @@ func entropyGradByIndex[T kernel.Float](dst, x []T, a entropyArgs, scale float64
 // or dst[r*c+j] += the same with add. Every element is computed on its own,
 // so the result does not depend on how the rows are split.
 func entropyGrad[T kernel.Float, I kernel.Index](dst, x []T, t []I, c int, scale float64, add bool, lo, hi int) {
-	e := make([]float64, c) // exp(x - max) of the current row
-	for r := lo; r < hi; r++ {
-		row, out := x[r*c:(r+1)*c], dst[r*c:(r+1)*c]
-		out, e := out[:len(row)], e[:len(row)]
-		m := shift(row)
-		var sum float64
-		for j, v := range row {
-			e[j] = math.Exp(float64(v) - m)
-			sum += e[j]
-		}
-		k := scale / sum
-		target := kernel.Wrap(t[r], c)
-		for j := range out {
-			g := k * e[j]
-			if j == target {
-				g -= scale
+	e, m := make([]T, entropyRows*c), make([]float64, entropyRows) // exp(x - max) of a block of rows
+	for r0 := lo; r0 < hi; r0 += entropyRows {
+		r1 := min(r0+entropyRows, hi)
+		expRows(e, m[:r1-r0], x[r0*c:r1*c], c)
+		for r := r0; r < r1; r++ {
+			er, out := e[(r-r0)*c:(r-r0+1)*c], dst[r*c:(r+1)*c]
+			out = out[:len(er)]
+			var sum float64
+			for _, v := range er {
+				sum += float64(v)
 			}
-			if add {
-				out[j] += T(g)
-			} else {
-				out[j] = T(g)
+			k := scale / sum
+			target := kernel.Wrap(t[r], c)
+			for j := range out {
+				g := k * float64(er[j])
+				if j == target {
+					g -= scale
+				}
+				if add {
+					out[j] += T(g)
+				} else {
+					out[j] = T(g)
+				}
 			}
 		}
 	}

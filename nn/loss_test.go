@@ -323,3 +323,43 @@ func TestCrossEntropyDeterministicAcrossGOMAXPROCS(t *testing.T) {
 		assert.Equal(t, g1, g, "GOMAXPROCS=%d", p)
 	}
 }
+
+// float32 logits with -Inf, +Inf or NaN in a row give what float64 logits
+// give (float32 rows take kernel.Exp32 only when their maximum is finite):
+// a -Inf logit has probability 0 and gradient 0; rows whose maximum is not
+// finite follow IEEE arithmetic.
+func TestCrossEntropyFloat32NonFinite(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	for _, row := range [][]float64{{2, -inf, 1, 0.5}, {-inf, -inf, -inf, -inf}, {nan, 1, 2, 3}, {inf, 1, 2, 3}, {1, inf, 2, 3}} {
+		yt := castIndices([]int64{0}, []int{1}, tensor.Int64)
+		var losses []float64
+		var grads [][]float64
+		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+			xt := floatTensor(row, []int{1, 4}, dt)
+			o := &crossEntropyOp{dtype: dt, targetType: tensor.Int64, shape: tensor.Shape{1, 4}}
+			l, err := o.Do(xt, yt)
+			require.NoError(t, err)
+			one := gorgonia.Value(gorgonia.NewF64(1))
+			if dt == tensor.Float32 {
+				one = gorgonia.NewF32(1)
+			}
+			g, err := (&crossEntropyDiffOp{o}).Do(xt, yt, one)
+			require.NoError(t, err)
+			lv, err := dense.Scalar("loss", l)
+			require.NoError(t, err)
+			losses, grads = append(losses, lv), append(grads, floats(g.(*tensor.Dense)))
+		}
+		same := func(a, b float64) bool { return math.IsNaN(a) && math.IsNaN(b) || math.Abs(a-b) <= 1e-6 || a == b }
+		assert.True(t, same(losses[0], losses[1]), "row %v: loss %g in float64, %g in float32", row, losses[0], losses[1])
+		for j := range row {
+			assert.True(t, same(grads[0][j], grads[1][j]), "row %v: gradient %d is %g in float64, %g in float32", row, j, grads[0][j], grads[1][j])
+		}
+		if !math.IsInf(row[1], -1) || math.IsInf(row[0], -1) {
+			continue
+		}
+		want, wantGrad := refCrossEntropy(row, []int64{0}, 4)
+		assert.InDelta(t, want, losses[1], 1e-6, "row %v", row)
+		assert.InDeltaSlice(t, wantGrad, grads[1], 1e-6, "row %v", row)
+		assert.Zero(t, grads[1][1], "a -Inf logit gets no gradient")
+	}
+}

@@ -271,3 +271,31 @@ func convertIndices[J Index](idx []int64) []J {
 	}
 	return out
 }
+
+// Exp32 against math.Exp: within 2 units in the last place of float32
+// from expMin to 88, 0 below expMin, and IEEE's answer for -Inf and NaN;
+// lengths that are not a multiple of 8 take both paths.
+func TestExp32(t *testing.T) {
+	var src []float32
+	for x := float64(expMin); x <= 88; x += 0.0137 {
+		src = append(src, float32(x))
+	}
+	src = append(src, 0, -1e-30, 88, expMin, -87.31, -1e4, float32(math.Inf(-1)), float32(math.NaN()))
+	got := make([]float32, len(src))
+	Exp32(got, src)
+	worst := 0.0
+	for i, x := range src {
+		want := math.Exp(float64(x))
+		switch {
+		case math.IsNaN(float64(x)):
+			assert.True(t, math.IsNaN(float64(got[i])), "Exp32(NaN) = %g", got[i])
+		case x < expMin:
+			assert.Zero(t, got[i], "Exp32(%g) below expMin", x)
+		default:
+			ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1))) - float32(want))
+			worst = max(worst, math.Abs(float64(got[i])-want)/ulp)
+		}
+	}
+	assert.LessOrEqual(t, worst, 2.0, "largest error of Exp32, in units in the last place")
+	t.Logf("largest error: %.2f ulp over %d values", worst, len(src))
+}

@@ -272,6 +272,35 @@ func TestAssemblyTwins(t *testing.T) {
 			}
 		}
 	})
+	t.Run("exp32", func(t *testing.T) {
+		if !hasExpAsm {
+			t.Skip("no AVX2 exp on this processor or build")
+		}
+		inf, nan := float32(math.Inf(1)), float32(math.NaN())
+		special := []float32{0, float32(math.Copysign(0, -1)), -inf, nan, expMin, expMin - 1e-5, -87.4, -1000, 1, 88,
+			-0.5 * float32(math.Ln2), 0.5 * float32(math.Ln2), -math.SmallestNonzeroFloat32}
+		for _, n := range []int{0, 8, 16, 64, 1024} {
+			src := make([]float32, n)
+			for i := range src {
+				src[i] = -100 * r.Float32()
+				if i%5 == 0 {
+					src[i] = special[(i/5)%len(special)]
+				}
+			}
+			want, got := make([]float32, n), make([]float32, n)
+			exp32Go(want, src)
+			exp32(got, src)
+			// Bit for bit, but for the payload of a NaN.
+			same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+			for i := range src {
+				require.True(t, same(want[i], got[i]), "exp32(%g): %g, exp32Go %g", src[i], got[i], want[i])
+			}
+			exp32(src, src) // in place
+			for i := range src {
+				require.True(t, same(want[i], src[i]), "exp32 in place, element %d: %g, exp32Go %g", i, src[i], want[i])
+			}
+		}
+	})
 	t.Run("sumRows", func(t *testing.T) {
 		if !hasRowAsm {
 			t.Skip("no AVX row sum on this processor or build")

@@ -1,0 +1,64 @@
+package kernel
+
+import "math"
+
+// Constants of exp32Go and its assembly: exp(x) = 2^n × exp(r) with
+// n = round(x·log2(e)) and r = x - n·ln(2) (ln(2) split in two parts, so
+// that n·ln2Hi is exact for |n| < 2^11), |r| ≤ ln(2)/2; exp(r) by its
+// Taylor polynomial to degree 7, whose error there is below 1e-8.
+const (
+	expLog2E = float32(math.Log2E)
+	expLn2Hi = float32(0.693359375) // 8 significant bits
+	expLn2Lo = float32(math.Ln2 - 0.693359375)
+	// expMin is the least x that exp32Go does not flush to 0: below it
+	// 2^n would be a subnormal.
+	expMin = float32(-87.3)
+)
+
+// expTaylor holds 1/k! for k = 7 down to 2.
+var expTaylor = [6]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2}
+
+// expConst holds exp32's constants in the order its assembly loads them,
+// and expBias the exponent bias of a float32.
+var (
+	expConst = [11]float32{expMin, expLog2E, expLn2Hi, expLn2Lo,
+		expTaylor[0], expTaylor[1], expTaylor[2], expTaylor[3], expTaylor[4], expTaylor[5], 1}
+	expBias = int32(127)
+)
+
+// Exp32 sets dst[i] = exp(src[i]) for each i, in float32, within 2 units in
+// the last place of math.Exp, for every src[i] ≤ 88 (callers pass x minus
+// the maximum of its row, at most 0). Below -87.3 the result is 0, and NaN
+// stays NaN. Above 88 the result is undefined. dst and src have the same
+// length and may be the same slice.
+func Exp32(dst, src []float32) {
+	n := 0
+	if hasExpAsm {
+		n = len(src) &^ 7
+		exp32(dst[:n], src[:n])
+	}
+	exp32Go(dst[n:len(src)], src[n:])
+}
+
+// exp32Go is Exp32 one element at a time, the reference for exp32: each
+// product is rounded before it is added, as the assembly does.
+func exp32Go(dst, src []float32) {
+	dst = dst[:len(src)]
+	for i, x := range src {
+		c := max(x, expMin) // NaN stays NaN
+		n := float32(math.RoundToEven(float64(c * expLog2E)))
+		r := c - float32(n*expLn2Hi)
+		r -= float32(n * expLn2Lo)
+		p := expTaylor[0]
+		for _, k := range expTaylor[1:] {
+			p = float32(p*r) + k
+		}
+		p = float32(p*r) + 1
+		p = float32(p*r) + 1
+		p *= math.Float32frombits(uint32(int32(n)+127) << 23)
+		if x < expMin {
+			p = 0
+		}
+		dst[i] = p
+	}
+}

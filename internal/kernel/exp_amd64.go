@@ -1,0 +1,16 @@
+//go:build !purego
+
+package kernel
+
+import "golang.org/x/sys/cpu"
+
+// hasExpAsm reports whether the processor runs exp32, which uses AVX2
+// instructions.
+var hasExpAsm = cpu.X86.HasAVX2
+
+// exp32 is exp32Go in AVX2 assembly, eight elements per instruction
+// (exp_amd64.s); len(src) must be a multiple of 8. Call it only when
+// hasExpAsm is set.
+//
+//go:noescape
+func exp32(dst, src []float32)
