@@ -178,6 +178,7 @@ def ab_specs():
     for mode in ("dense", "sparse"):
         for rows in (10_000, 100_000, 1_000_000):
             specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$", f"TrainStep/{mode}/rows={rows}", "5x"))
+    specs.append(("./nn", "^BenchmarkCrossEntropy$/^CrossEntropy$", "CrossEntropy", "20x"))
     return specs
 
 
