@@ -163,11 +163,12 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 		}
 		return i
 	}
-	// add adds rows[s:e] into o, prefetching the rows bagAhead later.
-	add := func(o []float32, s, e int) {
+	// add adds rows[s:e] into o and multiplies o by scale, prefetching the
+	// rows bagAhead later.
+	add := func(o []float32, s, e int, scale float32) {
 		if e > s {
 			sumRows(unsafe.Pointer(&o[0]), rows[s:e], coef[s*scaled:e*scaled], size,
-				rows[min(s+bagAhead, k):min(e+bagAhead, k)])
+				rows[min(s+bagAhead, k):min(e+bagAhead, k)], scale)
 		}
 	}
 	for b := lo; b < hi; {
@@ -186,19 +187,23 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 			for i := bg.Bounds[b]; i < bg.Bounds[b+1]; {
 				k = 0
 				i = collect(b, i)
-				add(o, 0, k)
+				add(o, 0, k, 1)
 			}
 			meanOf(o, bg, ids, vocab, b)
 			b++
 			continue
 		}
+		// A mean divides by the bag's count of rows added, e-s, in sumRows.
 		s := 0
 		for h := b; h < g; h++ {
 			o := out[h*dim : (h+1)*dim]
 			clear(o)
-			add(o, s, ends[h-b])
-			meanOf(o, bg, ids, vocab, h)
-			s = ends[h-b]
+			e, scale := ends[h-b], float32(1)
+			if bg.Mode == BagMean && e > s {
+				scale = 1 / float32(e-s)
+			}
+			add(o, s, e, scale)
+			s = e
 		}
 		b = g
 	}

@@ -322,12 +322,16 @@ func TestAssemblyTwins(t *testing.T) {
 				if n%2 == 0 {
 					ahead = rows
 				}
-				for _, c := range [][]float32{nil, coef} {
+				for i, c := range [][]float32{nil, coef, nil, coef} {
+					scale := float32(1)
+					if i >= 2 {
+						scale = 1 / float32(n+3) // as a mean scales
+					}
 					start := toFloat32(randFloats(r, dim+8)) // 8 past the end: must stay as they are
 					want, got := slices.Clone(start), slices.Clone(start)
-					sumRowsGo(unsafe.Pointer(&want[0]), rows, c, size, nil)
-					sumRows(unsafe.Pointer(&got[0]), rows, c, size, ahead)
-					assert.Equal(t, want, got, "sumRows, rows of %d bytes, n=%d, scaled %t", size, n, c != nil)
+					sumRowsGo(unsafe.Pointer(&want[0]), rows, c, size, nil, scale)
+					sumRows(unsafe.Pointer(&got[0]), rows, c, size, ahead, scale)
+					assert.Equal(t, want, got, "sumRows, rows of %d bytes, n=%d, weighted %t, scale %g", size, n, c != nil, scale)
 					if n > 0 {
 						assert.NotEqual(t, start[:dim], got[:dim], "sumRows added nothing: size %d, n=%d", size, n)
 					}

@@ -19,15 +19,20 @@ func copyRowsGo(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintpt
 
 // sumRowsGo adds to the size bytes of float32s at dst the rows at the
 // addresses rows[0], ..., rows[len(rows)-1], each scaled by coef[k], or
-// unscaled if coef is empty (then its length must be len(rows)):
+// unscaled if coef is empty (then its length must be len(rows)), and
+// multiplies the sum by scale:
 //
-//	for k := range rows { for c := range d { d[c] += float32(coef[k] * rows[k][c]) } }
+//	for k := range rows { for c := range d { d[c] += float32(coef[k] * rows[k][c]) } }; for c := range d { d[c] *= scale }
 //
 // Each element sums its terms in row order, the product rounded before the
-// addition. It is the reference for sumRows. ahead lists rows the caller
-// adds next, for sumRows to prefetch; sumRowsGo does not use it. The caller
-// keeps the memory rows point into alive.
-func sumRowsGo(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr) {
+// addition. With no rows, dst is left as it is. It is the reference for
+// sumRows. ahead lists rows the caller adds next, for sumRows to prefetch;
+// sumRowsGo does not use it. The caller keeps the memory rows point into
+// alive.
+func sumRowsGo(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32) {
+	if len(rows) == 0 {
+		return
+	}
 	d := unsafe.Slice((*float32)(dst), size/4)
 	for k := range rows {
 		// rows[k] holds an address as an integer; read it as a pointer.
@@ -41,5 +46,8 @@ func sumRowsGo(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr,
 		for c, v := range row {
 			d[c] += float32(coef[k] * v)
 		}
+	}
+	for c := range d {
+		d[c] *= scale
 	}
 }

@@ -26,11 +26,12 @@ func copyRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr)
 func streamRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr)
 
 // sumRows is sumRowsGo in AVX assembly (rows_amd64.s): it keeps 256 bytes
-// of dst in registers while it adds that part of every row, so a row costs
-// a few instructions and the processor has the loads of many rows in flight
-// at once; while it adds row k it prefetches the same part of ahead[k], so
-// that the rows the caller adds next are on their way (see bagSum32). size
-// must be a multiple of 32. Call it only when hasRowAsm is set.
+// of dst in registers while it adds that part of every row and scales it,
+// so a row costs a few instructions and the processor has the loads of many
+// rows in flight at once; while it adds row k it prefetches the same part
+// of ahead[k], so that the rows the caller adds next are on their way (see
+// bagSum32). size must be a multiple of 32. Call it only when hasRowAsm is
+// set.
 //
 //go:noescape
-func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr)
+func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32)

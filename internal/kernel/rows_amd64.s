@@ -107,14 +107,15 @@ snext:
 sdone:
 	RET
 
-// func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr)
+// func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32)
 //
 // For each block of 256 bytes of dst (then of 32 bytes, for the rest): load
 // it into Y0-Y7, add that block of every row (times its coef, broadcast
-// into Y8, when coef is not empty), store it back. Products are rounded
-// before they are added (VMULPS then VADDPS), as in sumRowsGo. While adding
-// row k, prefetch the same block of ahead[k], when there is one.
-TEXT ·sumRows(SB), NOSPLIT, $0-88
+// into Y8, when coef is not empty), multiply by scale (in Y13), store it
+// back. Products are rounded before they are added (VMULPS then VADDPS),
+// as in sumRowsGo. While adding row k, prefetch the same block of ahead[k],
+// when there is one.
+TEXT ·sumRows(SB), NOSPLIT, $0-92
 	MOVQ  dst+0(FP), DI
 	MOVQ  rows_base+8(FP), SI
 	MOVQ  rows_len+16(FP), BX
@@ -125,6 +126,7 @@ TEXT ·sumRows(SB), NOSPLIT, $0-88
 	MOVQ  ahead_len+72(FP), R14
 	TESTQ BX, BX
 	JLE   sdone2
+	VBROADCASTSS scale+88(FP), Y13
 	XORQ  R10, R10 // offset of the block in dst and in each row
 
 block256:
@@ -227,6 +229,14 @@ scaledadd256:
 	JB           scaled256
 
 store256:
+	VMULPS  Y13, Y0, Y0
+	VMULPS  Y13, Y1, Y1
+	VMULPS  Y13, Y2, Y2
+	VMULPS  Y13, Y3, Y3
+	VMULPS  Y13, Y4, Y4
+	VMULPS  Y13, Y5, Y5
+	VMULPS  Y13, Y6, Y6
+	VMULPS  Y13, Y7, Y7
 	VMOVUPS Y0, 0(R11)
 	VMOVUPS Y1, 32(R11)
 	VMOVUPS Y2, 64(R11)
@@ -278,6 +288,7 @@ scaledown32:
 	JB           scaled32
 
 store32:
+	VMULPS  Y13, Y0, Y0
 	VMOVUPS Y0, (R11)
 	ADDQ    $32, R10
 	SUBQ    $32, DX

@@ -16,6 +16,6 @@ func streamRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintpt
 	copyRowsGo(dst, rows, n, size)
 }
 
-func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr) {
-	sumRowsGo(dst, rows, coef, size, ahead)
+func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32) {
+	sumRowsGo(dst, rows, coef, size, ahead, scale)
 }
