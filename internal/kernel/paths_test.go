@@ -251,21 +251,27 @@ func TestAssemblyTwins(t *testing.T) {
 			for i := range src {
 				src[i] = byte(r.Uint32())
 			}
-			for n := 0; n <= rowsAhead; n++ {
-				var rows [rowsAhead]uintptr
+			for _, n := range []int{0, 1, 7, 8, 9, 40} {
+				rows := make([]uintptr, n)
 				for i := range n {
 					rows[i] = uintptr(unsafe.Pointer(&src[uintptr(r.IntN(40))*size]))
 				}
-				want := make([]byte, rowsAhead*size+size)
-				copyRowsGo(unsafe.Pointer(&want[0]), &rows, n, size)
+				// Rows to prefetch: none, fewer than rows, or as many; they
+				// must not change the copy.
+				ahead := rows[min(rowsAhead, n):]
+				if n%2 == 0 {
+					ahead = rows
+				}
+				want := make([]byte, uintptr(n)*size+size) // a row past the end: must stay zero
+				copyRowsGo(unsafe.Pointer(&want[0]), rows, size, nil)
 				got := make([]byte, len(want))
-				copyRows(unsafe.Pointer(&got[0]), &rows, n, size)
+				copyRows(unsafe.Pointer(&got[0]), rows, size, ahead)
 				assert.Equal(t, want, got, "copyRows, rows of %d bytes, n=%d", size, n)
 				aligned := Uninit[float64](len(want)/8 + 4) // 32-byte alignment for streamRows
 				off := (32 - uintptr(unsafe.Pointer(&aligned[0]))%32) % 32
 				dst := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&aligned[0]), off)), len(want))
 				clear(dst)
-				streamRows(unsafe.Pointer(&dst[0]), &rows, n, size)
+				streamRows(unsafe.Pointer(&dst[0]), rows, size, ahead)
 				storeFence()
 				assert.Equal(t, want, slices.Clone(dst), "streamRows, rows of %d bytes, n=%d", size, n)
 				runtime.KeepAlive(src)

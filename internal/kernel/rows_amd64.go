@@ -13,17 +13,18 @@ import (
 var hasRowAsm = cpu.X86.HasAVX
 
 // copyRows is copyRowsGo in AVX assembly, with 32-byte loads and stores
-// (rows_amd64.s). Call it only when hasRowAsm is set.
+// (rows_amd64.s); before it moves row k it prefetches ahead[k]. Call it
+// only when hasRowAsm is set.
 //
 //go:noescape
-func copyRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr)
+func copyRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr)
 
 // streamRows is copyRowsGo in AVX assembly with streaming stores, for a
 // 32-byte aligned dst (rows_amd64.s). Call storeFence before another
 // goroutine may read dst, and call it only when hasRowAsm is set.
 //
 //go:noescape
-func streamRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr)
+func streamRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr)
 
 // sumRows is sumRowsGo in AVX assembly (rows_amd64.s): it keeps 256 bytes
 // of dst in registers while it adds that part of every row and scales it,

@@ -2,22 +2,38 @@
 
 #include "textflag.h"
 
-// func copyRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr)
+// func copyRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr)
 //
-// Copies n rows of size bytes (a multiple of 32, at least 32) from the
-// addresses rows[0], ..., rows[n-1] to consecutive places from dst, with
-// AVX loads and stores of 32 bytes, 128 bytes per iteration while at least
-// that many are left in the row.
-TEXT ·copyRows(SB), NOSPLIT, $0-32
+// Copies the rows of size bytes (a multiple of 32, at least 32) at the
+// addresses rows[0], ..., rows[len(rows)-1] to consecutive places from dst,
+// with AVX loads and stores of 32 bytes, 128 bytes per iteration while at
+// least that many are left in the row. Before row k, prefetch the size
+// bytes at ahead[k], when there is one.
+TEXT ·copyRows(SB), NOSPLIT, $0-64
 	MOVQ  dst+0(FP), DI
-	MOVQ  rows+8(FP), SI
-	MOVQ  n+16(FP), BX
-	MOVQ  size+24(FP), DX
+	MOVQ  rows_base+8(FP), SI
+	MOVQ  rows_len+16(FP), BX
+	MOVQ  size+32(FP), DX
+	MOVQ  ahead_base+40(FP), R8
+	MOVQ  ahead_len+48(FP), R9
 	TESTQ BX, BX
 	JLE   done
+	XORQ  R10, R10 // row index
 
 row:
-	MOVQ (SI), AX
+	CMPQ       R10, R9
+	JAE        own
+	MOVQ       (R8)(R10*8), R11
+	MOVQ       DX, R12
+
+ahead:
+	PREFETCHT0 (R11)
+	ADDQ       $64, R11
+	SUBQ       $64, R12
+	JGT        ahead
+
+own:
+	MOVQ (SI)(R10*8), AX
 	MOVQ DX, CX
 	CMPQ CX, $128
 	JB   loop32
@@ -48,27 +64,42 @@ loop32:
 	JNZ     loop32
 
 next:
-	ADDQ $8, SI
-	DECQ BX
-	JNZ  row
+	INCQ R10
+	CMPQ R10, BX
+	JB   row
 	VZEROUPPER
 
 done:
 	RET
 
-// func streamRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr)
+// func streamRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr)
 //
 // copyRows with non-temporal stores (VMOVNTDQ); dst must be 32-byte aligned.
-TEXT ·streamRows(SB), NOSPLIT, $0-32
+TEXT ·streamRows(SB), NOSPLIT, $0-64
 	MOVQ  dst+0(FP), DI
-	MOVQ  rows+8(FP), SI
-	MOVQ  n+16(FP), BX
-	MOVQ  size+24(FP), DX
+	MOVQ  rows_base+8(FP), SI
+	MOVQ  rows_len+16(FP), BX
+	MOVQ  size+32(FP), DX
+	MOVQ  ahead_base+40(FP), R8
+	MOVQ  ahead_len+48(FP), R9
 	TESTQ BX, BX
 	JLE   sdone
+	XORQ  R10, R10 // row index
 
 srow:
-	MOVQ (SI), AX
+	CMPQ       R10, R9
+	JAE        sown
+	MOVQ       (R8)(R10*8), R11
+	MOVQ       DX, R12
+
+sahead:
+	PREFETCHT0 (R11)
+	ADDQ       $64, R11
+	SUBQ       $64, R12
+	JGT        sahead
+
+sown:
+	MOVQ (SI)(R10*8), AX
 	MOVQ DX, CX
 	CMPQ CX, $128
 	JB   sloop32
@@ -91,17 +122,17 @@ sloop128:
 	JZ      snext
 
 sloop32:
-	VMOVDQU  (AX), Y0
+	VMOVDQU (AX), Y0
 	VMOVNTDQ Y0, (DI)
-	ADDQ     $32, AX
-	ADDQ     $32, DI
-	SUBQ     $32, CX
-	JNZ      sloop32
+	ADDQ    $32, AX
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JNZ     sloop32
 
 snext:
-	ADDQ $8, SI
-	DECQ BX
-	JNZ  srow
+	INCQ R10
+	CMPQ R10, BX
+	JB   srow
 	VZEROUPPER
 
 sdone:

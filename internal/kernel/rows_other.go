@@ -8,12 +8,12 @@ import "unsafe"
 // with copy, as fast as copyRowsGo.
 const hasRowAsm = false
 
-func copyRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr) {
-	copyRowsGo(dst, rows, n, size)
+func copyRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr) {
+	copyRowsGo(dst, rows, size, ahead)
 }
 
-func streamRows(dst unsafe.Pointer, rows *[rowsAhead]uintptr, n int, size uintptr) {
-	copyRowsGo(dst, rows, n, size)
+func streamRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr) {
+	copyRowsGo(dst, rows, size, ahead)
 }
 
 func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32) {

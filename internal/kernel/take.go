@@ -8,7 +8,7 @@ import (
 // rowMoves says how takeRows moves rows: ahead, it prefetches source rows
 // before it copies them (see prefetches); stream, it writes them with
 // streaming stores and fences them before it returns (see streams); batch,
-// it moves them rowsAhead at a time with copyRows or streamRows (see
+// it moves them takeChunk at a time with copyRows or streamRows (see
 // batches).
 type rowMoves struct{ ahead, stream, batch bool }
 
@@ -70,53 +70,60 @@ func takeBlock[T any, I Index](d, block []T, x []I, inner int, mv rowMoves) int 
 	return -1
 }
 
-// takeBatched is takeBlock moving rowsAhead rows at a time with one call
-// of copyRows or streamRows, whose 32-byte loads and stores also move a
-// row faster than copy's 16-byte ones for rows of 256 bytes or less.
+// takeBatched is takeBlock moving up to takeChunk rows at a time with one
+// call of copyRows or streamRows, whose 32-byte loads and stores also move a
+// row faster than copy's 16-byte ones for rows of 256 bytes or less. With
+// mv.ahead set, the assembly prefetches the row rowsAhead after the one it
+// moves, so the loads of the next rows are in flight while it copies.
 // Rows must be a whole number of 32 bytes and T hold no pointers.
 //
 //go:noinline
 func takeBatched[T any, I Index](d, block []T, x []I, inner int, mv rowMoves) int {
-	var rows, next [rowsAhead]uintptr // addresses of the rows to move and of the next ones
+	var rows [takeChunk]uintptr // addresses of the rows to move
 	size := uintptr(inner) * unsafe.Sizeof(block[0])
-	for k := 0; k < len(x); k += rowsAhead {
-		if mv.ahead {
-			prefetchAfter(&next, block, x, k, inner, size)
-		}
-		batch := x[k:min(k+rowsAhead, len(x))]
-		if m := rowAddrs(&rows, block, batch, inner); m < len(batch) {
+	for k := 0; k < len(x); k += takeChunk {
+		batch := x[k:min(k+takeChunk, len(x))]
+		if m := rowAddrs(rows[:], block, batch, inner); m < len(batch) {
 			return k + m // the index at batch[m] is out of range
 		}
+		var ahead []uintptr
+		if mv.ahead {
+			ahead = rows[min(rowsAhead, len(batch)):len(batch)]
+		}
 		if mv.stream {
-			streamRows(unsafe.Pointer(&d[k*inner]), &rows, len(batch), size)
+			streamRows(unsafe.Pointer(&d[k*inner]), rows[:len(batch)], size, ahead)
 		} else {
-			copyRows(unsafe.Pointer(&d[k*inner]), &rows, len(batch), size)
+			copyRows(unsafe.Pointer(&d[k*inner]), rows[:len(batch)], size, ahead)
 		}
 		runtime.KeepAlive(block) // rows holds its addresses as integers, which keep nothing alive
 	}
 	return -1
 }
 
+// takeChunk is how many rows takeBatched moves per call.
+const takeChunk = 256
+
 // prefetchAfter prefetches the rows of block (of size bytes) named by
 // x[k+rowsAhead], ..., x[k+2*rowsAhead-1], up to the end of x or the
 // first index out of range, using addrs for their addresses.
 func prefetchAfter[T any, I Index](addrs *[rowsAhead]uintptr, block []T, x []I, k, inner int, size uintptr) {
-	prefetchLines(addrs, rowAddrs(addrs, block, x[min(k+rowsAhead, len(x)):min(k+2*rowsAhead, len(x))], inner), size)
+	prefetchLines(addrs, rowAddrs(addrs[:], block, x[min(k+rowsAhead, len(x)):min(k+2*rowsAhead, len(x))], inner), size)
 }
 
 // rowAddrs stores in addrs the address of row x[i] of block, for rows of
-// inner elements, for each i until the first index out of range, and
-// returns how many it stored.
-func rowAddrs[T any, I Index](addrs *[rowsAhead]uintptr, block []T, x []I, inner int) int {
+// inner elements, for each i < len(addrs) until the first index out of
+// range, and returns how many it stored.
+func rowAddrs[T any, I Index](addrs []uintptr, block []T, x []I, inner int) int {
 	s := len(block) / inner
-	for i, v := range x[:min(len(x), rowsAhead)] {
+	x = x[:min(len(x), len(addrs))]
+	for i, v := range x {
 		j, ok := Norm(v, s)
 		if !ok {
 			return i
 		}
 		addrs[i] = uintptr(unsafe.Pointer(&block[j*inner]))
 	}
-	return min(len(x), rowsAhead)
+	return len(x)
 }
 
 // rowsAhead is how many rows the row kernels prefetch at a time, and how
