@@ -122,11 +122,7 @@ func sumRows[T kernel.Float](dst, src []T, order []rowPos, want []int, dim int) 
 		if slot == len(want) || want[slot] != r {
 			continue // the padding row
 		}
-		d, s := dst[slot*dim:(slot+1)*dim], src[p*dim:(p+1)*dim]
-		s = s[:len(d)]
-		for k := range d {
-			d[k] += s[k]
-		}
+		kernel.AddInto(dst[slot*dim:(slot+1)*dim], src[p*dim:(p+1)*dim])
 	}
 }
 
@@ -199,17 +195,19 @@ func sgdParallel[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T) {
 	kernel.ParallelFor(len(rows), p, func(lo, hi int) { sgdRows(w, g, rows, dim, lr, wd, lo, hi) })
 }
 
-// sgdRows updates the rows rows[lo:hi].
+// sgdRows updates the rows rows[lo:hi]; without weight decay, with
+// kernel.AddRow (w += -lr*g, each product rounded before the sum, as below).
 func sgdRows[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T, lo, hi int) {
 	for k := lo; k < hi; k++ {
 		r := rows[k]
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
+		if wd == 0 {
+			kernel.AddRow(wr, gr, -lr)
+			continue
+		}
 		gr = gr[:len(wr)]
 		for j := range wr {
-			d := gr[j]
-			if wd != 0 {
-				d += T(wd * wr[j])
-			}
+			d := gr[j] + T(wd*wr[j])
 			// The conversion rounds the product, so that it is not fused
 			// with the addition: the result then matches a dense solver's
 			// separate multiply and add.

@@ -29,7 +29,7 @@ func addRows[T Float, I Index](dst, src []T, idx []I, c T, s, inner, olo, ohi, j
 			if j < jlo || j >= jhi {
 				continue
 			}
-			addRow(dst[(o*s+j)*inner:(o*s+j+1)*inner], src[(o*n+i)*inner:(o*n+i+1)*inner], c)
+			AddRow(dst[(o*s+j)*inner:(o*s+j+1)*inner], src[(o*n+i)*inner:(o*n+i+1)*inner], c)
 		}
 	}
 }
@@ -71,7 +71,7 @@ func addFirstTouch[T Float, I Index](block, g []T, x []I, c T, inner, jlo, jhi, 
 			seen[b>>6] |= 1 << (b & 63)
 			streamScaledRow(d, y, c)
 		} else {
-			addRow(d, y, c)
+			AddRow(d, y, c)
 		}
 	}
 	for b := 0; b < jhi-jlo; {
@@ -185,12 +185,12 @@ func addStrided[T Float, I Index](d, y []T, x []I, c T, s, stride int) {
 	}
 }
 
-// addRow adds c*g[k] into d[k] for each k. For float32 and float64 rows
+// AddRow adds c*g[k] into d[k] for each k. For float32 and float64 rows
 // it is gonum's axpy, which works on several elements per instruction on
 // amd64 and gives each element the bits of d[k] + c*g[k] (a multiply, then
 // an add, as the loop below does). With c == 0 it runs the loop, which,
 // unlike axpy, still adds 0*Inf = NaN.
-func addRow[T Float](d, g []T, c T) {
+func AddRow[T Float](d, g []T, c T) {
 	if c != 0 {
 		switch d := any(d).(type) {
 		case []float32:

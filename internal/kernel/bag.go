@@ -88,7 +88,7 @@ func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags
 				row = row[:len(o)]
 				switch {
 				case bg.Mode != BagMax:
-					addRow(o, row, c)
+					AddRow(o, row, c)
 				case first:
 					for d := range o {
 						o[d] = c * row[d]
@@ -311,7 +311,7 @@ func BagTableGrad[T Float, I Index](dst, g, table []T, ids []I, w []T, dim int, 
 			}
 			d, gb := dst[j*dim:(j+1)*dim], g[b*dim:(b+1)*dim]
 			if bg.Mode != BagMax {
-				addRow(d, gb, k*coef[i])
+				AddRow(d, gb, k*coef[i])
 				continue
 			}
 			a, wi := arg[b*dim:(b+1)*dim], weight(w, i)

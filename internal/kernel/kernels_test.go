@@ -62,8 +62,8 @@ func TestAddRow(t *testing.T) {
 			w32[i] += 0.7 * g32[i]
 			w64[i] += 0.7 * g64[i]
 		}
-		addRow(d32, g32, 0.7)
-		addRow(d64, g64, 0.7)
+		AddRow(d32, g32, 0.7)
+		AddRow(d64, g64, 0.7)
 		for i := range n {
 			if math.Float32bits(d32[i]) != math.Float32bits(w32[i]) || math.Float64bits(d64[i]) != math.Float64bits(w64[i]) {
 				t.Fatalf("length %d, element %d: float32 %v want %v, float64 %v want %v", n, i, d32[i], w32[i], d64[i], w64[i])
@@ -71,7 +71,7 @@ func TestAddRow(t *testing.T) {
 		}
 	}
 	d := []float32{1, 2, 3}
-	addRow(d, []float32{float32(math.Inf(1)), float32(math.NaN()), 5}, 0)
+	AddRow(d, []float32{float32(math.Inf(1)), float32(math.NaN()), 5}, 0)
 	assert.True(t, math.IsNaN(float64(d[0])), "0*Inf")
 	assert.True(t, math.IsNaN(float64(d[1])), "0*NaN")
 	assert.Equal(t, float32(3), d[2])

@@ -460,8 +460,17 @@ func (t *takeAddTask[T, I]) run(lo, hi int) int {
 	return -1
 }
 
-// AddInto is d[k] += x[k] for each k.
+// AddInto is d[k] += x[k] for each k; float32 and float64 rows go through
+// AddRow's axpy (1*x[k] is x[k], so the bits are the same).
 func AddInto[T Number](d, x []T) {
+	switch d := any(d).(type) {
+	case []float32:
+		AddRow(d, any(x).([]float32), 1)
+		return
+	case []float64:
+		AddRow(d, any(x).([]float64), 1)
+		return
+	}
 	x = x[:len(d)]
 	for k := range d {
 		d[k] += x[k]
