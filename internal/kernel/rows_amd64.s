@@ -138,6 +138,26 @@ snext:
 sdone:
 	RET
 
+// AHEAD256 prefetches 256 bytes at offset R10 of ahead[CX] (base R15,
+// length R14), if there is one, and then goes on at next.
+#define AHEAD256(next) \
+	CMPQ       CX, R14; \
+	JAE        next; \
+	MOVQ       (R15)(CX*8), R12; \
+	ADDQ       R10, R12; \
+	PREFETCHT0 0(R12); \
+	PREFETCHT0 64(R12); \
+	PREFETCHT0 128(R12); \
+	PREFETCHT0 192(R12)
+
+// AHEAD32 prefetches the line at offset R10 of ahead[CX], if there is one,
+// and then goes on at next.
+#define AHEAD32(next) \
+	CMPQ       CX, R14; \
+	JAE        next; \
+	MOVQ       (R15)(CX*8), R12; \
+	PREFETCHT0 (R12)(R10*1)
+
 // func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32)
 //
 // For each block of 256 bytes of dst (then of 32 bytes, for the rest): load
@@ -184,14 +204,7 @@ block256:
 	JNZ     scaled256
 
 plain256:
-	CMPQ       CX, R14
-	JAE        plainown256
-	MOVQ       (R15)(CX*8), R12
-	ADDQ       R10, R12
-	PREFETCHT0 0(R12)
-	PREFETCHT0 64(R12)
-	PREFETCHT0 128(R12)
-	PREFETCHT0 192(R12)
+	AHEAD256(plainown256)
 
 plainown256:
 	MOVQ       (SI)(CX*8), AX
@@ -218,14 +231,7 @@ plainadd256:
 	JMP    store256
 
 scaled256:
-	CMPQ       CX, R14
-	JAE        scaledown256
-	MOVQ       (R15)(CX*8), R12
-	ADDQ       R10, R12
-	PREFETCHT0 0(R12)
-	PREFETCHT0 64(R12)
-	PREFETCHT0 128(R12)
-	PREFETCHT0 192(R12)
+	AHEAD256(scaledown256)
 
 scaledown256:
 	MOVQ       (SI)(CX*8), AX
@@ -290,10 +296,7 @@ block32:
 	JNZ     scaled32
 
 plain32:
-	CMPQ       CX, R14
-	JAE        plainown32
-	MOVQ       (R15)(CX*8), R12
-	PREFETCHT0 (R12)(R10*1)
+	AHEAD32(plainown32)
 
 plainown32:
 	MOVQ   (SI)(CX*8), AX
@@ -304,10 +307,7 @@ plainown32:
 	JMP    store32
 
 scaled32:
-	CMPQ       CX, R14
-	JAE        scaledown32
-	MOVQ       (R15)(CX*8), R12
-	PREFETCHT0 (R12)(R10*1)
+	AHEAD32(scaledown32)
 
 scaledown32:
 	MOVQ         (SI)(CX*8), AX
