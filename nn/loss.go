@@ -71,7 +71,9 @@ func NLLLoss(logProbs, targets *gorgonia.Node) (*gorgonia.Node, error) {
 // axis and dtype Int, Int32 or Int64, each in [-classes, classes-1] (negative
 // targets count from the end, as Gather's indices do); a target out of range
 // is an *IndexError when the graph runs. With no rows the loss is NaN, as a
-// mean over nothing is. It is O(size of logits) forward and backward.
+// mean over nothing is. Float32 logits are exponentiated in float32 (within
+// 2 units in the last place), float64 ones with math.Exp; sums and the loss
+// accumulate in float64. It is O(size of logits) forward and backward.
 func CrossEntropy(logits, targets *gorgonia.Node) (*gorgonia.Node, error) {
 	if logits == nil || targets == nil {
 		return nil, fmt.Errorf("%s: logits and targets must be nodes: %w", opCrossEntropy, gather.ErrShape)
