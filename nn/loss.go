@@ -409,9 +409,7 @@ func expRows[T kernel.Float](e []T, m []float64, x []T, c int) {
 			}
 			continue
 		}
-		for j, v := range row {
-			er[j] = T(math.Exp(float64(v) - m[r]))
-		}
+		expRow(er, row, m[r])
 	}
 	if !fast {
 		return
@@ -421,11 +419,17 @@ func expRows[T kernel.Float](e []T, m []float64, x []T, c int) {
 		if m[r] != 0 {
 			continue
 		}
-		if _, finite := shift(x[r*c : (r+1)*c]); !finite {
-			for j, v := range x[r*c : (r+1)*c] {
-				e[r*c+j] = T(math.Exp(float64(v) - m[r]))
-			}
+		row := x[r*c : (r+1)*c]
+		if _, finite := shift(row); !finite {
+			expRow(e[r*c:(r+1)*c], row, 0)
 		}
+	}
+}
+
+// expRow sets er[j] = exp(row[j] - m) with math.Exp, in float64.
+func expRow[T kernel.Float](er, row []T, m float64) {
+	for j, v := range row {
+		er[j] = T(math.Exp(float64(v) - m))
 	}
 }
 
