@@ -402,14 +402,15 @@ func expRows[T kernel.Float](e []T, m []float64, x []T, c int) {
 		row, er := x[r*c:(r+1)*c], e[r*c:(r+1)*c]
 		var finite bool
 		m[r], finite = shift(row)
-		if fast && finite {
+		switch {
+		case !fast:
+			expRow(er, row, m[r])
+		case finite:
 			s := T(m[r]) // one of the row's elements
 			for j, v := range row {
 				er[j] = v - s
 			}
-			continue
-		}
-		expRow(er, row, m[r])
+		} // a float32 row with an infinite maximum: after Exp32, below
 	}
 	if !fast {
 		return
