@@ -119,6 +119,12 @@ func FuzzEmbeddingBag(f *testing.F) {
 	f.Add([]byte{3, 2, 0, 1, 5, 0, 1, 2, 3, 4, 0, 2, 4})
 	f.Add([]byte{4, 3, 2, 0, 6, 1, 1, 2, 2, 9, 0, 0, 3, 3})
 	f.Add([]byte{2, 1, 1, 255, 3, 0, 0, 1, 0, 4})
+	// float32 rows, 450 ids in two bags, the second longer than a batch.
+	f.Add([]byte{4, 1, 1, 8 | 16 | 1, 200, 3, 1, 0, 100})
+	// The same with padding: 505 ids in three bags, two short ones first.
+	f.Add([]byte{4, 0, 0, 8 | 16 | 2, 2, 255, 9, 2, 0, 10, 11})
+	// float32 rows, a few ids.
+	f.Add([]byte{3, 0, 2, 8 | 1, 7, 0, 1, 2, 3, 4, 5, 6, 1, 0, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		next := func() int {
 			if len(b) == 0 {
@@ -135,9 +141,26 @@ func FuzzEmbeddingBag(f *testing.F) {
 		if flags&2 != 0 {
 			pad = next() % vocab
 		}
-		n := next() % 9
+		// flags&8: float32 rows of 8 or 16 (the assembly's pooling path);
+		// flags&16: hundreds of ids, more than the pooling path collects
+		// at once, valid and drawn from a seed.
+		dt, tol := tensor.Float64, 1e-9
+		if flags&8 != 0 {
+			dt, tol, dim = tensor.Float32, 1e-4, 8*(dim%2+1)
+		}
+		var n int
+		if flags&16 != 0 {
+			n = 250 + next()%300
+		} else {
+			n = next() % 9
+		}
 		ids := make([]int64, n)
+		seed := next()
 		for i := range ids {
+			if flags&16 != 0 {
+				ids[i] = int64((i*31+seed*7)%(2*vocab) - vocab) // [-vocab, vocab-1]
+				continue
+			}
 			ids[i] = int64(next()%(2*vocab+2) - vocab - 1) // [-vocab-1, vocab]
 		}
 		bags := next()%4 + 1
@@ -170,7 +193,7 @@ func FuzzEmbeddingBag(f *testing.F) {
 		}
 		table := make([]float64, vocab*dim)
 		for i := range table {
-			table[i] = float64((i*7)%11) - 5 + float64(i)/64 // distinct
+			table[i] = float64((i*7)%11) - 5 + float64(i)/64 // distinct, exact in float32
 		}
 		var w []float64
 		if weights {
@@ -183,19 +206,19 @@ func FuzzEmbeddingBag(f *testing.F) {
 		for i := range g {
 			g[i] = float64(i%5) - 2
 		}
-		o := &bagOp{mode: mode, dtype: tensor.Float64, idType: tensor.Int64, offType: tensor.Int64, vocab: vocab, dim: dim, bags: bags,
+		o := &bagOp{mode: mode, dtype: dt, idType: tensor.Int64, offType: tensor.Int64, vocab: vocab, dim: dim, bags: bags,
 			idShape: tensor.Shape{n}, hasOffsets: true, hasWeights: weights, cfg: dense.Config{GradScale: 1, HasPad: pad >= 0, Pad: pad},
 			lbl: dense.Label{Op: opBag, Arg: "ids"}}
-		tt := floatTensor(table, []int{vocab, dim}, tensor.Float64)
+		tt := floatTensor(table, []int{vocab, dim}, dt)
 		it := castIndices(ids, []int{n}, tensor.Int64)
 		ot := castIndices(offs, []int{bags}, tensor.Int64)
 		in := []gorgonia.Value{tt, it, ot}
 		if weights {
-			in = append(in, floatTensor(w, []int{n}, tensor.Float64))
+			in = append(in, floatTensor(w, []int{n}, dt))
 		}
 		out, err := o.Do(in...)
-		gt := floatTensor(make([]float64, vocab*dim), []int{vocab, dim}, tensor.Float64)
-		gerr := (&bagGradOp{fwd: o, wrtTable: true}).IncrDo(gt, append(in, floatTensor(g, []int{bags, dim}, tensor.Float64))...)
+		gt := floatTensor(make([]float64, vocab*dim), []int{vocab, dim}, dt)
+		gerr := (&bagGradOp{fwd: o, wrtTable: true}).IncrDo(gt, append(in, floatTensor(g, []int{bags, dim}, dt))...)
 		switch {
 		case !valid:
 			if !errors.Is(err, gather.ErrShape) || !errors.Is(gerr, gather.ErrShape) {
@@ -216,14 +239,14 @@ func FuzzEmbeddingBag(f *testing.F) {
 			}
 			bounds[bags] = n
 			want, wantT, wantW := refBag(table, vocab, dim, ids, bounds, w, pad, mode, g)
-			closeTo(t, "output", want, floats(out.(*tensor.Dense)))
-			closeTo(t, "table gradient", wantT, floats(gt))
+			closeTo(t, "output", want, floats(out.(*tensor.Dense)), tol)
+			closeTo(t, "table gradient", wantT, floats(gt), tol)
 			if weights {
-				gw := floatTensor(make([]float64, n), []int{n}, tensor.Float64)
-				if err := (&bagGradOp{fwd: o}).IncrDo(gw, append(in, floatTensor(g, []int{bags, dim}, tensor.Float64))...); err != nil {
+				gw := floatTensor(make([]float64, n), []int{n}, dt)
+				if err := (&bagGradOp{fwd: o}).IncrDo(gw, append(in, floatTensor(g, []int{bags, dim}, dt))...); err != nil {
 					t.Fatal(err)
 				}
-				closeTo(t, "weights gradient", wantW, floats(gw))
+				closeTo(t, "weights gradient", wantW, floats(gw), tol)
 			}
 			return
 		}
@@ -235,13 +258,15 @@ func FuzzEmbeddingBag(f *testing.F) {
 	})
 }
 
-func closeTo(t *testing.T, what string, want, got []float64) {
+// closeTo fails t unless got[i] is within tol × max(1, |want[i]|) of want[i]
+// for every i.
+func closeTo(t *testing.T, what string, want, got []float64, tol float64) {
 	t.Helper()
 	if len(want) != len(got) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
 	for i := range want {
-		if math.Abs(want[i]-got[i]) > 1e-9*math.Max(1, math.Abs(want[i])) {
+		if math.Abs(want[i]-got[i]) > tol*math.Max(1, math.Abs(want[i])) {
 			t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
 		}
 	}
