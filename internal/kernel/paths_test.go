@@ -54,7 +54,8 @@ func TestPrefetchChoice(t *testing.T) {
 // whole multiples of 32 bytes in batches by assembly (streamed or not). On
 // every path the result is the same, every element is written (the output
 // starts as NaN), and a bad index anywhere, at the start, in the middle or
-// at the end of a batch, is reported where it is.
+// at the end of a batch, is reported where it is. The last case's table is
+// large enough for the row copy to prefetch rows ahead.
 func TestStreamedRows(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	r := rand.New(rand.NewPCG(23, 24))
@@ -64,14 +65,16 @@ func TestStreamedRows(t *testing.T) {
 		dshape, ishape    []int
 		axis              int
 		streamed, batched bool
+		ahead             bool // the row copy prefetches
 	}{
-		{"float32 rows of 80 bytes", true, []int{5000, 20}, []int{16000}, 0, true, false},
-		{"float64 rows of 512 bytes", false, []int{900, 64}, []int{3, 900}, 0, true, true},
-		{"middle axis, rows of 192 bytes", true, []int{4, 700, 48}, []int{2, 900}, 1, true, true},
-		{"middle axis, rows of 256 bytes", true, []int{5, 300, 64}, []int{1003}, 1, true, true},
-		{"rows of 12 bytes", true, []int{5000, 3}, []int{100000}, 0, false, false},
-		{"small output, rows of 64 bytes", true, []int{5000, 16}, []int{1001}, 0, false, true},
-		{"rows of 32 bytes", false, []int{300, 4}, []int{7, 5}, 0, false, true},
+		{"float32 rows of 80 bytes", true, []int{5000, 20}, []int{16000}, 0, true, false, false},
+		{"float64 rows of 512 bytes", false, []int{900, 64}, []int{3, 900}, 0, true, true, false},
+		{"middle axis, rows of 192 bytes", true, []int{4, 700, 48}, []int{2, 900}, 1, true, true, false},
+		{"middle axis, rows of 256 bytes", true, []int{5, 300, 64}, []int{1003}, 1, true, true, false},
+		{"rows of 12 bytes", true, []int{5000, 3}, []int{100000}, 0, false, false, false},
+		{"small output, rows of 64 bytes", true, []int{5000, 16}, []int{1001}, 0, false, true, false},
+		{"rows of 32 bytes", false, []int{300, 4}, []int{7, 5}, 0, false, true, false},
+		{"rows of 256 bytes from a table of 1.3 MB, prefetched", true, []int{5000, 64}, []int{1500}, 0, false, true, true},
 	}
 	for _, c := range cases {
 		data := randFloats(r, size(c.dshape))
@@ -86,16 +89,17 @@ func TestStreamedRows(t *testing.T) {
 			want, _ = ref.Take(data, c.dshape, idx, c.ishape, c.axis)
 		}
 		// Uninit's alignment, as for a new output.
-		var chosen, batched, batchedInto bool
+		var chosen, batched, batchedInto, ahead bool
 		if c.f32 {
 			out, src := Uninit[float32](size(oshape)), toFloat32(data)
-			chosen = streams(out, src, inner)
+			chosen, ahead = streams(out, src, inner), prefetches(src, inner)
 			batched, batchedInto = batches(out, inner, chosen), batches(out, inner, false)
 		} else {
 			out := Uninit[float64](size(oshape))
-			chosen = streams(out, data, inner)
+			chosen, ahead = streams(out, data, inner), prefetches(data, inner)
 			batched, batchedInto = batches(out, inner, chosen), batches(out, inner, false)
 		}
+		require.Equal(t, c.ahead, ahead, "%s: prefetching chosen", c.name)
 		require.Equal(t, c.streamed && streamStores, chosen, "%s: streaming chosen", c.name)
 		require.Equal(t, c.batched && hasRowAsm, batched, "%s: batches chosen", c.name)
 		require.Equal(t, c.batched && hasRowAsm, batchedInto, "%s: batches chosen into a caller's buffer", c.name)
@@ -108,7 +112,10 @@ func TestStreamedRows(t *testing.T) {
 					sameFloats(t, want, got, fmt.Sprintf("fresh=%v", fresh))
 				}
 				n := len(idx)
-				for _, p := range []int{0, 3, rowsAhead - 1, rowsAhead, n/2 + 1, n - 2, n - 1} {
+				for _, p := range []int{0, 3, rowsAhead - 1, rowsAhead, takeChunk - 1, takeChunk, takeChunk + rowsAhead, n/2 + 1, n - 2, n - 1} {
+					if p >= n {
+						continue
+					}
 					withBad := slices.Clone(idx)
 					withBad[p] = int64(-s - 1)
 					_, got := takeFloats(c.f32, data, withBad, outer, s, inner, size(oshape), true)
