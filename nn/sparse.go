@@ -60,10 +60,11 @@ func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 			out.Rows = append(out.Rows, o.row)
 		}
 	}
-	out.Values = tensor.New(tensor.Of(g.Dtype()), tensor.WithShape(len(out.Rows), dim))
 	if len(out.Rows) == 0 || dim == 0 {
+		out.Values = tensor.New(tensor.Of(g.Dtype()), tensor.WithShape(len(out.Rows), dim))
 		return out, nil
 	}
+	out.Values = dense.NewOutput(g.Dtype(), tensor.Shape{len(out.Rows), dim}) // sumRows writes every row
 	switch g.Dtype() {
 	case tensor.Float32:
 		sumRows(out.Values.Float32s(), g.Float32s(), order, out.Rows, dim)
@@ -109,12 +110,16 @@ func sortedRows(ix dense.Indices, vocab int) []rowPos {
 	return order
 }
 
-// sumRows is, with order sorted by row and then position,
+// sumRows is, with order sorted by row and then position, and want the
+// distinct rows of order but for padding,
 //
-//	for each (r, p) in order, if r is in want: dst[slot of r] += src[p]
+//	for each (r, p) in order, if r is in want: dst[slot of r] = sum of src[p]
+//
+// The first position of a row is copied, the others added in order, so dst
+// need not be cleared first.
 func sumRows[T kernel.Float](dst, src []T, order []rowPos, want []int, dim int) {
 	slot := 0
-	for _, o := range order {
+	for k, o := range order {
 		r, p := o.row, o.pos
 		for slot < len(want) && want[slot] < r {
 			slot++
@@ -122,7 +127,12 @@ func sumRows[T kernel.Float](dst, src []T, order []rowPos, want []int, dim int) 
 		if slot == len(want) || want[slot] != r {
 			continue // the padding row
 		}
-		kernel.AddInto(dst[slot*dim:(slot+1)*dim], src[p*dim:(p+1)*dim])
+		d, s := dst[slot*dim:(slot+1)*dim], src[p*dim:(p+1)*dim]
+		if k == 0 || order[k-1].row != r {
+			copy(d, s)
+			continue
+		}
+		kernel.AddInto(d, s)
 	}
 }
 
