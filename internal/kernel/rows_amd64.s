@@ -2,141 +2,80 @@
 
 #include "textflag.h"
 
+// MOVEROWS(store) is the body of copyRows and streamRows, which differ
+// only in the instruction that stores 32 bytes: for each row k, prefetch
+// the size bytes at ahead[k] when there is one, then copy the row from
+// rows[k] to dst, 128 bytes per iteration while that many are left, then
+// 32 at a time.
+#define MOVEROWS(store) \
+	MOVQ  dst+0(FP), DI; \
+	MOVQ  rows_base+8(FP), SI; \
+	MOVQ  rows_len+16(FP), BX; \
+	MOVQ  size+32(FP), DX; \
+	MOVQ  ahead_base+40(FP), R8; \
+	MOVQ  ahead_len+48(FP), R9; \
+	TESTQ BX, BX; \
+	JLE   done; \
+	XORQ  R10, R10; \
+row: \
+	CMPQ       R10, R9; \
+	JAE        own; \
+	MOVQ       (R8)(R10*8), R11; \
+	MOVQ       DX, R12; \
+ahead: \
+	PREFETCHT0 (R11); \
+	ADDQ       $64, R11; \
+	SUBQ       $64, R12; \
+	JGT        ahead; \
+own: \
+	MOVQ (SI)(R10*8), AX; \
+	MOVQ DX, CX; \
+	CMPQ CX, $128; \
+	JB   loop32; \
+loop128: \
+	VMOVDQU 0(AX), Y0; \
+	VMOVDQU 32(AX), Y1; \
+	VMOVDQU 64(AX), Y2; \
+	VMOVDQU 96(AX), Y3; \
+	store   Y0, 0(DI); \
+	store   Y1, 32(DI); \
+	store   Y2, 64(DI); \
+	store   Y3, 96(DI); \
+	ADDQ    $128, AX; \
+	ADDQ    $128, DI; \
+	SUBQ    $128, CX; \
+	CMPQ    CX, $128; \
+	JAE     loop128; \
+	TESTQ   CX, CX; \
+	JZ      next; \
+loop32: \
+	VMOVDQU (AX), Y0; \
+	store   Y0, (DI); \
+	ADDQ    $32, AX; \
+	ADDQ    $32, DI; \
+	SUBQ    $32, CX; \
+	JNZ     loop32; \
+next: \
+	INCQ R10; \
+	CMPQ R10, BX; \
+	JB   row; \
+	VZEROUPPER; \
+done: \
+	RET
+
 // func copyRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr)
 //
 // Copies the rows of size bytes (a multiple of 32, at least 32) at the
 // addresses rows[0], ..., rows[len(rows)-1] to consecutive places from dst,
-// with AVX loads and stores of 32 bytes, 128 bytes per iteration while at
-// least that many are left in the row. Before row k, prefetch the size
-// bytes at ahead[k], when there is one.
+// with AVX loads and stores of 32 bytes (see MOVEROWS).
 TEXT ·copyRows(SB), NOSPLIT, $0-64
-	MOVQ  dst+0(FP), DI
-	MOVQ  rows_base+8(FP), SI
-	MOVQ  rows_len+16(FP), BX
-	MOVQ  size+32(FP), DX
-	MOVQ  ahead_base+40(FP), R8
-	MOVQ  ahead_len+48(FP), R9
-	TESTQ BX, BX
-	JLE   done
-	XORQ  R10, R10 // row index
-
-row:
-	CMPQ       R10, R9
-	JAE        own
-	MOVQ       (R8)(R10*8), R11
-	MOVQ       DX, R12
-
-ahead:
-	PREFETCHT0 (R11)
-	ADDQ       $64, R11
-	SUBQ       $64, R12
-	JGT        ahead
-
-own:
-	MOVQ (SI)(R10*8), AX
-	MOVQ DX, CX
-	CMPQ CX, $128
-	JB   loop32
-
-loop128:
-	VMOVDQU 0(AX), Y0
-	VMOVDQU 32(AX), Y1
-	VMOVDQU 64(AX), Y2
-	VMOVDQU 96(AX), Y3
-	VMOVDQU Y0, 0(DI)
-	VMOVDQU Y1, 32(DI)
-	VMOVDQU Y2, 64(DI)
-	VMOVDQU Y3, 96(DI)
-	ADDQ    $128, AX
-	ADDQ    $128, DI
-	SUBQ    $128, CX
-	CMPQ    CX, $128
-	JAE     loop128
-	TESTQ   CX, CX
-	JZ      next
-
-loop32:
-	VMOVDQU (AX), Y0
-	VMOVDQU Y0, (DI)
-	ADDQ    $32, AX
-	ADDQ    $32, DI
-	SUBQ    $32, CX
-	JNZ     loop32
-
-next:
-	INCQ R10
-	CMPQ R10, BX
-	JB   row
-	VZEROUPPER
-
-done:
-	RET
+	MOVEROWS(VMOVDQU)
 
 // func streamRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr)
 //
 // copyRows with non-temporal stores (VMOVNTDQ); dst must be 32-byte aligned.
 TEXT ·streamRows(SB), NOSPLIT, $0-64
-	MOVQ  dst+0(FP), DI
-	MOVQ  rows_base+8(FP), SI
-	MOVQ  rows_len+16(FP), BX
-	MOVQ  size+32(FP), DX
-	MOVQ  ahead_base+40(FP), R8
-	MOVQ  ahead_len+48(FP), R9
-	TESTQ BX, BX
-	JLE   sdone
-	XORQ  R10, R10 // row index
-
-srow:
-	CMPQ       R10, R9
-	JAE        sown
-	MOVQ       (R8)(R10*8), R11
-	MOVQ       DX, R12
-
-sahead:
-	PREFETCHT0 (R11)
-	ADDQ       $64, R11
-	SUBQ       $64, R12
-	JGT        sahead
-
-sown:
-	MOVQ (SI)(R10*8), AX
-	MOVQ DX, CX
-	CMPQ CX, $128
-	JB   sloop32
-
-sloop128:
-	VMOVDQU 0(AX), Y0
-	VMOVDQU 32(AX), Y1
-	VMOVDQU 64(AX), Y2
-	VMOVDQU 96(AX), Y3
-	VMOVNTDQ Y0, 0(DI)
-	VMOVNTDQ Y1, 32(DI)
-	VMOVNTDQ Y2, 64(DI)
-	VMOVNTDQ Y3, 96(DI)
-	ADDQ    $128, AX
-	ADDQ    $128, DI
-	SUBQ    $128, CX
-	CMPQ    CX, $128
-	JAE     sloop128
-	TESTQ   CX, CX
-	JZ      snext
-
-sloop32:
-	VMOVDQU (AX), Y0
-	VMOVNTDQ Y0, (DI)
-	ADDQ    $32, AX
-	ADDQ    $32, DI
-	SUBQ    $32, CX
-	JNZ     sloop32
-
-snext:
-	INCQ R10
-	CMPQ R10, BX
-	JB   srow
-	VZEROUPPER
-
-sdone:
-	RET
+	MOVEROWS(VMOVNTDQ)
 
 // AHEAD256 prefetches 256 bytes at offset R10 of ahead[CX] (base R15,
 // length R14), if there is one, and then goes on at next.
