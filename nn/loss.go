@@ -369,17 +369,13 @@ func entropySum[T kernel.Float, I kernel.Index](x []T, t []I, c int) float64 {
 	blocks := make([]float64, (len(t)+entropyRows-1)/entropyRows)
 	p := kernel.Workers(len(x), len(blocks))
 	kernel.ParallelFor(len(blocks), p, func(lo, hi int) {
-		e, m := make([]T, entropyRows*c), make([]float64, entropyRows)
+		e, m, s := make([]T, entropyRows*c), make([]float64, entropyRows), make([]float64, entropyRows)
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
-			expRows(e, m[:r1-r0], x[r0*c:r1*c], c)
+			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
 			var sum float64
 			for r := r0; r < r1; r++ {
-				var s float64
-				for _, v := range e[(r-r0)*c : (r-r0+1)*c] {
-					s += float64(v)
-				}
-				sum += m[r-r0] + math.Log(s) - float64(x[r*c+kernel.Wrap(t[r], c)])
+				sum += m[r-r0] + math.Log(s[r-r0]) - float64(x[r*c+kernel.Wrap(t[r], c)])
 			}
 			blocks[b] = sum
 		}
@@ -392,11 +388,12 @@ func entropySum[T kernel.Float, I kernel.Index](x []T, t []I, c int) float64 {
 }
 
 // expRows sets, for each row r of x (rows of c elements, len(m) rows),
-// m[r] to the row's shift (see shift) and e[r*c+j] to exp(x[r*c+j] - m[r])
-// in T. float32 rows with a finite maximum are exponentiated in float32 by
-// kernel.Exp32 (within 2 units in the last place), all in one call; the
-// others by math.Exp.
-func expRows[T kernel.Float](e []T, m []float64, x []T, c int) {
+// m[r] to the row's shift (see shift), e[r*c+j] to exp(x[r*c+j] - m[r])
+// in T, and s[r] to the row's sum of e, added in float64 in order. float32
+// rows with a finite maximum are exponentiated in float32 by kernel.Exp32
+// (within 2 units in the last place), all in one call; the others by
+// math.Exp.
+func expRows[T kernel.Float](e []T, m, s []float64, x []T, c int) {
 	e32, fast := any(e[:len(m)*c]).([]float32)
 	for r := range m {
 		row, er := x[r*c:(r+1)*c], e[r*c:(r+1)*c]
@@ -412,18 +409,24 @@ func expRows[T kernel.Float](e []T, m []float64, x []T, c int) {
 			}
 		} // a float32 row with an infinite maximum: after Exp32, below
 	}
-	if !fast {
-		return
+	if fast {
+		kernel.Exp32(e32, e32)
+		for r := range m { // rows with an infinite maximum (shift 0) again, with math.Exp
+			if m[r] != 0 {
+				continue
+			}
+			row := x[r*c : (r+1)*c]
+			if _, finite := shift(row); !finite {
+				expRow(e[r*c:(r+1)*c], row, 0)
+			}
+		}
 	}
-	kernel.Exp32(e32, e32)
-	for r := range m { // rows with an infinite maximum (shift 0) again, with math.Exp
-		if m[r] != 0 {
-			continue
+	for r := range m {
+		var sum float64
+		for _, v := range e[r*c : (r+1)*c] {
+			sum += float64(v)
 		}
-		row := x[r*c : (r+1)*c]
-		if _, finite := shift(row); !finite {
-			expRow(e[r*c:(r+1)*c], row, 0)
-		}
+		s[r] = sum
 	}
 }
 
@@ -481,18 +484,15 @@ func entropyGradByIndex[T kernel.Float](dst, x []T, a entropyArgs, scale float64
 // or dst[r*c+j] += the same with add. Every element is computed on its own,
 // so the result does not depend on how the rows are split.
 func entropyGrad[T kernel.Float, I kernel.Index](dst, x []T, t []I, c int, scale float64, add bool, lo, hi int) {
-	e, m := make([]T, entropyRows*c), make([]float64, entropyRows) // exp(x - max) of a block of rows
+	// exp(x - max) of a block of rows, the rows' shifts and sums
+	e, m, s := make([]T, entropyRows*c), make([]float64, entropyRows), make([]float64, entropyRows)
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
-		expRows(e, m[:r1-r0], x[r0*c:r1*c], c)
+		expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
 		for r := r0; r < r1; r++ {
 			er, out := e[(r-r0)*c:(r-r0+1)*c], dst[r*c:(r+1)*c]
 			out = out[:len(er)]
-			var sum float64
-			for _, v := range er {
-				sum += float64(v)
-			}
-			k := scale / sum
+			k := scale / s[r-r0]
 			target := kernel.Wrap(t[r], c)
 			for j := range out {
 				g := k * float64(er[j])
