@@ -89,6 +89,19 @@ TEXT ·streamRows(SB), NOSPLIT, $0-64
 	PREFETCHT0 128(R12); \
 	PREFETCHT0 192(R12)
 
+// OWN256 loads into AX the address of offset R10 of rows[CX] (base SI)
+// and, while more blocks follow (R13 set), prefetches the row's next 256
+// bytes; then it goes on at next.
+#define OWN256(next) \
+	MOVQ       (SI)(CX*8), AX; \
+	ADDQ       R10, AX; \
+	TESTQ      R13, R13; \
+	JZ         next; \
+	PREFETCHT0 256(AX); \
+	PREFETCHT0 320(AX); \
+	PREFETCHT0 384(AX); \
+	PREFETCHT0 448(AX)
+
 // AHEAD32 prefetches the line at offset R10 of ahead[CX], if there is one,
 // and then goes on at next.
 #define AHEAD32(next) \
@@ -146,14 +159,7 @@ plain256:
 	AHEAD256(plainown256)
 
 plainown256:
-	MOVQ       (SI)(CX*8), AX
-	ADDQ       R10, AX
-	TESTQ      R13, R13
-	JZ         plainadd256
-	PREFETCHT0 256(AX)
-	PREFETCHT0 320(AX)
-	PREFETCHT0 384(AX)
-	PREFETCHT0 448(AX)
+	OWN256(plainadd256)
 
 plainadd256:
 	VADDPS 0(AX), Y0, Y0
@@ -173,14 +179,7 @@ scaled256:
 	AHEAD256(scaledown256)
 
 scaledown256:
-	MOVQ       (SI)(CX*8), AX
-	ADDQ       R10, AX
-	TESTQ      R13, R13
-	JZ         scaledadd256
-	PREFETCHT0 256(AX)
-	PREFETCHT0 320(AX)
-	PREFETCHT0 384(AX)
-	PREFETCHT0 448(AX)
+	OWN256(scaledadd256)
 
 scaledadd256:
 	VBROADCASTSS (R8)(CX*4), Y8
