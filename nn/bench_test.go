@@ -72,17 +72,12 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 	defer vm.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
 	sgd := &SparseSGD{LearnRate: 0.1}
-	table := emb.Table.Value().(*tensor.Dense)
 	step := func() {
 		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)
 		}
 		if sparse {
-			rg, err := emb.RowGrad()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := sgd.Step(table, rg); err != nil {
+			if err := emb.Step(sgd); err != nil {
 				b.Fatal(err)
 			}
 		}

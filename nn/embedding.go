@@ -26,6 +26,7 @@ type Embedding struct {
 
 	cfg     embeddingConfig
 	lookups []sparseLookup // sparse mode: one per Lookup
+	buf     rowBuf         // sparse mode: Step's row gradient, reused
 }
 
 // An EmbeddingOption changes how NewEmbedding builds its table.

@@ -33,6 +33,55 @@ type RowGrad struct {
 // agree exactly. Row pad (if >= 0) is left out. It is O(n log n + n × dim)
 // for n ids.
 func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
+	return rowGradient(ids, grad, vocab, pad, nil)
+}
+
+// rowBuf is the memory a row gradient is built in, kept by Embedding.Step
+// from one step to the next: the gradient's rows and values, and the
+// sort's pairs and keys. Each grows as needed and is never shrunk.
+type rowBuf struct {
+	rows   []int
+	values any // []float32 or []float64
+	order  []rowPos
+	keys   []uint64
+}
+
+// grow returns s with length n, reusing its memory when it is large
+// enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// newValues returns an uncleared [n, dim] tensor of dtype dt, in buf's
+// memory when buf is not nil and it is large enough (then kept there).
+func newValues(dt tensor.Dtype, n, dim int, buf *rowBuf) *tensor.Dense {
+	if buf == nil {
+		return dense.NewOutput(dt, tensor.Shape{n, dim})
+	}
+	var backing any
+	switch v := buf.values.(type) {
+	case []float32:
+		if dt == tensor.Float32 && cap(v) >= n*dim {
+			backing = v[:n*dim]
+		}
+	case []float64:
+		if dt == tensor.Float64 && cap(v) >= n*dim {
+			backing = v[:n*dim]
+		}
+	}
+	if backing == nil {
+		t := dense.NewOutput(dt, tensor.Shape{n, dim})
+		buf.values = t.Data()
+		return t
+	}
+	return tensor.New(tensor.WithShape(n, dim), tensor.WithBacking(backing))
+}
+
+// rowGradient is RowGradient, built in buf's memory when buf is not nil.
+func rowGradient(ids, grad tensor.Tensor, vocab, pad int, buf *rowBuf) (*RowGrad, error) {
 	ix, err := dense.ReadIndices("row gradient", "ids", ids)
 	if err != nil {
 		return nil, err
@@ -53,8 +102,11 @@ func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 	if err := checkIndices(dense.Label{Op: "row gradient", Arg: "ids"}, ix, 0, vocab); err != nil {
 		return nil, err
 	}
-	order := sortedRows(ix, vocab)
+	order := sortedRows(ix, vocab, buf)
 	out := &RowGrad{}
+	if buf != nil {
+		out.Rows = buf.rows[:0]
+	}
 	for k, o := range order {
 		if o.row != pad && (k == 0 || o.row != order[k-1].row) {
 			out.Rows = append(out.Rows, o.row)
@@ -64,7 +116,10 @@ func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 		out.Values = tensor.New(tensor.Of(g.Dtype()), tensor.WithShape(len(out.Rows), dim))
 		return out, nil
 	}
-	out.Values = dense.NewOutput(g.Dtype(), tensor.Shape{len(out.Rows), dim}) // sumRows writes every row
+	if buf != nil {
+		buf.rows = out.Rows
+	}
+	out.Values = newValues(g.Dtype(), len(out.Rows), dim, buf) // sumRows writes every row
 	switch g.Dtype() {
 	case tensor.Float32:
 		sumRows(out.Values.Float32s(), g.Float32s(), order, out.Rows, dim)
@@ -80,17 +135,23 @@ type rowPos struct{ row, pos int }
 // sortedRows returns the (row, position) pairs of ix sorted by row, ties
 // by position: the order in which a dense IndexAdd adds them. The pairs are
 // packed into one integer key for a fast sort where they fit (rows below
-// 2^(64 - bits of n)), and sorted as pairs otherwise.
-func sortedRows(ix dense.Indices, vocab int) []rowPos {
+// 2^(64 - bits of n)), and sorted as pairs otherwise. With buf, it works
+// in buf's memory.
+func sortedRows(ix dense.Indices, vocab int, buf *rowBuf) []rowPos {
 	n := ix.Shape.TotalSize()
-	order := make([]rowPos, n)
+	if buf == nil {
+		buf = &rowBuf{}
+	}
+	order := grow(buf.order, n)
+	buf.order = order
 	for p := range order {
 		r, _ := kernel.Norm(ix.At(p), vocab)
 		order[p] = rowPos{r, p}
 	}
 	shift := bits.Len(uint(n))
 	if shift < 64 && uint64(vocab) <= math.MaxUint64>>shift {
-		keys := make([]uint64, n)
+		keys := grow(buf.keys, n)
+		buf.keys = keys
 		for p, o := range order {
 			keys[p] = uint64(o.row)<<shift | uint64(o.pos)
 		}
@@ -347,7 +408,8 @@ func adamRows[T kernel.Float](w, g, m, v []T, rows []int, dim int, b1, b2, eps, 
 }
 
 // A SparseOptimizer updates a table in place from its row gradient:
-// SparseSGD and SparseAdam.
+// SparseSGD and SparseAdam. Its Step must not keep g after it returns:
+// Embedding.Step reuses g's memory for the next step.
 type SparseOptimizer interface {
 	Step(table *tensor.Dense, g *RowGrad) error
 }
@@ -470,7 +532,10 @@ func (e *Embedding) GradNodes() gorgonia.Nodes {
 // padding row left out). It reads the ids and the gradients of GradNodes and
 // clears the latter, so that a machine that accumulates gradients across
 // runs does not add this run's into the next.
-func (e *Embedding) RowGrad() (*RowGrad, error) {
+func (e *Embedding) RowGrad() (*RowGrad, error) { return e.rowGrad(nil) }
+
+// rowGrad is RowGrad, built in buf's memory when buf is not nil.
+func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 	if !e.cfg.sparse || e.cfg.frozen {
 		return nil, fmt.Errorf("embedding %q: RowGrad needs a sparse, trainable embedding: %w", e.Table.Name(), gather.ErrOption)
 	}
@@ -508,7 +573,7 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 		}
 	}
 	if len(e.lookups) == 1 {
-		return RowGradient(idss[0], grads[0], vocab, e.padding())
+		return rowGradient(idss[0], grads[0], vocab, e.padding(), buf)
 	}
 
 	// Several lookups: one list of ids and one of their gradients, in
@@ -541,7 +606,7 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 	if len(ids) > 0 {
 		idsT = tensor.New(tensor.WithShape(len(ids)), tensor.WithBacking(ids))
 	}
-	return RowGradient(idsT, grad, vocab, e.padding())
+	return rowGradient(idsT, grad, vocab, e.padding(), buf)
 }
 
 // Step is the sparse training step of the table: it takes RowGrad and
@@ -551,8 +616,13 @@ func (e *Embedding) RowGrad() (*RowGrad, error) {
 //	emb.Step(adam)  // the table, from the rows this run touched
 //	solver.Step(gorgonia.NodesToValueGrads(dense))  // the rest of the model
 //	vm.Reset()
+//
+// Step builds the row gradient in memory it keeps for the next step, so a
+// step allocates O(1) memory rather than O(batch × dim); opt must not keep
+// the gradient after its Step returns (SparseSGD and SparseAdam do not).
+// Steps of one Embedding must not run concurrently.
 func (e *Embedding) Step(opt SparseOptimizer) error {
-	g, err := e.RowGrad()
+	g, err := e.rowGrad(&e.buf)
 	if err != nil {
 		return err
 	}

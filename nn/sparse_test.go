@@ -109,9 +109,9 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 			}
 			require.NoError(t, vm.RunAll())
 			if sparseMode {
-				rg, err := emb.RowGrad()
-				require.NoError(t, err)
-				require.NoError(t, sparseStep(emb.Table.Value().(*tensor.Dense), rg))
+				// Embedding.Step, which reuses its row gradient's memory
+				// from step to step, as the number of rows touched varies.
+				require.NoError(t, emb.Step(stepFunc(sparseStep)))
 				require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(gorgonia.Nodes{w})))
 			} else {
 				require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(learn)))
@@ -123,6 +123,11 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 	}
 	return run(false), run(true)
 }
+
+// stepFunc is a SparseOptimizer that calls a function.
+type stepFunc func(*tensor.Dense, *RowGrad) error
+
+func (f stepFunc) Step(table *tensor.Dense, g *RowGrad) error { return f(table, g) }
 
 // Without weight decay, sparse SGD is dense SGD (gorgonia.VanillaSolver):
 // exactly for one lookup per step. With two lookups of the table, Gorgonia
@@ -260,4 +265,76 @@ func TestSparseOptimisersParallel(t *testing.T) {
 		assert.Equal(t, want[1], floats(adamT), "SparseAdam with GOMAXPROCS=%d", procs)
 	}
 	assert.NotEqual(t, w0, want[0])
+}
+
+// Embedding.Step builds the row gradient it hands the optimiser in memory it
+// keeps: after the first step, a step allocates a small part of the
+// gradient's values, where RowGrad allocates all of them; and a RowGrad
+// returned earlier keeps its values.
+func TestEmbeddingStepReusesMemory(t *testing.T) {
+	const vocab, dim, batch = 1000, 32, 512
+	r := rand.New(rand.NewPCG(27, 28))
+	g := gorgonia.NewGraph()
+	emb, err := NewEmbedding(g, "emb", vocab, dim, tensor.Float32, EmbeddingSparse())
+	require.NoError(t, err)
+	idv := make([]int, batch)
+	for i := range idv {
+		idv[i] = r.IntN(vocab)
+	}
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("ids"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(idv))))
+	h, err := emb.Lookup(ids)
+	require.NoError(t, err)
+	_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(h)), emb.GradNodes()...)
+	require.NoError(t, err)
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+
+	require.NoError(t, vm.RunAll())
+	kept, err := emb.RowGrad()
+	require.NoError(t, err)
+	rows, values := append([]int{}, kept.Rows...), append([]float32{}, kept.Values.Float32s()...)
+	require.Greater(t, len(rows), batch/2)
+
+	// Each step's gradient: the same rows, each the number of times its id
+	// occurs (the gradient of a sum), whatever the previous step left.
+	sgd := &SparseSGD{LearnRate: 0.1}
+	var seen [][]float32
+	check := stepFunc(func(table *tensor.Dense, g *RowGrad) error {
+		assert.Equal(t, rows, g.Rows)
+		seen = append(seen, g.Values.Float32s())
+		assert.Equal(t, values, g.Values.Float32s())
+		return sgd.Step(table, g)
+	})
+	for range 3 {
+		vm.Reset()
+		require.NoError(t, vm.RunAll())
+		require.NoError(t, emb.Step(check))
+	}
+	require.Len(t, seen, 3)
+	assert.Same(t, &seen[0][0], &seen[2][0], "the second step reuses the first step's values")
+	assert.NotSame(t, &seen[0][0], &kept.Values.Float32s()[0])
+	assert.Equal(t, rows, kept.Rows, "a RowGrad returned before the steps is left alone")
+	assert.Equal(t, values, kept.Values.Float32s())
+
+	// Bytes allocated per call, the least of three rounds of 20.
+	perCall := func(f func() error) uint64 {
+		least := uint64(math.MaxUint64)
+		for range 3 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range 20 {
+				require.NoError(t, f())
+			}
+			runtime.ReadMemStats(&after)
+			least = min(least, (after.TotalAlloc-before.TotalAlloc)/20)
+		}
+		return least
+	}
+	valueBytes := uint64(len(rows) * dim * 4)
+	step := perCall(func() error { return emb.Step(sgd) })
+	fresh := perCall(func() error { _, err := emb.RowGrad(); return err })
+	t.Logf("bytes a call: Step %d, RowGrad %d; the values take %d", step, fresh, valueBytes)
+	assert.Less(t, step, valueBytes/4, "Step allocates %d bytes a call; the values take %d", step, valueBytes)
+	assert.GreaterOrEqual(t, fresh, valueBytes, "RowGrad allocates %d bytes a call; the values take %d", fresh, valueBytes)
 }
