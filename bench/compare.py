@@ -96,7 +96,7 @@ def table(procs, gos, torches):
     gc = "".join(f", {k}={os.environ[k]}" for k in ("GOGC", "GOMEMLIMIT") if k in os.environ)
     print(f"\nGOMAXPROCS={procs}{gc}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
     ratio_table("graph run or training step", STEPS, gos, torches)
-    ratio_table("bag case", [f"{c}/{d}" for c in BAGS for d in ("fwd", "bwd")], gos, torches)
+    ratio_table("bag case", [f"{c}/{d}" for c in BAGS for d in ("fwd", "fwd-reuse", "bwd")], gos, torches)
     print("| case | ours ns/op | PyTorch ns/op | PyTorch/ours | ours GB/s | of `copy` GB/s |")
     print("|---|---:|---:|---:|---:|---:|")
     ratios = {"fwd": [], "fwd-reuse": [], "bwd": []}

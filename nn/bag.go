@@ -307,12 +307,34 @@ func (o *bagOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
 }
 
 // Do pools into a new [bags, dim] tensor.
-func (o *bagOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+func (o *bagOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return o.do(nil, in) }
+
+// UsePreallocDo pools into prealloc when it can hold the result (a
+// row-major [bags, dim] tensor of the table's dtype that shares no memory
+// with the table or the weights), else into a new tensor. Every argument
+// is checked before prealloc is written.
+func (o *bagOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || out.Dtype() != o.dtype || !dense.SameShape(out.Shape(), []int{o.bags, o.dim}) || !dense.Writable(out) {
+		out = nil
+	}
+	for _, v := range in {
+		if out != nil && overlapsValue(out, v) {
+			out = nil
+		}
+	}
+	return o.do(out, in)
+}
+
+// do pools into out, or into a new tensor if out is nil.
+func (o *bagOp) do(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, error) {
 	a, err := o.args(in)
 	if err != nil {
 		return nil, err
 	}
-	out := dense.NewOutput(o.dtype, tensor.Shape{o.bags, o.dim})
+	if out == nil {
+		out = dense.NewOutput(o.dtype, tensor.Shape{o.bags, o.dim})
+	}
 	if o.bags*o.dim == 0 {
 		return out, nil
 	}
@@ -596,6 +618,7 @@ func (d *bagGradOp) String() string {
 var (
 	_ gorgonia.SDOp            = (*bagOp)(nil)
 	_ gorgonia.ADOp            = (*bagOp)(nil)
+	_ gorgonia.UsePreallocDoer = (*bagOp)(nil)
 	_ gorgonia.UsePreallocDoer = (*bagGradOp)(nil)
 	_ gorgonia.IncrDoer        = (*bagGradOp)(nil)
 )

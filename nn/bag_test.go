@@ -525,3 +525,96 @@ func TestBagGradPreallocUntouchedOnError(t *testing.T) {
 	require.ErrorIs(t, err, gather.ErrShape)
 	assert.Equal(t, []float64{1, 2, 3, 4, 5, 6, 7, 8}, buf.Float64s())
 }
+
+// The forward pools into a reused buffer that can hold its result (one of
+// stale values: every row is written, empty bags too) and
+// into a new tensor otherwise; a failed call leaves the buffer as it was; a
+// TapeMachine run again without Reset pools into the last run's output.
+func TestBagPrealloc(t *testing.T) {
+	r := rand.New(rand.NewPCG(53, 54))
+	// vocab = bags: the table has the output's shape, so it could be
+	// taken for the buffer.
+	const vocab, dim, bags = 40, 8, 40 // float32 rows of 32 bytes: the assembly
+	for _, c := range []bagCase{
+		{mode: BagSum, offsets: true, weights: true, pad: 2, it: tensor.Int64},
+		{mode: BagMean, offsets: true, pad: 2, it: tensor.Int32},
+		{mode: BagMax, offsets: true, weights: true, pad: -1, it: tensor.Int},
+	} {
+		for _, dt := range floatDtypes {
+			otherDt := tensor.Float32
+			if dt == tensor.Float32 {
+				otherDt = tensor.Float64
+			}
+			t.Run(fmt.Sprintf("%v/%v", c, dt), func(t *testing.T) {
+				table, ids, bounds, w, g := bagInputs(r, c, vocab, dim, bags)
+				want, _, _ := refBag(table, vocab, dim, ids, bounds, w, c.pad, c.mode, g)
+				_, _, _, out, err := bagGraph(c, dt, table, vocab, dim, ids, bounds, w, g)
+				require.NoError(t, err)
+				o := out.Op().(*bagOp)
+				offs := make([]int64, bags)
+				for b := range offs {
+					offs[b] = int64(bounds[b])
+				}
+				in := []gorgonia.Value{floatTensor(table, []int{vocab, dim}, dt),
+					castIndices(ids, []int{len(ids)}, c.it), castIndices(offs, []int{bags}, c.it)}
+				if c.weights {
+					in = append(in, floatTensor(w, []int{len(ids)}, dt))
+				}
+				stale := make([]float64, bags*dim)
+				for i := range stale {
+					stale[i] = math.NaN()
+				}
+				buf := floatTensor(stale, []int{bags, dim}, dt)
+				got, err := o.UsePreallocDo(buf, in...)
+				require.NoError(t, err)
+				assert.Same(t, buf, got)
+				assert.InDeltaSlice(t, want, floats(buf), 1e-6)
+
+				// Buffers that cannot hold the result are left alone.
+				for name, other := range map[string]*tensor.Dense{
+					"shape": floatTensor(make([]float64, bags*dim), []int{dim, bags}, dt),
+					"dtype": floatTensor(make([]float64, bags*dim), []int{bags, dim}, otherDt),
+					"table": in[0].(*tensor.Dense),
+				} {
+					before := floats(other)
+					got, err := o.UsePreallocDo(other, in...)
+					require.NoError(t, err, name)
+					assert.NotSame(t, other, got, name)
+					assert.InDeltaSlice(t, want, floats(got.(*tensor.Dense)), 1e-6, name)
+					assert.Equal(t, before, floats(other), name)
+				}
+
+				// A bad id: an error, and the buffer as it was.
+				before := floats(buf)
+				bad := castIndices(append([]int64{vocab}, ids[1:]...), []int{len(ids)}, c.it)
+				_, err = o.UsePreallocDo(buf, append([]gorgonia.Value{in[0], bad}, in[2:]...)...)
+				var ie *gather.IndexError
+				require.ErrorAs(t, err, &ie)
+				assert.Equal(t, before, floats(buf))
+
+				// The machine reuses the output when run again without Reset
+				// (in a graph where nothing consumes it, which might run in
+				// place on it).
+				gr := gorgonia.NewGraph()
+				ns := make([]*gorgonia.Node, 4)
+				for k, v := range in {
+					ns[k] = gorgonia.NodeFromAny(gr, v, gorgonia.WithName(fmt.Sprint("in", k)))
+				}
+				var pad []gather.Option
+				if c.pad >= 0 {
+					pad = append(pad, gather.WithPaddingIndex(c.pad))
+				}
+				out, err = EmbeddingBag(ns[0], ns[1], ns[2], ns[3], c.mode, pad...)
+				require.NoError(t, err)
+				vm := gorgonia.NewTapeMachine(gr)
+				defer vm.Close()
+				require.NoError(t, vm.RunAll())
+				first := out.Value().(*tensor.Dense)
+				assert.InDeltaSlice(t, want, floats(first), 1e-6)
+				require.NoError(t, vm.RunAll())
+				assert.Same(t, first, out.Value())
+				assert.InDeltaSlice(t, want, floats(first), 1e-6)
+			})
+		}
+	}
+}

@@ -215,7 +215,9 @@ func (c bagBench) values() (op *bagOp, in []gorgonia.Value, up *tensor.Dense) {
 // BenchmarkBag measures EmbeddingBag's forward (the op's Do, a new output
 // per call) and the dense gradient of the table into a reused buffer that
 // the gradient op clears (UsePreallocDo), against F.embedding_bag and its
-// backward in bench/torch_peer.py.
+// backward in bench/torch_peer.py; and the forward into a reused output
+// (UsePreallocDo, as a TapeMachine run again without Reset calls it), for
+// which PyTorch has no peer: F.embedding_bag takes no out=.
 func BenchmarkBag(b *testing.B) {
 	for _, c := range bagBenches {
 		get := sync.OnceValues(func() (*bagOp, []gorgonia.Value) { o, in, up := c.values(); return o, append(in, up) })
@@ -231,6 +233,17 @@ func BenchmarkBag(b *testing.B) {
 			steady(fwd)
 			for b.Loop() {
 				fwd()
+			}
+		})
+		b.Run(c.name+"/fwd-reuse", func(b *testing.B) {
+			o, in := get()
+			in = in[:len(in)-1]
+			runtime.GC()
+			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(o.bags, o.dim))
+			for b.Loop() {
+				if _, err := o.UsePreallocDo(buf, in...); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 		b.Run(c.name+"/bwd", func(b *testing.B) {
