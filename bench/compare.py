@@ -173,7 +173,7 @@ def ab_specs():
             specs.append((".", f"^BenchmarkCases$/^{c}$/^{d}$", f"{c}/{d}", "20x"))
     specs.append((".", "^BenchmarkGraph$", "Graph/emb_50k_128", "10x"))
     for c in BAGS:
-        for d in ("fwd", "bwd"):
+        for d in ("fwd", "fwd-reuse", "bwd"):
             specs.append(("./nn", f"^BenchmarkBag$/^{c}$/^{d}$", f"{c}/{d}", "10x"))
     for mode in ("dense", "sparse"):
         for rows in (10_000, 100_000, 1_000_000):

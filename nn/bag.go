@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"sync"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -189,16 +190,30 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 
 // bagArgs are the checked values of a run.
 type bagArgs struct {
-	table *tensor.Dense
-	ids   dense.Indices
-	w     *tensor.Dense // nil without weights
-	bg    kernel.Bags
+	table  *tensor.Dense
+	ids    dense.Indices
+	w      *tensor.Dense // nil without weights
+	bg     kernel.Bags
+	bounds *[]int // bg.Bounds's memory, from boundsPool
+}
+
+// boundsPool holds the memory of the bag bounds of finished runs for later
+// ones. A new slice each run would be memory the process has not touched
+// yet until the collector frees some, and a first touch, a page fault,
+// costs more than the rest of the bookkeeping of a run.
+var boundsPool = sync.Pool{New: func() any { return new([]int) }}
+
+// release gives a's bounds back to boundsPool; a is not used after.
+func (a *bagArgs) release() {
+	if a.bounds != nil {
+		boundsPool.Put(a.bounds)
+		a.bounds, a.bg.Bounds = nil, nil
+	}
 }
 
 // args reads and checks the op's inputs: everything before anything is
-// written.
-func (o *bagOp) args(in []gorgonia.Value) (bagArgs, error) {
-	var a bagArgs
+// written. The caller calls release on a after its last use.
+func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 	if err := checkArity(opBag, "", len(in), o.arity()); err != nil {
 		return a, err
 	}
@@ -217,7 +232,14 @@ func (o *bagOp) args(in []gorgonia.Value) (bagArgs, error) {
 		return a, fmt.Errorf("%s: ids of shape %v, want %v: %w", opBag, ix.Shape, o.idShape, gather.ErrShape)
 	}
 	n := ix.Shape.TotalSize()
-	bounds := make([]int, o.bags+1)
+	p := boundsPool.Get().(*[]int)
+	*p = grow(*p, o.bags+1)
+	bounds := *p
+	defer func() {
+		if err != nil {
+			boundsPool.Put(p)
+		}
+	}()
 	k := 2
 	if o.hasOffsets {
 		off, err := dense.ReadIndices(opBag, "offsets", in[2])
@@ -264,7 +286,7 @@ func (o *bagOp) args(in []gorgonia.Value) (bagArgs, error) {
 	if o.cfg.HasPad {
 		pad = o.cfg.Pad
 	}
-	a.table, a.ids, a.bg = t, ix, kernel.Bags{Bounds: bounds, Pad: pad, Mode: int(o.mode)}
+	a.table, a.ids, a.bg, a.bounds = t, ix, kernel.Bags{Bounds: bounds, Pad: pad, Mode: int(o.mode)}, p
 	return a, nil
 }
 
@@ -332,6 +354,7 @@ func (o *bagOp) do(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, erro
 	if err != nil {
 		return nil, err
 	}
+	defer a.release()
 	if out == nil {
 		out = dense.NewOutput(o.dtype, tensor.Shape{o.bags, o.dim})
 	}
@@ -509,6 +532,7 @@ func (d *bagGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value)
 	if err != nil {
 		return nil, err
 	}
+	defer a.release()
 	clearFloats(out)
 	d.add(out, a, g)
 	return out, nil
@@ -529,6 +553,7 @@ func (d *bagGradOp) run(dst *tensor.Dense, in []gorgonia.Value) error {
 	if err != nil {
 		return err
 	}
+	defer a.release()
 	d.add(dst, a, g)
 	return nil
 }
@@ -544,9 +569,11 @@ func (d *bagGradOp) check(in []gorgonia.Value) (bagArgs, *tensor.Dense, error) {
 	}
 	g, err := dense.Read(opBag, "gradient", in[len(in)-1])
 	if err != nil {
+		a.release()
 		return bagArgs{}, nil, err
 	}
 	if g.Dtype() != d.fwd.dtype || !dense.SameShape(g.Shape(), []int{d.fwd.bags, d.fwd.dim}) {
+		a.release()
 		return bagArgs{}, nil, fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
 			opBag, g.Dtype(), g.Shape(), d.fwd.dtype, d.fwd.bags, d.fwd.dim, gather.ErrShape)
 	}

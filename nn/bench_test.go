@@ -240,6 +240,9 @@ func BenchmarkBag(b *testing.B) {
 			in = in[:len(in)-1]
 			runtime.GC()
 			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(o.bags, o.dim))
+			if _, err := o.UsePreallocDo(buf, in...); err != nil {
+				b.Fatal(err)
+			}
 			for b.Loop() {
 				if _, err := o.UsePreallocDo(buf, in...); err != nil {
 					b.Fatal(err)

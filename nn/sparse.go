@@ -445,6 +445,7 @@ func (l sparseLookup) grad(tapGrad *tensor.Dense, vocab int) (*tensor.Dense, err
 	if err != nil {
 		return nil, err
 	}
+	defer a.release()
 	o := l.bag
 	out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(append(o.idShape.Clone(), o.dim)...))
 	if out.Shape().TotalSize() == 0 {
