@@ -299,3 +299,35 @@ func TestExp32(t *testing.T) {
 	assert.LessOrEqual(t, worst, 2.0, "largest error of Exp32, in units in the last place")
 	t.Logf("largest error: %.2f ulp over %d values", worst, len(src))
 }
+
+// TestPickRow: every length around the four-at-a-time loop's groups, with
+// negative indices, gives row[x[k]] (counted from the end for negatives);
+// an index out of range, above or below, at any position, is the position
+// returned, with every element before it written.
+func TestPickRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(61, 62))
+	row := []float32{10, 11, 12, 13, 14, 15, 16}
+	s := int64(len(row))
+	for n := range 14 {
+		x := make([]int64, n)
+		for i := range x {
+			x[i] = r.Int64N(2*s) - s
+		}
+		want := make([]float32, n)
+		for i, v := range x {
+			want[i] = row[(v+s)%s]
+		}
+		d := make([]float32, n)
+		require.Equal(t, -1, pickRow(d, row, x), "n=%d", n)
+		assert.Equal(t, want, d, "n=%d x=%v", n, x)
+		for bad := range n {
+			for _, v := range []int64{s, -s - 1, math.MaxInt64, math.MinInt64} {
+				xb := slices.Clone(x)
+				xb[bad] = v
+				d := make([]float32, n)
+				require.Equal(t, bad, pickRow(d, row, xb), "n=%d bad=%d v=%d", n, bad, v)
+				assert.Equal(t, want[:bad], d[:bad], "n=%d bad=%d v=%d", n, bad, v)
+			}
+		}
+	}
+}

@@ -287,10 +287,29 @@ func takeAlong[T any, I Index](dst, src []T, idx []I, g *Along, lo, hi int) int 
 //go:noinline
 func pickRow[T any, I Index](d, row []T, x []I) int {
 	d = d[:len(x)]
-	for k, v := range x {
+	n := int64(len(row))
+	k := 0
+	// Four at a time: each index wrapped without a branch (j>>63 is -1 for
+	// a negative j, else 0), one taken branch per four elements. A group
+	// with an index out of range is left to the loop below, which stops
+	// at it.
+	for ; k+4 <= len(x); k += 4 {
+		g, o := x[k:k+4:k+4], d[k:k+4:k+4]
+		j0, j1, j2, j3 := int64(g[0]), int64(g[1]), int64(g[2]), int64(g[3])
+		j0 += j0 >> 63 & n
+		j1 += j1 >> 63 & n
+		j2 += j2 >> 63 & n
+		j3 += j3 >> 63 & n
+		if uint64(j0) >= uint64(len(row)) || uint64(j1) >= uint64(len(row)) ||
+			uint64(j2) >= uint64(len(row)) || uint64(j3) >= uint64(len(row)) {
+			break
+		}
+		o[0], o[1], o[2], o[3] = row[j0], row[j1], row[j2], row[j3]
+	}
+	for ; k < len(x); k++ {
 		// norm, written out so that the range check is the bounds check
 		// of row and the compiler drops the latter.
-		j := int64(v)
+		j := int64(x[k])
 		if j < 0 {
 			j += int64(len(row))
 		}
