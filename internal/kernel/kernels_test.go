@@ -331,3 +331,28 @@ func TestPickRow(t *testing.T) {
 		}
 	}
 }
+
+// TestAddRowAt: every length around the four-at-a-time loop's groups, with
+// negative and repeated indices, adds c*y[k] into row[x[k]] in the order
+// of k, so the sums have the bits of the plain loop's.
+func TestAddRowAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(63, 64))
+	const s = 5
+	for n := range 14 {
+		x, y := make([]int32, n), make([]float32, n)
+		for i := range x {
+			x[i] = int32(r.IntN(2*s) - s)
+			y[i] = float32(r.NormFloat64())
+		}
+		row, want := make([]float32, s), make([]float32, s)
+		for i := range row {
+			row[i] = float32(r.NormFloat64())
+			want[i] = row[i]
+		}
+		for k, v := range x {
+			want[(int(v)+s)%s] += 0.5 * y[k]
+		}
+		addRowAt(row, y, x, 0.5)
+		assert.Equal(t, want, row, "n=%d x=%v", n, x)
+	}
+}
