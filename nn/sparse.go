@@ -618,10 +618,11 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 //	solver.Step(gorgonia.NodesToValueGrads(dense))  // the rest of the model
 //	vm.Reset()
 //
-// Step builds the row gradient in memory it keeps for the next step, so a
-// step allocates O(1) memory rather than O(batch × dim); opt must not keep
-// the gradient after its Step returns (SparseSGD and SparseAdam do not).
-// Steps of one Embedding must not run concurrently.
+// Step builds the row gradient (its rows, its values and the sort's
+// scratch) in memory it keeps for the next step, where RowGrad allocates
+// them anew; opt must not keep the gradient after its Step returns
+// (SparseSGD and SparseAdam do not). Steps of one Embedding must not run
+// concurrently.
 func (e *Embedding) Step(opt SparseOptimizer) error {
 	g, err := e.rowGrad(&e.buf)
 	if err != nil {
