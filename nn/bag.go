@@ -371,7 +371,8 @@ func (o *bagOp) do(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, erro
 }
 
 // floatsOf returns t's values, or nil for a nil t (an empty t gives an
-// empty slice that is not nil).
+// empty slice that is not nil). It reads them with the typed accessors,
+// which, unlike Data, allocate nothing.
 func floatsOf[T kernel.Float](t *tensor.Dense) []T {
 	if t == nil {
 		return nil
@@ -379,7 +380,10 @@ func floatsOf[T kernel.Float](t *tensor.Dense) []T {
 	if t.Shape().TotalSize() == 0 {
 		return []T{}
 	}
-	return t.Data().([]T)
+	if t.Dtype() == tensor.Float32 {
+		return any(t.Float32s()).([]T)
+	}
+	return any(t.Float64s()).([]T)
 }
 
 func pool[T kernel.Float](out, table []T, ids dense.Indices, w []T, dim int, bg *kernel.Bags) {

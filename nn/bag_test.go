@@ -618,3 +618,44 @@ func TestBagPrealloc(t *testing.T) {
 		}
 	}
 }
+
+// The forward into a reused output allocates nothing per call, in every
+// mode and dtype (at GOMAXPROCS=1, which testing.AllocsPerRun sets).
+func TestBagPreallocAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(55, 56))
+	const vocab, dim, bags = 50, 8, 64
+	for _, c := range []bagCase{
+		{mode: BagSum, offsets: true, weights: true, pad: 2, it: tensor.Int64},
+		{mode: BagMean, offsets: false, pad: -1, it: tensor.Int32},
+		{mode: BagMax, offsets: true, pad: 3, it: tensor.Int},
+	} {
+		for _, dt := range floatDtypes {
+			table, ids, bounds, w, g := bagInputs(r, c, vocab, dim, bags)
+			_, _, _, out, err := bagGraph(c, dt, table, vocab, dim, ids, bounds, w, g)
+			require.NoError(t, err)
+			o := out.Op().(*bagOp)
+			in := []gorgonia.Value{floatTensor(table, []int{vocab, dim}, dt)}
+			if c.offsets {
+				offs := make([]int64, bags)
+				for b := range offs {
+					offs[b] = int64(bounds[b])
+				}
+				in = append(in, castIndices(ids, []int{len(ids)}, c.it), castIndices(offs, []int{bags}, c.it))
+			} else {
+				in = append(in, castIndices(ids, []int{bags, 3}, c.it))
+			}
+			if c.weights {
+				in = append(in, floatTensor(w, in[1].(*tensor.Dense).Shape(), dt))
+			}
+			buf := floatTensor(make([]float64, bags*dim), []int{bags, dim}, dt)
+			_, err = o.UsePreallocDo(buf, in...)
+			require.NoError(t, err)
+			allocs := testing.AllocsPerRun(20, func() {
+				if _, err := o.UsePreallocDo(buf, in...); err != nil {
+					t.Fatal(err)
+				}
+			})
+			assert.Zero(t, allocs, "%v %v", c, dt)
+		}
+	}
+}

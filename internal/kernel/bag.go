@@ -58,53 +58,69 @@ func weight[T Float](w []T, i int) T {
 // once, in one pass over its bag; no [n, dim] array is made. Bags are
 // split across goroutines. It is O(n × dim).
 func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags) {
+	t := newTask[bagTask[T, I]]()
+	defer freeTask(t)
+	*t = bagTask[T, I]{out: out, table: table, ids: ids, w: w, dim: dim, bg: *bg,
+		ahead: prefetches(table, dim), size: uintptr(dim) * unsafe.Sizeof(T(0))}
+	parallelRun(bg.N(), Workers(len(ids)*dim+bg.N()*dim, bg.N()), t)
+}
+
+// bagTask is BagPool's work for parallelRun: the bags lo..hi-1.
+type bagTask[T Float, I Index] struct {
+	out, table []T
+	ids        []I
+	w          []T
+	dim        int
+	bg         Bags
+	ahead      bool
+	size       uintptr
+}
+
+func (t *bagTask[T, I]) run(lo, hi int) int {
+	out, table, ids, w, dim, bg := t.out, t.table, t.ids, t.w, t.dim, &t.bg
+	if o32, ok := any(out).([]float32); ok && bg.Mode != BagMax && sumsRows(t.size) {
+		bagSum32(o32, any(table).([]float32), ids, any(w).([]float32), dim, bg, lo, hi)
+		return -1
+	}
 	vocab := len(table) / max(dim, 1)
-	ahead := prefetches(table, dim)
-	size := uintptr(dim) * unsafe.Sizeof(T(0))
-	p := Workers(len(ids)*dim+bg.N()*dim, bg.N())
-	ParallelFor(bg.N(), p, func(lo, hi int) {
-		if o32, ok := any(out).([]float32); ok && bg.Mode != BagMax && sumsRows(size) {
-			bagSum32(o32, any(table).([]float32), ids, any(w).([]float32), dim, bg, lo, hi)
-			return
-		}
-		var next [rowsAhead]uintptr
-		for b := lo; b < hi; b++ {
-			o := out[b*dim : (b+1)*dim]
-			clear(o)
-			first := true
-			for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
-				// A row is a long run of loads and adds, which keeps the
-				// processor from reaching the next rows' loads by itself:
-				// every rowsAhead ids, ask for the rows of the next
-				// rowsAhead in one call (see prefetches and takeBlock).
-				if ahead && i%rowsAhead == 0 {
-					prefetchAfter(&next, table, ids, i, dim, size)
-				}
-				j := Wrap(ids[i], vocab)
-				if j == bg.Pad {
-					continue
-				}
-				row, c := table[j*dim:(j+1)*dim], weight(w, i)
-				row = row[:len(o)]
-				switch {
-				case bg.Mode != BagMax:
-					AddRow(o, row, c)
-				case first:
-					for d := range o {
-						o[d] = c * row[d]
-					}
-				default:
-					for d := range o {
-						if v := c * row[d]; v > o[d] {
-							o[d] = v
-						}
-					}
-				}
-				first = false
+	var next [rowsAhead]uintptr
+	for b := lo; b < hi; b++ {
+		o := out[b*dim : (b+1)*dim]
+		clear(o)
+		first := true
+		for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
+			// A row is a long run of loads and adds, which keeps the
+			// processor from reaching the next rows' loads by itself:
+			// every rowsAhead ids, ask for the rows of the next
+			// rowsAhead in one call (see prefetches and takeBlock).
+			if t.ahead && i%rowsAhead == 0 {
+				prefetchAfter(&next, table, ids, i, dim, t.size)
 			}
-			meanOf(o, bg, ids, vocab, b)
+			j := Wrap(ids[i], vocab)
+			if j == bg.Pad {
+				continue
+			}
+			row, c := table[j*dim:(j+1)*dim], weight(w, i)
+			row = row[:len(o)]
+			switch {
+			case bg.Mode != BagMax:
+				AddRow(o, row, c)
+			case first:
+				for d := range o {
+					o[d] = c * row[d]
+				}
+			default:
+				for d := range o {
+					if v := c * row[d]; v > o[d] {
+						o[d] = v
+					}
+				}
+			}
+			first = false
 		}
-	})
+		meanOf(o, bg, ids, vocab, b)
+	}
+	return -1
 }
 
 // meanOf divides o, the sum of bag b, by the bag's count of non-padding
