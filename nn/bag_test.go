@@ -119,31 +119,57 @@ func bagInputs(r *rand.Rand, c bagCase, vocab, dim, bags int) (table []float64, 
 	return table, ids, bounds, w, g
 }
 
+// bagValues returns a case's inputs of the op in its order: the table, the
+// ids (flat with offsets, [bags, 3] without), the offsets and the weights
+// when the case has them.
+func bagValues(c bagCase, dt tensor.Dtype, table []float64, vocab, dim int, ids []int64, bounds []int, w []float64) []gorgonia.Value {
+	bags := len(bounds) - 1
+	in := []gorgonia.Value{floatTensor(table, []int{vocab, dim}, dt)}
+	ishape := []int{bags, 3}
+	if c.offsets {
+		ishape = []int{len(ids)}
+		o := make([]int64, bags)
+		for b := range o {
+			o[b] = int64(bounds[b])
+		}
+		in = append(in, castIndices(ids, ishape, c.it), castIndices(o, []int{bags}, c.it))
+	} else {
+		in = append(in, castIndices(ids, ishape, c.it))
+	}
+	if c.weights {
+		in = append(in, floatTensor(w, ishape, dt))
+	}
+	return in
+}
+
+// bagOpts returns a case's options: its padding index, if any.
+func bagOpts(c bagCase) []gather.Option {
+	if c.pad < 0 {
+		return nil
+	}
+	return []gather.Option{gather.WithPaddingIndex(c.pad)}
+}
+
 // bagGraph builds sum(EmbeddingBag(...) * G) on copies of the inputs and
 // returns the output and the table and weight gradient nodes.
 func bagGraph(c bagCase, dt tensor.Dtype, table []float64, vocab, dim int, ids []int64, bounds []int, w, g []float64) (g2 *gorgonia.ExprGraph, tn, wn, out *gorgonia.Node, err error) {
 	bags := len(bounds) - 1
 	gr := gorgonia.NewGraph()
-	tn = gorgonia.NodeFromAny(gr, floatTensor(table, []int{vocab, dim}, dt), gorgonia.WithName("table"))
-	var in, offs *gorgonia.Node
+	vals := bagValues(c, dt, table, vocab, dim, ids, bounds, w)
+	node := func(v gorgonia.Value, name string) *gorgonia.Node {
+		return gorgonia.NodeFromAny(gr, v, gorgonia.WithName(name))
+	}
+	tn = node(vals[0], "table")
+	in := node(vals[1], "ids")
+	var offs *gorgonia.Node
+	k := 2
 	if c.offsets {
-		in = gorgonia.NodeFromAny(gr, castIndices(ids, []int{len(ids)}, c.it), gorgonia.WithName("ids"))
-		o := make([]int64, bags)
-		for b := range o {
-			o[b] = int64(bounds[b])
-		}
-		offs = gorgonia.NodeFromAny(gr, castIndices(o, []int{bags}, c.it), gorgonia.WithName("offsets"))
-	} else {
-		in = gorgonia.NodeFromAny(gr, castIndices(ids, []int{bags, 3}, c.it), gorgonia.WithName("ids"))
+		offs, k = node(vals[2], "offsets"), 3
 	}
 	if c.weights {
-		wn = gorgonia.NodeFromAny(gr, floatTensor(w, in.Shape(), dt), gorgonia.WithName("w"))
+		wn = node(vals[k], "w")
 	}
-	var opts []gather.Option
-	if c.pad >= 0 {
-		opts = append(opts, gather.WithPaddingIndex(c.pad))
-	}
-	out, err = EmbeddingBag(tn, in, offs, wn, c.mode, opts...)
+	out, err = EmbeddingBag(tn, in, offs, wn, c.mode, bagOpts(c)...)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -551,15 +577,7 @@ func TestBagPrealloc(t *testing.T) {
 				_, _, _, out, err := bagGraph(c, dt, table, vocab, dim, ids, bounds, w, g)
 				require.NoError(t, err)
 				o := out.Op().(*bagOp)
-				offs := make([]int64, bags)
-				for b := range offs {
-					offs[b] = int64(bounds[b])
-				}
-				in := []gorgonia.Value{floatTensor(table, []int{vocab, dim}, dt),
-					castIndices(ids, []int{len(ids)}, c.it), castIndices(offs, []int{bags}, c.it)}
-				if c.weights {
-					in = append(in, floatTensor(w, []int{len(ids)}, dt))
-				}
+				in := bagValues(c, dt, table, vocab, dim, ids, bounds, w) // every case has offsets
 				stale := make([]float64, bags*dim)
 				for i := range stale {
 					stale[i] = math.NaN()
@@ -600,11 +618,7 @@ func TestBagPrealloc(t *testing.T) {
 				for k, v := range in {
 					ns[k] = gorgonia.NodeFromAny(gr, v, gorgonia.WithName(fmt.Sprint("in", k)))
 				}
-				var pad []gather.Option
-				if c.pad >= 0 {
-					pad = append(pad, gather.WithPaddingIndex(c.pad))
-				}
-				out, err = EmbeddingBag(ns[0], ns[1], ns[2], ns[3], c.mode, pad...)
+				out, err = EmbeddingBag(ns[0], ns[1], ns[2], ns[3], c.mode, bagOpts(c)...)
 				require.NoError(t, err)
 				vm := gorgonia.NewTapeMachine(gr)
 				defer vm.Close()
@@ -634,19 +648,7 @@ func TestBagPreallocAllocs(t *testing.T) {
 			_, _, _, out, err := bagGraph(c, dt, table, vocab, dim, ids, bounds, w, g)
 			require.NoError(t, err)
 			o := out.Op().(*bagOp)
-			in := []gorgonia.Value{floatTensor(table, []int{vocab, dim}, dt)}
-			if c.offsets {
-				offs := make([]int64, bags)
-				for b := range offs {
-					offs[b] = int64(bounds[b])
-				}
-				in = append(in, castIndices(ids, []int{len(ids)}, c.it), castIndices(offs, []int{bags}, c.it))
-			} else {
-				in = append(in, castIndices(ids, []int{bags, 3}, c.it))
-			}
-			if c.weights {
-				in = append(in, floatTensor(w, in[1].(*tensor.Dense).Shape(), dt))
-			}
+			in := bagValues(c, dt, table, vocab, dim, ids, bounds, w)
 			buf := floatTensor(make([]float64, bags*dim), []int{bags, dim}, dt)
 			_, err = o.UsePreallocDo(buf, in...)
 			require.NoError(t, err)
