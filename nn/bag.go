@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"slices"
 	"sync"
 
 	"github.com/chewxy/hm"
@@ -233,7 +234,7 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 	}
 	n := ix.Shape.TotalSize()
 	p := boundsPool.Get().(*[]int)
-	*p = grow(*p, o.bags+1)
+	*p = slices.Grow((*p)[:0], o.bags+1)[:o.bags+1]
 	bounds := *p
 	defer func() {
 		if err != nil {

@@ -46,15 +46,6 @@ type rowBuf struct {
 	keys   []uint64
 }
 
-// grow returns s with length n, reusing its memory when it is large
-// enough.
-func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
-}
-
 // newValues returns an uncleared [n, dim] tensor of dtype dt, in buf's
 // memory when buf is not nil and it is large enough (then kept there).
 func newValues(dt tensor.Dtype, n, dim int, buf *rowBuf) *tensor.Dense {
@@ -142,7 +133,7 @@ func sortedRows(ix dense.Indices, vocab int, buf *rowBuf) []rowPos {
 	if buf == nil {
 		buf = &rowBuf{}
 	}
-	order := grow(buf.order, n)
+	order := slices.Grow(buf.order[:0], n)[:n]
 	buf.order = order
 	for p := range order {
 		r, _ := kernel.Norm(ix.At(p), vocab)
@@ -150,7 +141,7 @@ func sortedRows(ix dense.Indices, vocab int, buf *rowBuf) []rowPos {
 	}
 	shift := bits.Len(uint(n))
 	if shift < 64 && uint64(vocab) <= math.MaxUint64>>shift {
-		keys := grow(buf.keys, n)
+		keys := slices.Grow(buf.keys[:0], n)[:n]
 		buf.keys = keys
 		for p, o := range order {
 			keys[p] = uint64(o.row)<<shift | uint64(o.pos)
