@@ -2,13 +2,14 @@
 // machinery under them: Take and TakeAlong (the forward kernels), IndexAdd
 // and ScatterAdd (their backward), BagPool (pooled lookups), FirstBad (the
 // index check), Exp32 (the float32 exponential of the loss), the parallel
-// runner (Workers, ParallelFor) and Uninit (allocation without clearing). It is the only package of the module that imports unsafe,
-// links into the runtime or holds assembly.
+// runner (Workers, ParallelFor) and Uninit (allocation without clearing).
+// It is the only package of the module that imports unsafe, links into the
+// runtime or holds assembly.
 //
 // Every assembly routine, in a file named *_amd64.s, has a Go twin of the
 // same signature, named with the suffix Go (copyRowsGo, sumRowsGo,
-// inRange64Go, exp32Go, streamCopyGo, ...), that documents what it computes and is the reference
-// TestAssemblyTwins checks it against. With the purego build tag, or on
+// inRange64Go, exp32Go, streamCopyGo, ...), that documents what it
+// computes and is the reference TestAssemblyTwins checks it against. With the purego build tag, or on
 // another architecture, the routines are their twins. A routine that needs
 // a processor feature (AVX, AVX2) is called only where the feature was
 // detected at start-up (hasRowAsm, hasCheckAsm, hasExpAsm).
