@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
-	"slices"
-	"sync"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -195,19 +193,13 @@ type bagArgs struct {
 	ids    dense.Indices
 	w      *tensor.Dense // nil without weights
 	bg     kernel.Bags
-	bounds *[]int // bg.Bounds's memory, from boundsPool
+	bounds *[]int // bg.Bounds's memory, from kernel.NewBounds
 }
 
-// boundsPool holds the memory of the bag bounds of finished runs for later
-// ones. A new slice each run would be memory the process has not touched
-// yet until the collector frees some, and a first touch, a page fault,
-// costs more than the rest of the bookkeeping of a run.
-var boundsPool = sync.Pool{New: func() any { return new([]int) }}
-
-// release gives a's bounds back to boundsPool; a is not used after.
+// release gives a's bounds back (kernel.FreeBounds); a is not used after.
 func (a *bagArgs) release() {
 	if a.bounds != nil {
-		boundsPool.Put(a.bounds)
+		kernel.FreeBounds(a.bounds)
 		a.bounds, a.bg.Bounds = nil, nil
 	}
 }
@@ -233,12 +225,11 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 		return a, fmt.Errorf("%s: ids of shape %v, want %v: %w", opBag, ix.Shape, o.idShape, gather.ErrShape)
 	}
 	n := ix.Shape.TotalSize()
-	p := boundsPool.Get().(*[]int)
-	*p = slices.Grow((*p)[:0], o.bags+1)[:o.bags+1]
+	p := kernel.NewBounds(o.bags + 1)
 	bounds := *p
 	defer func() {
 		if err != nil {
-			boundsPool.Put(p)
+			kernel.FreeBounds(p)
 		}
 	}()
 	k := 2

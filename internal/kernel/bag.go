@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"runtime"
+	"slices"
 	"unsafe"
 )
 
@@ -23,6 +24,23 @@ type Bags struct {
 
 // N returns the number of bags.
 func (bg *Bags) N() int { return len(bg.Bounds) - 1 }
+
+// boundsLists holds the memory of bag bounds for reuse, a free list as
+// bitLists is: a bag run in a training loop allocates none, and memory the
+// process has not touched yet (a page fault per 4 KiB) is not written every
+// run until the collector frees some.
+var boundsLists = make(chan *[]int, 16)
+
+// NewBounds returns memory for n bag bounds (of unspecified values) from
+// boundsLists, or new; FreeBounds gives it back.
+func NewBounds(n int) *[]int {
+	p := fromList(boundsLists)
+	*p = slices.Grow((*p)[:0], n)[:n]
+	return p
+}
+
+// FreeBounds gives p, from NewBounds, back to boundsLists.
+func FreeBounds(p *[]int) { toList(boundsLists, p) }
 
 // count returns how many ids of bag b are not padding.
 func count[I Index](bg *Bags, ids []I, vocab, b int) int {
