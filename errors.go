@@ -33,7 +33,7 @@ var (
 // node or table when it has a name, and the argument:
 //
 //	gather: indices[1,0] = 7 is out of range [-5, 4] for axis 0 of size 5
-//	embedding "words": ids[1] = 9 is out of range [-5, 4] for axis 0 of size 5
+//	embedding "words": ids[1] = -1 is out of range [0, 4] for axis 0 of size 5
 type IndexError struct {
 	Op    string // "gather", "gather_elements", or an nn operation such as "embedding" or "cross_entropy"
 	Name  string // the node's name (WithName) or the table's (an nn lookup); "" for none
@@ -42,6 +42,11 @@ type IndexError struct {
 	Value int64  // the bad value
 	Axis  int    // the data axis it indexes (normalised, >= 0)
 	Size  int    // the size of that axis
+
+	// NonNegative: the argument takes indices in [0, Size) only, as the
+	// ids and targets of package nn do (PyTorch's rule); the root ops take
+	// [-Size, Size-1] (ONNX's).
+	NonNegative bool
 }
 
 func (e *IndexError) Error() string {
@@ -69,7 +74,11 @@ func (e *IndexError) Error() string {
 	if e.Size == 0 {
 		fmt.Fprintf(&b, " is out of range: axis %d has size 0", e.Axis)
 	} else {
-		fmt.Fprintf(&b, " is out of range [%d, %d] for axis %d of size %d", -e.Size, e.Size-1, e.Axis, e.Size)
+		lo := -e.Size
+		if e.NonNegative {
+			lo = 0
+		}
+		fmt.Fprintf(&b, " is out of range [%d, %d] for axis %d of size %d", lo, e.Size-1, e.Axis, e.Size)
 	}
 	return b.String()
 }

@@ -87,7 +87,8 @@ func apply(o gorgonia.Op, b *opBase, data, indices *gorgonia.Node) (*gorgonia.No
 	return n, nil
 }
 
-// label returns how the op's index errors name it (see WithLayer).
+// label returns how the op's index errors name it: by the layer package nn
+// set (dense.Config.Layer), else by the op and the node's name.
 func (o *opBase) label() label {
 	if o.cfg.Layer.Op != "" {
 		return o.cfg.Layer
@@ -163,6 +164,13 @@ func forward(kind string, data, indices any, axis int, dst target, l label) (*te
 		return nil, err
 	}
 	s := d.Shape()[ax]
+	if l.NonNegative {
+		// The kernels check [-s, s-1]; ids of package nn must not be
+		// negative either, and that is checked before anything is written.
+		if p := ix.FirstNegative(); p >= 0 {
+			return nil, indexError(l, ix, p, ax, s)
+		}
+	}
 	out, fresh := dst.out, false
 	if out != nil {
 		err = checkOut(kind, out, shape, d.Dtype(), dst.add, data, indices)

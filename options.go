@@ -17,13 +17,15 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithGradScale multiplies the gradient that flows back to data by c
-// (LabVIEW's "lda coeff"). The forward result is unchanged.
+// WithGradScale multiplies the gradient that flows back to data by c: the
+// forward result is unchanged, and data receives c times the gradient of a
+// plain Gather. c = 0 sends zeros; WithoutGrad sends nothing at all.
 func WithGradScale(c float64) Option { return func(cfg *config) { cfg.GradScale = c } }
 
 // WithoutGrad makes the op non-differentiable with respect to data, for a
-// frozen table such as a pretrained embedding (LabVIEW's "training?" =
-// false). gorgonia.Grad then sends data no gradient through this op.
+// frozen table such as a pretrained embedding (PyTorch's
+// requires_grad=False). gorgonia.Grad then sends data no gradient through
+// this op.
 func WithoutGrad() Option { return func(cfg *config) { cfg.NoGrad = true } }
 
 // WithPaddingIndex makes index i a padding index for Gather (PyTorch's
@@ -42,15 +44,3 @@ func WithScaleGradByFreq() Option { return func(cfg *config) { cfg.ScaleByFreq =
 // WithName names the node the op is applied to, as gorgonia.ApplyOpWithName
 // does; an *IndexError of the node carries the name.
 func WithName(name string) Option { return func(cfg *config) { cfg.Name = name } }
-
-// WithLayer makes the op's index errors name the layer it serves rather
-// than the op: an index out of range is an *IndexError with Op op, Name
-// name and Arg arg, printed as
-//
-//	embedding "words": ids[1] = 9 is out of range [-5, 4] for axis 0 of size 5
-//
-// Package nn gives it to the Gather of each lookup, so that with two tables
-// of one vocabulary a user can tell which lookup failed.
-func WithLayer(op, name, arg string) Option {
-	return func(cfg *config) { cfg.Layer = label{Op: op, Name: name, Arg: arg} }
-}

@@ -95,7 +95,7 @@ type label = dense.Label
 // checkIndices returns an *IndexError for the first index of ix outside
 // the range of an axis of size s, or nil.
 func checkIndices(l label, ix dense.Indices, axis, s int) error {
-	if p := ix.FirstBad(s); p >= 0 {
+	if p := ix.FirstBadIn(l, s); p >= 0 {
 		return indexError(l, ix, p, axis, s)
 	}
 	return nil
@@ -103,5 +103,5 @@ func checkIndices(l label, ix dense.Indices, axis, s int) error {
 
 // indexError returns the *IndexError for the index at flat position p of ix.
 func indexError(l label, ix dense.Indices, p, axis, s int) *IndexError {
-	return &IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
+	return &IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
 }

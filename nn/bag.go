@@ -48,23 +48,24 @@ const opBag = "embedding_bag"
 // Bags are given either as ids of shape [bags, k] with offsets nil (every
 // bag k ids), or as ids of shape [n] with offsets of shape [bags]: bag b
 // is ids[offsets[b]:offsets[b+1]], the last running to n (PyTorch's
-// include_last_offset=False). offsets[0] must be 0 and offsets
-// non-decreasing and at most n; an empty bag pools to zeros in every mode.
-// ids and offsets are Int, Int32 or Int64; negative ids count from the
-// end, as for gather.Gather. weights is nil or shaped like ids, of the
+// include_last_offset=False). With IncludeLastOffset, offsets has shape
+// [bags+1] and its last entry must equal n. offsets[0] must be 0 and
+// offsets non-decreasing and at most n; an empty bag pools to zeros in
+// every mode. ids and offsets are Int, Int32 or Int64; every id must lie
+// in [0, vocab), as for PyTorch. weights is nil or shaped like ids, of the
 // table's dtype.
 //
 //	sum:  out[b] = Σ wᵢ·table[ids[i]]
 //	mean: out[b] = (1/m)·Σ wᵢ·table[ids[i]], m the number of non-padding ids of bag b
 //	max:  out[b][d] = max over i of wᵢ·table[ids[i]][d]
 //
-// Options: gather.WithPaddingIndex(p) skips the ids equal to p (after
-// negative ids are normalised): they are not pooled, not counted in a
-// mean, and row p gets no gradient; a bag of padding only pools to zeros.
-// gather.WithoutGrad, gather.WithGradScale (of the table's gradient) and
-// gather.WithName apply as for gather.Gather; gather.WithScaleGradByFreq
-// divides each row's gradient by the number of times its id occurs in ids
-// (sum and mean bags only).
+// Options: EmbeddingPadding(p) skips the ids equal to p (a negative p
+// counts from the end of the vocabulary): they are not pooled, not counted
+// in a mean, and row p gets no gradient; a bag of padding only pools to
+// zeros. EmbeddingFrozen sends the table no gradient;
+// EmbeddingScaleGradByFreq divides each row's gradient by the number of
+// times its id occurs in ids (sum and mean bags only); IncludeLastOffset
+// is described above. Other options are ErrOption errors.
 //
 // Gradients flow, in both of Gorgonia's machines, to the table and to the
 // weights (sum: ⟨rowᵢ, g_b⟩; mean: that divided by m; max: over the
@@ -76,12 +77,21 @@ const opBag = "embedding_bag"
 // position and value, an id out of range an *IndexError naming its
 // position in ids. The kernels never materialise the [n, dim] rows: one
 // pass over each bag into the output, and one back for the gradient.
-func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...gather.Option) (*gorgonia.Node, error) {
-	cfg := dense.Config{GradScale: 1}
-	for _, o := range opts {
-		o(&cfg)
+func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...Option) (*gorgonia.Node, error) {
+	c, err := newConfig(opBag, "EmbeddingBag", forEmbeddingBag, opts)
+	if err != nil {
+		return nil, err
 	}
-	o, err := newBagOp(table, ids, offsets, weights, mode, cfg)
+	cfg := dense.Config{GradScale: 1, HasPad: c.hasPad, Pad: c.pad, NoGrad: c.frozen, ScaleByFreq: c.freq}
+	if table != nil {
+		cfg.Layer = dense.Label{Op: opBag, Name: table.Name(), Arg: "ids", NonNegative: true}
+	}
+	return embeddingBag(table, ids, offsets, weights, mode, cfg, c.includeLast)
+}
+
+// embeddingBag is EmbeddingBag with the op's configuration.
+func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg dense.Config, includeLast bool) (*gorgonia.Node, error) {
+	o, err := newBagOp(table, ids, offsets, weights, mode, cfg, includeLast)
 	if err != nil {
 		return nil, err
 	}
@@ -92,12 +102,7 @@ func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opt
 	if weights != nil {
 		in = append(in, weights)
 	}
-	var n *gorgonia.Node
-	if cfg.Name != "" {
-		n, err = gorgonia.ApplyOpWithName(o, cfg.Name, in...)
-	} else {
-		n, err = gorgonia.ApplyOp(o, in...)
-	}
+	n, err := gorgonia.ApplyOp(o, in...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBag, dense.Graph(err))
 	}
@@ -116,11 +121,12 @@ type bagOp struct {
 	idShape    tensor.Shape
 	hasOffsets bool
 	hasWeights bool
+	lastOffset bool         // offsets hold bags+1 entries (IncludeLastOffset)
 	cfg        dense.Config // Pad normalised
 	lbl        dense.Label  // how index errors name the op
 }
 
-func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg dense.Config) (*bagOp, error) {
+func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg dense.Config, includeLast bool) (*bagOp, error) {
 	if table == nil || ids == nil {
 		return nil, fmt.Errorf("%s: table and ids must be nodes: %w", opBag, gather.ErrShape)
 	}
@@ -143,7 +149,10 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 	}
 	is := ids.Shape().Clone()
 	o := &bagOp{mode: mode, dtype: dt, idType: ids.Dtype(), vocab: ts[0], dim: ts[1], idShape: is,
-		hasOffsets: offsets != nil, hasWeights: weights != nil, cfg: cfg}
+		hasOffsets: offsets != nil, hasWeights: weights != nil, lastOffset: includeLast, cfg: cfg}
+	if includeLast && offsets == nil {
+		return nil, fmt.Errorf("%s: IncludeLastOffset needs offsets: %w", opBag, gather.ErrOption)
+	}
 	if offsets == nil {
 		if len(is) != 2 {
 			return nil, fmt.Errorf("%s: without offsets, ids must be [bags, k], got shape %v: %w", opBag, is, gather.ErrShape)
@@ -160,6 +169,12 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 			return nil, fmt.Errorf("%s: offsets must be a vector [bags], got shape %v: %w", opBag, os, gather.ErrShape)
 		}
 		o.offType, o.bags = offsets.Dtype(), offsets.Shape()[0]
+		if includeLast {
+			if o.bags == 0 {
+				return nil, fmt.Errorf("%s: with IncludeLastOffset, offsets must hold at least one entry (the number of ids), got shape %v: %w", opBag, offsets.Shape(), gather.ErrShape)
+			}
+			o.bags--
+		}
 	}
 	if weights != nil {
 		if weights.Dtype() != dt {
@@ -180,7 +195,7 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 			o.cfg.Pad += o.vocab
 		}
 	}
-	o.lbl = dense.Label{Op: opBag, Name: cfg.Name, Arg: "ids"}
+	o.lbl = dense.Label{Op: opBag, Name: cfg.Name, Arg: "ids", NonNegative: true}
 	if cfg.Layer.Op != "" {
 		o.lbl = cfg.Layer
 	}
@@ -238,8 +253,12 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 		if err != nil {
 			return a, err
 		}
-		if !dense.SameShape(off.Shape, []int{o.bags}) {
-			return a, fmt.Errorf("%s: offsets of shape %v, want (%d): %w", opBag, off.Shape, o.bags, gather.ErrShape)
+		nOff := o.bags
+		if o.lastOffset {
+			nOff++
+		}
+		if !dense.SameShape(off.Shape, []int{nOff}) {
+			return a, fmt.Errorf("%s: offsets of shape %v, want (%d): %w", opBag, off.Shape, nOff, gather.ErrShape)
 		}
 		for b := range o.bags {
 			v := off.At(b)
@@ -252,6 +271,13 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 				return a, fmt.Errorf("%s: offsets[%d] = %d is past the end of the %d ids: %w", opBag, b, v, n, gather.ErrShape)
 			}
 			bounds[b] = int(v)
+		}
+		if o.lastOffset {
+			// The bags' starts are checked above, each at most n; the
+			// last entry closes the last bag and must be n itself.
+			if last := off.At(o.bags); last != int64(n) {
+				return a, fmt.Errorf("%s: offsets[%d] = %d must equal the number of ids, %d (IncludeLastOffset): %w", opBag, o.bags, last, n, gather.ErrShape)
+			}
 		}
 		bounds[o.bags] = n
 		k = 3
@@ -394,7 +420,7 @@ func (o *bagOp) CallsExtern() bool    { return false }
 func (o *bagOp) OverwritesInput() int { return -1 }
 
 func (o *bagOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "%v %v %v %v %v %v", o, o.dtype, o.idType, o.offType, o.idShape, o.lbl)
+	fmt.Fprintf(h, "%v %v %v %v %v %v %v", o, o.dtype, o.idType, o.offType, o.idShape, o.lbl, o.lastOffset)
 }
 
 func (o *bagOp) Hashcode() uint32 {
@@ -404,7 +430,11 @@ func (o *bagOp) Hashcode() uint32 {
 }
 
 func (o *bagOp) String() string {
-	return fmt.Sprintf("EmbeddingBag{%v, offsets=%v, weights=%v%v}", o.mode, o.hasOffsets, o.hasWeights, o.cfg)
+	last := ""
+	if o.lastOffset {
+		last = ", includeLastOffset"
+	}
+	return fmt.Sprintf("EmbeddingBag{%v, offsets=%v, weights=%v%s%v}", o.mode, o.hasOffsets, o.hasWeights, last, o.cfg)
 }
 
 // DiffWRT: the table (unless WithoutGrad) and the weights.

@@ -100,11 +100,11 @@ func bagInputs(r *rand.Rand, c bagCase, vocab, dim, bags int) (table []float64, 
 	n := bounds[bags]
 	ids = make([]int64, n)
 	for i := range ids {
-		ids[i] = int64(r.IntN(2*vocab) - vocab)
+		ids[i] = int64(r.IntN(vocab))
 	}
 	if c.pad >= 0 && n > 2 {
 		ids[1] = int64(c.pad)
-		ids[n-1] = int64(c.pad - vocab) // padding named by a negative id
+		ids[n-1] = int64(c.pad)
 	}
 	if c.weights {
 		w = make([]float64, n)
@@ -143,11 +143,11 @@ func bagValues(c bagCase, dt tensor.Dtype, table []float64, vocab, dim int, ids 
 }
 
 // bagOpts returns a case's options: its padding index, if any.
-func bagOpts(c bagCase) []gather.Option {
+func bagOpts(c bagCase) []Option {
 	if c.pad < 0 {
 		return nil
 	}
-	return []gather.Option{gather.WithPaddingIndex(c.pad)}
+	return []Option{EmbeddingPadding(c.pad)}
 }
 
 // bagGraph builds sum(EmbeddingBag(...) * G) on copies of the inputs and
@@ -287,7 +287,7 @@ func TestBagGradCheck(t *testing.T) {
 				o[b] = int64(bounds[b])
 			}
 			build := func(gr *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Node, error) {
-				out, err := EmbeddingBag(in[0], in[1], in[2], in[3], mode, gather.WithPaddingIndex(2))
+				out, err := EmbeddingBag(in[0], in[1], in[2], in[3], mode, EmbeddingPadding(2))
 				if err != nil {
 					return nil, err
 				}
@@ -456,7 +456,8 @@ func TestEmbeddingBagErrors(t *testing.T) {
 		{"first offset not 0", []int{0, 1, 2, 3}, []int{1, 2}, "embedding_bag: offsets[0] = 1; the first bag must start at 0", false},
 		{"decreasing", []int{0, 1, 2, 3}, []int{0, 3, 2}, "embedding_bag: offsets[2] = 2 is less than offsets[1] = 3; offsets must not decrease", false},
 		{"past n", []int{0, 1, 2, 3}, []int{0, 5}, "embedding_bag: offsets[1] = 5 is past the end of the 4 ids", false},
-		{"id out of range", []int{0, 1, 9, 3}, []int{0, 2}, `embedding_bag "words": ids[2] = 9 is out of range [-5, 4] for axis 0 of size 5`, true},
+		{"id out of range", []int{0, 1, 9, 3}, []int{0, 2}, `embedding_bag "words": ids[2] = 9 is out of range [0, 4] for axis 0 of size 5`, true},
+		{"negative id", []int{0, 1, -1, 3}, []int{0, 2}, `embedding_bag "words": ids[2] = -1 is out of range [0, 4] for axis 0 of size 5`, true},
 	}
 	for _, c := range run {
 		t.Run(c.name, func(t *testing.T) {
@@ -515,7 +516,7 @@ func TestEmbeddingBagViews(t *testing.T) {
 	tn := gorgonia.NewMatrix(gr, tensor.Float64, gorgonia.WithShape(vocab, dim), gorgonia.WithName("table"))
 	in := gorgonia.NewMatrix(gr, tensor.Int64, gorgonia.WithShape(bags, 3), gorgonia.WithName("ids"))
 	wn := gorgonia.NewMatrix(gr, tensor.Float64, gorgonia.WithShape(bags, 3), gorgonia.WithName("w"))
-	out, err := EmbeddingBag(tn, in, nil, wn, BagMean, gather.WithPaddingIndex(1))
+	out, err := EmbeddingBag(tn, in, nil, wn, BagMean, EmbeddingPadding(1))
 	require.NoError(t, err)
 	o := out.Op().(*bagOp)
 	vals := []gorgonia.Value{tv.(*tensor.Dense), iv, wv}

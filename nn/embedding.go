@@ -2,7 +2,7 @@ package nn
 
 import (
 	"fmt"
-	"math"
+
 	"math/rand/v2"
 
 	"gorgonia.org/gorgonia"
@@ -24,37 +24,98 @@ type Embedding struct {
 	// solvers update it in place.
 	Table *gorgonia.Node
 
-	cfg     embeddingConfig
+	cfg     config
 	lookups []sparseLookup // sparse mode: one per Lookup
 	buf     rowBuf         // sparse mode: Step's row gradient, reused
 }
 
-// An EmbeddingOption changes how NewEmbedding builds its table.
-type EmbeddingOption func(*embeddingConfig)
-
-type embeddingConfig struct {
-	init   gorgonia.InitWFn // nil: N(0, 1) from seed
-	seed   uint64
-	hasPad bool
-	pad    int
-	frozen bool
-	sparse bool
-
-	maxNorm float64 // 0 for none
-	freq    bool    // scale gradients by id frequency
+// NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
+// named name to g. The name must be new to g: a name that a node of g
+// already has is an error wrapping gather.ErrGraph, never a shared table.
+// A nil graph is an ErrGraph error too; an initialiser that returns values
+// of the wrong type or number is an ErrDtype or ErrShape error.
+func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) (*Embedding, error) {
+	prefix := fmt.Sprintf("embedding %q", name)
+	cfg, err := newConfig(prefix, "NewEmbedding", forNewEmbedding, opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.init == nil {
+		cfg.init = normalInit(cfg.seed)
+	}
+	if err := checkNewNode(prefix, g, name); err != nil {
+		return nil, err
+	}
+	if vocab <= 0 || dim <= 0 {
+		return nil, fmt.Errorf("%s: vocabulary %d and dimension %d must be positive: %w", prefix, vocab, dim, gather.ErrShape)
+	}
+	n, err := dense.Size("embedding", "table", tensor.Shape{vocab, dim})
+	if err != nil {
+		return nil, err
+	}
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
+	}
+	if cfg.hasPad {
+		if cfg.pad < -vocab || cfg.pad >= vocab {
+			return nil, fmt.Errorf("%s: padding id %d is out of range [%d, %d]: %w", prefix, cfg.pad, -vocab, vocab-1, gather.ErrIndexOutOfRange)
+		}
+		if cfg.pad < 0 {
+			cfg.pad += vocab
+		}
+	}
+	w, err := initTable(prefix, cfg.init, dt, vocab, dim, n)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.hasPad {
+		row, err := w.Slice(tensor.S(cfg.pad))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w: %w", prefix, err, gather.ErrShape)
+		}
+		row.Zero()
+	}
+	table := gorgonia.NewMatrix(g, dt, gorgonia.WithShape(vocab, dim), gorgonia.WithName(name), gorgonia.WithValue(w))
+	return &Embedding{Table: table, cfg: cfg}, nil
 }
 
-// EmbeddingInit sets the initialiser of the table. The default draws from
-// N(0, 1), as PyTorch does, from a generator seeded by EmbeddingSeed.
-func EmbeddingInit(fn gorgonia.InitWFn) EmbeddingOption {
-	return func(c *embeddingConfig) { c.init = fn }
+// checkNewNode reports an error unless g is a graph with no node named name.
+func checkNewNode(prefix string, g *gorgonia.ExprGraph, name string) error {
+	if g == nil {
+		return fmt.Errorf("%s: the graph is nil; make one with gorgonia.NewGraph: %w", prefix, gather.ErrGraph)
+	}
+	if name == "" {
+		return fmt.Errorf("%s: the table needs a name (checkpoints and errors use it): %w", prefix, gather.ErrGraph)
+	}
+	if len(g.ByName(name)) > 0 {
+		return fmt.Errorf("%s: the graph already has a node named %q; give each table its own name: %w", prefix, name, gather.ErrGraph)
+	}
+	return nil
 }
 
-// EmbeddingSeed seeds the default initialiser. Without it the seed is 0, so
-// a program builds the same table on every run; give each table of a
-// model its own seed to make them differ.
-func EmbeddingSeed(seed uint64) EmbeddingOption {
-	return func(c *embeddingConfig) { c.seed = seed }
+// initTable calls init for a [vocab, dim] table of n values of dtype dt and
+// checks what it returns.
+func initTable(prefix string, init gorgonia.InitWFn, dt tensor.Dtype, vocab, dim, n int) (*tensor.Dense, error) {
+	v := init(dt, vocab, dim)
+	var got int
+	switch x := v.(type) {
+	case []float32:
+		if dt != tensor.Float32 {
+			return nil, fmt.Errorf("%s: the initialiser returned []float32 for a %v table: %w", prefix, dt, gather.ErrDtype)
+		}
+		got = len(x)
+	case []float64:
+		if dt != tensor.Float64 {
+			return nil, fmt.Errorf("%s: the initialiser returned []float64 for a %v table: %w", prefix, dt, gather.ErrDtype)
+		}
+		got = len(x)
+	default:
+		return nil, fmt.Errorf("%s: the initialiser returned a %T; it must return a []%v: %w", prefix, v, dt, gather.ErrDtype)
+	}
+	if got != n {
+		return nil, fmt.Errorf("%s: the initialiser returned %d values for a (%d, %d) table of %d: %w", prefix, got, vocab, dim, n, gather.ErrShape)
+	}
+	return tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(v)), nil
 }
 
 // normalInit returns an initialiser drawing from N(0, 1) with a PCG
@@ -78,107 +139,15 @@ func normalInit(seed uint64) gorgonia.InitWFn {
 	}
 }
 
-// EmbeddingPadding makes id i a padding id (PyTorch's padding_idx): its row
-// starts at zero, looks up as zeros, and never receives a gradient.
-// Negative i counts from the end of the vocabulary.
-func EmbeddingPadding(i int) EmbeddingOption {
-	return func(c *embeddingConfig) { c.hasPad, c.pad = true, i }
-}
-
-// EmbeddingFrozen makes the table constant: lookups pass it no gradient and
-// Learnables is empty, as for a pretrained table being kept fixed.
-func EmbeddingFrozen() EmbeddingOption {
-	return func(c *embeddingConfig) { c.frozen = true }
-}
-
-// EmbeddingSparse makes the table's gradient row-sparse (PyTorch's
-// sparse=True): a training step costs O(batch × dim) instead of
-// O(vocab × dim). The table is then not differentiated by gorgonia.Grad;
-// the graph differentiates GradNodes instead, and Step hands the rows a
-// run touched to a row-sparse optimiser (SparseSGD, SparseAdam). GradNodes
-// go to gorgonia.Grad only: the dense solver and BindDualValues get the
-// other learnables (RowGrad fails if a solver moved them):
-//
-//	gorgonia.Grad(loss, append(dense, emb.GradNodes()...)...)
-//	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(dense...))
-//	adam := nn.NewSparseAdam(1e-3)
-//	for ... {
-//		vm.RunAll()
-//		emb.Step(adam)                                 // the table's touched rows
-//		solver.Step(gorgonia.NodesToValueGrads(dense)) // the rest
-//		vm.Reset()
-//	}
-func EmbeddingSparse() EmbeddingOption {
-	return func(c *embeddingConfig) { c.sparse = true }
-}
-
-// EmbeddingMaxNorm makes every lookup and bag first rescale, in place,
-// each row its ids name whose L2 norm exceeds maxNorm, by
-// maxNorm/(norm+1e-7) (PyTorch's max_norm); the gradient is that of a
-// lookup of the rescaled table. This is the one case in which running the
-// graph changes the table. Several lookups of one table in one graph each
-// read rescaled rows, whatever order they run in.
-func EmbeddingMaxNorm(maxNorm float64) EmbeddingOption {
-	return func(c *embeddingConfig) { c.maxNorm = maxNorm }
-}
-
-// EmbeddingScaleGradByFreq divides each row's gradient by the number of
-// times its id occurs in the ids of that lookup or bag (PyTorch's
-// scale_grad_by_freq), for lookups and for sum and mean bags; the padding
-// row still gets none. It applies to dense and row-sparse gradients.
-func EmbeddingScaleGradByFreq() EmbeddingOption {
-	return func(c *embeddingConfig) { c.freq = true }
-}
-
-// NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
-// named name to g.
-func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.Dtype, opts ...EmbeddingOption) (*Embedding, error) {
-	var cfg embeddingConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if cfg.init == nil {
-		cfg.init = normalInit(cfg.seed)
-	}
-	if vocab <= 0 || dim <= 0 {
-		return nil, fmt.Errorf("embedding %q: vocabulary %d and dimension %d must be positive: %w", name, vocab, dim, gather.ErrShape)
-	}
-	if _, err := dense.Size("embedding", "table", tensor.Shape{vocab, dim}); err != nil {
-		return nil, err
-	}
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("embedding %q: dtype must be float32 or float64, got %v: %w", name, dt, gather.ErrDtype)
-	}
-	if cfg.maxNorm < 0 || math.IsNaN(cfg.maxNorm) {
-		return nil, fmt.Errorf("embedding %q: max norm %v must be positive: %w", name, cfg.maxNorm, gather.ErrOption)
-	}
-	if cfg.hasPad {
-		if cfg.pad < -vocab || cfg.pad >= vocab {
-			return nil, fmt.Errorf("embedding %q: padding id %d is out of range [%d, %d]: %w", name, cfg.pad, -vocab, vocab-1, gather.ErrIndexOutOfRange)
-		}
-		if cfg.pad < 0 {
-			cfg.pad += vocab
-		}
-	}
-	table := gorgonia.NewMatrix(g, dt, gorgonia.WithShape(vocab, dim), gorgonia.WithName(name), gorgonia.WithInit(cfg.init))
-	if cfg.hasPad {
-		w, ok := table.Value().(*tensor.Dense)
-		if !ok {
-			return nil, fmt.Errorf("embedding %q: the initialiser gave a %T: %w", name, table.Value(), gather.ErrDtype)
-		}
-		row, err := w.Slice(tensor.S(cfg.pad))
-		if err != nil {
-			return nil, fmt.Errorf("embedding %q: %w: %w", name, err, gather.ErrShape)
-		}
-		row.Zero()
-	}
-	return &Embedding{Table: table, cfg: cfg}, nil
-}
-
 // Lookup returns the rows of the table for ids, a node of Int, Int32 or
-// Int64 ids of any shape; the result has shape ids.shape + [dim]. An id
-// outside [-vocab, vocab-1] is an *IndexError when the graph runs.
+// Int64 ids of any shape; the result has shape ids.shape + [dim]. As for
+// PyTorch's nn.Embedding, every id must lie in [0, vocab): any other,
+// negative ones included, is an *gather.IndexError naming the table when
+// the graph runs.
 func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
+	if ids == nil {
+		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
+	}
 	table, err := e.renormed(ids, "embedding")
 	if err != nil {
 		return nil, err
@@ -194,19 +163,27 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
 // EmbeddingBag(e.Table, ids, offsets, weights, mode) with the embedding's
 // own options: its padding id is skipped, a frozen table gets no
 // gradient, and a sparse table a row-sparse one (RowGrad and Step cover
-// its bags as they cover its lookups). An id out of range is an
-// *gather.IndexError naming the table.
-func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode) (*gorgonia.Node, error) {
+// its bags as they cover its lookups). It accepts IncludeLastOffset. An id
+// outside [0, vocab) is an *gather.IndexError naming the table.
+func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...Option) (*gorgonia.Node, error) {
+	prefix := fmt.Sprintf("embedding %q", e.Table.Name())
+	bc, err := newConfig(prefix, "(*Embedding).Bag", forBagMethod, opts)
+	if err != nil {
+		return nil, err
+	}
 	if mode == BagMax && e.cfg.freq {
-		return nil, fmt.Errorf("embedding %q: gradient scaling by frequency applies to sum and mean bags, not max: %w", e.Table.Name(), gather.ErrOption)
+		return nil, fmt.Errorf("%s: gradient scaling by frequency applies to sum and mean bags, not max: %w", prefix, gather.ErrOption)
+	}
+	if ids == nil {
+		return nil, fmt.Errorf("%s: ids must be a node: %w", prefix, gather.ErrShape)
 	}
 	table, err := e.renormed(ids, opBag)
 	if err != nil {
 		return nil, err
 	}
-	pooled, err := EmbeddingBag(table, ids, offsets, weights, mode, e.options(opBag)...)
+	pooled, err := embeddingBag(table, ids, offsets, weights, mode, e.opConfig(opBag), bc.includeLast)
 	if err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
+		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
 	if e.cfg.frozen || !e.cfg.sparse {
 		return pooled, nil
@@ -221,19 +198,25 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode) (*go
 	return e.tap(pooled, sparseLookup{ids: ids, bag: pooled.Op().(*bagOp), inputs: in, freq: e.cfg.freq})
 }
 
-// options returns the options of the op of a lookup (op "embedding") or a
-// bag (op "embedding_bag") of the table.
-func (e *Embedding) options(op string) []gather.Option {
-	opts := []gather.Option{gather.WithLayer(op, e.Table.Name(), "ids")}
+// opConfig returns the configuration of the op of a lookup (op
+// "embedding") or a bag (op "embedding_bag") of the table.
+func (e *Embedding) opConfig(op string) dense.Config {
+	c := dense.Config{GradScale: 1, Layer: dense.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
 	if e.cfg.hasPad {
-		opts = append(opts, gather.WithPaddingIndex(e.cfg.pad))
+		c.HasPad, c.Pad = true, e.cfg.pad
 	}
 	if e.cfg.frozen || e.cfg.sparse {
-		opts = append(opts, gather.WithoutGrad())
+		c.NoGrad = true
 	} else if e.cfg.freq {
-		opts = append(opts, gather.WithScaleGradByFreq())
+		c.ScaleByFreq = true
 	}
-	return opts
+	return c
+}
+
+// options returns opConfig(op) as the options of package gather's ops.
+func (e *Embedding) options(op string) []gather.Option {
+	c := e.opConfig(op)
+	return []gather.Option{func(d *dense.Config) { *d = c }}
 }
 
 // renormed returns the table as a lookup of ids should read it: with

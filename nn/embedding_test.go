@@ -34,7 +34,7 @@ func TestEmbeddingLookupShapes(t *testing.T) {
 	g := gorgonia.NewGraph()
 	emb, err := NewEmbedding(g, "emb", 5, 3, tensor.Float64, EmbeddingInit(counting))
 	require.NoError(t, err)
-	ids := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]int32{4, 0, -1, 1})), gorgonia.WithName("ids"))
+	ids := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]int32{4, 0, 4, 1})), gorgonia.WithName("ids"))
 	vecs, err := emb.Lookup(ids)
 	require.NoError(t, err)
 	assert.Equal(t, tensor.Shape{2, 2, 3}, vecs.Shape())
@@ -90,7 +90,7 @@ func TestNLLLoss(t *testing.T) {
 	g := gorgonia.NewGraph()
 	lp := []float64{math.Log(0.5), math.Log(0.25), math.Log(0.25), math.Log(0.1), math.Log(0.2), math.Log(0.7)}
 	logProbs := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(2, 3), tensor.WithBacking(lp)), gorgonia.WithName("lp"))
-	targets := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{0, -1})), gorgonia.WithName("y"))
+	targets := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{0, 2})), gorgonia.WithName("y"))
 	loss, err := NLLLoss(logProbs, targets)
 	require.NoError(t, err)
 	require.True(t, loss.IsScalar())

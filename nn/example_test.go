@@ -7,7 +7,6 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/nn"
 )
 
@@ -198,7 +197,7 @@ func ExampleEmbeddingBag() {
 	weights := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithName("weights"),
 		gorgonia.WithValue(tensor.New(tensor.WithBacking([]float64{1, 0.5, 7, 2}))))
 
-	mean, err := nn.EmbeddingBag(table, ids, offsets, weights, nn.BagMean, gather.WithPaddingIndex(0))
+	mean, err := nn.EmbeddingBag(table, ids, offsets, weights, nn.BagMean, nn.EmbeddingPadding(0))
 	if err != nil {
 		log.Fatal(err)
 	}

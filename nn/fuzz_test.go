@@ -17,7 +17,7 @@ var indexDtypes = []tensor.Dtype{tensor.Int, tensor.Int32, tensor.Int64}
 
 // FuzzCrossEntropy checks the loss op and its gradient op on logits of
 // rows × classes (0 to 5 each) with targets near the range and sometimes
-// extreme: an error exactly when a target is out of [-classes, classes-1],
+// extreme: an error exactly when a target is out of [0, classes),
 // then an *gather.IndexError naming it and the gradient buffer untouched; else the
 // reference's loss and gradient; the logits unchanged either way.
 func FuzzCrossEntropy(f *testing.F) {
@@ -54,7 +54,7 @@ func FuzzCrossEntropy(f *testing.F) {
 		o := &crossEntropyOp{dtype: tensor.Float64, targetType: it, shape: tensor.Shape{r, c}}
 		bad := -1
 		for i, v := range y {
-			if v < -int64(c) || v >= int64(c) {
+			if v < 0 || v >= int64(c) {
 				bad = i
 				break
 			}
@@ -187,7 +187,7 @@ func FuzzEmbeddingBag(f *testing.F) {
 		}
 		badID := false
 		for _, v := range ids {
-			if v < -int64(vocab) || v >= int64(vocab) {
+			if v < 0 || v >= int64(vocab) { // nn takes ids in [0, vocab) only
 				badID = true
 			}
 		}
@@ -208,7 +208,7 @@ func FuzzEmbeddingBag(f *testing.F) {
 		}
 		o := &bagOp{mode: mode, dtype: dt, idType: tensor.Int64, offType: tensor.Int64, vocab: vocab, dim: dim, bags: bags,
 			idShape: tensor.Shape{n}, hasOffsets: true, hasWeights: weights, cfg: dense.Config{GradScale: 1, HasPad: pad >= 0, Pad: pad},
-			lbl: dense.Label{Op: opBag, Arg: "ids"}}
+			lbl: dense.Label{Op: opBag, Arg: "ids", NonNegative: true}}
 		tt := floatTensor(table, []int{vocab, dim}, dt)
 		it := castIndices(ids, []int{n}, tensor.Int64)
 		ot := castIndices(offs, []int{bags}, tensor.Int64)

@@ -42,7 +42,8 @@ func NLLLoss(logProbs, targets *gorgonia.Node) (*gorgonia.Node, error) {
 	}
 	// The pick names the targets in its errors (their positions gain the
 	// trailing 0 of the reshape).
-	lp, err := gather.GatherElements(logProbs, t, len(ls)-1, gather.WithLayer("nll_loss", "", "targets"))
+	layer := dense.Label{Op: "nll_loss", Arg: "targets", NonNegative: true}
+	lp, err := gather.GatherElements(logProbs, t, len(ls)-1, func(c *dense.Config) { c.Layer = layer })
 	if err != nil {
 		return nil, fmt.Errorf("nll loss: %w", err)
 	}
@@ -68,9 +69,9 @@ func NLLLoss(logProbs, targets *gorgonia.Node) (*gorgonia.Node, error) {
 // gradient with respect to logits, (softmax(logits) - onehot(targets)) / n
 // for n rows, is computed in one pass. logits has shape [..., classes] and
 // dtype Float32 or Float64; targets has the shape of logits without its last
-// axis and dtype Int, Int32 or Int64, each in [-classes, classes-1] (negative
-// targets count from the end, as Gather's indices do); a target out of range
-// is an *IndexError when the graph runs. With no rows the loss is NaN, as a
+// axis and dtype Int, Int32 or Int64, each in [0, classes) as PyTorch
+// requires; any other target, negative ones included, is an *IndexError
+// when the graph runs. With no rows the loss is NaN, as a
 // mean over nothing is. Float32 logits are exponentiated in float32 (within
 // 2 units in the last place), float64 ones with math.Exp; sums and the loss
 // accumulate in float64. It is O(size of logits) forward and backward.
@@ -149,7 +150,7 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 		return entropyArgs{}, fmt.Errorf("%s: targets of shape %v do not match logits of shape %v: %w",
 			opCrossEntropy, t.Shape, o.shape, gather.ErrShape)
 	}
-	if err := checkIndices(dense.Label{Op: opCrossEntropy, Arg: "targets"}, t, len(o.shape)-1, classes); err != nil {
+	if err := checkIndices(dense.Label{Op: opCrossEntropy, Arg: "targets", NonNegative: true}, t, len(o.shape)-1, classes); err != nil {
 		return entropyArgs{}, err
 	}
 	return entropyArgs{logits: x, targets: t, rows: rows, classes: classes}, nil
@@ -524,11 +525,11 @@ func checkArity(op, role string, n, want int) error {
 }
 
 // checkIndices returns a *gather.IndexError for the first index of ix
-// outside [-s, s-1], or nil; l names where the indices are, axis what
-// they index.
+// outside the range l admits ([0, s) or [-s, s-1]), or nil; l names where
+// the indices are, axis what they index.
 func checkIndices(l dense.Label, ix dense.Indices, axis, s int) error {
-	if p := ix.FirstBad(s); p >= 0 {
-		return &gather.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s}
+	if p := ix.FirstBadIn(l, s); p >= 0 {
+		return &gather.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
 	}
 	return nil
 }

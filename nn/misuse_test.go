@@ -119,7 +119,7 @@ func TestIndexErrorsNameTheirTable(t *testing.T) {
 	var ie *gather.IndexError
 	require.True(t, errors.As(gather.Cause(err), &ie), "%v", err)
 	assert.Equal(t, "words", ie.Name)
-	assert.Equal(t, `embedding "words": ids[1] = 9 is out of range [-5, 4] for axis 0 of size 5`, ie.Error())
+	assert.Equal(t, `embedding "words": ids[1] = 9 is out of range [0, 4] for axis 0 of size 5`, ie.Error())
 
 	g2 := gorgonia.NewGraph()
 	data := gorgonia.NewMatrix(g2, tensor.Float32, gorgonia.WithShape(5, 2), gorgonia.WithName("data"), gorgonia.WithInit(gorgonia.Zeroes()))

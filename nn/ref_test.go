@@ -1,6 +1,10 @@
 package nn
 
-import "github.com/gathergrad/gather/internal/ref"
+import (
+	"math/rand/v2"
+
+	"github.com/gathergrad/gather/internal/ref"
+)
 
 // Short names for the shared references and helpers of internal/ref.
 var (
@@ -13,7 +17,6 @@ var (
 	refIndexAdd   = ref.IndexAdd
 	refScatterAdd = ref.ScatterAdd
 	randFloats    = ref.RandFloats
-	randIndices   = ref.RandIndices
 	castIndices   = ref.CastIndices
 	firstOf       = ref.FirstOf
 	lenOf         = ref.LenOf
@@ -23,3 +26,13 @@ var (
 	unravel       = ref.Unravel
 	normIndex     = ref.NormIndex
 )
+
+// randIndices is ref.RandIndices with each negative index mapped to the
+// row it names: package nn takes ids in [0, s) only.
+func randIndices(r *rand.Rand, n, s int) []int64 {
+	ids := ref.RandIndices(r, n, s)
+	for i, v := range ids {
+		ids[i] = int64(normIndex(v, s))
+	}
+	return ids
+}

@@ -7,7 +7,6 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/nn"
 )
 
@@ -63,7 +62,7 @@ func newModel(vocab, dim, k, classes int, lr float64) (*model, error) {
 	table := gorgonia.NodeFromAny(m.eval, m.emb.Table.Value(), gorgonia.WithName("words"))
 	w := gorgonia.NodeFromAny(m.eval, m.w.Value(), gorgonia.WithName("w"))
 	m.evalIDs = gorgonia.NewMatrix(m.eval, tensor.Int, gorgonia.WithShape(batch, k), gorgonia.WithName("ids"))
-	eh, err := nn.EmbeddingBag(table, m.evalIDs, nil, nil, nn.BagMean, gather.WithPaddingIndex(0), gather.WithoutGrad())
+	eh, err := nn.EmbeddingBag(table, m.evalIDs, nil, nil, nn.BagMean, nn.EmbeddingPadding(0), nn.EmbeddingFrozen())
 	if err != nil {
 		return nil, err
 	}

@@ -100,6 +100,30 @@ func (ix Indices) FirstBad(s int) int {
 	return kernel.FirstBad(ix.I64, s)
 }
 
+// FirstNegative returns the flat position of the first negative index, or
+// -1 (kernel.FirstNegative).
+func (ix Indices) FirstNegative() int {
+	switch ix.Dtype {
+	case tensor.Int:
+		return kernel.FirstNegative(ix.Ints)
+	case tensor.Int32:
+		return kernel.FirstNegative(ix.I32)
+	}
+	return kernel.FirstNegative(ix.I64)
+}
+
+// FirstBadIn returns the flat position of the first index outside the
+// range l admits for an axis of size s: [0, s) with l.NonNegative, else
+// [-s, s-1]; or -1.
+func (ix Indices) FirstBadIn(l Label, s int) int {
+	if l.NonNegative {
+		if p := ix.FirstNegative(); p >= 0 {
+			return p
+		}
+	}
+	return ix.FirstBad(s)
+}
+
 // ReadIndices reads an index argument named what (e.g. "indices", "ids")
 // of the operation op: a *tensor.Dense of any layout, or one of Gorgonia's
 // integer scalar values. It never copies a row-major tensor.

@@ -194,8 +194,13 @@ type Config struct {
 }
 
 // A Label is how an index error names where it happened: the operation,
-// the node or table, and the argument (see gather.IndexError).
-type Label struct{ Op, Name, Arg string }
+// the node or table, and the argument (see gather.IndexError). With
+// NonNegative the argument takes indices in [0, s) only, as package nn's
+// ids and targets do; otherwise negative indices count from the end.
+type Label struct {
+	Op, Name, Arg string
+	NonNegative   bool
+}
 
 // String lists the options that differ from the defaults, e.g. ", gradScale=2, noGrad".
 func (c Config) String() string {
@@ -214,6 +219,9 @@ func (c Config) String() string {
 	}
 	if c.Layer.Op != "" {
 		s += fmt.Sprintf(", layer=%s %q %s", c.Layer.Op, c.Layer.Name, c.Layer.Arg)
+		if c.Layer.NonNegative {
+			s += " [0, s)"
+		}
 	}
 	if c.ScaleByFreq {
 		s += ", scaleGradByFreq"

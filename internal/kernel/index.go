@@ -52,6 +52,21 @@ func FirstBad[I Index](idx []I, s int) int {
 	return parallelRun(len(idx), p, t)
 }
 
+// FirstNegative returns the position of the first negative index of idx,
+// or -1 if there is none:
+//
+//	for p, v := range idx { if v < 0 { return p } }
+//
+// It is O(len(idx)).
+func FirstNegative[I Index](idx []I) int {
+	for p, v := range idx {
+		if v < 0 {
+			return p
+		}
+	}
+	return -1
+}
+
 // checkTask is FirstBad's work for parallelRun.
 type checkTask[I Index] struct {
 	idx []I
