@@ -200,6 +200,9 @@ func (o *opBase) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	if err := o.checkDifferentiable(); err != nil {
 		return nil, err
 	}
+	if err := dense.CheckGradSize(o.label().String(), output, inputs[0]); err != nil {
+		return nil, err
+	}
 	d, err := gorgonia.ApplyOp(&diffOp{o}, inputs[1], grad)
 	if err != nil {
 		return nil, fmt.Errorf("%s: building the gradient: %w", o.kind, dense.Graph(err))

@@ -70,7 +70,13 @@ func Check(build func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Nod
 	inputs []tensor.Tensor, opts ...Option) error {
 	var cfg checkConfig
 	for _, o := range opts {
+		if o == nil {
+			return fmt.Errorf("gradcheck: a nil Option: %w", gather.ErrOption)
+		}
 		o(&cfg)
+	}
+	if build == nil {
+		return fmt.Errorf("gradcheck: build is nil: %w", gather.ErrGraph)
 	}
 	analytic, err := analyticGrads(build, inputs, cfg.lisp)
 	if err != nil {
@@ -217,7 +223,7 @@ func analyticGrads(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.
 		}
 	}
 	if len(wrt) == 0 {
-		return nil, errors.New("gradcheck: no float32 or float64 input to differentiate")
+		return nil, fmt.Errorf("gradcheck: no float32 or float64 input to differentiate: %w", gather.ErrDtype)
 	}
 	var vm gorgonia.VM
 	if lisp {

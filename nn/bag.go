@@ -452,6 +452,13 @@ func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 	if err := checkArity(opBag, "", len(inputs), o.arity()); err != nil {
 		return nil, err
 	}
+	diff := gorgonia.Nodes{inputs[0]}
+	if o.hasWeights {
+		diff = append(diff, inputs[o.weightsInput()])
+	}
+	if err := dense.CheckGradSize(o.lbl.String(), output, diff...); err != nil {
+		return nil, err
+	}
 	out := make(gorgonia.Nodes, len(inputs))
 	args := append(append(gorgonia.Nodes{}, inputs...), grad)
 	if !o.cfg.NoGrad {
@@ -675,3 +682,93 @@ var (
 	_ gorgonia.UsePreallocDoer = (*bagGradOp)(nil)
 	_ gorgonia.IncrDoer        = (*bagGradOp)(nil)
 )
+
+// PackBags writes bags into ids and offsets, vectors of a fixed size, so
+// that a graph of fixed shape can take batches whose bags hold a different
+// number of ids each time. Bag b's ids go to ids[offsets[b]:], one bag after
+// another; every position of ids after the last bag's is set to pad. Give
+// the table the padding id pad (EmbeddingPadding(pad), a row of its own,
+// e.g. vocab for a table of vocab+1 rows): a bag skips padding ids (they
+// are not pooled, not counted in a mean, and their row gets no gradient),
+// so the filler changes neither the last bag nor any gradient.
+//
+//	ids, offsets := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(capacity)), ...WithShape(bags)
+//	idsNode := gorgonia.NewVector(g, tensor.Int, gorgonia.WithValue(ids), ...)
+//	for each batch {
+//		nn.PackBags(ids, offsets, batch, pad)  // writes the nodes' values in place
+//		vm.RunAll(); ...; vm.Reset()
+//	}
+//
+// ids and offsets are row-major Int, Int32 or Int64 tensors that are not
+// views; offsets has len(bags) elements and ids at least as many as the
+// bags hold together. Anything else is an error wrapping gather.ErrShape or
+// gather.ErrDtype, and then neither tensor is changed. Ids are checked
+// against the table when the graph runs. PackBags is O(capacity + bags).
+func PackBags(ids, offsets *tensor.Dense, bags [][]int, pad int) error {
+	const op = "pack bags"
+	if ids == nil || offsets == nil {
+		return fmt.Errorf("%s: ids and offsets must be tensors: %w", op, gather.ErrShape)
+	}
+	for _, t := range []struct {
+		what string
+		t    *tensor.Dense
+	}{{"ids", ids}, {"offsets", offsets}} {
+		if err := dense.CheckIndexDtype(op, t.what, t.t.Dtype()); err != nil {
+			return err
+		}
+		if t.t.Dims() != 1 || !dense.Writable(t.t) {
+			return fmt.Errorf("%s: %s of shape %v must be a vector that is not a view: %w", op, t.what, t.t.Shape(), gather.ErrShape)
+		}
+	}
+	if offsets.Shape()[0] != len(bags) {
+		return fmt.Errorf("%s: offsets hold %d entries for %d bags: %w", op, offsets.Shape()[0], len(bags), gather.ErrShape)
+	}
+	total := 0
+	for _, b := range bags {
+		total += len(b)
+	}
+	if capacity := ids.Shape()[0]; total > capacity {
+		return fmt.Errorf("%s: the %d bags hold %d ids, more than the %d ids have room for: %w", op, len(bags), total, capacity, gather.ErrShape)
+	}
+	if ids.Dtype() == tensor.Int32 {
+		fits := func(v int) bool { return int(int32(v)) == v }
+		bad, ok := pad, fits(pad)
+		for _, bag := range bags {
+			for _, v := range bag {
+				if !fits(v) {
+					bad, ok = v, false
+				}
+			}
+		}
+		if !ok {
+			return fmt.Errorf("%s: id %d does not fit the int32 ids: %w", op, bad, gather.ErrDtype)
+		}
+	}
+	if offsets.Dtype() == tensor.Int32 && int(int32(total)) != total {
+		return fmt.Errorf("%s: offset %d does not fit the int32 offsets: %w", op, total, gather.ErrDtype)
+	}
+	p := 0
+	for b, bag := range bags {
+		setIndex(offsets, b, p)
+		for _, v := range bag {
+			setIndex(ids, p, v)
+			p++
+		}
+	}
+	for ; p < ids.Shape()[0]; p++ {
+		setIndex(ids, p, pad)
+	}
+	return nil
+}
+
+// setIndex sets element p of an Int, Int32 or Int64 vector to v.
+func setIndex(t *tensor.Dense, p, v int) {
+	switch t.Dtype() {
+	case tensor.Int:
+		t.Ints()[p] = v
+	case tensor.Int32:
+		t.Int32s()[p] = int32(v)
+	case tensor.Int64:
+		t.Int64s()[p] = int64(v)
+	}
+}

@@ -2,13 +2,22 @@
 // the shape of their PyTorch counterparts:
 //
 //   - Embedding (nn.Embedding): a learnable [vocab, dim] table looked up by
-//     Gather, with padding (EmbeddingPadding), frozen (EmbeddingFrozen) and
-//     row-sparse (EmbeddingSparse) modes.
+//     Gather, with padding (EmbeddingPadding), frozen (EmbeddingFrozen),
+//     row-sparse (EmbeddingSparse), max-norm (EmbeddingMaxNorm) and
+//     frequency-scaled (EmbeddingScaleGradByFreq) modes.
+//   - EmbeddingBag (F.embedding_bag) and (*Embedding).Bag: pooled lookups
+//     of bags of ids, sum, mean or max, with per-sample weights,
+//     IncludeLastOffset, and PackBags for batches whose length varies.
 //   - RowGrad, RowGradient: a table's gradient held as the rows a batch
 //     touched, and SparseSGD and SparseAdam (torch.optim.SparseAdam), which
 //     update only those rows.
 //   - CrossEntropy (F.cross_entropy) and NLLLoss (F.nll_loss) with mean
 //     reduction over integer targets; NLLLoss is a GatherElements.
+//
+// Every option of the package is an Option; a function given an option it
+// does not take returns an error. As in PyTorch, ids and targets lie in
+// [0, vocab) (package gather's ops, which follow ONNX, also take negative
+// indices).
 //
 // Errors wrap the sentinels of package gather (gather.ErrShape, ...); an
 // id or target out of range is a *gather.IndexError.

@@ -251,7 +251,7 @@ func (e *Embedding) tap(out *gorgonia.Node, l sparseLookup) (*gorgonia.Node, err
 	zeros := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(out.Shape().Clone()...))
 	l.tap = gorgonia.NewTensor(g, e.Table.Dtype(), out.Dims(), gorgonia.WithShape(out.Shape().Clone()...),
 		gorgonia.WithName(name), gorgonia.WithValue(zeros))
-	passed, err := gorgonia.ApplyOp(&tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone()}, out, l.tap)
+	passed, err := gorgonia.ApplyOp(&tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone(), table: fmt.Sprintf("embedding %q", e.Table.Name())}, out, l.tap)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
 	}

@@ -3,6 +3,7 @@ package nn_test
 import (
 	"fmt"
 	"log"
+	"slices"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -215,4 +216,138 @@ func ExampleEmbeddingBag() {
 	// Output:
 	// weighted mean: [1.25 2 10 12 0 0]
 	// max: [3 4 5 6 0 0]
+}
+
+// Batches of bags whose total length changes from batch to batch, fed to
+// one graph of fixed shape: PackBags writes each batch into the ids and
+// offsets the graph holds, filling the room left with the padding id, which
+// the bag skips.
+func ExamplePackBags() {
+	const vocab, capacity, bags = 6, 8, 3
+	pad := vocab // a row of its own, after the real ids
+	g := gorgonia.NewGraph()
+	emb, err := nn.NewEmbedding(g, "words", vocab+1, 2, tensor.Float64,
+		nn.EmbeddingSeed(1), nn.EmbeddingPadding(pad))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(capacity))
+	offsets := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(bags))
+	idsN := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(ids))
+	offN := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("offsets"), gorgonia.WithValue(offsets))
+	y := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(bags))
+	yN := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("y"), gorgonia.WithValue(y))
+	pooled, err := emb.Bag(idsN, offN, nil, nn.BagMean) // [3, 2]: two classes
+	if err != nil {
+		log.Fatal(err)
+	}
+	loss, err := nn.CrossEntropy(pooled, yN)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(loss, emb.Learnables()...); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(emb.Learnables()...))
+	defer vm.Close()
+	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.5))
+
+	batches := []struct {
+		bags   [][]int
+		labels []int
+	}{
+		{[][]int{{0, 1}, {2, 3, 4}, {5}}, []int{0, 1, 1}},         // 6 ids
+		{[][]int{{0}, {}, {3, 4, 5, 1, 2, 0, 1}}, []int{0, 1, 0}}, // 8 ids, an empty bag
+		{[][]int{{1, 1}, {4}, {2}}, []int{0, 1, 1}},               // 4 ids
+	}
+	for epoch := range 2 {
+		for _, b := range batches {
+			if err := nn.PackBags(ids, offsets, b.bags, pad); err != nil {
+				log.Fatal(err)
+			}
+			copy(y.Ints(), b.labels)
+			if err := vm.RunAll(); err != nil {
+				log.Fatal(err)
+			}
+			if epoch == 1 {
+				fmt.Printf("%d ids: loss %.4f\n", len(slices.Concat(b.bags...)), loss.Value().Data())
+			}
+			if err := solver.Step(gorgonia.NodesToValueGrads(emb.Learnables())); err != nil {
+				log.Fatal(err)
+			}
+			vm.Reset()
+		}
+	}
+	table := emb.Table.Value().(*tensor.Dense).Float64s()
+	fmt.Println("padding row:", table[pad*2:])
+	// Output:
+	// 6 ids: loss 0.4617
+	// 8 ids: loss 0.9154
+	// 4 ids: loss 0.6489
+	// padding row: [0 0]
+}
+
+// Evaluation runs the forward pass of a trained model alone: a machine on
+// the subgraph that computes the output, made without BindDualValues and
+// followed by no solver or Step, computes no gradient and changes no value.
+func Example_evaluation() {
+	g := gorgonia.NewGraph()
+	emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64, nn.EmbeddingSeed(3))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 1, 2, 3}))))
+	y := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("y"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 1, 1, 0}))))
+	scores, err := emb.Lookup(ids) // [4, 2]: the rows are the scores of two classes
+	if err != nil {
+		log.Fatal(err)
+	}
+	loss, err := nn.CrossEntropy(scores, y)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(loss, emb.Learnables()...); err != nil {
+		log.Fatal(err)
+	}
+
+	// Training: the whole graph, gradients bound to the learnables.
+	train := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(emb.Learnables()...))
+	defer train.Close()
+	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(1))
+	for range 20 {
+		if err := train.RunAll(); err != nil {
+			log.Fatal(err)
+		}
+		if err := solver.Step(gorgonia.NodesToValueGrads(emb.Learnables())); err != nil {
+			log.Fatal(err)
+		}
+		train.Reset()
+	}
+
+	// Evaluation: only the nodes scores needs, on new ids.
+	eval := gorgonia.NewTapeMachine(g.SubgraphRoots(scores))
+	defer eval.Close()
+	if err := gorgonia.Let(ids, tensor.New(tensor.WithBacking([]int{2, 2, 0, 3}))); err != nil {
+		log.Fatal(err)
+	}
+	before := slices.Clone(emb.Table.Value().(*tensor.Dense).Float64s())
+	if err := eval.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	s := scores.Value().(*tensor.Dense).Float64s()
+	var classes []int
+	for i := range 4 {
+		class := 0
+		if s[2*i+1] > s[2*i] {
+			class = 1
+		}
+		classes = append(classes, class)
+	}
+	fmt.Println("classes:", classes)
+	fmt.Println("table unchanged:", slices.Equal(before, emb.Table.Value().(*tensor.Dense).Float64s()))
+	// Output:
+	// classes: [1 1 0 0]
+	// table unchanged: true
 }

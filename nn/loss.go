@@ -212,6 +212,9 @@ func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.N
 	if err := checkArity(opCrossEntropy, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
+	if err := dense.CheckGradSize(opCrossEntropy, nil, inputs[0]); err != nil {
+		return nil, err
+	}
 	d, err := gorgonia.ApplyOp(&crossEntropyDiffOp{o}, inputs[0], inputs[1], grad)
 	if err != nil {
 		return nil, fmt.Errorf("%s: building the gradient: %w", opCrossEntropy, dense.Graph(err))

@@ -27,8 +27,8 @@ type RowGrad struct {
 
 // RowGradient sums the gradients of looked-up vectors into the gradients of
 // the rows they came from: grad has shape ids.shape + [dim] (the gradient of
-// a lookup's output), and ids index rows of a table of vocab rows, negative
-// ids counting from the end. Repeated ids are summed in the order they
+// a lookup's output), and ids index rows of a table of vocab rows: each in
+// [0, vocab), any other an *gather.IndexError. Repeated ids are summed in the order they
 // appear in ids, as IndexAdd sums them into a dense gradient, so the two
 // agree exactly. Row pad (if >= 0) is left out. It is O(n log n + n × dim)
 // for n ids.
@@ -90,7 +90,7 @@ func rowGradient(ids, grad tensor.Tensor, vocab, pad int, buf *rowBuf) (*RowGrad
 			gs, ix.Shape, gather.ErrShape)
 	}
 	dim := gs[len(gs)-1]
-	if err := checkIndices(dense.Label{Op: "row gradient", Arg: "ids"}, ix, 0, vocab); err != nil {
+	if err := checkIndices(dense.Label{Op: "row gradient", Arg: "ids", NonNegative: true}, ix, 0, vocab); err != nil {
 		return nil, err
 	}
 	order := sortedRows(ix, vocab, buf)
@@ -232,8 +232,13 @@ type SparseSGD struct {
 	WeightDecay float64
 }
 
-// Step updates table in place. It is O(len(g.Rows) × dim).
+// Step updates table in place. It is O(len(g.Rows) × dim). A learning
+// rate or weight decay that is negative or not finite is an error wrapping
+// gather.ErrOption, and the table is left as it was.
 func (o *SparseSGD) Step(table *tensor.Dense, g *RowGrad) error {
+	if err := checkRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
+		return err
+	}
 	dim, err := checkRowGrad("sparse sgd", table, g)
 	if err != nil {
 		return err
@@ -278,6 +283,18 @@ func sgdRows[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T, lo, hi int
 	}
 }
 
+// checkRates reports an error unless the learning rate lr and the weight
+// decay wd of the optimiser named op are finite and not negative.
+func checkRates(op string, lr, wd float64) error {
+	if !(lr >= 0) || math.IsInf(lr, 1) {
+		return fmt.Errorf("%s: learning rate %v must be finite and at least 0: %w", op, lr, gather.ErrOption)
+	}
+	if !(wd >= 0) || math.IsInf(wd, 1) {
+		return fmt.Errorf("%s: weight decay %v must be finite and at least 0: %w", op, wd, gather.ErrOption)
+	}
+	return nil
+}
+
 // SparseAdam is Adam for row gradients with the semantics of PyTorch's
 // SparseAdam: only the rows a step's gradient names have their moments
 // updated and move; the step count t, used in the bias corrections, counts
@@ -296,8 +313,9 @@ func sgdRows[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T, lo, hi int
 //
 // Every field means what it says, zero included: NewSparseAdam sets
 // PyTorch's defaults (Beta1 0.9, Beta2 0.999, Eps 1e-8). Step refuses
-// values PyTorch refuses (a negative learning rate, a beta outside [0, 1),
-// Eps not above 0), so a literal that leaves Eps at zero fails at once.
+// values PyTorch refuses (a learning rate or weight decay that is negative
+// or not finite, a beta outside [0, 1), Eps not above 0), so a literal
+// that leaves Eps at zero fails at once.
 //
 // A SparseAdam belongs to the first table it steps: its moments, two
 // buffers of the table's size and dtype allocated at the first Step, and
@@ -333,9 +351,10 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	if err != nil {
 		return err
 	}
+	if err := checkRates("sparse adam", o.LearnRate, o.WeightDecay); err != nil {
+		return err
+	}
 	switch {
-	case !(o.LearnRate >= 0):
-		return fmt.Errorf("sparse adam: learning rate %v must be at least 0: %w", o.LearnRate, gather.ErrOption)
 	case !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1):
 		return fmt.Errorf("sparse adam: betas %v and %v must lie in [0, 1): %w", o.Beta1, o.Beta2, gather.ErrOption)
 	case !(o.Eps > 0):
@@ -546,13 +565,16 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 		}
 	}()
 	for k, l := range e.lookups {
-		var err error
-		if idss[k], err = dense.Read("embedding", "ids", l.ids.Value()); err != nil {
-			return nil, err
-		}
 		gv, err := l.tap.Grad()
 		if err != nil {
 			return nil, fmt.Errorf("embedding %q: no gradient for %v; was it passed to gorgonia.Grad? %w", e.Table.Name(), l.tap.Name(), dense.Graph(err))
+		}
+		if gv == nil || l.ids.Value() == nil {
+			return nil, fmt.Errorf("embedding %q: the graph has not run: run it (vm.RunAll) before Step or RowGrad, "+
+				"so that the lookups' ids and gradients are there: %w", e.Table.Name(), gather.ErrGraph)
+		}
+		if idss[k], err = dense.Read("embedding", "ids", l.ids.Value()); err != nil {
+			return nil, err
 		}
 		if err := checkTap(e.Table.Name(), l.tap); err != nil {
 			return nil, err
@@ -615,6 +637,9 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 // (SparseSGD and SparseAdam do not). Steps of one Embedding must not run
 // concurrently.
 func (e *Embedding) Step(opt SparseOptimizer) error {
+	if opt == nil {
+		return fmt.Errorf("embedding %q: Step needs an optimiser, such as &nn.SparseSGD{...} or nn.NewSparseAdam: %w", e.Table.Name(), gather.ErrOption)
+	}
 	g, err := e.rowGrad(&e.buf)
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 type tapOp struct {
 	dtype tensor.Dtype
 	shape tensor.Shape
+	table string // how errors name the table: embedding "words"
 }
 
 func (o *tapOp) Arity() int { return 2 }
@@ -56,6 +57,9 @@ func (o *tapOp) DiffWRT(int) []bool { return []bool{true, true} }
 
 // SymDiff gives both inputs the output's gradient.
 func (o *tapOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if err := dense.CheckGradSize(o.table, output); err != nil {
+		return nil, err
+	}
 	return gorgonia.Nodes{grad, grad}, nil
 }
 

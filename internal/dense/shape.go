@@ -202,6 +202,15 @@ type Label struct {
 	NonNegative   bool
 }
 
+// String returns the op and, if it has one, the quoted name, as error
+// messages start: `embedding "words"`.
+func (l Label) String() string {
+	if l.Name == "" {
+		return l.Op
+	}
+	return l.Op + " " + strconv.Quote(l.Name)
+}
+
 // String lists the options that differ from the defaults, e.g. ", gradScale=2, noGrad".
 func (c Config) String() string {
 	s := ""
@@ -227,4 +236,28 @@ func (c Config) String() string {
 		s += ", scaleGradByFreq"
 	}
 	return s
+}
+
+// CheckGradSize reports an error, for the SymDiff of the op named op, if
+// out (the op's output) has no elements, or if one of ins (the inputs it
+// differentiates) has none and is computed by another op. The gradient
+// would then be zero-sized, and Gorgonia's TapeMachine panics when it
+// allocates a zero-sized value for the ops (matrix products, the
+// broadcasts of Sum and Mean) that carry such a gradient, so
+// gorgonia.Grad refuses it here, while the graph is built.
+func CheckGradSize(op string, out *gorgonia.Node, ins ...*gorgonia.Node) error {
+	if out != nil && out.Shape().TotalSize() == 0 {
+		return emptyBatch(op, "its output", out.Shape())
+	}
+	for _, n := range ins {
+		if n != nil && n.Op() != nil && n.Shape().TotalSize() == 0 {
+			return emptyBatch(op, "an input", n.Shape())
+		}
+	}
+	return nil
+}
+
+func emptyBatch(op, what string, s tensor.Shape) error {
+	return fmt.Errorf("%s: %s has shape %v, no elements: an empty batch cannot be differentiated, "+
+		"as Gorgonia's TapeMachine panics on zero-sized values; leave empty batches out of training graphs: %w", op, what, s, ErrShape)
 }
