@@ -9,6 +9,7 @@ require (
 	golang.org/x/sys v0.46.0
 	golang.org/x/term v0.44.0
 	gonum.org/v1/gonum v0.16.0
+	gonum.org/v1/netlib v0.0.0-20230729102104-8b8060e7531f
 	gonum.org/v1/plot v0.15.2
 	google.golang.org/protobuf v1.36.12
 	gorgonia.org/gorgonia v0.9.18

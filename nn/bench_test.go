@@ -9,7 +9,13 @@ import (
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/openblas"
 )
+
+// With -tags openblas, the package's tests and benchmarks run Gorgonia's
+// products in OpenBLAS, as a user of the tag would.
+func init() { _ = openblas.Use() }
 
 // BenchmarkTrainStep measures one training step of an embedding model, dense
 // against row-sparse: a lookup of 4096 ids in a table of N rows × 64, a

@@ -22,10 +22,16 @@ import (
 	"log"
 	"os"
 	"time"
+
+	"github.com/gathergrad/gather/openblas"
 )
 
 func main() {
 	log.SetFlags(0)
+	// With -tags openblas the matrix products run in OpenBLAS.
+	if err := openblas.Use(); err == nil {
+		log.Print("matrix products: OpenBLAS")
+	}
 	epochs := flag.Int("epochs", 30, "passes over the training files")
 	dim := flag.Int("dim", 32, "embedding dimension")
 	k := flag.Int("k", 256, "identifiers per file (the bag size)")

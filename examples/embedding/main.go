@@ -27,6 +27,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/gathergrad/gather/openblas"
 )
 
 type config struct {
@@ -80,6 +82,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 }
 
 func main() {
+	// With -tags openblas the model's matrix products run in OpenBLAS;
+	// without it, in gonum's pure-Go BLAS.
+	if err := openblas.Use(); err == nil {
+		fmt.Println("matrix products: OpenBLAS")
+	}
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "embedding:", err)
