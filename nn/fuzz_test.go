@@ -51,7 +51,7 @@ func FuzzCrossEntropy(f *testing.F) {
 		}
 		xt := floatTensor(x, []int{r, c}, tensor.Float64)
 		yt := castIndices(y, []int{r}, it)
-		o := &crossEntropyOp{dtype: tensor.Float64, targetType: it, shape: tensor.Shape{r, c}}
+		o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float64, targetType: it, shape: tensor.Shape{r, c}}
 		bad := -1
 		for i, v := range y {
 			if v < 0 || v >= int64(c) {

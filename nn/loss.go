@@ -15,91 +15,100 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 )
 
-// opCrossEntropy names CrossEntropy in error messages.
-const opCrossEntropy = "cross_entropy"
+// opCrossEntropy and opNLL name the losses in error messages.
+const (
+	opCrossEntropy = "cross_entropy"
+	opNLL          = "nll_loss"
+)
 
-// NLLLoss returns the mean negative log-likelihood of integer targets under
-// log-probabilities, PyTorch's nll_loss with mean reduction:
+// NLLLoss returns the negative log-likelihood of integer targets under
+// log-probabilities, PyTorch's F.nll_loss: for example i with target y,
 //
-//	-mean over i of logProbs[i..., targets[i...]]
+//	l_i = -w[y] · logProbs[i..., y]
 //
 // logProbs has shape [..., classes] (e.g. the output of
-// gorgonia.LogSoftMax); targets has the shape of logProbs without its last
-// axis and dtype Int, Int32 or Int64. The pick is a GatherElements on the
-// last axis, so the gradient reaches logProbs at the targets only.
-func NLLLoss(logProbs, targets *gorgonia.Node) (*gorgonia.Node, error) {
-	if logProbs == nil || targets == nil {
-		return nil, fmt.Errorf("nll loss: logProbs and targets must be nodes: %w", gather.ErrShape)
-	}
-	ls := logProbs.Shape()
-	if err := checkTargets("nll loss", "log-probabilities", ls, targets.Shape()); err != nil {
-		return nil, err
-	}
-	picked := append(ls[:len(ls)-1].Clone(), 1)
-	t, err := gorgonia.Reshape(targets, picked)
-	if err != nil {
-		return nil, fmt.Errorf("nll loss: %w", dense.Graph(err))
-	}
-	// The pick names the targets in its errors (their positions gain the
-	// trailing 0 of the reshape).
-	layer := dense.Label{Op: "nll_loss", Arg: "targets", NonNegative: true}
-	lp, err := gather.GatherElements(logProbs, t, len(ls)-1, func(c *dense.Config) { c.Layer = layer })
-	if err != nil {
-		return nil, fmt.Errorf("nll loss: %w", err)
-	}
-	mean, err := gorgonia.Mean(lp)
-	if err != nil {
-		return nil, fmt.Errorf("nll loss: %w", dense.Graph(err))
-	}
-	loss, err := gorgonia.Neg(mean)
-	if err != nil {
-		return nil, fmt.Errorf("nll loss: %w", dense.Graph(err))
-	}
-	return loss, nil
+// gorgonia.LogSoftMax) and dtype Float32 or Float64; targets has the shape
+// of logProbs without its last axis and dtype Int, Int32 or Int64, each in
+// [0, classes) as PyTorch requires (any other target is an *IndexError when
+// the graph runs). Options: IgnoreIndex, ClassWeights (w; 1 for every class
+// without it) and WithReduction. ReduceMean, the default, divides the sum
+// by the sum of w[y] over the targets counted (their number without
+// weights): with every target ignored it is NaN, as in PyTorch. The
+// gradient reaches logProbs at the targets only. It is O(size of
+// logProbs).
+func NLLLoss(logProbs, targets *gorgonia.Node, opts ...Option) (*gorgonia.Node, error) {
+	return classLoss(opNLL, "NLLLoss", forNLLLoss, logProbs, targets, opts)
 }
 
-// CrossEntropy returns the mean cross-entropy of integer targets under the
-// softmax of logits over their last axis, PyTorch's cross_entropy with mean
-// reduction:
+// CrossEntropy returns the cross-entropy of integer targets under the
+// softmax of logits over their last axis, PyTorch's F.cross_entropy: for
+// example i with target y and p = log_softmax(logits[i...]),
 //
-//	-mean over i of log(softmax(logits[i...])[targets[i...]])
+//	l_i = (1-ε)·(-w[y]·p[y]) + (ε/classes)·Σ_c -w[c]·p[c]
+//
+// with w the class weights (1 without ClassWeights) and ε the label
+// smoothing (0 without LabelSmoothing), as PyTorch 1.13 computes them.
+// Options: IgnoreIndex, ClassWeights, LabelSmoothing and WithReduction.
+// ReduceMean, the default, divides the sum by the sum of w[y] over the
+// targets counted (their number without weights); with every target
+// ignored, or no rows at all, it is NaN, as in PyTorch. ReduceNone gives
+// one loss per example, shaped like the targets, 0 for an ignored one.
 //
 // It has the value of NLLLoss(gorgonia.LogSoftMax(logits), targets) but is
-// one op: it keeps no log-probabilities, allocates nothing per row, and its
-// gradient with respect to logits, (softmax(logits) - onehot(targets)) / n
-// for n rows, is computed in one pass. logits has shape [..., classes] and
-// dtype Float32 or Float64; targets has the shape of logits without its last
-// axis and dtype Int, Int32 or Int64, each in [0, classes) as PyTorch
-// requires; any other target, negative ones included, is an *IndexError
-// when the graph runs. With no rows the loss is NaN, as a
-// mean over nothing is. Float32 logits are exponentiated in float32 (within
-// 2 units in the last place), float64 ones with math.Exp; sums and the loss
-// accumulate in float64. It is O(size of logits) forward and backward.
-func CrossEntropy(logits, targets *gorgonia.Node) (*gorgonia.Node, error) {
-	if logits == nil || targets == nil {
-		return nil, fmt.Errorf("%s: logits and targets must be nodes: %w", opCrossEntropy, gather.ErrShape)
-	}
-	dt := logits.Dtype()
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("%s: logits must be float32 or float64, got %v: %w", opCrossEntropy, dt, gather.ErrDtype)
-	}
-	if err := dense.CheckIndexDtype(opCrossEntropy, "targets", targets.Dtype()); err != nil {
-		return nil, err
-	}
-	ls := logits.Shape().Clone()
-	if err := checkTargets(opCrossEntropy, "logits", ls, targets.Shape()); err != nil {
-		return nil, err
-	}
-	if _, err := dense.Size(opCrossEntropy, "logits", ls); err != nil {
-		return nil, err
-	}
-	if ls[len(ls)-1] == 0 && targets.Shape().TotalSize() > 0 {
-		return nil, fmt.Errorf("%s: logits of shape %v have no classes, so no target is valid: %w", opCrossEntropy, ls, gather.ErrIndexOutOfRange)
-	}
-	o := &crossEntropyOp{dtype: dt, targetType: targets.Dtype(), shape: ls}
-	n, err := gorgonia.ApplyOp(o, logits, targets)
+// one op: it keeps no log-probabilities, and its gradient with respect to
+// logits, (softmax(logits) - onehot(targets)) / n for n rows without
+// options, is computed in one pass. logits has shape [..., classes] and
+// dtype Float32 or Float64; targets has the shape of logits without its
+// last axis and dtype Int, Int32 or Int64, each in [0, classes) as PyTorch
+// requires; any other target is an *IndexError when the graph runs.
+// Float32 logits are exponentiated in float32 (within 2 units in the last
+// place), float64 ones with math.Exp; sums and the loss accumulate in
+// float64. It is O(size of logits) forward and backward.
+func CrossEntropy(logits, targets *gorgonia.Node, opts ...Option) (*gorgonia.Node, error) {
+	return classLoss(opCrossEntropy, "CrossEntropy", forCrossEntropy, logits, targets, opts)
+}
+
+// classLoss builds CrossEntropy (op opCrossEntropy) or NLLLoss (opNLL).
+func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, opts []Option) (*gorgonia.Node, error) {
+	c, err := newConfig(op, fn, allowed, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opCrossEntropy, dense.Graph(err))
+		return nil, err
+	}
+	what := "logits"
+	if op == opNLL {
+		what = "log-probabilities"
+	}
+	if scores == nil || targets == nil {
+		return nil, fmt.Errorf("%s: %s and targets must be nodes: %w", op, what, gather.ErrShape)
+	}
+	dt := scores.Dtype()
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("%s: %s must be float32 or float64, got %v: %w", op, what, dt, gather.ErrDtype)
+	}
+	if err := dense.CheckIndexDtype(op, "targets", targets.Dtype()); err != nil {
+		return nil, err
+	}
+	ls := scores.Shape().Clone()
+	if err := checkTargets(op, what, ls, targets.Shape()); err != nil {
+		return nil, err
+	}
+	if _, err := dense.Size(op, what, ls); err != nil {
+		return nil, err
+	}
+	classes := ls[len(ls)-1]
+	if classes == 0 && targets.Shape().TotalSize() > 0 && !c.loss.hasIgnore {
+		return nil, fmt.Errorf("%s: %s of shape %v have no classes, so no target is valid: %w", op, what, ls, gather.ErrIndexOutOfRange)
+	}
+	o := &crossEntropyOp{op: op, dtype: dt, targetType: targets.Dtype(), shape: ls,
+		reduction: c.loss.reduction, hasIgnore: c.loss.hasIgnore, ignore: c.loss.ignore, smoothing: c.loss.smoothing}
+	if c.loss.hasWeights {
+		if o.weights, err = classVector(op, "class weights", c.loss.weights, dt, classes); err != nil {
+			return nil, err
+		}
+	}
+	n, err := gorgonia.ApplyOp(o, scores, targets)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, dense.Graph(err))
 	}
 	return n, nil
 }
@@ -114,11 +123,27 @@ func checkTargets(op, what string, scores, targets tensor.Shape) error {
 	return nil
 }
 
-// crossEntropyOp is the op of CrossEntropy: logits and targets in, a scalar out.
+// crossEntropyOp is the op of CrossEntropy (op opCrossEntropy) and of
+// NLLLoss (op opNLL, whose inputs are log-probabilities): scores and
+// targets in, the reduced loss (a scalar) or the losses (the targets'
+// shape, ReduceNone) out.
 type crossEntropyOp struct {
-	dtype      tensor.Dtype // of logits and of the loss
+	op         string
+	dtype      tensor.Dtype // of the scores and of the loss
 	targetType tensor.Dtype
-	shape      tensor.Shape // of logits
+	shape      tensor.Shape // of the scores
+
+	reduction Reduction
+	hasIgnore bool
+	ignore    int64
+	weights   []float64 // nil: 1 for every class
+	smoothing float64
+}
+
+// plain reports whether o is CrossEntropy without options, which the
+// fastest kernels compute.
+func (o *crossEntropyOp) plain() bool {
+	return o.op == opCrossEntropy && o.reduction == ReduceMean && !o.hasIgnore && o.weights == nil && o.smoothing == 0
 }
 
 // entropyArgs are the checked arguments of the loss and of its gradient.
@@ -132,25 +157,36 @@ type entropyArgs struct {
 // args reads logits and targets and checks every target, so that nothing is
 // written on error.
 func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, error) {
-	x, err := dense.Read(opCrossEntropy, "logits", logits)
+	x, err := dense.Read(o.op, "logits", logits)
 	if err != nil {
 		return entropyArgs{}, err
 	}
 	if x.Dtype() != o.dtype || !dense.SameShape(x.Shape(), o.shape) {
 		return entropyArgs{}, fmt.Errorf("%s: logits are %v of shape %v, want %v of shape %v: %w",
-			opCrossEntropy, x.Dtype(), x.Shape(), o.dtype, o.shape, gather.ErrShape)
+			o.op, x.Dtype(), x.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
-	t, err := dense.ReadIndices(opCrossEntropy, "targets", targets)
+	t, err := dense.ReadIndices(o.op, "targets", targets)
 	if err != nil {
 		return entropyArgs{}, err
 	}
 	classes := o.shape[len(o.shape)-1]
-	rows := o.shape.TotalSize() / max(classes, 1)
-	if len(t.Shape) != len(o.shape)-1 || t.Shape.TotalSize() != rows {
-		return entropyArgs{}, fmt.Errorf("%s: targets of shape %v do not match logits of shape %v: %w",
-			opCrossEntropy, t.Shape, o.shape, gather.ErrShape)
+	rows := 1
+	for _, d := range o.shape[:len(o.shape)-1] {
+		rows *= d
 	}
-	if err := checkIndices(dense.Label{Op: opCrossEntropy, Arg: "targets", NonNegative: true}, t, len(o.shape)-1, classes); err != nil {
+	if len(t.Shape) != len(o.shape)-1 || t.Shape.TotalSize() != rows && !(len(t.Shape) == 0 && rows == 1) {
+		return entropyArgs{}, fmt.Errorf("%s: targets of shape %v do not match logits of shape %v: %w",
+			o.op, t.Shape, o.shape, gather.ErrShape)
+	}
+	l := dense.Label{Op: o.op, Arg: "targets", NonNegative: true}
+	if o.hasIgnore {
+		for p := range rows {
+			if v := t.At(p); v != o.ignore && (v < 0 || v >= int64(classes)) {
+				return entropyArgs{}, &gather.IndexError{Op: l.Op, Arg: l.Arg, Pos: dense.Unravel(p, t.Shape), Value: v,
+					Axis: len(o.shape) - 1, Size: classes, NonNegative: true}
+			}
+		}
+	} else if err := checkIndices(l, t, len(o.shape)-1, classes); err != nil {
 		return entropyArgs{}, err
 	}
 	return entropyArgs{logits: x, targets: t, rows: rows, classes: classes}, nil
@@ -159,33 +195,81 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 // Arity returns 2: logits and targets.
 func (o *crossEntropyOp) Arity() int { return 2 }
 
-// Type returns logits, targets -> a scalar of the logits' dtype.
+// outShape is the shape of the loss: a scalar, or the targets' shape for
+// ReduceNone.
+func (o *crossEntropyOp) outShape() tensor.Shape {
+	if o.reduction == ReduceNone {
+		return tensor.Shape(o.shape[:len(o.shape)-1]).Clone()
+	}
+	return tensor.ScalarShape()
+}
+
+// outType is the type of the loss.
+func (o *crossEntropyOp) outType() hm.Type {
+	if o.reduction == ReduceNone && len(o.shape) > 1 {
+		return dense.Type(len(o.shape)-1, o.dtype)
+	}
+	return o.dtype
+}
+
+// Type returns logits, targets -> the loss.
 func (o *crossEntropyOp) Type() hm.Type {
-	return hm.NewFnType(dense.Type(len(o.shape), o.dtype), dense.Type(len(o.shape)-1, o.targetType), o.dtype)
+	return hm.NewFnType(dense.Type(len(o.shape), o.dtype), dense.Type(len(o.shape)-1, o.targetType), o.outType())
 }
 
-// InferShape returns the scalar shape.
+// InferShape returns the loss's shape.
 func (o *crossEntropyOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return tensor.ScalarShape(), nil
+	return o.outShape(), nil
 }
 
-// Do returns the loss as one of Gorgonia's scalar values.
+// Do returns the loss: one of Gorgonia's scalar values, or a tensor for
+// ReduceNone.
 func (o *crossEntropyOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(opCrossEntropy, "", len(in), 2); err != nil {
+	if err := checkArity(o.op, "", len(in), 2); err != nil {
 		return nil, err
 	}
 	a, err := o.args(in[0], in[1])
 	if err != nil {
 		return nil, err
 	}
-	loss := math.NaN()
-	if a.rows > 0 {
-		loss = runEntropy(a) / float64(a.rows)
+	if o.reduction == ReduceNone {
+		per := make([]float64, a.rows)
+		o.lossRows(a, per)
+		if len(o.shape) == 1 {
+			return o.scalar(per[0]), nil
+		}
+		out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(o.outShape()...))
+		for i, v := range per {
+			if o.dtype == tensor.Float32 {
+				out.Float32s()[i] = float32(v)
+			} else {
+				out.Float64s()[i] = v
+			}
+		}
+		return out, nil
 	}
+	var loss float64
+	if o.plain() {
+		loss = math.NaN()
+		if a.rows > 0 {
+			loss = runEntropy(a) / float64(a.rows)
+		}
+	} else {
+		sum, denom := o.lossRows(a, nil)
+		loss = sum
+		if o.reduction == ReduceMean {
+			loss = sum / denom // NaN when nothing is counted, as in PyTorch
+		}
+	}
+	return o.scalar(loss), nil
+}
+
+// scalar returns v as one of Gorgonia's scalar values of the op's dtype.
+func (o *crossEntropyOp) scalar(v float64) gorgonia.Value {
 	if o.dtype == tensor.Float32 {
-		return gorgonia.NewF32(float32(loss)), nil
+		return gorgonia.NewF32(float32(v))
 	}
-	return gorgonia.NewF64(loss), nil
+	return gorgonia.NewF64(v)
 }
 
 func (o *crossEntropyOp) ReturnsPtr() bool     { return false }
@@ -193,7 +277,7 @@ func (o *crossEntropyOp) CallsExtern() bool    { return false }
 func (o *crossEntropyOp) OverwritesInput() int { return -1 }
 
 func (o *crossEntropyOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "%v %v %v %v", o, o.dtype, o.targetType, o.shape)
+	fmt.Fprintf(h, "%v %v %v %v %v %v %v %v %v", o, o.dtype, o.targetType, o.shape, o.reduction, o.hasIgnore, o.ignore, o.weights, o.smoothing)
 }
 
 func (o *crossEntropyOp) Hashcode() uint32 {
@@ -202,22 +286,46 @@ func (o *crossEntropyOp) Hashcode() uint32 {
 	return h.Sum32()
 }
 
-func (o *crossEntropyOp) String() string { return "CrossEntropy" }
+func (o *crossEntropyOp) String() string {
+	name := "CrossEntropy"
+	if o.op == opNLL {
+		name = "NLLLoss"
+	}
+	if o.plain() {
+		return name
+	}
+	s := fmt.Sprintf("%s{%v", name, o.reduction)
+	if o.hasIgnore {
+		s += fmt.Sprintf(", ignore=%d", o.ignore)
+	}
+	if o.weights != nil {
+		s += ", weights"
+	}
+	if o.smoothing != 0 {
+		s += fmt.Sprintf(", smoothing=%v", o.smoothing)
+	}
+	return s + "}"
+}
 
 // DiffWRT reports that logits are differentiable and targets are not.
 func (o *crossEntropyOp) DiffWRT(int) []bool { return []bool{true, false} }
 
 // SymDiff returns the gradient node of logits.
 func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := checkArity(opCrossEntropy, "", len(inputs), 2); err != nil {
+	if err := checkArity(o.op, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
-	if err := dense.CheckGradSize(opCrossEntropy, nil, inputs[0]); err != nil {
+	if err := dense.CheckGradSize(o.op, nil, inputs[0]); err != nil {
 		return nil, err
+	}
+	if o.reduction == ReduceNone {
+		if err := dense.CheckGradSize(o.op, output); err != nil {
+			return nil, err
+		}
 	}
 	d, err := gorgonia.ApplyOp(&crossEntropyDiffOp{o}, inputs[0], inputs[1], grad)
 	if err != nil {
-		return nil, fmt.Errorf("%s: building the gradient: %w", opCrossEntropy, dense.Graph(err))
+		return nil, fmt.Errorf("%s: building the gradient: %w", o.op, dense.Graph(err))
 	}
 	return gorgonia.Nodes{d, nil}, nil
 }
@@ -225,16 +333,16 @@ func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.N
 // DoDiff adds the gradient of logits into the gradient they already have,
 // for Gorgonia's LispMachine.
 func (o *crossEntropyOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := checkArity(opCrossEntropy, "", len(inputs), 2); err != nil {
+	if err := checkArity(o.op, "", len(inputs), 2); err != nil {
 		return err
 	}
 	dg, err := inputs[0].Grad()
 	if err != nil {
-		return fmt.Errorf("%s: logits have no gradient to add into: %w", opCrossEntropy, dense.Graph(err))
+		return fmt.Errorf("%s: logits have no gradient to add into: %w", o.op, dense.Graph(err))
 	}
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("%s: the loss has no gradient: %w", opCrossEntropy, dense.Graph(err))
+		return fmt.Errorf("%s: the loss has no gradient: %w", o.op, dense.Graph(err))
 	}
 	return (&crossEntropyDiffOp{o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
 }
@@ -248,7 +356,7 @@ func (d *crossEntropyDiffOp) Arity() int { return 3 }
 func (d *crossEntropyDiffOp) Type() hm.Type {
 	f := d.fwd
 	x := dense.Type(len(f.shape), f.dtype)
-	return hm.NewFnType(x, dense.Type(len(f.shape)-1, f.targetType), f.dtype, x)
+	return hm.NewFnType(x, dense.Type(len(f.shape)-1, f.targetType), f.outType(), x)
 }
 
 func (d *crossEntropyDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
@@ -268,7 +376,8 @@ func (d *crossEntropyDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // else returns a new tensor.
 func (d *crossEntropyDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || len(in) != 3 || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.fwd.shape) || !dense.Writable(out) || overlapsValue(out, in[0]) {
+	if !ok || len(in) != 3 || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.fwd.shape) || !dense.Writable(out) ||
+		overlapsValue(out, in[0]) || overlapsValue(out, in[2]) {
 		return d.Do(in...)
 	}
 	if err := d.run(out, false, in); err != nil {
@@ -281,7 +390,7 @@ func (d *crossEntropyDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgon
 func (d *crossEntropyDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
 	dst, ok := toIncr.(*tensor.Dense)
 	if !ok {
-		return fmt.Errorf("%s gradient: cannot add into a %T: %w", opCrossEntropy, toIncr, gather.ErrDtype)
+		return fmt.Errorf("%s gradient: cannot add into a %T: %w", d.fwd.op, toIncr, gather.ErrDtype)
 	}
 	return d.run(dst, true, in)
 }
@@ -289,25 +398,52 @@ func (d *crossEntropyDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value)
 // run writes (or, with add, adds) the gradient into dst after checking
 // every argument, so that dst is untouched on error.
 func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	if err := checkArity(opCrossEntropy, " gradient", len(in), 3); err != nil {
+	o := d.fwd
+	if err := checkArity(o.op, " gradient", len(in), 3); err != nil {
 		return err
 	}
-	if dst.Dtype() != d.fwd.dtype || !dense.SameShape(dst.Shape(), d.fwd.shape) || !dense.Writable(dst) {
+	if dst.Dtype() != o.dtype || !dense.SameShape(dst.Shape(), o.shape) || !dense.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
-			opCrossEntropy, dst.Dtype(), dst.Shape(), d.fwd.dtype, d.fwd.shape, gather.ErrShape)
+			o.op, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
-	a, err := d.fwd.args(in[0], in[1])
+	a, err := o.args(in[0], in[1])
 	if err != nil {
 		return err
 	}
-	up, err := dense.Scalar("upstream gradient", in[2])
-	if err != nil {
-		return fmt.Errorf("%s gradient: %w", opCrossEntropy, err)
+	var up float64
+	var ups []float64 // ReduceNone: the upstream gradient of each row
+	if o.reduction == ReduceNone && len(o.shape) > 1 {
+		u, err := dense.Read(o.op, "upstream gradient", in[2])
+		if err != nil {
+			return err
+		}
+		if u.Dtype() != o.dtype || !dense.SameShape(u.Shape(), o.outShape()) {
+			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape %v: %w",
+				o.op, u.Dtype(), u.Shape(), o.dtype, o.outShape(), gather.ErrShape)
+		}
+		ups = make([]float64, a.rows)
+		for i := range ups {
+			if o.dtype == tensor.Float32 {
+				ups[i] = float64(u.Float32s()[i])
+			} else {
+				ups[i] = u.Float64s()[i]
+			}
+		}
+	} else if up, err = dense.Scalar("upstream gradient", in[2]); err != nil {
+		return fmt.Errorf("%s gradient: %w", o.op, err)
 	}
-	if a.rows == 0 {
+	if a.rows == 0 || a.classes == 0 {
 		return nil
 	}
-	runEntropyGrad(dst, a, up/float64(a.rows), add)
+	if o.plain() {
+		runEntropyGrad(dst, a, up/float64(a.rows), add)
+		return nil
+	}
+	scale := up
+	if o.reduction == ReduceMean {
+		scale /= o.denominator(a)
+	}
+	o.gradRows(dst, a, scale, ups, add)
 	return nil
 }
 
@@ -326,7 +462,7 @@ func (d *crossEntropyDiffOp) Hashcode() uint32 {
 	return h.Sum32()
 }
 
-func (d *crossEntropyDiffOp) String() string { return "CrossEntropyGrad" }
+func (d *crossEntropyDiffOp) String() string { return d.fwd.String() + "Grad" }
 
 var (
 	_ gorgonia.SDOp            = (*crossEntropyOp)(nil)
@@ -544,5 +680,213 @@ func clearFloats(t *tensor.Dense) {
 		kernel.Clear(t.Float32s())
 	case tensor.Float64:
 		kernel.Clear(t.Float64s())
+	}
+}
+
+// weight returns the weight of class j: 1 without ClassWeights.
+func (o *crossEntropyOp) weight(j int) float64 {
+	if o.weights == nil {
+		return 1
+	}
+	return o.weights[j]
+}
+
+// counted reports whether a row with target y counts (is not ignored).
+func (o *crossEntropyOp) counted(y int64) bool { return !o.hasIgnore || y != o.ignore }
+
+// denominator returns what ReduceMean divides by: the sum of the weights
+// of the counted targets, added in the order lossRows adds them.
+func (o *crossEntropyOp) denominator(a entropyArgs) float64 {
+	var total float64
+	for r0 := 0; r0 < a.rows; r0 += entropyRows {
+		var d float64
+		for r := r0; r < min(r0+entropyRows, a.rows); r++ {
+			if y := a.targets.At(r); o.counted(y) {
+				d += o.weight(int(y))
+			}
+		}
+		total += d
+	}
+	return total
+}
+
+// lossRows returns the sum of the rows' losses and the denominator of
+// their mean (see denominator), and with per not nil sets per[r] to the
+// loss of row r: the loss of CrossEntropy or NLLLoss with options.
+func (o *crossEntropyOp) lossRows(a entropyArgs, per []float64) (sum, denom float64) {
+	switch a.logits.Dtype() {
+	case tensor.Float32:
+		return lossRowsOf(o, a.logits.Float32s(), a, per)
+	default:
+		return lossRowsOf(o, a.logits.Float64s(), a, per)
+	}
+}
+
+func lossRowsOf[T kernel.Float](o *crossEntropyOp, x []T, a entropyArgs, per []float64) (float64, float64) {
+	switch a.targets.Dtype {
+	case tensor.Int:
+		return lossRowsTyped(o, x, a.targets.Ints, a.classes, per)
+	case tensor.Int32:
+		return lossRowsTyped(o, x, a.targets.I32, a.classes, per)
+	default:
+		return lossRowsTyped(o, x, a.targets.I64, a.classes, per)
+	}
+}
+
+// lossRowsTyped is lossRows. For row r with target y, not ignored, w the
+// class weights, ε the smoothing and lse the row's log-sum-exp:
+//
+//	NLLLoss:      l = -w[y]·x[y]
+//	CrossEntropy: l = (1-ε)·w[y]·(lse - x[y]) + (ε/c)·Σ_j w[j]·(lse - x[j])
+//
+// Blocks of entropyRows rows are summed on their own and then in order,
+// so the result is the same for any GOMAXPROCS.
+func lossRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, x []T, t []I, c int, per []float64) (float64, float64) {
+	nb := (len(t) + entropyRows - 1) / entropyRows
+	sums, dens := make([]float64, nb), make([]float64, nb)
+	ce := o.op == opCrossEntropy
+	eps := o.smoothing
+	kernel.ParallelFor(nb, kernel.Workers(len(x), nb), func(lo, hi int) {
+		var e []T
+		var m, s []float64
+		if ce {
+			e, m, s = make([]T, entropyRows*c), make([]float64, entropyRows), make([]float64, entropyRows)
+		}
+		for b := lo; b < hi; b++ {
+			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
+			if ce {
+				expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+			}
+			var ls, ds float64
+			for r := r0; r < r1; r++ {
+				y := int64(t[r])
+				if !o.counted(y) {
+					if per != nil {
+						per[r] = 0
+					}
+					continue
+				}
+				row := x[r*c : (r+1)*c]
+				wy := o.weight(int(y))
+				var l float64
+				if ce {
+					lse := m[r-r0] + math.Log(s[r-r0])
+					l = wy * (lse - float64(row[y]))
+					if eps != 0 {
+						var sm float64
+						for j, v := range row {
+							sm += o.weight(j) * (lse - float64(v))
+						}
+						l = (1-eps)*l + eps/float64(c)*sm
+					}
+				} else {
+					l = -wy * float64(row[y])
+				}
+				ls += l
+				ds += wy
+				if per != nil {
+					per[r] = l
+				}
+			}
+			sums[b], dens[b] = ls, ds
+		}
+	})
+	var sum, denom float64
+	for b := range sums {
+		sum += sums[b]
+		denom += dens[b]
+	}
+	return sum, denom
+}
+
+// gradRows writes (or adds) the gradient of the loss with options into
+// dst: each row's gradient times scale, or times ups[r] when ups is not nil.
+func (o *crossEntropyOp) gradRows(dst *tensor.Dense, a entropyArgs, scale float64, ups []float64, add bool) {
+	switch a.logits.Dtype() {
+	case tensor.Float32:
+		gradRowsOf(o, dst.Float32s(), a.logits.Float32s(), a, scale, ups, add)
+	default:
+		gradRowsOf(o, dst.Float64s(), a.logits.Float64s(), a, scale, ups, add)
+	}
+}
+
+func gradRowsOf[T kernel.Float](o *crossEntropyOp, dst, x []T, a entropyArgs, scale float64, ups []float64, add bool) {
+	p := kernel.Workers(len(x), a.rows)
+	switch a.targets.Dtype {
+	case tensor.Int:
+		kernel.ParallelFor(a.rows, p, func(lo, hi int) { gradRowsTyped(o, dst, x, a.targets.Ints, a.classes, scale, ups, add, lo, hi) })
+	case tensor.Int32:
+		kernel.ParallelFor(a.rows, p, func(lo, hi int) { gradRowsTyped(o, dst, x, a.targets.I32, a.classes, scale, ups, add, lo, hi) })
+	default:
+		kernel.ParallelFor(a.rows, p, func(lo, hi int) { gradRowsTyped(o, dst, x, a.targets.I64, a.classes, scale, ups, add, lo, hi) })
+	}
+}
+
+// gradRowsTyped is gradRows for the rows [lo, hi). For row r with target y,
+// not ignored, scaled by k, with p = softmax(x[r]) and W = Σ_j w[j]:
+//
+//	NLLLoss:      g[j] = -k·w[y] if j == y, else 0
+//	CrossEntropy: g[j] = k·((1-ε)·w[y]·(p[j] - [j == y]) + (ε/c)·(p[j]·W - w[j]))
+//
+// An ignored row's gradient is zero.
+func gradRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, dst, x []T, t []I, c int, scale float64, ups []float64, add bool, lo, hi int) {
+	ce := o.op == opCrossEntropy
+	eps := o.smoothing
+	wsum := float64(c)
+	if o.weights != nil {
+		wsum = 0
+		for _, w := range o.weights {
+			wsum += w
+		}
+	}
+	var e []T
+	var m, s []float64
+	if ce {
+		e, m, s = make([]T, entropyRows*c), make([]float64, entropyRows), make([]float64, entropyRows)
+	}
+	for r0 := lo; r0 < hi; r0 += entropyRows {
+		r1 := min(r0+entropyRows, hi)
+		if ce {
+			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+		}
+		for r := r0; r < r1; r++ {
+			out := dst[r*c : (r+1)*c]
+			y := int64(t[r])
+			if !o.counted(y) {
+				if !add {
+					clear(out)
+				}
+				continue
+			}
+			k := scale
+			if ups != nil {
+				k = ups[r]
+			}
+			wy := o.weight(int(y))
+			if !ce {
+				if !add {
+					clear(out)
+				}
+				out[y] += T(-k * wy)
+				continue
+			}
+			er := e[(r-r0)*c : (r-r0+1)*c]
+			inv := 1 / s[r-r0]
+			for j := range out {
+				pj := float64(er[j]) * inv
+				g := (1 - eps) * wy * pj
+				if int64(j) == y {
+					g -= (1 - eps) * wy
+				}
+				if eps != 0 {
+					g += eps / float64(c) * (pj*wsum - o.weight(j))
+				}
+				if add {
+					out[j] += T(k * g)
+				} else {
+					out[j] = T(k * g)
+				}
+			}
+		}
 	}
 }

@@ -267,7 +267,7 @@ func TestCrossEntropyGradBuffers(t *testing.T) {
 	x := []float64{0.1, -0.3, 0.7, 1, 2, -1}
 	y := []int64{2, 0}
 	_, want := refCrossEntropy(x, y, 3)
-	o := &crossEntropyOp{dtype: tensor.Float64, targetType: tensor.Int64, shape: tensor.Shape{2, 3}}
+	o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float64, targetType: tensor.Int64, shape: tensor.Shape{2, 3}}
 	d := &crossEntropyDiffOp{o}
 	xt := floatTensor(x, []int{2, 3}, tensor.Float64)
 	yt := castIndices(y, []int{2}, tensor.Int64)
@@ -307,7 +307,7 @@ func TestCrossEntropyDeterministicAcrossGOMAXPROCS(t *testing.T) {
 	}
 	xt := floatTensor(x, []int{rows, c}, tensor.Float32)
 	yt := castIndices(y, []int{rows}, tensor.Int64)
-	o := &crossEntropyOp{dtype: tensor.Float32, targetType: tensor.Int64, shape: tensor.Shape{rows, c}}
+	o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float32, targetType: tensor.Int64, shape: tensor.Shape{rows, c}}
 	run := func(procs int) (gorgonia.Value, []float64) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		l, err := o.Do(xt, yt)
@@ -336,7 +336,7 @@ func TestCrossEntropyFloat32NonFinite(t *testing.T) {
 		var grads [][]float64
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 			xt := floatTensor(row, []int{1, 4}, dt)
-			o := &crossEntropyOp{dtype: dt, targetType: tensor.Int64, shape: tensor.Shape{1, 4}}
+			o := &crossEntropyOp{op: opCrossEntropy, dtype: dt, targetType: tensor.Int64, shape: tensor.Shape{1, 4}}
 			l, err := o.Do(xt, yt)
 			require.NoError(t, err)
 			one := gorgonia.Value(gorgonia.NewF64(1))

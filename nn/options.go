@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
 )
@@ -38,6 +39,11 @@ const (
 	optMaxNorm
 	optFreq
 	optIncludeLast
+	optIgnoreIndex
+	optClassWeights
+	optSmoothing
+	optReduction
+	optPosWeight
 )
 
 // The options each function accepts.
@@ -45,6 +51,9 @@ const (
 	forNewEmbedding = optInit | optSeed | optPadding | optFrozen | optSparse | optMaxNorm | optFreq
 	forEmbeddingBag = optPadding | optFrozen | optFreq | optIncludeLast
 	forBagMethod    = optIncludeLast
+	forCrossEntropy = optIgnoreIndex | optClassWeights | optSmoothing | optReduction
+	forNLLLoss      = optIgnoreIndex | optClassWeights | optReduction
+	forBCE          = optPosWeight | optReduction
 )
 
 // config is the options of one call, as the options set them.
@@ -60,6 +69,8 @@ type config struct {
 	freq    bool    // scale gradients by id frequency
 
 	includeLast bool // offsets hold bags+1 entries, the last the number of ids
+
+	loss lossConfig // the losses' options
 
 	given optKind // the options given
 }
@@ -83,6 +94,10 @@ func newConfig(prefix, fn string, allowed optKind, opts []Option) (config, error
 		return c, fmt.Errorf("%s: EmbeddingFrozen and EmbeddingSparse contradict each other: a frozen table has no gradient, sparse or dense: %w", prefix, gather.ErrOption)
 	case c.given&optMaxNorm != 0 && !(c.maxNorm > 0 && !math.IsInf(c.maxNorm, 1)):
 		return c, fmt.Errorf("%s: EmbeddingMaxNorm(%v): the norm must be positive and finite: %w", prefix, c.maxNorm, gather.ErrOption)
+	case c.given&optSmoothing != 0 && !(c.loss.smoothing >= 0 && c.loss.smoothing <= 1):
+		return c, fmt.Errorf("%s: LabelSmoothing(%v): the smoothing must lie in [0, 1]: %w", prefix, c.loss.smoothing, gather.ErrOption)
+	case c.given&optReduction != 0 && (c.loss.reduction < ReduceMean || c.loss.reduction > ReduceNone):
+		return c, fmt.Errorf("%s: WithReduction(%v): use ReduceMean, ReduceSum or ReduceNone: %w", prefix, c.loss.reduction, gather.ErrOption)
 	case c.given&optInit != 0 && c.init == nil:
 		return c, fmt.Errorf("%s: EmbeddingInit(nil): give an initialiser, or leave the option out for N(0, 1): %w", prefix, gather.ErrOption)
 	}
@@ -171,4 +186,80 @@ func EmbeddingScaleGradByFreq() Option {
 // (*Embedding).Bag, with offsets.
 func IncludeLastOffset() Option {
 	return Option{optIncludeLast, "IncludeLastOffset", func(c *config) { c.includeLast = true }}
+}
+
+// IgnoreIndex makes targets equal to i contribute nothing to the loss and
+// its gradient, and leaves them out of the mean's count (PyTorch's
+// ignore_index). i may lie outside [0, classes), as PyTorch's default -100
+// does; without this option every target must lie in [0, classes). For
+// CrossEntropy and NLLLoss.
+func IgnoreIndex(i int) Option {
+	return Option{optIgnoreIndex, "IgnoreIndex", func(c *config) { c.loss.hasIgnore, c.loss.ignore = true, int64(i) }}
+}
+
+// ClassWeights weighs each example's loss by w[target] (PyTorch's weight):
+// w is a [classes] vector of the logits' dtype, copied when the loss is
+// built. Under ReduceMean the loss is divided by the sum of the weights of
+// the targets counted, not by their number, as PyTorch does. For
+// CrossEntropy and NLLLoss.
+func ClassWeights(w tensor.Tensor) Option {
+	return Option{optClassWeights, "ClassWeights", func(c *config) { c.loss.weights, c.loss.hasWeights = w, true }}
+}
+
+// LabelSmoothing mixes the one-hot target with the uniform distribution
+// over the classes: the loss is (1-eps) times the loss of the target plus
+// eps/classes times the sum of the losses of every class (with
+// ClassWeights, each class's weighted by its weight, and the mean divided
+// as without smoothing), PyTorch 1.13's label_smoothing. eps lies in
+// [0, 1]. For CrossEntropy.
+func LabelSmoothing(eps float64) Option {
+	return Option{optSmoothing, "LabelSmoothing", func(c *config) { c.loss.smoothing = eps }}
+}
+
+// A Reduction says how a loss combines the losses of its examples.
+type Reduction int
+
+// The reductions of the losses (PyTorch's reduction="mean", "sum",
+// "none").
+const (
+	ReduceMean Reduction = iota // the mean over the examples counted (the default)
+	ReduceSum                   // the sum
+	ReduceNone                  // one loss per example, shaped like the targets
+)
+
+func (r Reduction) String() string {
+	switch r {
+	case ReduceMean:
+		return "mean"
+	case ReduceSum:
+		return "sum"
+	case ReduceNone:
+		return "none"
+	}
+	return fmt.Sprintf("Reduction(%d)", int(r))
+}
+
+// WithReduction sets how a loss combines its examples' losses; the
+// default is ReduceMean. For CrossEntropy, NLLLoss and BCEWithLogits.
+func WithReduction(r Reduction) Option {
+	return Option{optReduction, "WithReduction", func(c *config) { c.loss.reduction = r }}
+}
+
+// PosWeight weighs the positive part of each example's loss by w[j], j
+// its position on the last axis (PyTorch's pos_weight): w is a [classes]
+// vector of the logits' dtype, copied when the loss is built. For
+// BCEWithLogits.
+func PosWeight(w tensor.Tensor) Option {
+	return Option{optPosWeight, "PosWeight", func(c *config) { c.loss.posWeight = w }}
+}
+
+// lossConfig holds the losses' options as given.
+type lossConfig struct {
+	reduction  Reduction
+	hasIgnore  bool
+	ignore     int64
+	hasWeights bool
+	weights    tensor.Tensor // ClassWeights
+	smoothing  float64
+	posWeight  tensor.Tensor
 }

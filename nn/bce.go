@@ -1,0 +1,459 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"math"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/kernel"
+)
+
+// opBCE names BCEWithLogits in error messages.
+const opBCE = "bce_with_logits"
+
+// BCEWithLogits returns the binary cross-entropy of targets under the
+// sigmoid of logits, PyTorch's F.binary_cross_entropy_with_logits: for each
+// element, with x the logit, y the target and p the pos weight of its
+// column (1 without PosWeight),
+//
+//	l = (1-y)·x + (1 + (p-1)·y)·log(1 + exp(-x))
+//
+// computed as log(1+exp(-|x|)) + max(-x, 0), which neither overflows nor
+// loses the small values for logits of any size. logits is float32 or
+// float64 of any shape; targets has its shape and dtype and holds values in
+// [0, 1] (soft labels allowed; they are not checked). Options: PosWeight
+// (a [classes] vector for the last axis) and WithReduction (ReduceMean, the
+// default, over every element; ReduceSum; ReduceNone, a loss per element).
+// The gradient flows to logits, in both of Gorgonia's machines:
+//
+//	∂l/∂x = (1 + (p-1)·y)·sigmoid(x) - p·y    (sigmoid(x) - y without PosWeight)
+//
+// Targets get none. Sums accumulate in float64. It is O(size of logits)
+// forward and backward.
+func BCEWithLogits(logits, targets *gorgonia.Node, opts ...Option) (*gorgonia.Node, error) {
+	c, err := newConfig(opBCE, "BCEWithLogits", forBCE, opts)
+	if err != nil {
+		return nil, err
+	}
+	if logits == nil || targets == nil {
+		return nil, fmt.Errorf("%s: logits and targets must be nodes: %w", opBCE, gather.ErrShape)
+	}
+	dt := logits.Dtype()
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("%s: logits must be float32 or float64, got %v: %w", opBCE, dt, gather.ErrDtype)
+	}
+	if targets.Dtype() != dt {
+		return nil, fmt.Errorf("%s: targets are %v, the logits %v: %w", opBCE, targets.Dtype(), dt, gather.ErrDtype)
+	}
+	shape := logits.Shape().Clone()
+	if !dense.SameShape(shape, targets.Shape()) {
+		return nil, fmt.Errorf("%s: targets of shape %v must have the logits' shape %v: %w", opBCE, targets.Shape(), shape, gather.ErrShape)
+	}
+	if _, err := dense.Size(opBCE, "logits", shape); err != nil {
+		return nil, err
+	}
+	o := &bceOp{dtype: dt, shape: shape, reduction: c.loss.reduction}
+	if c.given&optPosWeight != 0 {
+		cols := 1
+		if len(shape) > 0 {
+			cols = shape[len(shape)-1]
+		}
+		if o.pos, err = classVector(opBCE, "pos weight", c.loss.posWeight, dt, cols); err != nil {
+			return nil, err
+		}
+	}
+	n, err := gorgonia.ApplyOp(o, logits, targets)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opBCE, dense.Graph(err))
+	}
+	return n, nil
+}
+
+// classVector checks that w, the option named what, is a vector of n values
+// of dtype dt, and returns a copy of its values in float64.
+func classVector(op, what string, w tensor.Tensor, dt tensor.Dtype, n int) ([]float64, error) {
+	if w == nil {
+		return nil, fmt.Errorf("%s: the %s is nil: %w", op, what, gather.ErrShape)
+	}
+	d, err := dense.Read(op, what, w)
+	if err != nil {
+		return nil, err
+	}
+	if d.Dtype() != dt {
+		return nil, fmt.Errorf("%s: the %s is %v, the logits %v: %w", op, what, d.Dtype(), dt, gather.ErrDtype)
+	}
+	if !dense.SameShape(d.Shape(), []int{n}) {
+		return nil, fmt.Errorf("%s: the %s has shape %v, want (%d), one per class: %w", op, what, d.Shape(), n, gather.ErrShape)
+	}
+	out := make([]float64, n)
+	for i := range out {
+		if dt == tensor.Float32 {
+			out[i] = float64(d.Float32s()[i])
+		} else {
+			out[i] = d.Float64s()[i]
+		}
+	}
+	return out, nil
+}
+
+// bceOp is the op of BCEWithLogits: logits and targets in, the reduced
+// loss (a scalar) or the losses (the logits' shape) out.
+type bceOp struct {
+	dtype     tensor.Dtype
+	shape     tensor.Shape
+	reduction Reduction
+	pos       []float64 // nil: 1 for every column
+}
+
+// bceArgs are the checked values of a run.
+type bceArgs struct {
+	x, y *tensor.Dense
+	cols int
+}
+
+func (o *bceOp) args(in []gorgonia.Value, want int) (bceArgs, error) {
+	if err := checkArity(opBCE, "", len(in), want); err != nil {
+		return bceArgs{}, err
+	}
+	var a bceArgs
+	for k, what := range []string{"logits", "targets"} {
+		t, err := dense.Read(opBCE, what, in[k])
+		if err != nil {
+			return a, err
+		}
+		if t.Dtype() != o.dtype || !dense.SameShape(t.Shape(), o.shape) {
+			return a, fmt.Errorf("%s: %s are %v of shape %v, want %v of shape %v: %w", opBCE, what, t.Dtype(), t.Shape(), o.dtype, o.shape, gather.ErrShape)
+		}
+		if k == 0 {
+			a.x = t
+		} else {
+			a.y = t
+		}
+	}
+	a.cols = 1
+	if len(o.shape) > 0 {
+		a.cols = o.shape[len(o.shape)-1]
+	}
+	return a, nil
+}
+
+func (o *bceOp) Arity() int { return 2 }
+
+func (o *bceOp) outShape() tensor.Shape {
+	if o.reduction == ReduceNone {
+		return o.shape.Clone()
+	}
+	return tensor.ScalarShape()
+}
+
+func (o *bceOp) Type() hm.Type {
+	x := dense.Type(len(o.shape), o.dtype)
+	if o.reduction == ReduceNone {
+		return hm.NewFnType(x, x, x)
+	}
+	return hm.NewFnType(x, x, o.dtype)
+}
+
+func (o *bceOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) { return o.outShape(), nil }
+
+func (o *bceOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	a, err := o.args(in, 2)
+	if err != nil {
+		return nil, err
+	}
+	n := o.shape.TotalSize()
+	if o.reduction == ReduceNone {
+		out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(o.shape.Clone()...))
+		if n > 0 {
+			switch o.dtype {
+			case tensor.Float32:
+				bceEach(out.Float32s(), a.x.Float32s(), a.y.Float32s(), o.pos, a.cols)
+			case tensor.Float64:
+				bceEach(out.Float64s(), a.x.Float64s(), a.y.Float64s(), o.pos, a.cols)
+			}
+		}
+		return out, nil
+	}
+	var sum float64
+	if n > 0 {
+		switch o.dtype {
+		case tensor.Float32:
+			sum = bceSum(a.x.Float32s(), a.y.Float32s(), o.pos, a.cols)
+		case tensor.Float64:
+			sum = bceSum(a.x.Float64s(), a.y.Float64s(), o.pos, a.cols)
+		}
+	}
+	if o.reduction == ReduceMean {
+		sum /= float64(n) // NaN for no elements, as a mean over nothing is
+	}
+	if o.dtype == tensor.Float32 {
+		return gorgonia.NewF32(float32(sum)), nil
+	}
+	return gorgonia.NewF64(sum), nil
+}
+
+// bceOne returns the loss of one element: logit x, target y, pos weight p.
+func bceOne(x, y, p float64) float64 {
+	sp := math.Log1p(math.Exp(-math.Abs(x))) + math.Max(-x, 0) // log(1 + exp(-x))
+	return (1-y)*x + (1+(p-1)*y)*sp
+}
+
+// bceGradOne returns ∂l/∂x of one element.
+func bceGradOne(x, y, p float64) float64 {
+	// sigmoid(x) without overflow for either sign of x
+	var s float64
+	if x >= 0 {
+		s = 1 / (1 + math.Exp(-x))
+	} else {
+		e := math.Exp(x)
+		s = e / (1 + e)
+	}
+	return (1+(p-1)*y)*s - p*y
+}
+
+// posAt returns the pos weight of column j, 1 without PosWeight.
+func posAt(pos []float64, j int) float64 {
+	if pos == nil {
+		return 1
+	}
+	return pos[j]
+}
+
+// bceBlock is the number of elements whose losses are summed before the
+// sum joins the total: the blocks fix the order of the additions, so the
+// loss is the same for any GOMAXPROCS.
+const bceBlock = 4096
+
+// bceSum returns the sum of the elements' losses.
+func bceSum[T kernel.Float](x, y []T, pos []float64, cols int) float64 {
+	blocks := make([]float64, (len(x)+bceBlock-1)/bceBlock)
+	kernel.ParallelFor(len(blocks), kernel.Workers(len(x), len(blocks)), func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			i0, i1 := b*bceBlock, min((b+1)*bceBlock, len(x))
+			var s float64
+			for i := i0; i < i1; i++ {
+				s += bceOne(float64(x[i]), float64(y[i]), posAt(pos, i%cols))
+			}
+			blocks[b] = s
+		}
+	})
+	var total float64
+	for _, s := range blocks {
+		total += s
+	}
+	return total
+}
+
+// bceEach sets out[i] to the loss of element i.
+func bceEach[T kernel.Float](out, x, y []T, pos []float64, cols int) {
+	kernel.ParallelFor(len(x), kernel.Workers(len(x), len(x)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i] = T(bceOne(float64(x[i]), float64(y[i]), posAt(pos, i%cols)))
+		}
+	})
+}
+
+func (o *bceOp) ReturnsPtr() bool     { return false }
+func (o *bceOp) CallsExtern() bool    { return false }
+func (o *bceOp) OverwritesInput() int { return -1 }
+
+func (o *bceOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "%v %v %v %v", o, o.dtype, o.shape, o.pos)
+}
+
+func (o *bceOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+
+func (o *bceOp) String() string {
+	if o.pos != nil {
+		return fmt.Sprintf("BCEWithLogits{%v, posWeight}", o.reduction)
+	}
+	return fmt.Sprintf("BCEWithLogits{%v}", o.reduction)
+}
+
+// DiffWRT: the logits; the targets get no gradient.
+func (o *bceOp) DiffWRT(int) []bool { return []bool{true, false} }
+
+func (o *bceOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if err := checkArity(opBCE, "", len(inputs), 2); err != nil {
+		return nil, err
+	}
+	if err := dense.CheckGradSize(opBCE, output, inputs[0]); err != nil {
+		return nil, err
+	}
+	d, err := gorgonia.ApplyOp(&bceDiffOp{o}, inputs[0], inputs[1], grad)
+	if err != nil {
+		return nil, fmt.Errorf("%s: building the gradient: %w", opBCE, dense.Graph(err))
+	}
+	return gorgonia.Nodes{d, nil}, nil
+}
+
+func (o *bceOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	if err := checkArity(opBCE, "", len(inputs), 2); err != nil {
+		return err
+	}
+	dg, err := inputs[0].Grad()
+	if err != nil {
+		return fmt.Errorf("%s: logits have no gradient to add into: %w", opBCE, dense.Graph(err))
+	}
+	up, err := output.Grad()
+	if err != nil {
+		return fmt.Errorf("%s: the loss has no gradient: %w", opBCE, dense.Graph(err))
+	}
+	return (&bceDiffOp{o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
+}
+
+// bceDiffOp is the gradient of logits: logits, targets and the upstream
+// gradient (a scalar, or shaped like logits for ReduceNone) in.
+type bceDiffOp struct{ fwd *bceOp }
+
+func (d *bceDiffOp) Arity() int { return 3 }
+
+func (d *bceDiffOp) Type() hm.Type {
+	x := dense.Type(len(d.fwd.shape), d.fwd.dtype)
+	var up hm.Type = d.fwd.dtype
+	if d.fwd.reduction == ReduceNone {
+		up = x
+	}
+	return hm.NewFnType(x, x, up, x)
+}
+
+func (d *bceDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
+	return d.fwd.shape.Clone(), nil
+}
+
+func (d *bceDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	out := tensor.New(tensor.Of(d.fwd.dtype), tensor.WithShape(d.fwd.shape.Clone()...))
+	if err := d.run(out, false, in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (d *bceDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || len(in) != 3 || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.fwd.shape) ||
+		!dense.Writable(out) || overlapsValue(out, in[0]) || overlapsValue(out, in[1]) || overlapsValue(out, in[2]) {
+		return d.Do(in...)
+	}
+	if err := d.run(out, false, in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (d *bceDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
+	dst, ok := toIncr.(*tensor.Dense)
+	if !ok {
+		return fmt.Errorf("%s gradient: cannot add into a %T: %w", opBCE, toIncr, gather.ErrDtype)
+	}
+	return d.run(dst, true, in)
+}
+
+// run writes (or adds) the gradient into dst after checking every
+// argument, so that dst is untouched on error.
+func (d *bceDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
+	o := d.fwd
+	if dst.Dtype() != o.dtype || !dense.SameShape(dst.Shape(), o.shape) || !dense.Writable(dst) {
+		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
+			opBCE, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
+	}
+	a, err := o.args(in, 3)
+	if err != nil {
+		return err
+	}
+	n := o.shape.TotalSize()
+	var scale float64
+	var ups *tensor.Dense
+	if o.reduction == ReduceNone {
+		if ups, err = dense.Read(opBCE, "upstream gradient", in[2]); err != nil {
+			return err
+		}
+		if ups.Dtype() != o.dtype || !dense.SameShape(ups.Shape(), o.shape) {
+			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape %v: %w", opBCE, ups.Dtype(), ups.Shape(), o.dtype, o.shape, gather.ErrShape)
+		}
+	} else {
+		up, err := dense.Scalar("upstream gradient", in[2])
+		if err != nil {
+			return fmt.Errorf("%s gradient: %w", opBCE, err)
+		}
+		scale = up
+		if o.reduction == ReduceMean {
+			scale /= float64(n)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	switch o.dtype {
+	case tensor.Float32:
+		var u []float32
+		if ups != nil {
+			u = ups.Float32s()
+		}
+		bceGrad(dst.Float32s(), a.x.Float32s(), a.y.Float32s(), u, o.pos, a.cols, scale, add)
+	case tensor.Float64:
+		var u []float64
+		if ups != nil {
+			u = ups.Float64s()
+		}
+		bceGrad(dst.Float64s(), a.x.Float64s(), a.y.Float64s(), u, o.pos, a.cols, scale, add)
+	}
+	return nil
+}
+
+// bceGrad is
+//
+//	for i := range x { dst[i] = s_i · ∂l/∂x_i }   (+= with add)
+//
+// with s_i = up[i] when up is not nil, else scale.
+func bceGrad[T kernel.Float](dst, x, y, up []T, pos []float64, cols int, scale float64, add bool) {
+	kernel.ParallelFor(len(x), kernel.Workers(len(x), len(x)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			s := scale
+			if up != nil {
+				s = float64(up[i])
+			}
+			g := T(s * bceGradOne(float64(x[i]), float64(y[i]), posAt(pos, i%cols)))
+			if add {
+				dst[i] += g
+			} else {
+				dst[i] = g
+			}
+		}
+	})
+}
+
+func (d *bceDiffOp) ReturnsPtr() bool     { return false }
+func (d *bceDiffOp) CallsExtern() bool    { return false }
+func (d *bceDiffOp) OverwritesInput() int { return -1 }
+
+func (d *bceDiffOp) WriteHash(h hash.Hash) {
+	d.fwd.WriteHash(h)
+	fmt.Fprint(h, "Grad")
+}
+
+func (d *bceDiffOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	d.WriteHash(h)
+	return h.Sum32()
+}
+
+func (d *bceDiffOp) String() string { return d.fwd.String() + "Grad" }
+
+var (
+	_ gorgonia.SDOp            = (*bceOp)(nil)
+	_ gorgonia.ADOp            = (*bceOp)(nil)
+	_ gorgonia.UsePreallocDoer = (*bceDiffOp)(nil)
+	_ gorgonia.IncrDoer        = (*bceDiffOp)(nil)
+)
