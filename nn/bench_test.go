@@ -147,6 +147,64 @@ func BenchmarkCrossEntropy(b *testing.B) {
 			benchRuns(b, vm)
 		})
 	}
+	// The loss with options, which runs the kernels of the general case:
+	// one target in eight ignored, and class weights.
+	yIgn := append([]int{}, y...)
+	for i := 0; i < rows; i += 8 {
+		yIgn[i] = -100
+	}
+	w := make([]float32, classes)
+	for i := range w {
+		w[i] = 0.5 + float32(i)/classes
+	}
+	for _, c := range []struct {
+		name string
+		y    []int
+		opts []Option
+	}{
+		{"ignore_index", yIgn, []Option{IgnoreIndex(-100)}},
+		{"class_weights", y, []Option{ClassWeights(tensor.New(tensor.WithBacking(w)))}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			g := gorgonia.NewGraph()
+			xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
+			yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(c.y)), gorgonia.WithName("y"))
+			loss, err := CrossEntropy(xn, yn, c.opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := gorgonia.Grad(loss, xn); err != nil {
+				b.Fatal(err)
+			}
+			vm := gorgonia.NewTapeMachine(g)
+			defer vm.Close()
+			benchRuns(b, vm)
+		})
+	}
+}
+
+// BenchmarkBCEWithLogits measures one TapeMachine run, loss and gradient,
+// of BCEWithLogits on 4096 × 16 logits and soft targets (mean reduction).
+func BenchmarkBCEWithLogits(b *testing.B) {
+	const rows, cols = 4096, 16
+	r := rand.New(rand.NewPCG(6, 7))
+	x, y := make([]float32, rows*cols), make([]float32, rows*cols)
+	for i := range x {
+		x[i], y[i] = float32(2*r.NormFloat64()), float32(r.Float64())
+	}
+	g := gorgonia.NewGraph()
+	xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(x)), gorgonia.WithName("x"))
+	yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(y)), gorgonia.WithName("y"))
+	loss, err := BCEWithLogits(xn, yn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(loss, xn); err != nil {
+		b.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	b.Run("4096x16", func(b *testing.B) { benchRuns(b, vm) })
 }
 
 // BenchmarkStreamStores measures the gather.Gather cases' forward with ordinary

@@ -11,8 +11,10 @@
 //   - RowGrad, RowGradient: a table's gradient held as the rows a batch
 //     touched, and SparseSGD and SparseAdam (torch.optim.SparseAdam), which
 //     update only those rows.
-//   - CrossEntropy (F.cross_entropy) and NLLLoss (F.nll_loss) with mean
-//     reduction over integer targets; NLLLoss is a GatherElements.
+//   - CrossEntropy (F.cross_entropy), NLLLoss (F.nll_loss) and
+//     BCEWithLogits (F.binary_cross_entropy_with_logits), with PyTorch's
+//     reductions (WithReduction), IgnoreIndex, ClassWeights,
+//     LabelSmoothing and PosWeight.
 //
 // Every option of the package is an Option; a function given an option it
 // does not take returns an error. As in PyTorch, ids and targets lie in

@@ -351,3 +351,60 @@ func Example_evaluation() {
 	// classes: [1 1 0 0]
 	// table unchanged: true
 }
+
+// A click model's loss: one logit per example and label, soft labels
+// allowed, positives weighed up (PyTorch's pos_weight).
+func ExampleBCEWithLogits() {
+	g := gorgonia.NewGraph()
+	logits := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("logits"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{2, -1, 0, 1e4}))))
+	labels := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("labels"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 0, 0.5, 1}))))
+	mean, err := nn.BCEWithLogits(logits, labels)
+	if err != nil {
+		log.Fatal(err)
+	}
+	each, err := nn.BCEWithLogits(logits, labels, nn.WithReduction(nn.ReduceNone),
+		nn.PosWeight(tensor.New(tensor.WithBacking([]float64{3, 1}))))
+	if err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("mean: %.4f\n", mean.Value().Data())
+	fmt.Printf("each, positives of column 0 weighed 3: %.4f\n", each.Value().Data())
+	// Output:
+	// mean: 0.2833
+	// each, positives of column 0 weighed 3: [0.3808 0.3133 1.3863 0.0000]
+}
+
+// Padded sequences: the padding targets (-100 here, PyTorch's default)
+// are left out of the loss and of the mean's count.
+func ExampleIgnoreIndex() {
+	g := gorgonia.NewGraph()
+	logits := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("logits"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{2, 0, 0, 2, 5, -5}))))
+	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("targets"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 1, -100}))))
+	loss, err := nn.CrossEntropy(logits, targets, nn.IgnoreIndex(-100))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(loss, logits); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	grad, _ := logits.Grad()
+	fmt.Printf("loss: %.4f\n", loss.Value().Data())
+	fmt.Printf("gradient: %.4f\n", grad.Data())
+	// Output:
+	// loss: 0.1269
+	// gradient: [-0.0596 0.0596 0.0596 -0.0596 0.0000 0.0000]
+}
