@@ -49,8 +49,14 @@ func TestLossOptionErrors(t *testing.T) {
 			_, err := BCEWithLogits(x, yf, PosWeight(tensor.New(tensor.WithBacking([]float64{1, 2, 3, 4}))))
 			return err
 		}, gather.ErrShape},
-		{"BCE targets of another shape", func() error { _, err := BCEWithLogits(x, gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(12), gorgonia.WithName("v")), nil...); return err }, gather.ErrShape},
-		{"BCE integer targets", func() error { _, err := BCEWithLogits(x, gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(4, 3), gorgonia.WithName("yi"))); return err }, gather.ErrDtype},
+		{"BCE targets of another shape", func() error {
+			_, err := BCEWithLogits(x, gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(12), gorgonia.WithName("v")), nil...)
+			return err
+		}, gather.ErrShape},
+		{"BCE integer targets", func() error {
+			_, err := BCEWithLogits(x, gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(4, 3), gorgonia.WithName("yi")))
+			return err
+		}, gather.ErrDtype},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
