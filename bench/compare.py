@@ -1,5 +1,6 @@
 """Runs the PyTorch peer and the Go benchmarks of bench_cases.md in
 alternating rounds and prints the README's tables (markdown) of medians.
+`--tags openblas` builds the Go side with Gorgonia's products in OpenBLAS.
 
 On a shared machine speed drifts from minute to minute; alternating the two
 sides round by round keeps each ratio within the same minutes. Run from the
@@ -16,6 +17,11 @@ every comparison: graph run and training steps, bags, the cases. The Go side
 inherits the environment, so GOGC or GOMEMLIMIT set for the script set the
 collector's pace for the benchmarks (and are named in the tables' headings)."""
 import argparse, math, os, re, statistics, subprocess, sys, tempfile
+
+# OpenBLAS's own threads on top of Go's and PyTorch's oversubscribe the
+# cores: both sides run OpenBLAS on the calling thread (torch_peer.py also
+# refuses to run unless PyTorch is on OpenBLAS rather than the reference BLAS).
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 CASES = ["emb_50k_128", "emb_1m_64", "axis1", "elem_axis1", "elem_axis0"]
 BAGS = ["bag_1m_64_sum", "bag_1m_64_sum_weighted", "bag_50k_128_mean"]
@@ -52,17 +58,21 @@ def step_round(binary, nn_binary, procs):
     prints them: Graph/emb_50k_128, TrainStep/<mode>/rows=<N>."""
     env = dict(os.environ, GOMAXPROCS=str(procs))
     res = {}
-    for b, pattern, benchtime in ((binary, "^BenchmarkGraph$", "10x"), (nn_binary, "^BenchmarkTrainStep$", "5x")):
+    for b, pattern, benchtime in ((binary, "^BenchmarkGraph$", "10x"), (nn_binary, "^BenchmarkTrainStep$", "5x"),
+                                  (nn_binary, "^BenchmarkSkipGram$", "5x"),
+                                  (nn_binary, "^BenchmarkCrossEntropy$|^BenchmarkBCEWithLogits$", "20x")):
         out = subprocess.run([b, "-test.run", "^$", "-test.bench", pattern, "-test.benchtime", benchtime,
                               "-test.count", "1"], env=env, check=True, capture_output=True, text=True).stdout
         for line in out.splitlines():
-            m = re.match(r"Benchmark(Graph/\S+?|TrainStep/\S+?)(?:/tape-fwd-bwd)?(?:-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
+            m = re.match(r"Benchmark(Graph/\S+?|TrainStep/\S+?|SkipGram|CrossEntropy/\S+?|BCEWithLogits/\S+?)(?:/tape-fwd-bwd)?(?:-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
             if m:
                 res[m.group(1)] = (float(m.group(2)), None)
     return res
 
 
-STEPS = ["Graph/emb_50k_128"] + [f"TrainStep/{m}/rows={r}" for m in ("dense", "sparse") for r in (10_000, 100_000, 1_000_000)]
+STEPS = (["Graph/emb_50k_128"] + [f"TrainStep/{m}/rows={r}" for m in ("dense", "sparse") for r in (10_000, 100_000, 1_000_000)]
+         + ["SkipGram"])
+LOSSES = ["CrossEntropy/CrossEntropy", "CrossEntropy/ignore_index", "CrossEntropy/class_weights", "BCEWithLogits/4096x16"]
 
 
 def torch_round(procs):
@@ -96,6 +106,7 @@ def table(procs, gos, torches):
     gc = "".join(f", {k}={os.environ[k]}" for k in ("GOGC", "GOMEMLIMIT") if k in os.environ)
     print(f"\nGOMAXPROCS={procs}{gc}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
     ratio_table("graph run or training step", STEPS, gos, torches)
+    ratio_table("loss, forward and backward", LOSSES, gos, torches)
     ratio_table("bag case", [f"{c}/{d}" for c in BAGS for d in ("fwd", "fwd-reuse", "bwd")], gos, torches)
     print("| case | ours ns/op | PyTorch ns/op | PyTorch/ours | ours GB/s | of `copy` GB/s |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -129,6 +140,7 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--procs", default="2,1")
     p.add_argument("--bin", default="", help="a compiled test binary; built with go test -c if empty")
+    p.add_argument("--tags", default="", help="build the Go side with these tags (e.g. openblas)")
     p.add_argument("--ab-tags", default="", help="A/B against this tree built with these tags (e.g. purego)")
     p.add_argument("--ab-patch", default="", help="A/B against this tree with this patch applied (bench/ab/*.patch)")
     p.add_argument("--ab-rev", default="", help="A/B against this git revision")
@@ -136,12 +148,15 @@ def main():
     a = p.parse_args()
     if a.ab_tags or a.ab_patch or a.ab_rev:
         return ab(a)
+    tags = ["-tags", a.tags] if a.tags else []
     binary = a.bin
     if not binary:
         binary = os.path.join(tempfile.mkdtemp(), "gather.bench")
-        subprocess.run(["go", "test", "-c", "-o", binary, "."], check=True, cwd=os.path.dirname(HERE))
+        subprocess.run(["go", "test", "-c", "-o", binary] + tags + ["."], check=True, cwd=os.path.dirname(HERE))
     nn_binary = binary + "-nn"
-    subprocess.run(["go", "test", "-c", "-o", nn_binary, "./nn"], check=True, cwd=os.path.dirname(HERE))
+    subprocess.run(["go", "test", "-c", "-o", nn_binary] + tags + ["./nn"], check=True, cwd=os.path.dirname(HERE))
+    if a.tags:
+        print(f"Go built with -tags {a.tags}")
     for procs in (int(x) for x in a.procs.split(",")):
         gos, torches = [], []
         for r in range(a.rounds):
@@ -178,7 +193,10 @@ def ab_specs():
     for mode in ("dense", "sparse"):
         for rows in (10_000, 100_000, 1_000_000):
             specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$", f"TrainStep/{mode}/rows={rows}", "5x"))
-    specs.append(("./nn", "^BenchmarkCrossEntropy$/^CrossEntropy$", "CrossEntropy", "20x"))
+    specs.append(("./nn", "^BenchmarkSkipGram$", "SkipGram", "5x"))
+    for c in ("CrossEntropy", "ignore_index", "class_weights"):
+        specs.append(("./nn", f"^BenchmarkCrossEntropy$/^{c}$", "CrossEntropy" if c == "CrossEntropy" else f"CrossEntropy/{c}", "20x"))
+    specs.append(("./nn", "^BenchmarkBCEWithLogits$", "BCEWithLogits", "20x"))
     return specs
 
 

@@ -99,6 +99,88 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 	}
 }
 
+// BenchmarkSkipGram measures one training step of word2vec's skip-gram
+// with negative sampling: 4,096 centre words, each scored against its
+// context word and 5 negatives (BatchDot of a lookup in the input table
+// and one in the output table, both 100,000 × 64, row-sparse), the
+// logistic loss (BCEWithLogits, label 1 for the context word, 0 for the
+// negatives, mean), backward, and a SparseAdam step of each table.
+func BenchmarkSkipGram(b *testing.B) {
+	const vocab, dim, batch, k = 100_000, 64, 4096, 6
+	r := rand.New(rand.NewPCG(11, 12))
+	init := func(dt tensor.Dtype, s ...int) any {
+		v := make([]float32, tensor.Shape(s).TotalSize())
+		for i := range v {
+			v[i] = float32(r.NormFloat64()) * 0.1
+		}
+		return v
+	}
+	g := gorgonia.NewGraph()
+	in, err := NewEmbedding(g, "in", vocab, dim, tensor.Float32, EmbeddingSparse(), EmbeddingInit(init))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := NewEmbedding(g, "out", vocab, dim, tensor.Float32, EmbeddingSparse(), EmbeddingInit(init))
+	if err != nil {
+		b.Fatal(err)
+	}
+	centre, context := make([]int, batch), make([]int, batch*k)
+	for i := range centre {
+		centre[i] = r.IntN(vocab)
+	}
+	for i := range context {
+		context[i] = r.IntN(vocab)
+	}
+	labels := make([]float32, batch*k)
+	for i := 0; i < len(labels); i += k {
+		labels[i] = 1
+	}
+	cn := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("centre"), gorgonia.WithValue(tensor.New(tensor.WithBacking(centre))))
+	xn := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithName("context"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(batch, k), tensor.WithBacking(context))))
+	yn := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName("labels"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(batch, k), tensor.WithBacking(labels))))
+	cv, err := in.Lookup(cn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	xv, err := out.Lookup(xn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	scores, err := BatchDot(cv, xv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	loss, err := BCEWithLogits(scores, yn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(loss, append(in.GradNodes(), out.GradNodes()...)...); err != nil {
+		b.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	adamIn, adamOut := NewSparseAdam(0.01), NewSparseAdam(0.01)
+	step := func() {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		if err := in.Step(adamIn); err != nil {
+			b.Fatal(err)
+		}
+		if err := out.Step(adamOut); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	}
+	b.ReportAllocs()
+	steady(step)
+	for b.Loop() {
+		step()
+	}
+}
+
 // BenchmarkRowGradient measures the row-sparse gradient of one lookup of
 // 4096 ids into a table of 1,000,000 rows × 64.
 func BenchmarkRowGradient(b *testing.B) {

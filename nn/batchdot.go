@@ -1,0 +1,336 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/kernel"
+)
+
+// opBatchDot names BatchDot in error messages.
+const opBatchDot = "batch_dot"
+
+// BatchDot returns the dot products of each row of a with the rows of b at
+// the same batch position: a is [n, d], b is [n, k, d], and
+//
+//	out[i][j] = Σ_t a[i][t]·b[i][j][t]    out is [n, k]
+//
+// as torch.bmm(b, a.unsqueeze(2)).squeeze(2) computes it. It scores the
+// pairs of two lookups, such as a word2vec centre word against its context
+// and negative words:
+//
+//	centre, _ := in.Lookup(centreIDs)     // [n, d]
+//	context, _ := out.Lookup(contextIDs)  // [n, k, d]
+//	scores, _ := nn.BatchDot(centre, context)
+//
+// in one pass, where gorgonia.BatchedMatMul makes one small product per
+// batch position. a and b are float32 or float64, of one dtype. Gradients
+// flow to both, in both of Gorgonia's machines:
+//
+//	∂/∂a[i][t] = Σ_j g[i][j]·b[i][j][t]    ∂/∂b[i][j][t] = g[i][j]·a[i][t]
+//
+// Sums accumulate in the inputs' dtype, in order of t (of j for ∂a). It is
+// O(n·k·d) forward and backward.
+func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
+	if a == nil || b == nil {
+		return nil, fmt.Errorf("%s: a and b must be nodes: %w", opBatchDot, gather.ErrShape)
+	}
+	dt := a.Dtype()
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("%s: a must be float32 or float64, got %v: %w", opBatchDot, dt, gather.ErrDtype)
+	}
+	if b.Dtype() != dt {
+		return nil, fmt.Errorf("%s: b is %v, a %v: %w", opBatchDot, b.Dtype(), dt, gather.ErrDtype)
+	}
+	as, bs := a.Shape(), b.Shape()
+	if len(as) != 2 || len(bs) != 3 || as[0] != bs[0] || as[1] != bs[2] {
+		return nil, fmt.Errorf("%s: a of shape %v and b of shape %v must be [n, d] and [n, k, d]: %w", opBatchDot, as, bs, gather.ErrShape)
+	}
+	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2]}
+	out, err := gorgonia.ApplyOp(o, a, b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opBatchDot, dense.Graph(err))
+	}
+	return out, nil
+}
+
+// batchDotOp is the op of BatchDot: a [n, d] and b [n, k, d] in, [n, k] out.
+type batchDotOp struct {
+	dtype   tensor.Dtype
+	n, k, d int
+}
+
+// args reads and checks a and b.
+func (o *batchDotOp) args(in []gorgonia.Value, want int) (a, b *tensor.Dense, err error) {
+	if err := checkArity(opBatchDot, "", len(in), want); err != nil {
+		return nil, nil, err
+	}
+	if a, err = dense.Read(opBatchDot, "a", in[0]); err != nil {
+		return nil, nil, err
+	}
+	if b, err = dense.Read(opBatchDot, "b", in[1]); err != nil {
+		return nil, nil, err
+	}
+	if a.Dtype() != o.dtype || b.Dtype() != o.dtype || !dense.SameShape(a.Shape(), []int{o.n, o.d}) || !dense.SameShape(b.Shape(), []int{o.n, o.k, o.d}) {
+		return nil, nil, fmt.Errorf("%s: a is %v of shape %v and b %v of shape %v, want %v of shapes (%d, %d) and (%d, %d, %d): %w",
+			opBatchDot, a.Dtype(), a.Shape(), b.Dtype(), b.Shape(), o.dtype, o.n, o.d, o.n, o.k, o.d, gather.ErrShape)
+	}
+	return a, b, nil
+}
+
+func (o *batchDotOp) Arity() int { return 2 }
+
+func (o *batchDotOp) Type() hm.Type {
+	return hm.NewFnType(dense.Type(2, o.dtype), dense.Type(3, o.dtype), dense.Type(2, o.dtype))
+}
+
+func (o *batchDotOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{o.n, o.k}, nil
+}
+
+func (o *batchDotOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	a, b, err := o.args(in, 2)
+	if err != nil {
+		return nil, err
+	}
+	out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(o.n, o.k))
+	if o.n*o.k == 0 {
+		return out, nil
+	}
+	switch o.dtype {
+	case tensor.Float32:
+		batchDot(out.Float32s(), a.Float32s(), b.Float32s(), o.k, o.d)
+	case tensor.Float64:
+		batchDot(out.Float64s(), a.Float64s(), b.Float64s(), o.k, o.d)
+	}
+	return out, nil
+}
+
+// batchDot is
+//
+//	for i, j: out[i*k+j] = Σ_t a[i*d+t]·b[(i*k+j)*d+t]
+func batchDot[T kernel.Float](out, a, b []T, k, d int) {
+	n := len(out) / k
+	kernel.ParallelFor(n, kernel.Workers(len(b), n), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			ai := a[i*d : (i+1)*d]
+			for j := range k {
+				bj := b[(i*k+j)*d : (i*k+j+1)*d]
+				bj = bj[:len(ai)]
+				var s T
+				for t, v := range ai {
+					s += v * bj[t]
+				}
+				out[i*k+j] = s
+			}
+		}
+	})
+}
+
+func (o *batchDotOp) ReturnsPtr() bool     { return false }
+func (o *batchDotOp) CallsExtern() bool    { return false }
+func (o *batchDotOp) OverwritesInput() int { return -1 }
+
+func (o *batchDotOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v", o, o.dtype) }
+
+func (o *batchDotOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+
+func (o *batchDotOp) String() string { return fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d) }
+
+func (o *batchDotOp) DiffWRT(int) []bool { return []bool{true, true} }
+
+func (o *batchDotOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if err := checkArity(opBatchDot, "", len(inputs), 2); err != nil {
+		return nil, err
+	}
+	if err := dense.CheckGradSize(opBatchDot, output, inputs...); err != nil {
+		return nil, err
+	}
+	out := make(gorgonia.Nodes, 2)
+	for w := range out {
+		g, err := gorgonia.ApplyOp(&batchDotDiffOp{fwd: o, wrt: w}, inputs[0], inputs[1], grad)
+		if err != nil {
+			return nil, fmt.Errorf("%s: building the gradient: %w", opBatchDot, dense.Graph(err))
+		}
+		out[w] = g
+	}
+	return out, nil
+}
+
+func (o *batchDotOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	if err := checkArity(opBatchDot, "", len(inputs), 2); err != nil {
+		return err
+	}
+	up, err := output.Grad()
+	if err != nil {
+		return fmt.Errorf("%s: the output has no gradient: %w", opBatchDot, dense.Graph(err))
+	}
+	for w, n := range inputs {
+		dg, err := n.Grad()
+		if err != nil {
+			return fmt.Errorf("%s: an input has no gradient to add into: %w", opBatchDot, dense.Graph(err))
+		}
+		if err := (&batchDotDiffOp{fwd: o, wrt: w}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batchDotDiffOp is the gradient of a (wrt 0) or of b (wrt 1): a, b and
+// the upstream gradient in.
+type batchDotDiffOp struct {
+	fwd *batchDotOp
+	wrt int
+}
+
+func (d *batchDotDiffOp) shape() tensor.Shape {
+	if d.wrt == 0 {
+		return tensor.Shape{d.fwd.n, d.fwd.d}
+	}
+	return tensor.Shape{d.fwd.n, d.fwd.k, d.fwd.d}
+}
+
+func (d *batchDotDiffOp) Arity() int { return 3 }
+
+func (d *batchDotDiffOp) Type() hm.Type {
+	dt := d.fwd.dtype
+	return hm.NewFnType(dense.Type(2, dt), dense.Type(3, dt), dense.Type(2, dt), dense.Type(len(d.shape()), dt))
+}
+
+func (d *batchDotDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) { return d.shape(), nil }
+
+func (d *batchDotDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	out := tensor.New(tensor.Of(d.fwd.dtype), tensor.WithShape(d.shape()...))
+	if err := d.run(out, false, in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (d *batchDotDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || len(in) != 3 || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.shape()) || !dense.Writable(out) ||
+		overlapsValue(out, in[0]) || overlapsValue(out, in[1]) || overlapsValue(out, in[2]) {
+		return d.Do(in...)
+	}
+	if err := d.run(out, false, in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (d *batchDotDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
+	dst, ok := toIncr.(*tensor.Dense)
+	if !ok {
+		return fmt.Errorf("%s gradient: cannot add into a %T: %w", opBatchDot, toIncr, gather.ErrDtype)
+	}
+	return d.run(dst, true, in)
+}
+
+// run writes (or adds) the gradient into dst after checking every
+// argument, so that dst is untouched on error.
+func (d *batchDotDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
+	o := d.fwd
+	if dst.Dtype() != o.dtype || !dense.SameShape(dst.Shape(), d.shape()) || !dense.Writable(dst) {
+		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
+			opBatchDot, dst.Dtype(), dst.Shape(), o.dtype, d.shape(), gather.ErrShape)
+	}
+	a, b, err := o.args(in, 3)
+	if err != nil {
+		return err
+	}
+	g, err := dense.Read(opBatchDot, "upstream gradient", in[2])
+	if err != nil {
+		return err
+	}
+	if g.Dtype() != o.dtype || !dense.SameShape(g.Shape(), []int{o.n, o.k}) {
+		return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
+			opBatchDot, g.Dtype(), g.Shape(), o.dtype, o.n, o.k, gather.ErrShape)
+	}
+	if dst.Shape().TotalSize() == 0 {
+		return nil
+	}
+	switch o.dtype {
+	case tensor.Float32:
+		batchDotGrad(dst.Float32s(), a.Float32s(), b.Float32s(), g.Float32s(), o.k, o.d, d.wrt, add)
+	case tensor.Float64:
+		batchDotGrad(dst.Float64s(), a.Float64s(), b.Float64s(), g.Float64s(), o.k, o.d, d.wrt, add)
+	}
+	return nil
+}
+
+// batchDotGrad is, for wrt 0,
+//
+//	dst[i*d+t] = Σ_j g[i*k+j]·b[(i*k+j)*d+t]
+//
+// and for wrt 1
+//
+//	dst[(i*k+j)*d+t] = g[i*k+j]·a[i*d+t]
+//
+// each added into dst with add.
+func batchDotGrad[T kernel.Float](dst, a, b, g []T, k, d, wrt int, add bool) {
+	n := len(g) / k
+	kernel.ParallelFor(n, kernel.Workers(len(b), n), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			ai := a[i*d : (i+1)*d]
+			if wrt == 0 {
+				di := dst[i*d : (i+1)*d]
+				if !add {
+					clear(di)
+				}
+				for j := range k {
+					kernel.AddRow(di, b[(i*k+j)*d:(i*k+j+1)*d], g[i*k+j])
+				}
+				continue
+			}
+			for j := range k {
+				dj := dst[(i*k+j)*d : (i*k+j+1)*d]
+				dj = dj[:len(ai)]
+				gj := g[i*k+j]
+				if add {
+					kernel.AddRow(dj, ai, gj)
+					continue
+				}
+				for t, v := range ai {
+					dj[t] = gj * v
+				}
+			}
+		}
+	})
+}
+
+func (d *batchDotDiffOp) ReturnsPtr() bool     { return false }
+func (d *batchDotDiffOp) CallsExtern() bool    { return false }
+func (d *batchDotDiffOp) OverwritesInput() int { return -1 }
+
+func (d *batchDotDiffOp) WriteHash(h hash.Hash) {
+	d.fwd.WriteHash(h)
+	fmt.Fprintf(h, "Grad%d", d.wrt)
+}
+
+func (d *batchDotDiffOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	d.WriteHash(h)
+	return h.Sum32()
+}
+
+func (d *batchDotDiffOp) String() string { return fmt.Sprintf("%vGrad%d", d.fwd, d.wrt) }
+
+var (
+	_ gorgonia.SDOp            = (*batchDotOp)(nil)
+	_ gorgonia.ADOp            = (*batchDotOp)(nil)
+	_ gorgonia.UsePreallocDoer = (*batchDotDiffOp)(nil)
+	_ gorgonia.IncrDoer        = (*batchDotDiffOp)(nil)
+)
