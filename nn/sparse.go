@@ -252,6 +252,11 @@ func (o *SparseSGD) Step(table *tensor.Dense, g *RowGrad) error {
 	return nil
 }
 
+// rowsAhead is how many rows ahead of the one it updates an optimiser
+// prefetches: the rows a batch names lie scattered through the table, and
+// each update would otherwise wait for its row to come from memory.
+const rowsAhead = 8
+
 // sgdParallel runs sgdRows over ranges of the (distinct) rows in parallel.
 func sgdParallel[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T) {
 	p := kernel.Workers(len(rows)*dim, len(rows))
@@ -266,6 +271,10 @@ func sgdParallel[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T) {
 // kernel.AddRow (w += -lr*g, each product rounded before the sum, as below).
 func sgdRows[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T, lo, hi int) {
 	for k := lo; k < hi; k++ {
+		if k+rowsAhead < hi {
+			q := rows[k+rowsAhead]
+			kernel.PrefetchRow(w[q*dim : (q+1)*dim])
+		}
 		r := rows[k]
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
 		if wd == 0 {
@@ -404,6 +413,12 @@ func momentLen(m any) int {
 // float64 and keeping the moments in the table's type T.
 func adamRows[T kernel.Float](w, g, m, v []T, rows []int, dim int, b1, b2, eps, step, decay float64, lo, hi int) {
 	for k := lo; k < hi; k++ {
+		if k+rowsAhead < hi {
+			q := rows[k+rowsAhead]
+			kernel.PrefetchRow(w[q*dim : (q+1)*dim])
+			kernel.PrefetchRow(m[q*dim : (q+1)*dim])
+			kernel.PrefetchRow(v[q*dim : (q+1)*dim])
+		}
 		r := rows[k]
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
 		mr, vr := m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim]

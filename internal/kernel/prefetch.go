@@ -12,3 +12,14 @@ func prefetchGo(p unsafe.Pointer, n uintptr) {}
 //
 //	for i := range n { prefetchGo(addrs[i], size) }
 func prefetchLinesGo(addrs *[rowsAhead]uintptr, n int, size uintptr) {}
+
+// PrefetchRow asks the processor to load the memory of row into its
+// caches, for a loop over rows scattered through a large table that will
+// read or write row a few iterations later. It changes nothing else; an
+// empty row is ignored.
+func PrefetchRow[T Float](row []T) {
+	if len(row) == 0 {
+		return
+	}
+	prefetch(unsafe.Pointer(&row[0]), uintptr(len(row))*unsafe.Sizeof(row[0]))
+}
