@@ -1,0 +1,462 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/fileio"
+)
+
+// ErrFormat: a file is not a well-formed safetensors file (or, for
+// package nn's ReadVectors, word-vector file). Every error about a
+// file's contents wraps it.
+var ErrFormat = errors.New("malformed file")
+
+// MaxHeader is the largest header Read accepts, in bytes, as the
+// safetensors library does: a longer header length is an ErrFormat error,
+// and nothing of that size is allocated.
+const MaxHeader = 100_000_000
+
+// metadataKey is the header's entry for the string-to-string metadata.
+const metadataKey = "__metadata__"
+
+// A format is one of the file format's dtypes.
+type format struct {
+	name string
+	size int          // bytes per element
+	dt   tensor.Dtype // the dtype Read returns
+}
+
+var formats = []format{
+	{"F64", 8, tensor.Float64}, {"F32", 4, tensor.Float32},
+	{"F16", 2, tensor.Float32}, {"BF16", 2, tensor.Float32},
+	{"I64", 8, tensor.Int64}, {"I32", 4, tensor.Int32}, {"I16", 2, tensor.Int16}, {"I8", 1, tensor.Int8},
+	{"U64", 8, tensor.Uint64}, {"U32", 4, tensor.Uint32}, {"U16", 2, tensor.Uint16}, {"U8", 1, tensor.Uint8},
+	{"BOOL", 1, tensor.Bool},
+}
+
+// formatOf returns the format Write stores a tensor of dtype dt in.
+func formatOf(dt tensor.Dtype) (format, bool) {
+	if dt == tensor.Int {
+		return format{"I64", 8, tensor.Int64}, true
+	}
+	for _, f := range formats {
+		if f.dt == dt && f.name != "F16" && f.name != "BF16" {
+			return f, true
+		}
+	}
+	return format{}, false
+}
+
+func formatNamed(name string) (format, bool) {
+	for _, f := range formats {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return format{}, false
+}
+
+// An entry is one tensor of a file's header, checked.
+type entry struct {
+	name       string
+	format     format
+	shape      []int
+	begin, end int64 // of its data, from the start of the data
+}
+
+// headerEntry is an entry as the JSON header spells it.
+type headerEntry struct {
+	Dtype       string  `json:"dtype"`
+	Shape       []int64 `json:"shape"`
+	DataOffsets []int64 `json:"data_offsets"`
+}
+
+// Write writes tensors and meta to path as a safetensors file: an 8-byte
+// little-endian header length, a JSON header naming each tensor's dtype,
+// shape and data offsets (and meta under "__metadata__"), padded with
+// spaces to a multiple of 8 bytes, then the tensors' data, little-endian
+// and row-major, in the order of their names. PyTorch
+// (safetensors.torch.load_file), NumPy and Hugging Face's tools read it.
+//
+// A view or a column-major tensor is written as its logical row-major
+// values (through a copy); any other tensor straight from its memory.
+// Dtypes: Float64, Float32, Int64, Int (as I64), Int32, Int16, Int8,
+// Uint64, Uint32, Uint16, Uint8 and Bool; others are ErrDtype errors. An
+// empty name, or "__metadata__", is an ErrOption error.
+//
+// The file is written atomically (see package doc): a crash at any moment
+// leaves the previous file or the new one, never a torn one.
+func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string) error {
+	names := make([]string, 0, len(tensors))
+	for name := range tensors {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	data := make([][]byte, len(names))
+	header := make(map[string]any, len(names)+1)
+	var offset int64
+	for i, name := range names {
+		if name == "" || name == metadataKey {
+			return fmt.Errorf("checkpoint: a tensor may not be named %q: %w", name, gather.ErrOption)
+		}
+		t := tensors[name]
+		if t == nil {
+			return fmt.Errorf("checkpoint: tensor %q is nil: %w", name, gather.ErrShape)
+		}
+		f, ok := formatOf(t.Dtype())
+		if !ok {
+			return fmt.Errorf("checkpoint: tensor %q has dtype %v, which the format cannot hold: %w", name, t.Dtype(), gather.ErrDtype)
+		}
+		b, err := rawBytes(t, f)
+		if err != nil {
+			return fmt.Errorf("checkpoint: tensor %q: %w", name, err)
+		}
+		data[i] = b
+		header[name] = headerEntry{Dtype: f.name, Shape: int64s(t.Shape()), DataOffsets: []int64{offset, offset + int64(len(b))}}
+		offset += int64(len(b))
+	}
+	if len(meta) > 0 {
+		header[metadataKey] = meta
+	}
+	js, err := json.Marshal(header)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if pad := (8 - len(js)%8) % 8; pad > 0 {
+		js = append(js, bytes.Repeat([]byte{' '}, pad)...)
+	}
+	return fileio.WriteAtomic(path, func(f *os.File) error {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
+		if _, err := f.Write(n[:]); err != nil {
+			return err
+		}
+		if _, err := f.Write(js); err != nil {
+			return err
+		}
+		for _, b := range data {
+			if _, err := f.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func int64s(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, v := range s {
+		out[i] = int64(v)
+	}
+	return out
+}
+
+// rawBytes returns t's logical row-major values as the file stores them
+// in format f: t's own memory when it is a row-major *tensor.Dense that
+// is not a view, on a little-endian machine, else a copy.
+func rawBytes(t tensor.Tensor, f format) ([]byte, error) {
+	d, err := dense.Read("checkpoint", "tensor", t)
+	if err != nil {
+		return nil, err
+	}
+	n := d.Shape().TotalSize()
+	if d.Shape().IsScalar() {
+		n = 1 // TotalSize of the empty shape is 0
+	}
+	if d.Dtype() == tensor.Int && strconv.IntSize != 64 {
+		out := make([]byte, 8*n)
+		for i, v := range d.Ints()[:n] {
+			binary.LittleEndian.PutUint64(out[8*i:], uint64(int64(v)))
+		}
+		return out, nil
+	}
+	b := d.Header.Raw[:n*f.size]
+	if !fileio.LittleEndian && f.size > 1 {
+		b = fileio.Swapped(b, f.size)
+	}
+	return b, nil
+}
+
+// Read reads a safetensors file: its tensors by name and its metadata
+// (nil if it has none). F16 and BF16 tensors are returned as Float32,
+// exactly; I64 as Int64, and so on for the other dtypes Write stores.
+//
+// The file is checked before anything of its size is allocated: a header
+// length beyond the file or MaxHeader, a header that is not a JSON object
+// of well-formed entries, an unknown dtype, a negative or overflowing
+// shape, data offsets outside the data, overlapping or leaving a gap, or
+// disagreeing with shape × dtype size, data after the last tensor, and a
+// BOOL byte other than 0 and 1 are errors wrapping ErrFormat. Read
+// allocates at most the file's size (twice it for F16 and BF16 data).
+func Read(path string) (map[string]*tensor.Dense, map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	entries, meta, dataStart, err := readHeader(f, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string]*tensor.Dense, len(entries))
+	for _, e := range entries {
+		t, err := readTensor(f, dataStart, e)
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, e.name, err)
+		}
+		out[e.name] = t
+	}
+	return out, meta, nil
+}
+
+// formatError returns an error about path's contents wrapping ErrFormat.
+func formatError(path, format string, args ...any) error {
+	return fmt.Errorf("checkpoint: %s: %s: %w", path, fmt.Sprintf(format, args...), ErrFormat)
+}
+
+// readHeader reads and checks the header of the file f (named path): its
+// entries in the order of their data, its metadata, and where the data
+// starts.
+func readHeader(f *os.File, path string) ([]entry, map[string]string, int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	size := st.Size()
+	var lenBuf [8]byte
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, size), lenBuf[:]); err != nil {
+		return nil, nil, 0, formatError(path, "%d bytes, too short for the header length", size)
+	}
+	n := binary.LittleEndian.Uint64(lenBuf[:])
+	if n > MaxHeader || n > uint64(size-8) {
+		return nil, nil, 0, formatError(path, "header length %d exceeds the file's %d bytes or the limit of %d", n, size-8, MaxHeader)
+	}
+	js := make([]byte, n)
+	if _, err := f.ReadAt(js, 8); err != nil {
+		return nil, nil, 0, formatError(path, "reading the header: %v", err)
+	}
+	dataStart := 8 + int64(n)
+	dataLen := size - dataStart
+	entries, meta, err := parseHeader(js, dataLen)
+	if err != nil {
+		return nil, nil, 0, formatError(path, "%v", err)
+	}
+	return entries, meta, dataStart, nil
+}
+
+// parseHeader parses and checks a JSON header for dataLen bytes of data.
+func parseHeader(js []byte, dataLen int64) ([]entry, map[string]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, nil, errors.New("the header is not a JSON object")
+	}
+	var entries []entry
+	var meta map[string]string
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid JSON header: %v", err)
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, nil, fmt.Errorf("invalid JSON header key %v", tok)
+		}
+		if seen[name] {
+			return nil, nil, fmt.Errorf("the header names %q twice", name)
+		}
+		seen[name] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, fmt.Errorf("invalid JSON header at %q: %v", name, err)
+		}
+		if name == metadataKey {
+			if err := strictDecode(raw, &meta); err != nil {
+				return nil, nil, fmt.Errorf("metadata must be an object of strings: %v", err)
+			}
+			continue
+		}
+		var h headerEntry
+		if err := strictDecode(raw, &h); err != nil {
+			return nil, nil, fmt.Errorf("tensor %q: %v", name, err)
+		}
+		e, err := checkEntry(name, h, dataLen)
+		if err != nil {
+			return nil, nil, err
+		}
+		entries = append(entries, e)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, nil, errors.New("the header's JSON object does not end")
+	}
+	if rest := bytes.TrimRight(js[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return nil, nil, fmt.Errorf("%d bytes after the header's JSON object", len(rest))
+	}
+	// The data: the tensors one after another from 0, no gaps, no
+	// overlaps, nothing after the last.
+	slices.SortFunc(entries, func(a, b entry) int {
+		if a.begin != b.begin {
+			return compare(a.begin, b.begin)
+		}
+		return compare(a.end, b.end)
+	})
+	var at int64
+	for _, e := range entries {
+		if e.begin != at {
+			if e.begin < at {
+				return nil, nil, fmt.Errorf("tensor %q's data [%d, %d) overlaps another's", e.name, e.begin, e.end)
+			}
+			return nil, nil, fmt.Errorf("the data has a gap at [%d, %d) before tensor %q", at, e.begin, e.name)
+		}
+		at = e.end
+	}
+	if at != dataLen {
+		return nil, nil, fmt.Errorf("%d bytes of data after the last tensor's, which ends at %d", dataLen-at, at)
+	}
+	return entries, meta, nil
+}
+
+func compare(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// strictDecode decodes raw into v, refusing unknown fields and trailing
+// data.
+func strictDecode(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// checkEntry checks a header entry against dataLen bytes of data.
+func checkEntry(name string, h headerEntry, dataLen int64) (entry, error) {
+	f, ok := formatNamed(h.Dtype)
+	if !ok {
+		return entry{}, fmt.Errorf("tensor %q has dtype %q, which this package does not read", name, h.Dtype)
+	}
+	if len(h.DataOffsets) != 2 {
+		return entry{}, fmt.Errorf("tensor %q has %d data offsets, want 2", name, len(h.DataOffsets))
+	}
+	begin, end := h.DataOffsets[0], h.DataOffsets[1]
+	if begin < 0 || end < begin || end > dataLen {
+		return entry{}, fmt.Errorf("tensor %q's data offsets [%d, %d] lie outside the %d bytes of data", name, begin, end, dataLen)
+	}
+	// The element count, bounded by the data so that nothing overflows.
+	count := int64(1)
+	shape := make([]int, len(h.Shape))
+	for i, d := range h.Shape {
+		if d < 0 {
+			return entry{}, fmt.Errorf("tensor %q has a negative dimension in shape %v", name, h.Shape)
+		}
+		if d > 0 && count > dataLen/d {
+			count = dataLen + 1 // more than the data holds; the check below says so
+		} else {
+			count *= d
+		}
+		shape[i] = int(d)
+	}
+	if count > math.MaxInt/int64(f.size) || count*int64(f.size) != end-begin {
+		return entry{}, fmt.Errorf("tensor %q of shape %v and dtype %s needs %d × %d bytes, its offsets [%d, %d] give %d",
+			name, h.Shape, h.Dtype, count, f.size, begin, end, end-begin)
+	}
+	return entry{name: name, format: f, shape: shape, begin: begin, end: end}, nil
+}
+
+// readTensor reads the data of e.
+func readTensor(f *os.File, dataStart int64, e entry) (*tensor.Dense, error) {
+	n := int((e.end - e.begin) / int64(e.format.size))
+	var t *tensor.Dense
+	if len(e.shape) == 0 {
+		// A scalar: a tensor of shape () holding one element.
+		t = tensor.New(tensor.FromScalar(reflect.Zero(e.format.dt.Type).Interface()))
+	} else {
+		t = tensor.New(tensor.Of(e.format.dt), tensor.WithShape(e.shape...))
+	}
+	if n == 0 {
+		return t, nil
+	}
+	var raw []byte
+	switch e.format.name {
+	case "F16", "BF16", "BOOL":
+		raw = make([]byte, n*e.format.size)
+	default:
+		raw = t.Header.Raw[:n*e.format.size]
+	}
+	if _, err := f.ReadAt(raw, dataStart+e.begin); err != nil {
+		return nil, fmt.Errorf("reading %d bytes: %v: %w", len(raw), err, ErrFormat)
+	}
+	switch e.format.name {
+	case "F16":
+		out := t.Float32s()
+		for i := range out {
+			out[i] = halfToFloat(binary.LittleEndian.Uint16(raw[2*i:]))
+		}
+	case "BF16":
+		out := t.Float32s()
+		for i := range out {
+			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16)
+		}
+	case "BOOL":
+		out := t.Bools()
+		for i, b := range raw {
+			if b > 1 {
+				return nil, fmt.Errorf("element %d is byte %d, not a boolean (0 or 1): %w", i, b, ErrFormat)
+			}
+			out[i] = b == 1
+		}
+	default:
+		if !fileio.LittleEndian && e.format.size > 1 {
+			fileio.SwapInPlace(raw, e.format.size)
+		}
+	}
+	return t, nil
+}
+
+// halfToFloat returns the IEEE half-precision value h as a float32,
+// exactly (every half is a float32).
+func halfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // infinity or NaN
+		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	case exp != 0: // normal
+		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+	case mant == 0: // zero
+		return math.Float32frombits(sign)
+	}
+	// subnormal: mant × 2^-24
+	v := float32(mant) * (1.0 / (1 << 24))
+	if sign != 0 {
+		v = -v
+	}
+	return v
+}

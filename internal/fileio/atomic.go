@@ -1,0 +1,87 @@
+// Package fileio writes the files a user keeps so that a crash never
+// leaves a torn one, and maps files into memory. It holds the module's
+// file-level unsafe code: views of mapped memory as typed slices.
+package fileio
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// tempPrefix returns the prefix of the temporary files of a write to path:
+// ".<base>.tmp-", in path's directory, so that a rename over path is
+// atomic and the next write to path finds the ones a killed write left.
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
+
+// WriteAtomic writes path with write, so that path holds either its old
+// contents or the new ones, whatever moment the process is killed at: write
+// fills a temporary file in path's directory, which is synced, closed,
+// renamed over path, and the directory synced. Temporary files that an
+// earlier, killed write to path left are removed first. On error the
+// temporary file is removed and path is untouched.
+func WriteAtomic(path string, write func(f *os.File) error) (err error) {
+	dir := filepath.Dir(path)
+	if err := RemoveStale(path); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, tempPrefix(path)+"*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := write(f); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// RemoveStale removes the temporary files a killed WriteAtomic to path
+// left in its directory.
+func RemoveStale(path string) error {
+	dir := filepath.Dir(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	prefix := tempPrefix(path)
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), prefix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SyncDir syncs the directory dir, so that a rename or a new file in it
+// survives a crash.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,26 @@
+package fileio
+
+import "encoding/binary"
+
+// LittleEndian reports whether the machine stores numbers little-endian,
+// as the module's file formats do: then a tensor's memory is its file
+// bytes, and on a big-endian machine each element's bytes are swapped.
+var LittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// Swapped returns a copy of b with the bytes of each size-byte element
+// reversed.
+func Swapped(b []byte, size int) []byte {
+	out := append([]byte(nil), b...)
+	SwapInPlace(out, size)
+	return out
+}
+
+// SwapInPlace reverses the bytes of each size-byte element of b.
+func SwapInPlace(b []byte, size int) {
+	for i := 0; i+size <= len(b); i += size {
+		e := b[i : i+size]
+		for j, k := 0, size-1; j < k; j, k = j+1, k-1 {
+			e[j], e[k] = e[k], e[j]
+		}
+	}
+}
