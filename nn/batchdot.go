@@ -209,7 +209,9 @@ func (d *batchDotDiffOp) Type() hm.Type {
 	return hm.NewFnType(dense.Type(2, dt), dense.Type(3, dt), dense.Type(2, dt), dense.Type(len(d.shape()), dt))
 }
 
-func (d *batchDotDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) { return d.shape(), nil }
+func (d *batchDotDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
+	return d.shape(), nil
+}
 
 func (d *batchDotDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	out := tensor.New(tensor.Of(d.fwd.dtype), tensor.WithShape(d.shape()...))
