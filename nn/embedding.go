@@ -64,11 +64,16 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 			cfg.pad += vocab
 		}
 	}
-	w, err := initTable(prefix, cfg.init, dt, vocab, dim, n)
+	var w *tensor.Dense
+	if cfg.weights != nil {
+		w, err = copyWeights(prefix, cfg.weights, dt, vocab, dim)
+	} else {
+		w, err = initTable(prefix, cfg.init, dt, vocab, dim, n)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if cfg.hasPad {
+	if cfg.hasPad && cfg.weights == nil {
 		row, err := w.Slice(tensor.S(cfg.pad))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w: %w", prefix, err, gather.ErrShape)
@@ -116,6 +121,22 @@ func initTable(prefix string, init gorgonia.InitWFn, dt tensor.Dtype, vocab, dim
 		return nil, fmt.Errorf("%s: the initialiser returned %d values for a (%d, %d) table of %d: %w", prefix, got, vocab, dim, n, gather.ErrShape)
 	}
 	return tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(v)), nil
+}
+
+// copyWeights returns a copy of t, checked to be a [vocab, dim] tensor of
+// dtype dt.
+func copyWeights(prefix string, t tensor.Tensor, dt tensor.Dtype, vocab, dim int) (*tensor.Dense, error) {
+	d, err := dense.Read("embedding", "weights", t)
+	if err != nil {
+		return nil, err
+	}
+	if d.Dtype() != dt {
+		return nil, fmt.Errorf("%s: the weights are %v, the table %v: %w", prefix, d.Dtype(), dt, gather.ErrDtype)
+	}
+	if !dense.SameShape(d.Shape(), []int{vocab, dim}) {
+		return nil, fmt.Errorf("%s: the weights have shape %v, the table (%d, %d): %w", prefix, d.Shape(), vocab, dim, gather.ErrShape)
+	}
+	return d.Clone().(*tensor.Dense), nil
 }
 
 // normalInit returns an initialiser drawing from N(0, 1) with a PCG

@@ -44,11 +44,12 @@ const (
 	optSmoothing
 	optReduction
 	optPosWeight
+	optWeights
 )
 
 // The options each function accepts.
 const (
-	forNewEmbedding = optInit | optSeed | optPadding | optFrozen | optSparse | optMaxNorm | optFreq
+	forNewEmbedding = optInit | optSeed | optPadding | optFrozen | optSparse | optMaxNorm | optFreq | optWeights
 	forEmbeddingBag = optPadding | optFrozen | optFreq | optIncludeLast
 	forBagMethod    = optIncludeLast
 	forCrossEntropy = optIgnoreIndex | optClassWeights | optSmoothing | optReduction
@@ -58,7 +59,8 @@ const (
 
 // config is the options of one call, as the options set them.
 type config struct {
-	init   gorgonia.InitWFn // nil: N(0, 1) from seed
+	init    gorgonia.InitWFn // nil: N(0, 1) from seed
+	weights tensor.Tensor    // EmbeddingWeights
 	seed   uint64
 	hasPad bool
 	pad    int // normalised to [0, vocab) once the table is known
@@ -98,6 +100,10 @@ func newConfig(prefix, fn string, allowed optKind, opts []Option) (config, error
 		return c, fmt.Errorf("%s: LabelSmoothing(%v): the smoothing must lie in [0, 1]: %w", prefix, c.loss.smoothing, gather.ErrOption)
 	case c.given&optReduction != 0 && (c.loss.reduction < ReduceMean || c.loss.reduction > ReduceNone):
 		return c, fmt.Errorf("%s: WithReduction(%v): use ReduceMean, ReduceSum or ReduceNone: %w", prefix, c.loss.reduction, gather.ErrOption)
+	case c.given&optWeights != 0 && c.given&(optInit|optSeed) != 0:
+		return c, fmt.Errorf("%s: EmbeddingWeights gives the table its values; EmbeddingInit and EmbeddingSeed contradict it: %w", prefix, gather.ErrOption)
+	case c.given&optWeights != 0 && c.weights == nil:
+		return c, fmt.Errorf("%s: EmbeddingWeights(nil): %w", prefix, gather.ErrShape)
 	case c.given&optInit != 0 && c.init == nil:
 		return c, fmt.Errorf("%s: EmbeddingInit(nil): give an initialiser, or leave the option out for N(0, 1): %w", prefix, gather.ErrOption)
 	}
@@ -110,6 +116,17 @@ func newConfig(prefix, fn string, allowed optKind, opts []Option) (config, error
 // generator seeded by EmbeddingSeed. For NewEmbedding.
 func EmbeddingInit(fn gorgonia.InitWFn) Option {
 	return Option{optInit, "EmbeddingInit", func(c *config) { c.init = fn }}
+}
+
+// EmbeddingWeights starts the table as a copy of t, a [vocab, dim] tensor
+// of the table's dtype (PyTorch's nn.Embedding.from_pretrained; add
+// EmbeddingFrozen to keep it fixed, as from_pretrained's freeze=True
+// does). As in PyTorch, a padding row keeps t's values rather than being
+// zeroed; it still gets no gradient. t is not modified, and a t of another
+// shape or dtype is an error. For NewEmbedding; it contradicts
+// EmbeddingInit and EmbeddingSeed.
+func EmbeddingWeights(t tensor.Tensor) Option {
+	return Option{optWeights, "EmbeddingWeights", func(c *config) { c.weights = t }}
 }
 
 // EmbeddingSeed seeds the default initialiser. Without it the seed is 0, so

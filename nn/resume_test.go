@@ -1,0 +1,176 @@
+package nn
+
+import (
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/checkpoint"
+)
+
+// resumeModel is the model of the exact-resume tests: a SparseAdam table
+// and a SparseSGD table, their lookups summed, a dense layer to 4 classes
+// under Gorgonia's VanillaSolver, cross entropy.
+type resumeModel struct {
+	adamEmb, sgdEmb *Embedding
+	w               *gorgonia.Node
+	ids, targets    *tensor.Dense
+	vm              gorgonia.VM
+	adam            *SparseAdam
+	sgd             *SparseSGD
+	solver          gorgonia.Solver
+}
+
+func newResumeModel(t *testing.T, seed uint64) *resumeModel {
+	const vocab, dim, batch, classes = 50, 8, 16, 4
+	g := gorgonia.NewGraph()
+	m := &resumeModel{adam: NewSparseAdam(0.05), sgd: &SparseSGD{LearnRate: 0.3, WeightDecay: 0.01},
+		solver: gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.2))}
+	var err error
+	m.adamEmb, err = NewEmbedding(g, "adam_table", vocab, dim, tensor.Float32, EmbeddingSparse(), EmbeddingSeed(seed))
+	require.NoError(t, err)
+	m.sgdEmb, err = NewEmbedding(g, "sgd_table", vocab, dim, tensor.Float32, EmbeddingSparse(), EmbeddingSeed(seed+1))
+	require.NoError(t, err)
+	r := rand.New(rand.NewPCG(seed, 9))
+	wv := make([]float32, dim*classes)
+	for i := range wv {
+		wv[i] = float32(r.NormFloat64())
+	}
+	m.w = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName("w"), gorgonia.WithValue(tensor.New(tensor.WithShape(dim, classes), tensor.WithBacking(wv))))
+	m.ids = tensor.New(tensor.Of(tensor.Int), tensor.WithShape(batch))
+	m.targets = tensor.New(tensor.Of(tensor.Int), tensor.WithShape(batch))
+	idn := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(m.ids))
+	yn := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("y"), gorgonia.WithValue(m.targets))
+	a, err := m.adamEmb.Lookup(idn)
+	require.NoError(t, err)
+	b, err := m.sgdEmb.Lookup(idn)
+	require.NoError(t, err)
+	h := gorgonia.Must(gorgonia.Add(a, b))
+	loss, err := CrossEntropy(gorgonia.Must(gorgonia.Mul(h, m.w)), yn)
+	require.NoError(t, err)
+	_, err = gorgonia.Grad(loss, append(gorgonia.Nodes{m.w}, append(m.adamEmb.GradNodes(), m.sgdEmb.GradNodes()...)...)...)
+	require.NoError(t, err)
+	m.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(m.w))
+	return m
+}
+
+// train runs steps [from, to): each step's batch depends on its number
+// only.
+func (m *resumeModel) train(t *testing.T, from, to int) {
+	for k := from; k < to; k++ {
+		r := rand.New(rand.NewPCG(uint64(k), 77))
+		for i := range m.ids.Ints() {
+			m.ids.Ints()[i] = r.IntN(50)
+			m.targets.Ints()[i] = r.IntN(4)
+		}
+		require.NoError(t, m.vm.RunAll())
+		require.NoError(t, m.adamEmb.Step(m.adam))
+		require.NoError(t, m.sgdEmb.Step(m.sgd))
+		require.NoError(t, m.solver.Step(gorgonia.NodesToValueGrads(gorgonia.Nodes{m.w})))
+		m.vm.Reset()
+	}
+}
+
+func (m *resumeModel) parts() []checkpoint.Part {
+	return []checkpoint.Part{m.adamEmb, m.sgdEmb, checkpoint.Nodes(m.w),
+		OptimizerState(m.adamEmb, m.adam), OptimizerState(m.sgdEmb, m.sgd)}
+}
+
+const resumeN, resumeM = 7, 5
+
+// Train N steps, save, build the model again in a new process with other
+// seeds, load, train M steps: the tables and the dense layer are
+// bit-identical to N+M steps without the break.
+func TestExactResume(t *testing.T) {
+	dir := t.TempDir()
+	ckpt, final := filepath.Join(dir, "n.safetensors"), filepath.Join(dir, "final.safetensors")
+
+	whole := newResumeModel(t, 1)
+	whole.train(t, 0, resumeN+resumeM)
+
+	first := newResumeModel(t, 1)
+	first.train(t, 0, resumeN)
+	require.NoError(t, checkpoint.Save(ckpt, map[string]string{"step": strconv.Itoa(resumeN)}, first.parts()...))
+
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestExactResumeChild$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), "GATHER_RESUME_FROM="+ckpt, "GATHER_RESUME_TO="+final)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	got, meta, err := checkpoint.Read(final)
+	require.NoError(t, err)
+	assert.Equal(t, strconv.Itoa(resumeN+resumeM), meta["step"])
+	want, err := wholeState(whole)
+	require.NoError(t, err)
+	for name, w := range want {
+		g, ok := got[name]
+		require.True(t, ok, name)
+		assert.Equal(t, w.Header.Raw, g.Header.Raw, "%s differs from the run without a break", name)
+	}
+	assert.Equal(t, int64(resumeN+resumeM), got["adam_table.step"].Data())
+}
+
+func wholeState(m *resumeModel) (map[string]*tensor.Dense, error) {
+	out := map[string]*tensor.Dense{}
+	for _, p := range m.parts() {
+		st, err := p.State()
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range st {
+			out[k] = v.(*tensor.Dense)
+		}
+	}
+	return out, nil
+}
+
+// TestExactResumeChild is the second process of TestExactResume.
+func TestExactResumeChild(t *testing.T) {
+	from, to := os.Getenv("GATHER_RESUME_FROM"), os.Getenv("GATHER_RESUME_TO")
+	if from == "" {
+		t.Skip("run by TestExactResume in a process of its own")
+	}
+	m := newResumeModel(t, 1234) // other seeds: every value must come from the file
+	meta, err := checkpoint.Load(from, m.parts()...)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(meta["step"])
+	require.NoError(t, err)
+	m.train(t, n, n+resumeM)
+	require.NoError(t, checkpoint.Save(to, map[string]string{"step": strconv.Itoa(n + resumeM)}, m.parts()...))
+}
+
+// A fresh SparseAdam given to Load is bound to the table; one bound to
+// another table is refused before anything changes; an unknown optimiser
+// is refused.
+func TestOptimizerStateBinding(t *testing.T) {
+	dir := t.TempDir()
+	m := newResumeModel(t, 1)
+	m.train(t, 0, 2)
+	path := filepath.Join(dir, "a.safetensors")
+	require.NoError(t, checkpoint.Save(path, nil, m.adamEmb, OptimizerState(m.adamEmb, m.adam)))
+
+	other := newResumeModel(t, 2)
+	other.train(t, 0, 1) // its SparseAdam now belongs to its own adam table
+	before := append([]float32{}, other.adamEmb.Table.Value().(*tensor.Dense).Float32s()...)
+	_, err := checkpoint.Load(path, other.adamEmb, OptimizerState(other.adamEmb, m.adam))
+	require.ErrorIs(t, err, ErrOtherTable)
+	assert.Equal(t, before, other.adamEmb.Table.Value().(*tensor.Dense).Float32s())
+
+	fresh := NewSparseAdam(0.05)
+	_, err = checkpoint.Load(path, other.adamEmb, OptimizerState(other.adamEmb, fresh))
+	require.NoError(t, err)
+	assert.Equal(t, 2, fresh.t)
+	require.NoError(t, other.adamEmb.Step(fresh), "bound to the table it was loaded for")
+
+	type custom struct{ SparseSGD }
+	_, err = checkpoint.Load(path, other.adamEmb, OptimizerState(other.adamEmb, &custom{}))
+	require.Error(t, err)
+}
