@@ -61,11 +61,11 @@ const (
 type config struct {
 	init    gorgonia.InitWFn // nil: N(0, 1) from seed
 	weights tensor.Tensor    // EmbeddingWeights
-	seed   uint64
-	hasPad bool
-	pad    int // normalised to [0, vocab) once the table is known
-	frozen bool
-	sparse bool
+	seed    uint64
+	hasPad  bool
+	pad     int // normalised to [0, vocab) once the table is known
+	frozen  bool
+	sparse  bool
 
 	maxNorm float64 // 0 for none
 	freq    bool    // scale gradients by id frequency
