@@ -11,10 +11,18 @@
 // With -sparse the table is trained with row-sparse gradients
 // (nn.EmbeddingSparse) and nn.SparseAdam, the rest with Gorgonia's Adam.
 //
-//	go run ./examples/embedding [-steps 1000] [-sparse] [-corpus PATH] [-out loss.png]
+// -save writes a checkpoint (a safetensors file: the table under
+// "embedding.weight", the dense layers, SparseAdam's state, the step and
+// the batch sampler's state) every -save-every steps and at the end;
+// -resume continues from one. With -solver sgd the resumed run is
+// bit-identical to one without the break; Gorgonia's Adam (the default
+// -solver) keeps its moments private, so they restart at zero.
+//
+//	go run ./examples/embedding [-steps 1000] [-sparse] [-corpus PATH] [-out loss.png] [-save ckpt.safetensors] [-resume ckpt.safetensors]
 package main
 
 import (
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,12 +30,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/openblas"
 )
 
@@ -37,6 +47,8 @@ type config struct {
 	seed                                                 uint64
 	out, corpus                                          string
 	sparse                                               bool
+	save, resume, solver                                 string
+	saveEvery                                            int
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -55,6 +67,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.out, "out", "loss.png", "where to write the loss plot")
 	fs.BoolVar(&c.sparse, "sparse", false, "train the embedding table with row-sparse gradients and SparseAdam")
 	fs.StringVar(&c.corpus, "corpus", "", "text file or directory to train on (default: the Go standard library's source)")
+	fs.StringVar(&c.save, "save", "", "write a checkpoint (safetensors) to this file every -save-every steps and at the end")
+	fs.IntVar(&c.saveEvery, "save-every", 100, "steps between checkpoints with -save")
+	fs.StringVar(&c.resume, "resume", "", "start from this checkpoint, at the step after the one it was saved at")
+	fs.StringVar(&c.solver, "solver", "adam", "the dense layers' solver: adam (Gorgonia's; its moments restart on -resume) or sgd (resumes exactly)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -74,6 +90,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if !(c.lr > 0) || math.IsInf(c.lr, 0) {
 		return c, fmt.Errorf("-lr must be a positive number, got %v", c.lr)
+	}
+	if c.solver != "adam" && c.solver != "sgd" {
+		return c, fmt.Errorf("-solver must be adam or sgd, got %q", c.solver)
+	}
+	if c.saveEvery <= 0 {
+		return c, fmt.Errorf("-save-every must be positive, got %d", c.saveEvery)
 	}
 	if c.out == "" {
 		return c, errors.New("-out must name a file")
@@ -152,7 +174,8 @@ func train(cfg config, c *corpus, stdout io.Writer) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(cfg.seed, 1))
+	pcg := rand.NewPCG(cfg.seed, 1)
+	rng := rand.New(pcg)
 	res := &result{m: m, unigram: unigramLoss(c)}
 	fmt.Fprintf(stdout, "held-out loss of the unigram baseline: %.3f nats/token\n", res.unigram)
 
@@ -171,7 +194,14 @@ func train(cfg config, c *corpus, stdout io.Writer) (*result, error) {
 		res.trainLoss = append(res.trainLoss, sum/float64(max(n, 1)))
 		return nil
 	}
-	if err := measure(0, 0, 0); err != nil {
+	first := 1
+	if cfg.resume != "" {
+		if first, err = resume(cfg, m, pcg); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stdout, "resumed from %s at step %d\n", cfg.resume, first)
+	}
+	if err := measure(first-1, 0, 0); err != nil {
 		return nil, err
 	}
 	res.trainLoss[0] = res.heldOut[0]
@@ -182,7 +212,7 @@ func train(cfg config, c *corpus, stdout io.Writer) (*result, error) {
 	every := max(cfg.steps/evalPoints, 1)
 	var sum float64
 	n := 0
-	for step := 1; step <= cfg.steps; step++ {
+	for step := first; step <= cfg.steps; step++ {
 		for b := range positions {
 			positions[b] = cfg.context + rng.IntN(len(c.train)-cfg.context)
 		}
@@ -202,12 +232,53 @@ func train(cfg config, c *corpus, stdout io.Writer) (*result, error) {
 			}
 			sum, n = 0, 0
 		}
-		tokens := float64(step*cfg.batch) / time.Since(start).Seconds()
+		if cfg.save != "" && (step%cfg.saveEvery == 0 || step == cfg.steps) {
+			if err := save(cfg, m, pcg, step); err != nil {
+				return nil, fmt.Errorf("step %d: saving: %w", step, err)
+			}
+		}
+		tokens := float64((step-first+1)*cfg.batch) / time.Since(start).Seconds()
 		prog.update(step, loss, res.heldOut[len(res.heldOut)-1], tokens)
 	}
 	prog.finish()
 	res.elapsed = time.Since(start)
 	return res, nil
+}
+
+// save writes the model, its optimiser state, the step and the state of
+// the batch sampler to cfg.save, atomically.
+func save(cfg config, m *model, pcg *rand.PCG, step int) error {
+	state, err := pcg.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	meta := map[string]string{"step": strconv.Itoa(step), "sampler": hex.EncodeToString(state),
+		"seed": strconv.FormatUint(cfg.seed, 10), "solver": cfg.solver}
+	return checkpoint.Save(cfg.save, meta, m.parts()...)
+}
+
+// resume loads cfg.resume into the model and the batch sampler and returns
+// the step to continue from.
+func resume(cfg config, m *model, pcg *rand.PCG) (int, error) {
+	meta, err := checkpoint.Load(cfg.resume, m.parts()...)
+	if err != nil {
+		return 0, err
+	}
+	step, err := strconv.Atoi(meta["step"])
+	if err != nil {
+		return 0, fmt.Errorf("%s: no step in the metadata: %w", cfg.resume, err)
+	}
+	state, err := hex.DecodeString(meta["sampler"])
+	if err == nil {
+		err = pcg.UnmarshalBinary(state)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: no batch sampler state in the metadata: %w", cfg.resume, err)
+	}
+	if meta["solver"] != cfg.solver {
+		return 0, fmt.Errorf("%s was trained with -solver %s, this run asks for %s", cfg.resume, meta["solver"], cfg.solver)
+	}
+	return step + 1, nil
 }
 
 // unigramLoss is the held-out cross-entropy of training-set token

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gathergrad/gather/checkpoint"
 )
 
 // tinyCorpus writes a repetitive text with a learnable next-token structure.
@@ -94,4 +96,41 @@ func TestBadInput(t *testing.T) {
 	err := run([]string{"-corpus", small}, &bytes.Buffer{}, &bytes.Buffer{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is too small: 4 tokens")
+}
+
+// -save and -resume: 20 steps, a checkpoint, 20 more from it in a new
+// model give the tables and layers of 40 steps in one run, bit for bit
+// (with -solver sgd; Gorgonia's Adam keeps its moments private).
+func TestSaveResumeIsExact(t *testing.T) {
+	dir := t.TempDir()
+	corpus := tinyCorpus(t)
+	base := []string{"-corpus", corpus, "-batch", "16", "-dim", "8", "-hidden", "16", "-vocab", "50", "-sparse", "-solver", "sgd", "-lr", "0.05"}
+	runWith := func(extra ...string) {
+		cfg, err := parseFlags(append(append([]string{}, base...), extra...), os.Stderr)
+		require.NoError(t, err)
+		c, err := loadCorpus(cfg)
+		require.NoError(t, err)
+		_, err = train(cfg, c, &bytes.Buffer{})
+		require.NoError(t, err)
+	}
+	whole, half, resumed := filepath.Join(dir, "whole"), filepath.Join(dir, "half"), filepath.Join(dir, "resumed")
+	runWith("-steps", "40", "-save", whole, "-save-every", "1000")
+	runWith("-steps", "20", "-save", half, "-save-every", "1000")
+	// Another seed: every value must come from the checkpoint.
+	runWith("-steps", "40", "-resume", half, "-save", resumed, "-save-every", "1000", "-seed", "7")
+
+	want, wantMeta, err := checkpoint.Read(whole)
+	require.NoError(t, err)
+	got, gotMeta, err := checkpoint.Read(resumed)
+	require.NoError(t, err)
+	assert.Equal(t, "7", gotMeta["seed"])
+	delete(wantMeta, "seed")
+	delete(gotMeta, "seed")
+	assert.Equal(t, wantMeta, gotMeta)
+	require.Len(t, got, len(want))
+	for name, w := range want {
+		assert.Equal(t, w.Header.Raw, got[name].Header.Raw, name)
+	}
+	assert.Contains(t, want, "embedding.weight")
+	assert.Contains(t, want, "embedding.exp_avg")
 }

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/nn"
 )
 
@@ -25,7 +26,8 @@ type model struct {
 	targets *tensor.Dense // [batch] next-token ids
 	logits  *gorgonia.Node
 	loss    *gorgonia.Node
-	learn   gorgonia.Nodes
+	learn   gorgonia.Nodes // what the dense solver updates
+	dense   gorgonia.Nodes // the dense layers' weights and biases
 	vm      gorgonia.VM
 	solver  gorgonia.Solver
 	sparse  *nn.SparseAdam // the table's optimiser with -sparse, else nil
@@ -52,7 +54,7 @@ func newModel(cfg config, vocab int) (*model, error) {
 	m := &model{g: gorgonia.NewGraph(), batch: cfg.batch, context: cfg.context}
 	g := m.g
 	var err error
-	embOpts := []nn.EmbeddingOption{nn.EmbeddingInit(normal(rng, 0.1))}
+	embOpts := []nn.Option{nn.EmbeddingInit(normal(rng, 0.1))}
 	if cfg.sparse {
 		embOpts = append(embOpts, nn.EmbeddingSparse())
 		m.sparse = nn.NewSparseAdam(cfg.lr)
@@ -103,7 +105,21 @@ func newModel(cfg config, vocab int) (*model, error) {
 	}
 	m.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(m.learn...))
 	m.solver = gorgonia.NewAdamSolver(gorgonia.WithLearnRate(cfg.lr))
+	if cfg.solver == "sgd" {
+		m.solver = gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(cfg.lr))
+	}
+	m.dense = gorgonia.Nodes{w1, b1, w2, b2}
 	return m, nil
+}
+
+// parts returns what a checkpoint of the model holds: the table, the dense
+// layers and, with -sparse, SparseAdam's state.
+func (m *model) parts() []checkpoint.Part {
+	parts := []checkpoint.Part{m.emb, checkpoint.Nodes(m.dense...)}
+	if m.sparse != nil {
+		parts = append(parts, nn.OptimizerState(m.emb, m.sparse))
+	}
+	return parts
 }
 
 // affine is x w + b, with b of shape [1, n] broadcast over the rows of x.
