@@ -397,7 +397,8 @@ func readTensor(f *os.File, dataStart int64, e entry) (*tensor.Dense, error) {
 		// A scalar: a tensor of shape () holding one element.
 		t = tensor.New(tensor.FromScalar(reflect.Zero(e.format.dt.Type).Interface()))
 	} else {
-		t = tensor.New(tensor.Of(e.format.dt), tensor.WithShape(e.shape...))
+		// Every element is read or converted below before t is returned.
+		t = dense.NewOutput(e.format.dt, e.shape)
 	}
 	if n == 0 {
 		return t, nil
@@ -408,6 +409,7 @@ func readTensor(f *os.File, dataStart int64, e entry) (*tensor.Dense, error) {
 		raw = make([]byte, n*e.format.size)
 	default:
 		raw = t.Header.Raw[:n*e.format.size]
+		fileio.PreferHugePages(raw)
 	}
 	if _, err := f.ReadAt(raw, dataStart+e.begin); err != nil {
 		return nil, fmt.Errorf("reading %d bytes: %v: %w", len(raw), err, ErrFormat)

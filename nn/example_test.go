@@ -3,11 +3,15 @@ package nn_test
 import (
 	"fmt"
 	"log"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/nn"
 )
 
@@ -407,4 +411,71 @@ func ExampleIgnoreIndex() {
 	// Output:
 	// loss: 0.1269
 	// gradient: [-0.0596 0.0596 0.0596 -0.0596 0.0000 0.0000]
+}
+
+// A table and its SparseAdam state saved together, and restored into a
+// model built again (another seed: the values come from the file).
+func ExampleOptimizerState() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "words.safetensors")
+
+	build := func(seed uint64) (*nn.Embedding, *nn.SparseAdam) {
+		g := gorgonia.NewGraph()
+		emb, err := nn.NewEmbedding(g, "words", 3, 2, tensor.Float32, nn.EmbeddingSparse(), nn.EmbeddingSeed(seed))
+		if err != nil {
+			log.Fatal(err)
+		}
+		return emb, nn.NewSparseAdam(0.1)
+	}
+	emb, adam := build(1)
+	if err := checkpoint.Save(path, nil, emb, nn.OptimizerState(emb, adam)); err != nil {
+		log.Fatal(err)
+	}
+	saved := slices.Clone(emb.Table.Value().(*tensor.Dense).Float32s())
+
+	again, fresh := build(2)
+	if _, err := checkpoint.Load(path, again, nn.OptimizerState(again, fresh)); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("same table:", slices.Equal(saved, again.Table.Value().(*tensor.Dense).Float32s()))
+	tensors, _, err := checkpoint.Read(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	names := slices.Sorted(maps.Keys(tensors))
+	fmt.Println(names)
+	// Output:
+	// same table: true
+	// [words.exp_avg words.exp_avg_sq words.step words.weight]
+}
+
+// Pretrained vectors in word2vec's text format, read and used as a frozen
+// table.
+func ExampleReadVectors() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "vectors.txt")
+	if err := os.WriteFile(path, []byte("2 3\ngo 0.5 1 -1\ngopher 0 2 0.25\n"), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	words, vectors, err := nn.ReadVectors(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	g := gorgonia.NewGraph()
+	emb, err := nn.NewEmbedding(g, "pretrained", len(words), vectors.Shape()[1], tensor.Float32,
+		nn.EmbeddingWeights(vectors), nn.EmbeddingFrozen())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(words, emb.Table.Value().Data())
+	// Output:
+	// [go gopher] [0.5 1 -1 0 2 0.25]
 }
