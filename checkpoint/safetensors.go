@@ -462,3 +462,63 @@ func halfToFloat(h uint16) float32 {
 	}
 	return v
 }
+
+// A TensorInfo describes one tensor of a safetensors file: its name, the
+// dtype Read returns it as and the file's own dtype name (F32, BF16, ...),
+// its shape, and where its data lies in the file.
+type TensorInfo struct {
+	Name   string
+	Dtype  tensor.Dtype
+	Format string
+	Shape  []int
+	Offset int64 // of its first byte, from the start of the file
+	Size   int64 // bytes
+}
+
+// Inspect reads and checks the header of the safetensors file at path,
+// as Read does, without reading any tensor: the tensors in the order of
+// their data, and the metadata.
+func Inspect(path string) ([]TensorInfo, map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	entries, meta, dataStart, err := readHeader(f, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]TensorInfo, len(entries))
+	for i, e := range entries {
+		out[i] = TensorInfo{Name: e.name, Dtype: e.format.dt, Format: e.format.name, Shape: e.shape,
+			Offset: dataStart + e.begin, Size: e.end - e.begin}
+	}
+	return out, meta, nil
+}
+
+// Header returns the bytes that start a safetensors file holding one
+// tensor of format f ("F32", "F64", ...) and shape, with no metadata:
+// the length, then the JSON header padded to 8 bytes. The tensor's data
+// follows at offset len(Header(...)). Package nn uses it to lay out a
+// table file that it then fills in place.
+func Header(name, f string, shape []int) ([]byte, error) {
+	ft, ok := formatNamed(f)
+	if !ok || ft.name == "F16" || ft.name == "BF16" {
+		return nil, fmt.Errorf("checkpoint: header of %q: format %q: %w", name, f, gather.ErrDtype)
+	}
+	n := int64(ft.size)
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > math.MaxInt64/int64(d)) {
+			return nil, fmt.Errorf("checkpoint: header of %q: shape %v: %w", name, shape, gather.ErrShape)
+		}
+		n *= int64(d)
+	}
+	js, err := json.Marshal(map[string]headerEntry{name: {Dtype: f, Shape: int64s(shape), DataOffsets: []int64{0, n}}})
+	if err != nil {
+		return nil, err
+	}
+	if pad := (8 - len(js)%8) % 8; pad > 0 {
+		js = append(js, bytes.Repeat([]byte{' '}, pad)...)
+	}
+	return append(binary.LittleEndian.AppendUint64(nil, uint64(len(js))), js...), nil
+}

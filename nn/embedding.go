@@ -10,6 +10,8 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/kernel"
 )
 
 // An Embedding is a learnable table of vocab rows of dim values, looked up
@@ -27,6 +29,9 @@ type Embedding struct {
 	cfg     config
 	lookups []sparseLookup // sparse mode: one per Lookup
 	buf     rowBuf         // sparse mode: Step's row gradient, reused
+
+	file   *fileio.Mapping // the file of a table OpenEmbedding mapped, else nil
+	closed bool            // Close was called
 }
 
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -139,25 +144,50 @@ func copyWeights(prefix string, t tensor.Tensor, dt tensor.Dtype, vocab, dim int
 	return d.Clone().(*tensor.Dense), nil
 }
 
-// normalInit returns an initialiser drawing from N(0, 1) with a PCG
-// generator seeded by seed.
+// initRows is the number of rows the default initialiser draws from one
+// generator: block b of a table (rows b*initRows to (b+1)*initRows) has its
+// own, seeded by the table's seed and b, so that blocks are drawn in
+// parallel and CreateTable draws the values NewEmbedding does.
+const initRows = 4096
+
+// normalInit returns an initialiser drawing from N(0, 1), each block of
+// initRows rows from a PCG generator seeded by seed and the block.
 func normalInit(seed uint64) gorgonia.InitWFn {
 	return func(dt tensor.Dtype, s ...int) any {
-		r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 		n := tensor.Shape(s).TotalSize()
+		dim := 1
+		if len(s) > 1 {
+			dim = n / max(s[0], 1)
+		}
 		if dt == tensor.Float32 {
 			v := make([]float32, n)
-			for i := range v {
-				v[i] = float32(r.NormFloat64())
-			}
+			normalBlocks(v, seed, dim, 0)
 			return v
 		}
 		v := make([]float64, n)
-		for i := range v {
-			v[i] = r.NormFloat64()
-		}
+		normalBlocks(v, seed, dim, 0)
 		return v
 	}
+}
+
+// normalBlocks fills v, the rows of a table of dim columns from row0 (a
+// multiple of initRows) on, with the default initialiser's values, its
+// blocks in parallel.
+func normalBlocks[T kernel.Float](v []T, seed uint64, dim, row0 int) {
+	if dim == 0 {
+		return
+	}
+	rows := len(v) / dim
+	blocks := (rows + initRows - 1) / initRows
+	kernel.ParallelFor(blocks, kernel.Workers(len(v), blocks), func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			r0, r1 := b*initRows, min((b+1)*initRows, rows)
+			r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15+uint64((row0+r0)/initRows)))
+			for i := range v[r0*dim : r1*dim] {
+				v[r0*dim+i] = T(r.NormFloat64())
+			}
+		}
+	})
 }
 
 // Lookup returns the rows of the table for ids, a node of Int, Int32 or
@@ -166,6 +196,9 @@ func normalInit(seed uint64) gorgonia.InitWFn {
 // negative ones included, is an *gather.IndexError naming the table when
 // the graph runs.
 func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
+	if e.closed {
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), ErrClosed)
+	}
 	if ids == nil {
 		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
 	}
@@ -191,6 +224,9 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 	bc, err := newConfig(prefix, "(*Embedding).Bag", forBagMethod, opts)
 	if err != nil {
 		return nil, err
+	}
+	if e.closed {
+		return nil, fmt.Errorf("%s: %w", prefix, ErrClosed)
 	}
 	if mode == BagMax && e.cfg.freq {
 		return nil, fmt.Errorf("%s: gradient scaling by frequency applies to sum and mean bags, not max: %w", prefix, gather.ErrOption)

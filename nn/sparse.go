@@ -13,6 +13,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 )
 
@@ -655,13 +656,21 @@ func (e *Embedding) Step(opt SparseOptimizer) error {
 	if opt == nil {
 		return fmt.Errorf("embedding %q: Step needs an optimiser, such as &nn.SparseSGD{...} or nn.NewSparseAdam: %w", e.Table.Name(), gather.ErrOption)
 	}
+	table, err := e.table()
+	if err != nil {
+		return err
+	}
 	g, err := e.rowGrad(&e.buf)
 	if err != nil {
 		return err
 	}
-	table, ok := e.Table.Value().(*tensor.Dense)
-	if !ok {
-		return fmt.Errorf("embedding %q: the table holds a %T: %w", e.Table.Name(), e.Table.Value(), gather.ErrDtype)
+	if e.file != nil {
+		// A table in a file: an I/O error on its mapping is an error here,
+		// not the end of the process (see OpenEmbedding).
+		if err := fileio.Guard(func() error { return opt.Step(table, g) }); err != nil {
+			return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
+		}
+		return nil
 	}
 	return opt.Step(table, g)
 }

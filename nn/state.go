@@ -38,6 +38,9 @@ func (e *Embedding) SetState(tensors map[string]*tensor.Dense) error {
 
 // table returns the table's value.
 func (e *Embedding) table() (*tensor.Dense, error) {
+	if e.closed {
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), ErrClosed)
+	}
 	t, ok := e.Table.Value().(*tensor.Dense)
 	if !ok {
 		return nil, fmt.Errorf("embedding %q: the table holds a %T: %w", e.Table.Name(), e.Table.Value(), gather.ErrDtype)

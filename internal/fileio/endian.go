@@ -1,6 +1,9 @@
 package fileio
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // LittleEndian reports whether the machine stores numbers little-endian,
 // as the module's file formats do: then a tensor's memory is its file
@@ -23,4 +26,19 @@ func SwapInPlace(b []byte, size int) {
 			e[j], e[k] = e[k], e[j]
 		}
 	}
+}
+
+// LittleEndianBytes returns the values of v as little-endian bytes: v's
+// own memory on a little-endian machine, else a swapped copy.
+func LittleEndianBytes[T float32 | float64](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*size)
+	if LittleEndian {
+		return b
+	}
+	return Swapped(b, size)
 }

@@ -1,0 +1,121 @@
+//go:build unix
+
+package fileio
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Mapping is a file mapped read-write into memory (MAP_SHARED): writes
+// to it reach the file, at the latest when Sync returns. The file is
+// locked (flock, exclusive) while it is mapped, so that a second Map of it
+// fails rather than shares it.
+type Mapping struct {
+	f    *os.File
+	data []byte // the whole file
+}
+
+// ErrLocked: the file is already mapped (or locked) by another Mapping,
+// in this process or another.
+var ErrLocked = errors.New("file is in use")
+
+// Map opens path read-write, locks it and maps it whole.
+func Map(path string) (*Mapping, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: %w", path, ErrLocked)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.Size() == 0 || int64(int(st.Size())) != st.Size() {
+		f.Close()
+		return nil, fmt.Errorf("%s: a file of %d bytes cannot be mapped", path, st.Size())
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mapping %s: %w", path, err)
+	}
+	return &Mapping{f: f, data: data}, nil
+}
+
+// Bytes returns the mapped file.
+func (m *Mapping) Bytes() []byte { return m.data }
+
+// Sync writes every change to the mapping to the file and the file to
+// its disk (msync, then fsync).
+func (m *Mapping) Sync() error {
+	if m.data == nil {
+		return errors.New("the mapping is closed")
+	}
+	if err := unix.Msync(m.data, unix.MS_SYNC); err != nil {
+		return fmt.Errorf("msync %s: %w", m.f.Name(), err)
+	}
+	return m.f.Sync()
+}
+
+// Close syncs, unmaps and unlocks the file. The memory of the mapping must
+// not be used after.
+func (m *Mapping) Close() error {
+	if m.data == nil {
+		return nil
+	}
+	err := m.Sync()
+	if e := unix.Munmap(m.data); err == nil {
+		err = e
+	}
+	m.data = nil
+	if e := m.f.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// Floats returns n values of type T starting offset bytes into b. offset
+// must be a multiple of T's size and the values must lie within b.
+func Floats[T float32 | float64](b []byte, offset int64, n int) ([]T, error) {
+	var zero T
+	size := int64(unsafe.Sizeof(zero))
+	if offset < 0 || offset%size != 0 || offset+int64(n)*size > int64(len(b)) {
+		return nil, fmt.Errorf("%d values at offset %d do not lie, aligned, within %d bytes", n, offset, len(b))
+	}
+	if n == 0 {
+		return []T{}, nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[offset])), n), nil
+}
+
+// Guard runs f with faults on bad memory accesses turned into panics
+// (debug.SetPanicOnFault) on the calling goroutine, and returns a fault in
+// f, such as the SIGBUS of an I/O error on a mapped file, as an error. A
+// fault on another goroutine is not covered: it ends the process.
+func Guard(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			re, ok := r.(runtime.Error)
+			if _, fault := r.(interface{ Addr() uintptr }); !ok || !fault {
+				panic(r)
+			}
+			err = fmt.Errorf("memory fault (an I/O error on a mapped file?): %v", re)
+		}
+	}()
+	return f()
+}

@@ -1,0 +1,20 @@
+//go:build !unix
+
+package fileio
+
+import "errors"
+
+// A Mapping is a file mapped into memory; this system has none.
+type Mapping struct{}
+
+// ErrLocked: the file is already mapped by another Mapping.
+var ErrLocked = errors.New("file is in use")
+
+var errNoMmap = errors.New("file-backed tables need a Unix system (mmap)")
+
+func Map(path string) (*Mapping, error)                                      { return nil, errNoMmap }
+func (m *Mapping) Bytes() []byte                                             { return nil }
+func (m *Mapping) Sync() error                                               { return errNoMmap }
+func (m *Mapping) Close() error                                              { return nil }
+func Guard(f func() error) error                                             { return f() }
+func Floats[T float32 | float64](b []byte, offset int64, n int) ([]T, error) { return nil, errNoMmap }

@@ -1,0 +1,275 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/fileio"
+)
+
+// CreateTable draws the values NewEmbedding draws for a seed (across
+// several blocks of rows), zeroes the padding row, and writes a file
+// checkpoint.Read reads.
+func TestCreateTableMatchesNewEmbedding(t *testing.T) {
+	const vocab, dim = 3*initRows + 17, 3
+	for _, dt := range floatDtypes {
+		path := filepath.Join(t.TempDir(), "t.safetensors")
+		require.NoError(t, CreateTable(path, "words", vocab, dim, dt, EmbeddingSeed(42), EmbeddingPadding(5000)))
+		got, _, err := checkpoint.Read(path)
+		require.NoError(t, err)
+		emb, err := NewEmbedding(gorgonia.NewGraph(), "words", vocab, dim, dt, EmbeddingSeed(42), EmbeddingPadding(5000))
+		require.NoError(t, err)
+		w := got["words.weight"]
+		require.NotNil(t, w)
+		assert.Equal(t, tensor.Shape{vocab, dim}, w.Shape())
+		assert.Equal(t, emb.Table.Value().(*tensor.Dense).Data(), w.Data(), "%v", dt)
+		assert.Equal(t, []float64{0, 0, 0}, floats(must(w.Slice(tensor.S(5000))).(*tensor.Dense)))
+	}
+	// A custom initialiser is called per block.
+	path := filepath.Join(t.TempDir(), "c.safetensors")
+	calls := 0
+	init := func(dt tensor.Dtype, s ...int) any {
+		calls++
+		v := make([]float32, s[0]*s[1])
+		for i := range v {
+			v[i] = 0.5
+		}
+		return v
+	}
+	require.NoError(t, CreateTable(path, "c", initRows+1, 2, tensor.Float32, EmbeddingInit(init)))
+	assert.Equal(t, 2, calls)
+	got, _, err := checkpoint.Read(path)
+	require.NoError(t, err)
+	for _, v := range got["c.weight"].Float32s() {
+		require.Equal(t, float32(0.5), v)
+	}
+}
+
+func must(v tensor.View, err error) tensor.View {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// trainFile runs steps of a lookup and a bag of a table, sum of both times
+// fixed weights, through opt; the same ids for every table.
+func trainTable(t *testing.T, emb *Embedding, g *gorgonia.ExprGraph, opt SparseOptimizer, steps int) {
+	r := rand.New(rand.NewPCG(3, 3))
+	vocab := emb.Table.Shape()[0]
+	ids := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(12))
+	idn := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(ids))
+	offs := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("offs"), gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 5, 5}))))
+	look, err := emb.Lookup(idn)
+	require.NoError(t, err)
+	bag, err := emb.Bag(idn, offs, nil, BagMean)
+	require.NoError(t, err)
+	dim := emb.Table.Shape()[1]
+	wl := gorgonia.NodeFromAny(g, floatTensor(randFloats(rand.New(rand.NewPCG(1, 2)), 12*dim), []int{12, dim}, emb.Table.Dtype()), gorgonia.WithName("wl"))
+	wb := gorgonia.NodeFromAny(g, floatTensor(randFloats(rand.New(rand.NewPCG(2, 2)), 3*dim), []int{3, dim}, emb.Table.Dtype()), gorgonia.WithName("wb"))
+	cost := gorgonia.Must(gorgonia.Add(gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(look, wl)))),
+		gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(bag, wb))))))
+	_, err = gorgonia.Grad(cost, emb.GradNodes()...)
+	require.NoError(t, err)
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	for range steps {
+		for i := range ids.Ints() {
+			ids.Ints()[i] = r.IntN(vocab)
+		}
+		require.NoError(t, vm.RunAll())
+		require.NoError(t, emb.Step(opt))
+		vm.Reset()
+	}
+}
+
+// A table in a file and one in memory with the same values, trained with
+// the same ids and optimiser, through lookups and bags, are bit-identical.
+func TestFileTableEqualsMemory(t *testing.T) {
+	for _, dt := range floatDtypes {
+		for _, name := range []string{"sgd", "adam", "adagrad"} {
+			t.Run(fmt.Sprintf("%v/%s", dt, name), func(t *testing.T) {
+				newOpt := func() SparseOptimizer {
+					switch name {
+					case "sgd":
+						return &SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}
+					case "adam":
+						return NewSparseAdam(0.05)
+					}
+					return &RowWiseAdagrad{LearnRate: 0.2, Eps: 1e-8, WeightDecay: 0.01}
+				}
+				path := filepath.Join(t.TempDir(), "t.safetensors")
+				require.NoError(t, CreateTable(path, "words", 300, 5, dt, EmbeddingSeed(9)))
+				start, _, err := checkpoint.Read(path)
+				require.NoError(t, err)
+
+				gf := gorgonia.NewGraph()
+				file, err := OpenEmbedding(gf, path, "words", EmbeddingPadding(2))
+				require.NoError(t, err)
+				defer file.Close()
+				gm := gorgonia.NewGraph()
+				mem, err := NewEmbedding(gm, "words", 300, 5, dt, EmbeddingWeights(start["words.weight"]), EmbeddingSparse(), EmbeddingPadding(2))
+				require.NoError(t, err)
+
+				trainTable(t, file, gf, newOpt(), 6)
+				trainTable(t, mem, gm, newOpt(), 6)
+				assert.Equal(t, mem.Table.Value().Data(), file.Table.Value().Data())
+				assert.NotEqual(t, start["words.weight"].Data(), file.Table.Value().Data(), "trained")
+			})
+		}
+	}
+}
+
+// Create, open, train, sync, close, reopen: the file holds the trained
+// table, is a valid safetensors file, and a second open while the first
+// is open fails.
+func TestFileTableLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t.safetensors")
+	require.NoError(t, CreateTable(path, "items", 100, 4, tensor.Float32, EmbeddingSeed(1)))
+	g := gorgonia.NewGraph()
+	emb, err := OpenEmbedding(g, path, "items")
+	require.NoError(t, err)
+
+	_, err = OpenEmbedding(gorgonia.NewGraph(), path, "items")
+	require.ErrorIs(t, err, fileio.ErrLocked, "a second open of one file")
+
+	opt := NewRowWiseAdagrad(0.1)
+	trainTable(t, emb, g, opt, 4)
+	require.NoError(t, emb.Sync())
+	trained := append([]float32{}, emb.Table.Value().(*tensor.Dense).Float32s()...)
+	onDisk, _, err := checkpoint.Read(path)
+	require.NoError(t, err)
+	assert.Equal(t, trained, onDisk["items.weight"].Float32s())
+
+	// Exact restore points: the table and Adagrad's state.
+	ckpt := filepath.Join(dir, "ckpt.safetensors")
+	require.NoError(t, checkpoint.Save(ckpt, nil, emb, OptimizerState(emb, opt)))
+
+	require.NoError(t, emb.Close())
+	require.NoError(t, emb.Close(), "a second Close does nothing")
+	require.ErrorIs(t, emb.Step(opt), ErrClosed)
+	require.ErrorIs(t, emb.Sync(), ErrClosed)
+	_, err = emb.State()
+	require.ErrorIs(t, err, ErrClosed)
+
+	again, err := OpenEmbedding(gorgonia.NewGraph(), path, "items")
+	require.NoError(t, err)
+	assert.Equal(t, trained, again.Table.Value().(*tensor.Dense).Float32s())
+	fresh := NewRowWiseAdagrad(0.1)
+	_, err = checkpoint.Load(ckpt, again, OptimizerState(again, fresh))
+	require.NoError(t, err)
+	assert.Equal(t, opt.sum, fresh.sum)
+	require.NoError(t, again.Close())
+
+	// An in-memory table has nothing to sync.
+	mem, err := NewEmbedding(gorgonia.NewGraph(), "m", 3, 2, tensor.Float32)
+	require.NoError(t, err)
+	require.ErrorIs(t, mem.Sync(), gather.ErrOption)
+	require.NoError(t, mem.Close())
+}
+
+// Files OpenEmbedding refuses: missing, another name, another rank or
+// dtype, truncated; and bad paths for CreateTable.
+func TestFileTableRefuses(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, tensors map[string]tensor.Tensor) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, checkpoint.Write(p, tensors, nil))
+		return p
+	}
+	good := filepath.Join(dir, "good.safetensors")
+	require.NoError(t, CreateTable(good, "words", 10, 2, tensor.Float32))
+	raw, err := os.ReadFile(good)
+	require.NoError(t, err)
+	truncated := filepath.Join(dir, "truncated.safetensors")
+	require.NoError(t, os.WriteFile(truncated, raw[:len(raw)-4], 0o600))
+	cases := map[string]struct {
+		path string
+		want error
+	}{
+		"missing file":   {filepath.Join(dir, "nope"), os.ErrNotExist},
+		"another name":   {write("other.safetensors", map[string]tensor.Tensor{"items.weight": tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4}))}), checkpoint.ErrFormat},
+		"a vector":       {write("vec.safetensors", map[string]tensor.Tensor{"words.weight": tensor.New(tensor.WithBacking([]float32{1, 2}))}), checkpoint.ErrFormat},
+		"int64 values":   {write("int.safetensors", map[string]tensor.Tensor{"words.weight": tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]int64{1, 2}))}), checkpoint.ErrFormat},
+		"truncated file": {truncated, checkpoint.ErrFormat},
+	}
+	for name, c := range cases {
+		_, err := OpenEmbedding(gorgonia.NewGraph(), c.path, "words")
+		require.ErrorIs(t, err, c.want, name)
+	}
+	require.Error(t, CreateTable(filepath.Join(dir, "no", "such", "dir", "t"), "w", 2, 2, tensor.Float32))
+	require.ErrorIs(t, CreateTable(filepath.Join(dir, "x"), "w", 0, 2, tensor.Float32), gather.ErrShape)
+	require.ErrorIs(t, CreateTable(filepath.Join(dir, "x"), "w", 2, 2, tensor.Int), gather.ErrDtype)
+	require.ErrorIs(t, CreateTable(filepath.Join(dir, "x"), "w", 2, 2, tensor.Float32, EmbeddingSparse()), gather.ErrOption)
+	_, err = os.Stat(filepath.Join(dir, "x"))
+	require.True(t, errors.Is(err, os.ErrNotExist), "a refused CreateTable writes nothing")
+}
+
+// An I/O error on the mapping during Step (here: the file cut short under
+// the mapping, so that touching its last rows faults) is an error, not the
+// end of the process.
+func TestFileTableFaultIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.safetensors")
+	const vocab, dim = 4096, 16
+	require.NoError(t, CreateTable(path, "w", vocab, dim, tensor.Float32))
+	g := gorgonia.NewGraph()
+	emb, err := OpenEmbedding(g, path, "w")
+	require.NoError(t, err)
+	defer emb.Close()
+	require.NoError(t, os.Truncate(path, 4096)) // the header and a few rows stay
+	table, err := emb.table()
+	require.NoError(t, err)
+	grad := &RowGrad{Rows: []int{vocab - 1}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float32, dim)))}
+	err = fileio.Guard(func() error { return (&SparseSGD{LearnRate: 1}).Step(table, grad) })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "fault")
+}
+
+// RowWiseAdagrad follows its formula: one accumulator per row, the mean of
+// the squared gradient (weight decay added), and refuses bad settings.
+func TestRowWiseAdagradFormula(t *testing.T) {
+	w := []float64{1, 2, 3, 4, 5, 6}
+	table := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking(append([]float64{}, w...)))
+	g := &RowGrad{Rows: []int{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{0.5, -1, 2, 0}))}
+	o := &RowWiseAdagrad{LearnRate: 0.1, Eps: 1e-8, WeightDecay: 0.01}
+	s := []float64{0, 0, 0}
+	want := append([]float64{}, w...)
+	for range 3 {
+		require.NoError(t, o.Step(table, g))
+		for k, r := range g.Rows {
+			var sq float64
+			x := make([]float64, 2)
+			for j := range 2 {
+				x[j] = g.Values.Float64s()[k*2+j] + 0.01*want[r*2+j]
+				sq += x[j] * x[j]
+			}
+			s[r] += sq / 2
+			for j := range 2 {
+				want[r*2+j] -= 0.1 * x[j] / (math.Sqrt(s[r]) + 1e-8)
+			}
+		}
+	}
+	assert.Equal(t, want, table.Float64s())
+	assert.Equal(t, s, o.sum)
+	assert.Equal(t, w[2:4], table.Float64s()[2:4], "an untouched row stays")
+
+	other := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking(make([]float64, 6)))
+	require.ErrorIs(t, o.Step(other, g), ErrOtherTable)
+	for _, bad := range []*RowWiseAdagrad{{LearnRate: -1, Eps: 1e-8}, {LearnRate: math.NaN(), Eps: 1e-8}, {LearnRate: 1}, {LearnRate: 1, Eps: 1e-8, WeightDecay: math.Inf(1)}} {
+		require.ErrorIs(t, bad.Step(other, g), gather.ErrOption)
+	}
+	assert.Equal(t, 1e-8, NewRowWiseAdagrad(0.1).Eps)
+}
