@@ -30,8 +30,9 @@ type Embedding struct {
 	lookups []sparseLookup // sparse mode: one per Lookup
 	buf     rowBuf         // sparse mode: Step's row gradient, reused
 
-	file   *fileio.Mapping // the file of a table OpenEmbedding mapped, else nil
-	closed bool            // Close was called
+	file       *fileio.Mapping // the file of a table OpenEmbedding mapped, else nil
+	fileOffset int64           // where the table starts in the file
+	closed     bool            // Close was called
 }
 
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -276,12 +277,13 @@ func (e *Embedding) options(op string) []gather.Option {
 	return []gather.Option{func(d *dense.Config) { *d = c }}
 }
 
-// renormed returns the table as a lookup of ids should read it: with
-// EmbeddingMaxNorm, the output of a renormOp over those ids, else the
-// table itself.
+// renormed returns the table as a lookup of ids should read it: for a
+// file table, after a willNeedOp over those ids; with EmbeddingMaxNorm, the
+// output of a renormOp over them; else the table itself.
 func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
-	if e.cfg.maxNorm == 0 {
-		return e.Table, nil
+	table, err := e.prefetched(e.Table, ids)
+	if err != nil || e.cfg.maxNorm == 0 {
+		return table, err
 	}
 	if ids == nil {
 		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
@@ -292,7 +294,7 @@ func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, err
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
 	o := &renormOp{maxNorm: e.cfg.maxNorm, dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim,
 		idDims: ids.Dims(), lbl: dense.Label{Op: op, Name: e.Table.Name(), Arg: "ids"}}
-	t, err := gorgonia.ApplyOp(o, e.Table, ids)
+	t, err := gorgonia.ApplyOp(o, table, ids)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
 	}

@@ -3,14 +3,18 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"hash"
+	"hash/fnv"
 	"os"
 	"sync"
 
+	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/dense"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 )
@@ -223,7 +227,7 @@ func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...Option) (*E
 		cfg.sparse = true
 	}
 	table := gorgonia.NewMatrix(g, w.Dtype(), gorgonia.WithShape(vocab, dim), gorgonia.WithName(name), gorgonia.WithValue(w))
-	return &Embedding{Table: table, cfg: cfg, file: m}, nil
+	return &Embedding{Table: table, cfg: cfg, file: m, fileOffset: info.Offset}, nil
 }
 
 // Sync makes every update of a table OpenEmbedding mapped durable: it
@@ -257,4 +261,103 @@ func (e *Embedding) Close() error {
 		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
 	return nil
+}
+
+// willNeedOp asks the system to bring in, all at once, the rows of a file
+// table that its ids name (Mapping.WillNeed), and returns the table
+// itself: the lookup after it then finds its rows in memory, or on their
+// way, instead of faulting them in one at a time. It changes no value.
+type willNeedOp struct {
+	file       *fileio.Mapping
+	offset     int64 // of the table's first byte in the file
+	rowBytes   int64
+	dtype      tensor.Dtype
+	idType     tensor.Dtype
+	vocab, dim int
+	idDims     int
+	name       string
+}
+
+func (o *willNeedOp) Arity() int { return 2 }
+
+func (o *willNeedOp) Type() hm.Type {
+	return hm.NewFnType(dense.Type(2, o.dtype), dense.Type(o.idDims, o.idType), dense.Type(2, o.dtype))
+}
+
+func (o *willNeedOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{o.vocab, o.dim}, nil
+}
+
+// Do hints the rows of the ids in range (the lookup reports the others)
+// and returns the table.
+func (o *willNeedOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if err := checkArity("embedding", " prefetch", len(in), 2); err != nil {
+		return nil, err
+	}
+	ix, err := dense.ReadIndices("embedding", "ids", in[1])
+	if err != nil {
+		return nil, err
+	}
+	for p := range ix.Shape.TotalSize() {
+		if id := ix.At(p); id >= 0 && id < int64(o.vocab) {
+			o.file.WillNeed(o.offset+id*o.rowBytes, o.rowBytes)
+		}
+	}
+	return in[0], nil
+}
+
+func (o *willNeedOp) ReturnsPtr() bool     { return true }
+func (o *willNeedOp) CallsExtern() bool    { return false }
+func (o *willNeedOp) OverwritesInput() int { return 0 }
+
+func (o *willNeedOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "%v %v %v %d", o, o.dtype, o.idType, o.idDims)
+}
+
+func (o *willNeedOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+
+func (o *willNeedOp) String() string { return fmt.Sprintf("WillNeed{%q}", o.name) }
+
+// DiffWRT: the table, by the identity (a file table is row-sparse or
+// frozen, so no gradient reaches it through here in practice).
+func (o *willNeedOp) DiffWRT(int) []bool { return []bool{true, false} }
+
+func (o *willNeedOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	return gorgonia.Nodes{grad, nil}, nil
+}
+
+func (o *willNeedOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	up, err := output.Grad()
+	if err != nil {
+		return fmt.Errorf("embedding %q: prefetch: %w", o.name, dense.Graph(err))
+	}
+	dg, err := inputs[0].Grad()
+	if err != nil {
+		return fmt.Errorf("embedding %q: prefetch: %w", o.name, dense.Graph(err))
+	}
+	addGrad(dg, up)
+	return nil
+}
+
+// prefetched returns table as a lookup of ids in a file table should read
+// it: after a willNeedOp. Tables in memory are returned as they are.
+func (e *Embedding) prefetched(table, ids *gorgonia.Node) (*gorgonia.Node, error) {
+	if e.file == nil || ids == nil {
+		return table, nil
+	}
+	if err := dense.CheckIndexDtype("embedding", "ids", ids.Dtype()); err != nil {
+		return nil, err
+	}
+	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
+	o := &willNeedOp{file: e.file, offset: e.fileOffset, rowBytes: int64(dim) * int64(e.Table.Dtype().Size()),
+		dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim, idDims: ids.Dims(), name: e.Table.Name()}
+	t, err := gorgonia.ApplyOp(o, table, ids)
+	if err != nil {
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
+	}
+	return t, nil
 }

@@ -43,6 +43,8 @@ func main() {
 	memRows := flag.Int("mem-rows", 1_000_000, "rows of the in-memory table")
 	steps := flag.Int("steps", 1000, "training steps per stream")
 	keep := flag.Bool("keep", false, "keep the table file")
+	reuse := flag.Bool("reuse", false, "train on the table file a -keep run left, without creating it again")
+	streams := flag.String("streams", "zipf,uniform", "id streams to train on, in order")
 	flag.Parse()
 	if *dir == "" {
 		log.Fatal("-dir is required")
@@ -53,18 +55,20 @@ func main() {
 	path := filepath.Join(*dir, "bigtable.safetensors")
 	size := int64(*rows) * dim * 4
 
-	fmt.Printf("disk: dd of %d MB with fsync: %s\n", min(size, 4<<30)>>20, ddSpeed(*dir, min(size, 4<<30)))
-	start := time.Now()
-	if err := nn.CreateTable(path, "table", *rows, dim, tensor.Float32, nn.EmbeddingSeed(1)); err != nil {
-		log.Fatal(err)
+	if !*reuse {
+		fmt.Printf("disk: dd of %d MB with fsync: %s\n", min(size, 4<<30)>>20, ddSpeed(*dir, min(size, 4<<30)))
+		start := time.Now()
+		if err := nn.CreateTable(path, "table", *rows, dim, tensor.Float32, nn.EmbeddingSeed(1)); err != nil {
+			log.Fatal(err)
+		}
+		el := time.Since(start)
+		fmt.Printf("CreateTable %d x %d float32 (%.1f GB): %.1f s, %.0f MB/s\n", *rows, dim, float64(size)/1e9, el.Seconds(), float64(size)/1e6/el.Seconds())
 	}
-	el := time.Since(start)
-	fmt.Printf("CreateTable %d x %d float32 (%.1f GB): %.1f s, %.0f MB/s\n", *rows, dim, float64(size)/1e9, el.Seconds(), float64(size)/1e6/el.Seconds())
 	if !*keep {
 		defer os.Remove(path)
 	}
 
-	for _, stream := range []string{"zipf", "uniform"} {
+	for _, stream := range strings.Split(*streams, ",") {
 		memory(fmt.Sprintf("before the %s steps", stream))
 		g := gorgonia.NewGraph()
 		emb, err := nn.OpenEmbedding(g, path, "table")

@@ -18,3 +18,6 @@ func (m *Mapping) Sync() error                                               { r
 func (m *Mapping) Close() error                                              { return nil }
 func Guard(f func() error) error                                             { return f() }
 func Floats[T float32 | float64](b []byte, offset int64, n int) ([]T, error) { return nil, errNoMmap }
+
+func (m *Mapping) WillNeed(off, n int64) {}
+func PageSize() int                      { return 4096 }
