@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"unsafe"
 
@@ -224,7 +225,8 @@ func TestAssemblyTwins(t *testing.T) {
 		if !hasCheckAsm {
 			t.Skip("no AVX2 index check on this processor or build")
 		}
-		for _, s := range []int{1, 7, 1000, 1 << 40} {
+		// The largest axis: 2^40 where int has 64 bits, 2^20 where it has 32.
+		for _, s := range []int{1, 7, 1000, 1 << (strconv.IntSize * 5 / 8)} {
 			for _, n := range []int{16, 32, 48, 160} {
 				idx := make([]int64, n)
 				for i := range idx {
@@ -388,7 +390,7 @@ func TestAssemblyTwins(t *testing.T) {
 		prefetchGo(unsafe.Pointer(&buf[0]), 24)
 		var rows [rowsAhead]uintptr
 		rows[0] = uintptr(unsafe.Pointer(&buf[0]))
-		rows[1] = 1 << 40 // not mapped
+		rows[1] = ^uintptr(0) &^ 0xfff // the last page, not mapped
 		prefetchLines(&rows, 2, 64)
 		prefetchLinesGo(&rows, 2, 64)
 		assert.Equal(t, []float64{1, 2, 3}, buf)
