@@ -16,7 +16,7 @@ internal/ref.Steady); a table entry is the median over the rounds. It prints
 every comparison: graph run and training steps, bags, the cases. The Go side
 inherits the environment, so GOGC or GOMEMLIMIT set for the script set the
 collector's pace for the benchmarks (and are named in the tables' headings)."""
-import argparse, math, os, re, statistics, subprocess, sys, tempfile
+import argparse, contextlib, io, math, os, re, statistics, subprocess, sys, tempfile, time
 
 # OpenBLAS's own threads on top of Go's and PyTorch's oversubscribe the
 # cores: both sides run OpenBLAS on the calling thread (torch_peer.py also
@@ -141,6 +141,8 @@ def main():
     p.add_argument("--procs", default="2,1")
     p.add_argument("--bin", default="", help="a compiled test binary; built with go test -c if empty")
     p.add_argument("--tags", default="", help="build the Go side with these tags (e.g. openblas)")
+    p.add_argument("--readme", action="store_true",
+                   help="also write the tables into bench/README.md, between the results markers of this build's tags")
     p.add_argument("--ab-tags", default="", help="A/B against this tree built with these tags (e.g. purego)")
     p.add_argument("--ab-patch", default="", help="A/B against this tree with this patch applied (bench/ab/*.patch)")
     p.add_argument("--ab-rev", default="", help="A/B against this git revision")
@@ -155,15 +157,42 @@ def main():
         subprocess.run(["go", "test", "-c", "-o", binary] + tags + ["."], check=True, cwd=os.path.dirname(HERE))
     nn_binary = binary + "-nn"
     subprocess.run(["go", "test", "-c", "-o", nn_binary] + tags + ["./nn"], check=True, cwd=os.path.dirname(HERE))
-    if a.tags:
-        print(f"Go built with -tags {a.tags}")
+    out = io.StringIO()
+    build = f"`-tags {a.tags}`" if a.tags else "the default build (gonum's pure-Go BLAS)"
+    heading = (f"Go 1.26 ({build}) against Debian's PyTorch 1.13 on OpenBLAS (`OPENBLAS_NUM_THREADS=1`), "
+               f"`compare.py --rounds {a.rounds} --procs {a.procs}{' --tags ' + a.tags if a.tags else ''}`, "
+               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {revision()}. PyTorch/ours above 1: we are faster.\n")
+    print(heading, file=out)
     for procs in (int(x) for x in a.procs.split(",")):
         gos, torches = [], []
         for r in range(a.rounds):
             torches.append(torch_round(procs))
             gos.append({**go_round(binary, procs), **bag_round(nn_binary, procs), **step_round(binary, nn_binary, procs)})
             print(f"GOMAXPROCS={procs}: round {r + 1}/{a.rounds} done", file=sys.stderr)
-        table(procs, gos, torches)
+        with contextlib.redirect_stdout(out):
+            table(procs, gos, torches)
+    print(out.getvalue())
+    if a.readme:
+        write_readme(a.tags or "default", out.getvalue())
+
+
+def revision():
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
+    return r.stdout.strip() or "unknown"
+
+
+def write_readme(tags, text):
+    """Replaces the text between <!-- results TAGS --> and
+    <!-- /results TAGS --> in bench/README.md with text."""
+    path = os.path.join(HERE, "README.md")
+    with open(path) as f:
+        doc = f.read()
+    begin, end = f"<!-- results {tags} -->", f"<!-- /results {tags} -->"
+    i, j = doc.find(begin), doc.find(end)
+    if i < 0 or j < i:
+        sys.exit(f"compare.py: {path} has no {begin} ... {end} markers")
+    with open(path, "w") as f:
+        f.write(doc[:i + len(begin)] + "\n" + text.strip() + "\n" + doc[j:])
 
 
 def build(tree, tags, out):
