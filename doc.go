@@ -23,9 +23,11 @@
 // tensor.WithIncr, into one of the caller's; IndexAdd and ScatterAdd are
 // their backward kernels.
 //
-// Package nn builds training pieces on these ops (an embedding layer,
-// losses, row-sparse optimisers); package gradcheck checks gradients
-// against finite differences.
+// Package nn builds training pieces on these ops (embedding layers, pooled
+// lookups, losses, row-sparse optimisers, tables in files); package
+// checkpoint saves and loads them as safetensors files; package gradcheck
+// checks gradients against finite differences; package openblas runs
+// Gorgonia's matrix products in OpenBLAS (build tag openblas).
 //
 // # Indices
 //
@@ -39,8 +41,10 @@
 //
 // Bad input is reported as an error, never a panic, and before anything is
 // written: a failed call leaves its output buffer untouched and never
-// modifies its inputs. Errors wrap the sentinels ErrIndexOutOfRange,
-// ErrAxisOutOfRange, ErrShape and ErrDtype; an out-of-range index is an
+// modifies its inputs. Errors wrap one of the sentinels
+// ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption and
+// ErrGraph (packages nn, checkpoint and gradcheck add ErrOtherTable,
+// ErrClosed, ErrFormat and ErrMismatch); an out-of-range index is an
 // *IndexError. Gorgonia's machines hide the error an op returned behind a
 // wrapper without Unwrap; Cause recovers it.
 //
