@@ -1,0 +1,305 @@
+package gather_test
+
+import (
+	"math"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/nn"
+)
+
+// readmeErrors produces the error of each row of README.md's table of
+// error messages, keyed by the row's first column.
+var readmeErrors = map[string]func() error{
+	"index out of range": func() error {
+		_, err := gather.Take(f64(5, 2), ints([]int{3, 2}, 0, 0, 7, 1, 2, 3), 0)
+		return err
+	},
+	"extreme index (beyond int32, int64 min/max)": func() error {
+		_, err := gather.Take(f64(5, 2), tensor.New(tensor.WithShape(1), tensor.WithBacking([]int64{math.MinInt64})), 0)
+		return err
+	},
+	"index into an axis of size 0": func() error {
+		g := gorgonia.NewGraph()
+		d := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(0, 2), gorgonia.WithName("d"))
+		i := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(1), gorgonia.WithName("i"))
+		_, err := gather.Gather(d, i, 0)
+		return err
+	},
+	"same, tensor API": func() error {
+		_, err := gather.Take(f64(0, 2), ints([]int{1}, 0), 0)
+		return err
+	},
+	"wrong index dtype": func() error {
+		_, err := gather.Take(f64(5, 2), f64(2), 0)
+		return err
+	},
+	"bad axis": func() error {
+		_, err := gather.Take(f64(5, 2), ints([]int{1}, 0), 2)
+		return err
+	},
+	"scalar data": func() error {
+		_, err := gather.Take(tensor.New(tensor.FromScalar(1.0)), ints([]int{1}, 0), 0)
+		return err
+	},
+	"rank mismatch (GatherElements)": func() error {
+		_, err := gather.TakeAlongAxis(f64(5, 2), ints([]int{2}, 0, 1), 0)
+		return err
+	},
+	"indices larger than data (GatherElements)": func() error {
+		_, err := gather.TakeAlongAxis(f64(5, 2), ints([]int{1, 3}, 0, 1, 0), 0)
+		return err
+	},
+	"gradient of non-float data": func() error {
+		g := gorgonia.NewGraph()
+		d := gorgonia.NewMatrix(g, tensor.Int64, gorgonia.WithShape(5, 2), gorgonia.WithName("d"))
+		i := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(1), gorgonia.WithName("i"))
+		out, err := gather.Gather(d, i, 0)
+		if err != nil {
+			return err
+		}
+		// gorgonia.Grad skips integer nodes; an op asked for the gradient
+		// (as a caller of SymDiff may) says why there is none.
+		_, err = out.Op().(gorgonia.SDOp).SymDiff(gorgonia.Nodes{d, i}, out, out)
+		return err
+	},
+	"upstream gradient of the wrong shape": func() error {
+		return gather.IndexAdd(f32(3, 2), ints([]int{3}, 0, 1, 2), f32(2, 2), 0)
+	},
+	"backward into a view": func() error {
+		big := f64(3, 8)
+		v, err := big.Slice(nil, tensor.S(0, 4))
+		if err != nil {
+			return err
+		}
+		return gather.IndexAdd(v.(*tensor.Dense), ints([]int{1}, 0), f64(1, 4), 0)
+	},
+	"nil tensor": func() error {
+		_, err := gather.Take(nil, ints([]int{1}, 0), 0)
+		return err
+	},
+	"a tensor other than `*tensor.Dense` (e.g. sparse `*tensor.CS`)": func() error {
+		cs := tensor.CSCFromCoord(tensor.Shape{2, 2}, []int{0}, []int{0}, []float64{1})
+		_, err := gather.Take(cs, ints([]int{1}, 0), 0)
+		return err
+	},
+	"`CrossEntropy` target out of range": func() error {
+		return runGraph(func(g *gorgonia.ExprGraph) error {
+			x := gorgonia.NodeFromAny(g, f64(2, 3), gorgonia.WithName("x"))
+			y := gorgonia.NodeFromAny(g, ints([]int{2}, 0, 3), gorgonia.WithName("y"))
+			_, err := nn.CrossEntropy(x, y)
+			return err
+		})
+	},
+	"`Take(..., tensor.WithReuse(out))` with `out` of the wrong shape": func() error {
+		_, err := gather.Take(f64(5, 2), ints([]int{2}, 0, 1), 0, tensor.WithReuse(f64(4)))
+		return err
+	},
+	"`WithReuse` and `WithIncr` together": func() error {
+		out := f64(2, 2)
+		_, err := gather.Take(f64(5, 2), ints([]int{2}, 0, 1), 0, tensor.WithReuse(out), tensor.WithIncr(out))
+		return err
+	},
+	"`WithPaddingIndex` on GatherElements": func() error {
+		g := gorgonia.NewGraph()
+		d := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(5, 2), gorgonia.WithName("d"))
+		i := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(1, 2), gorgonia.WithName("i"))
+		_, err := gather.GatherElements(d, i, 0, gather.WithPaddingIndex(0))
+		return err
+	},
+	"padding index out of range": func() error {
+		g := gorgonia.NewGraph()
+		d := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(5, 2), gorgonia.WithName("d"))
+		i := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(1), gorgonia.WithName("i"))
+		_, err := gather.Gather(d, i, 0, gather.WithPaddingIndex(9))
+		return err
+	},
+	"index out of range in a named Gather": func() error {
+		return runGraph(func(g *gorgonia.ExprGraph) error {
+			d := gorgonia.NodeFromAny(g, f64(5, 2), gorgonia.WithName("d"))
+			i := gorgonia.NodeFromAny(g, ints([]int{1}, -6), gorgonia.WithName("i"))
+			_, err := gather.Gather(d, i, 0, gather.WithName("rows"))
+			return err
+		})
+	},
+	"id out of range in an `nn` lookup": func() error { return lookup(0, 9) },
+	"negative id in an `nn` lookup":     func() error { return lookup(0, 1, -1) },
+	"a table name already in the graph": func() error {
+		g := gorgonia.NewGraph()
+		if _, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64); err != nil {
+			return err
+		}
+		_, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64)
+		return err
+	},
+	"`EmbeddingFrozen` with `EmbeddingSparse`": func() error {
+		_, err := nn.NewEmbedding(gorgonia.NewGraph(), "words", 5, 2, tensor.Float64, nn.EmbeddingFrozen(), nn.EmbeddingSparse())
+		return err
+	},
+	"`Step` before the graph ran": func() error {
+		g := gorgonia.NewGraph()
+		emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64, nn.EmbeddingSparse())
+		if err != nil {
+			return err
+		}
+		v, err := emb.Lookup(gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(2), gorgonia.WithName("ids")))
+		if err != nil {
+			return err
+		}
+		if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(v)), emb.GradNodes()...); err != nil {
+			return err
+		}
+		return emb.Step(&nn.SparseSGD{LearnRate: 0.1})
+	},
+	"learning rate negative or not finite": func() error {
+		return (&nn.SparseSGD{LearnRate: math.NaN()}).Step(f64(2, 2), &nn.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
+	},
+	"decreasing bag offsets": func() error {
+		return runGraph(func(g *gorgonia.ExprGraph) error {
+			t := gorgonia.NodeFromAny(g, f64(5, 2), gorgonia.WithName("t"))
+			i := gorgonia.NodeFromAny(g, ints([]int{4}, 0, 1, 2, 3), gorgonia.WithName("i"))
+			o := gorgonia.NodeFromAny(g, ints([]int{3}, 0, 3, 2), gorgonia.WithName("o"))
+			_, err := nn.EmbeddingBag(t, i, o, nil, nn.BagSum)
+			return err
+		})
+	},
+	"id out of range in a bag of an `nn` table": func() error {
+		return runGraph(func(g *gorgonia.ExprGraph) error {
+			emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64)
+			if err != nil {
+				return err
+			}
+			i := gorgonia.NodeFromAny(g, ints([]int{4}, 0, 1, 9, 3), gorgonia.WithName("i"))
+			o := gorgonia.NodeFromAny(g, ints([]int{2}, 0, 2), gorgonia.WithName("o"))
+			_, err = emb.Bag(i, o, nil, nn.BagMean)
+			return err
+		})
+	},
+	"one `SparseAdam` stepped on a second table": func() error {
+		adam := nn.NewSparseAdam(0.1)
+		g := &nn.RowGrad{Rows: []int{0}, Values: f32(1, 4)}
+		if err := adam.Step(f32(10, 4), g); err != nil {
+			return err
+		}
+		return adam.Step(f32(10, 4), g)
+	},
+	"`SparseAdam` literal without `Eps`": func() error {
+		return (&nn.SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999}).Step(f64(2, 2), &nn.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
+	},
+	"row gradient of another dtype than the table": func() error {
+		return (&nn.SparseSGD{LearnRate: 0.1}).Step(f64(2, 2), &nn.RowGrad{Rows: []int{0}, Values: f32(1, 2)})
+	},
+	"`CrossEntropy` targets not shaped like the logits' rows (exactly: `(2, 1)` is not `(2)`)": func() error {
+		g := gorgonia.NewGraph()
+		x := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(2, 3), gorgonia.WithName("x"))
+		y := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 1), gorgonia.WithName("y"))
+		_, err := nn.CrossEntropy(x, y)
+		return err
+	},
+}
+
+// Rows whose input is impractical to build in a test: sizes that
+// overflow int need shapes no machine allocates a node for cheaply, and a
+// nil node's message prints the other node in full. Their messages are
+// produced by the code paths tested in reliability_test.go.
+var readmeUnproduced = map[string]bool{
+	"size overflowing `int`":        true,
+	"output size overflowing `int`": true,
+	"nil node":                      true,
+}
+
+// Every row of README.md's table of error messages is produced and matches
+// the error's text, so the table cannot drift from the code.
+func TestReadmeErrorTable(t *testing.T) {
+	raw, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "Messages as `err.Error()` prints them")
+	end := strings.Index(doc, "## Gradients")
+	if start < 0 || end < start {
+		t.Fatal("README.md has no table of error messages")
+	}
+	row := regexp.MustCompile("^\\| (.+?) \\| [^|]+ \\| `(.+?)`")
+	seen := 0
+	for _, line := range strings.Split(doc[start:end], "\n") {
+		m := row.FindStringSubmatch(line)
+		if m == nil || m[1] == "bad input" {
+			continue
+		}
+		seen++
+		name, msg := m[1], m[2]
+		if readmeUnproduced[name] {
+			continue
+		}
+		produce, ok := readmeErrors[name]
+		if !ok {
+			t.Errorf("README row %q: no test produces it", name)
+			continue
+		}
+		err := produce()
+		if err == nil {
+			t.Errorf("README row %q: no error", name)
+			continue
+		}
+		if !matchesElided(err.Error(), msg) {
+			t.Errorf("README row %q:\n got %s\nwant %s", name, err.Error(), msg)
+		}
+	}
+	if seen < len(readmeErrors) {
+		t.Errorf("README has %d rows, the test produces %d", seen, len(readmeErrors))
+	}
+}
+
+// matchesElided reports whether got contains want, where "..." in want
+// stands for any text (README shortens nodes printed in full).
+func matchesElided(got, want string) bool {
+	parts := strings.Split(want, "...")
+	for i := range parts {
+		parts[i] = regexp.QuoteMeta(parts[i])
+	}
+	return regexp.MustCompile(strings.Join(parts, ".*")).MatchString(got)
+}
+
+func f64(shape ...int) *tensor.Dense {
+	return tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(shape...))
+}
+
+func f32(shape ...int) *tensor.Dense {
+	return tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(shape...))
+}
+
+func ints(shape []int, v ...int) *tensor.Dense {
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
+}
+
+// runGraph builds a graph with build and runs it, returning the error of
+// either, as gather.Cause finds it.
+func runGraph(build func(*gorgonia.ExprGraph) error) error {
+	g := gorgonia.NewGraph()
+	if err := build(g); err != nil {
+		return err
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	return gather.Cause(vm.RunAll())
+}
+
+// lookup runs a lookup of ids in a 5-row table named words.
+func lookup(ids ...int) error {
+	return runGraph(func(g *gorgonia.ExprGraph) error {
+		emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float32)
+		if err != nil {
+			return err
+		}
+		_, err = emb.Lookup(gorgonia.NodeFromAny(g, ints([]int{len(ids)}, ids...), gorgonia.WithName("ids")))
+		return err
+	})
+}
