@@ -165,9 +165,9 @@ func forward(kind string, data, indices any, axis int, dst target, l label) (*te
 	}
 	s := d.Shape()[ax]
 	if l.NonNegative {
-		// The kernels check [-s, s-1]; ids of package nn must not be
-		// negative either, and that is checked before anything is written.
-		if p := ix.FirstNegative(); p >= 0 {
+		// The kernels check [-s, s-1]; ids of package nn must lie in
+		// [0, s), checked here, before anything is written.
+		if p := ix.FirstBadIn(l, s); p >= 0 {
 			return nil, indexError(l, ix, p, ax, s)
 		}
 	}

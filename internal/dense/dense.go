@@ -100,28 +100,20 @@ func (ix Indices) FirstBad(s int) int {
 	return kernel.FirstBad(ix.I64, s)
 }
 
-// FirstNegative returns the flat position of the first negative index, or
-// -1 (kernel.FirstNegative).
-func (ix Indices) FirstNegative() int {
+// FirstBadIn returns the flat position of the first index outside the
+// range l admits for an axis of size s: [0, s) with l.NonNegative
+// (kernel.FirstOutside), else [-s, s-1] (FirstBad); or -1.
+func (ix Indices) FirstBadIn(l Label, s int) int {
+	if !l.NonNegative {
+		return ix.FirstBad(s)
+	}
 	switch ix.Dtype {
 	case tensor.Int:
-		return kernel.FirstNegative(ix.Ints)
+		return kernel.FirstOutside(ix.Ints, s)
 	case tensor.Int32:
-		return kernel.FirstNegative(ix.I32)
+		return kernel.FirstOutside(ix.I32, s)
 	}
-	return kernel.FirstNegative(ix.I64)
-}
-
-// FirstBadIn returns the flat position of the first index outside the
-// range l admits for an axis of size s: [0, s) with l.NonNegative, else
-// [-s, s-1]; or -1.
-func (ix Indices) FirstBadIn(l Label, s int) int {
-	if l.NonNegative {
-		if p := ix.FirstNegative(); p >= 0 {
-			return p
-		}
-	}
-	return ix.FirstBad(s)
+	return kernel.FirstOutside(ix.I64, s)
 }
 
 // ReadIndices reads an index argument named what (e.g. "indices", "ids")

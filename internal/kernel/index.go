@@ -52,15 +52,15 @@ func FirstBad[I Index](idx []I, s int) int {
 	return parallelRun(len(idx), p, t)
 }
 
-// FirstNegative returns the position of the first negative index of idx,
-// or -1 if there is none:
+// FirstOutside returns the position of the first index of idx outside
+// [0, s), or -1 if there is none:
 //
-//	for p, v := range idx { if v < 0 { return p } }
+//	for p, v := range idx { if v < 0 || v >= s { return p } }
 //
-// It is O(len(idx)).
-func FirstNegative[I Index](idx []I) int {
+// (one unsigned comparison per index). It is O(len(idx)).
+func FirstOutside[I Index](idx []I, s int) int {
 	for p, v := range idx {
-		if v < 0 {
+		if uint64(int64(v)) >= uint64(s) {
 			return p
 		}
 	}
