@@ -181,9 +181,27 @@ def revision():
     return r.stdout.strip() or "unknown"
 
 
+def readme_tables(text, steps_only):
+    """Returns text without the baselines and the bag rows PyTorch has no
+    peer for (the printed output has them all); with steps_only, only the
+    tables of whole steps and losses, for a build whose kernels are the
+    default build's."""
+    out, skip = [], False
+    for line in text.splitlines():
+        if line.startswith("| baseline") or (steps_only and (line.startswith("| bag case") or line.startswith("| case"))):
+            skip = True
+        elif skip and not line.startswith("|"):
+            skip = False
+        if skip or line.startswith("ByIndices/") or line.endswith("| n/a | n/a |") or (steps_only and "geometric mean" in line):
+            continue
+        out.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out))
+
+
 def write_readme(tags, text):
     """Replaces the text between <!-- results TAGS --> and
-    <!-- /results TAGS --> in bench/README.md with text."""
+    <!-- /results TAGS --> in bench/README.md with text's tables."""
+    text = readme_tables(text, tags != "default")
     path = os.path.join(HERE, "README.md")
     with open(path) as f:
         doc = f.read()
