@@ -138,6 +138,10 @@ func fillTable[T float32 | float64](f *os.File, offset int64, vocab, dim int, cf
 // ErrClosed: an embedding whose file was closed was used.
 var ErrClosed = errors.New("the table's file is closed")
 
+// ErrInUse: OpenEmbedding of a file another OpenEmbedding holds open, in
+// this process or another.
+var ErrInUse = errors.New("the table's file is in use")
+
 // OpenEmbedding maps the table "<name>.weight" of the safetensors file at
 // path (as CreateTable makes it) read-write into memory and returns it as
 // a row-sparse embedding of g named name: lookups, bags, Step and the
@@ -151,7 +155,7 @@ var ErrClosed = errors.New("the table's file is closed")
 // A file whose tensor is missing, of another rank or dtype, or not aligned
 // for mapping is an error (checkpoint.ErrFormat), as is a malformed file.
 // A file is opened by one OpenEmbedding at a time: a second open, in this
-// process or another, fails with an error saying the file is in use.
+// process or another, is an error wrapping ErrInUse.
 //
 // Updates reach the file as the system writes the mapping back; Sync makes
 // every update so far durable, and Close syncs and unmaps. After a crash
@@ -204,6 +208,9 @@ func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...Option) (*E
 		}
 	}
 	m, err := fileio.Map(path)
+	if errors.Is(err, fileio.ErrLocked) {
+		return nil, fmt.Errorf("%s: %s is open in another OpenEmbedding: %w", prefix, path, ErrInUse)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}

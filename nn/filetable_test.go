@@ -144,7 +144,7 @@ func TestFileTableLifecycle(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = OpenEmbedding(gorgonia.NewGraph(), path, "items")
-	require.ErrorIs(t, err, fileio.ErrLocked, "a second open of one file")
+	require.ErrorIs(t, err, ErrInUse, "a second open of one file")
 
 	opt := NewRowWiseAdagrad(0.1)
 	trainTable(t, emb, g, opt, 4)
