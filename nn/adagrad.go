@@ -77,11 +77,7 @@ func (o *RowWiseAdagrad) bind(table *tensor.Dense) error {
 	switch {
 	case o.table == 0:
 		o.table = table.Uintptr()
-		if table.Dtype() == tensor.Float32 {
-			o.sum = make([]float32, rows)
-		} else {
-			o.sum = make([]float64, rows)
-		}
+		o.sum = zeros(table.Dtype(), rows)
 	case table.Uintptr() != o.table || momentLen(o.sum) != rows:
 		return fmt.Errorf("rowwise adagrad: stepped on a %v table of shape %v, but it keeps the state of another; use one RowWiseAdagrad per table: %w",
 			table.Dtype(), table.Shape(), ErrOtherTable)
@@ -121,11 +117,7 @@ func (o *RowWiseAdagrad) state(name string, table *tensor.Dense) (map[string]ten
 	}
 	s := o.sum
 	if s == nil {
-		if table.Dtype() == tensor.Float32 {
-			s = make([]float32, table.Shape()[0])
-		} else {
-			s = make([]float64, table.Shape()[0])
-		}
+		s = zeros(table.Dtype(), table.Shape()[0])
 	}
 	return map[string]tensor.Tensor{name + ".sum": tensor.New(tensor.WithShape(table.Shape()[0]), tensor.WithBacking(s))}, nil
 }

@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -423,11 +422,7 @@ func (o *bagOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "%v %v %v %v %v %v %v", o, o.dtype, o.idType, o.offType, o.idShape, o.lbl, o.lastOffset)
 }
 
-func (o *bagOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	o.WriteHash(h)
-	return h.Sum32()
-}
+func (o *bagOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *bagOp) String() string {
 	last := ""
@@ -662,11 +657,7 @@ func (d *bagGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, " grad table=%v", d.wrtTable)
 }
 
-func (d *bagGradOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	d.WriteHash(h)
-	return h.Sum32()
-}
+func (d *bagGradOp) Hashcode() uint32 { return hashOf(d) }
 
 func (d *bagGradOp) String() string {
 	if d.wrtTable {

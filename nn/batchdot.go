@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -140,11 +139,7 @@ func (o *batchDotOp) OverwritesInput() int { return -1 }
 
 func (o *batchDotOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v", o, o.dtype) }
 
-func (o *batchDotOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	o.WriteHash(h)
-	return h.Sum32()
-}
+func (o *batchDotOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *batchDotOp) String() string { return fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d) }
 
@@ -214,31 +209,15 @@ func (d *batchDotDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) 
 }
 
 func (d *batchDotDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	out := tensor.New(tensor.Of(d.fwd.dtype), tensor.WithShape(d.shape()...))
-	if err := d.run(out, false, in); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return doNew(d.fwd.dtype, d.shape(), in, d.run)
 }
 
 func (d *batchDotDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	out, ok := prealloc.(*tensor.Dense)
-	if !ok || len(in) != 3 || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.shape()) || !dense.Writable(out) ||
-		overlapsValue(out, in[0]) || overlapsValue(out, in[1]) || overlapsValue(out, in[2]) {
-		return d.Do(in...)
-	}
-	if err := d.run(out, false, in); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return doPrealloc(prealloc, d.fwd.dtype, d.shape(), in, d.run)
 }
 
 func (d *batchDotDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	dst, ok := toIncr.(*tensor.Dense)
-	if !ok {
-		return fmt.Errorf("%s gradient: cannot add into a %T: %w", opBatchDot, toIncr, gather.ErrDtype)
-	}
-	return d.run(dst, true, in)
+	return doIncr(opBatchDot, toIncr, in, d.run)
 }
 
 // run writes (or adds) the gradient into dst after checking every
@@ -322,11 +301,7 @@ func (d *batchDotDiffOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "Grad%d", d.wrt)
 }
 
-func (d *batchDotDiffOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	d.WriteHash(h)
-	return h.Sum32()
-}
+func (d *batchDotDiffOp) Hashcode() uint32 { return hashOf(d) }
 
 func (d *batchDotDiffOp) String() string { return fmt.Sprintf("%vGrad%d", d.fwd, d.wrt) }
 

@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 	"math"
 
 	"github.com/chewxy/hm"
@@ -305,11 +304,7 @@ func (o *bceOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "%v %v %v %v", o, o.dtype, o.shape, o.pos)
 }
 
-func (o *bceOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	o.WriteHash(h)
-	return h.Sum32()
-}
+func (o *bceOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *bceOp) String() string {
 	if o.pos != nil {
@@ -370,31 +365,15 @@ func (d *bceDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
 }
 
 func (d *bceDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	out := tensor.New(tensor.Of(d.fwd.dtype), tensor.WithShape(d.fwd.shape.Clone()...))
-	if err := d.run(out, false, in); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return doNew(d.fwd.dtype, d.fwd.shape, in, d.run)
 }
 
 func (d *bceDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	out, ok := prealloc.(*tensor.Dense)
-	if !ok || len(in) != 3 || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.fwd.shape) ||
-		!dense.Writable(out) || overlapsValue(out, in[0]) || overlapsValue(out, in[1]) || overlapsValue(out, in[2]) {
-		return d.Do(in...)
-	}
-	if err := d.run(out, false, in); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return doPrealloc(prealloc, d.fwd.dtype, d.fwd.shape, in, d.run)
 }
 
 func (d *bceDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	dst, ok := toIncr.(*tensor.Dense)
-	if !ok {
-		return fmt.Errorf("%s gradient: cannot add into a %T: %w", opBCE, toIncr, gather.ErrDtype)
-	}
-	return d.run(dst, true, in)
+	return doIncr(opBCE, toIncr, in, d.run)
 }
 
 // run writes (or adds) the gradient into dst after checking every
@@ -480,11 +459,7 @@ func (d *bceDiffOp) WriteHash(h hash.Hash) {
 	fmt.Fprint(h, "Grad")
 }
 
-func (d *bceDiffOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	d.WriteHash(h)
-	return h.Sum32()
-}
+func (d *bceDiffOp) Hashcode() uint32 { return hashOf(d) }
 
 func (d *bceDiffOp) String() string { return d.fwd.String() + "Grad" }
 

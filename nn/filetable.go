@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/fnv"
 	"os"
 	"sync"
 
@@ -83,15 +82,15 @@ func CreateTable(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Opt
 			return err
 		}
 		if dt == tensor.Float32 {
-			return fillTable[float32](f, int64(len(header)), vocab, dim, cfg)
+			return fillTable[float32](f, int64(len(header)), vocab, dim, dt, cfg)
 		}
-		return fillTable[float64](f, int64(len(header)), vocab, dim, cfg)
+		return fillTable[float64](f, int64(len(header)), vocab, dim, dt, cfg)
 	})
 }
 
-// fillTable writes the table's initial values, block by block in
-// parallel, to f from offset on.
-func fillTable[T float32 | float64](f *os.File, offset int64, vocab, dim int, cfg config) error {
+// fillTable writes the table's initial values (of dtype dt, whose Go type
+// is T), block by block in parallel, to f from offset on.
+func fillTable[T float32 | float64](f *os.File, offset int64, vocab, dim int, dt tensor.Dtype, cfg config) error {
 	blocks := (vocab + initRows - 1) / initRows
 	var mu sync.Mutex
 	var first error
@@ -101,11 +100,6 @@ func fillTable[T float32 | float64](f *os.File, offset int64, vocab, dim int, cf
 			first = err
 		}
 		mu.Unlock()
-	}
-	var zero T
-	dt := tensor.Float64
-	if any(zero) == any(float32(0)) {
-		dt = tensor.Float32
 	}
 	kernel.ParallelFor(blocks, kernel.Workers(vocab*dim, blocks), func(lo, hi int) {
 		buf := make([]T, initRows*dim)
@@ -321,11 +315,7 @@ func (o *willNeedOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "%v %v %v %d", o, o.dtype, o.idType, o.idDims)
 }
 
-func (o *willNeedOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	o.WriteHash(h)
-	return h.Sum32()
-}
+func (o *willNeedOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *willNeedOp) String() string { return fmt.Sprintf("WillNeed{%q}", o.name) }
 

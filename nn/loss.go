@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 	"math"
 
 	"github.com/chewxy/hm"
@@ -280,11 +279,7 @@ func (o *crossEntropyOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "%v %v %v %v %v %v %v %v %v", o, o.dtype, o.targetType, o.shape, o.reduction, o.hasIgnore, o.ignore, o.weights, o.smoothing)
 }
 
-func (o *crossEntropyOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	o.WriteHash(h)
-	return h.Sum32()
-}
+func (o *crossEntropyOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *crossEntropyOp) String() string {
 	name := "CrossEntropy"
@@ -365,34 +360,18 @@ func (d *crossEntropyDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, err
 
 // Do returns a new gradient tensor.
 func (d *crossEntropyDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	out := tensor.New(tensor.Of(d.fwd.dtype), tensor.WithShape(d.fwd.shape.Clone()...))
-	if err := d.run(out, false, in); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return doNew(d.fwd.dtype, d.fwd.shape, in, d.run)
 }
 
 // UsePreallocDo overwrites prealloc with the gradient when it can hold it,
 // else returns a new tensor.
 func (d *crossEntropyDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	out, ok := prealloc.(*tensor.Dense)
-	if !ok || len(in) != 3 || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.fwd.shape) || !dense.Writable(out) ||
-		overlapsValue(out, in[0]) || overlapsValue(out, in[2]) {
-		return d.Do(in...)
-	}
-	if err := d.run(out, false, in); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return doPrealloc(prealloc, d.fwd.dtype, d.fwd.shape, in, d.run)
 }
 
 // IncrDo adds the gradient into toIncr.
 func (d *crossEntropyDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	dst, ok := toIncr.(*tensor.Dense)
-	if !ok {
-		return fmt.Errorf("%s gradient: cannot add into a %T: %w", d.fwd.op, toIncr, gather.ErrDtype)
-	}
-	return d.run(dst, true, in)
+	return doIncr(d.fwd.op, toIncr, in, d.run)
 }
 
 // run writes (or, with add, adds) the gradient into dst after checking
@@ -456,11 +435,7 @@ func (d *crossEntropyDiffOp) WriteHash(h hash.Hash) {
 	fmt.Fprint(h, "Grad")
 }
 
-func (d *crossEntropyDiffOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	d.WriteHash(h)
-	return h.Sum32()
-}
+func (d *crossEntropyDiffOp) Hashcode() uint32 { return hashOf(d) }
 
 func (d *crossEntropyDiffOp) String() string { return d.fwd.String() + "Grad" }
 
@@ -646,40 +621,6 @@ func entropyGrad[T kernel.Float, I kernel.Index](dst, x []T, t []I, c int, scale
 				}
 			}
 		}
-	}
-}
-
-// overlapsValue reports whether out shares memory with the value v.
-func overlapsValue(out *tensor.Dense, v gorgonia.Value) bool {
-	t, ok := v.(*tensor.Dense)
-	return ok && dense.Overlaps(out, t)
-}
-
-// checkArity reports an error unless the op named op got want inputs.
-func checkArity(op, role string, n, want int) error {
-	if n != want {
-		return fmt.Errorf("%s%s: want %d inputs, got %d: %w", op, role, want, n, gather.ErrShape)
-	}
-	return nil
-}
-
-// checkIndices returns a *gather.IndexError for the first index of ix
-// outside the range l admits ([0, s) or [-s, s-1]), or nil; l names where
-// the indices are, axis what they index.
-func checkIndices(l dense.Label, ix dense.Indices, axis, s int) error {
-	if p := ix.FirstBadIn(l, s); p >= 0 {
-		return &gather.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
-	}
-	return nil
-}
-
-// clearFloats sets a float32 or float64 tensor to zero.
-func clearFloats(t *tensor.Dense) {
-	switch t.Dtype() {
-	case tensor.Float32:
-		kernel.Clear(t.Float32s())
-	case tensor.Float64:
-		kernel.Clear(t.Float64s())
 	}
 }
 

@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 	"math"
 
 	"github.com/chewxy/hm"
@@ -95,11 +94,7 @@ func (o *renormOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "%v %v %v %d", o, o.dtype, o.idType, o.idDims)
 }
 
-func (o *renormOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	o.WriteHash(h)
-	return h.Sum32()
-}
+func (o *renormOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *renormOp) String() string {
 	return fmt.Sprintf("MaxNorm{%v, %q}", o.maxNorm, o.lbl.Name)

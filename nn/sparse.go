@@ -374,11 +374,7 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	switch {
 	case o.table == 0:
 		o.table = table.Uintptr()
-		if table.Dtype() == tensor.Float32 {
-			o.m, o.v = make([]float32, n), make([]float32, n)
-		} else {
-			o.m, o.v = make([]float64, n), make([]float64, n)
-		}
+		o.m, o.v = zeros(table.Dtype(), n), zeros(table.Dtype(), n)
 	case table.Uintptr() != o.table || momentLen(o.m) != n:
 		return fmt.Errorf("sparse adam: stepped on a %v table of shape %v, but it keeps the moments of another; use one SparseAdam per table: %w",
 			table.Dtype(), table.Shape(), ErrOtherTable)
@@ -397,6 +393,15 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
 	}
 	return nil
+}
+
+// zeros returns n zeros of dtype dt, Float32 ([]float32) or else Float64
+// ([]float64): an optimiser's state for a table of that dtype.
+func zeros(dt tensor.Dtype, n int) any {
+	if dt == tensor.Float32 {
+		return make([]float32, n)
+	}
+	return make([]float64, n)
 }
 
 // momentLen returns the length of a moment buffer.

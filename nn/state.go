@@ -114,11 +114,7 @@ func (o *SparseAdam) state(name string, table *tensor.Dense) (map[string]tensor.
 	m, v := o.m, o.v
 	if m == nil {
 		n := table.Shape().TotalSize()
-		if table.Dtype() == tensor.Float32 {
-			m, v = make([]float32, n), make([]float32, n)
-		} else {
-			m, v = make([]float64, n), make([]float64, n)
-		}
+		m, v = zeros(table.Dtype(), n), zeros(table.Dtype(), n)
 	}
 	shape := table.Shape().Clone()
 	return map[string]tensor.Tensor{

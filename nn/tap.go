@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -45,11 +44,7 @@ func (o *tapOp) OverwritesInput() int { return 0 }
 
 func (o *tapOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v %v", o, o.dtype, o.shape) }
 
-func (o *tapOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	o.WriteHash(h)
-	return h.Sum32()
-}
+func (o *tapOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *tapOp) String() string { return "Tap" }
 

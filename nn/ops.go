@@ -1,0 +1,100 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/kernel"
+)
+
+// gradRun writes, or with add adds, a gradient op's result into dst, after
+// checking dst and every input, so that dst is untouched on error. The
+// gradient ops of the losses and of BatchDot share their Do,
+// UsePreallocDo and IncrDo through it.
+type gradRun func(dst *tensor.Dense, add bool, in []gorgonia.Value) error
+
+// doNew runs run into a new tensor of dtype dt and shape shape.
+func doNew(dt tensor.Dtype, shape tensor.Shape, in []gorgonia.Value, run gradRun) (gorgonia.Value, error) {
+	out := tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	if err := run(out, false, in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// doPrealloc runs run into prealloc when it can hold the result (a
+// row-major tensor of dtype dt and shape shape, not a view, sharing memory
+// with no input), else into a new tensor.
+func doPrealloc(prealloc gorgonia.Value, dt tensor.Dtype, shape tensor.Shape, in []gorgonia.Value, run gradRun) (gorgonia.Value, error) {
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || out.Dtype() != dt || !dense.SameShape(out.Shape(), shape) || !dense.Writable(out) {
+		return doNew(dt, shape, in, run)
+	}
+	for _, v := range in {
+		if overlapsValue(out, v) {
+			return doNew(dt, shape, in, run)
+		}
+	}
+	if err := run(out, false, in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// doIncr runs run adding into toIncr; op names the op in the error for a
+// toIncr that is not a *tensor.Dense.
+func doIncr(op string, toIncr gorgonia.Value, in []gorgonia.Value, run gradRun) error {
+	dst, ok := toIncr.(*tensor.Dense)
+	if !ok {
+		return fmt.Errorf("%s gradient: cannot add into a %T: %w", op, toIncr, gather.ErrDtype)
+	}
+	return run(dst, true, in)
+}
+
+// hashOf returns the FNV-1a hash of what w writes, for the Hashcode of
+// the package's ops.
+func hashOf(w interface{ WriteHash(hash.Hash) }) uint32 {
+	h := fnv.New32a()
+	w.WriteHash(h)
+	return h.Sum32()
+}
+
+// overlapsValue reports whether out shares memory with the value v.
+func overlapsValue(out *tensor.Dense, v gorgonia.Value) bool {
+	t, ok := v.(*tensor.Dense)
+	return ok && dense.Overlaps(out, t)
+}
+
+// checkArity reports an error unless the op named op got want inputs.
+func checkArity(op, role string, n, want int) error {
+	if n != want {
+		return fmt.Errorf("%s%s: want %d inputs, got %d: %w", op, role, want, n, gather.ErrShape)
+	}
+	return nil
+}
+
+// checkIndices returns a *gather.IndexError for the first index of ix
+// outside the range l admits ([0, s) or [-s, s-1]), or nil; l names where
+// the indices are, axis what they index.
+func checkIndices(l dense.Label, ix dense.Indices, axis, s int) error {
+	if p := ix.FirstBadIn(l, s); p >= 0 {
+		return &gather.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
+	}
+	return nil
+}
+
+// clearFloats sets a float32 or float64 tensor to zero.
+func clearFloats(t *tensor.Dense) {
+	switch t.Dtype() {
+	case tensor.Float32:
+		kernel.Clear(t.Float32s())
+	case tensor.Float64:
+		kernel.Clear(t.Float64s())
+	}
+}
