@@ -29,6 +29,9 @@ type Embedding struct {
 	cfg     config
 	lookups []sparseLookup // sparse mode: one per Lookup
 	buf     rowBuf         // sparse mode: Step's row gradient, reused
+	// rowGrads counts the row gradients built, which decides when the
+	// taps are checked (see tapCheckDue).
+	rowGrads int
 
 	file       *fileio.Mapping // the file of a table OpenEmbedding mapped, else nil
 	fileOffset int64           // where the table starts in the file

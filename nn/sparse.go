@@ -126,9 +126,10 @@ type rowPos struct{ row, pos int }
 
 // sortedRows returns the (row, position) pairs of ix sorted by row, ties
 // by position: the order in which a dense IndexAdd adds them. The pairs are
-// packed into one integer key for a fast sort where they fit (rows below
-// 2^(64 - bits of n)), and sorted as pairs otherwise. With buf, it works
-// in buf's memory.
+// packed into one integer key, row above position, where they fit (rows
+// below 2^(64 - bits of n)), and radix-sorted on the row's bits (see
+// sortKeys); otherwise they are sorted as pairs. With buf, it works in
+// buf's memory.
 func sortedRows(ix dense.Indices, vocab int, buf *rowBuf) []rowPos {
 	n := ix.Shape.TotalSize()
 	if buf == nil {
@@ -142,12 +143,12 @@ func sortedRows(ix dense.Indices, vocab int, buf *rowBuf) []rowPos {
 	}
 	shift := bits.Len(uint(n))
 	if shift < 64 && uint64(vocab) <= math.MaxUint64>>shift {
-		keys := slices.Grow(buf.keys[:0], n)[:n]
+		keys := slices.Grow(buf.keys[:0], 2*n)[:2*n]
 		buf.keys = keys
 		for p, o := range order {
 			keys[p] = uint64(o.row)<<shift | uint64(o.pos)
 		}
-		slices.Sort(keys)
+		keys = sortKeys(keys[:n], keys[n:], shift, bits.Len(uint(vocab)))
 		mask := uint64(1)<<shift - 1
 		for k, key := range keys {
 			order[k] = rowPos{int(key >> shift), int(key & mask)}
@@ -161,6 +162,44 @@ func sortedRows(ix dense.Indices, vocab int, buf *rowBuf) []rowPos {
 		return cmp.Compare(a.pos, b.pos)
 	})
 	return order
+}
+
+// sortKeys sorts keys, whose positions (bits below shift) ascend, by their
+// rows (the next rowBits bits), keeping equal rows in position order: the
+// same order as sorting the keys whole. It returns keys or tmp, a slice of
+// the same length, whichever holds the result. Short lists are sorted by
+// comparison; longer ones by a stable least-significant-digit radix sort,
+// a pass per digit of at most 11 bits, in which each key moves once.
+func sortKeys(keys, tmp []uint64, shift, rowBits int) []uint64 {
+	if len(keys) < 256 || rowBits > 33 {
+		slices.Sort(keys)
+		return keys
+	}
+	passes := (rowBits + 10) / 11
+	width := (rowBits + passes - 1) / passes
+	var count [1 << 11]int
+	mask := uint64(1)<<width - 1
+	for lo := shift; lo < shift+rowBits; lo += width {
+		clear(count[:])
+		for _, k := range keys {
+			count[k>>lo&mask]++
+		}
+		if count[keys[0]>>lo&mask] == len(keys) {
+			continue // one digit for all: the pass would change nothing
+		}
+		sum := 0
+		for d, c := range count[:mask+1] {
+			count[d] = sum
+			sum += c
+		}
+		for _, k := range keys {
+			d := k >> lo & mask
+			tmp[count[d]] = k
+			count[d]++
+		}
+		keys, tmp = tmp, keys
+	}
+	return keys
 }
 
 // sumRows is, with order sorted by row and then position, and want the
@@ -563,7 +602,10 @@ func (e *Embedding) GradNodes() gorgonia.Nodes {
 // the graph: the rows its lookups touched and their summed gradients (the
 // padding row left out). It reads the ids and the gradients of GradNodes and
 // clears the latter, so that a machine that accumulates gradients across
-// runs does not add this run's into the next.
+// runs does not add this run's into the next. On its first 8 calls (Step's
+// included) and every 64th after them it also checks that GradNodes still
+// hold zeros: a dense solver given them moves them, which is an error
+// wrapping gather.ErrGraph.
 func (e *Embedding) RowGrad() (*RowGrad, error) { return e.rowGrad(nil) }
 
 // rowGrad is RowGrad, built in buf's memory when buf is not nil.
@@ -575,6 +617,8 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), gather.ErrGraph)
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
+	checkTaps := tapCheckDue(e.rowGrads)
+	e.rowGrads++
 	idss, grads, taps := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
 	// Whatever happens, this run's tap gradients are cleared, so that a
 	// machine that accumulates gradients does not add them into the next.
@@ -597,8 +641,10 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 		if idss[k], err = dense.Read("embedding", "ids", l.ids.Value()); err != nil {
 			return nil, err
 		}
-		if err := checkTap(e.Table.Name(), l.tap); err != nil {
-			return nil, err
+		if checkTaps {
+			if err := checkTap(e.Table.Name(), l.tap); err != nil {
+				return nil, err
+			}
 		}
 		if taps[k], err = dense.Read("embedding", "gradient", gv); err != nil {
 			return nil, err
@@ -679,6 +725,12 @@ func (e *Embedding) Step(opt SparseOptimizer) error {
 	}
 	return opt.Step(table, g)
 }
+
+// tapCheckDue reports whether the row gradient built after n others checks
+// the taps: the first 8 and every 64th after them. A dense solver given
+// the taps moves them from its first step on, so a mistake shows within a
+// few steps, while a long run pays for the pass over them rarely.
+func tapCheckDue(n int) bool { return n < 8 || n%64 == 0 }
 
 // checkTap reports an error unless the tap node holds zeros. A tap that
 // moved was updated by a dense solver (GradNodes passed to it as

@@ -2,8 +2,10 @@ package nn
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -337,4 +339,23 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 	t.Logf("bytes a call: Step %d, RowGrad %d; the values take %d", step, fresh, valueBytes)
 	assert.Less(t, step, valueBytes/4, "Step allocates %d bytes a call; the values take %d", step, valueBytes)
 	assert.GreaterOrEqual(t, fresh, valueBytes, "RowGrad allocates %d bytes a call; the values take %d", fresh, valueBytes)
+}
+
+// sortKeys orders keys exactly as sorting them whole does, for lists
+// short and long, rows of few and many bits, and rows all equal.
+func TestSortKeysMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 3, 255, 256, 1000, 4096, 20000} {
+		for _, vocab := range []int{1, 2, 10, 5000, 100_000, 1 << 22, 1 << 33} {
+			shift := bits.Len(uint(n))
+			keys := make([]uint64, 2*n)
+			for p := range n {
+				keys[p] = uint64(r.IntN(vocab))<<shift | uint64(p)
+			}
+			want := slices.Clone(keys[:n])
+			slices.Sort(want)
+			got := sortKeys(keys[:n], keys[n:], shift, bits.Len(uint(vocab)))
+			require.Equal(t, want, slices.Clone(got), "n=%d vocab=%d", n, vocab)
+		}
+	}
 }
