@@ -44,7 +44,7 @@
 // modifies its inputs. Errors wrap one of the sentinels
 // ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption and
 // ErrGraph (packages nn, checkpoint and gradcheck add ErrOtherTable,
-// ErrClosed, ErrFormat and ErrMismatch); an out-of-range index is an
+// ErrClosed, ErrInUse, ErrFormat and ErrMismatch); an out-of-range index is an
 // *IndexError. Gorgonia's machines hide the error an op returned behind a
 // wrapper without Unwrap; Cause recovers it.
 //

@@ -5,28 +5,38 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 )
 
 // Sentinel errors. Every error this module's packages return wraps exactly
-// one of them, so callers can test the class with errors.Is.
+// one of them, so callers can test the class with errors.Is. The comment
+// after each gives its text.
 var (
 	// ErrIndexOutOfRange: an index lies outside [-s, s-1] for an axis of size s.
-	ErrIndexOutOfRange = dense.ErrIndexOutOfRange
+	ErrIndexOutOfRange = errIndexOutOfRange() // "index out of range"
 	// ErrAxisOutOfRange: the axis lies outside [-r, r-1] for data of rank r.
-	ErrAxisOutOfRange = dense.ErrAxisOutOfRange
+	ErrAxisOutOfRange = errAxisOutOfRange() // "axis out of range"
 	// ErrShape: the shapes, ranks or layouts of the arguments do not fit
 	// together, or a size overflows int.
-	ErrShape = dense.ErrShape
+	ErrShape = errShape() // "shape mismatch"
 	// ErrDtype: an argument has a dtype or type the operation does not accept.
-	ErrDtype = dense.ErrDtype
+	ErrDtype = errDtype() // "unsupported dtype"
 	// ErrOption: an option that does not apply to the call, or options
 	// that contradict each other.
-	ErrOption = dense.ErrOption
+	ErrOption = errOption() // "option does not apply"
 	// ErrGraph: Gorgonia refused to build or differentiate a node; the
 	// error wraps Gorgonia's own as well.
-	ErrGraph = dense.ErrGraph
+	ErrGraph = errGraph() // "graph error"
 )
+
+// The sentinels are made in package errs, which the module's internal
+// packages share.
+func errIndexOutOfRange() error { return errs.ErrIndexOutOfRange }
+func errAxisOutOfRange() error  { return errs.ErrAxisOutOfRange }
+func errShape() error           { return errs.ErrShape }
+func errDtype() error           { return errs.ErrDtype }
+func errOption() error          { return errs.ErrOption }
+func errGraph() error           { return errs.ErrGraph }
 
 // An IndexError records an index outside the valid range of its axis.
 // It unwraps to ErrIndexOutOfRange. Its message names the operation, the
@@ -99,7 +109,7 @@ func (e *IndexError) Unwrap() error { return ErrIndexOutOfRange }
 // If err holds no error of this package, Cause returns err unchanged.
 // Errors of packages nn and gradcheck are found the same way.
 func Cause(err error) error {
-	if e := dense.Ours(err); e != nil {
+	if e := errs.Ours(err); e != nil {
 		return e
 	}
 	return err

@@ -11,7 +11,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 var indexDtypes = []tensor.Dtype{tensor.Int, tensor.Int32, tensor.Int64}
@@ -44,7 +44,7 @@ func graphForward(t *testing.T, kind string, data, indices *tensor.Dense, axis i
 		require.True(t, want.Shape().Eq(out.Shape()), "%s: node shape %v, want %v", m.name, out.Shape(), want.Shape())
 		vm := m.new(g)
 		require.NoError(t, vm.RunAll(), m.name)
-		got, err := dense.Read("test", "output", out.Value())
+		got, err := operand.Read("test", "output", out.Value())
 		require.NoError(t, err, m.name)
 		requireSameTensor(t, want, got)
 		vm.Close()

@@ -9,8 +9,10 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // IndexAdd adds src into dst at the positions that Take(dst, indices, axis)
@@ -63,7 +65,7 @@ func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale 
 type addPlan struct {
 	kind     string
 	dst, src *tensor.Dense
-	ix       dense.Indices
+	ix       operand.Indices
 	axis     int
 }
 
@@ -76,14 +78,14 @@ func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int, l label
 	if dt := dst.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
 		return a, fmt.Errorf("%s gradient: data must be float32 or float64 to have a gradient, got %v: %w", kind, dt, ErrDtype)
 	}
-	if !dense.Writable(dst) {
+	if !operand.Writable(dst) {
 		return a, fmt.Errorf("%s gradient: destination of shape %v must be a row-major tensor that is not a view: %w", kind, dst.Shape(), ErrShape)
 	}
-	ix, err := dense.ReadIndices(kind, "indices", indices)
+	ix, err := operand.ReadIndices(kind, "indices", indices)
 	if err != nil {
 		return a, err
 	}
-	g, err := dense.Read(kind, "gradient", src)
+	g, err := operand.Read(kind, "gradient", src)
 	if err != nil {
 		return a, err
 	}
@@ -96,14 +98,14 @@ func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int, l label
 	if err != nil {
 		return a, err
 	}
-	if g.Dtype() != dst.Dtype() || !dense.SameShape(g.Shape(), shape) {
+	if g.Dtype() != dst.Dtype() || !shapes.SameShape(g.Shape(), shape) {
 		return a, fmt.Errorf("%s gradient: want a %v gradient of shape %s, got %v of shape %v: %w",
-			kind, dst.Dtype(), dense.ShapeString(shape), g.Dtype(), g.Shape(), ErrShape)
+			kind, dst.Dtype(), shapes.ShapeString(shape), g.Dtype(), g.Shape(), ErrShape)
 	}
 	if err := checkIndices(l, ix, ax, dst.Shape()[ax]); err != nil {
 		return a, err
 	}
-	if dense.Overlaps(dst, g) {
+	if operand.Overlaps(dst, g) {
 		g = g.Clone().(*tensor.Dense)
 	}
 	return addPlan{kind: kind, dst: dst, src: g, ix: ix, axis: ax}, nil
@@ -131,7 +133,7 @@ func (a addPlan) scaledByFreq() addPlan {
 
 // divideSlices divides slice (o, i) of g, of inner elements, by the count
 // of index i, for each outer block o.
-func divideSlices[T kernel.Float](g []T, ix dense.Indices, counts map[int]float64, outer, n, inner, s int) {
+func divideSlices[T kernel.Float](g []T, ix operand.Indices, counts map[int]float64, outer, n, inner, s int) {
 	for o := range outer {
 		for i := range n {
 			c := T(counts[kernel.Wrap(ix.At(i), s)])
@@ -155,7 +157,7 @@ func (a addPlan) run(scale float64, pad int, zero bool) {
 	}
 }
 
-func addTyped[T kernel.Float](kind string, dst, src []T, ix dense.Indices, shape tensor.Shape, axis int, c T, pad int, zero bool) {
+func addTyped[T kernel.Float](kind string, dst, src []T, ix operand.Indices, shape tensor.Shape, axis int, c T, pad int, zero bool) {
 	switch ix.Dtype {
 	case tensor.Int:
 		addIndexed(kind, dst, src, ix.Ints, ix.Shape, shape, axis, c, pad, zero)
@@ -200,12 +202,12 @@ func (o *opBase) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	if err := o.checkDifferentiable(); err != nil {
 		return nil, err
 	}
-	if err := dense.CheckGradSize(o.label().String(), output, inputs[0]); err != nil {
+	if err := errs.CheckGradSize(o.label().String(), output, inputs[0]); err != nil {
 		return nil, err
 	}
 	d, err := gorgonia.ApplyOp(&diffOp{o}, inputs[1], grad)
 	if err != nil {
-		return nil, fmt.Errorf("%s: building the gradient: %w", o.kind, dense.Graph(err))
+		return nil, fmt.Errorf("%s: building the gradient: %w", o.kind, errs.Graph(err))
 	}
 	return gorgonia.Nodes{d, nil}, nil
 }
@@ -224,11 +226,11 @@ func (o *opBase) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, ou
 	}
 	dg, err := inputs[0].Grad()
 	if err != nil {
-		return fmt.Errorf("%s: data has no gradient to add into: %w", o.kind, dense.Graph(err))
+		return fmt.Errorf("%s: data has no gradient to add into: %w", o.kind, errs.Graph(err))
 	}
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("%s: output has no gradient: %w", o.kind, dense.Graph(err))
+		return fmt.Errorf("%s: output has no gradient: %w", o.kind, errs.Graph(err))
 	}
 	dst, ok := dg.(*tensor.Dense)
 	if !ok {
@@ -261,9 +263,9 @@ func (d *diffOp) Arity() int { return 2 }
 func (d *diffOp) Type() hm.Type {
 	f := d.fwd
 	return hm.NewFnType(
-		dense.Type(len(f.indexShape), f.indexType),
-		dense.Type(len(f.outShape), f.dataType),
-		dense.Type(len(f.dataShape), f.dataType))
+		operand.Type(len(f.indexShape), f.indexType),
+		operand.Type(len(f.outShape), f.dataType),
+		operand.Type(len(f.dataShape), f.dataType))
 }
 
 func (d *diffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
@@ -275,7 +277,7 @@ func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := checkArity(d.fwd.kind, " gradient", len(in), 2); err != nil {
 		return nil, err
 	}
-	return d.overwrite(dense.NewOutput(d.fwd.dataType, d.fwd.dataShape), in)
+	return d.overwrite(operand.NewOutput(d.fwd.dataType, d.fwd.dataShape), in)
 }
 
 // UsePreallocDo clears prealloc, which holds the last run's gradient, and

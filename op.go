@@ -9,7 +9,9 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opBase is what gatherOp and gatherElementsOp share: the arguments fixed
@@ -31,10 +33,10 @@ func newBase(kind string, data, indices *gorgonia.Node, axis int, cfg config) (o
 	if data == nil || indices == nil {
 		return opBase{}, fmt.Errorf("%s: data and indices must be nodes, got data=%v, indices=%v: %w", kind, data, indices, ErrShape)
 	}
-	if dense.WordOf(data.Dtype()) == dense.WordNone {
+	if operand.WordOf(data.Dtype()) == operand.WordNone {
 		return opBase{}, fmt.Errorf("%s: data dtype %v is not supported: %w", kind, data.Dtype(), ErrDtype)
 	}
-	if err := dense.CheckIndexDtype(kind, "indices", indices.Dtype()); err != nil {
+	if err := operand.CheckIndexDtype(kind, "indices", indices.Dtype()); err != nil {
 		return opBase{}, err
 	}
 	ds, is := data.Shape().Clone(), indices.Shape().Clone()
@@ -42,7 +44,7 @@ func newBase(kind string, data, indices *gorgonia.Node, axis int, cfg config) (o
 	if err != nil {
 		return opBase{}, err
 	}
-	if _, err := dense.Size(kind, "data", ds); err != nil {
+	if _, err := shapes.Size(kind, "data", ds); err != nil {
 		return opBase{}, err
 	}
 	out, err := outputShape(nil, kind, ds, is, ax)
@@ -82,13 +84,13 @@ func apply(o gorgonia.Op, b *opBase, data, indices *gorgonia.Node) (*gorgonia.No
 		n, err = gorgonia.ApplyOp(o, data, indices)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", b.kind, dense.Graph(err))
+		return nil, fmt.Errorf("%s: %w", b.kind, errs.Graph(err))
 	}
 	return n, nil
 }
 
 // label returns how the op's index errors name it: by the layer package nn
-// set (dense.Config.Layer), else by the op and the node's name.
+// set (opconfig.Config.Layer), else by the op and the node's name.
 func (o *opBase) label() label {
 	if o.cfg.Layer.Op != "" {
 		return o.cfg.Layer
@@ -117,7 +119,7 @@ func parseOut(kind string, opts []tensor.FuncOpt) (target, error) {
 	if len(opts) == 0 {
 		return target{}, nil
 	}
-	fo := dense.ParseFuncOpts(opts)
+	fo := operand.ParseFuncOpts(opts)
 	if fo.Unsafe || fo.As.Type != nil {
 		return target{}, fmt.Errorf("%s: only tensor.WithReuse and tensor.WithIncr apply: %w", kind, ErrOption)
 	}
@@ -146,11 +148,11 @@ func parseOut(kind string, opts []tensor.FuncOpt) (target, error) {
 // index is checked, and a new tensor that the kernels abandon at a bad
 // index is dropped.
 func forward(kind string, data, indices any, axis int, dst target, l label) (*tensor.Dense, error) {
-	d, err := dense.ReadData(kind, data)
+	d, err := operand.ReadData(kind, data)
 	if err != nil {
 		return nil, err
 	}
-	ix, err := dense.ReadIndices(kind, "indices", indices)
+	ix, err := operand.ReadIndices(kind, "indices", indices)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +188,7 @@ func forward(kind string, data, indices any, axis int, dst target, l label) (*te
 	default:
 		// A new tensor: the kernels check as they go, and on error the
 		// tensor is dropped, so no partial result escapes.
-		out, fresh = dense.NewOutput(d.Dtype(), shape), true
+		out, fresh = operand.NewOutput(d.Dtype(), shape), true
 	}
 	var bad int
 	if kind == opGather {
@@ -215,14 +217,14 @@ func checkOut(kind string, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtyp
 			return fmt.Errorf("%s: cannot add %v values into the output: %w", kind, dt, ErrDtype)
 		}
 	}
-	if !dense.SameShape(out.Shape(), shape) {
-		return fmt.Errorf("%s: the output has shape %v, the result %s: %w", kind, out.Shape(), dense.ShapeString(shape), ErrShape)
+	if !shapes.SameShape(out.Shape(), shape) {
+		return fmt.Errorf("%s: the output has shape %v, the result %s: %w", kind, out.Shape(), shapes.ShapeString(shape), ErrShape)
 	}
-	if !dense.Writable(out) {
+	if !operand.Writable(out) {
 		return fmt.Errorf("%s: the output of shape %v must be a row-major tensor that is not a view: %w", kind, out.Shape(), ErrShape)
 	}
 	for _, in := range inputs {
-		if t, ok := in.(*tensor.Dense); ok && dense.Overlaps(out, t) {
+		if t, ok := in.(*tensor.Dense); ok && operand.Overlaps(out, t) {
 			return fmt.Errorf("%s: the output of shape %v shares memory with an input: %w", kind, out.Shape(), ErrShape)
 		}
 	}
@@ -241,9 +243,9 @@ func (o *opBase) Arity() int { return 2 }
 // Type returns data, indices -> output, with the ranks fixed when the node was built.
 func (o *opBase) Type() hm.Type {
 	return hm.NewFnType(
-		dense.Type(len(o.dataShape), o.dataType),
-		dense.Type(len(o.indexShape), o.indexType),
-		dense.Type(len(o.outShape), o.dataType))
+		operand.Type(len(o.dataShape), o.dataType),
+		operand.Type(len(o.indexShape), o.indexType),
+		operand.Type(len(o.outShape), o.dataType))
 }
 
 func (o *opBase) inferShape(in []gorgonia.DimSizer) (tensor.Shape, error) {
@@ -273,7 +275,7 @@ func (o *opBase) do(prealloc gorgonia.Value, in []gorgonia.Value) (gorgonia.Valu
 	if err != nil {
 		return nil, err
 	}
-	return dense.Value(out), nil
+	return operand.Value(out), nil
 }
 
 func (o *opBase) ReturnsPtr() bool     { return false }

@@ -4,8 +4,8 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/dense"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // Gather adds ONNX Gather (opset 13) to data's graph: the slices of data
@@ -76,7 +76,7 @@ func (o *gatherOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) 
 // (or with add, adding into) out. It returns the flat position in ix of
 // the first index out of range, or -1; with add, indices are checked
 // already. fresh says that out was allocated for this call.
-func runTake(out, data *tensor.Dense, ix dense.Indices, axis int, fresh, add bool) int {
+func runTake(out, data *tensor.Dense, ix operand.Indices, axis int, fresh, add bool) int {
 	outer, s, inner := split(data.Shape(), axis)
 	switch ix.Dtype {
 	case tensor.Int:
@@ -103,20 +103,20 @@ func take[I kernel.Index](out, data *tensor.Dense, idx []I, outer, s, inner int,
 		}
 		return -1
 	}
-	switch dense.WordOf(data.Dtype()) {
-	case dense.Word8:
+	switch operand.WordOf(data.Dtype()) {
+	case operand.Word8:
 		return kernel.Take(out.Uint8s(), data.Uint8s(), idx, outer, s, inner, fresh)
-	case dense.Word16:
+	case operand.Word16:
 		return kernel.Take(out.Uint16s(), data.Uint16s(), idx, outer, s, inner, fresh)
-	case dense.Word32:
+	case operand.Word32:
 		return kernel.Take(out.Uint32s(), data.Uint32s(), idx, outer, s, inner, fresh)
-	case dense.Word64:
+	case operand.Word64:
 		return kernel.Take(out.Uint64s(), data.Uint64s(), idx, outer, s, inner, fresh)
-	case dense.Word128:
+	case operand.Word128:
 		return kernel.Take(out.Complex128s(), data.Complex128s(), idx, outer, s, inner, fresh)
-	case dense.WordString:
+	case operand.WordString:
 		return kernel.Take(out.Strings(), data.Strings(), idx, outer, s, inner, fresh)
-	case dense.WordPointer:
+	case operand.WordPointer:
 		return kernel.Take(out.UnsafePointers(), data.UnsafePointers(), idx, outer, s, inner, fresh)
 	}
 	return -1

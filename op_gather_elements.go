@@ -4,8 +4,8 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/dense"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // GatherElements adds ONNX GatherElements (opset 13) to data's graph: one
@@ -70,7 +70,7 @@ func (o *gatherElementsOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia
 // ix, axis), writing (or with add, adding into) out. It returns the flat
 // position in ix of the first index out of range, or -1; with add, indices
 // are checked already.
-func runTakeAlong(out, data *tensor.Dense, ix dense.Indices, axis int, add bool) int {
+func runTakeAlong(out, data *tensor.Dense, ix operand.Indices, axis int, add bool) int {
 	if ix.Shape.TotalSize() == 0 {
 		return -1
 	}
@@ -100,20 +100,20 @@ func takeAlong[I kernel.Index](out, data *tensor.Dense, idx []I, g *kernel.Along
 		}
 		return -1
 	}
-	switch dense.WordOf(data.Dtype()) {
-	case dense.Word8:
+	switch operand.WordOf(data.Dtype()) {
+	case operand.Word8:
 		return kernel.TakeAlong(out.Uint8s(), data.Uint8s(), idx, g)
-	case dense.Word16:
+	case operand.Word16:
 		return kernel.TakeAlong(out.Uint16s(), data.Uint16s(), idx, g)
-	case dense.Word32:
+	case operand.Word32:
 		return kernel.TakeAlong(out.Uint32s(), data.Uint32s(), idx, g)
-	case dense.Word64:
+	case operand.Word64:
 		return kernel.TakeAlong(out.Uint64s(), data.Uint64s(), idx, g)
-	case dense.Word128:
+	case operand.Word128:
 		return kernel.TakeAlong(out.Complex128s(), data.Complex128s(), idx, g)
-	case dense.WordString:
+	case operand.WordString:
 		return kernel.TakeAlong(out.Strings(), data.Strings(), idx, g)
-	case dense.WordPointer:
+	case operand.WordPointer:
 		return kernel.TakeAlong(out.UnsafePointers(), data.UnsafePointers(), idx, g)
 	}
 	return -1

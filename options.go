@@ -1,13 +1,13 @@
 package gather
 
-import "github.com/gathergrad/gather/internal/dense"
+import "github.com/gathergrad/gather/internal/opconfig"
 
 // An Option changes how Gather or GatherElements builds its node. Every
 // option is part of the op's identity, so two nodes that differ in any
 // option are never merged by Gorgonia's hash-consing.
 type Option func(*config)
 
-type config = dense.Config
+type config = opconfig.Config
 
 func newConfig(opts []Option) config {
 	c := config{GradScale: 1}

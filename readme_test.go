@@ -303,3 +303,25 @@ func lookup(ids ...int) error {
 		return err
 	})
 }
+
+// The comment after each sentinel in errors.go gives its text.
+func TestSentinelTextsMatchTheirComments(t *testing.T) {
+	src, err := os.ReadFile("errors.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sentinels := map[string]error{
+		"ErrIndexOutOfRange": gather.ErrIndexOutOfRange, "ErrAxisOutOfRange": gather.ErrAxisOutOfRange,
+		"ErrShape": gather.ErrShape, "ErrDtype": gather.ErrDtype, "ErrOption": gather.ErrOption, "ErrGraph": gather.ErrGraph,
+	}
+	decl := regexp.MustCompile(`(?m)^\t(Err\w+) = err\w+\(\) // "([^"]+)"$`)
+	found := decl.FindAllStringSubmatch(string(src), -1)
+	if len(found) != len(sentinels) {
+		t.Fatalf("errors.go declares %d sentinels with a text comment, want %d", len(found), len(sentinels))
+	}
+	for _, m := range found {
+		if got := sentinels[m[1]].Error(); got != m[2] {
+			t.Errorf("%s.Error() = %q, its comment says %q", m[1], got, m[2])
+		}
+	}
+}

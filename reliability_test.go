@@ -13,8 +13,8 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/dense"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // views returns tensors holding the values of a row-major [a, b] tensor x
@@ -53,7 +53,7 @@ func views(t *testing.T, x *tensor.Dense) (name []string, view []*tensor.Dense) 
 	name, view = append(name, "column-major"), append(view, cm)
 
 	for _, v := range view {
-		require.False(t, dense.IsRowMajor(v) && !v.DataOrder().IsColMajor(), "not a strided layout")
+		require.False(t, operand.IsRowMajor(v) && !v.DataOrder().IsColMajor(), "not a strided layout")
 	}
 	return name, view
 }

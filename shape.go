@@ -3,7 +3,9 @@ package gather
 import (
 	"fmt"
 
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 	"gorgonia.org/tensor"
 )
 
@@ -49,7 +51,7 @@ func gatherShape(buf, data, indices tensor.Shape, axis int) (tensor.Shape, error
 	out = append(out, data[:axis]...)
 	out = append(out, indices...)
 	out = append(out, data[axis+1:]...)
-	if _, err := dense.Size(opGather, "output", out); err != nil {
+	if _, err := shapes.Size(opGather, "output", out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -70,7 +72,7 @@ func elementsShape(data, indices tensor.Shape, axis int) (tensor.Shape, error) {
 				opGatherElements, indices, data, d, indices[d], data[d], ErrShape)
 		}
 	}
-	if _, err := dense.Size(opGatherElements, "indices", indices); err != nil {
+	if _, err := shapes.Size(opGatherElements, "indices", indices); err != nil {
 		return nil, err
 	}
 	return indices, nil
@@ -90,11 +92,11 @@ func split(shape tensor.Shape, axis int) (outer, mid, inner int) {
 }
 
 // label is how an *IndexError names where it happened (see IndexError).
-type label = dense.Label
+type label = opconfig.Label
 
 // checkIndices returns an *IndexError for the first index of ix outside
 // the range of an axis of size s, or nil.
-func checkIndices(l label, ix dense.Indices, axis, s int) error {
+func checkIndices(l label, ix operand.Indices, axis, s int) error {
 	if p := ix.FirstBadIn(l, s); p >= 0 {
 		return indexError(l, ix, p, axis, s)
 	}
@@ -102,6 +104,6 @@ func checkIndices(l label, ix dense.Indices, axis, s int) error {
 }
 
 // indexError returns the *IndexError for the index at flat position p of ix.
-func indexError(l label, ix dense.Indices, p, axis, s int) *IndexError {
-	return &IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
+func indexError(l label, ix operand.Indices, p, axis, s int) *IndexError {
+	return &IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: shapes.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
 }

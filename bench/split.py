@@ -20,7 +20,7 @@ import collections, re, subprocess, sys
 
 SETUP = re.compile(r"NewEmbedding|bagBench\.values|benchCase\.make|gorgonia\.NewGraph|WithInit|NodeFromAny|"
                    r"gorgonia\.Grad\b|NewTapeMachine")
-OURS = re.compile(r"^github\.com/gathergrad/gather(/nn|/internal/kernel|/internal/dense|/gradcheck)?\.")
+OURS = re.compile(r"^github\.com/gathergrad/gather(/nn|/internal/[a-z]+|/gradcheck)?\.")
 BENCH = re.compile(r"Benchmark|bench[A-Z]|benchRuns|internal/ref\.")
 
 

@@ -16,8 +16,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // ErrFormat: a file is not a well-formed safetensors file (or, for
@@ -169,7 +169,7 @@ func int64s(s []int) []int64 {
 // in format f: t's own memory when it is a row-major *tensor.Dense that
 // is not a view, on a little-endian machine, else a copy.
 func rawBytes(t tensor.Tensor, f format) ([]byte, error) {
-	d, err := dense.Read("checkpoint", "tensor", t)
+	d, err := operand.Read("checkpoint", "tensor", t)
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +398,7 @@ func readTensor(f *os.File, dataStart int64, e entry) (*tensor.Dense, error) {
 		t = tensor.New(tensor.FromScalar(reflect.Zero(e.format.dt.Type).Interface()))
 	} else {
 		// Every element is read or converted below before t is returned.
-		t = dense.NewOutput(e.format.dt, e.shape)
+		t = operand.NewOutput(e.format.dt, e.shape)
 	}
 	if n == 0 {
 		return t, nil

@@ -10,7 +10,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // A Part is a piece of a model with named state: Save writes its tensors,
@@ -98,7 +99,7 @@ func Load(path string, parts ...Part) (map[string]string, error) {
 				continue
 			}
 			want, ok := formatOf(t.Dtype())
-			if !ok || want.name != e.format.name || !dense.SameShape(e.shape, t.Shape()) {
+			if !ok || want.name != e.format.name || !shapes.SameShape(e.shape, t.Shape()) {
 				wrong = append(wrong, fmt.Sprintf("%s is %s of shape %v in the file, %v of shape %v in the model", name, e.format.name, e.shape, t.Dtype(), t.Shape()))
 			}
 		}
@@ -209,13 +210,13 @@ func CopyInto(dst, src *tensor.Dense) error {
 	if dst == nil || src == nil {
 		return fmt.Errorf("checkpoint: copy into or from nil: %w", gather.ErrShape)
 	}
-	if dst.Dtype() != src.Dtype() || !dense.SameShape(dst.Shape(), src.Shape()) {
+	if dst.Dtype() != src.Dtype() || !shapes.SameShape(dst.Shape(), src.Shape()) {
 		return fmt.Errorf("checkpoint: copying %v of shape %v into %v of shape %v: %w", src.Dtype(), src.Shape(), dst.Dtype(), dst.Shape(), gather.ErrShape)
 	}
-	if !dense.Writable(dst) {
+	if !operand.Writable(dst) {
 		return fmt.Errorf("checkpoint: the destination of shape %v is a view or not row-major: %w", dst.Shape(), gather.ErrShape)
 	}
-	s, err := dense.Read("checkpoint", "tensor", src)
+	s, err := operand.Read("checkpoint", "tensor", src)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,9 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // ErrMismatch: an analytic gradient differs from the numeric one by more
@@ -101,13 +103,13 @@ func Check(build func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Nod
 	// enough; a scalar node holds a value of its own, set again each time.
 	eval := func(k int) (float64, error) {
 		if vals[k].Dims() == 0 {
-			if err := gorgonia.Let(nodes[k], dense.Value(vals[k])); err != nil {
-				return 0, fmt.Errorf("gradcheck: setting input %d: %w", k, dense.Graph(err))
+			if err := gorgonia.Let(nodes[k], operand.Value(vals[k])); err != nil {
+				return 0, fmt.Errorf("gradcheck: setting input %d: %w", k, errs.Graph(err))
 			}
 		}
 		vm.Reset()
 		if err := vm.RunAll(); err != nil {
-			return 0, fmt.Errorf("gradcheck: running the cost: %w", dense.Graph(err))
+			return 0, fmt.Errorf("gradcheck: running the cost: %w", errs.Graph(err))
 		}
 		return scalar(cost.Value())
 	}
@@ -140,7 +142,7 @@ func Check(build func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Nod
 			a := analytic[k][p]
 			tol := atol + rtol*math.Max(math.Abs(a), math.Abs(num))
 			if excess := math.Abs(a-num) / tol; excess > worst.excess || math.IsNaN(excess) {
-				worst = mismatch{input: k, pos: dense.Unravel(p, v.Shape()), analytic: a, numeric: num, excess: excess, tol: tol}
+				worst = mismatch{input: k, pos: shapes.Unravel(p, v.Shape()), analytic: a, numeric: num, excess: excess, tol: tol}
 			}
 		}
 	}
@@ -181,7 +183,7 @@ func buildCopy(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.Node
 	nodes := make([]*gorgonia.Node, len(inputs))
 	vals := make([]*tensor.Dense, len(inputs))
 	for k, in := range inputs {
-		d, err := dense.Read("gradcheck", fmt.Sprintf("input %d", k), in)
+		d, err := operand.Read("gradcheck", fmt.Sprintf("input %d", k), in)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -192,11 +194,11 @@ func buildCopy(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.Node
 			d = d.Clone().(*tensor.Dense)
 		}
 		vals[k] = d
-		nodes[k] = gorgonia.NodeFromAny(g, dense.Value(d), gorgonia.WithName(fmt.Sprintf("input%d", k)))
+		nodes[k] = gorgonia.NodeFromAny(g, operand.Value(d), gorgonia.WithName(fmt.Sprintf("input%d", k)))
 	}
 	cost, err := build(g, nodes)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("gradcheck: building the expression: %w", dense.Graph(err))
+		return nil, nil, nil, fmt.Errorf("gradcheck: building the expression: %w", errs.Graph(err))
 	}
 	if cost == nil || !cost.IsScalar() {
 		return nil, nil, nil, fmt.Errorf("gradcheck: the cost must be a scalar node, got %v: %w", cost, gather.ErrShape)
@@ -230,13 +232,13 @@ func analyticGrads(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.
 		vm = gorgonia.NewLispMachine(g)
 	} else {
 		if _, err := gorgonia.Grad(cost, wrt...); err != nil {
-			return nil, fmt.Errorf("gradcheck: gorgonia.Grad: %w", dense.Graph(err))
+			return nil, fmt.Errorf("gradcheck: gorgonia.Grad: %w", errs.Graph(err))
 		}
 		vm = gorgonia.NewTapeMachine(g)
 	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
-		return nil, fmt.Errorf("gradcheck: running the gradient: %w", dense.Graph(err))
+		return nil, fmt.Errorf("gradcheck: running the gradient: %w", errs.Graph(err))
 	}
 	out := make([][]float64, len(inputs))
 	for k, v := range vals {
@@ -245,10 +247,10 @@ func analyticGrads(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.
 		}
 		gv, err := nodes[k].Grad()
 		if err != nil {
-			return nil, fmt.Errorf("gradcheck: input %d has no gradient: %w", k, dense.Graph(err))
+			return nil, fmt.Errorf("gradcheck: input %d has no gradient: %w", k, errs.Graph(err))
 		}
-		gd, err := dense.Read("gradcheck", "gradient", gv)
-		if err != nil || !dense.SameShape(gd.Shape(), v.Shape()) {
+		gd, err := operand.Read("gradcheck", "gradient", gv)
+		if err != nil || !shapes.SameShape(gd.Shape(), v.Shape()) {
 			return nil, fmt.Errorf("gradcheck: the gradient of input %d is %v, want a tensor of shape %v: %w", k, gv, v.Shape(), gather.ErrShape)
 		}
 		out[k] = make([]float64, v.Shape().TotalSize())
@@ -293,4 +295,4 @@ func toFloat64(t *tensor.Dense) *tensor.Dense {
 }
 
 // scalar returns the value of the cost, a float scalar.
-func scalar(v gorgonia.Value) (float64, error) { return dense.Scalar("gradcheck: the cost", v) }
+func scalar(v gorgonia.Value) (float64, error) { return operand.Scalar("gradcheck: the cost", v) }

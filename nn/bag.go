@@ -9,8 +9,11 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // A BagMode says how EmbeddingBag pools the rows of a bag.
@@ -81,15 +84,15 @@ func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opt
 	if err != nil {
 		return nil, err
 	}
-	cfg := dense.Config{GradScale: 1, HasPad: c.hasPad, Pad: c.pad, NoGrad: c.frozen, ScaleByFreq: c.freq}
+	cfg := opconfig.Config{GradScale: 1, HasPad: c.hasPad, Pad: c.pad, NoGrad: c.frozen, ScaleByFreq: c.freq}
 	if table != nil {
-		cfg.Layer = dense.Label{Op: opBag, Name: table.Name(), Arg: "ids", NonNegative: true}
+		cfg.Layer = opconfig.Label{Op: opBag, Name: table.Name(), Arg: "ids", NonNegative: true}
 	}
 	return embeddingBag(table, ids, offsets, weights, mode, cfg, c.includeLast)
 }
 
 // embeddingBag is EmbeddingBag with the op's configuration.
-func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg dense.Config, includeLast bool) (*gorgonia.Node, error) {
+func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opconfig.Config, includeLast bool) (*gorgonia.Node, error) {
 	o, err := newBagOp(table, ids, offsets, weights, mode, cfg, includeLast)
 	if err != nil {
 		return nil, err
@@ -103,7 +106,7 @@ func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg
 	}
 	n, err := gorgonia.ApplyOp(o, in...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opBag, dense.Graph(err))
+		return nil, fmt.Errorf("%s: %w", opBag, errs.Graph(err))
 	}
 	return n, nil
 }
@@ -120,12 +123,12 @@ type bagOp struct {
 	idShape    tensor.Shape
 	hasOffsets bool
 	hasWeights bool
-	lastOffset bool         // offsets hold bags+1 entries (IncludeLastOffset)
-	cfg        dense.Config // Pad normalised
-	lbl        dense.Label  // how index errors name the op
+	lastOffset bool            // offsets hold bags+1 entries (IncludeLastOffset)
+	cfg        opconfig.Config // Pad normalised
+	lbl        opconfig.Label  // how index errors name the op
 }
 
-func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg dense.Config, includeLast bool) (*bagOp, error) {
+func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opconfig.Config, includeLast bool) (*bagOp, error) {
 	if table == nil || ids == nil {
 		return nil, fmt.Errorf("%s: table and ids must be nodes: %w", opBag, gather.ErrShape)
 	}
@@ -143,7 +146,7 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 	if len(ts) != 2 {
 		return nil, fmt.Errorf("%s: table must be a [vocab, dim] matrix, got shape %v: %w", opBag, ts, gather.ErrShape)
 	}
-	if err := dense.CheckIndexDtype(opBag, "ids", ids.Dtype()); err != nil {
+	if err := operand.CheckIndexDtype(opBag, "ids", ids.Dtype()); err != nil {
 		return nil, err
 	}
 	is := ids.Shape().Clone()
@@ -161,7 +164,7 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 		if len(is) != 1 {
 			return nil, fmt.Errorf("%s: with offsets, ids must be a vector [n], got shape %v: %w", opBag, is, gather.ErrShape)
 		}
-		if err := dense.CheckIndexDtype(opBag, "offsets", offsets.Dtype()); err != nil {
+		if err := operand.CheckIndexDtype(opBag, "offsets", offsets.Dtype()); err != nil {
 			return nil, err
 		}
 		if os := offsets.Shape(); len(os) != 1 {
@@ -179,7 +182,7 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 		if weights.Dtype() != dt {
 			return nil, fmt.Errorf("%s: weights are %v, the table %v: %w", opBag, weights.Dtype(), dt, gather.ErrDtype)
 		}
-		if !dense.SameShape(weights.Shape(), is) {
+		if !shapes.SameShape(weights.Shape(), is) {
 			return nil, fmt.Errorf("%s: weights of shape %v must have the shape of ids %v: %w", opBag, weights.Shape(), is, gather.ErrShape)
 		}
 	}
@@ -194,7 +197,7 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 			o.cfg.Pad += o.vocab
 		}
 	}
-	o.lbl = dense.Label{Op: opBag, Name: cfg.Name, Arg: "ids", NonNegative: true}
+	o.lbl = opconfig.Label{Op: opBag, Name: cfg.Name, Arg: "ids", NonNegative: true}
 	if cfg.Layer.Op != "" {
 		o.lbl = cfg.Layer
 	}
@@ -204,7 +207,7 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg den
 // bagArgs are the checked values of a run.
 type bagArgs struct {
 	table  *tensor.Dense
-	ids    dense.Indices
+	ids    operand.Indices
 	w      *tensor.Dense // nil without weights
 	bg     kernel.Bags
 	bounds *[]int // bg.Bounds's memory, from kernel.NewBounds
@@ -224,18 +227,18 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 	if err := checkArity(opBag, "", len(in), o.arity()); err != nil {
 		return a, err
 	}
-	t, err := dense.Read(opBag, "table", in[0])
+	t, err := operand.Read(opBag, "table", in[0])
 	if err != nil {
 		return a, err
 	}
-	if t.Dtype() != o.dtype || !dense.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
+	if t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
 		return a, fmt.Errorf("%s: table is %v of shape %v, want %v of shape (%d, %d): %w", opBag, t.Dtype(), t.Shape(), o.dtype, o.vocab, o.dim, gather.ErrShape)
 	}
-	ix, err := dense.ReadIndices(opBag, "ids", in[1])
+	ix, err := operand.ReadIndices(opBag, "ids", in[1])
 	if err != nil {
 		return a, err
 	}
-	if !dense.SameShape(ix.Shape, o.idShape) {
+	if !shapes.SameShape(ix.Shape, o.idShape) {
 		return a, fmt.Errorf("%s: ids of shape %v, want %v: %w", opBag, ix.Shape, o.idShape, gather.ErrShape)
 	}
 	n := ix.Shape.TotalSize()
@@ -248,7 +251,7 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 	}()
 	k := 2
 	if o.hasOffsets {
-		off, err := dense.ReadIndices(opBag, "offsets", in[2])
+		off, err := operand.ReadIndices(opBag, "offsets", in[2])
 		if err != nil {
 			return a, err
 		}
@@ -256,7 +259,7 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 		if o.lastOffset {
 			nOff++
 		}
-		if !dense.SameShape(off.Shape, []int{nOff}) {
+		if !shapes.SameShape(off.Shape, []int{nOff}) {
 			return a, fmt.Errorf("%s: offsets of shape %v, want (%d): %w", opBag, off.Shape, nOff, gather.ErrShape)
 		}
 		for b := range o.bags {
@@ -290,11 +293,11 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 		return a, err
 	}
 	if o.hasWeights {
-		w, err := dense.Read(opBag, "weights", in[k])
+		w, err := operand.Read(opBag, "weights", in[k])
 		if err != nil {
 			return a, err
 		}
-		if w.Dtype() != o.dtype || !dense.SameShape(w.Shape(), o.idShape) {
+		if w.Dtype() != o.dtype || !shapes.SameShape(w.Shape(), o.idShape) {
 			return a, fmt.Errorf("%s: weights are %v of shape %v, want %v of shape %v: %w", opBag, w.Dtype(), w.Shape(), o.dtype, o.idShape, gather.ErrShape)
 		}
 		a.w = w
@@ -327,16 +330,16 @@ func (o *bagOp) Arity() int { return o.arity() }
 
 // Type returns table, ids[, offsets][, weights] -> [bags, dim].
 func (o *bagOp) Type() hm.Type {
-	return hm.NewFnType(append(o.inputTypes(), dense.Type(2, o.dtype))...)
+	return hm.NewFnType(append(o.inputTypes(), operand.Type(2, o.dtype))...)
 }
 
 func (o *bagOp) inputTypes() []hm.Type {
-	ts := []hm.Type{dense.Type(2, o.dtype), dense.Type(len(o.idShape), o.idType)}
+	ts := []hm.Type{operand.Type(2, o.dtype), operand.Type(len(o.idShape), o.idType)}
 	if o.hasOffsets {
-		ts = append(ts, dense.Type(1, o.offType))
+		ts = append(ts, operand.Type(1, o.offType))
 	}
 	if o.hasWeights {
-		ts = append(ts, dense.Type(len(o.idShape), o.dtype))
+		ts = append(ts, operand.Type(len(o.idShape), o.dtype))
 	}
 	return ts
 }
@@ -354,7 +357,7 @@ func (o *bagOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return o.do(n
 // is checked before prealloc is written.
 func (o *bagOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Dtype() != o.dtype || !dense.SameShape(out.Shape(), []int{o.bags, o.dim}) || !dense.Writable(out) {
+	if !ok || out.Dtype() != o.dtype || !shapes.SameShape(out.Shape(), []int{o.bags, o.dim}) || !operand.Writable(out) {
 		out = nil
 	}
 	for _, v := range in {
@@ -373,7 +376,7 @@ func (o *bagOp) do(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, erro
 	}
 	defer a.release()
 	if out == nil {
-		out = dense.NewOutput(o.dtype, tensor.Shape{o.bags, o.dim})
+		out = operand.NewOutput(o.dtype, tensor.Shape{o.bags, o.dim})
 	}
 	if o.bags*o.dim == 0 {
 		return out, nil
@@ -403,7 +406,7 @@ func floatsOf[T kernel.Float](t *tensor.Dense) []T {
 	return any(t.Float64s()).([]T)
 }
 
-func pool[T kernel.Float](out, table []T, ids dense.Indices, w []T, dim int, bg *kernel.Bags) {
+func pool[T kernel.Float](out, table []T, ids operand.Indices, w []T, dim int, bg *kernel.Bags) {
 	switch ids.Dtype {
 	case tensor.Int:
 		kernel.BagPool(out, table, ids.Ints, w, dim, bg)
@@ -451,7 +454,7 @@ func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 	if o.hasWeights {
 		diff = append(diff, inputs[o.weightsInput()])
 	}
-	if err := dense.CheckGradSize(o.lbl.String(), output, diff...); err != nil {
+	if err := errs.CheckGradSize(o.lbl.String(), output, diff...); err != nil {
 		return nil, err
 	}
 	out := make(gorgonia.Nodes, len(inputs))
@@ -459,14 +462,14 @@ func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 	if !o.cfg.NoGrad {
 		g, err := gorgonia.ApplyOp(&bagGradOp{fwd: o, wrtTable: true}, args...)
 		if err != nil {
-			return nil, fmt.Errorf("%s: building the table's gradient: %w", opBag, dense.Graph(err))
+			return nil, fmt.Errorf("%s: building the table's gradient: %w", opBag, errs.Graph(err))
 		}
 		out[0] = g
 	}
 	if o.hasWeights {
 		g, err := gorgonia.ApplyOp(&bagGradOp{fwd: o}, args...)
 		if err != nil {
-			return nil, fmt.Errorf("%s: building the weights' gradient: %w", opBag, dense.Graph(err))
+			return nil, fmt.Errorf("%s: building the weights' gradient: %w", opBag, errs.Graph(err))
 		}
 		out[o.weightsInput()] = g
 	}
@@ -481,7 +484,7 @@ func (o *bagOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, out
 	}
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("%s: the output has no gradient: %w", opBag, dense.Graph(err))
+		return fmt.Errorf("%s: the output has no gradient: %w", opBag, errs.Graph(err))
 	}
 	in := make([]gorgonia.Value, 0, len(inputs)+1)
 	for _, n := range inputs {
@@ -491,7 +494,7 @@ func (o *bagOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, out
 	if !o.cfg.NoGrad {
 		dg, err := inputs[0].Grad()
 		if err != nil {
-			return fmt.Errorf("%s: the table has no gradient to add into: %w", opBag, dense.Graph(err))
+			return fmt.Errorf("%s: the table has no gradient to add into: %w", opBag, errs.Graph(err))
 		}
 		if err := (&bagGradOp{fwd: o, wrtTable: true}).IncrDo(dg, in...); err != nil {
 			return err
@@ -500,7 +503,7 @@ func (o *bagOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, out
 	if o.hasWeights {
 		wg, err := inputs[o.weightsInput()].Grad()
 		if err != nil {
-			return fmt.Errorf("%s: the weights have no gradient to add into: %w", opBag, dense.Graph(err))
+			return fmt.Errorf("%s: the weights have no gradient to add into: %w", opBag, errs.Graph(err))
 		}
 		if err := (&bagGradOp{fwd: o}).IncrDo(wg, in...); err != nil {
 			return err
@@ -520,15 +523,15 @@ type bagGradOp struct {
 func (d *bagGradOp) Arity() int { return d.fwd.arity() + 1 }
 
 func (d *bagGradOp) Type() hm.Type {
-	ts := append(d.fwd.inputTypes(), dense.Type(2, d.fwd.dtype))
+	ts := append(d.fwd.inputTypes(), operand.Type(2, d.fwd.dtype))
 	return hm.NewFnType(append(ts, d.outType())...)
 }
 
 func (d *bagGradOp) outType() hm.Type {
 	if d.wrtTable {
-		return dense.Type(2, d.fwd.dtype)
+		return operand.Type(2, d.fwd.dtype)
 	}
-	return dense.Type(len(d.fwd.idShape), d.fwd.dtype)
+	return operand.Type(len(d.fwd.idShape), d.fwd.dtype)
 }
 
 func (d *bagGradOp) shape() tensor.Shape {
@@ -553,7 +556,7 @@ func (d *bagGradOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // Every argument is checked before prealloc is cleared.
 func (d *bagGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Dtype() != d.fwd.dtype || !dense.SameShape(out.Shape(), d.shape()) || !dense.Writable(out) {
+	if !ok || out.Dtype() != d.fwd.dtype || !shapes.SameShape(out.Shape(), d.shape()) || !operand.Writable(out) {
 		return d.Do(in...)
 	}
 	a, g, err := d.check(in)
@@ -569,7 +572,7 @@ func (d *bagGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value)
 // IncrDo adds the gradient into toIncr.
 func (d *bagGradOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
 	dst, ok := toIncr.(*tensor.Dense)
-	if !ok || dst.Dtype() != d.fwd.dtype || !dense.SameShape(dst.Shape(), d.shape()) || !dense.Writable(dst) {
+	if !ok || dst.Dtype() != d.fwd.dtype || !shapes.SameShape(dst.Shape(), d.shape()) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: cannot add into %v: %w", opBag, toIncr, gather.ErrShape)
 	}
 	return d.run(dst, in)
@@ -595,12 +598,12 @@ func (d *bagGradOp) check(in []gorgonia.Value) (bagArgs, *tensor.Dense, error) {
 	if err != nil {
 		return bagArgs{}, nil, err
 	}
-	g, err := dense.Read(opBag, "gradient", in[len(in)-1])
+	g, err := operand.Read(opBag, "gradient", in[len(in)-1])
 	if err != nil {
 		a.release()
 		return bagArgs{}, nil, err
 	}
-	if g.Dtype() != d.fwd.dtype || !dense.SameShape(g.Shape(), []int{d.fwd.bags, d.fwd.dim}) {
+	if g.Dtype() != d.fwd.dtype || !shapes.SameShape(g.Shape(), []int{d.fwd.bags, d.fwd.dim}) {
 		a.release()
 		return bagArgs{}, nil, fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
 			opBag, g.Dtype(), g.Shape(), d.fwd.dtype, d.fwd.bags, d.fwd.dim, gather.ErrShape)
@@ -704,10 +707,10 @@ func PackBags(ids, offsets *tensor.Dense, bags [][]int, pad int) error {
 		what string
 		t    *tensor.Dense
 	}{{"ids", ids}, {"offsets", offsets}} {
-		if err := dense.CheckIndexDtype(op, t.what, t.t.Dtype()); err != nil {
+		if err := operand.CheckIndexDtype(op, t.what, t.t.Dtype()); err != nil {
 			return err
 		}
-		if t.t.Dims() != 1 || !dense.Writable(t.t) {
+		if t.t.Dims() != 1 || !operand.Writable(t.t) {
 			return fmt.Errorf("%s: %s of shape %v must be a vector that is not a view: %w", op, t.what, t.t.Shape(), gather.ErrShape)
 		}
 	}

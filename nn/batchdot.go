@@ -9,8 +9,10 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opBatchDot names BatchDot in error messages.
@@ -55,7 +57,7 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2]}
 	out, err := gorgonia.ApplyOp(o, a, b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opBatchDot, dense.Graph(err))
+		return nil, fmt.Errorf("%s: %w", opBatchDot, errs.Graph(err))
 	}
 	return out, nil
 }
@@ -71,13 +73,13 @@ func (o *batchDotOp) args(in []gorgonia.Value, want int) (a, b *tensor.Dense, er
 	if err := checkArity(opBatchDot, "", len(in), want); err != nil {
 		return nil, nil, err
 	}
-	if a, err = dense.Read(opBatchDot, "a", in[0]); err != nil {
+	if a, err = operand.Read(opBatchDot, "a", in[0]); err != nil {
 		return nil, nil, err
 	}
-	if b, err = dense.Read(opBatchDot, "b", in[1]); err != nil {
+	if b, err = operand.Read(opBatchDot, "b", in[1]); err != nil {
 		return nil, nil, err
 	}
-	if a.Dtype() != o.dtype || b.Dtype() != o.dtype || !dense.SameShape(a.Shape(), []int{o.n, o.d}) || !dense.SameShape(b.Shape(), []int{o.n, o.k, o.d}) {
+	if a.Dtype() != o.dtype || b.Dtype() != o.dtype || !shapes.SameShape(a.Shape(), []int{o.n, o.d}) || !shapes.SameShape(b.Shape(), []int{o.n, o.k, o.d}) {
 		return nil, nil, fmt.Errorf("%s: a is %v of shape %v and b %v of shape %v, want %v of shapes (%d, %d) and (%d, %d, %d): %w",
 			opBatchDot, a.Dtype(), a.Shape(), b.Dtype(), b.Shape(), o.dtype, o.n, o.d, o.n, o.k, o.d, gather.ErrShape)
 	}
@@ -87,7 +89,7 @@ func (o *batchDotOp) args(in []gorgonia.Value, want int) (a, b *tensor.Dense, er
 func (o *batchDotOp) Arity() int { return 2 }
 
 func (o *batchDotOp) Type() hm.Type {
-	return hm.NewFnType(dense.Type(2, o.dtype), dense.Type(3, o.dtype), dense.Type(2, o.dtype))
+	return hm.NewFnType(operand.Type(2, o.dtype), operand.Type(3, o.dtype), operand.Type(2, o.dtype))
 }
 
 func (o *batchDotOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
@@ -149,14 +151,14 @@ func (o *batchDotOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node)
 	if err := checkArity(opBatchDot, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
-	if err := dense.CheckGradSize(opBatchDot, output, inputs...); err != nil {
+	if err := errs.CheckGradSize(opBatchDot, output, inputs...); err != nil {
 		return nil, err
 	}
 	out := make(gorgonia.Nodes, 2)
 	for w := range out {
 		g, err := gorgonia.ApplyOp(&batchDotDiffOp{fwd: o, wrt: w}, inputs[0], inputs[1], grad)
 		if err != nil {
-			return nil, fmt.Errorf("%s: building the gradient: %w", opBatchDot, dense.Graph(err))
+			return nil, fmt.Errorf("%s: building the gradient: %w", opBatchDot, errs.Graph(err))
 		}
 		out[w] = g
 	}
@@ -169,12 +171,12 @@ func (o *batchDotOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes
 	}
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("%s: the output has no gradient: %w", opBatchDot, dense.Graph(err))
+		return fmt.Errorf("%s: the output has no gradient: %w", opBatchDot, errs.Graph(err))
 	}
 	for w, n := range inputs {
 		dg, err := n.Grad()
 		if err != nil {
-			return fmt.Errorf("%s: an input has no gradient to add into: %w", opBatchDot, dense.Graph(err))
+			return fmt.Errorf("%s: an input has no gradient to add into: %w", opBatchDot, errs.Graph(err))
 		}
 		if err := (&batchDotDiffOp{fwd: o, wrt: w}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up); err != nil {
 			return err
@@ -201,7 +203,7 @@ func (d *batchDotDiffOp) Arity() int { return 3 }
 
 func (d *batchDotDiffOp) Type() hm.Type {
 	dt := d.fwd.dtype
-	return hm.NewFnType(dense.Type(2, dt), dense.Type(3, dt), dense.Type(2, dt), dense.Type(len(d.shape()), dt))
+	return hm.NewFnType(operand.Type(2, dt), operand.Type(3, dt), operand.Type(2, dt), operand.Type(len(d.shape()), dt))
 }
 
 func (d *batchDotDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
@@ -224,7 +226,7 @@ func (d *batchDotDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) err
 // argument, so that dst is untouched on error.
 func (d *batchDotDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 	o := d.fwd
-	if dst.Dtype() != o.dtype || !dense.SameShape(dst.Shape(), d.shape()) || !dense.Writable(dst) {
+	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), d.shape()) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			opBatchDot, dst.Dtype(), dst.Shape(), o.dtype, d.shape(), gather.ErrShape)
 	}
@@ -232,11 +234,11 @@ func (d *batchDotDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) e
 	if err != nil {
 		return err
 	}
-	g, err := dense.Read(opBatchDot, "upstream gradient", in[2])
+	g, err := operand.Read(opBatchDot, "upstream gradient", in[2])
 	if err != nil {
 		return err
 	}
-	if g.Dtype() != o.dtype || !dense.SameShape(g.Shape(), []int{o.n, o.k}) {
+	if g.Dtype() != o.dtype || !shapes.SameShape(g.Shape(), []int{o.n, o.k}) {
 		return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
 			opBatchDot, g.Dtype(), g.Shape(), o.dtype, o.n, o.k, gather.ErrShape)
 	}

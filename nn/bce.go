@@ -10,8 +10,10 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opBCE names BCEWithLogits in error messages.
@@ -52,10 +54,10 @@ func BCEWithLogits(logits, targets *gorgonia.Node, opts ...Option) (*gorgonia.No
 		return nil, fmt.Errorf("%s: targets are %v, the logits %v: %w", opBCE, targets.Dtype(), dt, gather.ErrDtype)
 	}
 	shape := logits.Shape().Clone()
-	if !dense.SameShape(shape, targets.Shape()) {
+	if !shapes.SameShape(shape, targets.Shape()) {
 		return nil, fmt.Errorf("%s: targets of shape %v must have the logits' shape %v: %w", opBCE, targets.Shape(), shape, gather.ErrShape)
 	}
-	if _, err := dense.Size(opBCE, "logits", shape); err != nil {
+	if _, err := shapes.Size(opBCE, "logits", shape); err != nil {
 		return nil, err
 	}
 	o := &bceOp{dtype: dt, shape: shape, reduction: c.loss.reduction}
@@ -70,7 +72,7 @@ func BCEWithLogits(logits, targets *gorgonia.Node, opts ...Option) (*gorgonia.No
 	}
 	n, err := gorgonia.ApplyOp(o, logits, targets)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opBCE, dense.Graph(err))
+		return nil, fmt.Errorf("%s: %w", opBCE, errs.Graph(err))
 	}
 	return n, nil
 }
@@ -81,14 +83,14 @@ func classVector(op, what string, w tensor.Tensor, dt tensor.Dtype, n int) ([]fl
 	if w == nil {
 		return nil, fmt.Errorf("%s: the %s is nil: %w", op, what, gather.ErrShape)
 	}
-	d, err := dense.Read(op, what, w)
+	d, err := operand.Read(op, what, w)
 	if err != nil {
 		return nil, err
 	}
 	if d.Dtype() != dt {
 		return nil, fmt.Errorf("%s: the %s is %v, the logits %v: %w", op, what, d.Dtype(), dt, gather.ErrDtype)
 	}
-	if !dense.SameShape(d.Shape(), []int{n}) {
+	if !shapes.SameShape(d.Shape(), []int{n}) {
 		return nil, fmt.Errorf("%s: the %s has shape %v, want (%d), one per class: %w", op, what, d.Shape(), n, gather.ErrShape)
 	}
 	out := make([]float64, n)
@@ -123,11 +125,11 @@ func (o *bceOp) args(in []gorgonia.Value, want int) (bceArgs, error) {
 	}
 	var a bceArgs
 	for k, what := range []string{"logits", "targets"} {
-		t, err := dense.Read(opBCE, what, in[k])
+		t, err := operand.Read(opBCE, what, in[k])
 		if err != nil {
 			return a, err
 		}
-		if t.Dtype() != o.dtype || !dense.SameShape(t.Shape(), o.shape) {
+		if t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), o.shape) {
 			return a, fmt.Errorf("%s: %s are %v of shape %v, want %v of shape %v: %w", opBCE, what, t.Dtype(), t.Shape(), o.dtype, o.shape, gather.ErrShape)
 		}
 		if k == 0 {
@@ -153,7 +155,7 @@ func (o *bceOp) outShape() tensor.Shape {
 }
 
 func (o *bceOp) Type() hm.Type {
-	x := dense.Type(len(o.shape), o.dtype)
+	x := operand.Type(len(o.shape), o.dtype)
 	if o.reduction == ReduceNone {
 		return hm.NewFnType(x, x, x)
 	}
@@ -320,12 +322,12 @@ func (o *bceOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 	if err := checkArity(opBCE, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
-	if err := dense.CheckGradSize(opBCE, output, inputs[0]); err != nil {
+	if err := errs.CheckGradSize(opBCE, output, inputs[0]); err != nil {
 		return nil, err
 	}
 	d, err := gorgonia.ApplyOp(&bceDiffOp{o}, inputs[0], inputs[1], grad)
 	if err != nil {
-		return nil, fmt.Errorf("%s: building the gradient: %w", opBCE, dense.Graph(err))
+		return nil, fmt.Errorf("%s: building the gradient: %w", opBCE, errs.Graph(err))
 	}
 	return gorgonia.Nodes{d, nil}, nil
 }
@@ -336,11 +338,11 @@ func (o *bceOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, out
 	}
 	dg, err := inputs[0].Grad()
 	if err != nil {
-		return fmt.Errorf("%s: logits have no gradient to add into: %w", opBCE, dense.Graph(err))
+		return fmt.Errorf("%s: logits have no gradient to add into: %w", opBCE, errs.Graph(err))
 	}
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("%s: the loss has no gradient: %w", opBCE, dense.Graph(err))
+		return fmt.Errorf("%s: the loss has no gradient: %w", opBCE, errs.Graph(err))
 	}
 	return (&bceDiffOp{o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
 }
@@ -352,7 +354,7 @@ type bceDiffOp struct{ fwd *bceOp }
 func (d *bceDiffOp) Arity() int { return 3 }
 
 func (d *bceDiffOp) Type() hm.Type {
-	x := dense.Type(len(d.fwd.shape), d.fwd.dtype)
+	x := operand.Type(len(d.fwd.shape), d.fwd.dtype)
 	var up hm.Type = d.fwd.dtype
 	if d.fwd.reduction == ReduceNone {
 		up = x
@@ -380,7 +382,7 @@ func (d *bceDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
 // argument, so that dst is untouched on error.
 func (d *bceDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 	o := d.fwd
-	if dst.Dtype() != o.dtype || !dense.SameShape(dst.Shape(), o.shape) || !dense.Writable(dst) {
+	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			opBCE, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
@@ -392,14 +394,14 @@ func (d *bceDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error 
 	var scale float64
 	var ups *tensor.Dense
 	if o.reduction == ReduceNone {
-		if ups, err = dense.Read(opBCE, "upstream gradient", in[2]); err != nil {
+		if ups, err = operand.Read(opBCE, "upstream gradient", in[2]); err != nil {
 			return err
 		}
-		if ups.Dtype() != o.dtype || !dense.SameShape(ups.Shape(), o.shape) {
+		if ups.Dtype() != o.dtype || !shapes.SameShape(ups.Shape(), o.shape) {
 			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape %v: %w", opBCE, ups.Dtype(), ups.Shape(), o.dtype, o.shape, gather.ErrShape)
 		}
 	} else {
-		up, err := dense.Scalar("upstream gradient", in[2])
+		up, err := operand.Scalar("upstream gradient", in[2])
 		if err != nil {
 			return fmt.Errorf("%s gradient: %w", opBCE, err)
 		}

@@ -9,9 +9,12 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // An Embedding is a learnable table of vocab rows of dim values, looked up
@@ -58,7 +61,7 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 	if vocab <= 0 || dim <= 0 {
 		return nil, fmt.Errorf("%s: vocabulary %d and dimension %d must be positive: %w", prefix, vocab, dim, gather.ErrShape)
 	}
-	n, err := dense.Size("embedding", "table", tensor.Shape{vocab, dim})
+	n, err := shapes.Size("embedding", "table", tensor.Shape{vocab, dim})
 	if err != nil {
 		return nil, err
 	}
@@ -135,14 +138,14 @@ func initTable(prefix string, init gorgonia.InitWFn, dt tensor.Dtype, vocab, dim
 // copyWeights returns a copy of t, checked to be a [vocab, dim] tensor of
 // dtype dt.
 func copyWeights(prefix string, t tensor.Tensor, dt tensor.Dtype, vocab, dim int) (*tensor.Dense, error) {
-	d, err := dense.Read("embedding", "weights", t)
+	d, err := operand.Read("embedding", "weights", t)
 	if err != nil {
 		return nil, err
 	}
 	if d.Dtype() != dt {
 		return nil, fmt.Errorf("%s: the weights are %v, the table %v: %w", prefix, d.Dtype(), dt, gather.ErrDtype)
 	}
-	if !dense.SameShape(d.Shape(), []int{vocab, dim}) {
+	if !shapes.SameShape(d.Shape(), []int{vocab, dim}) {
 		return nil, fmt.Errorf("%s: the weights have shape %v, the table (%d, %d): %w", prefix, d.Shape(), vocab, dim, gather.ErrShape)
 	}
 	return d.Clone().(*tensor.Dense), nil
@@ -261,8 +264,8 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 
 // opConfig returns the configuration of the op of a lookup (op
 // "embedding") or a bag (op "embedding_bag") of the table.
-func (e *Embedding) opConfig(op string) dense.Config {
-	c := dense.Config{GradScale: 1, Layer: dense.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
+func (e *Embedding) opConfig(op string) opconfig.Config {
+	c := opconfig.Config{GradScale: 1, Layer: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
 	if e.cfg.hasPad {
 		c.HasPad, c.Pad = true, e.cfg.pad
 	}
@@ -277,7 +280,7 @@ func (e *Embedding) opConfig(op string) dense.Config {
 // options returns opConfig(op) as the options of package gather's ops.
 func (e *Embedding) options(op string) []gather.Option {
 	c := e.opConfig(op)
-	return []gather.Option{func(d *dense.Config) { *d = c }}
+	return []gather.Option{func(d *opconfig.Config) { *d = c }}
 }
 
 // renormed returns the table as a lookup of ids should read it: for a
@@ -291,15 +294,15 @@ func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, err
 	if ids == nil {
 		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
 	}
-	if err := dense.CheckIndexDtype("embedding", "ids", ids.Dtype()); err != nil {
+	if err := operand.CheckIndexDtype("embedding", "ids", ids.Dtype()); err != nil {
 		return nil, err
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
 	o := &renormOp{maxNorm: e.cfg.maxNorm, dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim,
-		idDims: ids.Dims(), lbl: dense.Label{Op: op, Name: e.Table.Name(), Arg: "ids"}}
+		idDims: ids.Dims(), lbl: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids"}}
 	t, err := gorgonia.ApplyOp(o, table, ids)
 	if err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
 	}
 	return t, nil
 }
@@ -315,7 +318,7 @@ func (e *Embedding) tap(out *gorgonia.Node, l sparseLookup) (*gorgonia.Node, err
 		gorgonia.WithName(name), gorgonia.WithValue(zeros))
 	passed, err := gorgonia.ApplyOp(&tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone(), table: fmt.Sprintf("embedding %q", e.Table.Name())}, out, l.tap)
 	if err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
 	}
 	e.lookups = append(e.lookups, l)
 	return passed, nil

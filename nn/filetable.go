@@ -13,9 +13,10 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // forCreateTable and forOpenEmbedding are the options CreateTable and
@@ -82,15 +83,16 @@ func CreateTable(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Opt
 			return err
 		}
 		if dt == tensor.Float32 {
-			return fillTable[float32](f, int64(len(header)), vocab, dim, dt, cfg)
+			return fillTable[float32](f, int64(len(header)), prefix, vocab, dim, dt, cfg)
 		}
-		return fillTable[float64](f, int64(len(header)), vocab, dim, dt, cfg)
+		return fillTable[float64](f, int64(len(header)), prefix, vocab, dim, dt, cfg)
 	})
 }
 
 // fillTable writes the table's initial values (of dtype dt, whose Go type
-// is T), block by block in parallel, to f from offset on.
-func fillTable[T float32 | float64](f *os.File, offset int64, vocab, dim int, dt tensor.Dtype, cfg config) error {
+// is T), block by block in parallel, to f from offset on; errors start with
+// prefix.
+func fillTable[T float32 | float64](f *os.File, offset int64, prefix string, vocab, dim int, dt tensor.Dtype, cfg config) error {
 	blocks := (vocab + initRows - 1) / initRows
 	var mu sync.Mutex
 	var first error
@@ -112,7 +114,7 @@ func fillTable[T float32 | float64](f *os.File, offset int64, vocab, dim int, dt
 			} else {
 				got, ok := cfg.init(dt, r1-r0, dim).([]T)
 				if !ok || len(got) != len(v) {
-					fail(fmt.Errorf("table: the initialiser returned a %T of %d values for a block of (%d, %d): %w", got, len(got), r1-r0, dim, gather.ErrShape))
+					fail(fmt.Errorf("%s: the initialiser returned a %T of %d values for a block of (%d, %d): %w", prefix, got, len(got), r1-r0, dim, gather.ErrShape))
 					return
 				}
 				copy(v, got)
@@ -282,7 +284,7 @@ type willNeedOp struct {
 func (o *willNeedOp) Arity() int { return 2 }
 
 func (o *willNeedOp) Type() hm.Type {
-	return hm.NewFnType(dense.Type(2, o.dtype), dense.Type(o.idDims, o.idType), dense.Type(2, o.dtype))
+	return hm.NewFnType(operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType), operand.Type(2, o.dtype))
 }
 
 func (o *willNeedOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
@@ -295,7 +297,7 @@ func (o *willNeedOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := checkArity("embedding", " prefetch", len(in), 2); err != nil {
 		return nil, err
 	}
-	ix, err := dense.ReadIndices("embedding", "ids", in[1])
+	ix, err := operand.ReadIndices("embedding", "ids", in[1])
 	if err != nil {
 		return nil, err
 	}
@@ -330,11 +332,11 @@ func (o *willNeedOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node)
 func (o *willNeedOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("embedding %q: prefetch: %w", o.name, dense.Graph(err))
+		return fmt.Errorf("embedding %q: prefetch: %w", o.name, errs.Graph(err))
 	}
 	dg, err := inputs[0].Grad()
 	if err != nil {
-		return fmt.Errorf("embedding %q: prefetch: %w", o.name, dense.Graph(err))
+		return fmt.Errorf("embedding %q: prefetch: %w", o.name, errs.Graph(err))
 	}
 	addGrad(dg, up)
 	return nil
@@ -346,7 +348,7 @@ func (e *Embedding) prefetched(table, ids *gorgonia.Node) (*gorgonia.Node, error
 	if e.file == nil || ids == nil {
 		return table, nil
 	}
-	if err := dense.CheckIndexDtype("embedding", "ids", ids.Dtype()); err != nil {
+	if err := operand.CheckIndexDtype("embedding", "ids", ids.Dtype()); err != nil {
 		return nil, err
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
@@ -354,7 +356,7 @@ func (e *Embedding) prefetched(table, ids *gorgonia.Node) (*gorgonia.Node, error
 		dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim, idDims: ids.Dims(), name: e.Table.Name()}
 	t, err := gorgonia.ApplyOp(o, table, ids)
 	if err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), dense.Graph(err))
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
 	}
 	return t, nil
 }

@@ -16,7 +16,8 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 var indexDtypes = []tensor.Dtype{tensor.Int, tensor.Int32, tensor.Int64}
@@ -88,7 +89,7 @@ func FuzzCrossEntropy(f *testing.F) {
 			if err != nil || gerr != nil {
 				t.Fatalf("targets %v: unexpected errors %v, %v", y, err, gerr)
 			}
-			got, _ := dense.Scalar("loss", loss)
+			got, _ := operand.Scalar("loss", loss)
 			if r == 0 {
 				if !math.IsNaN(got) {
 					t.Fatalf("empty batch: loss %v, want NaN", got)
@@ -213,8 +214,8 @@ func FuzzEmbeddingBag(f *testing.F) {
 			g[i] = float64(i%5) - 2
 		}
 		o := &bagOp{mode: mode, dtype: dt, idType: tensor.Int64, offType: tensor.Int64, vocab: vocab, dim: dim, bags: bags,
-			idShape: tensor.Shape{n}, hasOffsets: true, hasWeights: weights, cfg: dense.Config{GradScale: 1, HasPad: pad >= 0, Pad: pad},
-			lbl: dense.Label{Op: opBag, Arg: "ids", NonNegative: true}}
+			idShape: tensor.Shape{n}, hasOffsets: true, hasWeights: weights, cfg: opconfig.Config{GradScale: 1, HasPad: pad >= 0, Pad: pad},
+			lbl: opconfig.Label{Op: opBag, Arg: "ids", NonNegative: true}}
 		tt := floatTensor(table, []int{vocab, dim}, dt)
 		it := castIndices(ids, []int{n}, tensor.Int64)
 		ot := castIndices(offs, []int{bags}, tensor.Int64)

@@ -10,8 +10,11 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opCrossEntropy and opNLL name the losses in error messages.
@@ -84,14 +87,14 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 	if dt != tensor.Float32 && dt != tensor.Float64 {
 		return nil, fmt.Errorf("%s: %s must be float32 or float64, got %v: %w", op, what, dt, gather.ErrDtype)
 	}
-	if err := dense.CheckIndexDtype(op, "targets", targets.Dtype()); err != nil {
+	if err := operand.CheckIndexDtype(op, "targets", targets.Dtype()); err != nil {
 		return nil, err
 	}
 	ls := scores.Shape().Clone()
 	if err := checkTargets(op, what, ls, targets.Shape()); err != nil {
 		return nil, err
 	}
-	if _, err := dense.Size(op, what, ls); err != nil {
+	if _, err := shapes.Size(op, what, ls); err != nil {
 		return nil, err
 	}
 	classes := ls[len(ls)-1]
@@ -107,7 +110,7 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 	}
 	n, err := gorgonia.ApplyOp(o, scores, targets)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, dense.Graph(err))
+		return nil, fmt.Errorf("%s: %w", op, errs.Graph(err))
 	}
 	return n, nil
 }
@@ -115,7 +118,7 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 // checkTargets reports an error unless targets has the shape of scores
 // (named what) without its last axis.
 func checkTargets(op, what string, scores, targets tensor.Shape) error {
-	if len(scores) < 1 || !dense.SameShape(scores[:len(scores)-1], targets) {
+	if len(scores) < 1 || !shapes.SameShape(scores[:len(scores)-1], targets) {
 		return fmt.Errorf("%s: targets of shape %v do not match %s of shape %v (want %v): %w",
 			op, targets, what, scores, scores[:max(len(scores)-1, 0)], gather.ErrShape)
 	}
@@ -148,7 +151,7 @@ func (o *crossEntropyOp) plain() bool {
 // entropyArgs are the checked arguments of the loss and of its gradient.
 type entropyArgs struct {
 	logits  *tensor.Dense // row-major
-	targets dense.Indices
+	targets operand.Indices
 	rows    int
 	classes int
 }
@@ -156,15 +159,15 @@ type entropyArgs struct {
 // args reads logits and targets and checks every target, so that nothing is
 // written on error.
 func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, error) {
-	x, err := dense.Read(o.op, "logits", logits)
+	x, err := operand.Read(o.op, "logits", logits)
 	if err != nil {
 		return entropyArgs{}, err
 	}
-	if x.Dtype() != o.dtype || !dense.SameShape(x.Shape(), o.shape) {
+	if x.Dtype() != o.dtype || !shapes.SameShape(x.Shape(), o.shape) {
 		return entropyArgs{}, fmt.Errorf("%s: logits are %v of shape %v, want %v of shape %v: %w",
 			o.op, x.Dtype(), x.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
-	t, err := dense.ReadIndices(o.op, "targets", targets)
+	t, err := operand.ReadIndices(o.op, "targets", targets)
 	if err != nil {
 		return entropyArgs{}, err
 	}
@@ -177,11 +180,11 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 		return entropyArgs{}, fmt.Errorf("%s: targets of shape %v do not match logits of shape %v: %w",
 			o.op, t.Shape, o.shape, gather.ErrShape)
 	}
-	l := dense.Label{Op: o.op, Arg: "targets", NonNegative: true}
+	l := opconfig.Label{Op: o.op, Arg: "targets", NonNegative: true}
 	if o.hasIgnore {
 		for p := range rows {
 			if v := t.At(p); v != o.ignore && (v < 0 || v >= int64(classes)) {
-				return entropyArgs{}, &gather.IndexError{Op: l.Op, Arg: l.Arg, Pos: dense.Unravel(p, t.Shape), Value: v,
+				return entropyArgs{}, &gather.IndexError{Op: l.Op, Arg: l.Arg, Pos: shapes.Unravel(p, t.Shape), Value: v,
 					Axis: len(o.shape) - 1, Size: classes, NonNegative: true}
 			}
 		}
@@ -206,14 +209,14 @@ func (o *crossEntropyOp) outShape() tensor.Shape {
 // outType is the type of the loss.
 func (o *crossEntropyOp) outType() hm.Type {
 	if o.reduction == ReduceNone && len(o.shape) > 1 {
-		return dense.Type(len(o.shape)-1, o.dtype)
+		return operand.Type(len(o.shape)-1, o.dtype)
 	}
 	return o.dtype
 }
 
 // Type returns logits, targets -> the loss.
 func (o *crossEntropyOp) Type() hm.Type {
-	return hm.NewFnType(dense.Type(len(o.shape), o.dtype), dense.Type(len(o.shape)-1, o.targetType), o.outType())
+	return hm.NewFnType(operand.Type(len(o.shape), o.dtype), operand.Type(len(o.shape)-1, o.targetType), o.outType())
 }
 
 // InferShape returns the loss's shape.
@@ -310,17 +313,17 @@ func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.N
 	if err := checkArity(o.op, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
-	if err := dense.CheckGradSize(o.op, nil, inputs[0]); err != nil {
+	if err := errs.CheckGradSize(o.op, nil, inputs[0]); err != nil {
 		return nil, err
 	}
 	if o.reduction == ReduceNone {
-		if err := dense.CheckGradSize(o.op, output); err != nil {
+		if err := errs.CheckGradSize(o.op, output); err != nil {
 			return nil, err
 		}
 	}
 	d, err := gorgonia.ApplyOp(&crossEntropyDiffOp{o}, inputs[0], inputs[1], grad)
 	if err != nil {
-		return nil, fmt.Errorf("%s: building the gradient: %w", o.op, dense.Graph(err))
+		return nil, fmt.Errorf("%s: building the gradient: %w", o.op, errs.Graph(err))
 	}
 	return gorgonia.Nodes{d, nil}, nil
 }
@@ -333,11 +336,11 @@ func (o *crossEntropyOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.N
 	}
 	dg, err := inputs[0].Grad()
 	if err != nil {
-		return fmt.Errorf("%s: logits have no gradient to add into: %w", o.op, dense.Graph(err))
+		return fmt.Errorf("%s: logits have no gradient to add into: %w", o.op, errs.Graph(err))
 	}
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("%s: the loss has no gradient: %w", o.op, dense.Graph(err))
+		return fmt.Errorf("%s: the loss has no gradient: %w", o.op, errs.Graph(err))
 	}
 	return (&crossEntropyDiffOp{o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
 }
@@ -350,8 +353,8 @@ func (d *crossEntropyDiffOp) Arity() int { return 3 }
 
 func (d *crossEntropyDiffOp) Type() hm.Type {
 	f := d.fwd
-	x := dense.Type(len(f.shape), f.dtype)
-	return hm.NewFnType(x, dense.Type(len(f.shape)-1, f.targetType), f.outType(), x)
+	x := operand.Type(len(f.shape), f.dtype)
+	return hm.NewFnType(x, operand.Type(len(f.shape)-1, f.targetType), f.outType(), x)
 }
 
 func (d *crossEntropyDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
@@ -381,7 +384,7 @@ func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Valu
 	if err := checkArity(o.op, " gradient", len(in), 3); err != nil {
 		return err
 	}
-	if dst.Dtype() != o.dtype || !dense.SameShape(dst.Shape(), o.shape) || !dense.Writable(dst) {
+	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			o.op, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
@@ -392,11 +395,11 @@ func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Valu
 	var up float64
 	var ups []float64 // ReduceNone: the upstream gradient of each row
 	if o.reduction == ReduceNone && len(o.shape) > 1 {
-		u, err := dense.Read(o.op, "upstream gradient", in[2])
+		u, err := operand.Read(o.op, "upstream gradient", in[2])
 		if err != nil {
 			return err
 		}
-		if u.Dtype() != o.dtype || !dense.SameShape(u.Shape(), o.outShape()) {
+		if u.Dtype() != o.dtype || !shapes.SameShape(u.Shape(), o.outShape()) {
 			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape %v: %w",
 				o.op, u.Dtype(), u.Shape(), o.dtype, o.outShape(), gather.ErrShape)
 		}
@@ -408,7 +411,7 @@ func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Valu
 				ups[i] = u.Float64s()[i]
 			}
 		}
-	} else if up, err = dense.Scalar("upstream gradient", in[2]); err != nil {
+	} else if up, err = operand.Scalar("upstream gradient", in[2]); err != nil {
 		return fmt.Errorf("%s gradient: %w", o.op, err)
 	}
 	if a.rows == 0 || a.classes == 0 {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/gradcheck"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // refCrossEntropy is the loss and its gradient with respect to logits,
@@ -69,7 +69,7 @@ func runLoss(t *testing.T, x, targets *tensor.Dense, lisp bool) (float64, []floa
 	}
 	defer vm.Close()
 	require.NoError(t, vm.RunAll())
-	l, err := dense.Scalar("loss", loss.Value())
+	l, err := operand.Scalar("loss", loss.Value())
 	require.NoError(t, err)
 	gv, err := xn.Grad()
 	require.NoError(t, err)
@@ -345,7 +345,7 @@ func TestCrossEntropyFloat32NonFinite(t *testing.T) {
 			}
 			g, err := (&crossEntropyDiffOp{o}).Do(xt, yt, one)
 			require.NoError(t, err)
-			lv, err := dense.Scalar("loss", l)
+			lv, err := operand.Scalar("loss", l)
 			require.NoError(t, err)
 			losses, grads = append(losses, lv), append(grads, floats(g.(*tensor.Dense)))
 		}

@@ -10,8 +10,11 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // renormOp rescales in place each row of the table that its ids name and
@@ -27,13 +30,13 @@ type renormOp struct {
 	idType     tensor.Dtype
 	vocab, dim int
 	idDims     int
-	lbl        dense.Label
+	lbl        opconfig.Label
 }
 
 func (o *renormOp) Arity() int { return 2 }
 
 func (o *renormOp) Type() hm.Type {
-	return hm.NewFnType(dense.Type(2, o.dtype), dense.Type(o.idDims, o.idType), dense.Type(2, o.dtype))
+	return hm.NewFnType(operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType), operand.Type(2, o.dtype))
 }
 
 func (o *renormOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
@@ -46,11 +49,11 @@ func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 		return nil, err
 	}
 	t, ok := in[0].(*tensor.Dense)
-	if !ok || !dense.Writable(t) || t.Dtype() != o.dtype || !dense.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
+	if !ok || !operand.Writable(t) || t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
 		return nil, fmt.Errorf("embedding %q: max-norm needs the table as a row-major %v tensor of shape (%d, %d), got %v: %w",
 			o.lbl.Name, o.dtype, o.vocab, o.dim, in[0], gather.ErrShape)
 	}
-	ix, err := dense.ReadIndices("embedding", "ids", in[1])
+	ix, err := operand.ReadIndices("embedding", "ids", in[1])
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +72,7 @@ func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // renorm rescales the rows of table named by ix whose norm exceeds
 // maxNorm. A row named twice is rescaled once: the second time its norm
 // is below maxNorm.
-func renorm[T kernel.Float](table []T, ix dense.Indices, vocab, dim int, maxNorm float64) {
+func renorm[T kernel.Float](table []T, ix operand.Indices, vocab, dim int, maxNorm float64) {
 	for p := range ix.Shape.TotalSize() {
 		j := kernel.Wrap(ix.At(p), vocab)
 		row := table[j*dim : (j+1)*dim]
@@ -112,11 +115,11 @@ func (o *renormOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (
 func (o *renormOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("embedding %q: max-norm: %w", o.lbl.Name, dense.Graph(err))
+		return fmt.Errorf("embedding %q: max-norm: %w", o.lbl.Name, errs.Graph(err))
 	}
 	dg, err := inputs[0].Grad()
 	if err != nil {
-		return fmt.Errorf("embedding %q: max-norm: %w", o.lbl.Name, dense.Graph(err))
+		return fmt.Errorf("embedding %q: max-norm: %w", o.lbl.Name, errs.Graph(err))
 	}
 	addGrad(dg, up)
 	return nil

@@ -9,8 +9,10 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // gradRun writes, or with add adds, a gradient op's result into dst, after
@@ -33,7 +35,7 @@ func doNew(dt tensor.Dtype, shape tensor.Shape, in []gorgonia.Value, run gradRun
 // with no input), else into a new tensor.
 func doPrealloc(prealloc gorgonia.Value, dt tensor.Dtype, shape tensor.Shape, in []gorgonia.Value, run gradRun) (gorgonia.Value, error) {
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Dtype() != dt || !dense.SameShape(out.Shape(), shape) || !dense.Writable(out) {
+	if !ok || out.Dtype() != dt || !shapes.SameShape(out.Shape(), shape) || !operand.Writable(out) {
 		return doNew(dt, shape, in, run)
 	}
 	for _, v := range in {
@@ -68,7 +70,7 @@ func hashOf(w interface{ WriteHash(hash.Hash) }) uint32 {
 // overlapsValue reports whether out shares memory with the value v.
 func overlapsValue(out *tensor.Dense, v gorgonia.Value) bool {
 	t, ok := v.(*tensor.Dense)
-	return ok && dense.Overlaps(out, t)
+	return ok && operand.Overlaps(out, t)
 }
 
 // checkArity reports an error unless the op named op got want inputs.
@@ -82,9 +84,9 @@ func checkArity(op, role string, n, want int) error {
 // checkIndices returns a *gather.IndexError for the first index of ix
 // outside the range l admits ([0, s) or [-s, s-1]), or nil; l names where
 // the indices are, axis what they index.
-func checkIndices(l dense.Label, ix dense.Indices, axis, s int) error {
+func checkIndices(l opconfig.Label, ix operand.Indices, axis, s int) error {
 	if p := ix.FirstBadIn(l, s); p >= 0 {
-		return &gather.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: dense.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
+		return &gather.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: shapes.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
 	}
 	return nil
 }

@@ -12,9 +12,12 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // A RowGrad is the gradient of an embedding table held as the rows a batch
@@ -51,7 +54,7 @@ type rowBuf struct {
 // memory when buf is not nil and it is large enough (then kept there).
 func newValues(dt tensor.Dtype, n, dim int, buf *rowBuf) *tensor.Dense {
 	if buf == nil {
-		return dense.NewOutput(dt, tensor.Shape{n, dim})
+		return operand.NewOutput(dt, tensor.Shape{n, dim})
 	}
 	var backing any
 	switch v := buf.values.(type) {
@@ -65,7 +68,7 @@ func newValues(dt tensor.Dtype, n, dim int, buf *rowBuf) *tensor.Dense {
 		}
 	}
 	if backing == nil {
-		t := dense.NewOutput(dt, tensor.Shape{n, dim})
+		t := operand.NewOutput(dt, tensor.Shape{n, dim})
 		buf.values = t.Data()
 		return t
 	}
@@ -74,11 +77,11 @@ func newValues(dt tensor.Dtype, n, dim int, buf *rowBuf) *tensor.Dense {
 
 // rowGradient is RowGradient, built in buf's memory when buf is not nil.
 func rowGradient(ids, grad tensor.Tensor, vocab, pad int, buf *rowBuf) (*RowGrad, error) {
-	ix, err := dense.ReadIndices("row gradient", "ids", ids)
+	ix, err := operand.ReadIndices("row gradient", "ids", ids)
 	if err != nil {
 		return nil, err
 	}
-	g, err := dense.Read("row gradient", "gradient", grad)
+	g, err := operand.Read("row gradient", "gradient", grad)
 	if err != nil {
 		return nil, err
 	}
@@ -86,12 +89,12 @@ func rowGradient(ids, grad tensor.Tensor, vocab, pad int, buf *rowBuf) (*RowGrad
 		return nil, fmt.Errorf("row gradient: gradient must be float32 or float64, got %v: %w", dt, gather.ErrDtype)
 	}
 	gs := g.Shape()
-	if len(gs) != len(ix.Shape)+1 || !dense.SameShape(gs[:len(gs)-1], ix.Shape) {
+	if len(gs) != len(ix.Shape)+1 || !shapes.SameShape(gs[:len(gs)-1], ix.Shape) {
 		return nil, fmt.Errorf("row gradient: gradient of shape %v does not fit ids of shape %v (want ids.shape + [dim]): %w",
 			gs, ix.Shape, gather.ErrShape)
 	}
 	dim := gs[len(gs)-1]
-	if err := checkIndices(dense.Label{Op: "row gradient", Arg: "ids", NonNegative: true}, ix, 0, vocab); err != nil {
+	if err := checkIndices(opconfig.Label{Op: "row gradient", Arg: "ids", NonNegative: true}, ix, 0, vocab); err != nil {
 		return nil, err
 	}
 	order := sortedRows(ix, vocab, buf)
@@ -130,7 +133,7 @@ type rowPos struct{ row, pos int }
 // below 2^(64 - bits of n)), and radix-sorted on the row's bits (see
 // sortKeys); otherwise they are sorted as pairs. With buf, it works in
 // buf's memory.
-func sortedRows(ix dense.Indices, vocab int, buf *rowBuf) []rowPos {
+func sortedRows(ix operand.Indices, vocab int, buf *rowBuf) []rowPos {
 	n := ix.Shape.TotalSize()
 	if buf == nil {
 		buf = &rowBuf{}
@@ -237,14 +240,14 @@ func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err erro
 		return 0, fmt.Errorf("%s: table must be float32 or float64, got %v: %w", op, dt, gather.ErrDtype)
 	}
 	ts := table.Shape()
-	if len(ts) != 2 || !dense.Writable(table) {
+	if len(ts) != 2 || !operand.Writable(table) {
 		return 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ts, gather.ErrShape)
 	}
 	if table.Dtype() != g.Values.Dtype() {
 		return 0, fmt.Errorf("%s: the gradient holds %v values, the table %v: %w",
 			op, g.Values.Dtype(), table.Dtype(), gather.ErrDtype)
 	}
-	if !dense.SameShape(g.Values.Shape(), []int{len(g.Rows), ts[1]}) {
+	if !shapes.SameShape(g.Values.Shape(), []int{len(g.Rows), ts[1]}) {
 		return 0, fmt.Errorf("%s: gradient of %d rows has values of shape %v; the table needs shape (%d, %d): %w",
 			op, len(g.Rows), g.Values.Shape(), len(g.Rows), ts[1], gather.ErrShape)
 	}
@@ -501,7 +504,7 @@ func (l sparseLookup) grad(tapGrad *tensor.Dense, vocab int) (*tensor.Dense, err
 		if !l.freq {
 			return tapGrad, nil
 		}
-		ix, err := dense.ReadIndices("embedding", "ids", l.ids.Value())
+		ix, err := operand.ReadIndices("embedding", "ids", l.ids.Value())
 		if err != nil {
 			return nil, err
 		}
@@ -535,7 +538,7 @@ func (l sparseLookup) grad(tapGrad *tensor.Dense, vocab int) (*tensor.Dense, err
 
 // divideByFreq divides row p of g (ids.shape + [dim]) by the number of
 // times ids[p] occurs in ids, in place, and returns g.
-func divideByFreq(g *tensor.Dense, ids dense.Indices, vocab int) *tensor.Dense {
+func divideByFreq(g *tensor.Dense, ids operand.Indices, vocab int) *tensor.Dense {
 	n := ids.Shape.TotalSize()
 	counts := make(map[int]float64)
 	for p := range n {
@@ -632,13 +635,13 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 	for k, l := range e.lookups {
 		gv, err := l.tap.Grad()
 		if err != nil {
-			return nil, fmt.Errorf("embedding %q: no gradient for %v; was it passed to gorgonia.Grad? %w", e.Table.Name(), l.tap.Name(), dense.Graph(err))
+			return nil, fmt.Errorf("embedding %q: no gradient for %v; was it passed to gorgonia.Grad? %w", e.Table.Name(), l.tap.Name(), errs.Graph(err))
 		}
 		if gv == nil || l.ids.Value() == nil {
 			return nil, fmt.Errorf("embedding %q: the graph has not run: run it (vm.RunAll) before Step or RowGrad, "+
 				"so that the lookups' ids and gradients are there: %w", e.Table.Name(), gather.ErrGraph)
 		}
-		if idss[k], err = dense.Read("embedding", "ids", l.ids.Value()); err != nil {
+		if idss[k], err = operand.Read("embedding", "ids", l.ids.Value()); err != nil {
 			return nil, err
 		}
 		if checkTaps {
@@ -646,7 +649,7 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 				return nil, err
 			}
 		}
-		if taps[k], err = dense.Read("embedding", "gradient", gv); err != nil {
+		if taps[k], err = operand.Read("embedding", "gradient", gv); err != nil {
 			return nil, err
 		}
 		if grads[k], err = l.grad(taps[k], vocab); err != nil {
@@ -661,7 +664,7 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 	// lookup order.
 	var ids []int
 	for _, t := range idss {
-		ix, err := dense.ReadIndices("embedding", "ids", t)
+		ix, err := operand.ReadIndices("embedding", "ids", t)
 		if err != nil {
 			return nil, err
 		}

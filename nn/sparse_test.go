@@ -346,15 +346,15 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 func TestSortKeysMatchesSort(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{0, 1, 3, 255, 256, 1000, 4096, 20000} {
-		for _, vocab := range []int{1, 2, 10, 5000, 100_000, 1 << 22, 1 << 33} {
+		for _, vocab := range []uint64{1, 2, 10, 5000, 100_000, 1 << 22, 1 << 33} {
 			shift := bits.Len(uint(n))
 			keys := make([]uint64, 2*n)
 			for p := range n {
-				keys[p] = uint64(r.IntN(vocab))<<shift | uint64(p)
+				keys[p] = r.Uint64N(vocab)<<shift | uint64(p)
 			}
 			want := slices.Clone(keys[:n])
 			slices.Sort(want)
-			got := sortKeys(keys[:n], keys[n:], shift, bits.Len(uint(vocab)))
+			got := sortKeys(keys[:n], keys[n:], shift, bits.Len64(vocab))
 			require.Equal(t, want, slices.Clone(got), "n=%d vocab=%d", n, vocab)
 		}
 	}

@@ -79,7 +79,7 @@ type stateful interface {
 
 func (s optimizerState) State() (map[string]tensor.Tensor, error) {
 	if s.emb == nil || s.opt == nil {
-		return nil, fmt.Errorf("nn: OptimizerState needs an embedding and an optimiser: %w", gather.ErrOption)
+		return nil, fmt.Errorf("optimizer state: needs an embedding and an optimiser: %w", gather.ErrOption)
 	}
 	table, err := s.emb.table()
 	if err != nil {

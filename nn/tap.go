@@ -8,7 +8,8 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/dense"
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // tapOp passes a lookup's output through unchanged and sends its gradient
@@ -24,7 +25,7 @@ type tapOp struct {
 func (o *tapOp) Arity() int { return 2 }
 
 func (o *tapOp) Type() hm.Type {
-	t := dense.Type(len(o.shape), o.dtype)
+	t := operand.Type(len(o.shape), o.dtype)
 	return hm.NewFnType(t, t, t)
 }
 
@@ -52,7 +53,7 @@ func (o *tapOp) DiffWRT(int) []bool { return []bool{true, true} }
 
 // SymDiff gives both inputs the output's gradient.
 func (o *tapOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := dense.CheckGradSize(o.table, output); err != nil {
+	if err := errs.CheckGradSize(o.table, output); err != nil {
 		return nil, err
 	}
 	return gorgonia.Nodes{grad, grad}, nil
@@ -62,7 +63,7 @@ func (o *tapOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 func (o *tapOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("embedding tap: %w", dense.Graph(err))
+		return fmt.Errorf("embedding tap: %w", errs.Graph(err))
 	}
 	for _, n := range inputs {
 		if g, err := n.Grad(); err == nil { // an input may have none (a frozen lookup)

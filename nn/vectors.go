@@ -16,8 +16,8 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
-	"github.com/gathergrad/gather/internal/dense"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // maxVectorLine is the longest line ReadVectors reads: a word and its
@@ -77,7 +77,7 @@ func ReadVectors(path string) ([]string, *tensor.Dense, error) {
 
 // vecError returns a ReadVectors error at line n of path.
 func vecError(path string, n int, format string, args ...any) error {
-	return fmt.Errorf("nn: %s: line %d: %s: %w", path, n, fmt.Sprintf(format, args...), checkpoint.ErrFormat)
+	return fmt.Errorf("read vectors: %s: line %d: %s: %w", path, n, fmt.Sprintf(format, args...), checkpoint.ErrFormat)
 }
 
 // clip shortens s for an error message.
@@ -217,24 +217,24 @@ func readBinaryVectors(path string, r *bufio.Reader, v, d, size int64) ([]string
 		for {
 			c, err := r.ReadByte()
 			if err != nil {
-				return nil, nil, fmt.Errorf("nn: %s: word %d: the file ends after %d of %d vectors: %w", path, i+1, i, v, checkpoint.ErrFormat)
+				return nil, nil, fmt.Errorf("read vectors: %s: word %d: the file ends after %d of %d vectors: %w", path, i+1, i, v, checkpoint.ErrFormat)
 			}
 			if c == ' ' && len(word) > 0 {
 				break
 			}
 			if c == '\n' || c == ' ' || c == '\t' || c == '\r' {
 				if len(word) > 0 {
-					return nil, nil, fmt.Errorf("nn: %s: word %d (%q) ends in %q, not a space before its vector: %w", path, i+1, clip(string(word)), c, checkpoint.ErrFormat)
+					return nil, nil, fmt.Errorf("read vectors: %s: word %d (%q) ends in %q, not a space before its vector: %w", path, i+1, clip(string(word)), c, checkpoint.ErrFormat)
 				}
 				continue
 			}
 			word = append(word, c)
 			if len(word) > 1<<16 {
-				return nil, nil, fmt.Errorf("nn: %s: word %d is longer than 65536 bytes: %w", path, i+1, checkpoint.ErrFormat)
+				return nil, nil, fmt.Errorf("read vectors: %s: word %d is longer than 65536 bytes: %w", path, i+1, checkpoint.ErrFormat)
 			}
 		}
 		if _, err := io.ReadFull(r, raw); err != nil {
-			return nil, nil, fmt.Errorf("nn: %s: word %d (%q): the file ends inside its vector: %w", path, i+1, clip(string(word)), checkpoint.ErrFormat)
+			return nil, nil, fmt.Errorf("read vectors: %s: word %d (%q): the file ends inside its vector: %w", path, i+1, clip(string(word)), checkpoint.ErrFormat)
 		}
 		row := vals[i*d : (i+1)*d]
 		for j := range row {
@@ -252,7 +252,7 @@ func readBinaryVectors(path string, r *bufio.Reader, v, d, size int64) ([]string
 			return nil, nil, err
 		}
 		if !unicode.IsSpace(rune(c)) {
-			return nil, nil, fmt.Errorf("nn: %s: data after the %d vectors the header announces: %w", path, v, checkpoint.ErrFormat)
+			return nil, nil, fmt.Errorf("read vectors: %s: data after the %d vectors the header announces: %w", path, v, checkpoint.ErrFormat)
 		}
 	}
 	return words, tensor.New(tensor.WithShape(int(v), int(d)), tensor.WithBacking(vals)), nil
@@ -269,15 +269,15 @@ func readBinaryVectors(path string, r *bufio.Reader, v, d, size int64) ([]string
 // as checkpoint.Write writes.
 func WriteVectors(path string, words []string, vectors tensor.Tensor, binaryFormat bool) error {
 	if vectors == nil {
-		return fmt.Errorf("nn: write vectors: vectors are nil: %w", gather.ErrShape)
+		return fmt.Errorf("write vectors: vectors are nil: %w", gather.ErrShape)
 	}
-	d, err := dense.Read("write vectors", "vectors", vectors)
+	d, err := operand.Read("write vectors", "vectors", vectors)
 	if err != nil {
 		return err
 	}
 	s := d.Shape()
 	if len(s) != 2 || s[0] != len(words) {
-		return fmt.Errorf("nn: write vectors: vectors of shape %v for %d words; want (%d, dim): %w", s, len(words), len(words), gather.ErrShape)
+		return fmt.Errorf("write vectors: vectors of shape %v for %d words; want (%d, dim): %w", s, len(words), len(words), gather.ErrShape)
 	}
 	var vals []float32
 	switch d.Dtype() {
@@ -289,11 +289,11 @@ func WriteVectors(path string, words []string, vectors tensor.Tensor, binaryForm
 			vals[i] = float32(v)
 		}
 	default:
-		return fmt.Errorf("nn: write vectors: vectors must be float32 or float64, got %v: %w", d.Dtype(), gather.ErrDtype)
+		return fmt.Errorf("write vectors: vectors must be float32 or float64, got %v: %w", d.Dtype(), gather.ErrDtype)
 	}
 	for i, w := range words {
 		if w == "" || strings.IndexFunc(w, unicode.IsSpace) >= 0 {
-			return fmt.Errorf("nn: write vectors: word %d (%q) is empty or holds whitespace: %w", i, w, gather.ErrOption)
+			return fmt.Errorf("write vectors: word %d (%q) is empty or holds whitespace: %w", i, w, gather.ErrOption)
 		}
 	}
 	dim := s[1]

@@ -15,7 +15,7 @@
 // detected at start-up (hasRowAsm, hasCheckAsm, hasExpAsm).
 //
 // The kernels take row-major slices and the sizes that describe them; the
-// caller converts tensors to slices once (package dense) and checks
+// caller converts tensors to slices once (package operand) and checks
 // shapes. Forward kernels report the first index out of range; backward
 // kernels expect indices already checked.
 package kernel

@@ -1,70 +1,22 @@
-// Package dense is the edge between gorgonia.org/tensor values and the
+// Package operand is the edge between gorgonia.org/tensor values and the
 // slice-level kernels of package kernel: it reads tensors and Gorgonia
-// values as row-major slices, checks their dtypes and sizes, and makes the
-// tensors the kernels write. Its errors wrap the sentinels below, which
-// package gather exports under the same names.
-package dense
+// values as row-major slices, checks their dtypes, and makes the tensors
+// the kernels write.
+package operand
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 
-	"github.com/gathergrad/gather/internal/kernel"
-
+	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/shapes"
 )
-
-// The sentinels every error of the module wraps; package gather documents
-// them.
-var (
-	ErrIndexOutOfRange = errors.New("index out of range")
-	ErrAxisOutOfRange  = errors.New("axis out of range")
-	ErrShape           = errors.New("shape mismatch")
-	ErrDtype           = errors.New("unsupported dtype")
-	ErrOption          = errors.New("option does not apply")
-	ErrGraph           = errors.New("graph error")
-)
-
-var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph}
-
-// Ours returns the first error in err's chain that wraps one of the
-// sentinels, or nil. It follows Unwrap (one error or several) and, for
-// the wrappers of Gorgonia's machines, which have no Unwrap, Err.
-func Ours(err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, s := range sentinels {
-		if errors.Is(err, s) {
-			return err
-		}
-	}
-	switch x := err.(type) {
-	case interface{ Unwrap() error }:
-		return Ours(x.Unwrap())
-	case interface{ Unwrap() []error }:
-		for _, e := range x.Unwrap() {
-			if o := Ours(e); o != nil {
-				return o
-			}
-		}
-	case interface{ Err() error }:
-		return Ours(x.Err())
-	}
-	return nil
-}
-
-// Graph returns an error from Gorgonia as one of the module's: the error
-// of an op of the module that it holds (see Ours), or err wrapped with
-// ErrGraph.
-func Graph(err error) error {
-	if o := Ours(err); o != nil {
-		return o
-	}
-	return fmt.Errorf("%w: %w", err, ErrGraph)
-}
 
 // Indices is an index argument in row-major order, whatever form it came
 // in. Exactly one of the slices is set, by dtype; each holds
@@ -103,7 +55,7 @@ func (ix Indices) FirstBad(s int) int {
 // FirstBadIn returns the flat position of the first index outside the
 // range l admits for an axis of size s: [0, s) with l.NonNegative
 // (kernel.FirstOutside), else [-s, s-1] (FirstBad); or -1.
-func (ix Indices) FirstBadIn(l Label, s int) int {
+func (ix Indices) FirstBadIn(l opconfig.Label, s int) int {
 	if !l.NonNegative {
 		return ix.FirstBad(s)
 	}
@@ -148,7 +100,7 @@ func ReadData(op string, v any) (*tensor.Dense, error) {
 		return nil, err
 	}
 	if WordOf(t.Dtype()) == WordNone {
-		return nil, fmt.Errorf("%s: data dtype %v is not supported: %w", op, t.Dtype(), ErrDtype)
+		return nil, fmt.Errorf("%s: data dtype %v is not supported: %w", op, t.Dtype(), errs.ErrDtype)
 	}
 	return t, nil
 }
@@ -162,21 +114,21 @@ func Read(op, what string, v any) (*tensor.Dense, error) {
 	case *tensor.Dense:
 		t = x
 	case nil:
-		return nil, fmt.Errorf("%s: %s is nil: %w", op, what, ErrShape)
+		return nil, fmt.Errorf("%s: %s is nil: %w", op, what, errs.ErrShape)
 	case tensor.Tensor:
-		return nil, fmt.Errorf("%s: %s must be a *tensor.Dense, got a %v tensor of shape %v: %w", op, what, x.Dtype(), x.Shape(), ErrDtype)
+		return nil, fmt.Errorf("%s: %s must be a *tensor.Dense, got a %v tensor of shape %v: %w", op, what, x.Dtype(), x.Shape(), errs.ErrDtype)
 	case gorgonia.Scalar:
 		return tensor.New(tensor.FromScalar(x.Data())), nil
 	default:
-		return nil, fmt.Errorf("%s: %s must be a tensor, got a value of type %T: %w", op, what, v, ErrDtype)
+		return nil, fmt.Errorf("%s: %s must be a tensor, got a value of type %T: %w", op, what, v, errs.ErrDtype)
 	}
 	if t == nil {
-		return nil, fmt.Errorf("%s: %s is nil: %w", op, what, ErrShape)
+		return nil, fmt.Errorf("%s: %s is nil: %w", op, what, errs.ErrShape)
 	}
 	if !t.IsNativelyAccessible() {
-		return nil, fmt.Errorf("%s: %s of shape %v is not in Go memory: %w", op, what, t.Shape(), ErrDtype)
+		return nil, fmt.Errorf("%s: %s of shape %v is not in Go memory: %w", op, what, t.Shape(), errs.ErrDtype)
 	}
-	if _, err := Size(op, what, t.Shape()); err != nil {
+	if _, err := shapes.Size(op, what, t.Shape()); err != nil {
 		return nil, err
 	}
 	if IsRowMajor(t) {
@@ -222,7 +174,7 @@ func rowMajorCopy(t *tensor.Dense) (*tensor.Dense, error) {
 	}
 	strides := t.Strides()
 	if len(strides) != len(shape) {
-		return nil, fmt.Errorf("gather: tensor of shape %v has strides %v: %w", shape, strides, ErrShape)
+		return nil, fmt.Errorf("gather: tensor of shape %v has strides %v: %w", shape, strides, errs.ErrShape)
 	}
 	switch WordOf(t.Dtype()) {
 	case Word8:
@@ -240,7 +192,7 @@ func rowMajorCopy(t *tensor.Dense) (*tensor.Dense, error) {
 	case WordPointer:
 		walkStrided(out.UnsafePointers(), t.UnsafePointers(), shape, strides)
 	default:
-		return nil, fmt.Errorf("gather: dtype %v is not supported: %w", t.Dtype(), ErrDtype)
+		return nil, fmt.Errorf("gather: dtype %v is not supported: %w", t.Dtype(), errs.ErrDtype)
 	}
 	return out, nil
 }
@@ -332,4 +284,115 @@ func Value(t *tensor.Dense) gorgonia.Value {
 		return gorgonia.NewB(x)
 	}
 	return t
+}
+
+// CheckIndexDtype accepts the three integer dtypes an index argument
+// (named what) of the operation op may have.
+func CheckIndexDtype(op, what string, dt tensor.Dtype) error {
+	switch dt {
+	case tensor.Int, tensor.Int32, tensor.Int64:
+		return nil
+	}
+	return fmt.Errorf("%s: %s must be int, int32 or int64, got %v: %w", op, what, dt, errs.ErrDtype)
+}
+
+// Type returns the Gorgonia type of a value of rank dims and dtype dt: dt
+// itself for a scalar.
+func Type(dims int, dt tensor.Dtype) hm.Type {
+	if dims == 0 {
+		return dt
+	}
+	return gorgonia.TensorType{Dims: dims, Of: dt}
+}
+
+// Overlaps reports whether a and b share any memory.
+func Overlaps(a, b *tensor.Dense) bool {
+	if a.MemSize() == 0 || b.MemSize() == 0 {
+		return false
+	}
+	a0, b0 := a.Uintptr(), b.Uintptr()
+	return a0 < b0+b.MemSize() && b0 < a0+a.MemSize()
+}
+
+// NewOutput returns a row-major tensor of dtype dt and the given shape for
+// a kernel that writes every element of it before it is returned. For
+// float32, float64, int, int32 and int64 its memory is not cleared first
+// (kernel.Uninit): a cleared 8 MB output costs Go more time than gathering
+// into it, because the runtime clears a large allocation on one thread,
+// while the kernels write it on all of them. The tensor is cleared for
+// other dtypes and for empty or rank-0 shapes.
+func NewOutput(dt tensor.Dtype, shape tensor.Shape) *tensor.Dense {
+	n := shape.TotalSize()
+	if n == 0 || len(shape) == 0 {
+		return tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	}
+	var backing any
+	switch dt {
+	case tensor.Float32:
+		backing = kernel.Uninit[float32](n)
+	case tensor.Float64:
+		backing = kernel.Uninit[float64](n)
+	case tensor.Int:
+		backing = kernel.Uninit[int](n)
+	case tensor.Int32:
+		backing = kernel.Uninit[int32](n)
+	case tensor.Int64:
+		backing = kernel.Uninit[int64](n)
+	default:
+		return tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	}
+	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(backing))
+}
+
+// FuncOpts is what a list of tensor.FuncOpt asks of a call.
+type FuncOpts struct {
+	Reuse, Incr tensor.Tensor
+	Unsafe      bool         // tensor.UseUnsafe was given
+	As          tensor.Dtype // tensor.As was given, when As.Type is set
+}
+
+// opOpts holds tensor.OpOpt values for ParseFuncOpts to reuse, so that a
+// call with options allocates nothing: gorgonia/tensor's own
+// ParseFuncOpts takes one from a pool that it gives no way to refill.
+var opOpts = make(chan *tensor.OpOpt, 16)
+
+// ParseFuncOpts reads opts.
+func ParseFuncOpts(opts []tensor.FuncOpt) FuncOpts {
+	var fo *tensor.OpOpt
+	select {
+	case fo = <-opOpts:
+		*fo = tensor.OpOpt{}
+	default:
+		fo = new(tensor.OpOpt)
+	}
+	for _, o := range opts {
+		o(fo)
+	}
+	r := FuncOpts{Reuse: fo.Reuse(), Incr: fo.Incr(), Unsafe: !fo.Safe(), As: fo.As()}
+	*fo = tensor.OpOpt{}
+	select {
+	case opOpts <- fo:
+	default:
+	}
+	return r
+}
+
+// Scalar returns the value of a float scalar (or a one-element float
+// tensor) as a float64; what names it in the error.
+func Scalar(what string, v gorgonia.Value) (float64, error) {
+	switch x := v.Data().(type) {
+	case float64:
+		return x, nil
+	case float32:
+		return float64(x), nil
+	case []float64:
+		if len(x) == 1 {
+			return x[0], nil
+		}
+	case []float32:
+		if len(x) == 1 {
+			return float64(x[0]), nil
+		}
+	}
+	return 0, fmt.Errorf("%s is %v, not a float scalar: %w", what, v, errs.ErrDtype)
 }

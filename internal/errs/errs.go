@@ -1,0 +1,86 @@
+// Package errs holds the module's sentinel errors, which package gather
+// exports under the same names, and the helpers that bring errors from
+// Gorgonia's machines back to them. Every error of the module wraps one.
+package errs
+
+import (
+	"errors"
+	"fmt"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// The sentinels every error of the module wraps; package gather documents
+// them.
+var (
+	ErrIndexOutOfRange = errors.New("index out of range")
+	ErrAxisOutOfRange  = errors.New("axis out of range")
+	ErrShape           = errors.New("shape mismatch")
+	ErrDtype           = errors.New("unsupported dtype")
+	ErrOption          = errors.New("option does not apply")
+	ErrGraph           = errors.New("graph error")
+)
+
+var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph}
+
+// Ours returns the first error in err's chain that wraps one of the
+// sentinels, or nil. It follows Unwrap (one error or several) and, for
+// the wrappers of Gorgonia's machines, which have no Unwrap, Err.
+func Ours(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	switch x := err.(type) {
+	case interface{ Unwrap() error }:
+		return Ours(x.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range x.Unwrap() {
+			if o := Ours(e); o != nil {
+				return o
+			}
+		}
+	case interface{ Err() error }:
+		return Ours(x.Err())
+	}
+	return nil
+}
+
+// Graph returns an error from Gorgonia as one of the module's: the error
+// of an op of the module that it holds (see Ours), or err wrapped with
+// ErrGraph.
+func Graph(err error) error {
+	if o := Ours(err); o != nil {
+		return o
+	}
+	return fmt.Errorf("%w: %w", err, ErrGraph)
+}
+
+// CheckGradSize reports an error, for the SymDiff of the op named op, if
+// out (the op's output) has no elements, or if one of ins (the inputs it
+// differentiates) has none and is computed by another op. The gradient
+// would then be zero-sized, and Gorgonia's TapeMachine panics when it
+// allocates a zero-sized value for the ops (matrix products, the
+// broadcasts of Sum and Mean) that carry such a gradient, so
+// gorgonia.Grad refuses it here, while the graph is built.
+func CheckGradSize(op string, out *gorgonia.Node, ins ...*gorgonia.Node) error {
+	if out != nil && out.Shape().TotalSize() == 0 {
+		return emptyBatch(op, "its output", out.Shape())
+	}
+	for _, n := range ins {
+		if n != nil && n.Op() != nil && n.Shape().TotalSize() == 0 {
+			return emptyBatch(op, "an input", n.Shape())
+		}
+	}
+	return nil
+}
+
+func emptyBatch(op, what string, s tensor.Shape) error {
+	return fmt.Errorf("%s: %s has shape %v, no elements: an empty batch cannot be differentiated, "+
+		"as Gorgonia's TapeMachine panics on zero-sized values; leave empty batches out of training graphs: %w", op, what, s, ErrShape)
+}

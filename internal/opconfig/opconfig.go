@@ -1,0 +1,68 @@
+// Package opconfig holds the options of package gather's ops, which
+// package gather reads from its Options and package nn sets for the ops
+// it builds on them, and the Label by which index errors name where they
+// happened.
+package opconfig
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Config holds the options of package gather's ops (gather.Option), read
+// by package gather and, for the ops it builds on them, by package nn.
+type Config struct {
+	GradScale float64 // multiplies the gradient sent to data
+	NoGrad    bool    // no gradient flows to data
+	Name      string  // node name; empty for Gorgonia's default
+	HasPad    bool    // a padding index was given
+	Pad       int     // the padding index, normalised once the op is built
+	Layer     Label   // how index errors name the layer; Op "" for none
+
+	ScaleByFreq bool // divide each slice's gradient by its index's count
+}
+
+// A Label is how an index error names where it happened: the operation,
+// the node or table, and the argument (see gather.IndexError). With
+// NonNegative the argument takes indices in [0, s) only, as package nn's
+// ids and targets do; otherwise negative indices count from the end.
+type Label struct {
+	Op, Name, Arg string
+	NonNegative   bool
+}
+
+// String returns the op and, if it has one, the quoted name, as error
+// messages start: `embedding "words"`.
+func (l Label) String() string {
+	if l.Name == "" {
+		return l.Op
+	}
+	return l.Op + " " + strconv.Quote(l.Name)
+}
+
+// String lists the options that differ from the defaults, e.g. ", gradScale=2, noGrad".
+func (c Config) String() string {
+	s := ""
+	if c.GradScale != 1 {
+		s += ", gradScale=" + strconv.FormatFloat(c.GradScale, 'g', -1, 64)
+	}
+	if c.NoGrad {
+		s += ", noGrad"
+	}
+	if c.HasPad {
+		s += ", padding=" + strconv.Itoa(c.Pad)
+	}
+	if c.Name != "" {
+		s += fmt.Sprintf(", name=%q", c.Name)
+	}
+	if c.Layer.Op != "" {
+		s += fmt.Sprintf(", layer=%s %q %s", c.Layer.Op, c.Layer.Name, c.Layer.Arg)
+		if c.Layer.NonNegative {
+			s += " [0, s)"
+		}
+	}
+	if c.ScaleByFreq {
+		s += ", scaleGradByFreq"
+	}
+	return s
+}
