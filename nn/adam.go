@@ -1,0 +1,125 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/kernel"
+)
+
+// SparseAdam is Adam for row gradients with the semantics of PyTorch's
+// SparseAdam: only the rows a step's gradient names have their moments
+// updated and move; the step count t, used in the bias corrections, counts
+// every call of Step. For a named row, with g its gradient,
+//
+//	m = Beta1*m + (1-Beta1)*g
+//	v = Beta2*v + (1-Beta2)*g*g
+//	w = w - LearnRate * sqrt(1-Beta2^t)/(1-Beta1^t) * m / (sqrt(v) + Eps)
+//
+// This differs from dense Adam, which decays the moments of every row on
+// every step, so a row keeps moving (by its momentum) on steps that do not
+// touch it; here an untouched row stays exactly where it is and its moments
+// wait for its next use. WeightDecay, if set, is decoupled (AdamW-style)
+// and lazy: a named row is multiplied by 1 - LearnRate*WeightDecay before
+// its update; untouched rows are not decayed.
+//
+// Every field means what it says, zero included: NewSparseAdam sets
+// PyTorch's defaults (Beta1 0.9, Beta2 0.999, Eps 1e-8). Step refuses
+// values PyTorch refuses (a learning rate or weight decay that is negative
+// or not finite, a beta outside [0, 1), Eps not above 0), so a literal
+// that leaves Eps at zero fails at once.
+//
+// A SparseAdam belongs to the first table it steps: its moments, two
+// buffers of the table's size and dtype allocated at the first Step, and
+// its step count describe that table alone, and Step on another table
+// (another tensor, even of the same shape) is an error wrapping
+// ErrOtherTable. Use one SparseAdam per table. A step is
+// O(len(g.Rows) × dim).
+type SparseAdam struct {
+	LearnRate   float64
+	Beta1       float64
+	Beta2       float64
+	Eps         float64
+	WeightDecay float64
+
+	t     int
+	table uintptr // address of the table's first element; 0 before the first Step
+	m, v  any     // []float32 or []float64, the table's dtype
+}
+
+// ErrOtherTable: an optimiser that keeps state for one table was stepped
+// on another.
+var ErrOtherTable = errors.New("optimiser belongs to another table")
+
+// NewSparseAdam returns a SparseAdam with learning rate lr and PyTorch's
+// other defaults.
+func NewSparseAdam(lr float64) *SparseAdam {
+	return &SparseAdam{LearnRate: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+}
+
+// Step updates table in place.
+func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
+	dim, err := checkRowGrad("sparse adam", table, g)
+	if err != nil {
+		return err
+	}
+	if err := checkRates("sparse adam", o.LearnRate, o.WeightDecay); err != nil {
+		return err
+	}
+	switch {
+	case !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1):
+		return fmt.Errorf("sparse adam: betas %v and %v must lie in [0, 1): %w", o.Beta1, o.Beta2, gather.ErrOption)
+	case !(o.Eps > 0):
+		return fmt.Errorf("sparse adam: Eps %v must be above 0 (NewSparseAdam sets 1e-8): %w", o.Eps, gather.ErrOption)
+	}
+	n := table.Shape().TotalSize()
+	switch {
+	case o.table == 0:
+		o.table = table.Uintptr()
+		o.m, o.v = zeros(table.Dtype(), n), zeros(table.Dtype(), n)
+	case table.Uintptr() != o.table || momentLen(o.m) != n:
+		return fmt.Errorf("sparse adam: stepped on a %v table of shape %v, but it keeps the moments of another; use one SparseAdam per table: %w",
+			table.Dtype(), table.Shape(), ErrOtherTable)
+	}
+	b1, b2, eps := o.Beta1, o.Beta2, o.Eps
+	o.t++
+	step := o.LearnRate * math.Sqrt(1-math.Pow(b2, float64(o.t))) / (1 - math.Pow(b1, float64(o.t)))
+	decay := 1 - o.LearnRate*o.WeightDecay
+	p := kernel.Workers(len(g.Rows)*dim, len(g.Rows))
+	switch table.Dtype() {
+	case tensor.Float32:
+		w, gv, m, v := table.Float32s(), g.Values.Float32s(), o.m.([]float32), o.v.([]float32)
+		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
+	case tensor.Float64:
+		w, gv, m, v := table.Float64s(), g.Values.Float64s(), o.m.([]float64), o.v.([]float64)
+		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
+	}
+	return nil
+}
+
+// adamRows updates the rows rows[lo:hi] and their moments, computing in
+// float64 and keeping the moments in the table's type T.
+func adamRows[T kernel.Float](w, g, m, v []T, rows []int, dim int, b1, b2, eps, step, decay float64, lo, hi int) {
+	for k := lo; k < hi; k++ {
+		if k+rowsAhead < hi {
+			q := rows[k+rowsAhead]
+			kernel.PrefetchRow(w[q*dim : (q+1)*dim])
+			kernel.PrefetchRow(m[q*dim : (q+1)*dim])
+			kernel.PrefetchRow(v[q*dim : (q+1)*dim])
+		}
+		r := rows[k]
+		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
+		mr, vr := m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim]
+		for j := range wr {
+			x := float64(gr[j])
+			mj := b1*float64(mr[j]) + (1-b1)*x
+			vj := b2*float64(vr[j]) + (1-b2)*x*x
+			mr[j], vr[j] = T(mj), T(vj)
+			wr[j] = T(float64(wr[j])*decay - step*mj/(math.Sqrt(vj)+eps))
+		}
+	}
+}
