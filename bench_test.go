@@ -14,7 +14,7 @@ import (
 // int64 indices drawn uniformly over [0, s), fixed seed.
 type benchCase struct {
 	name   string
-	kind   string
+	kind   operator
 	dshape []int
 	ishape []int
 	axis   int

@@ -85,7 +85,7 @@ func decodeCase(b []byte, elementsRank bool) fuzzCase {
 // wantErr is the naive reference's verdict on a case: nil if valid, else
 // the sentinel the operation must return, checked in the operation's order
 // (axis, shapes, index values).
-func (c fuzzCase) wantErr(kind string) error {
+func (c fuzzCase) wantErr(kind operator) error {
 	r := len(c.dshape)
 	if c.axis < -r || c.axis >= r {
 		return ErrAxisOutOfRange
@@ -245,7 +245,7 @@ func fuzzInto(t *testing.T, take func(data, indices tensor.Tensor, axis int, opt
 // fuzzBackward runs IndexAdd or ScatterAdd into a destination holding 1s,
 // with an upstream gradient of small integers (so sums are exact), and
 // compares with the reference; on error the destination must be unchanged.
-func fuzzBackward(t *testing.T, kind string, b []byte, elementsRank bool) {
+func fuzzBackward(t *testing.T, kind operator, b []byte, elementsRank bool) {
 	c := decodeCase(b, elementsRank)
 	want := c.wantErr(kind)
 	r := len(c.dshape)

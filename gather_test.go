@@ -30,7 +30,7 @@ var machines = []struct {
 //
 // LispMachine pairs every value with a derivative and supports only float
 // and bool data, so other dtypes run in the TapeMachine alone.
-func graphForward(t *testing.T, kind string, data, indices *tensor.Dense, axis int, want *tensor.Dense) {
+func graphForward(t *testing.T, kind operator, data, indices *tensor.Dense, axis int, want *tensor.Dense) {
 	t.Helper()
 	for _, m := range machines {
 		if dt := data.Dtype(); m.name == "lisp" && dt != tensor.Float64 && dt != tensor.Float32 && dt != tensor.Bool {
@@ -283,7 +283,7 @@ func TestErrors(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		kind    string
+		kind    operator
 		data    tensor.Tensor
 		indices tensor.Tensor
 		axis    int
@@ -449,8 +449,8 @@ func TestHashConsing(t *testing.T) {
 // the registers, so it calls UsePreallocDo only when it reuses a register
 // within a run, and LispMachine wraps ops in an ExternalOp without one.
 func TestPreallocReuse(t *testing.T) {
-	for _, kind := range []string{opGather, opGatherElements} {
-		t.Run(kind, func(t *testing.T) {
+	for _, kind := range []operator{opGather, opGatherElements} {
+		t.Run(kind.String(), func(t *testing.T) {
 			g := gorgonia.NewGraph()
 			data := tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))
 			idx := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]int64{0, 1, 1, 0}))

@@ -28,7 +28,7 @@ import (
 // runs in index order whatever the number of threads, so the result does
 // not depend on GOMAXPROCS. It is O(size of src).
 func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGather, dst, indices, src, axis, 1, -1, label{Op: opGather}, false)
+	return backward(opGather, dst, indices, src, axis, 1, -1, label{Op: opGather.String()}, false)
 }
 
 // ScatterAdd adds src into dst at the positions that TakeAlongAxis(dst,
@@ -43,13 +43,13 @@ func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
 // On error dst is unchanged. The result does not depend on GOMAXPROCS.
 // It is O(size of src).
 func ScatterAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
-	return backward(opGatherElements, dst, indices, src, axis, 1, -1, label{Op: opGatherElements}, false)
+	return backward(opGatherElements, dst, indices, src, axis, 1, -1, label{Op: opGatherElements.String()}, false)
 }
 
-// backward adds scale*src into dst at the positions the op named kind reads,
+// backward adds scale*src into dst at the positions the op kind reads,
 // after checking everything; for Gather, nothing is added to the slice pad
 // of axis (pad < 0 for none).
-func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale float64, pad int, l label, freq bool) error {
+func backward(kind operator, dst *tensor.Dense, indices, src any, axis int, scale float64, pad int, l label, freq bool) error {
 	a, err := planAdd(kind, dst, indices, src, axis, l)
 	if err != nil {
 		return err
@@ -63,14 +63,14 @@ func backward(kind string, dst *tensor.Dense, indices, src any, axis int, scale 
 
 // addPlan is a checked backward call, ready to run.
 type addPlan struct {
-	kind     string
+	kind     operator
 	dst, src *tensor.Dense
 	ix       operand.Indices
 	axis     int
 }
 
 // planAdd checks the arguments of backward.
-func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int, l label) (addPlan, error) {
+func planAdd(kind operator, dst *tensor.Dense, indices, src any, axis int, l label) (addPlan, error) {
 	var a addPlan
 	if dst == nil {
 		return a, fmt.Errorf("%s gradient: destination is nil: %w", kind, ErrShape)
@@ -81,15 +81,15 @@ func planAdd(kind string, dst *tensor.Dense, indices, src any, axis int, l label
 	if !operand.Writable(dst) {
 		return a, fmt.Errorf("%s gradient: destination of shape %v must be a row-major tensor that is not a view: %w", kind, dst.Shape(), ErrShape)
 	}
-	ix, err := operand.ReadIndices(kind, "indices", indices)
+	ix, err := operand.ReadIndices(kind.String(), "indices", indices)
 	if err != nil {
 		return a, err
 	}
-	g, err := operand.Read(kind, "gradient", src)
+	g, err := operand.Read(kind.String(), "gradient", src)
 	if err != nil {
 		return a, err
 	}
-	ax, err := normAxis(kind, axis, dst.Dims())
+	ax, err := normAxis(kind.String(), axis, dst.Dims())
 	if err != nil {
 		return a, err
 	}
@@ -148,40 +148,50 @@ func divideSlices[T kernel.Float](g []T, ix operand.Indices, counts map[int]floa
 // run adds scale*src into dst; with zero, it first sets dst to zero, each
 // worker clearing the part of dst it then adds into (while that part is in
 // its cache), so that the clear costs no pass of its own.
-func (a addPlan) run(scale float64, pad int, zero bool) {
+func (a addPlan) run(scale float64, pad int, zero bool) { a.kind.add(a, scale, pad, zero) }
+
+func (gatherer) add(a addPlan, c float64, pad int, zero bool) {
+	outer, s, inner := split(a.dst.Shape(), a.axis)
 	switch a.dst.Dtype() {
 	case tensor.Float32:
-		addTyped(a.kind, a.dst.Float32s(), a.src.Float32s(), a.ix, a.dst.Shape(), a.axis, float32(scale), pad, zero)
+		operand.Pick(a.ix.Dtype, indexAdd[float32, int], indexAdd[float32, int32], indexAdd[float32, int64])(
+			a.dst.Float32s(), a.src.Float32s(), a.ix, outer, s, inner, float32(c), pad, zero)
 	case tensor.Float64:
-		addTyped(a.kind, a.dst.Float64s(), a.src.Float64s(), a.ix, a.dst.Shape(), a.axis, scale, pad, zero)
+		operand.Pick(a.ix.Dtype, indexAdd[float64, int], indexAdd[float64, int32], indexAdd[float64, int64])(
+			a.dst.Float64s(), a.src.Float64s(), a.ix, outer, s, inner, c, pad, zero)
 	}
 }
 
-func addTyped[T kernel.Float](kind string, dst, src []T, ix operand.Indices, shape tensor.Shape, axis int, c T, pad int, zero bool) {
-	switch ix.Dtype {
-	case tensor.Int:
-		addIndexed(kind, dst, src, ix.Ints, ix.Shape, shape, axis, c, pad, zero)
-	case tensor.Int32:
-		addIndexed(kind, dst, src, ix.I32, ix.Shape, shape, axis, c, pad, zero)
-	case tensor.Int64:
-		addIndexed(kind, dst, src, ix.I64, ix.Shape, shape, axis, c, pad, zero)
-	}
+func indexAdd[T kernel.Float, I kernel.Index](dst, src []T, ix operand.Indices, outer, s, inner int, c T, pad int, zero bool) {
+	kernel.IndexAdd(dst, src, operand.Slice[I](ix), outer, s, inner, c, pad, zero)
 }
 
-func addIndexed[T kernel.Float, I kernel.Index](kind string, dst, src []T, idx []I, ishape, dshape tensor.Shape, axis int, c T, pad int, zero bool) {
-	if kind == opGather {
-		outer, s, inner := split(dshape, axis)
-		kernel.IndexAdd(dst, src, idx, outer, s, inner, c, pad, zero)
-		return
-	}
-	if len(src) == 0 {
+func (elementPicker) add(a addPlan, c float64, _ int, zero bool) {
+	if a.src.Shape().TotalSize() == 0 {
 		if zero {
-			kernel.Clear(dst)
+			switch a.dst.Dtype() {
+			case tensor.Float32:
+				kernel.Clear(a.dst.Float32s())
+			case tensor.Float64:
+				kernel.Clear(a.dst.Float64s())
+			}
 		}
 		return
 	}
-	g := kernel.NewAlong(dshape, ishape, axis)
-	kernel.ScatterAdd(dst, src, idx, &g, c, zero)
+	g := kernel.NewAlong(a.dst.Shape(), a.ix.Shape, a.axis)
+	switch a.dst.Dtype() {
+	case tensor.Float32:
+		operand.Pick(a.ix.Dtype, scatterAdd[float32, int], scatterAdd[float32, int32], scatterAdd[float32, int64])(
+			a.dst.Float32s(), a.src.Float32s(), a.ix, g, float32(c), zero)
+	case tensor.Float64:
+		operand.Pick(a.ix.Dtype, scatterAdd[float64, int], scatterAdd[float64, int32], scatterAdd[float64, int64])(
+			a.dst.Float64s(), a.src.Float64s(), a.ix, g, c, zero)
+	}
+}
+
+// scatterAdd takes g by value, as takeAlong does.
+func scatterAdd[T kernel.Float, I kernel.Index](dst, src []T, ix operand.Indices, g kernel.Along, c T, zero bool) {
+	kernel.ScatterAdd(dst, src, operand.Slice[I](ix), &g, c, zero)
 }
 
 // DiffWRT reports that data is differentiable (unless WithoutGrad was
@@ -193,7 +203,7 @@ func (o *opBase) DiffWRT(inputs int) []bool {
 // SymDiff returns the gradient node of data: a diffOp applied to indices
 // and the upstream gradient.
 func (o *opBase) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := checkArity(o.kind, "", len(inputs), 2); err != nil {
+	if err := checkArity(o.kind.String(), "", len(inputs), 2); err != nil {
 		return nil, err
 	}
 	if o.cfg.NoGrad {
@@ -215,7 +225,7 @@ func (o *opBase) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 // DoDiff adds the gradient of data into the gradient it already has, for
 // Gorgonia's LispMachine.
 func (o *opBase) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := checkArity(o.kind, "", len(inputs), 2); err != nil {
+	if err := checkArity(o.kind.String(), "", len(inputs), 2); err != nil {
 		return err
 	}
 	if o.cfg.NoGrad {
@@ -274,7 +284,7 @@ func (d *diffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
 
 // Do returns a new gradient tensor.
 func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(d.fwd.kind, " gradient", len(in), 2); err != nil {
+	if err := checkArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
 		return nil, err
 	}
 	return d.overwrite(operand.NewOutput(d.fwd.dataType, d.fwd.dataShape), in)
@@ -283,7 +293,7 @@ func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // UsePreallocDo clears prealloc, which holds the last run's gradient, and
 // adds this run's into it; if prealloc cannot hold it, it returns a new tensor.
 func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(d.fwd.kind, " gradient", len(in), 2); err != nil {
+	if err := checkArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
 		return nil, err
 	}
 	out, ok := prealloc.(*tensor.Dense)
@@ -309,7 +319,7 @@ func (d *diffOp) overwrite(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Val
 
 // IncrDo adds the gradient into toIncr without a temporary.
 func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	if err := checkArity(d.fwd.kind, " gradient", len(in), 2); err != nil {
+	if err := checkArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
 		return err
 	}
 	dst, ok := toIncr.(*tensor.Dense)

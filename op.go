@@ -14,11 +14,51 @@ import (
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
+// An operator is what Gather and GatherElements do differently. The code
+// they share (building the node, reading the arguments, checking an
+// output, the gradients in both machines) calls it.
+type operator interface {
+	// String returns the op's name as errors and IndexError.Op give it.
+	String() string
+	// title returns the name the Gorgonia op's String starts with.
+	title() string
+	// take writes (with add, adds into) out, of the output's shape, from
+	// data and ix along axis, and returns the flat position in ix of the
+	// first index out of range, or -1; with add, indices are checked
+	// already. fresh says that out was allocated for this call.
+	take(out, data *tensor.Dense, ix operand.Indices, axis int, fresh, add bool) int
+	// add adds c times a's gradient into a's destination at the positions
+	// take reads, leaving out the slice pad (< 0 for none); with zero, it
+	// first sets the destination to zero.
+	add(a addPlan, c float64, pad int, zero bool)
+	// slices reports whether the op picks whole slices, which is what a
+	// padding index and gradient scaling by frequency apply to.
+	slices() bool
+}
+
+// The two operators.
+var (
+	opGather         operator = gatherer{}
+	opGatherElements operator = elementPicker{}
+)
+
+// outputShape returns kind's output shape for data and indices of the
+// given shapes along axis, checking that they fit together (gatherShape,
+// elementsShape); built in buf or aliasing indices, so clone it to keep it.
+// It tells the operators apart by their types, not through a method of
+// operator, so that buf stays on the caller's stack.
+func outputShape(buf tensor.Shape, kind operator, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
+	if _, ok := kind.(gatherer); ok {
+		return gatherShape(buf, data, indices, axis)
+	}
+	return elementsShape(data, indices, axis)
+}
+
 // opBase is what gatherOp and gatherElementsOp share: the arguments fixed
 // when the node is built, and the Op methods that do not depend on the
 // operator. An op value may be shared by goroutines.
 type opBase struct {
-	kind       string       // opGather or opGatherElements
+	kind       operator     // opGather or opGatherElements
 	axis       int          // normalised to [0, rank-1]
 	dataType   tensor.Dtype // dtype of data and of the output
 	indexType  tensor.Dtype
@@ -29,22 +69,22 @@ type opBase struct {
 }
 
 // newBase checks the arguments of Gather or GatherElements.
-func newBase(kind string, data, indices *gorgonia.Node, axis int, cfg config) (opBase, error) {
+func newBase(kind operator, data, indices *gorgonia.Node, axis int, cfg config) (opBase, error) {
 	if data == nil || indices == nil {
 		return opBase{}, fmt.Errorf("%s: data and indices must be nodes, got data=%v, indices=%v: %w", kind, data, indices, ErrShape)
 	}
 	if operand.WordOf(data.Dtype()) == operand.WordNone {
 		return opBase{}, fmt.Errorf("%s: data dtype %v is not supported: %w", kind, data.Dtype(), ErrDtype)
 	}
-	if err := operand.CheckIndexDtype(kind, "indices", indices.Dtype()); err != nil {
+	if err := operand.CheckIndexDtype(kind.String(), "indices", indices.Dtype()); err != nil {
 		return opBase{}, err
 	}
 	ds, is := data.Shape().Clone(), indices.Shape().Clone()
-	ax, err := normAxis(kind, axis, len(ds))
+	ax, err := normAxis(kind.String(), axis, len(ds))
 	if err != nil {
 		return opBase{}, err
 	}
-	if _, err := shapes.Size(kind, "data", ds); err != nil {
+	if _, err := shapes.Size(kind.String(), "data", ds); err != nil {
 		return opBase{}, err
 	}
 	out, err := outputShape(nil, kind, ds, is, ax)
@@ -55,11 +95,11 @@ func newBase(kind string, data, indices *gorgonia.Node, axis int, cfg config) (o
 	if n := ds[ax]; n == 0 && is.TotalSize() > 0 {
 		return opBase{}, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
 	}
-	if cfg.ScaleByFreq && kind != opGather {
+	if cfg.ScaleByFreq && !kind.slices() {
 		return opBase{}, fmt.Errorf("%s: gradient scaling by frequency applies to Gather only: %w", kind, ErrOption)
 	}
 	if cfg.HasPad {
-		if kind != opGather {
+		if !kind.slices() {
 			return opBase{}, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrOption)
 		}
 		if s := ds[ax]; cfg.Pad < -s || cfg.Pad >= s {
@@ -95,16 +135,7 @@ func (o *opBase) label() label {
 	if o.cfg.Layer.Op != "" {
 		return o.cfg.Layer
 	}
-	return label{Op: o.kind, Name: o.cfg.Name}
-}
-
-// outputShape returns the output shape of the op named kind, built in buf
-// for Gather and aliasing indices for GatherElements: clone it to keep it.
-func outputShape(buf tensor.Shape, kind string, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
-	if kind == opGather {
-		return gatherShape(buf, data, indices, axis)
-	}
-	return elementsShape(data, indices, axis)
+	return label{Op: o.kind.String(), Name: o.cfg.Name}
 }
 
 // target says where a forward call puts its result.
@@ -115,7 +146,7 @@ type target struct {
 }
 
 // parseOut reads the tensor.FuncOpts of Take or TakeAlongAxis.
-func parseOut(kind string, opts []tensor.FuncOpt) (target, error) {
+func parseOut(kind operator, opts []tensor.FuncOpt) (target, error) {
 	if len(opts) == 0 {
 		return target{}, nil
 	}
@@ -143,20 +174,20 @@ func parseOut(kind string, opts []tensor.FuncOpt) (target, error) {
 	return t, nil
 }
 
-// forward computes the op named kind into dst. On error nothing the caller
+// forward computes the op kind into dst. On error nothing the caller
 // can see has been written: a caller's buffer is written only after every
 // index is checked, and a new tensor that the kernels abandon at a bad
 // index is dropped.
-func forward(kind string, data, indices any, axis int, dst target, l label) (*tensor.Dense, error) {
-	d, err := operand.ReadData(kind, data)
+func forward(kind operator, data, indices any, axis int, dst target, l label) (*tensor.Dense, error) {
+	d, err := operand.ReadData(kind.String(), data)
 	if err != nil {
 		return nil, err
 	}
-	ix, err := operand.ReadIndices(kind, "indices", indices)
+	ix, err := operand.ReadIndices(kind.String(), "indices", indices)
 	if err != nil {
 		return nil, err
 	}
-	ax, err := normAxis(kind, axis, d.Dims())
+	ax, err := normAxis(kind.String(), axis, d.Dims())
 	if err != nil {
 		return nil, err
 	}
@@ -190,13 +221,7 @@ func forward(kind string, data, indices any, axis int, dst target, l label) (*te
 		// tensor is dropped, so no partial result escapes.
 		out, fresh = operand.NewOutput(d.Dtype(), shape), true
 	}
-	var bad int
-	if kind == opGather {
-		bad = runTake(out, d, ix, ax, fresh, dst.add)
-	} else {
-		bad = runTakeAlong(out, d, ix, ax, dst.add)
-	}
-	if bad >= 0 {
+	if bad := kind.take(out, d, ix, ax, fresh, dst.add); bad >= 0 {
 		return nil, indexError(l, ix, bad, ax, s)
 	}
 	return out, nil
@@ -206,7 +231,7 @@ func forward(kind string, data, indices any, axis int, dst target, l label) (*te
 // shape and dtype in place (or, with add, have it added in): row-major,
 // not a view, of exactly that shape and dtype, and sharing no memory with
 // the inputs.
-func checkOut(kind string, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, add bool, inputs ...any) error {
+func checkOut(kind fmt.Stringer, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, add bool, inputs ...any) error {
 	if out.Dtype() != dt {
 		return fmt.Errorf("%s: the output is %v, the result %v: %w", kind, out.Dtype(), dt, ErrDtype)
 	}
@@ -234,7 +259,7 @@ func checkOut(kind string, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtyp
 // fits reports whether a gradient op can write its result of the given
 // shape and dtype into out (see checkOut).
 func fits(out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, inputs ...any) bool {
-	return checkOut("", out, shape, dt, false, inputs...) == nil
+	return checkOut(opGather, out, shape, dt, false, inputs...) == nil
 }
 
 // Arity returns 2: data and indices.
@@ -249,7 +274,7 @@ func (o *opBase) Type() hm.Type {
 }
 
 func (o *opBase) inferShape(in []gorgonia.DimSizer) (tensor.Shape, error) {
-	if err := checkArity(o.kind, "", len(in), 2); err != nil {
+	if err := checkArity(o.kind.String(), "", len(in), 2); err != nil {
 		return nil, err
 	}
 	ds, ok1 := in[0].(tensor.Shape)
@@ -267,7 +292,7 @@ func (o *opBase) inferShape(in []gorgonia.DimSizer) (tensor.Shape, error) {
 // do computes the op into prealloc when it can hold the result, else into
 // a new tensor.
 func (o *opBase) do(prealloc gorgonia.Value, in []gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(o.kind, "", len(in), 2); err != nil {
+	if err := checkArity(o.kind.String(), "", len(in), 2); err != nil {
 		return nil, err
 	}
 	buf, _ := prealloc.(*tensor.Dense)
@@ -293,9 +318,5 @@ func (o *opBase) Hashcode() uint32 {
 
 // String names the op, e.g. "Gather{axis=1}" or "GatherElements{axis=0, noGrad}".
 func (o *opBase) String() string {
-	name := "Gather"
-	if o.kind == opGatherElements {
-		name = "GatherElements"
-	}
-	return fmt.Sprintf("%s{axis=%d%v}", name, o.axis, o.cfg)
+	return fmt.Sprintf("%s{axis=%d%v}", o.kind.title(), o.axis, o.cfg)
 }

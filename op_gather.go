@@ -52,7 +52,7 @@ func Take(data, indices tensor.Tensor, axis int, opts ...tensor.FuncOpt) (*tenso
 	if err != nil {
 		return nil, err
 	}
-	return forward(opGather, data, indices, axis, dst, label{Op: opGather})
+	return forward(opGather, data, indices, axis, dst, label{Op: opGather.String()})
 }
 
 // gatherOp is the Gorgonia op of Gather.
@@ -72,22 +72,20 @@ func (o *gatherOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) 
 	return o.do(prealloc, in)
 }
 
-// runTake is the Gather kernel for out = Take(data, ix, axis), writing
-// (or with add, adding into) out. It returns the flat position in ix of
-// the first index out of range, or -1; with add, indices are checked
-// already. fresh says that out was allocated for this call.
-func runTake(out, data *tensor.Dense, ix operand.Indices, axis int, fresh, add bool) int {
+// gatherer is the operator of Gather: it picks whole slices.
+type gatherer struct{}
+
+func (gatherer) String() string { return "gather" }
+func (gatherer) title() string  { return "Gather" }
+func (gatherer) slices() bool   { return true }
+
+func (gatherer) take(out, data *tensor.Dense, ix operand.Indices, axis int, fresh, add bool) int {
 	outer, s, inner := split(data.Shape(), axis)
-	switch ix.Dtype {
-	case tensor.Int:
-		return take(out, data, ix.Ints, outer, s, inner, fresh, add)
-	case tensor.Int32:
-		return take(out, data, ix.I32, outer, s, inner, fresh, add)
-	}
-	return take(out, data, ix.I64, outer, s, inner, fresh, add)
+	return operand.Pick(ix.Dtype, take[int], take[int32], take[int64])(out, data, ix, outer, s, inner, fresh, add)
 }
 
-func take[I kernel.Index](out, data *tensor.Dense, idx []I, outer, s, inner int, fresh, add bool) int {
+func take[I kernel.Index](out, data *tensor.Dense, ix operand.Indices, outer, s, inner int, fresh, add bool) int {
+	idx := operand.Slice[I](ix)
 	if add {
 		switch data.Dtype() {
 		case tensor.Float32:

@@ -46,7 +46,7 @@ func TakeAlongAxis(data, indices tensor.Tensor, axis int, opts ...tensor.FuncOpt
 	if err != nil {
 		return nil, err
 	}
-	return forward(opGatherElements, data, indices, axis, dst, label{Op: opGatherElements})
+	return forward(opGatherElements, data, indices, axis, dst, label{Op: opGatherElements.String()})
 }
 
 // gatherElementsOp is the Gorgonia op of GatherElements.
@@ -66,55 +66,56 @@ func (o *gatherElementsOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia
 	return o.do(prealloc, in)
 }
 
-// runTakeAlong is the GatherElements kernel for out = TakeAlongAxis(data,
-// ix, axis), writing (or with add, adding into) out. It returns the flat
-// position in ix of the first index out of range, or -1; with add, indices
-// are checked already.
-func runTakeAlong(out, data *tensor.Dense, ix operand.Indices, axis int, add bool) int {
+// elementPicker is the operator of GatherElements: it picks one element
+// per index.
+type elementPicker struct{}
+
+func (elementPicker) String() string { return "gather_elements" }
+func (elementPicker) title() string  { return "GatherElements" }
+func (elementPicker) slices() bool   { return false }
+
+func (elementPicker) take(out, data *tensor.Dense, ix operand.Indices, axis int, _, add bool) int {
 	if ix.Shape.TotalSize() == 0 {
 		return -1
 	}
 	g := kernel.NewAlong(data.Shape(), ix.Shape, axis)
-	switch ix.Dtype {
-	case tensor.Int:
-		return takeAlong(out, data, ix.Ints, &g, add)
-	case tensor.Int32:
-		return takeAlong(out, data, ix.I32, &g, add)
-	}
-	return takeAlong(out, data, ix.I64, &g, add)
+	return operand.Pick(ix.Dtype, takeAlong[int], takeAlong[int32], takeAlong[int64])(out, data, ix, g, add)
 }
 
-func takeAlong[I kernel.Index](out, data *tensor.Dense, idx []I, g *kernel.Along, add bool) int {
+// takeAlong takes g by value: a pointer passed to a function Pick returns
+// would move g to the heap.
+func takeAlong[I kernel.Index](out, data *tensor.Dense, ix operand.Indices, g kernel.Along, add bool) int {
+	idx := operand.Slice[I](ix)
 	if add {
 		switch data.Dtype() {
 		case tensor.Float32:
-			kernel.TakeAlongAdd(out.Float32s(), data.Float32s(), idx, g)
+			kernel.TakeAlongAdd(out.Float32s(), data.Float32s(), idx, &g)
 		case tensor.Float64:
-			kernel.TakeAlongAdd(out.Float64s(), data.Float64s(), idx, g)
+			kernel.TakeAlongAdd(out.Float64s(), data.Float64s(), idx, &g)
 		case tensor.Int:
-			kernel.TakeAlongAdd(out.Ints(), data.Ints(), idx, g)
+			kernel.TakeAlongAdd(out.Ints(), data.Ints(), idx, &g)
 		case tensor.Int32:
-			kernel.TakeAlongAdd(out.Int32s(), data.Int32s(), idx, g)
+			kernel.TakeAlongAdd(out.Int32s(), data.Int32s(), idx, &g)
 		case tensor.Int64:
-			kernel.TakeAlongAdd(out.Int64s(), data.Int64s(), idx, g)
+			kernel.TakeAlongAdd(out.Int64s(), data.Int64s(), idx, &g)
 		}
 		return -1
 	}
 	switch operand.WordOf(data.Dtype()) {
 	case operand.Word8:
-		return kernel.TakeAlong(out.Uint8s(), data.Uint8s(), idx, g)
+		return kernel.TakeAlong(out.Uint8s(), data.Uint8s(), idx, &g)
 	case operand.Word16:
-		return kernel.TakeAlong(out.Uint16s(), data.Uint16s(), idx, g)
+		return kernel.TakeAlong(out.Uint16s(), data.Uint16s(), idx, &g)
 	case operand.Word32:
-		return kernel.TakeAlong(out.Uint32s(), data.Uint32s(), idx, g)
+		return kernel.TakeAlong(out.Uint32s(), data.Uint32s(), idx, &g)
 	case operand.Word64:
-		return kernel.TakeAlong(out.Uint64s(), data.Uint64s(), idx, g)
+		return kernel.TakeAlong(out.Uint64s(), data.Uint64s(), idx, &g)
 	case operand.Word128:
-		return kernel.TakeAlong(out.Complex128s(), data.Complex128s(), idx, g)
+		return kernel.TakeAlong(out.Complex128s(), data.Complex128s(), idx, &g)
 	case operand.WordString:
-		return kernel.TakeAlong(out.Strings(), data.Strings(), idx, g)
+		return kernel.TakeAlong(out.Strings(), data.Strings(), idx, &g)
 	case operand.WordPointer:
-		return kernel.TakeAlong(out.UnsafePointers(), data.UnsafePointers(), idx, g)
+		return kernel.TakeAlong(out.UnsafePointers(), data.UnsafePointers(), idx, &g)
 	}
 	return -1
 }

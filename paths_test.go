@@ -29,7 +29,7 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 	}
 	cases := []struct {
 		name           string
-		kind           string
+		kind           operator
 		dshape, ishape []int
 		axis           int
 	}{
@@ -60,7 +60,7 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 			for _, procs := range []int{1, 2, 3, 4, 7} {
 				runtime.GOMAXPROCS(procs)
 				dst := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.dshape...))
-				require.NoError(t, backward(c.kind, dst, indices, src, c.axis, 1, -1, label{Op: c.kind}, false))
+				require.NoError(t, backward(c.kind, dst, indices, src, c.axis, 1, -1, label{Op: c.kind.String()}, false))
 				bits := make([]uint32, len(dst.Float32s()))
 				for i, x := range dst.Float32s() {
 					bits[i] = math.Float32bits(x)
@@ -133,7 +133,7 @@ func TestZeroAllocations(t *testing.T) {
 	gi := castIndices(randIndices(rand.New(rand.NewPCG(2, 2)), 160, 10), []int{10, 16}, tensor.Int32)
 	gout := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(10, 16))
 	allocs = testing.AllocsPerRun(50, func() {
-		if _, err := forward(opGatherElements, ge, gi, 1, target{out: gout}, label{Op: opGatherElements}); err != nil {
+		if _, err := forward(opGatherElements, ge, gi, 1, target{out: gout}, label{Op: opGatherElements.String()}); err != nil {
 			t.Fatal(err)
 		}
 		if err := ScatterAdd(ge, gi, gout, 1); err != nil {
@@ -186,7 +186,7 @@ func TestZeroAllocationsParallel(t *testing.T) {
 		gi := castIndices(randIndices(r, 512*256, 256), []int{512, 256}, tensor.Int32)
 		gout := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(512, 256))
 		allocs = parallelAllocs(100, func() {
-			if _, err := forward(opGatherElements, ge, gi, axis, target{out: gout}, label{Op: opGatherElements}); err != nil {
+			if _, err := forward(opGatherElements, ge, gi, axis, target{out: gout}, label{Op: opGatherElements.String()}); err != nil {
 				t.Fatal(err)
 			}
 			if err := ScatterAdd(ge, gi, gout, axis); err != nil {

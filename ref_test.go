@@ -28,7 +28,7 @@ var (
 )
 
 // applyKind adds Gather (kind opGather) or GatherElements to the graph.
-func applyKind(kind string, data, indices *gorgonia.Node, axis int, opts []Option) (*gorgonia.Node, error) {
+func applyKind(kind operator, data, indices *gorgonia.Node, axis int, opts []Option) (*gorgonia.Node, error) {
 	if kind == opGather {
 		return Gather(data, indices, axis, opts...)
 	}

@@ -9,12 +9,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// Names of the two operations, as they appear in error messages.
-const (
-	opGather         = "gather"
-	opGatherElements = "gather_elements"
-)
-
 // normAxis maps axis in [-rank, rank-1] to [0, rank-1].
 func normAxis(op string, axis, rank int) (int, error) {
 	if rank == 0 {
@@ -51,7 +45,7 @@ func gatherShape(buf, data, indices tensor.Shape, axis int) (tensor.Shape, error
 	out = append(out, data[:axis]...)
 	out = append(out, indices...)
 	out = append(out, data[axis+1:]...)
-	if _, err := shapes.Size(opGather, "output", out); err != nil {
+	if _, err := shapes.Size(opGather.String(), "output", out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -72,7 +66,7 @@ func elementsShape(data, indices tensor.Shape, axis int) (tensor.Shape, error) {
 				opGatherElements, indices, data, d, indices[d], data[d], ErrShape)
 		}
 	}
-	if _, err := shapes.Size(opGatherElements, "indices", indices); err != nil {
+	if _, err := shapes.Size(opGatherElements.String(), "indices", indices); err != nil {
 		return nil, err
 	}
 	return indices, nil

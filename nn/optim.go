@@ -13,8 +13,7 @@ import (
 
 // A SparseOptimizer updates a table in place from its row gradient:
 // SparseSGD, SparseAdam and RowWiseAdagrad. Its Step must not keep g
-// after it returns:
-// Embedding.Step reuses g's memory for the next step.
+// after it returns: Embedding.Step reuses g's memory for the next step.
 type SparseOptimizer interface {
 	Step(table *tensor.Dense, g *RowGrad) error
 }

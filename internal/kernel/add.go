@@ -262,14 +262,12 @@ func indexAdd[T Float, I Index](dst, src []T, idx []I, outer, s, inner int, c T,
 	case p <= 1:
 		addBlocks(dst, src, idx, c, s, inner, 0, outer, pad, zero)
 	default:
-		t := newTask[indexAddTask[T, I]]()
-		defer freeTask(t)
-		*t = indexAddTask[T, I]{dst: dst, src: src, idx: idx, c: c, outer: outer, s: s, inner: inner, pad: pad, zero: zero}
+		w := indexAddTask[T, I]{dst: dst, src: src, idx: idx, c: c, outer: outer, s: s, inner: inner, pad: pad, zero: zero}
 		if outer >= p {
-			t.blocks = true
-			parallelRun(outer, p, t)
+			w.blocks = true
+			parallelRun(outer, p, w)
 		} else {
-			parallelRunParts(s, p, t)
+			parallelRunParts(s, p, w)
 		}
 	}
 }
@@ -387,14 +385,12 @@ func scatterAdd[T Float, I Index](dst, src []T, idx []I, g *Along, c T, dshape [
 		addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
 		return
 	}
-	t := newTask[scatterAddTask[T, I]]()
-	defer freeTask(t)
 	// g is copied, so that g itself stays on the caller's stack.
-	*t = scatterAddTask[T, I]{dst: dst, src: src, idx: idx, c: c, g: *g, d0: dshape[0], width: dshape[len(dshape)-1], zero: zero}
+	w := scatterAddTask[T, I]{dst: dst, src: src, idx: idx, c: c, g: *g, d0: dshape[0], width: dshape[len(dshape)-1], zero: zero}
 	if g.axis != 0 {
-		parallelRun(g.ishape[0], p, t)
+		parallelRun(g.ishape[0], p, w)
 	} else {
-		parallelRunParts(g.n, p, t)
+		parallelRunParts(g.n, p, w)
 	}
 }
 
@@ -466,10 +462,7 @@ func Clear[T Float](s []T) {
 		clear(s)
 		return
 	}
-	t := newTask[clearTask[T]]()
-	defer freeTask(t)
-	t.s = s
-	parallelRun(len(s), p, t)
+	parallelRun(len(s), p, clearTask[T]{s: s})
 }
 
 // clearTask is Clear's work for parallelRun.

@@ -76,11 +76,8 @@ func weight[T Float](w []T, i int) T {
 // once, in one pass over its bag; no [n, dim] array is made. Bags are
 // split across goroutines. It is O(n × dim).
 func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags) {
-	t := newTask[bagTask[T, I]]()
-	defer freeTask(t)
-	*t = bagTask[T, I]{out: out, table: table, ids: ids, w: w, dim: dim, bg: *bg,
-		ahead: prefetches(table, dim), size: uintptr(dim) * unsafe.Sizeof(T(0))}
-	parallelRun(bg.N(), Workers(len(ids)*dim+bg.N()*dim, bg.N()), t)
+	parallelRun(bg.N(), Workers(len(ids)*dim+bg.N()*dim, bg.N()), bagTask[T, I]{out: out, table: table, ids: ids, w: w, dim: dim, bg: *bg,
+		ahead: prefetches(table, dim), size: uintptr(dim) * unsafe.Sizeof(T(0))})
 }
 
 // bagTask is BagPool's work for parallelRun: the bags lo..hi-1.

@@ -46,10 +46,7 @@ func FirstBad[I Index](idx []I, s int) int {
 	if p <= 1 {
 		return firstBad(idx, s)
 	}
-	t := newTask[checkTask[I]]()
-	defer freeTask(t)
-	*t = checkTask[I]{idx: idx, s: s}
-	return parallelRun(len(idx), p, t)
+	return parallelRun(len(idx), p, checkTask[I]{idx: idx, s: s})
 }
 
 // FirstOutside returns the position of the first index of idx outside

@@ -32,32 +32,51 @@ func Workers(work, parts int) int {
 // or -1.
 type task interface{ run(lo, hi int) int }
 
-// parallelRun cuts [0, n) into chunks and runs t on each, on the calling
-// goroutine and p-1 workers, and returns the smallest position any chunk
-// returned, or -1. With p <= 1 it runs t on all of [0, n) on the calling
-// goroutine. It allocates nothing once the free lists are filled: the
-// kernels' tasks come from taskLists, the call's state from jobs.
-func parallelRun(n, p int, t task) int {
-	if p <= 1 || n <= 1 {
-		return t.run(0, n)
-	}
-	return spread(n, p, chunks(n, p), t)
+// parallelRun cuts [0, n) into chunks and runs the task w on each, on the
+// calling goroutine and p-1 workers, and returns the smallest position any
+// chunk returned, or -1. The goroutines share a copy of w taken from the
+// free list of w's type, so that w itself stays on the caller's stack and
+// the call allocates nothing once the free lists are filled (the call's
+// state comes from jobs). Callers run w on their own when p <= 1.
+func parallelRun[W any, P interface {
+	*W
+	task
+}](n, p int, w W) int {
+	return spreadTask[W, P](n, p, chunks(n, p), w)
 }
 
 // parallelRunParts is parallelRun cutting [0, n) into p ranges only (at
 // most maxChunks), for tasks whose every run costs a pass over something
 // all runs share (such as every index, each run keeping those that fall in
 // its range).
-func parallelRunParts(n, p int, t task) int {
+func parallelRunParts[W any, P interface {
+	*W
+	task
+}](n, p int, w W) int {
+	return spreadTask[W, P](n, p, min(n, p, maxChunks), w)
+}
+
+// spreadTask runs a copy of w from its free list on c chunks of [0, n).
+func spreadTask[W any, P interface {
+	*W
+	task
+}](n, p, c int, w W) int {
+	t := P(newTask[W]())
+	defer freeTask((*W)(t))
+	*t = w
 	if p <= 1 || n <= 1 {
 		return t.run(0, n)
 	}
-	return spread(n, p, min(n, p, maxChunks), t)
+	return spread(n, p, c, t)
 }
 
 // ParallelFor is parallelRun for a function, for callers off the kernels'
 // hot paths: the function, a closure, is allocated per call.
 func ParallelFor(n, p int, f func(lo, hi int)) {
+	if p <= 1 {
+		f(0, n)
+		return
+	}
 	parallelRun(n, p, funcTask(func(lo, hi int) int {
 		f(lo, hi)
 		return -1
@@ -168,9 +187,9 @@ func toList[T any](list chan *T, t *T) {
 	}
 }
 
-// taskLists holds a free list for each type of task the kernels use, keyed
-// by a nil pointer of that type, so that a parallel call describes its
-// work without allocating.
+// taskLists holds a free list for each type of task, keyed by a nil
+// pointer of that type, so that a parallel call describes its work
+// without allocating.
 var taskLists sync.Map
 
 // newTask returns a *T from its free list; freeTask puts it back.

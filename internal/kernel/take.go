@@ -363,10 +363,7 @@ func Take[T any, I Index](dst, src []T, idx []I, outer, s, inner int, fresh bool
 	if p <= 1 {
 		return w.run(0, rows)
 	}
-	t := newTask[takeTask[T, I]]()
-	defer freeTask(t)
-	*t = w
-	return parallelRun(rows, p, t)
+	return parallelRun(rows, p, w)
 }
 
 // takeTask is Take's work for parallelRun.
@@ -418,10 +415,7 @@ func TakeAlong[T any, I Index](dst, src []T, idx []I, g *Along) int {
 	if p <= 1 {
 		return takeAlong(dst, src, idx, g, 0, rows)
 	}
-	t := newTask[alongTask[T, I]]()
-	defer freeTask(t)
-	*t = alongTask[T, I]{dst: dst, src: src, idx: idx, g: *g} // a copy, so that g itself stays on the caller's stack
-	return parallelRun(rows, p, t)
+	return parallelRun(rows, p, alongTask[T, I]{dst: dst, src: src, idx: idx, g: *g}) // a copy, so that g itself stays on the caller's stack
 }
 
 // alongTask is TakeAlong's work for parallelRun.
@@ -456,10 +450,7 @@ func TakeAdd[T Number, I Index](dst, src []T, idx []I, outer, s, inner int) {
 		w.run(0, rows)
 		return
 	}
-	t := newTask[takeAddTask[T, I]]()
-	defer freeTask(t)
-	*t = w
-	parallelRun(rows, p, t)
+	parallelRun(rows, p, w)
 }
 
 // takeAddTask is TakeAdd's work for parallelRun: rows lo..hi-1 of dst.
@@ -512,10 +503,7 @@ func TakeAlongAdd[T Number, I Index](dst, src []T, idx []I, g *Along) {
 		takeAlongAdd(dst, src, idx, g, 0, rows)
 		return
 	}
-	t := newTask[alongAddTask[T, I]]()
-	defer freeTask(t)
-	*t = alongAddTask[T, I]{dst: dst, src: src, idx: idx, g: *g}
-	parallelRun(rows, p, t)
+	parallelRun(rows, p, alongAddTask[T, I]{dst: dst, src: src, idx: idx, g: *g})
 }
 
 // alongAddTask is TakeAlongAdd's work for parallelRun.

@@ -29,6 +29,38 @@ type Indices struct {
 	I64   []int64
 }
 
+// Pick returns the one of f's instantiations, fInt, fInt32 or fInt64, for
+// the index dtype dt (tensor.Int, Int32 or Int64): the one place a run-time
+// index dtype becomes a type parameter. A function generic in its index
+// type I takes the Indices and reads them with Slice[I]:
+//
+//	func count[I kernel.Index](ix operand.Indices, s int) int { ... operand.Slice[I](ix) ... }
+//	n := operand.Pick(ix.Dtype, count[int], count[int32], count[int64])(ix, s)
+func Pick[F any](dt tensor.Dtype, fInt, fInt32, fInt64 F) F {
+	switch dt {
+	case tensor.Int:
+		return fInt
+	case tensor.Int32:
+		return fInt32
+	}
+	return fInt64
+}
+
+// Slice returns ix's indices as a []I; I must be the Go type of ix.Dtype
+// (see Pick), else the result is nil.
+func Slice[I kernel.Index](ix Indices) []I {
+	var s []I
+	switch p := any(&s).(type) {
+	case *[]int:
+		*p = ix.Ints
+	case *[]int32:
+		*p = ix.I32
+	case *[]int64:
+		*p = ix.I64
+	}
+	return s
+}
+
 // At returns the index at flat position p.
 func (ix Indices) At(p int) int64 {
 	switch ix.Dtype {
@@ -43,14 +75,10 @@ func (ix Indices) At(p int) int64 {
 // FirstBad returns the flat position of the first index outside
 // [-s, s-1], or -1 (kernel.FirstBad).
 func (ix Indices) FirstBad(s int) int {
-	switch ix.Dtype {
-	case tensor.Int:
-		return kernel.FirstBad(ix.Ints, s)
-	case tensor.Int32:
-		return kernel.FirstBad(ix.I32, s)
-	}
-	return kernel.FirstBad(ix.I64, s)
+	return Pick(ix.Dtype, firstBad[int], firstBad[int32], firstBad[int64])(ix, s)
 }
+
+func firstBad[I kernel.Index](ix Indices, s int) int { return kernel.FirstBad(Slice[I](ix), s) }
 
 // FirstBadIn returns the flat position of the first index outside the
 // range l admits for an axis of size s: [0, s) with l.NonNegative
@@ -59,14 +87,10 @@ func (ix Indices) FirstBadIn(l opconfig.Label, s int) int {
 	if !l.NonNegative {
 		return ix.FirstBad(s)
 	}
-	switch ix.Dtype {
-	case tensor.Int:
-		return kernel.FirstOutside(ix.Ints, s)
-	case tensor.Int32:
-		return kernel.FirstOutside(ix.I32, s)
-	}
-	return kernel.FirstOutside(ix.I64, s)
+	return Pick(ix.Dtype, firstOutside[int], firstOutside[int32], firstOutside[int64])(ix, s)
 }
+
+func firstOutside[I kernel.Index](ix Indices, s int) int { return kernel.FirstOutside(Slice[I](ix), s) }
 
 // ReadIndices reads an index argument named what (e.g. "indices", "ids")
 // of the operation op: a *tensor.Dense of any layout, or one of Gorgonia's
