@@ -407,14 +407,13 @@ func floatsOf[T kernel.Float](t *tensor.Dense) []T {
 }
 
 func pool[T kernel.Float](out, table []T, ids operand.Indices, w []T, dim int, bg *kernel.Bags) {
-	switch ids.Dtype {
-	case tensor.Int:
-		kernel.BagPool(out, table, ids.Ints, w, dim, bg)
-	case tensor.Int32:
-		kernel.BagPool(out, table, ids.I32, w, dim, bg)
-	default:
-		kernel.BagPool(out, table, ids.I64, w, dim, bg)
-	}
+	operand.Pick(ids.Dtype, poolTyped[T, int], poolTyped[T, int32], poolTyped[T, int64])(out, table, ids, w, dim, *bg)
+}
+
+// poolTyped takes bg by value: a pointer passed to a function Pick returns
+// would move what it points to to the heap.
+func poolTyped[T kernel.Float, I kernel.Index](out, table []T, ids operand.Indices, w []T, dim int, bg kernel.Bags) {
+	kernel.BagPool(out, table, operand.Slice[I](ids), w, dim, &bg)
 }
 
 func (o *bagOp) ReturnsPtr() bool     { return false }
@@ -625,17 +624,13 @@ func (d *bagGradOp) add(dst *tensor.Dense, a bagArgs, g *tensor.Dense) {
 }
 
 func bagGrad[T kernel.Float](dst, g, table []T, a bagArgs, w []T, dim int, wrtTable bool, c T, freq bool) {
-	switch a.ids.Dtype {
-	case tensor.Int:
-		bagGradTyped(dst, g, table, a.ids.Ints, w, dim, &a.bg, wrtTable, c, freq)
-	case tensor.Int32:
-		bagGradTyped(dst, g, table, a.ids.I32, w, dim, &a.bg, wrtTable, c, freq)
-	default:
-		bagGradTyped(dst, g, table, a.ids.I64, w, dim, &a.bg, wrtTable, c, freq)
-	}
+	operand.Pick(a.ids.Dtype, bagGradTyped[T, int], bagGradTyped[T, int32], bagGradTyped[T, int64])(
+		dst, g, table, a.ids, w, dim, a.bg, wrtTable, c, freq)
 }
 
-func bagGradTyped[T kernel.Float, I kernel.Index](dst, g, table []T, ids []I, w []T, dim int, bg *kernel.Bags, wrtTable bool, c T, freq bool) {
+// bagGradTyped takes the Bags by value, as poolTyped does.
+func bagGradTyped[T kernel.Float, I kernel.Index](dst, g, table []T, ix operand.Indices, w []T, dim int, b kernel.Bags, wrtTable bool, c T, freq bool) {
+	ids, bg := operand.Slice[I](ix), &b
 	var arg []int32
 	if bg.Mode == kernel.BagMax {
 		arg = kernel.BagArgmax(table, ids, w, dim, bg)

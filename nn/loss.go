@@ -461,15 +461,7 @@ func runEntropy(a entropyArgs) float64 {
 }
 
 func entropyByIndex[T kernel.Float](x []T, a entropyArgs) float64 {
-	switch a.targets.Dtype {
-	case tensor.Int:
-		return entropySum(x, a.targets.Ints, a.classes)
-	case tensor.Int32:
-		return entropySum(x, a.targets.I32, a.classes)
-	case tensor.Int64:
-		return entropySum(x, a.targets.I64, a.classes)
-	}
-	return math.NaN()
+	return operand.Pick(a.targets.Dtype, entropySum[T, int], entropySum[T, int32], entropySum[T, int64])(x, a.targets, a.classes)
 }
 
 // entropyRows is the number of rows whose losses are summed together before
@@ -483,7 +475,8 @@ const entropyRows = 256
 //
 // with t's values checked to lie in [-c, c-1]. Each row is shifted by its
 // maximum before exp, so large logits do not overflow.
-func entropySum[T kernel.Float, I kernel.Index](x []T, t []I, c int) float64 {
+func entropySum[T kernel.Float, I kernel.Index](x []T, targets operand.Indices, c int) float64 {
+	t := operand.Slice[I](targets)
 	blocks := make([]float64, (len(t)+entropyRows-1)/entropyRows)
 	p := kernel.Workers(len(x), len(blocks))
 	kernel.ParallelFor(len(blocks), p, func(lo, hi int) {
@@ -585,14 +578,8 @@ func runEntropyGrad(dst *tensor.Dense, a entropyArgs, scale float64, add bool) {
 
 func entropyGradByIndex[T kernel.Float](dst, x []T, a entropyArgs, scale float64, add bool) {
 	p := kernel.Workers(len(x), a.rows)
-	switch a.targets.Dtype {
-	case tensor.Int:
-		kernel.ParallelFor(a.rows, p, func(lo, hi int) { entropyGrad(dst, x, a.targets.Ints, a.classes, scale, add, lo, hi) })
-	case tensor.Int32:
-		kernel.ParallelFor(a.rows, p, func(lo, hi int) { entropyGrad(dst, x, a.targets.I32, a.classes, scale, add, lo, hi) })
-	case tensor.Int64:
-		kernel.ParallelFor(a.rows, p, func(lo, hi int) { entropyGrad(dst, x, a.targets.I64, a.classes, scale, add, lo, hi) })
-	}
+	f := operand.Pick(a.targets.Dtype, entropyGrad[T, int], entropyGrad[T, int32], entropyGrad[T, int64])
+	kernel.ParallelFor(a.rows, p, func(lo, hi int) { f(dst, x, a.targets, a.classes, scale, add, lo, hi) })
 }
 
 // entropyGrad is, for the rows r in [lo, hi) and p = softmax(x[r*c:(r+1)*c]),
@@ -601,7 +588,8 @@ func entropyGradByIndex[T kernel.Float](dst, x []T, a entropyArgs, scale float64
 //
 // or dst[r*c+j] += the same with add. Every element is computed on its own,
 // so the result does not depend on how the rows are split.
-func entropyGrad[T kernel.Float, I kernel.Index](dst, x []T, t []I, c int, scale float64, add bool, lo, hi int) {
+func entropyGrad[T kernel.Float, I kernel.Index](dst, x []T, targets operand.Indices, c int, scale float64, add bool, lo, hi int) {
+	t := operand.Slice[I](targets)
 	// exp(x - max) of a block of rows, the rows' shifts and sums
 	e, m, s := make([]T, entropyRows*c), make([]float64, entropyRows), make([]float64, entropyRows)
 	for r0 := lo; r0 < hi; r0 += entropyRows {
@@ -667,14 +655,7 @@ func (o *crossEntropyOp) lossRows(a entropyArgs, per []float64) (sum, denom floa
 }
 
 func lossRowsOf[T kernel.Float](o *crossEntropyOp, x []T, a entropyArgs, per []float64) (float64, float64) {
-	switch a.targets.Dtype {
-	case tensor.Int:
-		return lossRowsTyped(o, x, a.targets.Ints, a.classes, per)
-	case tensor.Int32:
-		return lossRowsTyped(o, x, a.targets.I32, a.classes, per)
-	default:
-		return lossRowsTyped(o, x, a.targets.I64, a.classes, per)
-	}
+	return operand.Pick(a.targets.Dtype, lossRowsTyped[T, int], lossRowsTyped[T, int32], lossRowsTyped[T, int64])(o, x, a.targets, a.classes, per)
 }
 
 // lossRowsTyped is lossRows. For row r with target y, not ignored, w the
@@ -685,7 +666,8 @@ func lossRowsOf[T kernel.Float](o *crossEntropyOp, x []T, a entropyArgs, per []f
 //
 // Blocks of entropyRows rows are summed on their own and then in order,
 // so the result is the same for any GOMAXPROCS.
-func lossRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, x []T, t []I, c int, per []float64) (float64, float64) {
+func lossRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, x []T, targets operand.Indices, c int, per []float64) (float64, float64) {
+	t := operand.Slice[I](targets)
 	nb := (len(t) + entropyRows - 1) / entropyRows
 	sums, dens := make([]float64, nb), make([]float64, nb)
 	ce := o.op == opCrossEntropy
@@ -756,14 +738,8 @@ func (o *crossEntropyOp) gradRows(dst *tensor.Dense, a entropyArgs, scale float6
 
 func gradRowsOf[T kernel.Float](o *crossEntropyOp, dst, x []T, a entropyArgs, scale float64, ups []float64, add bool) {
 	p := kernel.Workers(len(x), a.rows)
-	switch a.targets.Dtype {
-	case tensor.Int:
-		kernel.ParallelFor(a.rows, p, func(lo, hi int) { gradRowsTyped(o, dst, x, a.targets.Ints, a.classes, scale, ups, add, lo, hi) })
-	case tensor.Int32:
-		kernel.ParallelFor(a.rows, p, func(lo, hi int) { gradRowsTyped(o, dst, x, a.targets.I32, a.classes, scale, ups, add, lo, hi) })
-	default:
-		kernel.ParallelFor(a.rows, p, func(lo, hi int) { gradRowsTyped(o, dst, x, a.targets.I64, a.classes, scale, ups, add, lo, hi) })
-	}
+	f := operand.Pick(a.targets.Dtype, gradRowsTyped[T, int], gradRowsTyped[T, int32], gradRowsTyped[T, int64])
+	kernel.ParallelFor(a.rows, p, func(lo, hi int) { f(o, dst, x, a.targets, a.classes, scale, ups, add, lo, hi) })
 }
 
 // gradRowsTyped is gradRows for the rows [lo, hi). For row r with target y,
@@ -773,7 +749,8 @@ func gradRowsOf[T kernel.Float](o *crossEntropyOp, dst, x []T, a entropyArgs, sc
 //	CrossEntropy: g[j] = k·((1-ε)·w[y]·(p[j] - [j == y]) + (ε/c)·(p[j]·W - w[j]))
 //
 // An ignored row's gradient is zero.
-func gradRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, dst, x []T, t []I, c int, scale float64, ups []float64, add bool, lo, hi int) {
+func gradRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, dst, x []T, targets operand.Indices, c int, scale float64, ups []float64, add bool, lo, hi int) {
+	t := operand.Slice[I](targets)
 	ce := o.op == opCrossEntropy
 	eps := o.smoothing
 	wsum := float64(c)

@@ -93,17 +93,13 @@ func divideByFreq(g *tensor.Dense, ids operand.Indices, vocab int) *tensor.Dense
 }
 
 func positionGrad[T kernel.Float](out, g, table []T, a bagArgs, w []T, vocab, dim int) {
-	switch a.ids.Dtype {
-	case tensor.Int:
-		positionGradTyped(out, g, table, a.ids.Ints, w, vocab, dim, &a.bg)
-	case tensor.Int32:
-		positionGradTyped(out, g, table, a.ids.I32, w, vocab, dim, &a.bg)
-	default:
-		positionGradTyped(out, g, table, a.ids.I64, w, vocab, dim, &a.bg)
-	}
+	operand.Pick(a.ids.Dtype, positionGradTyped[T, int], positionGradTyped[T, int32], positionGradTyped[T, int64])(
+		out, g, table, a.ids, w, vocab, dim, a.bg)
 }
 
-func positionGradTyped[T kernel.Float, I kernel.Index](out, g, table []T, ids []I, w []T, vocab, dim int, bg *kernel.Bags) {
+// positionGradTyped takes the Bags by value, as poolTyped does.
+func positionGradTyped[T kernel.Float, I kernel.Index](out, g, table []T, ix operand.Indices, w []T, vocab, dim int, b kernel.Bags) {
+	ids, bg := operand.Slice[I](ix), &b
 	var arg []int32
 	if bg.Mode == kernel.BagMax {
 		arg = kernel.BagArgmax(table, ids, w, dim, bg)
