@@ -2,8 +2,6 @@ package gather
 
 import (
 	"fmt"
-	"hash"
-	"hash/fnv"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -12,6 +10,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -215,7 +214,7 @@ func (o *opBase) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	if err := errs.CheckGradSize(o.label().String(), output, inputs[0]); err != nil {
 		return nil, err
 	}
-	d, err := gorgonia.ApplyOp(&diffOp{o}, inputs[1], grad)
+	d, err := gorgonia.ApplyOp(&diffOp{Op: opkit.New(o.ID(), "Grad", o.dataShape), fwd: o}, inputs[1], grad)
 	if err != nil {
 		return nil, fmt.Errorf("%s: building the gradient: %w", o.kind, errs.Graph(err))
 	}
@@ -266,7 +265,10 @@ func (o *opBase) checkDifferentiable() error {
 
 // diffOp computes the gradient of data for an op: indices and the upstream
 // gradient in, a tensor shaped like data out.
-type diffOp struct{ fwd *opBase }
+type diffOp struct {
+	opkit.Op
+	fwd *opBase
+}
 
 func (d *diffOp) Arity() int { return 2 }
 
@@ -327,18 +329,6 @@ func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
 		return fmt.Errorf("%s gradient: cannot add into a %T: %w", d.fwd.kind, toIncr, ErrDtype)
 	}
 	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.GradScale, d.fwd.padding(), d.fwd.label(), d.fwd.cfg.ScaleByFreq)
-}
-
-func (d *diffOp) ReturnsPtr() bool     { return false }
-func (d *diffOp) CallsExtern() bool    { return false }
-func (d *diffOp) OverwritesInput() int { return -1 }
-
-func (d *diffOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v", d, d.fwd.dataShape) }
-
-func (d *diffOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	d.WriteHash(h)
-	return h.Sum32()
 }
 
 func (d *diffOp) String() string { return d.fwd.String() + "Grad" }

@@ -2,8 +2,6 @@ package gather
 
 import (
 	"fmt"
-	"hash"
-	"hash/fnv"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -58,6 +57,7 @@ func outputShape(buf tensor.Shape, kind operator, data, indices tensor.Shape, ax
 // when the node is built, and the Op methods that do not depend on the
 // operator. An op value may be shared by goroutines.
 type opBase struct {
+	opkit.Op
 	kind       operator     // opGather or opGatherElements
 	axis       int          // normalised to [0, rank-1]
 	dataType   tensor.Dtype // dtype of data and of the output
@@ -110,8 +110,10 @@ func newBase(kind operator, data, indices *gorgonia.Node, axis int, cfg config) 
 			cfg.Pad += ds[ax]
 		}
 	}
-	return opBase{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
-		dataShape: ds, indexShape: is, outShape: out, cfg: cfg}, nil
+	b := opBase{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
+		dataShape: ds, indexShape: is, outShape: out, cfg: cfg}
+	b.Op = opkit.New(b.String(), b.indexType, "->", b.dataType)
+	return b, nil
 }
 
 // apply adds o, whose opBase is b, to the graph of data and indices.
@@ -301,19 +303,6 @@ func (o *opBase) do(prealloc gorgonia.Value, in []gorgonia.Value) (gorgonia.Valu
 		return nil, err
 	}
 	return operand.Value(out), nil
-}
-
-func (o *opBase) ReturnsPtr() bool     { return false }
-func (o *opBase) CallsExtern() bool    { return false }
-func (o *opBase) OverwritesInput() int { return -1 }
-
-// WriteHash writes everything that sets the op's behaviour: kind, axis and options.
-func (o *opBase) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v->%v", o, o.indexType, o.dataType) }
-
-func (o *opBase) Hashcode() uint32 {
-	h := fnv.New32a()
-	o.WriteHash(h)
-	return h.Sum32()
 }
 
 // String names the op, e.g. "Gather{axis=1}" or "GatherElements{axis=0, noGrad}".

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"hash"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -13,6 +12,7 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -104,6 +104,7 @@ func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg
 	if weights != nil {
 		in = append(in, weights)
 	}
+	o.Op = opkit.New(o, o.dtype, o.idType, o.offType, o.idShape, o.lbl, o.lastOffset)
 	n, err := gorgonia.ApplyOp(o, in...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBag, errs.Graph(err))
@@ -114,6 +115,7 @@ func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg
 // bagOp is the op of EmbeddingBag: table, ids, offsets (if hasOffsets) and
 // weights (if hasWeights) in, [bags, dim] out.
 type bagOp struct {
+	opkit.Op
 	mode       BagMode
 	dtype      tensor.Dtype // of table, weights and output
 	idType     tensor.Dtype
@@ -416,16 +418,6 @@ func poolTyped[T kernel.Float, I kernel.Index](out, table []T, ids operand.Indic
 	kernel.BagPool(out, table, operand.Slice[I](ids), w, dim, &bg)
 }
 
-func (o *bagOp) ReturnsPtr() bool     { return false }
-func (o *bagOp) CallsExtern() bool    { return false }
-func (o *bagOp) OverwritesInput() int { return -1 }
-
-func (o *bagOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "%v %v %v %v %v %v %v", o, o.dtype, o.idType, o.offType, o.idShape, o.lbl, o.lastOffset)
-}
-
-func (o *bagOp) Hashcode() uint32 { return hashOf(o) }
-
 func (o *bagOp) String() string {
 	last := ""
 	if o.lastOffset {
@@ -459,14 +451,14 @@ func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 	out := make(gorgonia.Nodes, len(inputs))
 	args := append(append(gorgonia.Nodes{}, inputs...), grad)
 	if !o.cfg.NoGrad {
-		g, err := gorgonia.ApplyOp(&bagGradOp{fwd: o, wrtTable: true}, args...)
+		g, err := gorgonia.ApplyOp(&bagGradOp{Op: opkit.New(o.ID(), "grad table"), fwd: o, wrtTable: true}, args...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: building the table's gradient: %w", opBag, errs.Graph(err))
 		}
 		out[0] = g
 	}
 	if o.hasWeights {
-		g, err := gorgonia.ApplyOp(&bagGradOp{fwd: o}, args...)
+		g, err := gorgonia.ApplyOp(&bagGradOp{Op: opkit.New(o.ID(), "grad weights"), fwd: o}, args...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: building the weights' gradient: %w", opBag, errs.Graph(err))
 		}
@@ -515,6 +507,7 @@ func (o *bagOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, out
 // (wrtTable) or the weights: the bag op's inputs and the upstream
 // gradient in; a tensor shaped like the table or the ids out.
 type bagGradOp struct {
+	opkit.Op
 	fwd      *bagOp
 	wrtTable bool
 }
@@ -645,17 +638,6 @@ func bagGradTyped[T kernel.Float, I kernel.Index](dst, g, table []T, ix operand.
 		dst[i] += v
 	}
 }
-
-func (d *bagGradOp) ReturnsPtr() bool     { return false }
-func (d *bagGradOp) CallsExtern() bool    { return false }
-func (d *bagGradOp) OverwritesInput() int { return -1 }
-
-func (d *bagGradOp) WriteHash(h hash.Hash) {
-	d.fwd.WriteHash(h)
-	fmt.Fprintf(h, " grad table=%v", d.wrtTable)
-}
-
-func (d *bagGradOp) Hashcode() uint32 { return hashOf(d) }
 
 func (d *bagGradOp) String() string {
 	if d.wrtTable {

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"hash"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -12,6 +11,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -55,6 +55,7 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 		return nil, fmt.Errorf("%s: a of shape %v and b of shape %v must be [n, d] and [n, k, d]: %w", opBatchDot, as, bs, gather.ErrShape)
 	}
 	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2]}
+	o.Op = opkit.New(o, o.dtype)
 	out, err := gorgonia.ApplyOp(o, a, b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBatchDot, errs.Graph(err))
@@ -64,6 +65,7 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 
 // batchDotOp is the op of BatchDot: a [n, d] and b [n, k, d] in, [n, k] out.
 type batchDotOp struct {
+	opkit.Op
 	dtype   tensor.Dtype
 	n, k, d int
 }
@@ -135,14 +137,6 @@ func batchDot[T kernel.Float](out, a, b []T, k, d int) {
 	})
 }
 
-func (o *batchDotOp) ReturnsPtr() bool     { return false }
-func (o *batchDotOp) CallsExtern() bool    { return false }
-func (o *batchDotOp) OverwritesInput() int { return -1 }
-
-func (o *batchDotOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v", o, o.dtype) }
-
-func (o *batchDotOp) Hashcode() uint32 { return hashOf(o) }
-
 func (o *batchDotOp) String() string { return fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d) }
 
 func (o *batchDotOp) DiffWRT(int) []bool { return []bool{true, true} }
@@ -156,7 +150,7 @@ func (o *batchDotOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node)
 	}
 	out := make(gorgonia.Nodes, 2)
 	for w := range out {
-		g, err := gorgonia.ApplyOp(&batchDotDiffOp{fwd: o, wrt: w}, inputs[0], inputs[1], grad)
+		g, err := gorgonia.ApplyOp(&batchDotDiffOp{Op: opkit.New(o.ID(), "Grad", w), fwd: o, wrt: w}, inputs[0], inputs[1], grad)
 		if err != nil {
 			return nil, fmt.Errorf("%s: building the gradient: %w", opBatchDot, errs.Graph(err))
 		}
@@ -188,6 +182,7 @@ func (o *batchDotOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes
 // batchDotDiffOp is the gradient of a (wrt 0) or of b (wrt 1): a, b and
 // the upstream gradient in.
 type batchDotDiffOp struct {
+	opkit.Op
 	fwd *batchDotOp
 	wrt int
 }
@@ -293,17 +288,6 @@ func batchDotGrad[T kernel.Float](dst, a, b, g []T, k, d, wrt int, add bool) {
 		}
 	})
 }
-
-func (d *batchDotDiffOp) ReturnsPtr() bool     { return false }
-func (d *batchDotDiffOp) CallsExtern() bool    { return false }
-func (d *batchDotDiffOp) OverwritesInput() int { return -1 }
-
-func (d *batchDotDiffOp) WriteHash(h hash.Hash) {
-	d.fwd.WriteHash(h)
-	fmt.Fprintf(h, "Grad%d", d.wrt)
-}
-
-func (d *batchDotDiffOp) Hashcode() uint32 { return hashOf(d) }
 
 func (d *batchDotDiffOp) String() string { return fmt.Sprintf("%vGrad%d", d.fwd, d.wrt) }
 

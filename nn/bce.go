@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"hash"
 	"math"
 
 	"github.com/chewxy/hm"
@@ -13,6 +12,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -70,6 +70,7 @@ func BCEWithLogits(logits, targets *gorgonia.Node, opts ...Option) (*gorgonia.No
 			return nil, err
 		}
 	}
+	o.Op = opkit.New(o, o.dtype, o.shape, o.pos)
 	n, err := gorgonia.ApplyOp(o, logits, targets)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBCE, errs.Graph(err))
@@ -107,6 +108,7 @@ func classVector(op, what string, w tensor.Tensor, dt tensor.Dtype, n int) ([]fl
 // bceOp is the op of BCEWithLogits: logits and targets in, the reduced
 // loss (a scalar) or the losses (the logits' shape) out.
 type bceOp struct {
+	opkit.Op
 	dtype     tensor.Dtype
 	shape     tensor.Shape
 	reduction Reduction
@@ -298,16 +300,6 @@ func bceEach[T kernel.Float](out, x, y []T, pos []float64, cols int) {
 	})
 }
 
-func (o *bceOp) ReturnsPtr() bool     { return false }
-func (o *bceOp) CallsExtern() bool    { return false }
-func (o *bceOp) OverwritesInput() int { return -1 }
-
-func (o *bceOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "%v %v %v %v", o, o.dtype, o.shape, o.pos)
-}
-
-func (o *bceOp) Hashcode() uint32 { return hashOf(o) }
-
 func (o *bceOp) String() string {
 	if o.pos != nil {
 		return fmt.Sprintf("BCEWithLogits{%v, posWeight}", o.reduction)
@@ -325,7 +317,7 @@ func (o *bceOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 	if err := errs.CheckGradSize(opBCE, output, inputs[0]); err != nil {
 		return nil, err
 	}
-	d, err := gorgonia.ApplyOp(&bceDiffOp{o}, inputs[0], inputs[1], grad)
+	d, err := gorgonia.ApplyOp(&bceDiffOp{Op: opkit.New(o.ID(), "Grad"), fwd: o}, inputs[0], inputs[1], grad)
 	if err != nil {
 		return nil, fmt.Errorf("%s: building the gradient: %w", opBCE, errs.Graph(err))
 	}
@@ -344,12 +336,15 @@ func (o *bceOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, out
 	if err != nil {
 		return fmt.Errorf("%s: the loss has no gradient: %w", opBCE, errs.Graph(err))
 	}
-	return (&bceDiffOp{o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
+	return (&bceDiffOp{fwd: o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
 }
 
 // bceDiffOp is the gradient of logits: logits, targets and the upstream
 // gradient (a scalar, or shaped like logits for ReduceNone) in.
-type bceDiffOp struct{ fwd *bceOp }
+type bceDiffOp struct {
+	opkit.Op
+	fwd *bceOp
+}
 
 func (d *bceDiffOp) Arity() int { return 3 }
 
@@ -451,17 +446,6 @@ func bceGrad[T kernel.Float](dst, x, y, up []T, pos []float64, cols int, scale f
 		}
 	})
 }
-
-func (d *bceDiffOp) ReturnsPtr() bool     { return false }
-func (d *bceDiffOp) CallsExtern() bool    { return false }
-func (d *bceDiffOp) OverwritesInput() int { return -1 }
-
-func (d *bceDiffOp) WriteHash(h hash.Hash) {
-	d.fwd.WriteHash(h)
-	fmt.Fprint(h, "Grad")
-}
-
-func (d *bceDiffOp) Hashcode() uint32 { return hashOf(d) }
 
 func (d *bceDiffOp) String() string { return d.fwd.String() + "Grad" }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -300,6 +301,7 @@ func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, err
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
 	o := &renormOp{maxNorm: e.cfg.maxNorm, dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim,
 		idDims: ids.Dims(), lbl: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids"}}
+	o.Op = opkit.PassThrough(o, o.dtype, o.idType, o.idDims)
 	t, err := gorgonia.ApplyOp(o, table, ids)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
@@ -316,7 +318,9 @@ func (e *Embedding) tap(out *gorgonia.Node, l sparseLookup) (*gorgonia.Node, err
 	zeros := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(out.Shape().Clone()...))
 	l.tap = gorgonia.NewTensor(g, e.Table.Dtype(), out.Dims(), gorgonia.WithShape(out.Shape().Clone()...),
 		gorgonia.WithName(name), gorgonia.WithValue(zeros))
-	passed, err := gorgonia.ApplyOp(&tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone(), table: fmt.Sprintf("embedding %q", e.Table.Name())}, out, l.tap)
+	tap := &tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone(), table: fmt.Sprintf("embedding %q", e.Table.Name())}
+	tap.Op = opkit.PassThrough(tap, tap.dtype, tap.shape)
+	passed, err := gorgonia.ApplyOp(tap, out, l.tap)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
 	}

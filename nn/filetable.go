@@ -3,7 +3,6 @@ package nn
 import (
 	"errors"
 	"fmt"
-	"hash"
 	"os"
 	"sync"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 )
 
 // forCreateTable and forOpenEmbedding are the options CreateTable and
@@ -271,6 +271,7 @@ func (e *Embedding) Close() error {
 // itself: the lookup after it then finds its rows in memory, or on their
 // way, instead of faulting them in one at a time. It changes no value.
 type willNeedOp struct {
+	opkit.Op
 	file       *fileio.Mapping
 	offset     int64 // of the table's first byte in the file
 	rowBytes   int64
@@ -309,16 +310,6 @@ func (o *willNeedOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	return in[0], nil
 }
 
-func (o *willNeedOp) ReturnsPtr() bool     { return true }
-func (o *willNeedOp) CallsExtern() bool    { return false }
-func (o *willNeedOp) OverwritesInput() int { return 0 }
-
-func (o *willNeedOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "%v %v %v %d", o, o.dtype, o.idType, o.idDims)
-}
-
-func (o *willNeedOp) Hashcode() uint32 { return hashOf(o) }
-
 func (o *willNeedOp) String() string { return fmt.Sprintf("WillNeed{%q}", o.name) }
 
 // DiffWRT: the table, by the identity (a file table is row-sparse or
@@ -354,6 +345,7 @@ func (e *Embedding) prefetched(table, ids *gorgonia.Node) (*gorgonia.Node, error
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
 	o := &willNeedOp{file: e.file, offset: e.fileOffset, rowBytes: int64(dim) * int64(e.Table.Dtype().Size()),
 		dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim, idDims: ids.Dims(), name: e.Table.Name()}
+	o.Op = opkit.PassThrough(o, o.dtype, o.idType, o.idDims)
 	t, err := gorgonia.ApplyOp(o, table, ids)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))

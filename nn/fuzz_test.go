@@ -71,7 +71,7 @@ func FuzzCrossEntropy(f *testing.F) {
 		for i := range grad.Float64s() {
 			grad.Float64s()[i] = 7
 		}
-		gerr := (&crossEntropyDiffOp{o}).IncrDo(grad, xt, yt, loss)
+		gerr := (&crossEntropyDiffOp{fwd: o}).IncrDo(grad, xt, yt, loss)
 		if bad >= 0 {
 			var ie *gather.IndexError
 			if !errors.As(err, &ie) || ie.Pos[0] != bad || ie.Value != y[bad] || ie.Size != c {

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"hash"
 	"math"
 
 	"github.com/chewxy/hm"
@@ -14,6 +13,7 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -108,6 +108,7 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 			return nil, err
 		}
 	}
+	o.Op = opkit.New(o, o.dtype, o.targetType, o.shape, o.reduction, o.hasIgnore, o.ignore, o.weights, o.smoothing)
 	n, err := gorgonia.ApplyOp(o, scores, targets)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, errs.Graph(err))
@@ -130,6 +131,7 @@ func checkTargets(op, what string, scores, targets tensor.Shape) error {
 // targets in, the reduced loss (a scalar) or the losses (the targets'
 // shape, ReduceNone) out.
 type crossEntropyOp struct {
+	opkit.Op
 	op         string
 	dtype      tensor.Dtype // of the scores and of the loss
 	targetType tensor.Dtype
@@ -274,16 +276,6 @@ func (o *crossEntropyOp) scalar(v float64) gorgonia.Value {
 	return gorgonia.NewF64(v)
 }
 
-func (o *crossEntropyOp) ReturnsPtr() bool     { return false }
-func (o *crossEntropyOp) CallsExtern() bool    { return false }
-func (o *crossEntropyOp) OverwritesInput() int { return -1 }
-
-func (o *crossEntropyOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "%v %v %v %v %v %v %v %v %v", o, o.dtype, o.targetType, o.shape, o.reduction, o.hasIgnore, o.ignore, o.weights, o.smoothing)
-}
-
-func (o *crossEntropyOp) Hashcode() uint32 { return hashOf(o) }
-
 func (o *crossEntropyOp) String() string {
 	name := "CrossEntropy"
 	if o.op == opNLL {
@@ -321,7 +313,7 @@ func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.N
 			return nil, err
 		}
 	}
-	d, err := gorgonia.ApplyOp(&crossEntropyDiffOp{o}, inputs[0], inputs[1], grad)
+	d, err := gorgonia.ApplyOp(&crossEntropyDiffOp{Op: opkit.New(o.ID(), "Grad"), fwd: o}, inputs[0], inputs[1], grad)
 	if err != nil {
 		return nil, fmt.Errorf("%s: building the gradient: %w", o.op, errs.Graph(err))
 	}
@@ -342,12 +334,15 @@ func (o *crossEntropyOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.N
 	if err != nil {
 		return fmt.Errorf("%s: the loss has no gradient: %w", o.op, errs.Graph(err))
 	}
-	return (&crossEntropyDiffOp{o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
+	return (&crossEntropyDiffOp{fwd: o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
 }
 
 // crossEntropyDiffOp computes the gradient of logits: logits, targets and
 // the loss's upstream gradient in, a tensor shaped like logits out.
-type crossEntropyDiffOp struct{ fwd *crossEntropyOp }
+type crossEntropyDiffOp struct {
+	opkit.Op
+	fwd *crossEntropyOp
+}
 
 func (d *crossEntropyDiffOp) Arity() int { return 3 }
 
@@ -428,17 +423,6 @@ func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Valu
 	o.gradRows(dst, a, scale, ups, add)
 	return nil
 }
-
-func (d *crossEntropyDiffOp) ReturnsPtr() bool     { return false }
-func (d *crossEntropyDiffOp) CallsExtern() bool    { return false }
-func (d *crossEntropyDiffOp) OverwritesInput() int { return -1 }
-
-func (d *crossEntropyDiffOp) WriteHash(h hash.Hash) {
-	d.fwd.WriteHash(h)
-	fmt.Fprint(h, "Grad")
-}
-
-func (d *crossEntropyDiffOp) Hashcode() uint32 { return hashOf(d) }
 
 func (d *crossEntropyDiffOp) String() string { return d.fwd.String() + "Grad" }
 

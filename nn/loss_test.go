@@ -268,7 +268,7 @@ func TestCrossEntropyGradBuffers(t *testing.T) {
 	y := []int64{2, 0}
 	_, want := refCrossEntropy(x, y, 3)
 	o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float64, targetType: tensor.Int64, shape: tensor.Shape{2, 3}}
-	d := &crossEntropyDiffOp{o}
+	d := &crossEntropyDiffOp{fwd: o}
 	xt := floatTensor(x, []int{2, 3}, tensor.Float64)
 	yt := castIndices(y, []int{2}, tensor.Int64)
 
@@ -312,7 +312,7 @@ func TestCrossEntropyDeterministicAcrossGOMAXPROCS(t *testing.T) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		l, err := o.Do(xt, yt)
 		require.NoError(t, err)
-		g, err := (&crossEntropyDiffOp{o}).Do(xt, yt, gorgonia.NewF32(1))
+		g, err := (&crossEntropyDiffOp{fwd: o}).Do(xt, yt, gorgonia.NewF32(1))
 		require.NoError(t, err)
 		return l, floats(g.(*tensor.Dense))
 	}
@@ -343,7 +343,7 @@ func TestCrossEntropyFloat32NonFinite(t *testing.T) {
 			if dt == tensor.Float32 {
 				one = gorgonia.NewF32(1)
 			}
-			g, err := (&crossEntropyDiffOp{o}).Do(xt, yt, one)
+			g, err := (&crossEntropyDiffOp{fwd: o}).Do(xt, yt, one)
 			require.NoError(t, err)
 			lv, err := operand.Scalar("loss", l)
 			require.NoError(t, err)

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"hash"
 	"math"
 
 	"github.com/chewxy/hm"
@@ -14,6 +13,7 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -25,6 +25,7 @@ import (
 // same rows changes nothing more, so several lookups of one table, in any
 // order, each read rows no longer than maxNorm.
 type renormOp struct {
+	opkit.Op
 	maxNorm    float64
 	dtype      tensor.Dtype
 	idType     tensor.Dtype
@@ -88,16 +89,6 @@ func renorm[T kernel.Float](table []T, ix operand.Indices, vocab, dim int, maxNo
 		}
 	}
 }
-
-func (o *renormOp) ReturnsPtr() bool     { return true }
-func (o *renormOp) CallsExtern() bool    { return false }
-func (o *renormOp) OverwritesInput() int { return 0 }
-
-func (o *renormOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "%v %v %v %d", o, o.dtype, o.idType, o.idDims)
-}
-
-func (o *renormOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *renormOp) String() string {
 	return fmt.Sprintf("MaxNorm{%v, %q}", o.maxNorm, o.lbl.Name)

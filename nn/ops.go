@@ -2,8 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"hash"
-	"hash/fnv"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -57,14 +55,6 @@ func doIncr(op string, toIncr gorgonia.Value, in []gorgonia.Value, run gradRun) 
 		return fmt.Errorf("%s gradient: cannot add into a %T: %w", op, toIncr, gather.ErrDtype)
 	}
 	return run(dst, true, in)
-}
-
-// hashOf returns the FNV-1a hash of what w writes, for the Hashcode of
-// the package's ops.
-func hashOf(w interface{ WriteHash(hash.Hash) }) uint32 {
-	h := fnv.New32a()
-	w.WriteHash(h)
-	return h.Sum32()
 }
 
 // overlapsValue reports whether out shares memory with the value v.

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"hash"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
 )
 
 // tapOp passes a lookup's output through unchanged and sends its gradient
@@ -17,6 +17,7 @@ import (
 // output's, which RowGrad reads, without a pass over the output to add
 // the tap into it. The tap's value is never read.
 type tapOp struct {
+	opkit.Op
 	dtype tensor.Dtype
 	shape tensor.Shape
 	table string // how errors name the table: embedding "words"
@@ -38,14 +39,6 @@ func (o *tapOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	}
 	return in[0], nil
 }
-
-func (o *tapOp) ReturnsPtr() bool     { return true }
-func (o *tapOp) CallsExtern() bool    { return false }
-func (o *tapOp) OverwritesInput() int { return 0 }
-
-func (o *tapOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v %v %v", o, o.dtype, o.shape) }
-
-func (o *tapOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *tapOp) String() string { return "Tap" }
 
