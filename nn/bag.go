@@ -38,6 +38,17 @@ func (m BagMode) String() string {
 	return fmt.Sprintf("BagMode(%d)", int(m))
 }
 
+// kernel returns the bag kernels' mode for m, which newBagOp has checked.
+func (m BagMode) kernel() kernel.BagMode {
+	switch m {
+	case BagMean:
+		return kernel.BagMean
+	case BagMax:
+		return kernel.BagMax
+	}
+	return kernel.BagSum
+}
+
 // opBag names EmbeddingBag in error messages.
 const opBag = "embedding_bag"
 
@@ -308,7 +319,7 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 	if o.cfg.HasPad {
 		pad = o.cfg.Pad
 	}
-	a.table, a.ids, a.bg, a.bounds = t, ix, kernel.Bags{Bounds: bounds, Pad: pad, Mode: int(o.mode)}, p
+	a.table, a.ids, a.bg, a.bounds = t, ix, kernel.Bags{Bounds: bounds, Pad: pad, Mode: o.mode.kernel()}, p
 	return a, nil
 }
 

@@ -6,9 +6,13 @@ import (
 	"unsafe"
 )
 
-// Pooling modes of the bag kernels, as nn.BagMode numbers them.
+// A BagMode is how the bag kernels pool a bag (nn.BagMode maps its
+// modes to these with its kernel method).
+type BagMode int
+
+// The pooling modes of the bag kernels.
 const (
-	BagSum = iota
+	BagSum BagMode = iota
 	BagMean
 	BagMax
 )
@@ -19,7 +23,7 @@ const (
 type Bags struct {
 	Bounds []int
 	Pad    int
-	Mode   int
+	Mode   BagMode
 }
 
 // N returns the number of bags.
@@ -171,6 +175,7 @@ const (
 // flight before its turn comes. A bag longer than bagChunk is added in
 // pieces of bagChunk rows.
 func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *Bags, lo, hi int) {
+	heapOnly(table)
 	vocab := len(table) / dim
 	size := uintptr(dim) * 4
 	var rows [bagChunk]uintptr

@@ -356,3 +356,23 @@ func TestAddRowAt(t *testing.T) {
 		assert.Equal(t, want, row, "n=%d x=%v", n, x)
 	}
 }
+
+// Arrays whose rows the kernels take as addresses never stay on a
+// goroutine's stack, which moves as it grows: the compiler puts them on
+// the heap (heapOnly), one allocation per call here, where every other
+// argument is already on the heap.
+func TestRowSourcesLeaveTheStack(t *testing.T) {
+	dst, idx := make([]float32, 4*64), []int{1, 3, 5, 7}
+	bg := &Bags{Bounds: []int{0, 2, 4}, Pad: -1, Mode: BagSum}
+	take := testing.AllocsPerRun(20, func() {
+		var table [16 * 64]float32
+		Take(dst, table[:], idx, 1, 16, 64, false)
+	})
+	bag := testing.AllocsPerRun(20, func() {
+		var table [16 * 64]float32
+		BagPool(dst[:2*64], table[:], idx, nil, 64, bg)
+	})
+	if take != 1 || bag != 1 {
+		t.Errorf("Take allocates %v times a call, BagPool %v; want 1 each (the table)", take, bag)
+	}
+}

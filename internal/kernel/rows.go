@@ -2,6 +2,36 @@ package kernel
 
 import "unsafe"
 
+// Row addresses. copyRows, streamRows, sumRows and prefetchLines take rows
+// as uintptr addresses, which the collector does not see as pointers. That
+// is safe while three things hold:
+//
+//   - the caller keeps the memory alive for the call: it holds the slice
+//     the addresses were taken from;
+//   - the memory does not move: Go's collector does not move heap objects
+//     (gorgonia.org/tensor relies on the same), and a mapped file
+//     (nn.OpenEmbedding) lies outside Go's heap;
+//   - the memory is not on a goroutine's stack, which is copied elsewhere
+//     when it grows: every slice whose rows are taken as addresses is
+//     passed to heapOnly first, so the compiler never puts it there.
+
+// heapOnly makes the compiler keep s's memory off goroutine stacks: s
+// escapes to a package variable as far as escape analysis can tell, so an
+// array that a caller would have kept on its stack is put on the heap. It
+// costs one load and branch at run time.
+func heapOnly[T any](s []T) {
+	if escapeNever {
+		escapeSink = unsafe.Pointer(unsafe.SliceData(s))
+	}
+}
+
+// escapeNever is false; the compiler cannot know it, so the store in
+// heapOnly stays.
+var (
+	escapeNever bool
+	escapeSink  unsafe.Pointer
+)
+
 // copyRowsGo copies the rows of size bytes at the addresses rows[0], ...,
 // rows[len(rows)-1] to consecutive places from dst:
 //

@@ -114,6 +114,7 @@ func prefetchAfter[T any, I Index](addrs *[rowsAhead]uintptr, block []T, x []I, 
 // inner elements, for each i < len(addrs) until the first index out of
 // range, and returns how many it stored.
 func rowAddrs[T any, I Index](addrs []uintptr, block []T, x []I, inner int) int {
+	heapOnly(block)
 	s := len(block) / inner
 	x = x[:min(len(x), len(addrs))]
 	for i, v := range x {
