@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gathergrad/gather/internal/ref"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -96,7 +97,7 @@ func BenchmarkCases(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			steady(fwd)
+			ref.Steady(fwd)
 			b.SetBytes(2*d.outBytes + d.idxBytes)
 			for b.Loop() {
 				fwd()
@@ -160,7 +161,7 @@ func BenchmarkBaselines(b *testing.B) {
 		b.Run(c.name+"/alloc", func(b *testing.B) {
 			d := get()
 			alloc := func() { allocSink = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(d.oshape...)) }
-			steady(alloc)
+			ref.Steady(alloc)
 			for b.Loop() {
 				alloc()
 			}
@@ -310,5 +311,5 @@ func BenchmarkGraph(b *testing.B) {
 	}
 	vm := gorgonia.NewTapeMachine(g)
 	defer vm.Close()
-	b.Run(fmt.Sprintf("%s/tape-fwd-bwd", c.name), func(b *testing.B) { benchRuns(b, vm) })
+	b.Run(fmt.Sprintf("%s/tape-fwd-bwd", c.name), func(b *testing.B) { ref.BenchRuns(b, vm) })
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/gathergrad/gather/internal/ref"
 	"gorgonia.org/tensor"
 )
 
@@ -115,7 +116,7 @@ func (c fuzzCase) data() ([]float64, *tensor.Dense) {
 	for i := range v {
 		v[i] = float64(i) + 0.5
 	}
-	return v, floatTensor(v, c.dshape, tensor.Float64)
+	return v, ref.FloatTensor(v, c.dshape, tensor.Float64)
 }
 
 func checkErr(t *testing.T, want, got error) {
@@ -149,22 +150,22 @@ func FuzzTake(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c := decodeCase(b, false)
 		vals, data := c.data()
-		indices := castIndices(c.idx, c.ishape, c.dtype)
+		indices := ref.CastIndices(c.idx, c.ishape, c.dtype)
 		idxBefore := indices.Clone().(*tensor.Dense)
 		got, err := Take(data, indices, c.axis)
 		want := c.wantErr(opGather)
 		checkErr(t, want, err)
-		var ref []float64
+		var expected []float64
 		var oshape []int
 		if want == nil {
-			ref, oshape = refTake(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
-			requireSameTensor(t, floatTensor(ref, oshape, tensor.Float64), got)
+			expected, oshape = ref.Take(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
+			requireSameTensor(t, ref.FloatTensor(expected, oshape, tensor.Float64), got)
 		} else if !errors.Is(want, ErrAxisOutOfRange) {
 			ax := (c.axis + len(c.dshape)) % len(c.dshape)
 			oshape = append(append(append([]int{}, c.dshape[:ax]...), c.ishape...), c.dshape[ax+1:]...)
 		}
-		fuzzInto(t, Take, data, indices, c.axis, want, ref, oshape)
-		requireSameTensor(t, floatTensor(vals, c.dshape, tensor.Float64), data)
+		fuzzInto(t, Take, data, indices, c.axis, want, expected, oshape)
+		requireSameTensor(t, ref.FloatTensor(vals, c.dshape, tensor.Float64), data)
 		requireSameTensor(t, idxBefore, indices)
 	})
 }
@@ -176,20 +177,20 @@ func FuzzTakeAlongAxis(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c := decodeCase(b, len(b) > 0 && b[len(b)-1]%4 != 0) // usually the right rank
 		vals, data := c.data()
-		indices := castIndices(c.idx, c.ishape, c.dtype)
+		indices := ref.CastIndices(c.idx, c.ishape, c.dtype)
 		idxBefore := indices.Clone().(*tensor.Dense)
 		got, err := TakeAlongAxis(data, indices, c.axis)
 		want := c.wantErr(opGatherElements)
 		checkErr(t, want, err)
-		var ref []float64
+		var expected []float64
 		if want == nil {
-			ref = refTakeAlong(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
-			requireSameTensor(t, floatTensor(ref, c.ishape, tensor.Float64), got)
+			expected = ref.TakeAlong(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
+			requireSameTensor(t, ref.FloatTensor(expected, c.ishape, tensor.Float64), got)
 		}
 		if want == nil || errors.Is(want, ErrIndexOutOfRange) {
-			fuzzInto(t, TakeAlongAxis, data, indices, c.axis, want, ref, c.ishape)
+			fuzzInto(t, TakeAlongAxis, data, indices, c.axis, want, expected, c.ishape)
 		}
-		requireSameTensor(t, floatTensor(vals, c.dshape, tensor.Float64), data)
+		requireSameTensor(t, ref.FloatTensor(vals, c.dshape, tensor.Float64), data)
 		requireSameTensor(t, idxBefore, indices)
 	})
 }
@@ -198,9 +199,9 @@ func FuzzTakeAlongAxis(f *testing.F) {
 // the output's shape oshape (nil when no shape is valid): with
 // tensor.WithReuse into a buffer of NaN, with tensor.WithIncr into one of
 // 1s. It must fail exactly as the new-output call did (want), leaving the
-// buffer unchanged, or give ref (WithReuse) and ref+1 (WithIncr).
+// buffer unchanged, or give expected (WithReuse) and expected+1 (WithIncr).
 func fuzzInto(t *testing.T, take func(data, indices tensor.Tensor, axis int, opts ...tensor.FuncOpt) (*tensor.Dense, error),
-	data, indices *tensor.Dense, axis int, want error, ref []float64, oshape []int) {
+	data, indices *tensor.Dense, axis int, want error, expected []float64, oshape []int) {
 	t.Helper()
 	if oshape == nil {
 		return
@@ -215,13 +216,13 @@ func fuzzInto(t *testing.T, take func(data, indices tensor.Tensor, axis int, opt
 		for i := range v {
 			v[i] = fill
 		}
-		out := floatTensor(v, oshape, tensor.Float64)
+		out := ref.FloatTensor(v, oshape, tensor.Float64)
 		before := out.Clone().(*tensor.Dense)
 		got, err := take(data, indices, axis, opt(out))
 		checkErr(t, want, err)
 		if want != nil {
-			for i, x := range floats(out) {
-				if y := floats(before)[i]; x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
+			for i, x := range ref.Floats(out) {
+				if y := ref.Floats(before)[i]; x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
 					t.Fatalf("incr=%v: buffer written at %d on error", incr, i)
 				}
 			}
@@ -230,8 +231,8 @@ func fuzzInto(t *testing.T, take func(data, indices tensor.Tensor, axis int, opt
 		if got != out {
 			t.Fatalf("incr=%v: the result is not the buffer", incr)
 		}
-		for i, x := range floats(out) {
-			w := ref[i]
+		for i, x := range ref.Floats(out) {
+			w := expected[i]
 			if incr {
 				w++
 			}
@@ -257,13 +258,13 @@ func fuzzBackward(t *testing.T, kind operator, b []byte, elementsRank bool) {
 	for i := range up {
 		up[i] = float64(i%7 - 3)
 	}
-	src := floatTensor(up, oshape, tensor.Float64)
+	src := ref.FloatTensor(up, oshape, tensor.Float64)
 	ones := make([]float64, tensor.Shape(c.dshape).TotalSize())
 	for i := range ones {
 		ones[i] = 1
 	}
-	dst := floatTensor(ones, c.dshape, tensor.Float64)
-	indices := castIndices(c.idx, c.ishape, c.dtype)
+	dst := ref.FloatTensor(ones, c.dshape, tensor.Float64)
+	indices := ref.CastIndices(c.idx, c.ishape, c.dtype)
 	idxBefore, srcBefore := indices.Clone().(*tensor.Dense), src.Clone().(*tensor.Dense)
 	var err error
 	if kind == opGather {
@@ -272,7 +273,7 @@ func fuzzBackward(t *testing.T, kind operator, b []byte, elementsRank bool) {
 		err = ScatterAdd(dst, indices, src, c.axis)
 	}
 	checkErr(t, want, err)
-	got := floats(dst)
+	got := ref.Floats(dst)
 	if want != nil {
 		for i, v := range got {
 			if v != 1 {
@@ -280,15 +281,15 @@ func fuzzBackward(t *testing.T, kind operator, b []byte, elementsRank bool) {
 			}
 		}
 	} else {
-		var ref []float64
+		var expected []float64
 		if kind == opGather {
-			ref = refIndexAdd(c.dshape, c.idx, c.ishape, (c.axis+r)%r, up)
+			expected = ref.IndexAdd(c.dshape, c.idx, c.ishape, (c.axis+r)%r, up)
 		} else {
-			ref = refScatterAdd(c.dshape, c.idx, c.ishape, (c.axis+r)%r, up)
+			expected = ref.ScatterAdd(c.dshape, c.idx, c.ishape, (c.axis+r)%r, up)
 		}
-		for i := range ref {
-			if got[i] != ref[i]+1 {
-				t.Fatalf("element %d: got %v, want %v", i, got[i], ref[i]+1)
+		for i := range expected {
+			if got[i] != expected[i]+1 {
+				t.Fatalf("element %d: got %v, want %v", i, got[i], expected[i]+1)
 			}
 		}
 	}

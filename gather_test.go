@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 var indexDtypes = []tensor.Dtype{tensor.Int, tensor.Int32, tensor.Int64}
@@ -66,18 +68,18 @@ func TestTakeMatchesReference(t *testing.T) {
 					for d := range ishape {
 						ishape[d] = 1 + r.IntN(3)
 					}
-					data := randFloats(r, tensor.Shape(dshape).TotalSize())
-					idx := randIndices(r, tensor.Shape(ishape).TotalSize(), dshape[ax])
+					data := ref.RandFloats(r, tensor.Shape(dshape).TotalSize())
+					idx := ref.RandIndices(r, tensor.Shape(ishape).TotalSize(), dshape[ax])
 					name := fmt.Sprintf("data%v/axis%d/indices%v/%v", dshape, axis, ishape, dt)
 					t.Run(name, func(t *testing.T) {
-						want, oshape := refTake(data, dshape, idx, ishape, ax)
-						dataT := floatTensor(data, dshape, tensor.Float64)
-						idxT := castIndices(idx, ishape, dt)
+						want, oshape := ref.Take(data, dshape, idx, ishape, ax)
+						dataT := ref.FloatTensor(data, dshape, tensor.Float64)
+						idxT := ref.CastIndices(idx, ishape, dt)
 						dataBefore, idxBefore := dataT.Clone().(*tensor.Dense), idxT.Clone().(*tensor.Dense)
 
 						got, err := Take(dataT, idxT, axis)
 						require.NoError(t, err)
-						wantT := floatTensor(want, oshape, tensor.Float64)
+						wantT := ref.FloatTensor(want, oshape, tensor.Float64)
 						requireSameTensor(t, wantT, got)
 						requireSameTensor(t, dataBefore, dataT)
 						requireSameTensor(t, idxBefore, idxT)
@@ -106,13 +108,13 @@ func TestTakeAlongAxisMatchesReference(t *testing.T) {
 						}
 					}
 					ishape[ax] = 1 + r.IntN(5) // any length along the axis
-					data := randFloats(r, tensor.Shape(dshape).TotalSize())
-					idx := randIndices(r, tensor.Shape(ishape).TotalSize(), dshape[ax])
+					data := ref.RandFloats(r, tensor.Shape(dshape).TotalSize())
+					idx := ref.RandIndices(r, tensor.Shape(ishape).TotalSize(), dshape[ax])
 					name := fmt.Sprintf("data%v/axis%d/indices%v/%v", dshape, axis, ishape, dt)
 					t.Run(name, func(t *testing.T) {
-						want := floatTensor(refTakeAlong(data, dshape, idx, ishape, ax), ishape, tensor.Float32)
-						dataT := floatTensor(data, dshape, tensor.Float32)
-						idxT := castIndices(idx, ishape, dt)
+						want := ref.FloatTensor(ref.TakeAlong(data, dshape, idx, ishape, ax), ishape, tensor.Float32)
+						dataT := ref.FloatTensor(data, dshape, tensor.Float32)
+						idxT := ref.CastIndices(idx, ishape, dt)
 						dataBefore, idxBefore := dataT.Clone().(*tensor.Dense), idxT.Clone().(*tensor.Dense)
 
 						got, err := TakeAlongAxis(dataT, idxT, axis)
@@ -211,7 +213,7 @@ func TestScalarIndices(t *testing.T) {
 			t.Run(fmt.Sprintf("%T/%s", v, m.name), func(t *testing.T) {
 				g := gorgonia.NewGraph()
 				d := gorgonia.NodeFromAny(g, data, gorgonia.WithName("data"))
-				i := gorgonia.NewScalar(g, tensor.Dtype{Type: reflectTypeOf(v)}, gorgonia.WithValue(v), gorgonia.WithName("i"))
+				i := gorgonia.NewScalar(g, tensor.Dtype{Type: reflect.TypeOf(v)}, gorgonia.WithValue(v), gorgonia.WithName("i"))
 				out, err := Gather(d, i, 0)
 				require.NoError(t, err)
 				assert.Equal(t, tensor.Shape{2}, out.Shape())

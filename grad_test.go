@@ -12,6 +12,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/gradcheck"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 var floatDtypes = []tensor.Dtype{tensor.Float64, tensor.Float32}
@@ -55,11 +56,11 @@ func TestGradCheckGather(t *testing.T) {
 							dshape[d] = 2 + r.IntN(2)
 						}
 						// Few distinct values on a short axis: many duplicates.
-						idx := randIndices(r, tensor.Shape(ishape).TotalSize(), dshape[ax])
-						_, oshape := refTake(make([]float64, tensor.Shape(dshape).TotalSize()), dshape, idx, ishape, ax)
+						idx := ref.RandIndices(r, tensor.Shape(ishape).TotalSize(), dshape[ax])
+						_, oshape := ref.Take(make([]float64, tensor.Shape(dshape).TotalSize()), dshape, idx, ishape, ax)
 						inputs := []tensor.Tensor{
-							floatTensor(randFloats(r, tensor.Shape(dshape).TotalSize()), dshape, dt),
-							castIndices(idx, ishape, tensor.Int64),
+							ref.FloatTensor(ref.RandFloats(r, tensor.Shape(dshape).TotalSize()), dshape, dt),
+							ref.CastIndices(idx, ishape, tensor.Int64),
 							weightTensor(r, oshape, dt),
 						}
 						name := fmt.Sprintf("data%v/axis%d/indices%v/%v/%s", dshape, axis, ishape, dt, machine)
@@ -86,10 +87,10 @@ func TestGradCheckGatherElements(t *testing.T) {
 						ishape[d] = 1 + r.IntN(dshape[d])
 					}
 					ishape[ax] = 4 // longer than the axis: duplicates guaranteed
-					idx := randIndices(r, tensor.Shape(ishape).TotalSize(), dshape[ax])
+					idx := ref.RandIndices(r, tensor.Shape(ishape).TotalSize(), dshape[ax])
 					inputs := []tensor.Tensor{
-						floatTensor(randFloats(r, tensor.Shape(dshape).TotalSize()), dshape, dt),
-						castIndices(idx, ishape, tensor.Int32),
+						ref.FloatTensor(ref.RandFloats(r, tensor.Shape(dshape).TotalSize()), dshape, dt),
+						ref.CastIndices(idx, ishape, tensor.Int32),
 						weightTensor(r, ishape, dt),
 					}
 					name := fmt.Sprintf("data%v/axis%d/indices%v/%v/%s", dshape, axis, ishape, dt, machine)
@@ -115,7 +116,7 @@ func weightTensor(r *rand.Rand, shape []int, dt tensor.Dtype) *tensor.Dense {
 		}
 		return tensor.New(tensor.FromScalar(w[0]))
 	}
-	return floatTensor(w, shape, dt)
+	return ref.FloatTensor(w, shape, dt)
 }
 
 // gather.Gather -> gather.GatherElements -> reduction, and a data node read by two gathers.
@@ -126,9 +127,9 @@ func TestGradCheckCompositions(t *testing.T) {
 			t.Run(fmt.Sprintf("chain/%v/%s", dt, machine), func(t *testing.T) {
 				// data [6, 4] -> gather.Gather rows [5] -> [5, 4] -> gather.GatherElements axis 1 [5, 2] -> weighted sum.
 				inputs := []tensor.Tensor{
-					floatTensor(randFloats(r, 24), []int{6, 4}, dt),
-					castIndices([]int64{5, 0, -1, 2, 5}, []int{5}, tensor.Int),
-					castIndices([]int64{3, 3, 0, -1, 2, 2, 1, 0, -4, 3}, []int{5, 2}, tensor.Int64),
+					ref.FloatTensor(ref.RandFloats(r, 24), []int{6, 4}, dt),
+					ref.CastIndices([]int64{5, 0, -1, 2, 5}, []int{5}, tensor.Int),
+					ref.CastIndices([]int64{3, 3, 0, -1, 2, 2, 1, 0, -4, 3}, []int{5, 2}, tensor.Int64),
 					weightTensor(r, []int{5, 2}, dt),
 				}
 				build := func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Node, error) {
@@ -146,9 +147,9 @@ func TestGradCheckCompositions(t *testing.T) {
 			})
 			t.Run(fmt.Sprintf("shared data/%v/%s", dt, machine), func(t *testing.T) {
 				inputs := []tensor.Tensor{
-					floatTensor(randFloats(r, 12), []int{3, 4}, dt),
-					castIndices([]int64{2, 2, 0}, []int{3}, tensor.Int64),
-					castIndices([]int64{1, -1}, []int{2}, tensor.Int32),
+					ref.FloatTensor(ref.RandFloats(r, 12), []int{3, 4}, dt),
+					ref.CastIndices([]int64{2, 2, 0}, []int{3}, tensor.Int64),
+					ref.CastIndices([]int64{1, -1}, []int{2}, tensor.Int32),
 					weightTensor(r, []int{3, 4}, dt),
 					weightTensor(r, []int{3, 2}, dt),
 				}
@@ -219,7 +220,7 @@ func gradsOf(t *testing.T, machine, kind string, data, indices, w *tensor.Dense,
 		}
 		gv, err := d.Grad()
 		require.NoError(t, err)
-		return floats(gv.(*tensor.Dense))
+		return ref.Floats(gv.(*tensor.Dense))
 	}
 	if machine == "tape" {
 		_, err := gorgonia.Grad(cost, d)
@@ -314,23 +315,23 @@ func TestGradientsMatchReference(t *testing.T) {
 					ishape = append([]int{}, dshape...)
 					ishape[axis] = 7
 				}
-				idx := randIndices(r, tensor.Shape(ishape).TotalSize(), dshape[axis])
+				idx := ref.RandIndices(r, tensor.Shape(ishape).TotalSize(), dshape[axis])
 				var oshape []int
 				if kind == opGather {
-					_, oshape = refTake(make([]float64, tensor.Shape(dshape).TotalSize()), dshape, idx, ishape, axis)
+					_, oshape = ref.Take(make([]float64, tensor.Shape(dshape).TotalSize()), dshape, idx, ishape, axis)
 				} else {
 					oshape = ishape
 				}
-				up := randFloats(r, tensor.Shape(oshape).TotalSize())
+				up := ref.RandFloats(r, tensor.Shape(oshape).TotalSize())
 				var want []float64
 				if kind == opGather {
-					want = refIndexAdd(dshape, idx, ishape, axis, up)
+					want = ref.IndexAdd(dshape, idx, ishape, axis, up)
 				} else {
-					want = refScatterAdd(dshape, idx, ishape, axis, up)
+					want = ref.ScatterAdd(dshape, idx, ishape, axis, up)
 				}
-				data := floatTensor(randFloats(r, tensor.Shape(dshape).TotalSize()), dshape, tensor.Float64)
-				indices := castIndices(idx, ishape, tensor.Int64)
-				w := floatTensor(up, oshape, tensor.Float64)
+				data := ref.FloatTensor(ref.RandFloats(r, tensor.Shape(dshape).TotalSize()), dshape, tensor.Float64)
+				indices := ref.CastIndices(idx, ishape, tensor.Int64)
+				w := ref.FloatTensor(up, oshape, tensor.Float64)
 				t.Run(fmt.Sprintf("%s/data%v/axis%d", kind, dshape, axis), func(t *testing.T) {
 					for _, machine := range []string{"tape", "lisp"} {
 						first, second := gradsOf(t, machine, kind, data, indices, w, axis)
@@ -345,7 +346,7 @@ func TestGradientsMatchReference(t *testing.T) {
 						err = gather.ScatterAdd(dst, indices, w, axis)
 					}
 					require.NoError(t, err)
-					assert.InDeltaSlice(t, want, floats(dst), 1e-9)
+					assert.InDeltaSlice(t, want, ref.Floats(dst), 1e-9)
 				})
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gathergrad/gather/internal/ref"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protowire"
 	"gorgonia.org/gorgonia"
@@ -241,11 +242,11 @@ func parseTensor(b []byte) (*tensor.Dense, error) {
 	default:
 		return nil, fmt.Errorf("ONNX data type %d is not used by these tests", dtype)
 	}
-	if l := lenOf(backing); l != n {
+	if l := ref.LenOf(backing); l != n {
 		return nil, fmt.Errorf("tensor of dims %v holds %d values", dims, l)
 	}
 	if len(dims) == 0 {
-		return tensor.New(tensor.FromScalar(firstOf(backing))), nil
+		return tensor.New(tensor.FromScalar(ref.FirstOf(backing))), nil
 	}
 	return tensor.New(tensor.WithShape(dims...), tensor.WithBacking(backing)), nil
 }

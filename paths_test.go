@@ -13,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // The backward kernels split work so that each destination element sums its
@@ -46,8 +47,8 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			idx := randIndices(r, tensor.Shape(c.ishape).TotalSize(), c.dshape[c.axis]/4) // heavy duplicates
-			indices := castIndices(idx, c.ishape, tensor.Int64)
+			idx := ref.RandIndices(r, tensor.Shape(c.ishape).TotalSize(), c.dshape[c.axis]/4) // heavy duplicates
+			indices := ref.CastIndices(idx, c.ishape, tensor.Int64)
 			var oshape tensor.Shape
 			if c.kind == opGather {
 				oshape, _ = gatherShape(nil, c.dshape, c.ishape, c.axis)
@@ -100,7 +101,7 @@ func TestZeroAllocations(t *testing.T) {
 	require.NoError(t, err)
 
 	data := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(100, 16))
-	idx := castIndices(randIndices(rand.New(rand.NewPCG(1, 1)), 64, 100), []int{64}, tensor.Int64)
+	idx := ref.CastIndices(ref.RandIndices(rand.New(rand.NewPCG(1, 1)), 64, 100), []int{64}, tensor.Int64)
 	buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(64, 16))
 	gbuf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(100, 16))
 	fwd := out.Op().(gorgonia.UsePreallocDoer)
@@ -130,7 +131,7 @@ func TestZeroAllocations(t *testing.T) {
 	assert.Zero(t, allocs, "gradient IncrDo")
 
 	ge := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(10, 16))
-	gi := castIndices(randIndices(rand.New(rand.NewPCG(2, 2)), 160, 10), []int{10, 16}, tensor.Int32)
+	gi := ref.CastIndices(ref.RandIndices(rand.New(rand.NewPCG(2, 2)), 160, 10), []int{10, 16}, tensor.Int32)
 	gout := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(10, 16))
 	allocs = testing.AllocsPerRun(50, func() {
 		if _, err := forward(opGatherElements, ge, gi, 1, target{out: gout}, label{Op: opGatherElements.String()}); err != nil {
@@ -156,7 +157,7 @@ func TestZeroAllocationsParallel(t *testing.T) {
 	o := &gatherOp{opBase{kind: opGather, axis: 0, dataType: tensor.Float32, dataShape: []int{3000, 64}, cfg: newConfig(nil)}}
 	diff := &diffOp{fwd: &o.opBase}
 	data := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3000, 64))
-	idx := castIndices(randIndices(r, 4096, 3000), []int{4096}, tensor.Int64)
+	idx := ref.CastIndices(ref.RandIndices(r, 4096, 3000), []int{4096}, tensor.Int64)
 	out := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(4096, 64))
 	grad := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3000, 64))
 	require.Greater(t, kernel.Workers(4096*64, 4096), 1, "the calls must run in parallel")
@@ -183,7 +184,7 @@ func TestZeroAllocationsParallel(t *testing.T) {
 
 	for _, axis := range []int{0, 1} {
 		ge := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(512, 256))
-		gi := castIndices(randIndices(r, 512*256, 256), []int{512, 256}, tensor.Int32)
+		gi := ref.CastIndices(ref.RandIndices(r, 512*256, 256), []int{512, 256}, tensor.Int32)
 		gout := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(512, 256))
 		allocs = parallelAllocs(100, func() {
 			if _, err := forward(opGatherElements, ge, gi, axis, target{out: gout}, label{Op: opGatherElements.String()}); err != nil {
@@ -236,24 +237,24 @@ func TestPrefetchedRows(t *testing.T) {
 		{"middle axis, small blocks", []int{3, 800, 64}, []int{2, 150}, 1},
 	}
 	for _, c := range cases {
-		data := randFloats(r, tensor.Shape(c.dshape).TotalSize())
+		data := ref.RandFloats(r, tensor.Shape(c.dshape).TotalSize())
 		_, s, _ := split(c.dshape, c.axis)
-		idx := randIndices(r, tensor.Shape(c.ishape).TotalSize(), c.dshape[c.axis])
-		wantOut, oshape := refTake(data, c.dshape, idx, c.ishape, c.axis)
-		up := randFloats(r, tensor.Shape(oshape).TotalSize())
-		wantGrad := refIndexAdd(c.dshape, idx, c.ishape, c.axis, up)
-		d := floatTensor(data, c.dshape, tensor.Float64)
+		idx := ref.RandIndices(r, tensor.Shape(c.ishape).TotalSize(), c.dshape[c.axis])
+		wantOut, oshape := ref.Take(data, c.dshape, idx, c.ishape, c.axis)
+		up := ref.RandFloats(r, tensor.Shape(oshape).TotalSize())
+		wantGrad := ref.IndexAdd(c.dshape, idx, c.ishape, c.axis, up)
+		d := ref.FloatTensor(data, c.dshape, tensor.Float64)
 		for _, procs := range []int{1, 2} {
 			runtime.GOMAXPROCS(procs)
 			t.Run(fmt.Sprintf("%s/GOMAXPROCS=%d", c.name, procs), func(t *testing.T) {
-				out, err := Take(d, castIndices(idx, c.ishape, tensor.Int64), c.axis)
+				out, err := Take(d, ref.CastIndices(idx, c.ishape, tensor.Int64), c.axis)
 				require.NoError(t, err)
-				require.Equal(t, wantOut, floats(out))
+				require.Equal(t, wantOut, ref.Floats(out))
 
 				diff := &diffOp{fwd: &opBase{kind: opGather, axis: c.axis, dataType: tensor.Float64, dataShape: c.dshape, cfg: newConfig(nil)}}
-				g, err := diff.Do(castIndices(idx, c.ishape, tensor.Int64), floatTensor(up, oshape, tensor.Float64))
+				g, err := diff.Do(ref.CastIndices(idx, c.ishape, tensor.Int64), ref.FloatTensor(up, oshape, tensor.Float64))
 				require.NoError(t, err)
-				require.InDeltaSlice(t, wantGrad, floats(g.(*tensor.Dense)), 1e-9)
+				require.InDeltaSlice(t, wantGrad, ref.Floats(g.(*tensor.Dense)), 1e-9)
 
 				n := len(idx)
 				// Positions around the kernels' look-ahead of 8 rows.
@@ -261,10 +262,10 @@ func TestPrefetchedRows(t *testing.T) {
 					for _, v := range []int64{int64(s), int64(-s - 1)} {
 						bad := append([]int64(nil), idx...)
 						bad[p] = v
-						_, err := Take(d, castIndices(bad, c.ishape, tensor.Int64), c.axis)
+						_, err := Take(d, ref.CastIndices(bad, c.ishape, tensor.Int64), c.axis)
 						var ie *IndexError
 						require.ErrorAs(t, err, &ie, "bad index %d at %d", v, p)
-						assert.Equal(t, unravel(p, c.ishape), ie.Pos, "bad index %d at %d", v, p)
+						assert.Equal(t, ref.Unravel(p, c.ishape), ie.Pos, "bad index %d at %d", v, p)
 						assert.Equal(t, v, ie.Value)
 					}
 				}

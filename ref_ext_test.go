@@ -4,26 +4,6 @@ import (
 	"gorgonia.org/gorgonia"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/ref"
-)
-
-// Short names for the shared references and helpers of internal/ref.
-var (
-	offset        = ref.Offset
-	forEachCoord  = ref.ForEachCoord
-	refTake       = ref.Take
-	refTakeAlong  = ref.TakeAlong
-	refIndexAdd   = ref.IndexAdd
-	refScatterAdd = ref.ScatterAdd
-	randFloats    = ref.RandFloats
-	randIndices   = ref.RandIndices
-	castIndices   = ref.CastIndices
-	firstOf       = ref.FirstOf
-	lenOf         = ref.LenOf
-	floats        = ref.Floats
-	floatTensor   = ref.FloatTensor
-	reflectTypeOf = ref.ReflectTypeOf
-	unravel       = ref.Unravel
 )
 
 // The two operations' names, as in error messages.

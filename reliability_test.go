@@ -15,6 +15,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // views returns tensors holding the values of a row-major [a, b] tensor x
@@ -62,10 +63,10 @@ func views(t *testing.T, x *tensor.Dense) (name []string, view []*tensor.Dense) 
 // give the results of their materialised copies.
 func TestViewsAndLayouts(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
-	data := floatTensor(randFloats(r, 12), []int{3, 4}, tensor.Float64)
-	idx := castIndices(randIndices(r, 6, 3), []int{2, 3}, tensor.Int64)  // rows of data, for axis 0
-	idx1 := castIndices(randIndices(r, 6, 4), []int{3, 2}, tensor.Int32) // for axis 1
-	up := floatTensor(randFloats(r, 24), []int{2, 3, 4}, tensor.Float64)
+	data := ref.FloatTensor(ref.RandFloats(r, 12), []int{3, 4}, tensor.Float64)
+	idx := ref.CastIndices(ref.RandIndices(r, 6, 3), []int{2, 3}, tensor.Int64)  // rows of data, for axis 0
+	idx1 := ref.CastIndices(ref.RandIndices(r, 6, 4), []int{3, 2}, tensor.Int32) // for axis 1
+	up := ref.FloatTensor(ref.RandFloats(r, 24), []int{2, 3, 4}, tensor.Float64)
 
 	dn, dv := views(t, data)
 	for k, v := range dv {
@@ -100,7 +101,7 @@ func TestViewsAndLayouts(t *testing.T) {
 		})
 	}
 	// A strided upstream gradient for ScatterAdd.
-	g2 := floatTensor(randFloats(r, 6), []int{3, 2}, tensor.Float64)
+	g2 := ref.FloatTensor(ref.RandFloats(r, 6), []int{3, 2}, tensor.Float64)
 	gn, gv := views(t, g2)
 	for k, v := range gv {
 		t.Run("gradient/"+gn[k], func(t *testing.T) {
@@ -224,7 +225,7 @@ func TestGuardedWrites(t *testing.T) {
 			grads, err := c.node.Op().(gorgonia.SDOp).SymDiff(gorgonia.Nodes{dn, c.idx}, c.node, c.node)
 			require.NoError(t, err)
 			diff := grads[0].Op()
-			up := tensor.New(tensor.WithShape(c.node.Shape()...), tensor.WithBacking(floats(before)))
+			up := tensor.New(tensor.WithShape(c.node.Shape()...), tensor.WithBacking(ref.Floats(before)))
 			gbuf, gintact := guarded([]int{4, 3}, 5)
 			_, err = diff.(gorgonia.UsePreallocDoer).UsePreallocDo(gbuf, c.good, up)
 			require.NoError(t, err)
@@ -232,8 +233,8 @@ func TestGuardedWrites(t *testing.T) {
 			gbefore := gbuf.Clone().(*tensor.Dense)
 			require.NoError(t, diff.(gorgonia.IncrDoer).IncrDo(gbuf, c.good, up))
 			assert.True(t, gintact(), "IncrDo wrote outside its buffer")
-			for i, x := range floats(gbuf) {
-				assert.Equal(t, 2*floats(gbefore)[i], x, "IncrDo must add the same gradient again")
+			for i, x := range ref.Floats(gbuf) {
+				assert.Equal(t, 2*ref.Floats(gbefore)[i], x, "IncrDo must add the same gradient again")
 			}
 			gbefore = gbuf.Clone().(*tensor.Dense)
 			_, err = diff.(gorgonia.UsePreallocDoer).UsePreallocDo(gbuf, c.bad, up)
@@ -259,10 +260,10 @@ func TestConcurrentUse(t *testing.T) {
 	type job struct{ data, idx, want *tensor.Dense }
 	jobs := make([]job, 16)
 	for k := range jobs {
-		vals := randFloats(r, 64*8)
-		idx := randIndices(r, 4096, 64)
-		want, oshape := refTake(vals, []int{64, 8}, idx, []int{4096}, 0)
-		jobs[k] = job{floatTensor(vals, []int{64, 8}, tensor.Float64), castIndices(idx, []int{4096}, tensor.Int64), floatTensor(want, oshape, tensor.Float64)}
+		vals := ref.RandFloats(r, 64*8)
+		idx := ref.RandIndices(r, 4096, 64)
+		want, oshape := ref.Take(vals, []int{64, 8}, idx, []int{4096}, 0)
+		jobs[k] = job{ref.FloatTensor(vals, []int{64, 8}, tensor.Float64), ref.CastIndices(idx, []int{4096}, tensor.Int64), ref.FloatTensor(want, oshape, tensor.Float64)}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(jobs))
@@ -306,7 +307,7 @@ func TestConcurrentUse(t *testing.T) {
 			return
 		}
 		gv, _ := dk.Grad()
-		grads[k] = floats(gv.(*tensor.Dense))
+		grads[k] = ref.Floats(gv.(*tensor.Dense))
 	}
 	graph(0)
 	for k := range jobs {
@@ -319,6 +320,6 @@ func TestConcurrentUse(t *testing.T) {
 		for x := range ones {
 			ones[x] = 1
 		}
-		assert.Equal(t, refIndexAdd([]int{64, 8}, jobs[k].idx.Int64s(), []int{4096}, 0, ones), grads[k])
+		assert.Equal(t, ref.IndexAdd([]int{64, 8}, jobs[k].idx.Int64s(), []int{4096}, 0, ones), grads[k])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gathergrad/gather/internal/ref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -105,9 +106,9 @@ func TestReuseAndIncr(t *testing.T) {
 // The reuse and incr paths allocate nothing once the option is made.
 func TestReuseAndIncrAllocateNothing(t *testing.T) {
 	data := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(100, 16))
-	idx := castIndices(randIndices(newRand(1), 64, 100), []int{64}, tensor.Int64)
+	idx := ref.CastIndices(ref.RandIndices(newRand(1), 64, 100), []int{64}, tensor.Int64)
 	out := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(64, 16))
-	eidx := castIndices(randIndices(newRand(2), 100*16, 16), []int{100, 16}, tensor.Int32)
+	eidx := ref.CastIndices(ref.RandIndices(newRand(2), 100*16, 16), []int{100, 16}, tensor.Int32)
 	eout := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(100, 16))
 	reuse, incr := tensor.WithReuse(out), tensor.WithIncr(out)
 	ereuse, eincr := tensor.WithReuse(eout), tensor.WithIncr(eout)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/gradcheck"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // refBag is EmbeddingBag written for clarity: the pooled output, and for
@@ -31,12 +32,12 @@ func refBag(table []float64, vocab, dim int, ids []int64, bounds []int, w []floa
 	for b := range bags {
 		var live []int // non-padding positions
 		for i := bounds[b]; i < bounds[b+1]; i++ {
-			if normIndex(ids[i], vocab) != pad {
+			if ref.NormIndex(ids[i], vocab) != pad {
 				live = append(live, i)
 			}
 		}
 		for d := range dim {
-			row := func(i int) float64 { return table[normIndex(ids[i], vocab)*dim+d] }
+			row := func(i int) float64 { return table[ref.NormIndex(ids[i], vocab)*dim+d] }
 			gb := g[b*dim+d]
 			switch {
 			case len(live) == 0:
@@ -48,7 +49,7 @@ func refBag(table []float64, vocab, dim int, ids []int64, bounds []int, w []floa
 					}
 				}
 				out[b*dim+d] = weight(best) * row(best)
-				gt[normIndex(ids[best], vocab)*dim+d] += weight(best) * gb
+				gt[ref.NormIndex(ids[best], vocab)*dim+d] += weight(best) * gb
 				gw[best] += row(best) * gb
 			default:
 				m := 1.0
@@ -57,7 +58,7 @@ func refBag(table []float64, vocab, dim int, ids []int64, bounds []int, w []floa
 				}
 				for _, i := range live {
 					out[b*dim+d] += weight(i) * row(i) / m
-					gt[normIndex(ids[i], vocab)*dim+d] += weight(i) * gb / m
+					gt[ref.NormIndex(ids[i], vocab)*dim+d] += weight(i) * gb / m
 					gw[i] += row(i) * gb / m
 				}
 			}
@@ -124,7 +125,7 @@ func bagInputs(r *rand.Rand, c bagCase, vocab, dim, bags int) (table []float64, 
 // when the case has them.
 func bagValues(c bagCase, dt tensor.Dtype, table []float64, vocab, dim int, ids []int64, bounds []int, w []float64) []gorgonia.Value {
 	bags := len(bounds) - 1
-	in := []gorgonia.Value{floatTensor(table, []int{vocab, dim}, dt)}
+	in := []gorgonia.Value{ref.FloatTensor(table, []int{vocab, dim}, dt)}
 	ishape := []int{bags, 3}
 	if c.offsets {
 		ishape = []int{len(ids)}
@@ -132,12 +133,12 @@ func bagValues(c bagCase, dt tensor.Dtype, table []float64, vocab, dim int, ids 
 		for b := range o {
 			o[b] = int64(bounds[b])
 		}
-		in = append(in, castIndices(ids, ishape, c.it), castIndices(o, []int{bags}, c.it))
+		in = append(in, ref.CastIndices(ids, ishape, c.it), ref.CastIndices(o, []int{bags}, c.it))
 	} else {
-		in = append(in, castIndices(ids, ishape, c.it))
+		in = append(in, ref.CastIndices(ids, ishape, c.it))
 	}
 	if c.weights {
-		in = append(in, floatTensor(w, ishape, dt))
+		in = append(in, ref.FloatTensor(w, ishape, dt))
 	}
 	return in
 }
@@ -173,7 +174,7 @@ func bagGraph(c bagCase, dt tensor.Dtype, table []float64, vocab, dim int, ids [
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	gn := gorgonia.NodeFromAny(gr, floatTensor(g, []int{bags, dim}, dt), gorgonia.WithName("g"))
+	gn := gorgonia.NodeFromAny(gr, ref.FloatTensor(g, []int{bags, dim}, dt), gorgonia.WithName("g"))
 	cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, gn))))
 	_ = cost
 	return gr, tn, wn, out, nil
@@ -212,14 +213,14 @@ func TestBagMatchesReference(t *testing.T) {
 								}
 								defer vm.Close()
 								require.NoError(t, vm.RunAll())
-								assert.InDeltaSlice(t, want, floats(out.Value().(*tensor.Dense)), 1e-12, "output")
+								assert.InDeltaSlice(t, want, ref.Floats(out.Value().(*tensor.Dense)), 1e-12, "output")
 								gt, err := tn.Grad()
 								require.NoError(t, err)
-								assert.InDeltaSlice(t, wantT, floats(gt.(*tensor.Dense)), 1e-12, "table gradient")
+								assert.InDeltaSlice(t, wantT, ref.Floats(gt.(*tensor.Dense)), 1e-12, "table gradient")
 								if wn != nil {
 									gw, err := wn.Grad()
 									require.NoError(t, err)
-									assert.InDeltaSlice(t, wantW, floats(gw.(*tensor.Dense)), 1e-12, "weights gradient")
+									assert.InDeltaSlice(t, wantW, ref.Floats(gw.(*tensor.Dense)), 1e-12, "weights gradient")
 								}
 							})
 						}
@@ -265,7 +266,7 @@ func TestBagFloat32WideRowsMatchReference(t *testing.T) {
 					vm := gorgonia.NewTapeMachine(gr)
 					require.NoError(t, vm.RunAll())
 					// The 600-id bag sums to about 100: float32 keeps 1e-5 of that.
-					assert.InDeltaSlice(t, want, floats(out.Value().(*tensor.Dense)), 1e-3, "dim %d %s", dim, c)
+					assert.InDeltaSlice(t, want, ref.Floats(out.Value().(*tensor.Dense)), 1e-3, "dim %d %s", dim, c)
 					vm.Close()
 				}
 			}
@@ -293,8 +294,8 @@ func TestBagGradCheck(t *testing.T) {
 				}
 				return gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, in[4])))
 			}
-			inputs := []tensor.Tensor{floatTensor(table, []int{6, 3}, dt), castIndices(ids, []int{len(ids)}, tensor.Int64),
-				castIndices(o, []int{4}, tensor.Int64), floatTensor(w, []int{len(ids)}, dt), floatTensor(g, []int{4, 3}, dt)}
+			inputs := []tensor.Tensor{ref.FloatTensor(table, []int{6, 3}, dt), ref.CastIndices(ids, []int{len(ids)}, tensor.Int64),
+				ref.CastIndices(o, []int{4}, tensor.Int64), ref.FloatTensor(w, []int{len(ids)}, dt), ref.FloatTensor(g, []int{4, 3}, dt)}
 			for _, machine := range []string{"tape", "lisp"} {
 				var opts []gradcheck.Option
 				if machine == "lisp" {
@@ -325,7 +326,7 @@ func TestBagDeterministicAcrossGOMAXPROCS(t *testing.T) {
 			vm := gorgonia.NewTapeMachine(gr)
 			require.NoError(t, vm.RunAll())
 			gt, _ := tn.Grad()
-			got := floats(gt.(*tensor.Dense))
+			got := ref.Floats(gt.(*tensor.Dense))
 			vm.Close()
 			if want == nil {
 				want = got
@@ -366,12 +367,12 @@ func TestEmbeddingBagModes(t *testing.T) {
 				}
 				emb, err := NewEmbedding(gr, "words", vocab, dim, tensor.Float64, opts...)
 				require.NoError(t, err)
-				in := gorgonia.NodeFromAny(gr, castIndices(ids, []int{len(ids)}, tensor.Int32), gorgonia.WithName("ids"))
-				offs := gorgonia.NodeFromAny(gr, castIndices(o, []int{bags}, tensor.Int64), gorgonia.WithName("offsets"))
-				wn := gorgonia.NodeFromAny(gr, floatTensor(w, []int{len(ids)}, tensor.Float64), gorgonia.WithName("w"))
+				in := gorgonia.NodeFromAny(gr, ref.CastIndices(ids, []int{len(ids)}, tensor.Int32), gorgonia.WithName("ids"))
+				offs := gorgonia.NodeFromAny(gr, ref.CastIndices(o, []int{bags}, tensor.Int64), gorgonia.WithName("offsets"))
+				wn := gorgonia.NodeFromAny(gr, ref.FloatTensor(w, []int{len(ids)}, tensor.Float64), gorgonia.WithName("w"))
 				out, err := emb.Bag(in, offs, wn, mode)
 				require.NoError(t, err)
-				gn := gorgonia.NodeFromAny(gr, floatTensor(g, []int{bags, dim}, tensor.Float64), gorgonia.WithName("g"))
+				gn := gorgonia.NodeFromAny(gr, ref.FloatTensor(g, []int{bags, dim}, tensor.Float64), gorgonia.WithName("g"))
 				cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, gn))))
 				wrt := append(append(emb.Learnables(), emb.GradNodes()...), wn)
 				_, err = gorgonia.Grad(cost, wrt...)
@@ -383,13 +384,13 @@ func TestEmbeddingBagModes(t *testing.T) {
 				case "dense":
 					gt, err := emb.Table.Grad()
 					require.NoError(t, err)
-					assert.InDeltaSlice(t, wantT, floats(gt.(*tensor.Dense)), 1e-12)
+					assert.InDeltaSlice(t, wantT, ref.Floats(gt.(*tensor.Dense)), 1e-12)
 				case "sparse":
 					rg, err := emb.RowGrad()
 					require.NoError(t, err)
 					got := make([]float64, vocab*dim)
 					for k, row := range rg.Rows {
-						copy(got[row*dim:(row+1)*dim], floats(rg.Values)[k*dim:(k+1)*dim])
+						copy(got[row*dim:(row+1)*dim], ref.Floats(rg.Values)[k*dim:(k+1)*dim])
 					}
 					assert.InDeltaSlice(t, wantT, got, 1e-12)
 					assert.NotContains(t, rg.Rows, 3, "the padding row")
@@ -497,7 +498,7 @@ func TestEmbeddingBagViews(t *testing.T) {
 
 	// The table as rows 1..6 of a larger tensor; ids and weights as the
 	// transposes of [3, bags] tensors.
-	big := floatTensor(append(make([]float64, dim), table...), []int{vocab + 1, dim}, tensor.Float64)
+	big := ref.FloatTensor(append(make([]float64, dim), table...), []int{vocab + 1, dim}, tensor.Float64)
 	tv, err := big.Slice(tensor.S(1, vocab+1))
 	require.NoError(t, err)
 	idsT := make([]int64, len(ids))
@@ -507,9 +508,9 @@ func TestEmbeddingBagViews(t *testing.T) {
 			idsT[k*bags+b], wT[k*bags+b] = ids[b*3+k], w[b*3+k]
 		}
 	}
-	iv := castIndices(idsT, []int{3, bags}, tensor.Int64)
+	iv := ref.CastIndices(idsT, []int{3, bags}, tensor.Int64)
 	require.NoError(t, iv.T())
-	wv := floatTensor(wT, []int{3, bags}, tensor.Float64)
+	wv := ref.FloatTensor(wT, []int{3, bags}, tensor.Float64)
 	require.NoError(t, wv.T())
 
 	gr := gorgonia.NewGraph()
@@ -520,19 +521,19 @@ func TestEmbeddingBagViews(t *testing.T) {
 	require.NoError(t, err)
 	o := out.Op().(*bagOp)
 	vals := []gorgonia.Value{tv.(*tensor.Dense), iv, wv}
-	before := floats(big)
+	before := ref.Floats(big)
 	got, err := o.Do(vals...)
 	require.NoError(t, err)
-	assert.InDeltaSlice(t, want, floats(got.(*tensor.Dense)), 1e-12)
-	up := floatTensor(g, []int{bags, dim}, tensor.Float64)
+	assert.InDeltaSlice(t, want, ref.Floats(got.(*tensor.Dense)), 1e-12)
+	up := ref.FloatTensor(g, []int{bags, dim}, tensor.Float64)
 	gt, err := (&bagGradOp{fwd: o, wrtTable: true}).Do(append(vals, up)...)
 	require.NoError(t, err)
-	assert.InDeltaSlice(t, wantT, floats(gt.(*tensor.Dense)), 1e-12)
+	assert.InDeltaSlice(t, wantT, ref.Floats(gt.(*tensor.Dense)), 1e-12)
 	gw, err := (&bagGradOp{fwd: o}).Do(append(vals, up)...)
 	require.NoError(t, err)
-	gws := floats(gw.(*tensor.Dense))
+	gws := ref.Floats(gw.(*tensor.Dense))
 	assert.InDeltaSlice(t, wantW, gws, 1e-12)
-	assert.Equal(t, before, floats(big), "the table is unchanged")
+	assert.Equal(t, before, ref.Floats(big), "the table is unchanged")
 }
 
 // The gradient op checks the upstream gradient too before it clears a
@@ -544,10 +545,10 @@ func TestBagGradPreallocUntouchedOnError(t *testing.T) {
 	out, err := EmbeddingBag(tn, in, nil, nil, BagSum)
 	require.NoError(t, err)
 	d := &bagGradOp{fwd: out.Op().(*bagOp), wrtTable: true}
-	buf := floatTensor([]float64{1, 2, 3, 4, 5, 6, 7, 8}, []int{4, 2}, tensor.Float64)
-	table := floatTensor(make([]float64, 8), []int{4, 2}, tensor.Float64)
-	ids := castIndices([]int64{0, 1, 2, 3}, []int{2, 2}, tensor.Int)
-	badUp := floatTensor(make([]float64, 3), []int{3}, tensor.Float64)
+	buf := ref.FloatTensor([]float64{1, 2, 3, 4, 5, 6, 7, 8}, []int{4, 2}, tensor.Float64)
+	table := ref.FloatTensor(make([]float64, 8), []int{4, 2}, tensor.Float64)
+	ids := ref.CastIndices([]int64{0, 1, 2, 3}, []int{2, 2}, tensor.Int)
+	badUp := ref.FloatTensor(make([]float64, 3), []int{3}, tensor.Float64)
 	_, err = d.UsePreallocDo(buf, table, ids, badUp)
 	require.ErrorIs(t, err, gather.ErrShape)
 	assert.Equal(t, []float64{1, 2, 3, 4, 5, 6, 7, 8}, buf.Float64s())
@@ -583,33 +584,33 @@ func TestBagPrealloc(t *testing.T) {
 				for i := range stale {
 					stale[i] = math.NaN()
 				}
-				buf := floatTensor(stale, []int{bags, dim}, dt)
+				buf := ref.FloatTensor(stale, []int{bags, dim}, dt)
 				got, err := o.UsePreallocDo(buf, in...)
 				require.NoError(t, err)
 				assert.Same(t, buf, got)
-				assert.InDeltaSlice(t, want, floats(buf), 1e-6)
+				assert.InDeltaSlice(t, want, ref.Floats(buf), 1e-6)
 
 				// Buffers that cannot hold the result are left alone.
 				for name, other := range map[string]*tensor.Dense{
-					"shape": floatTensor(make([]float64, bags*dim), []int{dim, bags}, dt),
-					"dtype": floatTensor(make([]float64, bags*dim), []int{bags, dim}, otherDt),
+					"shape": ref.FloatTensor(make([]float64, bags*dim), []int{dim, bags}, dt),
+					"dtype": ref.FloatTensor(make([]float64, bags*dim), []int{bags, dim}, otherDt),
 					"table": in[0].(*tensor.Dense),
 				} {
-					before := floats(other)
+					before := ref.Floats(other)
 					got, err := o.UsePreallocDo(other, in...)
 					require.NoError(t, err, name)
 					assert.NotSame(t, other, got, name)
-					assert.InDeltaSlice(t, want, floats(got.(*tensor.Dense)), 1e-6, name)
-					assert.Equal(t, before, floats(other), name)
+					assert.InDeltaSlice(t, want, ref.Floats(got.(*tensor.Dense)), 1e-6, name)
+					assert.Equal(t, before, ref.Floats(other), name)
 				}
 
 				// A bad id: an error, and the buffer as it was.
-				before := floats(buf)
-				bad := castIndices(append([]int64{vocab}, ids[1:]...), []int{len(ids)}, c.it)
+				before := ref.Floats(buf)
+				bad := ref.CastIndices(append([]int64{vocab}, ids[1:]...), []int{len(ids)}, c.it)
 				_, err = o.UsePreallocDo(buf, append([]gorgonia.Value{in[0], bad}, in[2:]...)...)
 				var ie *gather.IndexError
 				require.ErrorAs(t, err, &ie)
-				assert.Equal(t, before, floats(buf))
+				assert.Equal(t, before, ref.Floats(buf))
 
 				// The machine reuses the output when run again without Reset
 				// (in a graph where nothing consumes it, which might run in
@@ -625,10 +626,10 @@ func TestBagPrealloc(t *testing.T) {
 				defer vm.Close()
 				require.NoError(t, vm.RunAll())
 				first := out.Value().(*tensor.Dense)
-				assert.InDeltaSlice(t, want, floats(first), 1e-6)
+				assert.InDeltaSlice(t, want, ref.Floats(first), 1e-6)
 				require.NoError(t, vm.RunAll())
 				assert.Same(t, first, out.Value())
-				assert.InDeltaSlice(t, want, floats(first), 1e-6)
+				assert.InDeltaSlice(t, want, ref.Floats(first), 1e-6)
 			})
 		}
 	}
@@ -650,7 +651,7 @@ func TestBagPreallocAllocs(t *testing.T) {
 			require.NoError(t, err)
 			o := out.Op().(*bagOp)
 			in := bagValues(c, dt, table, vocab, dim, ids, bounds, w)
-			buf := floatTensor(make([]float64, bags*dim), []int{bags, dim}, dt)
+			buf := ref.FloatTensor(make([]float64, bags*dim), []int{bags, dim}, dt)
 			_, err = o.UsePreallocDo(buf, in...)
 			require.NoError(t, err)
 			allocs := testing.AllocsPerRun(20, func() {

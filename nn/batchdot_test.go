@@ -12,6 +12,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/gradcheck"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // BatchDot matches the loop of its definition, float32 and float64, and
@@ -19,7 +20,7 @@ import (
 func TestBatchDot(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 9))
 	const n, k, d = 3, 4, 5
-	a, b := randFloats(r, n*d), randFloats(r, n*k*d)
+	a, b := ref.RandFloats(r, n*d), ref.RandFloats(r, n*k*d)
 	want := make([]float64, n*k)
 	for i := range n {
 		for j := range k {
@@ -30,21 +31,21 @@ func TestBatchDot(t *testing.T) {
 	}
 	for _, dt := range floatDtypes {
 		g := gorgonia.NewGraph()
-		an := gorgonia.NodeFromAny(g, floatTensor(a, []int{n, d}, dt), gorgonia.WithName("a"))
-		bn := gorgonia.NodeFromAny(g, floatTensor(b, []int{n, k, d}, dt), gorgonia.WithName("b"))
+		an := gorgonia.NodeFromAny(g, ref.FloatTensor(a, []int{n, d}, dt), gorgonia.WithName("a"))
+		bn := gorgonia.NodeFromAny(g, ref.FloatTensor(b, []int{n, k, d}, dt), gorgonia.WithName("b"))
 		out, err := BatchDot(an, bn)
 		require.NoError(t, err)
 		vm := gorgonia.NewTapeMachine(g)
 		require.NoError(t, vm.RunAll())
 		vm.Close()
-		assert.InEpsilonSlice(t, want, floats(out.Value().(*tensor.Dense)), 1e-5, "%v", dt)
+		assert.InEpsilonSlice(t, want, ref.Floats(out.Value().(*tensor.Dense)), 1e-5, "%v", dt)
 	}
 	build := func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Node, error) {
 		s, err := BatchDot(in[0], in[1])
 		if err != nil {
 			return nil, err
 		}
-		w := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(n, k), tensor.WithBacking(randFloats(rand.New(rand.NewPCG(1, 1)), n*k))), gorgonia.WithName("w"))
+		w := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(n, k), tensor.WithBacking(ref.RandFloats(rand.New(rand.NewPCG(1, 1)), n*k))), gorgonia.WithName("w"))
 		return gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(s, w)))
 	}
 	for _, lisp := range []bool{false, true} {

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/internal/ref"
 	"github.com/gathergrad/gather/openblas"
 )
 
@@ -93,7 +94,7 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 		vm.Reset()
 	}
 	b.ReportAllocs()
-	steady(step)
+	ref.Steady(step)
 	for b.Loop() {
 		step()
 	}
@@ -175,7 +176,7 @@ func BenchmarkSkipGram(b *testing.B) {
 		vm.Reset()
 	}
 	b.ReportAllocs()
-	steady(step)
+	ref.Steady(step)
 	for b.Loop() {
 		step()
 	}
@@ -226,7 +227,7 @@ func BenchmarkCrossEntropy(b *testing.B) {
 			}
 			vm := gorgonia.NewTapeMachine(loss.Graph())
 			defer vm.Close()
-			benchRuns(b, vm)
+			ref.BenchRuns(b, vm)
 		})
 	}
 	// The loss with options, which runs the kernels of the general case:
@@ -260,7 +261,7 @@ func BenchmarkCrossEntropy(b *testing.B) {
 			}
 			vm := gorgonia.NewTapeMachine(g)
 			defer vm.Close()
-			benchRuns(b, vm)
+			ref.BenchRuns(b, vm)
 		})
 	}
 }
@@ -286,7 +287,7 @@ func BenchmarkBCEWithLogits(b *testing.B) {
 	}
 	vm := gorgonia.NewTapeMachine(g)
 	defer vm.Close()
-	b.Run("4096x16", func(b *testing.B) { benchRuns(b, vm) })
+	b.Run("4096x16", func(b *testing.B) { ref.BenchRuns(b, vm) })
 }
 
 // BenchmarkStreamStores measures the gather.Gather cases' forward with ordinary
@@ -376,7 +377,7 @@ func BenchmarkBag(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			steady(fwd)
+			ref.Steady(fwd)
 			for b.Loop() {
 				fwd()
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // CreateTable draws the values NewEmbedding draws for a seed (across
@@ -35,7 +36,7 @@ func TestCreateTableMatchesNewEmbedding(t *testing.T) {
 		require.NotNil(t, w)
 		assert.Equal(t, tensor.Shape{vocab, dim}, w.Shape())
 		assert.Equal(t, emb.Table.Value().(*tensor.Dense).Data(), w.Data(), "%v", dt)
-		assert.Equal(t, []float64{0, 0, 0}, floats(must(w.Slice(tensor.S(5000))).(*tensor.Dense)))
+		assert.Equal(t, []float64{0, 0, 0}, ref.Floats(must(w.Slice(tensor.S(5000))).(*tensor.Dense)))
 	}
 	// A custom initialiser is called per block.
 	path := filepath.Join(t.TempDir(), "c.safetensors")
@@ -77,8 +78,8 @@ func trainTable(t *testing.T, emb *Embedding, g *gorgonia.ExprGraph, opt SparseO
 	bag, err := emb.Bag(idn, offs, nil, BagMean)
 	require.NoError(t, err)
 	dim := emb.Table.Shape()[1]
-	wl := gorgonia.NodeFromAny(g, floatTensor(randFloats(rand.New(rand.NewPCG(1, 2)), 12*dim), []int{12, dim}, emb.Table.Dtype()), gorgonia.WithName("wl"))
-	wb := gorgonia.NodeFromAny(g, floatTensor(randFloats(rand.New(rand.NewPCG(2, 2)), 3*dim), []int{3, dim}, emb.Table.Dtype()), gorgonia.WithName("wb"))
+	wl := gorgonia.NodeFromAny(g, ref.FloatTensor(ref.RandFloats(rand.New(rand.NewPCG(1, 2)), 12*dim), []int{12, dim}, emb.Table.Dtype()), gorgonia.WithName("wl"))
+	wb := gorgonia.NodeFromAny(g, ref.FloatTensor(ref.RandFloats(rand.New(rand.NewPCG(2, 2)), 3*dim), []int{3, dim}, emb.Table.Dtype()), gorgonia.WithName("wb"))
 	cost := gorgonia.Must(gorgonia.Add(gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(look, wl)))),
 		gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(bag, wb))))))
 	_, err = gorgonia.Grad(cost, emb.GradNodes()...)

@@ -18,6 +18,7 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 var indexDtypes = []tensor.Dtype{tensor.Int, tensor.Int32, tensor.Int64}
@@ -56,8 +57,8 @@ func FuzzCrossEntropy(f *testing.F) {
 				y[i] = int64(int32(y[i]))
 			}
 		}
-		xt := floatTensor(x, []int{r, c}, tensor.Float64)
-		yt := castIndices(y, []int{r}, it)
+		xt := ref.FloatTensor(x, []int{r, c}, tensor.Float64)
+		yt := ref.CastIndices(y, []int{r}, it)
 		o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float64, targetType: it, shape: tensor.Shape{r, c}}
 		bad := -1
 		for i, v := range y {
@@ -67,7 +68,7 @@ func FuzzCrossEntropy(f *testing.F) {
 			}
 		}
 		loss, err := o.Do(xt, yt)
-		grad := floatTensor(make([]float64, r*c), []int{r, c}, tensor.Float64)
+		grad := ref.FloatTensor(make([]float64, r*c), []int{r, c}, tensor.Float64)
 		for i := range grad.Float64s() {
 			grad.Float64s()[i] = 7
 		}
@@ -80,9 +81,9 @@ func FuzzCrossEntropy(f *testing.F) {
 			if !errors.Is(gerr, gather.ErrIndexOutOfRange) {
 				t.Fatalf("gradient: want gather.ErrIndexOutOfRange, got %v", gerr)
 			}
-			for _, g := range floats(grad) {
+			for _, g := range ref.Floats(grad) {
 				if g != 7 {
-					t.Fatalf("gradient buffer written on error: %v", floats(grad))
+					t.Fatalf("gradient buffer written on error: %v", ref.Floats(grad))
 				}
 			}
 		} else {
@@ -99,14 +100,14 @@ func FuzzCrossEntropy(f *testing.F) {
 				if math.Abs(got-want) > 1e-12*math.Max(1, math.Abs(want)) {
 					t.Fatalf("loss %v, want %v", got, want)
 				}
-				for i, g := range floats(grad) {
+				for i, g := range ref.Floats(grad) {
 					if w := 7 + got*wantGrad[i]; math.Abs(g-w) > 1e-12*math.Max(1, math.Abs(w)) {
 						t.Fatalf("gradient[%d] = %v, want %v", i, g, w)
 					}
 				}
 			}
 		}
-		for i, v := range floats(xt) {
+		for i, v := range ref.Floats(xt) {
 			if v != x[i] {
 				t.Fatalf("logits modified at %d", i)
 			}
@@ -216,16 +217,16 @@ func FuzzEmbeddingBag(f *testing.F) {
 		o := &bagOp{mode: mode, dtype: dt, idType: tensor.Int64, offType: tensor.Int64, vocab: vocab, dim: dim, bags: bags,
 			idShape: tensor.Shape{n}, hasOffsets: true, hasWeights: weights, cfg: opconfig.Config{GradScale: 1, HasPad: pad >= 0, Pad: pad},
 			lbl: opconfig.Label{Op: opBag, Arg: "ids", NonNegative: true}}
-		tt := floatTensor(table, []int{vocab, dim}, dt)
-		it := castIndices(ids, []int{n}, tensor.Int64)
-		ot := castIndices(offs, []int{bags}, tensor.Int64)
+		tt := ref.FloatTensor(table, []int{vocab, dim}, dt)
+		it := ref.CastIndices(ids, []int{n}, tensor.Int64)
+		ot := ref.CastIndices(offs, []int{bags}, tensor.Int64)
 		in := []gorgonia.Value{tt, it, ot}
 		if weights {
-			in = append(in, floatTensor(w, []int{n}, dt))
+			in = append(in, ref.FloatTensor(w, []int{n}, dt))
 		}
 		out, err := o.Do(in...)
-		gt := floatTensor(make([]float64, vocab*dim), []int{vocab, dim}, dt)
-		gerr := (&bagGradOp{fwd: o, wrtTable: true}).IncrDo(gt, append(in, floatTensor(g, []int{bags, dim}, dt))...)
+		gt := ref.FloatTensor(make([]float64, vocab*dim), []int{vocab, dim}, dt)
+		gerr := (&bagGradOp{fwd: o, wrtTable: true}).IncrDo(gt, append(in, ref.FloatTensor(g, []int{bags, dim}, dt))...)
 		switch {
 		case !valid:
 			if !errors.Is(err, gather.ErrShape) || !errors.Is(gerr, gather.ErrShape) {
@@ -246,18 +247,18 @@ func FuzzEmbeddingBag(f *testing.F) {
 			}
 			bounds[bags] = n
 			want, wantT, wantW := refBag(table, vocab, dim, ids, bounds, w, pad, mode, g)
-			closeTo(t, "output", want, floats(out.(*tensor.Dense)), tol)
-			closeTo(t, "table gradient", wantT, floats(gt), tol)
+			closeTo(t, "output", want, ref.Floats(out.(*tensor.Dense)), tol)
+			closeTo(t, "table gradient", wantT, ref.Floats(gt), tol)
 			if weights {
-				gw := floatTensor(make([]float64, n), []int{n}, dt)
-				if err := (&bagGradOp{fwd: o}).IncrDo(gw, append(in, floatTensor(g, []int{bags, dim}, dt))...); err != nil {
+				gw := ref.FloatTensor(make([]float64, n), []int{n}, dt)
+				if err := (&bagGradOp{fwd: o}).IncrDo(gw, append(in, ref.FloatTensor(g, []int{bags, dim}, dt))...); err != nil {
 					t.Fatal(err)
 				}
-				closeTo(t, "weights gradient", wantW, floats(gw), tol)
+				closeTo(t, "weights gradient", wantW, ref.Floats(gw), tol)
 			}
 			return
 		}
-		for _, v := range floats(gt) {
+		for _, v := range ref.Floats(gt) {
 			if v != 0 {
 				t.Fatalf("gradient written on error")
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/gradcheck"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // refCrossEntropy is the loss and its gradient with respect to logits,
@@ -73,7 +74,7 @@ func runLoss(t *testing.T, x, targets *tensor.Dense, lisp bool) (float64, []floa
 	require.NoError(t, err)
 	gv, err := xn.Grad()
 	require.NoError(t, err)
-	return l, floats(gv.(*tensor.Dense))
+	return l, ref.Floats(gv.(*tensor.Dense))
 }
 
 func TestCrossEntropyMatchesReference(t *testing.T) {
@@ -92,11 +93,11 @@ func TestCrossEntropyMatchesReference(t *testing.T) {
 						ti[i] = int64(r.IntN(c))
 					}
 					want, wantGrad := refCrossEntropy(x, ti, c)
-					xt := floatTensor(x, shape, dt)
-					tt := castIndices(ti, shape[:len(shape)-1], it)
+					xt := ref.FloatTensor(x, shape, dt)
+					tt := ref.CastIndices(ti, shape[:len(shape)-1], it)
 					name := fmt.Sprintf("%v/%v/%v/lisp=%v", shape, dt, it, lisp)
 					t.Run(name, func(t *testing.T) {
-						before := floats(xt)
+						before := ref.Floats(xt)
 						got, grad := runLoss(t, xt, tt, lisp)
 						tol := 1e-12
 						if dt == tensor.Float32 {
@@ -104,7 +105,7 @@ func TestCrossEntropyMatchesReference(t *testing.T) {
 						}
 						assert.InDelta(t, want, got, tol*math.Max(1, math.Abs(want)))
 						assert.InDeltaSlice(t, wantGrad, grad, tol)
-						assert.Equal(t, before, floats(xt), "logits unchanged")
+						assert.Equal(t, before, ref.Floats(xt), "logits unchanged")
 					})
 				}
 			}
@@ -148,7 +149,7 @@ func TestCrossEntropyEqualsLogSoftMaxNLL(t *testing.T) {
 		require.NoError(t, vm.RunAll())
 		gv, err := xn.Grad()
 		require.NoError(t, err)
-		return loss.Value().Data().(float64), floats(gv.(*tensor.Dense))
+		return loss.Value().Data().(float64), ref.Floats(gv.(*tensor.Dense))
 	}
 	l1, g1 := run(true)
 	l2, g2 := run(false)
@@ -197,7 +198,7 @@ func TestCrossEntropyLargeLogitsAreFinite(t *testing.T) {
 	x := []float64{1000, 999, 998, -1000, -1002, -1001}
 	y := []int64{1, 0}
 	want, wantGrad := refCrossEntropy(x, y, 3)
-	got, grad := runLoss(t, floatTensor(x, []int{2, 3}, tensor.Float64), castIndices(y, []int{2}, tensor.Int64), false)
+	got, grad := runLoss(t, ref.FloatTensor(x, []int{2, 3}, tensor.Float64), ref.CastIndices(y, []int{2}, tensor.Int64), false)
 	require.False(t, math.IsNaN(got) || math.IsInf(got, 0))
 	assert.InDelta(t, want, got, 1e-12)
 	assert.InDeltaSlice(t, wantGrad, grad, 1e-12)
@@ -269,26 +270,26 @@ func TestCrossEntropyGradBuffers(t *testing.T) {
 	_, want := refCrossEntropy(x, y, 3)
 	o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float64, targetType: tensor.Int64, shape: tensor.Shape{2, 3}}
 	d := &crossEntropyDiffOp{fwd: o}
-	xt := floatTensor(x, []int{2, 3}, tensor.Float64)
-	yt := castIndices(y, []int{2}, tensor.Int64)
+	xt := ref.FloatTensor(x, []int{2, 3}, tensor.Float64)
+	yt := ref.CastIndices(y, []int{2}, tensor.Int64)
 
 	buf := tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{9, 9, 9, 9, 9, 9}))
 	v, err := d.UsePreallocDo(buf, xt, yt, gorgonia.NewF64(1))
 	require.NoError(t, err)
 	assert.Same(t, buf, v)
-	assert.InDeltaSlice(t, want, floats(buf), 1e-12)
+	assert.InDeltaSlice(t, want, ref.Floats(buf), 1e-12)
 
 	acc := tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{1, 1, 1, 1, 1, 1}))
 	require.NoError(t, d.IncrDo(acc, xt, yt, gorgonia.NewF64(2)))
-	for i, g := range floats(acc) {
+	for i, g := range ref.Floats(acc) {
 		assert.InDelta(t, 1+2*want[i], g, 1e-12)
 	}
 
-	before := floats(acc)
-	badY := castIndices([]int64{2, 7}, []int{2}, tensor.Int64)
+	before := ref.Floats(acc)
+	badY := ref.CastIndices([]int64{2, 7}, []int{2}, tensor.Int64)
 	err = d.IncrDo(acc, xt, badY, gorgonia.NewF64(1))
 	assert.ErrorIs(t, err, gather.ErrIndexOutOfRange)
-	assert.Equal(t, before, floats(acc))
+	assert.Equal(t, before, ref.Floats(acc))
 	_, err = d.UsePreallocDo(acc, xt, yt)
 	assert.ErrorIs(t, err, gather.ErrShape, "two inputs instead of three")
 }
@@ -305,8 +306,8 @@ func TestCrossEntropyDeterministicAcrossGOMAXPROCS(t *testing.T) {
 	for i := range y {
 		y[i] = int64(r.IntN(c))
 	}
-	xt := floatTensor(x, []int{rows, c}, tensor.Float32)
-	yt := castIndices(y, []int{rows}, tensor.Int64)
+	xt := ref.FloatTensor(x, []int{rows, c}, tensor.Float32)
+	yt := ref.CastIndices(y, []int{rows}, tensor.Int64)
 	o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float32, targetType: tensor.Int64, shape: tensor.Shape{rows, c}}
 	run := func(procs int) (gorgonia.Value, []float64) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
@@ -314,7 +315,7 @@ func TestCrossEntropyDeterministicAcrossGOMAXPROCS(t *testing.T) {
 		require.NoError(t, err)
 		g, err := (&crossEntropyDiffOp{fwd: o}).Do(xt, yt, gorgonia.NewF32(1))
 		require.NoError(t, err)
-		return l, floats(g.(*tensor.Dense))
+		return l, ref.Floats(g.(*tensor.Dense))
 	}
 	l1, g1 := run(1)
 	for _, p := range []int{2, 3, 4, 7} {
@@ -331,11 +332,11 @@ func TestCrossEntropyDeterministicAcrossGOMAXPROCS(t *testing.T) {
 func TestCrossEntropyFloat32NonFinite(t *testing.T) {
 	inf, nan := math.Inf(1), math.NaN()
 	for _, row := range [][]float64{{2, -inf, 1, 0.5}, {-inf, -inf, -inf, -inf}, {nan, 1, 2, 3}, {inf, 1, 2, 3}, {1, inf, 2, 3}} {
-		yt := castIndices([]int64{0}, []int{1}, tensor.Int64)
+		yt := ref.CastIndices([]int64{0}, []int{1}, tensor.Int64)
 		var losses []float64
 		var grads [][]float64
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-			xt := floatTensor(row, []int{1, 4}, dt)
+			xt := ref.FloatTensor(row, []int{1, 4}, dt)
 			o := &crossEntropyOp{op: opCrossEntropy, dtype: dt, targetType: tensor.Int64, shape: tensor.Shape{1, 4}}
 			l, err := o.Do(xt, yt)
 			require.NoError(t, err)
@@ -347,7 +348,7 @@ func TestCrossEntropyFloat32NonFinite(t *testing.T) {
 			require.NoError(t, err)
 			lv, err := operand.Scalar("loss", l)
 			require.NoError(t, err)
-			losses, grads = append(losses, lv), append(grads, floats(g.(*tensor.Dense)))
+			losses, grads = append(losses, lv), append(grads, ref.Floats(g.(*tensor.Dense)))
 		}
 		same := func(a, b float64) bool { return math.IsNaN(a) && math.IsNaN(b) || math.Abs(a-b) <= 1e-6 || a == b }
 		assert.True(t, same(losses[0], losses[1]), "row %v: loss %g in float64, %g in float32", row, losses[0], losses[1])

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/ref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
@@ -17,7 +18,7 @@ import (
 func refRenorm(table []float64, dim int, ids []int64, vocab int, maxNorm float64) []float64 {
 	out := append([]float64{}, table...)
 	for _, v := range ids {
-		j := normIndex(v, vocab)
+		j := ref.NormIndex(v, vocab)
 		row := out[j*dim : (j+1)*dim]
 		var ss float64
 		for _, x := range row {
@@ -57,17 +58,17 @@ func TestEmbeddingMaxNormSharedTable(t *testing.T) {
 				EmbeddingInit(func(tensor.Dtype, ...int) any { return append([]float64{}, table...) }))
 			require.NoError(t, err)
 			node := func(name string, v []int64) *gorgonia.Node {
-				return gorgonia.NodeFromAny(g, castIndices(v, []int{len(v)}, tensor.Int64), gorgonia.WithName(name))
+				return gorgonia.NodeFromAny(g, ref.CastIndices(v, []int{len(v)}, tensor.Int64), gorgonia.WithName(name))
 			}
 			a, err := emb.Lookup(node("a", ids1))
 			require.NoError(t, err)
 			b, err := emb.Lookup(node("b", ids2))
 			require.NoError(t, err)
-			bag, err := emb.Bag(gorgonia.NodeFromAny(g, castIndices(bagIDs, []int{1, 2}, tensor.Int64), gorgonia.WithName("bag")), nil, nil, BagSum)
+			bag, err := emb.Bag(gorgonia.NodeFromAny(g, ref.CastIndices(bagIDs, []int{1, 2}, tensor.Int64), gorgonia.WithName("bag")), nil, nil, BagSum)
 			require.NoError(t, err)
 			// Weights for every output element, so the gradient shows which rows each read.
-			wa := gorgonia.NodeFromAny(g, floatTensor([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9}, []int{3, 3}, tensor.Float64), gorgonia.WithName("wa"))
-			wb := gorgonia.NodeFromAny(g, floatTensor([]float64{-1, 1, -1, 2, 2, 2, 0.5, 0.5, 0.5}, []int{3, 3}, tensor.Float64), gorgonia.WithName("wb"))
+			wa := gorgonia.NodeFromAny(g, ref.FloatTensor([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9}, []int{3, 3}, tensor.Float64), gorgonia.WithName("wa"))
+			wb := gorgonia.NodeFromAny(g, ref.FloatTensor([]float64{-1, 1, -1, 2, 2, 2, 0.5, 0.5, 0.5}, []int{3, 3}, tensor.Float64), gorgonia.WithName("wb"))
 			cost := gorgonia.Must(gorgonia.Add(
 				gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(a, wa)))),
 				gorgonia.Must(gorgonia.Add(gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(b, wb)))), gorgonia.Must(gorgonia.Sum(bag)))),
@@ -86,25 +87,25 @@ func TestEmbeddingMaxNormSharedTable(t *testing.T) {
 			rows := func(ids []int64) []float64 {
 				var out []float64
 				for _, v := range ids {
-					j := normIndex(v, vocab)
+					j := ref.NormIndex(v, vocab)
 					out = append(out, want[j*dim:(j+1)*dim]...)
 				}
 				return out
 			}
-			assert.InDeltaSlice(t, rows(ids1), floats(a.Value().(*tensor.Dense)), 1e-12, "first lookup")
-			assert.InDeltaSlice(t, rows(ids2), floats(b.Value().(*tensor.Dense)), 1e-12, "second lookup")
+			assert.InDeltaSlice(t, rows(ids1), ref.Floats(a.Value().(*tensor.Dense)), 1e-12, "first lookup")
+			assert.InDeltaSlice(t, rows(ids2), ref.Floats(b.Value().(*tensor.Dense)), 1e-12, "second lookup")
 			r := rows(bagIDs)
-			assert.InDeltaSlice(t, []float64{r[0] + r[3], r[1] + r[4], r[2] + r[5]}, floats(bag.Value().(*tensor.Dense)), 1e-12, "bag")
-			wantGrad := refIndexAdd([]int{vocab, dim}, ids1, []int{3}, 0, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9})
-			for i, v := range refIndexAdd([]int{vocab, dim}, ids2, []int{3}, 0, []float64{-1, 1, -1, 2, 2, 2, 0.5, 0.5, 0.5}) {
+			assert.InDeltaSlice(t, []float64{r[0] + r[3], r[1] + r[4], r[2] + r[5]}, ref.Floats(bag.Value().(*tensor.Dense)), 1e-12, "bag")
+			wantGrad := ref.IndexAdd([]int{vocab, dim}, ids1, []int{3}, 0, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9})
+			for i, v := range ref.IndexAdd([]int{vocab, dim}, ids2, []int{3}, 0, []float64{-1, 1, -1, 2, 2, 2, 0.5, 0.5, 0.5}) {
 				wantGrad[i] += v
 			}
-			for i, v := range refIndexAdd([]int{vocab, dim}, bagIDs, []int{2}, 0, []float64{1, 1, 1, 1, 1, 1}) {
+			for i, v := range ref.IndexAdd([]int{vocab, dim}, bagIDs, []int{2}, 0, []float64{1, 1, 1, 1, 1, 1}) {
 				wantGrad[i] += v
 			}
 			gt, err := emb.Table.Grad()
 			require.NoError(t, err)
-			assert.InDeltaSlice(t, wantGrad, floats(gt.(*tensor.Dense)), 1e-12, "table gradient")
+			assert.InDeltaSlice(t, wantGrad, ref.Floats(gt.(*tensor.Dense)), 1e-12, "table gradient")
 		})
 	}
 }
@@ -118,11 +119,11 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 	up := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}
 	counts := map[int]float64{}
 	for _, v := range ids {
-		counts[normIndex(v, vocab)]++
+		counts[ref.NormIndex(v, vocab)]++
 	}
 	wantLookup := make([]float64, vocab*dim)
 	for i, v := range ids {
-		j := normIndex(v, vocab)
+		j := ref.NormIndex(v, vocab)
 		if j == 0 {
 			continue
 		}
@@ -143,12 +144,12 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 			for b := range 2 {
 				live := 0
 				for i := bounds[b]; i < bounds[b+1]; i++ {
-					if normIndex(ids[i], vocab) != 0 {
+					if ref.NormIndex(ids[i], vocab) != 0 {
 						live++
 					}
 				}
 				for i := bounds[b]; i < bounds[b+1]; i++ {
-					j := normIndex(ids[i], vocab)
+					j := ref.NormIndex(ids[i], vocab)
 					if j == 0 {
 						continue
 					}
@@ -173,13 +174,13 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 				require.NoError(t, err)
 				var out, w *gorgonia.Node
 				if mode == "lookup" {
-					out, err = emb.Lookup(gorgonia.NodeFromAny(g, castIndices(ids, []int{len(ids)}, tensor.Int64), gorgonia.WithName("ids")))
-					w = gorgonia.NodeFromAny(g, floatTensor(up, []int{len(ids), dim}, tensor.Float64), gorgonia.WithName("w"))
+					out, err = emb.Lookup(gorgonia.NodeFromAny(g, ref.CastIndices(ids, []int{len(ids)}, tensor.Int64), gorgonia.WithName("ids")))
+					w = gorgonia.NodeFromAny(g, ref.FloatTensor(up, []int{len(ids), dim}, tensor.Float64), gorgonia.WithName("w"))
 				} else {
 					m := map[string]BagMode{"sum": BagSum, "mean": BagMean}[mode]
-					offs := gorgonia.NodeFromAny(g, castIndices([]int64{0, 3}, []int{2}, tensor.Int64), gorgonia.WithName("offs"))
-					out, err = emb.Bag(gorgonia.NodeFromAny(g, castIndices(ids, []int{len(ids)}, tensor.Int64), gorgonia.WithName("ids")), offs, nil, m)
-					w = gorgonia.NodeFromAny(g, floatTensor(gBag, []int{2, dim}, tensor.Float64), gorgonia.WithName("w"))
+					offs := gorgonia.NodeFromAny(g, ref.CastIndices([]int64{0, 3}, []int{2}, tensor.Int64), gorgonia.WithName("offs"))
+					out, err = emb.Bag(gorgonia.NodeFromAny(g, ref.CastIndices(ids, []int{len(ids)}, tensor.Int64), gorgonia.WithName("ids")), offs, nil, m)
+					w = gorgonia.NodeFromAny(g, ref.FloatTensor(gBag, []int{2, dim}, tensor.Float64), gorgonia.WithName("w"))
 				}
 				require.NoError(t, err)
 				cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, w))))
@@ -193,12 +194,12 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 					rg, err := emb.RowGrad()
 					require.NoError(t, err)
 					for k, r := range rg.Rows {
-						copy(got[r*dim:(r+1)*dim], floats(rg.Values)[k*dim:(k+1)*dim])
+						copy(got[r*dim:(r+1)*dim], ref.Floats(rg.Values)[k*dim:(k+1)*dim])
 					}
 				} else {
 					gt, err := emb.Table.Grad()
 					require.NoError(t, err)
-					got = floats(gt.(*tensor.Dense))
+					got = ref.Floats(gt.(*tensor.Dense))
 				}
 				assert.InDeltaSlice(t, want, got, 1e-12)
 			})
@@ -217,13 +218,13 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 func TestSparseLookupLispMachine(t *testing.T) {
 	ids := []int64{2, 0, 2, 4}
 	up := []float64{1, 2, 3, 4, 5, 6, 7, 8}
-	want := refIndexAdd([]int{5, 2}, ids, []int{4}, 0, up)
+	want := ref.IndexAdd([]int{5, 2}, ids, []int{4}, 0, up)
 	g := gorgonia.NewGraph()
 	emb, err := NewEmbedding(g, "words", 5, 2, tensor.Float64, EmbeddingSparse())
 	require.NoError(t, err)
-	out, err := emb.Lookup(gorgonia.NodeFromAny(g, castIndices(ids, []int{4}, tensor.Int64), gorgonia.WithName("ids")))
+	out, err := emb.Lookup(gorgonia.NodeFromAny(g, ref.CastIndices(ids, []int{4}, tensor.Int64), gorgonia.WithName("ids")))
 	require.NoError(t, err)
-	w := gorgonia.NodeFromAny(g, floatTensor(up, []int{4, 2}, tensor.Float64), gorgonia.WithName("w"))
+	w := gorgonia.NodeFromAny(g, ref.FloatTensor(up, []int{4, 2}, tensor.Float64), gorgonia.WithName("w"))
 	gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, w))))
 	vm := gorgonia.NewLispMachine(g)
 	defer vm.Close()
@@ -232,7 +233,7 @@ func TestSparseLookupLispMachine(t *testing.T) {
 	require.NoError(t, err)
 	got := make([]float64, 10)
 	for k, r := range rg.Rows {
-		copy(got[r*2:(r+1)*2], floats(rg.Values)[k*2:(k+1)*2])
+		copy(got[r*2:(r+1)*2], ref.Floats(rg.Values)[k*2:(k+1)*2])
 	}
 	assert.Equal(t, want, got)
 }

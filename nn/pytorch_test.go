@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gathergrad/gather/internal/ref"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -99,7 +100,7 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 		dt = tensor.Float32
 	}
 	g := gorgonia.NewGraph()
-	xn := gorgonia.NodeFromAny(g, floatTensor(parseFloats(t, c.X), c.Shape, dt), gorgonia.WithName("x"))
+	xn := gorgonia.NodeFromAny(g, ref.FloatTensor(parseFloats(t, c.X), c.Shape, dt), gorgonia.WithName("x"))
 	var opts []Option
 	switch c.Reduction {
 	case "sum":
@@ -110,9 +111,9 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 	var out *gorgonia.Node
 	var err error
 	if c.Kind == "bce" {
-		yn := gorgonia.NodeFromAny(g, floatTensor(parseFloats(t, c.Y), c.Shape, dt), gorgonia.WithName("y"))
+		yn := gorgonia.NodeFromAny(g, ref.FloatTensor(parseFloats(t, c.Y), c.Shape, dt), gorgonia.WithName("y"))
 		if c.PosWeight != nil {
-			opts = append(opts, PosWeight(floatTensor(parseFloats(t, c.PosWeight), []int{len(c.PosWeight)}, dt)))
+			opts = append(opts, PosWeight(ref.FloatTensor(parseFloats(t, c.PosWeight), []int{len(c.PosWeight)}, dt)))
 		}
 		out, err = BCEWithLogits(xn, yn, opts...)
 	} else {
@@ -120,12 +121,12 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 		for i, v := range c.Targets {
 			ys[i] = int64(v)
 		}
-		yn := gorgonia.NodeFromAny(g, castIndices(ys, c.Shape[:len(c.Shape)-1], tensor.Int64), gorgonia.WithName("y"))
+		yn := gorgonia.NodeFromAny(g, ref.CastIndices(ys, c.Shape[:len(c.Shape)-1], tensor.Int64), gorgonia.WithName("y"))
 		if c.Ignore != nil {
 			opts = append(opts, IgnoreIndex(*c.Ignore))
 		}
 		if c.Weights != nil {
-			opts = append(opts, ClassWeights(floatTensor(parseFloats(t, c.Weights), []int{len(c.Weights)}, dt)))
+			opts = append(opts, ClassWeights(ref.FloatTensor(parseFloats(t, c.Weights), []int{len(c.Weights)}, dt)))
 		}
 		if c.Smoothing != 0 {
 			opts = append(opts, LabelSmoothing(c.Smoothing))
@@ -143,7 +144,7 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 		upn := gorgonia.NodeFromAny(g, scalarOf(dt, up[0]), gorgonia.WithName("up"))
 		cost = gorgonia.Must(gorgonia.Mul(out, upn))
 	} else {
-		upn := gorgonia.NodeFromAny(g, floatTensor(up, out.Shape(), dt), gorgonia.WithName("up"))
+		upn := gorgonia.NodeFromAny(g, ref.FloatTensor(up, out.Shape(), dt), gorgonia.WithName("up"))
 		cost = gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, upn))))
 	}
 	var vm gorgonia.VM
@@ -158,7 +159,7 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 	require.NoError(t, vm.RunAll())
 	gv, err := xn.Grad()
 	require.NoError(t, err)
-	return valuesOf(out.Value()), floats(gv.(*tensor.Dense))
+	return valuesOf(out.Value()), ref.Floats(gv.(*tensor.Dense))
 }
 
 // scalarOf returns v as a Gorgonia scalar value of dtype dt.
@@ -173,7 +174,7 @@ func scalarOf(dt tensor.Dtype, v float64) gorgonia.Value {
 func valuesOf(v gorgonia.Value) []float64 {
 	switch x := v.(type) {
 	case *tensor.Dense:
-		return floats(x)
+		return ref.Floats(x)
 	case *gorgonia.F32:
 		return []float64{float64(*x)}
 	case *gorgonia.F64:

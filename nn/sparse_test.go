@@ -15,6 +15,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 func TestRowGradientMatchesIndexAdd(t *testing.T) {
@@ -22,20 +23,20 @@ func TestRowGradientMatchesIndexAdd(t *testing.T) {
 	for _, dt := range floatDtypes {
 		for _, pad := range []int{-1, 3} {
 			ids := randIndices(r, 60, 10) // many duplicates
-			up := randFloats(r, 60*4)
-			idsT := castIndices(ids, []int{6, 10}, tensor.Int32)
-			gT := floatTensor(up, []int{6, 10, 4}, dt)
+			up := ref.RandFloats(r, 60*4)
+			idsT := ref.CastIndices(ids, []int{6, 10}, tensor.Int32)
+			gT := ref.FloatTensor(up, []int{6, 10, 4}, dt)
 			rg, err := RowGradient(idsT, gT, 10, pad)
 			require.NoError(t, err)
 
 			dense := tensor.New(tensor.Of(dt), tensor.WithShape(10, 4))
 			require.NoError(t, gather.IndexAdd(dense, idsT, gT, 0))
-			want := floats(dense)
+			want := ref.Floats(dense)
 			if pad >= 0 {
 				clear(want[pad*4 : (pad+1)*4]) // the padding row gets no gradient
 			}
 			got := make([]float64, 40)
-			vals := floats(rg.Values)
+			vals := ref.Floats(rg.Values)
 			for k, row := range rg.Rows {
 				if k > 0 {
 					assert.Greater(t, row, rg.Rows[k-1], "rows ascending and distinct")
@@ -46,9 +47,9 @@ func TestRowGradientMatchesIndexAdd(t *testing.T) {
 			assert.Equal(t, want, got, "%v pad %d", dt, pad)
 		}
 	}
-	_, err := RowGradient(castIndices([]int64{0, 10}, []int{2}, tensor.Int64), floatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), 10, -1)
+	_, err := RowGradient(ref.CastIndices([]int64{0, 10}, []int{2}, tensor.Int64), ref.FloatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), 10, -1)
 	assert.ErrorIs(t, err, gather.ErrIndexOutOfRange)
-	_, err = RowGradient(castIndices([]int64{0, 1}, []int{2}, tensor.Int64), floatTensor(make([]float64, 6), []int{3, 2}, tensor.Float64), 10, -1)
+	_, err = RowGradient(ref.CastIndices([]int64{0, 1}, []int{2}, tensor.Int64), ref.FloatTensor(make([]float64, 6), []int{3, 2}, tensor.Float64), 10, -1)
 	assert.ErrorIs(t, err, gather.ErrShape)
 }
 
@@ -69,7 +70,7 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 			for i := range v {
 				v[i] = r.NormFloat64()
 			}
-			return floatTensor(v, s, dt).Data()
+			return ref.FloatTensor(v, s, dt).Data()
 		}
 		opts := []EmbeddingOption{EmbeddingInit(init), EmbeddingPadding(0)}
 		if sparseMode {
@@ -119,7 +120,7 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 				require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(learn)))
 			}
 			vm.Reset()
-			tables = append(tables, floats(emb.Table.Value().(*tensor.Dense)))
+			tables = append(tables, ref.Floats(emb.Table.Value().(*tensor.Dense)))
 		}
 		return tables
 	}
@@ -161,24 +162,24 @@ func TestSparseSGDEqualsDense(t *testing.T) {
 func TestSparseAdamSemantics(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	const vocab, dim = 6, 2
-	w0 := randFloats(r, vocab*dim)
-	table := floatTensor(w0, []int{vocab, dim}, tensor.Float64)
+	w0 := ref.RandFloats(r, vocab*dim)
+	table := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float64)
 	opt := NewSparseAdam(0.01)
 	opt.WeightDecay = 0.1
-	ref := append([]float64{}, w0...)
+	expected := append([]float64{}, w0...)
 	m, v := make([]float64, vocab*dim), make([]float64, vocab*dim)
 	for step := 1; step <= 5; step++ {
 		ids := randIndices(r, 4, vocab)
-		up := randFloats(r, 4*dim)
-		rg, err := RowGradient(castIndices(ids, []int{4}, tensor.Int64), floatTensor(up, []int{4, dim}, tensor.Float64), vocab, -1)
+		up := ref.RandFloats(r, 4*dim)
+		rg, err := RowGradient(ref.CastIndices(ids, []int{4}, tensor.Int64), ref.FloatTensor(up, []int{4, dim}, tensor.Float64), vocab, -1)
 		require.NoError(t, err)
 		require.NoError(t, opt.Step(table, rg))
 
 		// Reference: dense gradient, update only rows with a gradient entry.
-		gd := refIndexAdd([]int{vocab, dim}, ids, []int{4}, 0, up)
+		gd := ref.IndexAdd([]int{vocab, dim}, ids, []int{4}, 0, up)
 		touched := map[int]bool{}
 		for _, id := range ids {
-			touched[normIndex(id, vocab)] = true
+			touched[ref.NormIndex(id, vocab)] = true
 		}
 		bc := 0.01 * math.Sqrt(1-math.Pow(0.999, float64(step))) / (1 - math.Pow(0.9, float64(step)))
 		for row := range vocab {
@@ -189,10 +190,10 @@ func TestSparseAdamSemantics(t *testing.T) {
 				k := row*dim + j
 				m[k] = 0.9*m[k] + 0.1*gd[k]
 				v[k] = 0.999*v[k] + 0.001*gd[k]*gd[k]
-				ref[k] = ref[k]*(1-0.01*0.1) - bc*m[k]/(math.Sqrt(v[k])+1e-8)
+				expected[k] = expected[k]*(1-0.01*0.1) - bc*m[k]/(math.Sqrt(v[k])+1e-8)
 			}
 		}
-		assert.InEpsilonSlice(t, ref, table.Float64s(), 1e-14, "step %d", step)
+		assert.InEpsilonSlice(t, expected, table.Float64s(), 1e-14, "step %d", step)
 		for row := range vocab {
 			if !touched[row] && step == 1 {
 				assert.Equal(t, w0[row*dim:(row+1)*dim], table.Float64s()[row*dim:(row+1)*dim], "untouched rows stay put")
@@ -201,9 +202,9 @@ func TestSparseAdamSemantics(t *testing.T) {
 	}
 
 	// Another table, even of the same shape, or a bad gradient, is an error.
-	err := opt.Step(floatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), &RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
+	err := opt.Step(ref.FloatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), &RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
 	assert.ErrorIs(t, err, ErrOtherTable)
-	err = opt.Step(floatTensor(w0, []int{vocab, dim}, tensor.Float64), &RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
+	err = opt.Step(ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float64), &RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
 	assert.ErrorIs(t, err, ErrOtherTable)
 	assert.Contains(t, err.Error(), "use one SparseAdam per table")
 	err = (&SparseSGD{LearnRate: 1}).Step(table, &RowGrad{Rows: []int{7}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, dim))})
@@ -245,26 +246,26 @@ func TestSparseOptimisersParallel(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 26))
 	const vocab, dim, n = 20000, 16, 8192
 	ids := randIndices(r, n, vocab)
-	rg, err := RowGradient(castIndices(ids, []int{n}, tensor.Int64), floatTensor(randFloats(r, n*dim), []int{n, dim}, tensor.Float32), vocab, -1)
+	rg, err := RowGradient(ref.CastIndices(ids, []int{n}, tensor.Int64), ref.FloatTensor(ref.RandFloats(r, n*dim), []int{n, dim}, tensor.Float32), vocab, -1)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(rg.Rows)*dim, kernel.MinParallelWork)
-	w0 := randFloats(r, vocab*dim)
+	w0 := ref.RandFloats(r, vocab*dim)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	var want [2][]float64
 	for _, procs := range []int{1, 4} {
 		runtime.GOMAXPROCS(procs)
-		sgdT := floatTensor(w0, []int{vocab, dim}, tensor.Float32)
+		sgdT := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float32)
 		require.NoError(t, (&SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}).Step(sgdT, rg))
-		adamT := floatTensor(w0, []int{vocab, dim}, tensor.Float32)
+		adamT := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float32)
 		adam := NewSparseAdam(0.001)
 		require.NoError(t, adam.Step(adamT, rg))
 		require.NoError(t, adam.Step(adamT, rg))
 		if procs == 1 {
-			want = [2][]float64{floats(sgdT), floats(adamT)}
+			want = [2][]float64{ref.Floats(sgdT), ref.Floats(adamT)}
 			continue
 		}
-		assert.Equal(t, want[0], floats(sgdT), "SparseSGD with GOMAXPROCS=%d", procs)
-		assert.Equal(t, want[1], floats(adamT), "SparseAdam with GOMAXPROCS=%d", procs)
+		assert.Equal(t, want[0], ref.Floats(sgdT), "SparseSGD with GOMAXPROCS=%d", procs)
+		assert.Equal(t, want[1], ref.Floats(adamT), "SparseAdam with GOMAXPROCS=%d", procs)
 	}
 	assert.NotEqual(t, w0, want[0])
 }

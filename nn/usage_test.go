@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // A second table of one name in one graph is an error naming it, and the
@@ -279,11 +280,11 @@ func TestIncludeLastOffset(t *testing.T) {
 		require.NoError(t, vm.RunAll())
 		gt, err := tn.Grad()
 		require.NoError(t, err)
-		out, gTable = floats(pooled.Value().(*tensor.Dense)), floats(gt.(*tensor.Dense))
+		out, gTable = ref.Floats(pooled.Value().(*tensor.Dense)), ref.Floats(gt.(*tensor.Dense))
 		if weights {
 			gw, err := wn.Grad()
 			require.NoError(t, err)
-			gW = floats(gw.(*tensor.Dense))
+			gW = ref.Floats(gw.(*tensor.Dense))
 		}
 		return out, gTable, gW
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gathergrad/gather/internal/ref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -117,7 +118,7 @@ func TestFirstTouchGradient(t *testing.T) {
 			}
 		}
 		idx[c.n-1] = int64(c.pad) // the padding row is named, and must stay zero
-		g := randFloats(r, outer*c.n*inner)
+		g := ref.RandFloats(r, outer*c.n*inner)
 		for i := 0; i < len(g); i += 7 {
 			g[i] = 0 // c*0 is -0 for a negative c
 		}

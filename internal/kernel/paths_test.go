@@ -23,7 +23,7 @@ func TestFirstTouchAllocations(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	big := make([]float32, 80000*8)
 	require.True(t, writesFirst(big, 8) || !streamStores)
-	rows := randIndices(rand.New(rand.NewPCG(3, 3)), 5000, 80000)
+	rows := ref.RandIndices(rand.New(rand.NewPCG(3, 3)), 5000, 80000)
 	up := make([]float32, 5000*8)
 	grad := func() { IndexAdd(big, up, rows, 1, 80000, 8, 1, -1, true) }
 	allocs := testing.AllocsPerRun(20, grad)
@@ -78,9 +78,9 @@ func TestStreamedRows(t *testing.T) {
 		{"rows of 256 bytes from a table of 1.3 MB, prefetched", true, []int{5000, 64}, []int{1500}, 0, false, true, true},
 	}
 	for _, c := range cases {
-		data := randFloats(r, size(c.dshape))
+		data := ref.RandFloats(r, size(c.dshape))
 		outer, s, inner := split(c.dshape, c.axis)
-		idx := randIndices(r, size(c.ishape), s)
+		idx := ref.RandIndices(r, size(c.ishape), s)
 		want, oshape := ref.Take(data, c.dshape, idx, c.ishape, c.axis)
 		if c.f32 {
 			// Values a float32 holds, so that the float64 reference is exact.
@@ -176,9 +176,9 @@ func TestKernelsWriteEveryElement(t *testing.T) {
 		{"elements rank 3, parallel", true, []int{8, 40, 128}, []int{8, 50, 100}, 1},
 	}
 	for _, c := range cases {
-		data := randFloats(r, size(c.dshape))
+		data := ref.RandFloats(r, size(c.dshape))
 		outer, s, inner := split(c.dshape, c.axis)
-		idx := randIndices(r, size(c.ishape), s)
+		idx := ref.RandIndices(r, size(c.ishape), s)
 		var want, wantGrad []float64
 		var oshape []int
 		if c.along {
@@ -186,7 +186,7 @@ func TestKernelsWriteEveryElement(t *testing.T) {
 		} else {
 			want, oshape = ref.Take(data, c.dshape, idx, c.ishape, c.axis)
 		}
-		up := randFloats(r, size(oshape))
+		up := ref.RandFloats(r, size(oshape))
 		if c.along {
 			wantGrad = ref.ScatterAdd(c.dshape, idx, c.ishape, c.axis, up)
 		} else {
@@ -324,10 +324,10 @@ func TestAssemblyTwins(t *testing.T) {
 		// blocks that prefetch the next, and both with a 32-byte rest.
 		for _, size := range []uintptr{32, 96, 256, 288, 512, 800} {
 			dim := int(size / 4)
-			table := toFloat32(randFloats(r, 30*dim))
+			table := toFloat32(ref.RandFloats(r, 30*dim))
 			for _, n := range []int{0, 1, 7, 64} {
 				rows := make([]uintptr, n)
-				coef := toFloat32(randFloats(r, n))
+				coef := toFloat32(ref.RandFloats(r, n))
 				for k := range rows {
 					rows[k] = uintptr(unsafe.Pointer(&table[r.IntN(30)*dim]))
 				}
@@ -342,7 +342,7 @@ func TestAssemblyTwins(t *testing.T) {
 					if i >= 2 {
 						scale = 1 / float32(n+3) // as a mean scales
 					}
-					start := toFloat32(randFloats(r, dim+8)) // 8 past the end: must stay as they are
+					start := toFloat32(ref.RandFloats(r, dim+8)) // 8 past the end: must stay as they are
 					want, got := slices.Clone(start), slices.Clone(start)
 					sumRowsGo(unsafe.Pointer(&want[0]), rows, c, size, nil, scale)
 					sumRows(unsafe.Pointer(&got[0]), rows, c, size, ahead, scale)
@@ -358,7 +358,7 @@ func TestAssemblyTwins(t *testing.T) {
 	})
 	t.Run("stream", func(t *testing.T) {
 		for _, n := range []int{4, 8, 64, 1000, 4096} {
-			src := toFloat32(randFloats(r, n))
+			src := toFloat32(ref.RandFloats(r, n))
 			want, got := make([]float32, n+4), make([]float32, n+4) // both 16-byte aligned by the allocator
 			streamCopyGo(unsafe.Pointer(&want[0]), unsafe.Pointer(&src[0]), uintptr(4*n))
 			streamCopy(unsafe.Pointer(&got[0]), unsafe.Pointer(&src[0]), uintptr(4*n))
@@ -370,7 +370,7 @@ func TestAssemblyTwins(t *testing.T) {
 			storeFence()
 			assert.Equal(t, want, got, "streamScaled32 n=%d", n)
 
-			src64 := randFloats(r, n)
+			src64 := ref.RandFloats(r, n)
 			w64, g64 := make([]float64, n+2), make([]float64, n+2)
 			streamScaled64Go(unsafe.Pointer(&w64[0]), unsafe.Pointer(&src64[0]), uintptr(n), 1.5)
 			streamScaled64(unsafe.Pointer(&g64[0]), unsafe.Pointer(&src64[0]), uintptr(n), 1.5)

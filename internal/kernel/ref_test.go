@@ -3,13 +3,6 @@ package kernel
 import (
 	"math"
 	"testing"
-
-	"github.com/gathergrad/gather/internal/ref"
-)
-
-var (
-	randFloats  = ref.RandFloats
-	randIndices = ref.RandIndices
 )
 
 // split returns the products of the dimensions before, at and after axis.
