@@ -39,17 +39,6 @@ func TestFirstTouchAllocations(t *testing.T) {
 	assert.Zero(t, after.Mallocs-before.Mallocs, "gradient into a 2.5 MB block, after two collections")
 }
 
-// Row kernels prefetch when rows are at least a cache line and the memory
-// read at random at least 1 MB.
-func TestPrefetchChoice(t *testing.T) {
-	assert.True(t, prefetches(make([]float64, 2100*64), 64), "the table of the root package's TestPrefetchedRows")
-	assert.True(t, prefetches(make([]float64, 3*800*64), 64), "the same, middle axis")
-	blocks := make([]float32, 600*512) // one block of s rows: 1.2 MB
-	assert.True(t, prefetches(blocks, 512), "a destination block larger than a core's cache")
-	assert.False(t, prefetches(blocks[:1000*8], 8), "rows shorter than a cache line")
-	assert.False(t, prefetches(blocks[:100*64], 64), "a block that fits in cache")
-}
-
 // Take writes a new output of at least minStream bytes with streaming
 // stores when its rows are whole multiples of 16 bytes, and moves rows of
 // whole multiples of 32 bytes in batches by assembly (streamed or not). On
@@ -273,6 +262,10 @@ func TestAssemblyTwins(t *testing.T) {
 				}
 				want := make([]byte, uintptr(n)*size+size) // a row past the end: must stay zero
 				copyRowsGo(unsafe.Pointer(&want[0]), rows, size, nil)
+				for i, a := range rows { // the twin itself, against the rows it read
+					k := (a - uintptr(unsafe.Pointer(&src[0]))) / size
+					require.Equal(t, src[k*size:(k+1)*size], want[uintptr(i)*size:uintptr(i+1)*size], "copyRowsGo row %d", i)
+				}
 				got := make([]byte, len(want))
 				copyRows(unsafe.Pointer(&got[0]), rows, size, ahead)
 				assert.Equal(t, want, got, "copyRows, rows of %d bytes, n=%d", size, n)
@@ -357,30 +350,40 @@ func TestAssemblyTwins(t *testing.T) {
 		}
 	})
 	t.Run("stream", func(t *testing.T) {
+		// Each routine and its twin against the plain loop: under the
+		// purego tag the routine is its twin, and the loop still checks it.
 		for _, n := range []int{4, 8, 64, 1000, 4096} {
 			src := toFloat32(ref.RandFloats(r, n))
-			want, got := make([]float32, n+4), make([]float32, n+4) // both 16-byte aligned by the allocator
-			streamCopyGo(unsafe.Pointer(&want[0]), unsafe.Pointer(&src[0]), uintptr(4*n))
-			streamCopy(unsafe.Pointer(&got[0]), unsafe.Pointer(&src[0]), uintptr(4*n))
-			storeFence()
-			assert.Equal(t, want, got, "streamCopy n=%d", n)
-
-			streamScaled32Go(unsafe.Pointer(&want[0]), unsafe.Pointer(&src[0]), uintptr(n), -0.75)
-			streamScaled32(unsafe.Pointer(&got[0]), unsafe.Pointer(&src[0]), uintptr(n), -0.75)
-			storeFence()
-			assert.Equal(t, want, got, "streamScaled32 n=%d", n)
-
 			src64 := ref.RandFloats(r, n)
-			w64, g64 := make([]float64, n+2), make([]float64, n+2)
-			streamScaled64Go(unsafe.Pointer(&w64[0]), unsafe.Pointer(&src64[0]), uintptr(n), 1.5)
-			streamScaled64(unsafe.Pointer(&g64[0]), unsafe.Pointer(&src64[0]), uintptr(n), 1.5)
-			storeFence()
-			assert.Equal(t, w64, g64, "streamScaled64 n=%d", n)
-
-			streamClearGo(unsafe.Pointer(&want[0]), uintptr(4*n))
-			streamClear(unsafe.Pointer(&got[0]), uintptr(4*n))
-			storeFence()
-			assert.Equal(t, want, got, "streamClear n=%d", n)
+			copied, scaled := make([]float32, n+4), make([]float32, n+4) // 4 past the end: must stay 0
+			scaled64 := make([]float64, n+2)
+			for i, v := range src {
+				copied[i], scaled[i], scaled64[i] = v, float32(-0.75*v), 1.5*src64[i]
+			}
+			for name, f := range map[string]func(dst, src unsafe.Pointer, n uintptr){"streamCopy": streamCopy, "streamCopyGo": streamCopyGo} {
+				got := make([]float32, n+4) // 16-byte aligned by the allocator
+				f(unsafe.Pointer(&got[0]), unsafe.Pointer(&src[0]), uintptr(4*n))
+				storeFence()
+				assert.Equal(t, copied, got, "%s n=%d", name, n)
+			}
+			for name, f := range map[string]func(dst, src unsafe.Pointer, n uintptr, c float32){"streamScaled32": streamScaled32, "streamScaled32Go": streamScaled32Go} {
+				got := make([]float32, n+4)
+				f(unsafe.Pointer(&got[0]), unsafe.Pointer(&src[0]), uintptr(n), -0.75)
+				storeFence()
+				assert.Equal(t, scaled, got, "%s n=%d", name, n)
+			}
+			for name, f := range map[string]func(dst, src unsafe.Pointer, n uintptr, c float64){"streamScaled64": streamScaled64, "streamScaled64Go": streamScaled64Go} {
+				got := make([]float64, n+2)
+				f(unsafe.Pointer(&got[0]), unsafe.Pointer(&src64[0]), uintptr(n), 1.5)
+				storeFence()
+				assert.Equal(t, scaled64, got, "%s n=%d", name, n)
+			}
+			for name, f := range map[string]func(dst unsafe.Pointer, n uintptr){"streamClear": streamClear, "streamClearGo": streamClearGo} {
+				got := slices.Clone(copied)
+				f(unsafe.Pointer(&got[0]), uintptr(4*n))
+				storeFence()
+				assert.Equal(t, make([]float32, n+4), got, "%s n=%d", name, n)
+			}
 		}
 	})
 	t.Run("prefetch", func(t *testing.T) {
