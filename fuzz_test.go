@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gathergrad/gather/internal/ref"
@@ -13,7 +15,12 @@ import (
 // The fuzz targets decode a case from bytes: ranks and dimensions (0 to 4,
 // so zero-size tensors occur), an axis that may be out of range, an index
 // dtype, and index values that are mostly near the valid range and
-// sometimes extreme. Each target checks that the call does not panic, that
+// sometimes extreme. The top bits of the rank byte ask for float32 data
+// and for a large case: the first dimensions scaled by 48 (indices by 256)
+// and the last by 16, so that rows fill the assembly's 32-byte moves, the
+// row kernels prefetch and large calls run in parallel; its indices are
+// drawn in range from a generator the bytes seed, with at most one out of
+// range where a byte puts it. Each target checks that the call does not panic, that
 // it fails exactly when the naive reference says the input is invalid and
 // with the right sentinel, that otherwise it equals the reference, and that
 // the inputs are unchanged.
@@ -22,7 +29,8 @@ import (
 type fuzzCase struct {
 	dshape, ishape []int
 	axis           int
-	dtype          tensor.Dtype
+	dtype          tensor.Dtype // of the indices
+	ftype          tensor.Dtype // of the data: Float64, or Float32
 	idx            []int64
 }
 
@@ -37,8 +45,13 @@ func decodeCase(b []byte, elementsRank bool) fuzzCase {
 		b = b[1:]
 		return x
 	}
-	var c fuzzCase
-	rank := 1 + int(next())%5
+	c := fuzzCase{ftype: tensor.Float64}
+	head := next()
+	rank := 1 + int(head&0x3f)%5
+	large := head&0x40 != 0
+	if head&0x80 != 0 {
+		c.ftype = tensor.Float32
+	}
 	c.dshape = make([]int, rank)
 	for d := range c.dshape {
 		c.dshape[d] = int(next()) % 5
@@ -53,6 +66,9 @@ func decodeCase(b []byte, elementsRank bool) fuzzCase {
 	for d := range c.ishape {
 		c.ishape[d] = int(next()) % 5
 	}
+	if large {
+		c.scale(elementsRank)
+	}
 	n := tensor.Shape(c.ishape).TotalSize()
 	ax := c.axis
 	if ax < 0 {
@@ -63,6 +79,17 @@ func decodeCase(b []byte, elementsRank bool) fuzzCase {
 		s = c.dshape[ax]
 	}
 	c.idx = make([]int64, n)
+	if large && s > 0 {
+		seed := uint64(next())<<8 | uint64(next())
+		r := rand.New(rand.NewPCG(seed, uint64(n)))
+		for i := range c.idx {
+			c.idx[i] = int64(r.IntN(2*s) - s)
+		}
+		if bad := next(); bad < 64 && n > 0 {
+			c.idx[int(bad)*n/64] = int64(s + int(bad)) // one index out of range
+		}
+		return c
+	}
 	for i := range c.idx {
 		switch mode := next(); {
 		case mode < 200: // near the range: [-s-1, s]
@@ -81,6 +108,32 @@ func decodeCase(b []byte, elementsRank bool) fuzzCase {
 		}
 	}
 	return c
+}
+
+// scale makes c a large case (see the top of the file), unless that would
+// give more than 1<<16 data or 1<<17 output elements.
+func (c *fuzzCase) scale(elementsRank bool) {
+	d, ix := slices.Clone(c.dshape), slices.Clone(c.ishape)
+	d[0] *= 48
+	d[len(d)-1] *= 16
+	if elementsRank {
+		ix[0] *= 48
+		ix[len(ix)-1] *= 16
+	} else if len(ix) > 0 {
+		ix[0] *= 256
+	}
+	out := tensor.Shape(ix).TotalSize()
+	if ax := (c.axis + len(d)) % len(d); !elementsRank && ax >= 0 {
+		for k, v := range d { // Gather's output: every axis of data but ax
+			if k != ax {
+				out *= v
+			}
+		}
+	}
+	if tensor.Shape(d).TotalSize() > 1<<16 || out > 1<<17 {
+		return
+	}
+	c.dshape, c.ishape = d, ix
 }
 
 // wantErr is the naive reference's verdict on a case: nil if valid, else
@@ -114,9 +167,9 @@ func (c fuzzCase) wantErr(kind operator) error {
 func (c fuzzCase) data() ([]float64, *tensor.Dense) {
 	v := make([]float64, tensor.Shape(c.dshape).TotalSize())
 	for i := range v {
-		v[i] = float64(i) + 0.5
+		v[i] = float64(i) + 0.5 // exact in float32 too
 	}
-	return v, ref.FloatTensor(v, c.dshape, tensor.Float64)
+	return v, ref.FloatTensor(v, c.dshape, c.ftype)
 }
 
 func checkErr(t *testing.T, want, got error) {
@@ -141,6 +194,12 @@ var fuzzSeeds = [][]byte{
 	{2, 3, 2, 1, 1, 2, 2, 2, 200, 1, 2, 3, 4, 5, 6, 7, 8}, // extreme index
 	{4, 2, 1, 2, 3, 250, 0, 3, 2, 1, 2, 3, 0, 1, 0, 2, 0}, // rank 4, axis out of range
 	{5, 1, 2, 1, 2, 1, 4, 1, 1, 2, 1, 2, 1, 0, 3, 0, 1},   // rank 5
+	// Large cases (see scale): float32 rows of 64 with 1,024 indices, one
+	// out of range; float64, rank 3 on the middle axis; float32 rank 2 on
+	// axis 1, every index in range.
+	{0xc1, 4, 4, 0, 2, 1, 4, 7, 9, 30},
+	{0x42, 2, 3, 4, 1, 1, 0, 2, 2, 2, 5, 200},
+	{0xc1, 4, 4, 1, 0, 2, 4, 4, 1, 2, 255},
 }
 
 func FuzzTake(f *testing.F) {
@@ -159,13 +218,13 @@ func FuzzTake(f *testing.F) {
 		var oshape []int
 		if want == nil {
 			expected, oshape = ref.Take(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
-			requireSameTensor(t, ref.FloatTensor(expected, oshape, tensor.Float64), got)
+			requireSameTensor(t, ref.FloatTensor(expected, oshape, c.ftype), got)
 		} else if !errors.Is(want, ErrAxisOutOfRange) {
 			ax := (c.axis + len(c.dshape)) % len(c.dshape)
 			oshape = append(append(append([]int{}, c.dshape[:ax]...), c.ishape...), c.dshape[ax+1:]...)
 		}
 		fuzzInto(t, Take, data, indices, c.axis, want, expected, oshape)
-		requireSameTensor(t, ref.FloatTensor(vals, c.dshape, tensor.Float64), data)
+		requireSameTensor(t, ref.FloatTensor(vals, c.dshape, c.ftype), data)
 		requireSameTensor(t, idxBefore, indices)
 	})
 }
@@ -185,12 +244,12 @@ func FuzzTakeAlongAxis(f *testing.F) {
 		var expected []float64
 		if want == nil {
 			expected = ref.TakeAlong(vals, c.dshape, c.idx, c.ishape, (c.axis+len(c.dshape))%len(c.dshape))
-			requireSameTensor(t, ref.FloatTensor(expected, c.ishape, tensor.Float64), got)
+			requireSameTensor(t, ref.FloatTensor(expected, c.ishape, c.ftype), got)
 		}
 		if want == nil || errors.Is(want, ErrIndexOutOfRange) {
 			fuzzInto(t, TakeAlongAxis, data, indices, c.axis, want, expected, c.ishape)
 		}
-		requireSameTensor(t, ref.FloatTensor(vals, c.dshape, tensor.Float64), data)
+		requireSameTensor(t, ref.FloatTensor(vals, c.dshape, c.ftype), data)
 		requireSameTensor(t, idxBefore, indices)
 	})
 }
@@ -216,13 +275,14 @@ func fuzzInto(t *testing.T, take func(data, indices tensor.Tensor, axis int, opt
 		for i := range v {
 			v[i] = fill
 		}
-		out := ref.FloatTensor(v, oshape, tensor.Float64)
+		out := ref.FloatTensor(v, oshape, data.Dtype())
 		before := out.Clone().(*tensor.Dense)
 		got, err := take(data, indices, axis, opt(out))
 		checkErr(t, want, err)
 		if want != nil {
+			was := ref.Floats(before)
 			for i, x := range ref.Floats(out) {
-				if y := ref.Floats(before)[i]; x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
+				if y := was[i]; x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
 					t.Fatalf("incr=%v: buffer written at %d on error", incr, i)
 				}
 			}
@@ -258,12 +318,12 @@ func fuzzBackward(t *testing.T, kind operator, b []byte, elementsRank bool) {
 	for i := range up {
 		up[i] = float64(i%7 - 3)
 	}
-	src := ref.FloatTensor(up, oshape, tensor.Float64)
+	src := ref.FloatTensor(up, oshape, c.ftype)
 	ones := make([]float64, tensor.Shape(c.dshape).TotalSize())
 	for i := range ones {
 		ones[i] = 1
 	}
-	dst := ref.FloatTensor(ones, c.dshape, tensor.Float64)
+	dst := ref.FloatTensor(ones, c.dshape, c.ftype)
 	indices := ref.CastIndices(c.idx, c.ishape, c.dtype)
 	idxBefore, srcBefore := indices.Clone().(*tensor.Dense), src.Clone().(*tensor.Dense)
 	var err error
