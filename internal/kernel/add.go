@@ -93,10 +93,8 @@ func addFirstTouch[T Float, I Index](block, g []T, x []I, c T, inner, jlo, jhi, 
 // caches, so an index that adds into it again waits on memory unless the
 // row is asked for in advance. Looking ahead costs a little on every
 // index; it pays when repeats are common, about one index in 16 or more,
-// which n random indices into s rows give from n >= s/8. With fewer
-// (emb_1m_64: 65,536 indices, 1,000,000 rows, 3% repeats) the look-ahead
-// made the gradient 5-9% slower; with more (emb_50k_128: 16,384 indices,
-// 50,000 rows, 15% repeats) 13-14% faster at 1 thread.
+// which n random indices into s rows give from n >= s/8 (bench/README.md's
+// decision log holds the A/B).
 func prefetchesRepeats[T any](block []T, inner, n int) bool {
 	return prefetches(block, inner) && 8*n >= len(block)/inner
 }
@@ -450,9 +448,8 @@ func addFirst[T Float, I Index](dst, src []T, idx []I, c T, g *Along, lo, hi, d0
 
 // clearStep is how many destination elements a backward worker clears at a
 // time before adding into them: few enough (16 KB of float32, 32 KB of
-// float64) to stay in a core's first-level data cache while it adds. With
-// four times as many, the adds into elem_axis1's rows waited on the
-// second-level cache and the backward took 5-10% longer.
+// float64) to stay in a core's first-level data cache while it adds; with
+// more, the adds wait on the second-level cache.
 const clearStep = 1 << 12
 
 // Clear sets s to zero, split across goroutines when s is large. It is O(len(s)).

@@ -217,9 +217,8 @@ func taskList[T any]() chan *T {
 // to other goroutines as it goes, and exits if none comes. Kernels are
 // called in quick succession (a forward, its gradient, the next batch), and
 // a worker that is still running starts a part in about a microsecond, where
-// a goroutine woken on an idle thread can take tens of microseconds to start
-// (70 µs measured on a virtual machine), a large share of a call that lasts
-// a few hundred. No goroutine outlives its last part by more than idleSpin,
+// a goroutine woken on an idle thread can take tens of microseconds to start,
+// a large share of a call that lasts a few hundred. No goroutine outlives its last part by more than idleSpin,
 // and at most GOMAXPROCS-1 of them poll at once.
 
 // idleSpin is how long a worker polls for a part before it exits: about

@@ -17,10 +17,9 @@ const minStream = 1 << 20
 
 // maxStreamSource is the size in bytes of the data gathered from above
 // which a gather does not stream. Rows read at random from a table that
-// large come from memory, not cache, and streaming stores, which then
-// compete with those reads for memory, made an embedding lookup from a
-// 256 MB table (BenchmarkCases/emb_1m_64/fwd) up to a quarter slower in
-// some runs on the machine of bench/README.md and no faster in the others.
+// large come from memory, not cache, and streaming stores then compete
+// with those reads for memory and gain nothing (bench/README.md's decision
+// log).
 const maxStreamSource = 32 << 20
 
 // streams reports whether a gather from src into the new output dst, in
