@@ -221,8 +221,9 @@ func parallelAllocs(runs int, f func()) float64 {
 }
 
 // Row kernels prefetch rows ahead of the one they move when rows are long
-// and the memory they come from is large (these cases are; see
-// TestPrefetchChoice in internal/kernel). The prefetching must
+// and the memory they come from is large (these cases are: rows of at
+// least a cache line, tables of 1 MB or more; see prefetches in
+// internal/kernel). The prefetching must
 // not change a result or an error, and an index it looks at ahead of time
 // that is out of range must not make it fail early or panic.
 func TestPrefetchedRows(t *testing.T) {
