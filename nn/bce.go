@@ -325,16 +325,9 @@ func (o *bceOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 }
 
 func (o *bceOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := checkArity(opBCE, "", len(inputs), 2); err != nil {
+	dg, up, err := logitGrads(opBCE, inputs, output)
+	if err != nil {
 		return err
-	}
-	dg, err := inputs[0].Grad()
-	if err != nil {
-		return fmt.Errorf("%s: logits have no gradient to add into: %w", opBCE, errs.Graph(err))
-	}
-	up, err := output.Grad()
-	if err != nil {
-		return fmt.Errorf("%s: the loss has no gradient: %w", opBCE, errs.Graph(err))
 	}
 	return (&bceDiffOp{fwd: o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
 }

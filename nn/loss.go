@@ -323,16 +323,9 @@ func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.N
 // DoDiff adds the gradient of logits into the gradient they already have,
 // for Gorgonia's LispMachine.
 func (o *crossEntropyOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := checkArity(o.op, "", len(inputs), 2); err != nil {
+	dg, up, err := logitGrads(o.op, inputs, output)
+	if err != nil {
 		return err
-	}
-	dg, err := inputs[0].Grad()
-	if err != nil {
-		return fmt.Errorf("%s: logits have no gradient to add into: %w", o.op, errs.Graph(err))
-	}
-	up, err := output.Grad()
-	if err != nil {
-		return fmt.Errorf("%s: the loss has no gradient: %w", o.op, errs.Graph(err))
 	}
 	return (&crossEntropyDiffOp{fwd: o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
 }

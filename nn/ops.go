@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
@@ -89,4 +90,20 @@ func clearFloats(t *tensor.Dense) {
 	case tensor.Float64:
 		kernel.Clear(t.Float64s())
 	}
+}
+
+// logitGrads returns, for the DoDiff of the loss named op (inputs logits
+// and targets), the gradient the logits already hold, which DoDiff adds
+// into, and the loss's upstream gradient.
+func logitGrads(op string, inputs gorgonia.Nodes, output *gorgonia.Node) (dg, up gorgonia.Value, err error) {
+	if err := checkArity(op, "", len(inputs), 2); err != nil {
+		return nil, nil, err
+	}
+	if dg, err = inputs[0].Grad(); err != nil {
+		return nil, nil, fmt.Errorf("%s: logits have no gradient to add into: %w", op, errs.Graph(err))
+	}
+	if up, err = output.Grad(); err != nil {
+		return nil, nil, fmt.Errorf("%s: the loss has no gradient: %w", op, errs.Graph(err))
+	}
+	return dg, up, nil
 }
