@@ -38,7 +38,9 @@ import (
 // its step count describe that table alone, and Step on another table
 // (another tensor, even of the same shape) is an error wrapping
 // ErrOtherTable. Use one SparseAdam per table. A step is
-// O(len(g.Rows) × dim).
+// O(len(g.Rows) × dim). A float32 table is updated in float32 arithmetic,
+// as PyTorch updates one (eight elements at a time with AVX where the
+// processor has it, to the same bits); a float64 table in float64.
 type SparseAdam struct {
 	LearnRate   float64
 	Beta1       float64
@@ -93,7 +95,9 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	switch table.Dtype() {
 	case tensor.Float32:
 		w, gv, m, v := table.Float32s(), g.Values.Float32s(), o.m.([]float32), o.v.([]float32)
-		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
+		c := &kernel.AdamConsts{B1: float32(b1), C1: float32(1 - b1), B2: float32(b2), C2: float32(1 - b2),
+			Eps: float32(eps), Step: float32(step), Decay: float32(decay)}
+		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows32(w, gv, m, v, g.Rows, dim, c, lo, hi) })
 	case tensor.Float64:
 		w, gv, m, v := table.Float64s(), g.Values.Float64s(), o.m.([]float64), o.v.([]float64)
 		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
@@ -101,8 +105,24 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	return nil
 }
 
+// adamRows32 updates the float32 rows rows[lo:hi] and their moments in
+// float32, as PyTorch's SparseAdam computes for a float32 table, with
+// kernel.AdamRow32.
+func adamRows32(w, g, m, v []float32, rows []int, dim int, c *kernel.AdamConsts, lo, hi int) {
+	for k := lo; k < hi; k++ {
+		if k+rowsAhead < hi {
+			q := rows[k+rowsAhead]
+			kernel.PrefetchRow(w[q*dim : (q+1)*dim])
+			kernel.PrefetchRow(m[q*dim : (q+1)*dim])
+			kernel.PrefetchRow(v[q*dim : (q+1)*dim])
+		}
+		r := rows[k]
+		kernel.AdamRow32(w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim], m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim], c)
+	}
+}
+
 // adamRows updates the rows rows[lo:hi] and their moments, computing in
-// float64 and keeping the moments in the table's type T.
+// float64 and keeping the moments in the table's type T (float64 tables).
 func adamRows[T kernel.Float](w, g, m, v []T, rows []int, dim int, b1, b2, eps, step, decay float64, lo, hi int) {
 	for k := lo; k < hi; k++ {
 		if k+rowsAhead < hi {

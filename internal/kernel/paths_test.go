@@ -280,6 +280,37 @@ func TestAssemblyTwins(t *testing.T) {
 			}
 		}
 	})
+	t.Run("adam", func(t *testing.T) {
+		// AdamRow32 against the plain float64 formula (close) and against
+		// its twin (exact), with and without the assembly's tail.
+		c := &AdamConsts{B1: 0.9, C1: 0.1, B2: 0.999, C2: 0.001, Eps: 1e-8, Step: 0.003, Decay: 0.99}
+		for _, n := range []int{0, 1, 7, 8, 64, 100} {
+			g, m, v, w := toFloat32(ref.RandFloats(r, n)), toFloat32(ref.RandFloats(r, n)), toFloat32(ref.RandFloats(r, n)), toFloat32(ref.RandFloats(r, n))
+			for i := range v {
+				v[i] *= v[i] // a second moment is not negative
+				if i%5 == 0 {
+					g[i], m[i], v[i] = 0, 0, 0 // sqrt(0) + eps
+				}
+			}
+			w1, m1, v1 := slices.Clone(w), slices.Clone(m), slices.Clone(v)
+			w2, m2, v2 := slices.Clone(w), slices.Clone(m), slices.Clone(v)
+			AdamRow32(w1, g, m1, v1, c)
+			adamRow32Go(w2, g, m2, v2, c)
+			assert.Equal(t, w2, w1, "w, n=%d", n)
+			assert.Equal(t, m2, m1, "m, n=%d", n)
+			assert.Equal(t, v2, v1, "v, n=%d", n)
+			for j := range w {
+				x := float64(g[j])
+				mj := 0.9*float64(m[j]) + 0.1*x
+				vj := 0.999*float64(v[j]) + 0.001*x*x
+				wj := float64(w[j])*0.99 - 0.003*mj/(math.Sqrt(vj)+1e-8)
+				// float32 against float64: a few units in the last place.
+				assert.InDelta(t, mj, float64(m1[j]), 1e-6*max(1, math.Abs(mj)), "m[%d], n=%d", j, n)
+				assert.InDelta(t, vj, float64(v1[j]), 1e-6*max(1, math.Abs(vj)), "v[%d], n=%d", j, n)
+				assert.InDelta(t, wj, float64(w1[j]), 1e-6*max(1, math.Abs(wj)), "w[%d], n=%d", j, n)
+			}
+		}
+	})
 	t.Run("exp32", func(t *testing.T) {
 		if !hasExpAsm {
 			t.Skip("no AVX2 exp on this processor or build")
