@@ -88,10 +88,7 @@ func (o *RowWiseAdagrad) bind(table *tensor.Dense) error {
 // adagradRows updates the rows rows[lo:hi] and their accumulators.
 func adagradRows[T kernel.Float](w, g, s []T, rows []int, dim int, lr, eps, wd float64, lo, hi int) {
 	for k := lo; k < hi; k++ {
-		if k+rowsAhead < hi {
-			q := rows[k+rowsAhead]
-			kernel.PrefetchRow(w[q*dim : (q+1)*dim])
-		}
+		prefetchAhead(rows, k, hi, dim, w)
 		r := rows[k]
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
 		gr = gr[:len(wr)]

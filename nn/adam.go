@@ -110,12 +110,7 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 // kernel.AdamRow32.
 func adamRows32(w, g, m, v []float32, rows []int, dim int, c *kernel.AdamConsts, lo, hi int) {
 	for k := lo; k < hi; k++ {
-		if k+rowsAhead < hi {
-			q := rows[k+rowsAhead]
-			kernel.PrefetchRow(w[q*dim : (q+1)*dim])
-			kernel.PrefetchRow(m[q*dim : (q+1)*dim])
-			kernel.PrefetchRow(v[q*dim : (q+1)*dim])
-		}
+		prefetchAhead(rows, k, hi, dim, w, m, v)
 		r := rows[k]
 		kernel.AdamRow32(w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim], m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim], c)
 	}
@@ -125,12 +120,7 @@ func adamRows32(w, g, m, v []float32, rows []int, dim int, c *kernel.AdamConsts,
 // float64 and keeping the moments in the table's type T (float64 tables).
 func adamRows[T kernel.Float](w, g, m, v []T, rows []int, dim int, b1, b2, eps, step, decay float64, lo, hi int) {
 	for k := lo; k < hi; k++ {
-		if k+rowsAhead < hi {
-			q := rows[k+rowsAhead]
-			kernel.PrefetchRow(w[q*dim : (q+1)*dim])
-			kernel.PrefetchRow(m[q*dim : (q+1)*dim])
-			kernel.PrefetchRow(v[q*dim : (q+1)*dim])
-		}
+		prefetchAhead(rows, k, hi, dim, w, m, v)
 		r := rows[k]
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
 		mr, vr := m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim]

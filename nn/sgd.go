@@ -55,10 +55,7 @@ func sgdParallel[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T) {
 // kernel.AddRow (w += -lr*g, each product rounded before the sum, as below).
 func sgdRows[T kernel.Float](w, g []T, rows []int, dim int, lr, wd T, lo, hi int) {
 	for k := lo; k < hi; k++ {
-		if k+rowsAhead < hi {
-			q := rows[k+rowsAhead]
-			kernel.PrefetchRow(w[q*dim : (q+1)*dim])
-		}
+		prefetchAhead(rows, k, hi, dim, w)
 		r := rows[k]
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
 		if wd == 0 {
