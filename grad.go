@@ -299,7 +299,7 @@ func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (g
 		return nil, err
 	}
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || !fits(out, d.fwd.dataShape, d.fwd.dataType, in[0], in[1]) {
+	if !ok || !fits(d.fwd.kind, out, d.fwd.dataShape, d.fwd.dataType, in[0], in[1]) {
 		return d.Do(in...)
 	}
 	return d.overwrite(out, in)

@@ -233,7 +233,7 @@ func forward(kind operator, data, indices any, axis int, dst target, l label) (*
 // shape and dtype in place (or, with add, have it added in): row-major,
 // not a view, of exactly that shape and dtype, and sharing no memory with
 // the inputs.
-func checkOut(kind fmt.Stringer, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, add bool, inputs ...any) error {
+func checkOut(kind operator, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, add bool, inputs ...any) error {
 	if out.Dtype() != dt {
 		return fmt.Errorf("%s: the output is %v, the result %v: %w", kind, out.Dtype(), dt, ErrDtype)
 	}
@@ -260,8 +260,8 @@ func checkOut(kind fmt.Stringer, out *tensor.Dense, shape tensor.Shape, dt tenso
 
 // fits reports whether a gradient op can write its result of the given
 // shape and dtype into out (see checkOut).
-func fits(out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, inputs ...any) bool {
-	return checkOut(opGather, out, shape, dt, false, inputs...) == nil
+func fits(kind operator, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, inputs ...any) bool {
+	return checkOut(kind, out, shape, dt, false, inputs...) == nil
 }
 
 // Arity returns 2: data and indices.
