@@ -30,8 +30,9 @@ type RowGrad struct {
 // a lookup's output), and ids index rows of a table of vocab rows: each in
 // [0, vocab), any other an *gather.IndexError. Repeated ids are summed in the order they
 // appear in ids, as IndexAdd sums them into a dense gradient, so the two
-// agree exactly. Row pad (if >= 0) is left out. It is O(n log n + n × dim)
-// for n ids.
+// agree exactly. Row pad (if >= 0) is left out. It is O(n + n × dim) for
+// n ids (a radix sort of the ids; for fewer than 256 ids, or a vocabulary of
+// 2^33 rows or more, a comparison sort: O(n log n + n × dim)).
 func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 	return rowGradient(ids, grad, vocab, pad, nil)
 }

@@ -37,7 +37,8 @@ type task interface{ run(lo, hi int) int }
 // chunk returned, or -1. The goroutines share a copy of w taken from the
 // free list of w's type, so that w itself stays on the caller's stack and
 // the call allocates nothing once the free lists are filled (the call's
-// state comes from jobs). Callers run w on their own when p <= 1.
+// state comes from jobs). With p <= 1 the copy runs on the calling
+// goroutine; hot callers run w itself then, and skip the free list.
 func parallelRun[W any, P interface {
 	*W
 	task
@@ -218,8 +219,9 @@ func taskList[T any]() chan *T {
 // called in quick succession (a forward, its gradient, the next batch), and
 // a worker that is still running starts a part in about a microsecond, where
 // a goroutine woken on an idle thread can take tens of microseconds to start,
-// a large share of a call that lasts a few hundred. No goroutine outlives its last part by more than idleSpin,
-// and at most GOMAXPROCS-1 of them poll at once.
+// a large share of a call that lasts a few hundred. No goroutine outlives
+// its last part by more than idleSpin, and at most GOMAXPROCS-1 of them
+// poll at once.
 
 // idleSpin is how long a worker polls for a part before it exits: about
 // what a cold start costs, so that polling costs a CPU at most what it can save.
