@@ -475,47 +475,46 @@ func entropySum[T kernel.Float, I kernel.Index](x []T, targets operand.Indices, 
 	return total
 }
 
-// expRows sets, for each row r of x (rows of c elements, len(m) rows),
-// m[r] to the row's shift (see shift), e[r*c+j] to exp(x[r*c+j] - m[r])
-// in T, and s[r] to the row's sum of e, added in float64 in order. float32
-// rows with a finite maximum are exponentiated in float32 by kernel.Exp32
-// (within 2 units in the last place), all in one call; the others by
-// math.Exp.
+// expRows sets, for each row r of x (rows of c elements, len(m) rows, at
+// most entropyRows), m[r] to the row's shift (see shift), e[r*c+j] to
+// exp(x[r*c+j] - m[r]) in T, and s[r] to the row's sum of e in float64.
+// float32 rows go to expRows32; float64 rows are exponentiated by math.Exp
+// and summed in order.
 func expRows[T kernel.Float](e []T, m, s []float64, x []T, c int) {
-	e32, fast := any(e[:len(m)*c]).([]float32)
+	if e32, ok := any(e).([]float32); ok {
+		expRows32(e32, m, s, any(x).([]float32), c)
+		return
+	}
 	for r := range m {
 		row, er := x[r*c:(r+1)*c], e[r*c:(r+1)*c]
-		var finite bool
-		m[r], finite = shift(row)
-		switch {
-		case !fast:
-			expRow(er, row, m[r])
-		case finite:
-			s := T(m[r]) // one of the row's elements
-			for j, v := range row {
-				er[j] = v - s
-			}
-		} // a float32 row with an infinite maximum: after Exp32, below
-	}
-	if fast {
-		kernel.Exp32(e32, e32)
-		for r := range m { // rows with an infinite maximum (shift 0) again, with math.Exp
-			if m[r] != 0 {
-				continue
-			}
-			row := x[r*c : (r+1)*c]
-			if _, finite := shift(row); !finite {
-				expRow(e[r*c:(r+1)*c], row, 0)
-			}
-		}
-	}
-	for r := range m {
+		m[r], _ = shift(row)
+		expRow(er, row, m[r])
 		var sum float64
-		for _, v := range e[r*c : (r+1)*c] {
+		for _, v := range er {
 			sum += float64(v)
 		}
 		s[r] = sum
 	}
+}
+
+// expRows32 is expRows on float32 rows: the shifted rows by
+// kernel.RowMaxShift32 and their exponentials by kernel.Exp32 (within 2
+// units in the last place), all in one call each, and the sums by
+// kernel.RowSums32. A row whose maximum is infinite gets shift 0 and is
+// exponentiated again by math.Exp, as shift says.
+func expRows32(e []float32, m, s []float64, x []float32, c int) {
+	var mx [entropyRows]float32
+	n := len(m) * c
+	kernel.RowMaxShift32(e, x, mx[:len(m)], c)
+	kernel.Exp32(e[:n], e[:n])
+	for r, v := range mx[:len(m)] {
+		m[r] = float64(v)
+		if math.IsInf(m[r], 0) { // all -Inf or NaN, or a +Inf in the row
+			m[r] = 0
+			expRow(e[r*c:(r+1)*c], x[r*c:(r+1)*c], 0)
+		}
+	}
+	kernel.RowSums32(s, e, c)
 }
 
 // expRow sets er[j] = exp(row[j] - m) with math.Exp, in float64.
@@ -577,17 +576,21 @@ func entropyGrad[T kernel.Float, I kernel.Index](dst, x []T, targets operand.Ind
 			out = out[:len(er)]
 			k := scale / s[r-r0]
 			target := kernel.Wrap(t[r], c)
-			for j := range out {
-				g := k * float64(er[j])
-				if j == target {
-					g -= scale
+			before := out[target]
+			if add {
+				for j, v := range er {
+					out[j] += T(k * float64(v))
 				}
-				if add {
-					out[j] += T(g)
-				} else {
-					out[j] = T(g)
+			} else {
+				for j, v := range er {
+					out[j] = T(k * float64(v))
 				}
 			}
+			g := T(k*float64(er[target]) - scale)
+			if add {
+				g += before
+			}
+			out[target] = g
 		}
 	}
 }

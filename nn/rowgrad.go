@@ -212,6 +212,10 @@ func sortKeys(keys, tmp []uint64, shift, rowBits int) []uint64 {
 func sumRows[T kernel.Float](dst, src []T, order []rowPos, want []int, dim int) {
 	slot := 0
 	for k, o := range order {
+		if k+rowsAhead < len(order) { // the positions are in no order: fetch a source row ahead
+			q := order[k+rowsAhead].pos
+			kernel.PrefetchRow(src[q*dim : (q+1)*dim])
+		}
 		r, p := o.row, o.pos
 		for slot < len(want) && want[slot] < r {
 			slot++

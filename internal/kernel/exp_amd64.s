@@ -66,3 +66,138 @@ loop:
 
 done:
 	RET
+
+// func rowMaxShift32(e, x, m *float32, rows, c int)
+//
+// rowMaxShift32Go a row at a time: the maximum of eight lanes over the
+// row's first c&^7 elements, then of the lanes, then of the rest one at a
+// time; VMAXPS and VMAXSS keep their first Go operand (the running
+// maximum) when the other is NaN or equal, as rowMaxShift32Go's v > m
+// does. Then e = x - m, eight elements at a time and the rest one by one.
+TEXT ·rowMaxShift32(SB), NOSPLIT, $0-40
+	MOVQ         e+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         m+16(FP), R8
+	MOVQ         rows+24(FP), R9
+	MOVQ         c+32(FP), BX
+	MOVQ         BX, R10
+	ANDQ         $-8, R10      // c&^7
+	MOVL         $0xff800000, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15      // -Inf
+
+row:
+	VMOVAPS Y15, Y0
+	XORQ    CX, CX
+	CMPQ    CX, R10
+	JGE     lanes
+
+max8:
+	VMOVUPS (SI)(CX*4), Y1
+	VMAXPS  Y0, Y1, Y0
+	ADDQ    $8, CX
+	CMPQ    CX, R10
+	JL      max8
+
+lanes:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X0, X1, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X0, X1, X0
+	CMPQ         CX, BX
+	JGE          shift
+
+max1:
+	VMOVSS (SI)(CX*4), X1
+	VMAXSS X0, X1, X0
+	INCQ   CX
+	CMPQ   CX, BX
+	JL     max1
+
+shift:
+	VMOVSS       X0, (R8)
+	VBROADCASTSS X0, Y2
+	XORQ         CX, CX
+	CMPQ         CX, R10
+	JGE          sub1check
+
+sub8:
+	VMOVUPS (SI)(CX*4), Y1
+	VSUBPS  Y2, Y1, Y1
+	VMOVUPS Y1, (DI)(CX*4)
+	ADDQ    $8, CX
+	CMPQ    CX, R10
+	JL      sub8
+
+sub1check:
+	CMPQ CX, BX
+	JGE  next
+
+sub1:
+	VMOVSS (SI)(CX*4), X1
+	VSUBSS X2, X1, X1
+	VMOVSS X1, (DI)(CX*4)
+	INCQ   CX
+	CMPQ   CX, BX
+	JL     sub1
+
+next:
+	LEAQ (SI)(BX*4), SI
+	LEAQ (DI)(BX*4), DI
+	ADDQ $4, R8
+	DECQ R9
+	JNZ  row
+	VZEROUPPER
+	RET
+
+// func rowSums32(s *float64, e *float32, rows, c int)
+//
+// rowSums32Go a row at a time: four elements widened to float64 and added
+// to four lanes, the lanes added as (0 + 2) + (1 + 3), then the rest one
+// at a time.
+TEXT ·rowSums32(SB), NOSPLIT, $0-32
+	MOVQ s+0(FP), DI
+	MOVQ e+8(FP), SI
+	MOVQ rows+16(FP), R9
+	MOVQ c+24(FP), BX
+	MOVQ BX, R10
+	ANDQ $-4, R10     // c&^3
+
+srow:
+	VXORPD Y0, Y0, Y0
+	XORQ   CX, CX
+	CMPQ   CX, R10
+	JGE    sreduce
+
+sum4:
+	VCVTPS2PD (SI)(CX*4), Y1
+	VADDPD    Y1, Y0, Y0
+	ADDQ      $4, CX
+	CMPQ      CX, R10
+	JL        sum4
+
+sreduce:
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD       X1, X0, X0    // (0 + 2, 1 + 3)
+	VPERMILPD    $1, X0, X1
+	VADDSD       X1, X0, X0
+	CMPQ         CX, BX
+	JGE          sstore
+
+sum1:
+	VCVTSS2SD (SI)(CX*4), X1, X1
+	VADDSD    X1, X0, X0
+	INCQ      CX
+	CMPQ      CX, BX
+	JL        sum1
+
+sstore:
+	VMOVSD X0, (DI)
+	LEAQ   (SI)(BX*4), SI
+	ADDQ   $8, DI
+	DECQ   R9
+	JNZ    srow
+	VZEROUPPER
+	RET

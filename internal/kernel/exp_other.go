@@ -2,7 +2,17 @@
 
 package kernel
 
+import "unsafe"
+
 // hasExpAsm is false: without assembly, Exp32 runs exp32Go.
 const hasExpAsm = false
 
 func exp32(dst, src []float32) { exp32Go(dst, src) }
+
+func rowMaxShift32(e, x, m *float32, rows, c int) {
+	rowMaxShift32Go(unsafe.Slice(e, rows*c), unsafe.Slice(x, rows*c), unsafe.Slice(m, rows), c)
+}
+
+func rowSums32(s *float64, e *float32, rows, c int) {
+	rowSums32Go(unsafe.Slice(s, rows), unsafe.Slice(e, rows*c), c)
+}

@@ -340,6 +340,57 @@ func TestAssemblyTwins(t *testing.T) {
 			}
 		}
 	})
+	t.Run("rowMaxShift32", func(t *testing.T) {
+		if !hasExpAsm {
+			t.Skip("no AVX2 on this processor or build")
+		}
+		inf, nan := float32(math.Inf(1)), float32(math.NaN())
+		same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+		for _, c := range []int{1, 3, 8, 16, 21, 64} {
+			rows := 9
+			x := toFloat32(ref.RandFloats(r, rows*c))
+			// Rows 1-4: a NaN, a +Inf, only -Inf, only NaN; row 5 has its
+			// maximum last, where the one-at-a-time tail finds it.
+			x[c] = nan
+			x[2*c+c/2] = inf
+			for j := range c {
+				x[3*c+j], x[4*c+j] = -inf, nan
+			}
+			x[6*c-1] = 2000 // RandFloats are below 1000
+			want, got := make([]float32, rows*c), make([]float32, rows*c)
+			wm, gm := make([]float32, rows), make([]float32, rows)
+			rowMaxShift32Go(want, x, wm, c)
+			rowMaxShift32(&got[0], &x[0], &gm[0], rows, c)
+			for i := range wm {
+				require.True(t, same(wm[i], gm[i]), "c=%d row %d: max %g, twin %g", c, i, gm[i], wm[i])
+			}
+			for i := range want {
+				require.True(t, same(want[i], got[i]), "c=%d element %d: %g, twin %g", c, i, got[i], want[i])
+			}
+			assert.Equal(t, float32(2000), gm[5], "c=%d: the maximum in the tail", c)
+			assert.True(t, math.IsInf(float64(gm[4]), -1), "c=%d: a row of NaN has no maximum", c)
+		}
+	})
+	t.Run("rowSums32", func(t *testing.T) {
+		if !hasExpAsm {
+			t.Skip("no AVX2 on this processor or build")
+		}
+		for _, c := range []int{1, 3, 4, 16, 19, 64} {
+			rows := 7
+			e := toFloat32(ref.RandFloats(r, rows*c))
+			want, got := make([]float64, rows), make([]float64, rows)
+			rowSums32Go(want, e, c)
+			rowSums32(&got[0], &e[0], rows, c)
+			assert.Equal(t, want, got, "c=%d", c)
+			for i, s := range got {
+				var plain float64
+				for _, v := range e[i*c : (i+1)*c] {
+					plain += float64(v)
+				}
+				assert.InDelta(t, plain, s, 1e-12, "c=%d row %d against a plain sum", c, i)
+			}
+		}
+	})
 	t.Run("sumRows", func(t *testing.T) {
 		if !hasRowAsm {
 			t.Skip("no AVX row sum on this processor or build")
