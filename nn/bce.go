@@ -205,8 +205,16 @@ func (o *bceOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // bceOne returns the loss of one element: logit x, target y, pos weight
 // p, and e = exp(-|x|).
 func bceOne(x, y, p, e float64) float64 {
-	sp := log1p01(e) + math.Max(-x, 0) // log(1 + exp(-x)), for x of either sign
+	sp := log1p01(e) + negPart(x) // log(1 + exp(-x)), for x of either sign
 	return (1-y)*x + (1+(p-1)*y)*sp
+}
+
+// negPart returns max(-x, 0) for x not NaN (+0 for ±0), chosen by x's sign
+// bit without a branch, which would be mispredicted on logits of random
+// sign. For a NaN x it returns NaN or 0; its loss is NaN either way, from e.
+func negPart(x float64) float64 {
+	neg := uint64(int64(math.Float64bits(x)) >> 63) // all ones when x's sign bit is set
+	return math.Float64frombits(math.Float64bits(-x) & neg)
 }
 
 // log1p01 returns log(1+e) for e in [0, 1] (NaN stays NaN): below 1e-4 by
@@ -220,11 +228,14 @@ func log1p01(e float64) float64 {
 }
 
 // bceGradOne returns ∂l/∂x of one element, with e = exp(-|x|).
+//
+// sigmoid(x) is 1/(1+e) for x >= 0 and e/(1+e) for x < 0; the numerator is
+// chosen by x's sign bit without a branch, which would be mispredicted on
+// logits of random sign. -0 takes e = 1, the same value.
 func bceGradOne(x, y, p, e float64) float64 {
-	s := 1 / (1 + e) // sigmoid(x) for x >= 0
-	if x < 0 {
-		s = e / (1 + e)
-	}
+	neg := uint64(int64(math.Float64bits(x)) >> 63) // all ones when x's sign bit is set
+	num := math.Float64frombits(math.Float64bits(1)&^neg | math.Float64bits(e)&neg)
+	s := num / (1 + e)
 	return (1+(p-1)*y)*s - p*y
 }
 
