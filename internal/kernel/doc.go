@@ -15,7 +15,7 @@
 // it against. With the purego build tag, or on another architecture, the
 // routines are their twins. A routine that needs a processor feature (AVX,
 // AVX2) is called only where the feature was detected at start-up
-// (hasRowAsm, hasCheckAsm, hasExpAsm, hasAdamAsm).
+// (hasRowAsm, hasCheckAsm, hasExpAsm, hasSoftmaxAsm, hasAdamAsm).
 //
 // The kernels take row-major slices and the sizes that describe them; the
 // caller converts tensors to slices once (package operand) and checks

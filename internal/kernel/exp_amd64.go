@@ -15,14 +15,18 @@ var hasExpAsm = cpu.X86.HasAVX2
 //go:noescape
 func exp32(dst, src []float32)
 
+// hasSoftmaxAsm reports whether the processor runs rowMaxShift32 and
+// rowSums32, which use AVX2 instructions.
+var hasSoftmaxAsm = cpu.X86.HasAVX2
+
 // rowMaxShift32 is rowMaxShift32Go in AVX2 assembly (exp_amd64.s) on rows
-// rows of c elements, c > 0. Call it only when hasExpAsm is set.
+// rows of c elements, c > 0. Call it only when hasSoftmaxAsm is set.
 //
 //go:noescape
 func rowMaxShift32(e, x, m *float32, rows, c int)
 
 // rowSums32 is rowSums32Go in AVX assembly (exp_amd64.s) on rows rows of c
-// elements, c > 0. Call it only when hasExpAsm is set.
+// elements, c > 0. Call it only when hasSoftmaxAsm is set.
 //
 //go:noescape
 func rowSums32(s *float64, e *float32, rows, c int)

@@ -9,6 +9,10 @@ const hasExpAsm = false
 
 func exp32(dst, src []float32) { exp32Go(dst, src) }
 
+// hasSoftmaxAsm is false: without assembly, RowMaxShift32 and RowSums32
+// run their twins.
+const hasSoftmaxAsm = false
+
 func rowMaxShift32(e, x, m *float32, rows, c int) {
 	rowMaxShift32Go(unsafe.Slice(e, rows*c), unsafe.Slice(x, rows*c), unsafe.Slice(m, rows), c)
 }

@@ -341,7 +341,7 @@ func TestAssemblyTwins(t *testing.T) {
 		}
 	})
 	t.Run("rowMaxShift32", func(t *testing.T) {
-		if !hasExpAsm {
+		if !hasSoftmaxAsm {
 			t.Skip("no AVX2 on this processor or build")
 		}
 		inf, nan := float32(math.Inf(1)), float32(math.NaN())
@@ -372,7 +372,7 @@ func TestAssemblyTwins(t *testing.T) {
 		}
 	})
 	t.Run("rowSums32", func(t *testing.T) {
-		if !hasExpAsm {
+		if !hasSoftmaxAsm {
 			t.Skip("no AVX2 on this processor or build")
 		}
 		for _, c := range []int{1, 3, 4, 16, 19, 64} {

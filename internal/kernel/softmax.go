@@ -9,7 +9,7 @@ import "math"
 func RowMaxShift32(e, x, m []float32, c int) {
 	n := len(m) * c
 	e, x = e[:n], x[:n]
-	if hasExpAsm && len(m) > 0 && c > 0 {
+	if hasSoftmaxAsm && len(m) > 0 && c > 0 {
 		rowMaxShift32(&e[0], &x[0], &m[0], len(m), c)
 		return
 	}
@@ -41,7 +41,7 @@ func rowMaxShift32Go(e, x, m []float32, c int) {
 // elements are added to that in order.
 func RowSums32(s []float64, e []float32, c int) {
 	e = e[:len(s)*c]
-	if hasExpAsm && len(s) > 0 && c > 0 {
+	if hasSoftmaxAsm && len(s) > 0 && c > 0 {
 		rowSums32(&s[0], &e[0], len(s), c)
 		return
 	}
