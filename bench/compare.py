@@ -266,14 +266,14 @@ def ab(a):
     """Alternates the current tree (A) and a variant (B) benchmark by
     benchmark, A first in odd rounds and B first in even ones, and prints
     the medians and B/A per benchmark: above 1, A is faster. B is the same
-    tree built with -tags a.ab_tags, or with a.ab_patch applied, or the
-    revision a.ab_rev."""
+    tree built with -tags a.ab_tags as well, or with a.ab_patch applied, or
+    the revision a.ab_rev. Both sides are built with -tags a.tags."""
     tmp = tempfile.mkdtemp()
     root = os.path.dirname(HERE)
-    bins = {"A": build(root, "", os.path.join(tmp, "A"))}
+    bins = {"A": build(root, a.tags, os.path.join(tmp, "A"))}
     what = ""
     if a.ab_tags:
-        bins["B"] = build(root, a.ab_tags, os.path.join(tmp, "B"))
+        bins["B"] = build(root, ",".join(t for t in (a.tags, a.ab_tags) if t), os.path.join(tmp, "B"))
         what = f"-tags {a.ab_tags}"
     else:
         tree = os.path.join(tmp, "tree")
@@ -285,7 +285,7 @@ def ab(a):
                 what = f"with {os.path.basename(a.ab_patch)}"
             else:
                 what = f"revision {a.ab_rev}"
-            bins["B"] = build(tree, "", os.path.join(tmp, "B"))
+            bins["B"] = build(tree, a.tags, os.path.join(tmp, "B"))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=root, capture_output=True)
     specs = [s for s in ab_specs() if re.search(a.ab_only, s[2])]
@@ -297,7 +297,8 @@ def ab(a):
                 for side in order:
                     res[side].setdefault(name, []).append(run_one(bins[side], pkg, pattern, benchtime, procs))
             print(f"GOMAXPROCS={procs}: round {r + 1}/{a.rounds} done", file=sys.stderr)
-        print(f"\nGOMAXPROCS={procs}, this tree (A) against {what} (B), medians of {a.rounds} rounds:\n")
+        print(f"\nGOMAXPROCS={procs}{', -tags ' + a.tags if a.tags else ''}, this tree (A) against {what} (B), "
+              f"medians of {a.rounds} rounds:\n")
         print("| benchmark | A ns/op | B ns/op | B/A |")
         print("|---|---:|---:|---:|")
         for _, _, name, _ in specs:
