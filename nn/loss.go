@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -446,6 +447,42 @@ func entropyByIndex[T kernel.Float](x []T, a entropyArgs) float64 {
 // the additions, so the loss is the same for any GOMAXPROCS.
 const entropyRows = 256
 
+// blockScratch is the memory a loss works a block of entropyRows rows of
+// c classes in: e the rows' exponentials, m and s their shifts and sums.
+// The parallel parts of a loss take it from a pool, so that a loss run
+// over and over allocates none once the pool holds a scratch per thread.
+type blockScratch[T kernel.Float] struct {
+	e    []T
+	m, s []float64
+}
+
+// blockScratches holds the free *blockScratch[float32] and
+// *blockScratch[float64].
+var blockScratches = [2]sync.Pool{}
+
+func scratchPool[T kernel.Float]() *sync.Pool {
+	if _, ok := any(T(0)).(float32); ok {
+		return &blockScratches[0]
+	}
+	return &blockScratches[1]
+}
+
+// getBlockScratch returns a scratch for rows of c classes.
+func getBlockScratch[T kernel.Float](c int) *blockScratch[T] {
+	sc, _ := scratchPool[T]().Get().(*blockScratch[T])
+	if sc == nil {
+		sc = &blockScratch[T]{m: make([]float64, entropyRows), s: make([]float64, entropyRows)}
+	}
+	if cap(sc.e) < entropyRows*c {
+		sc.e = make([]T, entropyRows*c)
+	}
+	sc.e = sc.e[:entropyRows*c]
+	return sc
+}
+
+// putBlockScratch gives sc back to its pool.
+func putBlockScratch[T kernel.Float](sc *blockScratch[T]) { scratchPool[T]().Put(sc) }
+
 // entropySum returns the sum over rows r of
 //
 //	logsumexp(x[r*c:(r+1)*c]) - x[r*c+t[r]]
@@ -457,7 +494,9 @@ func entropySum[T kernel.Float, I kernel.Index](x []T, targets operand.Indices, 
 	blocks := make([]float64, (len(t)+entropyRows-1)/entropyRows)
 	p := kernel.Workers(len(x), len(blocks))
 	kernel.ParallelFor(len(blocks), p, func(lo, hi int) {
-		e, m, s := make([]T, entropyRows*c), make([]float64, entropyRows), make([]float64, entropyRows)
+		sc := getBlockScratch[T](c)
+		defer putBlockScratch(sc)
+		e, m, s := sc.e, sc.m, sc.s
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
 			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
@@ -567,7 +606,9 @@ func entropyGradByIndex[T kernel.Float](dst, x []T, a entropyArgs, scale float64
 func entropyGrad[T kernel.Float, I kernel.Index](dst, x []T, targets operand.Indices, c int, scale float64, add bool, lo, hi int) {
 	t := operand.Slice[I](targets)
 	// exp(x - max) of a block of rows, the rows' shifts and sums
-	e, m, s := make([]T, entropyRows*c), make([]float64, entropyRows), make([]float64, entropyRows)
+	sc := getBlockScratch[T](c)
+	defer putBlockScratch(sc)
+	e, m, s := sc.e, sc.m, sc.s
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
 		expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
@@ -656,7 +697,9 @@ func lossRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, x []T, tar
 		var e []T
 		var m, s []float64
 		if ce {
-			e, m, s = make([]T, entropyRows*c), make([]float64, entropyRows), make([]float64, entropyRows)
+			sc := getBlockScratch[T](c)
+			defer putBlockScratch(sc)
+			e, m, s = sc.e, sc.m, sc.s
 		}
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
@@ -743,7 +786,9 @@ func gradRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, dst, x []T
 	var e []T
 	var m, s []float64
 	if ce {
-		e, m, s = make([]T, entropyRows*c), make([]float64, entropyRows), make([]float64, entropyRows)
+		sc := getBlockScratch[T](c)
+		defer putBlockScratch(sc)
+		e, m, s = sc.e, sc.m, sc.s
 	}
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
