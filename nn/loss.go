@@ -185,11 +185,10 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 	}
 	l := opconfig.Label{Op: o.op, Arg: "targets", NonNegative: true}
 	if o.hasIgnore {
-		for p := range rows {
-			if v := t.At(p); v != o.ignore && (v < 0 || v >= int64(classes)) {
-				return entropyArgs{}, &gather.IndexError{Op: l.Op, Arg: l.Arg, Pos: shapes.Unravel(p, t.Shape), Value: v,
-					Axis: len(o.shape) - 1, Size: classes, NonNegative: true}
-			}
+		find := operand.Pick(t.Dtype, firstBadTarget[int], firstBadTarget[int32], firstBadTarget[int64])
+		if p := find(t, rows, classes, o.ignore); p >= 0 {
+			return entropyArgs{}, &gather.IndexError{Op: l.Op, Arg: l.Arg, Pos: shapes.Unravel(p, t.Shape), Value: t.At(p),
+				Axis: len(o.shape) - 1, Size: classes, NonNegative: true}
 		}
 	} else if err := checkIndices(l, t, len(o.shape)-1, classes); err != nil {
 		return entropyArgs{}, err
@@ -650,17 +649,33 @@ func (o *crossEntropyOp) counted(y int64) bool { return !o.hasIgnore || y != o.i
 // denominator returns what ReduceMean divides by: the sum of the weights
 // of the counted targets, added in the order lossRows adds them.
 func (o *crossEntropyOp) denominator(a entropyArgs) float64 {
+	return operand.Pick(a.targets.Dtype, denominatorOf[int], denominatorOf[int32], denominatorOf[int64])(o, a.targets, a.rows)
+}
+
+func denominatorOf[I kernel.Index](o *crossEntropyOp, targets operand.Indices, rows int) float64 {
+	t := operand.Slice[I](targets)
 	var total float64
-	for r0 := 0; r0 < a.rows; r0 += entropyRows {
+	for r0 := 0; r0 < rows; r0 += entropyRows {
 		var d float64
-		for r := r0; r < min(r0+entropyRows, a.rows); r++ {
-			if y := a.targets.At(r); o.counted(y) {
+		for _, v := range t[r0:min(r0+entropyRows, rows)] {
+			if y := int64(v); o.counted(y) {
 				d += o.weight(int(y))
 			}
 		}
 		total += d
 	}
 	return total
+}
+
+// firstBadTarget returns the first of the first rows targets that is
+// neither ignore nor in [0, classes), or -1.
+func firstBadTarget[I kernel.Index](targets operand.Indices, rows, classes int, ignore int64) int {
+	for p, v := range operand.Slice[I](targets)[:rows] {
+		if y := int64(v); y != ignore && (y < 0 || y >= int64(classes)) {
+			return p
+		}
+	}
+	return -1
 }
 
 // lossRows returns the sum of the rows' losses and the denominator of
@@ -817,22 +832,42 @@ func gradRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, dst, x []T
 				continue
 			}
 			er := e[(r-r0)*c : (r-r0+1)*c]
+			out = out[:len(er)]
 			inv := 1 / s[r-r0]
-			for j := range out {
-				pj := float64(er[j]) * inv
-				g := (1 - eps) * wy * pj
-				if int64(j) == y {
-					g -= (1 - eps) * wy
-				}
-				if eps != 0 {
+			a := (1 - eps) * wy
+			if eps != 0 {
+				for j := range out {
+					pj := float64(er[j]) * inv
+					g := a * pj
+					if int64(j) == y {
+						g -= a
+					}
 					g += eps / float64(c) * (pj*wsum - o.weight(j))
+					if add {
+						out[j] += T(k * g)
+					} else {
+						out[j] = T(k * g)
+					}
 				}
-				if add {
-					out[j] += T(k * g)
-				} else {
-					out[j] = T(k * g)
+				continue
+			}
+			// Without smoothing: every element as if it were not the
+			// target, without a branch per element, then the target's.
+			before := out[y]
+			if add {
+				for j, v := range er {
+					out[j] += T(k * (a * (float64(v) * inv)))
+				}
+			} else {
+				for j, v := range er {
+					out[j] = T(k * (a * (float64(v) * inv)))
 				}
 			}
+			g := T(k * (a*(float64(er[y])*inv) - a))
+			if add {
+				g += before
+			}
+			out[y] = g
 		}
 	}
 }
