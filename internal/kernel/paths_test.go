@@ -39,7 +39,8 @@ func TestFirstTouchAllocations(t *testing.T) {
 	assert.Zero(t, after.Mallocs-before.Mallocs, "gradient into a 2.5 MB block, after two collections")
 }
 
-// Take writes a new output of at least minStream bytes with streaming
+// Take writes a new output of at least minStreamOutput bytes (lowered
+// here to minStream, so that the outputs stay small) with streaming
 // stores when its rows are whole multiples of 16 bytes, and moves rows of
 // whole multiples of 32 bytes in batches by assembly (streamed or not). On
 // every path the result is the same, every element is written (the output
@@ -48,6 +49,10 @@ func TestFirstTouchAllocations(t *testing.T) {
 // large enough for the row copy to prefetch rows ahead.
 func TestStreamedRows(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	small := Uninit[float32](1 << 20) // 4 MB, from a 1.3 MB table
+	assert.False(t, streams(small, make([]float32, 5000*64), 64), "an output under minStreamOutput streams")
+	defer func(m uintptr) { minStreamOutput = m }(minStreamOutput)
+	minStreamOutput = minStream
 	r := rand.New(rand.NewPCG(23, 24))
 	cases := []struct {
 		name              string

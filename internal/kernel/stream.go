@@ -15,6 +15,14 @@ import "unsafe"
 // is often still in cache.
 const minStream = 1 << 20
 
+// minStreamOutput is the new output size in bytes from which a gather
+// streams. A smaller output fits in the processor's last-level cache,
+// where the op that consumes it (a product, in a training step) finds it
+// when ordinary stores put it there; streamed, it is read back from memory
+// (bench/README.md's decision log). A variable only so that tests can
+// lower it.
+var minStreamOutput uintptr = 8 << 20
+
 // maxStreamSource is the size in bytes of the data gathered from above
 // which a gather does not stream. Rows read at random from a table that
 // large come from memory, not cache, and streaming stores then compete
@@ -24,12 +32,13 @@ const maxStreamSource = 32 << 20
 
 // streams reports whether a gather from src into the new output dst, in
 // rows of inner elements, should write them with streamCopy: the assembly
-// exists, dst is at least minStream bytes and 16-byte aligned, src at most
-// maxStreamSource bytes, every row a whole number of 16 bytes, and T holds
-// no pointers (the collector must see every pointer written, which
+// exists, dst is at least minStreamOutput bytes and 16-byte aligned, src
+// at most maxStreamSource bytes, every row a whole number of 16 bytes, and
+// T holds no pointers (the collector must see every pointer written, which
 // streamCopy does not tell it).
 func streams[T any](dst, src []T, inner int) bool {
 	return !holdsPointers(dst) && streamable(dst, inner) &&
+		uintptr(len(dst))*unsafe.Sizeof(dst[0]) >= minStreamOutput &&
 		uintptr(len(src))*unsafe.Sizeof(src[0]) <= maxStreamSource
 }
 
