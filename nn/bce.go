@@ -36,8 +36,10 @@ const opBCE = "bce_with_logits"
 //
 //	∂l/∂x = (1 + (p-1)·y)·sigmoid(x) - p·y    (sigmoid(x) - y without PosWeight)
 //
-// Targets get none. Sums accumulate in float64. It is O(size of logits)
-// forward and backward.
+// Targets get none. float32 logits have exp(-|x|) and its log(1+·)
+// computed in float32 (within a few units in the last place, as PyTorch
+// computes them), the rest of each element's loss in float64; sums
+// accumulate in float64. It is O(size of logits) forward and backward.
 func BCEWithLogits(logits, targets *gorgonia.Node, opts ...Option) (*gorgonia.Node, error) {
 	c, err := newConfig(opBCE, "BCEWithLogits", forBCE, opts)
 	if err != nil {
@@ -203,10 +205,23 @@ func (o *bceOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 }
 
 // bceOne returns the loss of one element: logit x, target y, pos weight
-// p, and e = exp(-|x|).
-func bceOne(x, y, p, e float64) float64 {
-	sp := log1p01(e) + negPart(x) // log(1 + exp(-x)), for x of either sign
+// p, and l = log(1 + exp(-|x|)) (see log1pBlock).
+func bceOne(x, y, p, l float64) float64 {
+	sp := l + negPart(x) // log(1 + exp(-x)), for x of either sign
 	return (1-y)*x + (1+(p-1)*y)*sp
+}
+
+// log1pBlock sets e[i] = log(1 + e[i]) for e[i] = exp(-|x|) in [0, 1]:
+// float32 by kernel.Log1p32 (within 3 units in the last place), float64
+// by log1p01.
+func log1pBlock[T kernel.Float](e []T) {
+	if e32, ok := any(e).([]float32); ok {
+		kernel.Log1p32(e32, e32)
+		return
+	}
+	for i, v := range e {
+		e[i] = T(log1p01(float64(v)))
+	}
 }
 
 // negPart returns max(-x, 0) for x not NaN (+0 for ±0), chosen by x's sign
@@ -289,9 +304,14 @@ func bceBlocks[T kernel.Float](x []T, f func(i0, i1 int, e []T)) int {
 func bceSum[T kernel.Float](x, y []T, pos []float64, cols int) float64 {
 	blocks := make([]float64, (len(x)+bceBlock-1)/bceBlock)
 	bceBlocks(x, func(i0, i1 int, e []T) {
+		log1pBlock(e[:i1-i0])
 		var s float64
+		j := i0 % cols // the column of element i
 		for i := i0; i < i1; i++ {
-			s += bceOne(float64(x[i]), float64(y[i]), posAt(pos, i%cols), float64(e[i-i0]))
+			s += bceOne(float64(x[i]), float64(y[i]), posAt(pos, j), float64(e[i-i0]))
+			if j++; j == cols {
+				j = 0
+			}
 		}
 		blocks[i0/bceBlock] = s
 	})
@@ -305,8 +325,13 @@ func bceSum[T kernel.Float](x, y []T, pos []float64, cols int) float64 {
 // bceEach sets out[i] to the loss of element i.
 func bceEach[T kernel.Float](out, x, y []T, pos []float64, cols int) {
 	bceBlocks(x, func(i0, i1 int, e []T) {
+		log1pBlock(e[:i1-i0])
+		j := i0 % cols // the column of element i
 		for i := i0; i < i1; i++ {
-			out[i] = T(bceOne(float64(x[i]), float64(y[i]), posAt(pos, i%cols), float64(e[i-i0])))
+			out[i] = T(bceOne(float64(x[i]), float64(y[i]), posAt(pos, j), float64(e[i-i0])))
+			if j++; j == cols {
+				j = 0
+			}
 		}
 	})
 }
@@ -436,16 +461,20 @@ func (d *bceDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error 
 // with s_i = up[i] when up is not nil, else scale.
 func bceGrad[T kernel.Float](dst, x, y, up []T, pos []float64, cols int, scale float64, add bool) {
 	bceBlocks(x, func(i0, i1 int, e []T) {
+		j := i0 % cols // the column of element i
 		for i := i0; i < i1; i++ {
 			s := scale
 			if up != nil {
 				s = float64(up[i])
 			}
-			g := T(s * bceGradOne(float64(x[i]), float64(y[i]), posAt(pos, i%cols), float64(e[i-i0])))
+			g := T(s * bceGradOne(float64(x[i]), float64(y[i]), posAt(pos, j), float64(e[i-i0])))
 			if add {
 				dst[i] += g
 			} else {
 				dst[i] = g
+			}
+			if j++; j == cols {
+				j = 0
 			}
 		}
 	})

@@ -62,3 +62,39 @@ func exp32Go(dst, src []float32) {
 		dst[i] = p
 	}
 }
+
+// log1pCoef holds, in the order log1p32's assembly loads them, 2 and then
+// 1/(2k+1) for k = 6 down to 0: log(1+e) = 2t·Σ_k t^(2k)/(2k+1) with
+// t = e/(2+e), which is at most 1/3 for e in [0, 1], so that the terms
+// after t^12/13 add less than 2e-8 relative.
+var log1pCoef = [8]float32{2, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3, 1}
+
+// Log1p32 sets dst[i] = log(1 + src[i]) for each i, in float32, within 3
+// units in the last place of math.Log1p, for every src[i] in [0, 1] (the
+// logistic loss passes exp(-|x|)). NaN stays NaN; outside [0, 1] the
+// result is undefined. dst and src have the same length and may be the
+// same slice.
+func Log1p32(dst, src []float32) {
+	n := 0
+	if hasLog1pAsm {
+		n = len(src) &^ 7
+		log1p32(dst[:n], src[:n])
+	}
+	log1p32Go(dst[n:len(src)], src[n:])
+}
+
+// log1p32Go is Log1p32 one element at a time, the reference for log1p32:
+// t = e/(2+e), the series in w = t² by Horner's rule, each product rounded
+// before it is added as the assembly does, then (t+t) times it.
+func log1p32Go(dst, src []float32) {
+	dst = dst[:len(src)]
+	for i, e := range src {
+		t := e / (log1pCoef[0] + e)
+		w := t * t
+		p := log1pCoef[1]
+		for _, k := range log1pCoef[2:] {
+			p = float32(p*w) + k
+		}
+		dst[i] = (t + t) * p
+	}
+}

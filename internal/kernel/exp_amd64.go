@@ -30,3 +30,14 @@ func rowMaxShift32(e, x, m *float32, rows, c int)
 //
 //go:noescape
 func rowSums32(s *float64, e *float32, rows, c int)
+
+// hasLog1pAsm reports whether the processor runs log1p32, which uses AVX
+// instructions.
+var hasLog1pAsm = cpu.X86.HasAVX
+
+// log1p32 is log1p32Go in AVX assembly, eight elements per instruction
+// (exp_amd64.s); len(src) must be a multiple of 8. Call it only when
+// hasLog1pAsm is set.
+//
+//go:noescape
+func log1p32(dst, src []float32)

@@ -201,3 +201,52 @@ sstore:
 	JNZ    srow
 	VZEROUPPER
 	RET
+
+// func log1p32(dst, src []float32)
+//
+// log1p32Go on eight elements at a time: t = e/(2+e) (VDIVPS rounds
+// correctly, as Go's division does), w = t·t, the series in w by Horner's
+// rule (VMULPS then VADDPS, no fused multiply-add), times t+t.
+TEXT ·log1p32(SB), NOSPLIT, $0-48
+	MOVQ         dst_base+0(FP), DI
+	MOVQ         src_base+24(FP), SI
+	MOVQ         src_len+32(FP), BX
+	TESTQ        BX, BX
+	JLE          ldone
+	VBROADCASTSS ·log1pCoef+0(SB), Y15  // 2
+	VBROADCASTSS ·log1pCoef+4(SB), Y14  // 1/13
+	VBROADCASTSS ·log1pCoef+8(SB), Y13  // 1/11
+	VBROADCASTSS ·log1pCoef+12(SB), Y12 // 1/9
+	VBROADCASTSS ·log1pCoef+16(SB), Y11 // 1/7
+	VBROADCASTSS ·log1pCoef+20(SB), Y10 // 1/5
+	VBROADCASTSS ·log1pCoef+24(SB), Y9  // 1/3
+	VBROADCASTSS ·log1pCoef+28(SB), Y8  // 1
+	XORQ         CX, CX
+
+lloop:
+	VMOVUPS (SI)(CX*4), Y0
+	VADDPS  Y15, Y0, Y1 // 2 + e
+	VDIVPS  Y1, Y0, Y1  // t
+	VMULPS  Y1, Y1, Y2  // w
+	VMULPS  Y2, Y14, Y3
+	VADDPS  Y13, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  Y12, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  Y11, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  Y10, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  Y9, Y3, Y3
+	VMULPS  Y2, Y3, Y3
+	VADDPS  Y8, Y3, Y3  // the series
+	VADDPS  Y1, Y1, Y1  // t + t
+	VMULPS  Y3, Y1, Y1
+	VMOVUPS Y1, (DI)(CX*4)
+	ADDQ    $8, CX
+	CMPQ    CX, BX
+	JB      lloop
+	VZEROUPPER
+
+ldone:
+	RET

@@ -20,3 +20,8 @@ func rowMaxShift32(e, x, m *float32, rows, c int) {
 func rowSums32(s *float64, e *float32, rows, c int) {
 	rowSums32Go(unsafe.Slice(s, rows), unsafe.Slice(e, rows*c), c)
 }
+
+// hasLog1pAsm is false: without assembly, Log1p32 runs log1p32Go.
+const hasLog1pAsm = false
+
+func log1p32(dst, src []float32) { log1p32Go(dst, src) }

@@ -301,6 +301,37 @@ func TestExp32(t *testing.T) {
 	t.Logf("largest error: %.2f ulp over %d values", worst, len(src))
 }
 
+// Log1p32 against math.Log1p: within 3 units in the last place of float32
+// over [0, 1], tiny values included, 0 for 0 and NaN for NaN; the length is
+// not a multiple of 8, so both paths run.
+func TestLog1p32(t *testing.T) {
+	var src []float32
+	for e := 0.0; e <= 1; e += 0.000137 {
+		src = append(src, float32(e))
+	}
+	for e := 1e-38; e < 1e-3; e *= 3.7 {
+		src = append(src, float32(e))
+	}
+	src = append(src, 1, math.SmallestNonzeroFloat32, float32(math.NaN()))
+	got := make([]float32, len(src))
+	Log1p32(got, src)
+	worst := 0.0
+	for i, e := range src {
+		want := math.Log1p(float64(e))
+		switch {
+		case math.IsNaN(float64(e)):
+			assert.True(t, math.IsNaN(float64(got[i])), "Log1p32(NaN) = %g", got[i])
+		case e == 0:
+			assert.Zero(t, got[i], "Log1p32(0)")
+		default:
+			ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1))) - float32(want))
+			worst = max(worst, math.Abs(float64(got[i])-want)/ulp)
+		}
+	}
+	assert.LessOrEqual(t, worst, 3.0, "largest error of Log1p32, in units in the last place")
+	t.Logf("largest error: %.2f ulp over %d values", worst, len(src))
+}
+
 // TestPickRow: every length around the four-at-a-time loop's groups, with
 // negative indices, gives row[x[k]] (counted from the end for negatives);
 // an index out of range, above or below, at any position, is the position

@@ -345,6 +345,23 @@ func TestAssemblyTwins(t *testing.T) {
 			}
 		}
 	})
+	t.Run("log1p32", func(t *testing.T) {
+		if !hasLog1pAsm {
+			t.Skip("no AVX on this processor or build")
+		}
+		src := []float32{0, 1, 1e-30, float32(math.NaN()), math.SmallestNonzeroFloat32}
+		for range 251 {
+			src = append(src, r.Float32())
+		}
+		n := len(src) &^ 7
+		want, got := make([]float32, n), make([]float32, n)
+		log1p32Go(want, src[:n])
+		log1p32(got, src[:n])
+		for i := range want {
+			require.True(t, math.Float32bits(want[i]) == math.Float32bits(got[i]) || want[i] != want[i] && got[i] != got[i],
+				"log1p32(%g): %g, log1p32Go %g", src[i], got[i], want[i])
+		}
+	})
 	t.Run("rowMaxShift32", func(t *testing.T) {
 		if !hasSoftmaxAsm {
 			t.Skip("no AVX2 on this processor or build")
