@@ -293,12 +293,18 @@ func TestExp32(t *testing.T) {
 		case x < expMin:
 			assert.Zero(t, got[i], "Exp32(%g) below expMin", x)
 		default:
-			ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1))) - float32(want))
-			worst = max(worst, math.Abs(float64(got[i])-want)/ulp)
+			worst = max(worst, ulps(got[i], want))
 		}
 	}
 	assert.LessOrEqual(t, worst, 2.0, "largest error of Exp32, in units in the last place")
 	t.Logf("largest error: %.2f ulp over %d values", worst, len(src))
+}
+
+// ulps returns how far got lies from want in units in the last place of
+// float32 at want.
+func ulps(got float32, want float64) float64 {
+	ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1))) - float32(want))
+	return math.Abs(float64(got)-want) / ulp
 }
 
 // Log1p32 against math.Log1p: within 3 units in the last place of float32
@@ -324,8 +330,7 @@ func TestLog1p32(t *testing.T) {
 		case e == 0:
 			assert.Zero(t, got[i], "Log1p32(0)")
 		default:
-			ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1))) - float32(want))
-			worst = max(worst, math.Abs(float64(got[i])-want)/ulp)
+			worst = max(worst, ulps(got[i], want))
 		}
 	}
 	assert.LessOrEqual(t, worst, 3.0, "largest error of Log1p32, in units in the last place")
