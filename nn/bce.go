@@ -228,9 +228,12 @@ func log1pBlock[T kernel.Float](e []T) {
 // bit without a branch, which would be mispredicted on logits of random
 // sign. For a NaN x it returns NaN or 0; its loss is NaN either way, from e.
 func negPart(x float64) float64 {
-	neg := uint64(int64(math.Float64bits(x)) >> 63) // all ones when x's sign bit is set
-	return math.Float64frombits(math.Float64bits(-x) & neg)
+	return math.Float64frombits(math.Float64bits(-x) & signMask(x))
 }
+
+// signMask returns all ones when x's sign bit is set, else 0: a choice by
+// the sign without a branch.
+func signMask(x float64) uint64 { return uint64(int64(math.Float64bits(x)) >> 63) }
 
 // log1p01 returns log(1+e) for e in [0, 1] (NaN stays NaN): below 1e-4 by
 // its series, whose next term is below e·1e-16, else by math.Log, which
@@ -248,7 +251,7 @@ func log1p01(e float64) float64 {
 // chosen by x's sign bit without a branch, which would be mispredicted on
 // logits of random sign. -0 takes e = 1, the same value.
 func bceGradOne(x, y, p, e float64) float64 {
-	neg := uint64(int64(math.Float64bits(x)) >> 63) // all ones when x's sign bit is set
+	neg := signMask(x)
 	num := math.Float64frombits(math.Float64bits(1)&^neg | math.Float64bits(e)&neg)
 	s := num / (1 + e)
 	return (1+(p-1)*y)*s - p*y
