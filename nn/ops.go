@@ -17,12 +17,14 @@ import (
 // gradRun writes, or with add adds, a gradient op's result into dst, after
 // checking dst and every input, so that dst is untouched on error. The
 // gradient ops of the losses and of BatchDot share their Do,
-// UsePreallocDo and IncrDo through it.
+// UsePreallocDo and IncrDo through it. Without add it writes every element
+// of dst.
 type gradRun func(dst *tensor.Dense, add bool, in []gorgonia.Value) error
 
-// doNew runs run into a new tensor of dtype dt and shape shape.
+// doNew runs run into a new tensor of dtype dt and shape shape, whose
+// memory is not cleared first (operand.NewOutput): run writes all of it.
 func doNew(dt tensor.Dtype, shape tensor.Shape, in []gorgonia.Value, run gradRun) (gorgonia.Value, error) {
-	out := tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	out := operand.NewOutput(dt, shape)
 	if err := run(out, false, in); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,135 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/ref"
+)
+
+// Every gradient op that shares doNew writes every element of its
+// destination (doNew's new tensor is not cleared): for each loss with its
+// options and reductions, and BatchDot with respect to each input, the
+// gradient written over a buffer of NaNs (UsePreallocDo) is Do's result,
+// bit for bit, and holds no NaN.
+func TestGradOpsWriteEveryElement(t *testing.T) {
+	const rows, classes = 7, 5
+	r := rand.New(rand.NewPCG(21, 22))
+	x := ref.RandFloats(r, rows*classes)
+	soft := make([]float64, rows*classes)
+	for i := range soft {
+		soft[i] = r.Float64()
+	}
+	y := make([]int64, rows)
+	for i := range y {
+		y[i] = int64(r.IntN(classes))
+	}
+	y[2] = -100 // ignored with IgnoreIndex(-100)
+	yKept := append([]int64{}, y...)
+	yKept[2] = 1
+	weights := []float64{0.5, 1, 2, 0.25, 1.5}
+	pos := []float64{2, 1, 0.5, 3, 1}
+
+	type gradCase struct {
+		name string
+		d    interface {
+			Do(...gorgonia.Value) (gorgonia.Value, error)
+			UsePreallocDo(gorgonia.Value, ...gorgonia.Value) (gorgonia.Value, error)
+		}
+		in    []gorgonia.Value
+		shape []int
+	}
+	var cases []gradCase
+	for _, dt := range floatDtypes {
+		w := func() tensor.Tensor { return ref.FloatTensor(weights, []int{classes}, dt) }
+		upFor := func(red Reduction, n int) gorgonia.Value {
+			if red == ReduceNone {
+				return ref.FloatTensor(ref.RandFloats(r, n), []int{n}, dt)
+			}
+			if dt == tensor.Float32 {
+				return gorgonia.NewF32(0.75)
+			}
+			return gorgonia.NewF64(0.75)
+		}
+		for _, red := range []Reduction{ReduceMean, ReduceSum, ReduceNone} {
+			for _, lc := range []struct {
+				name string
+				nll  bool
+				y    []int64
+				opts []Option
+			}{
+				{"CrossEntropy", false, yKept, nil},
+				{"CrossEntropy/ignore", false, y, []Option{IgnoreIndex(-100)}},
+				{"CrossEntropy/weights+smoothing", false, yKept, []Option{ClassWeights(w()), LabelSmoothing(0.1)}},
+				{"NLLLoss/ignore+weights", true, y, []Option{IgnoreIndex(-100), ClassWeights(w())}},
+			} {
+				g := gorgonia.NewGraph()
+				opts := append(append([]Option{}, lc.opts...), WithReduction(red))
+				xv := ref.FloatTensor(x, []int{rows, classes}, dt)
+				yv := ref.CastIndices(lc.y, []int{rows}, tensor.Int64)
+				xn := gorgonia.NodeFromAny(g, xv, gorgonia.WithName("x"))
+				yn := gorgonia.NodeFromAny(g, yv, gorgonia.WithName("y"))
+				fn := CrossEntropy
+				if lc.nll {
+					fn = NLLLoss
+				}
+				loss, err := fn(xn, yn, opts...)
+				require.NoError(t, err, "%s %v %v", lc.name, red, dt)
+				cases = append(cases, gradCase{fmt.Sprintf("%s/%v/%v", lc.name, red, dt),
+					&crossEntropyDiffOp{fwd: loss.Op().(*crossEntropyOp)},
+					[]gorgonia.Value{xv, yv, upFor(red, rows)}, []int{rows, classes}})
+			}
+			g := gorgonia.NewGraph()
+			xv := ref.FloatTensor(x, []int{rows, classes}, dt)
+			sv := ref.FloatTensor(soft, []int{rows, classes}, dt)
+			pw := ref.FloatTensor(pos, []int{classes}, dt)
+			loss, err := BCEWithLogits(gorgonia.NodeFromAny(g, xv, gorgonia.WithName("x")),
+				gorgonia.NodeFromAny(g, sv, gorgonia.WithName("t")), PosWeight(pw), WithReduction(red))
+			require.NoError(t, err)
+			up := upFor(red, rows*classes)
+			if red == ReduceNone {
+				up = ref.FloatTensor(ref.RandFloats(r, rows*classes), []int{rows, classes}, dt)
+			}
+			cases = append(cases, gradCase{fmt.Sprintf("BCEWithLogits/%v/%v", red, dt),
+				&bceDiffOp{fwd: loss.Op().(*bceOp)}, []gorgonia.Value{xv, sv, up}, []int{rows, classes}})
+		}
+		const n, k, d = 3, 4, 6
+		g := gorgonia.NewGraph()
+		av := ref.FloatTensor(ref.RandFloats(r, n*d), []int{n, d}, dt)
+		bv := ref.FloatTensor(ref.RandFloats(r, n*k*d), []int{n, k, d}, dt)
+		s, err := BatchDot(gorgonia.NodeFromAny(g, av, gorgonia.WithName("a")), gorgonia.NodeFromAny(g, bv, gorgonia.WithName("b")))
+		require.NoError(t, err)
+		gv := ref.FloatTensor(ref.RandFloats(r, n*k), []int{n, k}, dt)
+		for wrt, shape := range [][]int{{n, d}, {n, k, d}} {
+			cases = append(cases, gradCase{fmt.Sprintf("BatchDot/wrt=%d/%v", wrt, dt),
+				&batchDotDiffOp{fwd: s.Op().(*batchDotOp), wrt: wrt}, []gorgonia.Value{av, bv, gv}, shape})
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fresh, err := c.d.Do(c.in...)
+			require.NoError(t, err)
+			dt := fresh.Dtype()
+			size := tensor.Shape(c.shape).TotalSize()
+			nans := make([]float64, size)
+			for i := range nans {
+				nans[i] = math.NaN()
+			}
+			buf := ref.FloatTensor(nans, c.shape, dt)
+			got, err := c.d.UsePreallocDo(buf, c.in...)
+			require.NoError(t, err)
+			require.Same(t, buf, got)
+			want := ref.Floats(fresh.(*tensor.Dense))
+			for i, v := range ref.Floats(buf) {
+				require.False(t, math.IsNaN(v), "element %d left unwritten", i)
+				require.Equal(t, math.Float64bits(want[i]), math.Float64bits(v), "element %d", i)
+			}
+		})
+	}
+}
