@@ -48,9 +48,11 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 	var cases []gradCase
 	for _, dt := range floatDtypes {
 		w := func() tensor.Tensor { return ref.FloatTensor(weights, []int{classes}, dt) }
-		upFor := func(red Reduction, n int) gorgonia.Value {
+		// upFor returns the upstream gradient of a loss whose unreduced
+		// output has the given shape.
+		upFor := func(red Reduction, shape ...int) gorgonia.Value {
 			if red == ReduceNone {
-				return ref.FloatTensor(ref.RandFloats(r, n), []int{n}, dt)
+				return ref.FloatTensor(ref.RandFloats(r, tensor.Shape(shape).TotalSize()), shape, dt)
 			}
 			if dt == tensor.Float32 {
 				return gorgonia.NewF32(0.75)
@@ -92,12 +94,8 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 			loss, err := BCEWithLogits(gorgonia.NodeFromAny(g, xv, gorgonia.WithName("x")),
 				gorgonia.NodeFromAny(g, sv, gorgonia.WithName("t")), PosWeight(pw), WithReduction(red))
 			require.NoError(t, err)
-			up := upFor(red, rows*classes)
-			if red == ReduceNone {
-				up = ref.FloatTensor(ref.RandFloats(r, rows*classes), []int{rows, classes}, dt)
-			}
 			cases = append(cases, gradCase{fmt.Sprintf("BCEWithLogits/%v/%v", red, dt),
-				&bceDiffOp{fwd: loss.Op().(*bceOp)}, []gorgonia.Value{xv, sv, up}, []int{rows, classes}})
+				&bceDiffOp{fwd: loss.Op().(*bceOp)}, []gorgonia.Value{xv, sv, upFor(red, rows, classes)}, []int{rows, classes}})
 		}
 		const n, k, d = 3, 4, 6
 		g := gorgonia.NewGraph()
