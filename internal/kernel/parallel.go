@@ -297,18 +297,26 @@ func next() (*job, bool) {
 	}
 }
 
-// leave takes a polling worker off the idle count and reports false, unless
-// the count is already 0: then a caller has claimed this worker (or another
-// polling one, which comes to the same), its part is on the way, and leave
-// returns it.
+// leave takes a polling worker off the idle count and reports false. While
+// the count is 0, a caller has claimed this worker (or another polling one,
+// which comes to the same) and its part is on the way: leave waits for a
+// part and returns it, unless the count rises again meanwhile (a worker
+// that started polling took the part), and then it takes itself off.
 func leave() (*job, bool) {
-	for {
-		n := idle.Load()
-		if n == 0 {
-			return <-parts, true
+	for i := 1; ; i++ {
+		if n := idle.Load(); n > 0 {
+			if idle.CompareAndSwap(n, n-1) {
+				return nil, false
+			}
+			continue
 		}
-		if idle.CompareAndSwap(n, n-1) {
-			return nil, false
+		select {
+		case pt := <-parts:
+			return pt, true
+		default:
+		}
+		if i%64 == 0 {
+			runtime.Gosched()
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"math/rand/v2"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -85,6 +87,13 @@ func TestParallelWorkersExit(t *testing.T) {
 		})
 	}
 	require.Positive(t, seen.Load(), "parts ran on no counted worker")
+	requireWorkersExit(t)
+}
+
+// requireWorkersExit fails t unless every worker has exited within 20 s
+// (see TestParallelWorkersExit), showing the goroutines' stacks if not.
+func requireWorkersExit(t *testing.T) {
+	t.Helper()
 	start := time.Now()
 	for live.Load() > 0 && time.Since(start) < 20*time.Second {
 		time.Sleep(time.Millisecond)
@@ -96,6 +105,81 @@ func TestParallelWorkersExit(t *testing.T) {
 			n, time.Since(start), idleSpin, stacks.String())
 	}
 	require.Zero(t, idle.Load(), "idle count without polling workers")
+}
+
+// A worker leaving (leave) while the idle count is 0 receives the part a
+// caller claimed; and if a worker that starts polling meanwhile raises the
+// count (and may take that part), the leaving one takes itself off the
+// count and exits instead of waiting for a part that may never come.
+// The test plays the caller and the second worker itself.
+func TestParallelLeave(t *testing.T) {
+	requireWorkersExit(t) // no worker of an earlier test touches the count
+	type left struct {
+		j  *job
+		ok bool
+	}
+	start := func() chan left {
+		idle.Add(1) // a polling worker, about to leave
+		require.True(t, idle.CompareAndSwap(1, 0), "a caller claims it")
+		res := make(chan left, 1)
+		go func() {
+			j, ok := leave()
+			res <- left{j, ok}
+		}()
+		time.Sleep(5 * time.Millisecond) // leave sees the count at 0
+		return res
+	}
+	wait := func(res chan left) left {
+		select {
+		case l := <-res:
+			return l
+		case <-time.After(10 * time.Second):
+			parts <- &job{} // let the stuck leave return before failing
+			t.Fatal("leave still waits 10 s after the count rose")
+			return left{}
+		}
+	}
+
+	t.Run("the claimed part comes", func(t *testing.T) {
+		res := start()
+		j := &job{}
+		parts <- j
+		l := wait(res)
+		require.True(t, l.ok)
+		require.Same(t, j, l.j)
+		require.Zero(t, idle.Load())
+	})
+	t.Run("another worker takes it", func(t *testing.T) {
+		res := start()
+		idle.Add(1) // a worker starts polling
+		l := wait(res)
+		require.False(t, l.ok)
+		require.Nil(t, l.j)
+		// The worker that started polling receives the claimed part.
+		require.Zero(t, idle.Load())
+		j := &job{}
+		parts <- j
+		require.Same(t, j, <-parts)
+	})
+}
+
+// Workers all exit once the calls stop after a churn of calls from several
+// goroutines that pause for about idleSpin between calls, so that workers
+// time out and leave while callers claim others and start new ones.
+func TestParallelWorkersExitUnderChurn(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 9))
+			for range 3000 {
+				ParallelFor(8, 2+r.IntN(3), func(lo, hi int) {})
+				time.Sleep(time.Duration(r.IntN(150)) * time.Microsecond)
+			}
+		})
+	}
+	wg.Wait()
+	requireWorkersExit(t)
 }
 
 // BenchmarkParallelCall measures a two-part call of about 20 µs of work,
