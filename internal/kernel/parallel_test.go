@@ -118,7 +118,7 @@ func TestParallelLeave(t *testing.T) {
 		j  *job
 		ok bool
 	}
-	start := func() chan left {
+	start := func(t *testing.T) chan left {
 		idle.Add(1) // a polling worker, about to leave
 		require.True(t, idle.CompareAndSwap(1, 0), "a caller claims it")
 		res := make(chan left, 1)
@@ -129,7 +129,7 @@ func TestParallelLeave(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // leave sees the count at 0
 		return res
 	}
-	wait := func(res chan left) left {
+	wait := func(t *testing.T, res chan left) left {
 		select {
 		case l := <-res:
 			return l
@@ -141,18 +141,18 @@ func TestParallelLeave(t *testing.T) {
 	}
 
 	t.Run("the claimed part comes", func(t *testing.T) {
-		res := start()
+		res := start(t)
 		j := &job{}
 		parts <- j
-		l := wait(res)
+		l := wait(t, res)
 		require.True(t, l.ok)
 		require.Same(t, j, l.j)
 		require.Zero(t, idle.Load())
 	})
 	t.Run("another worker takes it", func(t *testing.T) {
-		res := start()
+		res := start(t)
 		idle.Add(1) // a worker starts polling
-		l := wait(res)
+		l := wait(t, res)
 		require.False(t, l.ok)
 		require.Nil(t, l.j)
 		// The worker that started polling receives the claimed part.
