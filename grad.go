@@ -101,7 +101,7 @@ func planAdd(kind operator, dst *tensor.Dense, indices, src any, axis int, l lab
 		return a, fmt.Errorf("%s gradient: want a %v gradient of shape %s, got %v of shape %v: %w",
 			kind, dst.Dtype(), shapes.ShapeString(shape), g.Dtype(), g.Shape(), ErrShape)
 	}
-	if err := checkIndices(l, ix, ax, dst.Shape()[ax]); err != nil {
+	if err := operand.CheckIndices(l, ix, ax, dst.Shape()[ax]); err != nil {
 		return a, err
 	}
 	if operand.Overlaps(dst, g) {

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
@@ -102,12 +103,8 @@ func newBase(kind operator, data, indices *gorgonia.Node, axis int, cfg config) 
 		if !kind.slices() {
 			return opBase{}, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrOption)
 		}
-		if s := ds[ax]; cfg.Pad < -s || cfg.Pad >= s {
-			return opBase{}, fmt.Errorf("%s: padding index %d is out of range [%d, %d] for axis %d of size %d: %w",
-				kind, cfg.Pad, -s, s-1, ax, s, ErrIndexOutOfRange)
-		}
-		if cfg.Pad < 0 {
-			cfg.Pad += ds[ax]
+		if cfg.Pad, err = opconfig.NormIndex(kind.String(), cfg.Pad, ds[ax]); err != nil {
+			return opBase{}, err
 		}
 	}
 	b := opBase{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
@@ -203,7 +200,7 @@ func forward(kind operator, data, indices any, axis int, dst target, l label) (*
 		// The kernels check [-s, s-1]; ids of package nn must lie in
 		// [0, s), checked here, before anything is written.
 		if p := ix.FirstBadIn(l, s); p >= 0 {
-			return nil, indexError(l, ix, p, ax, s)
+			return nil, operand.IndexError(l, ix, p, ax, s)
 		}
 	}
 	out, fresh := dst.out, false
@@ -213,7 +210,7 @@ func forward(kind operator, data, indices any, axis int, dst target, l label) (*
 	switch {
 	case out != nil && err == nil:
 		// A buffer the caller can see: nothing is written unless all is well.
-		if err := checkIndices(l, ix, ax, s); err != nil {
+		if err := operand.CheckIndices(l, ix, ax, s); err != nil {
 			return nil, err
 		}
 	case dst.strict:
@@ -224,7 +221,7 @@ func forward(kind operator, data, indices any, axis int, dst target, l label) (*
 		out, fresh = operand.NewOutput(d.Dtype(), shape), true
 	}
 	if bad := kind.take(out, d, ix, ax, fresh, dst.add); bad >= 0 {
-		return nil, indexError(l, ix, bad, ax, s)
+		return nil, operand.IndexError(l, ix, bad, ax, s)
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/nn"
+	"github.com/gathergrad/gather/optim"
 )
 
 // readmeErrors produces the error of each row of README.md's table of
@@ -138,13 +139,13 @@ var readmeErrors = map[string]func() error{
 		_, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64)
 		return err
 	},
-	"`EmbeddingFrozen` with `EmbeddingSparse`": func() error {
-		_, err := nn.NewEmbedding(gorgonia.NewGraph(), "words", 5, 2, tensor.Float64, nn.EmbeddingFrozen(), nn.EmbeddingSparse())
+	"`WithFrozen` with `WithSparse`": func() error {
+		_, err := nn.NewEmbedding(gorgonia.NewGraph(), "words", 5, 2, tensor.Float64, nn.WithFrozen(), nn.WithSparse())
 		return err
 	},
 	"`Step` before the graph ran": func() error {
 		g := gorgonia.NewGraph()
-		emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64, nn.EmbeddingSparse())
+		emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64, nn.WithSparse())
 		if err != nil {
 			return err
 		}
@@ -155,10 +156,10 @@ var readmeErrors = map[string]func() error{
 		if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(v)), emb.GradNodes()...); err != nil {
 			return err
 		}
-		return emb.Step(&nn.SparseSGD{LearnRate: 0.1})
+		return emb.Step(&optim.SparseSGD{LearnRate: 0.1})
 	},
 	"learning rate negative or not finite": func() error {
-		return (&nn.SparseSGD{LearnRate: math.NaN()}).Step(f64(2, 2), &nn.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
+		return (&optim.SparseSGD{LearnRate: math.NaN()}).Step(f64(2, 2), &optim.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
 	},
 	"decreasing bag offsets": func() error {
 		return runGraph(func(g *gorgonia.ExprGraph) error {
@@ -182,18 +183,18 @@ var readmeErrors = map[string]func() error{
 		})
 	},
 	"one `SparseAdam` stepped on a second table": func() error {
-		adam := nn.NewSparseAdam(0.1)
-		g := &nn.RowGrad{Rows: []int{0}, Values: f32(1, 4)}
+		adam := optim.NewSparseAdam(0.1)
+		g := &optim.RowGrad{Rows: []int{0}, Values: f32(1, 4)}
 		if err := adam.Step(f32(10, 4), g); err != nil {
 			return err
 		}
 		return adam.Step(f32(10, 4), g)
 	},
 	"`SparseAdam` literal without `Eps`": func() error {
-		return (&nn.SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999}).Step(f64(2, 2), &nn.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
+		return (&optim.SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999}).Step(f64(2, 2), &optim.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
 	},
 	"row gradient of another dtype than the table": func() error {
-		return (&nn.SparseSGD{LearnRate: 0.1}).Step(f64(2, 2), &nn.RowGrad{Rows: []int{0}, Values: f32(1, 2)})
+		return (&optim.SparseSGD{LearnRate: 0.1}).Step(f64(2, 2), &optim.RowGrad{Rows: []int{0}, Values: f32(1, 2)})
 	},
 	"`CrossEntropy` targets not shaped like the logits' rows (exactly: `(2, 1)` is not `(2)`)": func() error {
 		g := gorgonia.NewGraph()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/gathergrad/gather/internal/opconfig"
-	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
 	"gorgonia.org/tensor"
 )
@@ -87,17 +86,3 @@ func split(shape tensor.Shape, axis int) (outer, mid, inner int) {
 
 // label is how an *IndexError names where it happened (see IndexError).
 type label = opconfig.Label
-
-// checkIndices returns an *IndexError for the first index of ix outside
-// the range of an axis of size s, or nil.
-func checkIndices(l label, ix operand.Indices, axis, s int) error {
-	if p := ix.FirstBadIn(l, s); p >= 0 {
-		return indexError(l, ix, p, axis, s)
-	}
-	return nil
-}
-
-// indexError returns the *IndexError for the index at flat position p of ix.
-func indexError(l label, ix operand.Indices, p, axis, s int) *IndexError {
-	return &IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: shapes.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
-}

@@ -1,5 +1,5 @@
 """PyTorch on a table larger than memory, beside bench/bigtable: the
-table of a file CreateTable made, mapped with torch.from_file(shared=True),
+table of a file table.Create made, mapped with torch.from_file(shared=True),
 and the same step (4,096 ids, a linear layer to 16 classes, cross
 entropy, backward) with sparse SGD on the rows the batch touched
 (index_add_ into the mapped table), ids uniform and Zipf (exponent 1.05).

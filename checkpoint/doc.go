@@ -7,7 +7,7 @@
 //   - Save and Load: the state of the parts of a model (Part): dense
 //     learnables (Nodes), embedding tables (package nn's *Embedding, under
 //     "<name>.weight", the key of PyTorch's nn.Embedding state dict) and
-//     optimiser state (nn.OptimizerState), for an exact resume.
+//     optimiser state (optim.State), for an exact resume.
 //
 // Nothing a user trained is lost to a crash: Write and Save write a
 // temporary file in the target's directory, sync it, rename it over the

@@ -21,7 +21,7 @@ import (
 )
 
 // ErrFormat: a file is not a well-formed safetensors file (or, for
-// package nn's ReadVectors, word-vector file). Every error about a
+// package wordvec's word-vector files). Every error about a
 // file's contents wraps it.
 var ErrFormat = errors.New("malformed file")
 

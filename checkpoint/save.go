@@ -16,7 +16,7 @@ import (
 
 // A Part is a piece of a model with named state: Save writes its tensors,
 // Load restores them. Package nn's *Embedding (its table, under
-// "<name>.weight") and nn.OptimizerState are Parts, and so is Nodes.
+// "<name>.weight") and optim.State are Parts, and so is Nodes.
 type Part interface {
 	// State returns the part's tensors by name, as they are now. Save
 	// writes them; Load reads a tensor of each name and checks its shape

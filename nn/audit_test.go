@@ -11,6 +11,7 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/gradcheck"
 	"github.com/gathergrad/gather/nn"
+	"github.com/gathergrad/gather/optim"
 )
 
 // The module's exported functions answer nil and misshapen arguments with
@@ -20,7 +21,7 @@ func TestExportedFunctionsDoNotPanic(t *testing.T) {
 	f := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(2, 2), gorgonia.WithName("f"))
 	sparse := func() error {
 		g2 := gorgonia.NewGraph()
-		e, err := nn.NewEmbedding(g2, "x", 3, 2, tensor.Float64, nn.EmbeddingSparse())
+		e, err := nn.NewEmbedding(g2, "x", 3, 2, tensor.Float64, nn.WithSparse())
 		if err != nil {
 			return err
 		}
@@ -31,7 +32,7 @@ func TestExportedFunctionsDoNotPanic(t *testing.T) {
 		"gradcheck.Check(nil cost)": func() error {
 			return gradcheck.Check(func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.Node, error) { return nil, nil }, []tensor.Tensor{nil})
 		},
-		"RowGradient(nil)":    func() error { _, err := nn.RowGradient(nil, nil, 3, -1); return err },
+		"RowGradient(nil)":    func() error { _, err := optim.RowGradient(nil, nil, 3, -1); return err },
 		"IndexAdd(nil)":       func() error { return gather.IndexAdd(nil, nil, nil, 0) },
 		"ScatterAdd(nil)":     func() error { return gather.ScatterAdd(nil, nil, nil, 0) },
 		"Take(nil)":           func() error { _, err := gather.Take(nil, nil, 0); return err },
@@ -50,15 +51,18 @@ func TestExportedFunctionsDoNotPanic(t *testing.T) {
 			_, err := nn.EmbeddingBag(gorgonia.NewScalar(g, tensor.Float64), gorgonia.NewScalar(g, tensor.Int), nil, nil, nn.BagSum)
 			return err
 		},
-		"EmbeddingBag(float ids)":   func() error { _, err := nn.EmbeddingBag(f, f, nil, nil, nn.BagSum); return err },
-		"SparseSGD.Step(nil)":       func() error { return (&nn.SparseSGD{}).Step(nil, nil) },
-		"SparseAdam.Step(nil)":      func() error { return nn.NewSparseAdam(1).Step(nil, &nn.RowGrad{}) },
-		"NewEmbedding(huge)":        func() error { _, err := nn.NewEmbedding(g, "h", math.MaxInt/2, 4, tensor.Float32); return err },
-		"(*Embedding).Step(nil)":    sparse,
-		"PackBags(nil)":             func() error { return nn.PackBags(nil, nil, nil, 0) },
-		"NewEmbedding(nil graph)":   func() error { _, err := nn.NewEmbedding(nil, "x", 3, 2, tensor.Float64); return err },
-		"NewEmbedding(bad dtype)":   func() error { _, err := nn.NewEmbedding(g, "i", 3, 2, tensor.Int); return err },
-		"NewEmbedding(zero option)": func() error { _, err := nn.NewEmbedding(g, "z", 3, 2, tensor.Float64, nn.Option{}); return err },
+		"EmbeddingBag(float ids)": func() error { _, err := nn.EmbeddingBag(f, f, nil, nil, nn.BagSum); return err },
+		"SparseSGD.Step(nil)":     func() error { return (&optim.SparseSGD{}).Step(nil, nil) },
+		"SparseAdam.Step(nil)":    func() error { return optim.NewSparseAdam(1).Step(nil, &optim.RowGrad{}) },
+		"NewEmbedding(huge)":      func() error { _, err := nn.NewEmbedding(g, "h", math.MaxInt/2, 4, tensor.Float32); return err },
+		"(*Embedding).Step(nil)":  sparse,
+		"PackBags(nil)":           func() error { return nn.PackBags(nil, nil, nil, 0) },
+		"NewEmbedding(nil graph)": func() error { _, err := nn.NewEmbedding(nil, "x", 3, 2, tensor.Float64); return err },
+		"NewEmbedding(bad dtype)": func() error { _, err := nn.NewEmbedding(g, "i", 3, 2, tensor.Int); return err },
+		"NewEmbedding(zero option)": func() error {
+			_, err := nn.NewEmbedding(g, "z", 3, 2, tensor.Float64, nn.EmbeddingOption{})
+			return err
+		},
 	}
 	for name, call := range calls {
 		var err error

@@ -61,7 +61,7 @@ const opBag = "embedding_bag"
 // Bags are given either as ids of shape [bags, k] with offsets nil (every
 // bag k ids), or as ids of shape [n] with offsets of shape [bags]: bag b
 // is ids[offsets[b]:offsets[b+1]], the last running to n (PyTorch's
-// include_last_offset=False). With IncludeLastOffset, offsets has shape
+// include_last_offset=False). With WithIncludeLastOffset, offsets has shape
 // [bags+1] and its last entry must equal n. offsets[0] must be 0 and
 // offsets non-decreasing and at most n; an empty bag pools to zeros in
 // every mode. ids and offsets are Int, Int32 or Int64; every id must lie
@@ -72,12 +72,12 @@ const opBag = "embedding_bag"
 //	mean: out[b] = (1/m)·Σ wᵢ·table[ids[i]], m the number of non-padding ids of bag b
 //	max:  out[b][d] = max over i of wᵢ·table[ids[i]][d]
 //
-// Options: EmbeddingPadding(p) skips the ids equal to p (a negative p
+// Options: WithPadding(p) skips the ids equal to p (a negative p
 // counts from the end of the vocabulary): they are not pooled, not counted
 // in a mean, and row p gets no gradient; a bag of padding only pools to
-// zeros. EmbeddingFrozen sends the table no gradient;
-// EmbeddingScaleGradByFreq divides each row's gradient by the number of
-// times its id occurs in ids (sum and mean bags only); IncludeLastOffset
+// zeros. WithFrozen sends the table no gradient;
+// WithScaleGradByFreq divides each row's gradient by the number of
+// times its id occurs in ids (sum and mean bags only); WithIncludeLastOffset
 // is described above. Other options are ErrOption errors.
 //
 // Gradients flow, in both of Gorgonia's machines, to the table and to the
@@ -90,7 +90,7 @@ const opBag = "embedding_bag"
 // position and value, an id out of range an *IndexError naming its
 // position in ids. The kernels never materialise the [n, dim] rows: one
 // pass over each bag into the output, and one back for the gradient.
-func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...Option) (*gorgonia.Node, error) {
+func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...EmbeddingOption) (*gorgonia.Node, error) {
 	c, err := newConfig(opBag, "EmbeddingBag", forEmbeddingBag, opts)
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ type bagOp struct {
 	idShape    tensor.Shape
 	hasOffsets bool
 	hasWeights bool
-	lastOffset bool            // offsets hold bags+1 entries (IncludeLastOffset)
+	lastOffset bool            // offsets hold bags+1 entries (WithIncludeLastOffset)
 	cfg        opconfig.Config // Pad normalised
 	lbl        opconfig.Label  // how index errors name the op
 }
@@ -166,7 +166,7 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opc
 	o := &bagOp{mode: mode, dtype: dt, idType: ids.Dtype(), vocab: ts[0], dim: ts[1], idShape: is,
 		hasOffsets: offsets != nil, hasWeights: weights != nil, lastOffset: includeLast, cfg: cfg}
 	if includeLast && offsets == nil {
-		return nil, fmt.Errorf("%s: IncludeLastOffset needs offsets: %w", opBag, gather.ErrOption)
+		return nil, fmt.Errorf("%s: WithIncludeLastOffset needs offsets: %w", opBag, gather.ErrOption)
 	}
 	if offsets == nil {
 		if len(is) != 2 {
@@ -186,7 +186,7 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opc
 		o.offType, o.bags = offsets.Dtype(), offsets.Shape()[0]
 		if includeLast {
 			if o.bags == 0 {
-				return nil, fmt.Errorf("%s: with IncludeLastOffset, offsets must hold at least one entry (the number of ids), got shape %v: %w", opBag, offsets.Shape(), gather.ErrShape)
+				return nil, fmt.Errorf("%s: with WithIncludeLastOffset, offsets must hold at least one entry (the number of ids), got shape %v: %w", opBag, offsets.Shape(), gather.ErrShape)
 			}
 			o.bags--
 		}
@@ -203,11 +203,9 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opc
 		return nil, fmt.Errorf("%s: the table has no rows, so no id is valid: %w", opBag, gather.ErrIndexOutOfRange)
 	}
 	if cfg.HasPad {
-		if cfg.Pad < -o.vocab || cfg.Pad >= o.vocab {
-			return nil, fmt.Errorf("%s: padding id %d is out of range [%d, %d]: %w", opBag, cfg.Pad, -o.vocab, o.vocab-1, gather.ErrIndexOutOfRange)
-		}
-		if o.cfg.Pad < 0 {
-			o.cfg.Pad += o.vocab
+		var err error
+		if o.cfg.Pad, err = opconfig.NormIndex(opBag, cfg.Pad, o.vocab); err != nil {
+			return nil, err
 		}
 	}
 	o.lbl = opconfig.Label{Op: opBag, Name: cfg.Name, Arg: "ids", NonNegative: true}
@@ -291,7 +289,7 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 			// The bags' starts are checked above, each at most n; the
 			// last entry closes the last bag and must be n itself.
 			if last := off.At(o.bags); last != int64(n) {
-				return a, fmt.Errorf("%s: offsets[%d] = %d must equal the number of ids, %d (IncludeLastOffset): %w", opBag, o.bags, last, n, gather.ErrShape)
+				return a, fmt.Errorf("%s: offsets[%d] = %d must equal the number of ids, %d (WithIncludeLastOffset): %w", opBag, o.bags, last, n, gather.ErrShape)
 			}
 		}
 		bounds[o.bags] = n
@@ -302,7 +300,7 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 			bounds[b] = b * per
 		}
 	}
-	if err := checkIndices(o.lbl, ix, 0, o.vocab); err != nil {
+	if err := operand.CheckIndices(o.lbl, ix, 0, o.vocab); err != nil {
 		return a, err
 	}
 	if o.hasWeights {
@@ -669,7 +667,7 @@ var (
 // that a graph of fixed shape can take batches whose bags hold a different
 // number of ids each time. Bag b's ids go to ids[offsets[b]:], one bag after
 // another; every position of ids after the last bag's is set to pad. Give
-// the table the padding id pad (EmbeddingPadding(pad), a row of its own,
+// the table the padding id pad (WithPadding(pad), a row of its own,
 // e.g. vocab for a table of vocab+1 rows): a bag skips padding ids (they
 // are not pooled, not counted in a mean, and their row gets no gradient),
 // so the filler changes neither the last bag nor any gradient.

@@ -144,11 +144,11 @@ func bagValues(c bagCase, dt tensor.Dtype, table []float64, vocab, dim int, ids 
 }
 
 // bagOpts returns a case's options: its padding index, if any.
-func bagOpts(c bagCase) []Option {
+func bagOpts(c bagCase) []EmbeddingOption {
 	if c.pad < 0 {
 		return nil
 	}
-	return []Option{EmbeddingPadding(c.pad)}
+	return []EmbeddingOption{WithPadding(c.pad)}
 }
 
 // bagGraph builds sum(EmbeddingBag(...) * G) on copies of the inputs and
@@ -288,7 +288,7 @@ func TestBagGradCheck(t *testing.T) {
 				o[b] = int64(bounds[b])
 			}
 			build := func(gr *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Node, error) {
-				out, err := EmbeddingBag(in[0], in[1], in[2], in[3], mode, EmbeddingPadding(2))
+				out, err := EmbeddingBag(in[0], in[1], in[2], in[3], mode, WithPadding(2))
 				if err != nil {
 					return nil, err
 				}
@@ -358,12 +358,12 @@ func TestEmbeddingBagModes(t *testing.T) {
 		for _, kind := range []string{"dense", "sparse", "frozen"} {
 			t.Run(fmt.Sprintf("%v/%s", mode, kind), func(t *testing.T) {
 				gr := gorgonia.NewGraph()
-				opts := []EmbeddingOption{EmbeddingInit(func(tensor.Dtype, ...int) any { return append([]float64{}, table...) }), EmbeddingPadding(3)}
+				opts := []EmbeddingOption{WithInit(func(tensor.Dtype, ...int) any { return append([]float64{}, table...) }), WithPadding(3)}
 				switch kind {
 				case "sparse":
-					opts = append(opts, EmbeddingSparse())
+					opts = append(opts, WithSparse())
 				case "frozen":
-					opts = append(opts, EmbeddingFrozen())
+					opts = append(opts, WithFrozen())
 				}
 				emb, err := NewEmbedding(gr, "words", vocab, dim, tensor.Float64, opts...)
 				require.NoError(t, err)
@@ -517,7 +517,7 @@ func TestEmbeddingBagViews(t *testing.T) {
 	tn := gorgonia.NewMatrix(gr, tensor.Float64, gorgonia.WithShape(vocab, dim), gorgonia.WithName("table"))
 	in := gorgonia.NewMatrix(gr, tensor.Int64, gorgonia.WithShape(bags, 3), gorgonia.WithName("ids"))
 	wn := gorgonia.NewMatrix(gr, tensor.Float64, gorgonia.WithShape(bags, 3), gorgonia.WithName("w"))
-	out, err := EmbeddingBag(tn, in, nil, wn, BagMean, EmbeddingPadding(1))
+	out, err := EmbeddingBag(tn, in, nil, wn, BagMean, WithPadding(1))
 	require.NoError(t, err)
 	o := out.Op().(*bagOp)
 	vals := []gorgonia.Value{tv.(*tensor.Dense), iv, wv}

@@ -22,25 +22,25 @@ const opBCE = "bce_with_logits"
 // BCEWithLogits returns the binary cross-entropy of targets under the
 // sigmoid of logits, PyTorch's F.binary_cross_entropy_with_logits: for each
 // element, with x the logit, y the target and p the pos weight of its
-// column (1 without PosWeight),
+// column (1 without WithPosWeight),
 //
 //	l = (1-y)·x + (1 + (p-1)·y)·log(1 + exp(-x))
 //
 // computed as log(1+exp(-|x|)) + max(-x, 0), which neither overflows nor
 // loses the small values for logits of any size. logits is float32 or
 // float64 of any shape; targets has its shape and dtype and holds values in
-// [0, 1] (soft labels allowed; they are not checked). Options: PosWeight
+// [0, 1] (soft labels allowed; they are not checked). Options: WithPosWeight
 // (a [classes] vector for the last axis) and WithReduction (ReduceMean, the
 // default, over every element; ReduceSum; ReduceNone, a loss per element).
 // The gradient flows to logits, in both of Gorgonia's machines:
 //
-//	∂l/∂x = (1 + (p-1)·y)·sigmoid(x) - p·y    (sigmoid(x) - y without PosWeight)
+//	∂l/∂x = (1 + (p-1)·y)·sigmoid(x) - p·y    (sigmoid(x) - y without WithPosWeight)
 //
 // Targets get none. float32 logits have exp(-|x|) and its log(1+·)
 // computed in float32 (within a few units in the last place, as PyTorch
 // computes them), the rest of each element's loss in float64; sums
 // accumulate in float64. It is O(size of logits) forward and backward.
-func BCEWithLogits(logits, targets *gorgonia.Node, opts ...Option) (*gorgonia.Node, error) {
+func BCEWithLogits(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgonia.Node, error) {
 	c, err := newConfig(opBCE, "BCEWithLogits", forBCE, opts)
 	if err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func bceGradOne(x, y, p, e float64) float64 {
 	return (1+(p-1)*y)*s - p*y
 }
 
-// posAt returns the pos weight of column j, 1 without PosWeight.
+// posAt returns the pos weight of column j, 1 without WithPosWeight.
 func posAt(pos []float64, j int) float64 {
 	if pos == nil {
 		return 1

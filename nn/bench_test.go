@@ -12,6 +12,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/ref"
 	"github.com/gathergrad/gather/openblas"
+	"github.com/gathergrad/gather/optim"
 )
 
 // With -tags openblas, the package's tests and benchmarks run Gorgonia's
@@ -21,7 +22,7 @@ func init() { _ = openblas.Use() }
 // BenchmarkTrainStep measures one training step of an embedding model, dense
 // against row-sparse: a lookup of 4096 ids in a table of N rows × 64, a
 // linear head to 16 classes, CrossEntropy, backward, and an SGD
-// update (gorgonia.VanillaSolver for everything dense; SparseSGD for the
+// update (gorgonia.VanillaSolver for everything dense; optim.SparseSGD for the
 // sparse table). A dense step touches the whole table (its gradient, the
 // update); a sparse step only the rows in the batch.
 func BenchmarkTrainStep(b *testing.B) {
@@ -47,9 +48,9 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 	g := gorgonia.NewGraph()
 	var opts []EmbeddingOption
 	if sparse {
-		opts = append(opts, EmbeddingSparse())
+		opts = append(opts, WithSparse())
 	}
-	emb, err := NewEmbedding(g, "emb", rows, dim, tensor.Float32, append(opts, EmbeddingInit(init))...)
+	emb, err := NewEmbedding(g, "emb", rows, dim, tensor.Float32, append(opts, WithInit(init))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
 	defer vm.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
-	sgd := &SparseSGD{LearnRate: 0.1}
+	sgd := &optim.SparseSGD{LearnRate: 0.1}
 	step := func() {
 		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)
@@ -105,7 +106,7 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 // context word and 5 negatives (BatchDot of a lookup in the input table
 // and one in the output table, both 100,000 × 64, row-sparse), the
 // logistic loss (BCEWithLogits, label 1 for the context word, 0 for the
-// negatives, mean), backward, and a SparseAdam step of each table.
+// negatives, mean), backward, and a optim.SparseAdam step of each table.
 func BenchmarkSkipGram(b *testing.B) {
 	const vocab, dim, batch, k = 100_000, 64, 4096, 6
 	r := rand.New(rand.NewPCG(11, 12))
@@ -117,11 +118,11 @@ func BenchmarkSkipGram(b *testing.B) {
 		return v
 	}
 	g := gorgonia.NewGraph()
-	in, err := NewEmbedding(g, "in", vocab, dim, tensor.Float32, EmbeddingSparse(), EmbeddingInit(init))
+	in, err := NewEmbedding(g, "in", vocab, dim, tensor.Float32, WithSparse(), WithInit(init))
 	if err != nil {
 		b.Fatal(err)
 	}
-	out, err := NewEmbedding(g, "out", vocab, dim, tensor.Float32, EmbeddingSparse(), EmbeddingInit(init))
+	out, err := NewEmbedding(g, "out", vocab, dim, tensor.Float32, WithSparse(), WithInit(init))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func BenchmarkSkipGram(b *testing.B) {
 	}
 	vm := gorgonia.NewTapeMachine(g)
 	defer vm.Close()
-	adamIn, adamOut := NewSparseAdam(0.01), NewSparseAdam(0.01)
+	adamIn, adamOut := optim.NewSparseAdam(0.01), optim.NewSparseAdam(0.01)
 	step := func() {
 		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)
@@ -194,7 +195,7 @@ func BenchmarkRowGradient(b *testing.B) {
 	gT := tensor.New(tensor.WithShape(4096, 64), tensor.WithBacking(make([]float32, 4096*64)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := RowGradient(idsT, gT, 1_000_000, -1); err != nil {
+		if _, err := optim.RowGradient(idsT, gT, 1_000_000, -1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -243,10 +244,10 @@ func BenchmarkCrossEntropy(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		y    []int
-		opts []Option
+		opts []LossOption
 	}{
-		{"ignore_index", yIgn, []Option{IgnoreIndex(-100)}},
-		{"class_weights", y, []Option{ClassWeights(tensor.New(tensor.WithBacking(w)))}},
+		{"ignore_index", yIgn, []LossOption{WithIgnoreIndex(-100)}},
+		{"class_weights", y, []LossOption{WithClassWeights(tensor.New(tensor.WithBacking(w)))}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			g := gorgonia.NewGraph()

@@ -3,19 +3,18 @@ package nn
 import (
 	"fmt"
 
-	"math/rand/v2"
-
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
 // An Embedding is a learnable table of vocab rows of dim values, looked up
@@ -32,14 +31,13 @@ type Embedding struct {
 
 	cfg     config
 	lookups []sparseLookup // sparse mode: one per Lookup
-	buf     rowBuf         // sparse mode: Step's row gradient, reused
+	grad    optim.RowGrad  // sparse mode: Step's row gradient, reused
 	// rowGrads counts the row gradients built, which decides when the
 	// taps are checked (see tapCheckDue).
 	rowGrads int
 
-	file       *fileio.Mapping // the file of a table OpenEmbedding mapped, else nil
-	fileOffset int64           // where the table starts in the file
-	closed     bool            // Close was called
+	file   *table.File // the file of a table OpenEmbedding mapped, else nil
+	closed bool        // Close was called
 }
 
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -47,7 +45,7 @@ type Embedding struct {
 // already has is an error wrapping gather.ErrGraph, never a shared table.
 // A nil graph is an ErrGraph error too; an initialiser that returns values
 // of the wrong type or number is an ErrDtype or ErrShape error.
-func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) (*Embedding, error) {
+func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.Dtype, opts ...EmbeddingOption) (*Embedding, error) {
 	prefix := fmt.Sprintf("embedding %q", name)
 	cfg, err := newConfig(prefix, "NewEmbedding", forNewEmbedding, opts)
 	if err != nil {
@@ -70,11 +68,8 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 		return nil, fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
 	}
 	if cfg.hasPad {
-		if cfg.pad < -vocab || cfg.pad >= vocab {
-			return nil, fmt.Errorf("%s: padding id %d is out of range [%d, %d]: %w", prefix, cfg.pad, -vocab, vocab-1, gather.ErrIndexOutOfRange)
-		}
-		if cfg.pad < 0 {
-			cfg.pad += vocab
+		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, vocab); err != nil {
+			return nil, err
 		}
 	}
 	var w *tensor.Dense
@@ -152,14 +147,9 @@ func copyWeights(prefix string, t tensor.Tensor, dt tensor.Dtype, vocab, dim int
 	return d.Clone().(*tensor.Dense), nil
 }
 
-// initRows is the number of rows the default initialiser draws from one
-// generator: block b of a table (rows b*initRows to (b+1)*initRows) has its
-// own, seeded by the table's seed and b, so that blocks are drawn in
-// parallel and CreateTable draws the values NewEmbedding does.
-const initRows = 4096
-
-// normalInit returns an initialiser drawing from N(0, 1), each block of
-// initRows rows from a PCG generator seeded by seed and the block.
+// normalInit returns an initialiser drawing from N(0, 1), as
+// kernel.Normal draws with seed (so that table.Create draws the same
+// values for the same seed).
 func normalInit(seed uint64) gorgonia.InitWFn {
 	return func(dt tensor.Dtype, s ...int) any {
 		n := tensor.Shape(s).TotalSize()
@@ -169,33 +159,13 @@ func normalInit(seed uint64) gorgonia.InitWFn {
 		}
 		if dt == tensor.Float32 {
 			v := make([]float32, n)
-			normalBlocks(v, seed, dim, 0)
+			kernel.Normal(v, seed, dim, 0)
 			return v
 		}
 		v := make([]float64, n)
-		normalBlocks(v, seed, dim, 0)
+		kernel.Normal(v, seed, dim, 0)
 		return v
 	}
-}
-
-// normalBlocks fills v, the rows of a table of dim columns from row0 (a
-// multiple of initRows) on, with the default initialiser's values, its
-// blocks in parallel.
-func normalBlocks[T kernel.Float](v []T, seed uint64, dim, row0 int) {
-	if dim == 0 {
-		return
-	}
-	rows := len(v) / dim
-	blocks := (rows + initRows - 1) / initRows
-	kernel.ParallelFor(blocks, kernel.Workers(len(v), blocks), func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			r0, r1 := b*initRows, min((b+1)*initRows, rows)
-			r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15+uint64((row0+r0)/initRows)))
-			for i := range v[r0*dim : r1*dim] {
-				v[r0*dim+i] = T(r.NormFloat64())
-			}
-		}
-	})
 }
 
 // Lookup returns the rows of the table for ids, a node of Int, Int32 or
@@ -205,7 +175,7 @@ func normalBlocks[T kernel.Float](v []T, seed uint64, dim, row0 int) {
 // the graph runs.
 func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
 	if e.closed {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), ErrClosed)
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
 	}
 	if ids == nil {
 		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
@@ -225,16 +195,16 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
 // EmbeddingBag(e.Table, ids, offsets, weights, mode) with the embedding's
 // own options: its padding id is skipped, a frozen table gets no
 // gradient, and a sparse table a row-sparse one (RowGrad and Step cover
-// its bags as they cover its lookups). It accepts IncludeLastOffset. An id
+// its bags as they cover its lookups). It accepts WithIncludeLastOffset. An id
 // outside [0, vocab) is an *gather.IndexError naming the table.
-func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...Option) (*gorgonia.Node, error) {
+func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...EmbeddingOption) (*gorgonia.Node, error) {
 	prefix := fmt.Sprintf("embedding %q", e.Table.Name())
 	bc, err := newConfig(prefix, "(*Embedding).Bag", forBagMethod, opts)
 	if err != nil {
 		return nil, err
 	}
 	if e.closed {
-		return nil, fmt.Errorf("%s: %w", prefix, ErrClosed)
+		return nil, fmt.Errorf("%s: %w", prefix, table.ErrClosed)
 	}
 	if mode == BagMax && e.cfg.freq {
 		return nil, fmt.Errorf("%s: gradient scaling by frequency applies to sum and mean bags, not max: %w", prefix, gather.ErrOption)
@@ -285,7 +255,7 @@ func (e *Embedding) options(op string) []gather.Option {
 }
 
 // renormed returns the table as a lookup of ids should read it: for a
-// file table, after a willNeedOp over those ids; with EmbeddingMaxNorm, the
+// file table, after a willNeedOp over those ids; with WithMaxNorm, the
 // output of a renormOp over them; else the table itself.
 func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
 	table, err := e.prefetched(e.Table, ids)
@@ -329,7 +299,7 @@ func (e *Embedding) tap(out *gorgonia.Node, l sparseLookup) (*gorgonia.Node, err
 }
 
 // Learnables returns the nodes a dense solver should update: the table, or
-// nothing for a frozen or sparse embedding (see EmbeddingSparse).
+// nothing for a frozen or sparse embedding (see WithSparse).
 func (e *Embedding) Learnables() gorgonia.Nodes {
 	if e.cfg.frozen || e.cfg.sparse {
 		return nil

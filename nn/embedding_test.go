@@ -32,7 +32,7 @@ func counting(dt tensor.Dtype, s ...int) any {
 
 func TestEmbeddingLookupShapes(t *testing.T) {
 	g := gorgonia.NewGraph()
-	emb, err := NewEmbedding(g, "emb", 5, 3, tensor.Float64, EmbeddingInit(counting))
+	emb, err := NewEmbedding(g, "emb", 5, 3, tensor.Float64, WithInit(counting))
 	require.NoError(t, err)
 	ids := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]int32{4, 0, 4, 1})), gorgonia.WithName("ids"))
 	vecs, err := emb.Lookup(ids)
@@ -48,7 +48,7 @@ func TestEmbeddingLookupShapes(t *testing.T) {
 	assert.ErrorIs(t, err, gather.ErrShape)
 	_, err = NewEmbedding(g, "bad", 5, 3, tensor.Int)
 	assert.ErrorIs(t, err, gather.ErrDtype)
-	_, err = NewEmbedding(g, "bad", 5, 3, tensor.Float32, EmbeddingPadding(5))
+	_, err = NewEmbedding(g, "bad", 5, 3, tensor.Float32, WithPadding(5))
 	assert.ErrorIs(t, err, gather.ErrIndexOutOfRange)
 }
 
@@ -57,9 +57,9 @@ func TestEmbeddingLookupShapes(t *testing.T) {
 func TestEmbeddingPaddingAndFrozen(t *testing.T) {
 	for _, frozen := range []bool{false, true} {
 		g := gorgonia.NewGraph()
-		opts := []EmbeddingOption{EmbeddingInit(counting), EmbeddingPadding(-4)} // id 1
+		opts := []EmbeddingOption{WithInit(counting), WithPadding(-4)} // id 1
 		if frozen {
-			opts = append(opts, EmbeddingFrozen())
+			opts = append(opts, WithFrozen())
 		}
 		emb, err := NewEmbedding(g, "emb", 5, 2, tensor.Float32, opts...)
 		require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestNLLLoss(t *testing.T) {
 // Embedding -> linear -> LogSoftMax -> NLLLoss learns a toy mapping with Adam.
 func TestEmbeddingTrainsWithAdam(t *testing.T) {
 	g := gorgonia.NewGraph()
-	emb, err := NewEmbedding(g, "emb", 6, 4, tensor.Float64, EmbeddingInit(gorgonia.Uniform(-0.1, 0.1)))
+	emb, err := NewEmbedding(g, "emb", 6, 4, tensor.Float64, WithInit(gorgonia.Uniform(-0.1, 0.1)))
 	require.NoError(t, err)
 	ids := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(6), tensor.WithBacking([]int{0, 1, 2, 3, 4, 5})), gorgonia.WithName("ids"))
 	targets := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(6), tensor.WithBacking([]int{1, 2, 0, 1, 2, 0})), gorgonia.WithName("y"))
@@ -150,4 +150,36 @@ func TestEmbeddingTrainsWithAdam(t *testing.T) {
 	}
 	assert.InDelta(t, math.Log(3), first, 0.05, "an untrained model is uniform")
 	assert.Less(t, last, 0.05, "the mapping is learnable exactly")
+}
+
+// WithWeights starts a table as a copy of pretrained vectors (the
+// padding row keeping its values, as from_pretrained does), refuses
+// another shape or dtype, and contradicts WithInit.
+func TestEmbeddingWeights(t *testing.T) {
+	pre := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
+	g := gorgonia.NewGraph()
+	emb, err := NewEmbedding(g, "glove", 3, 2, tensor.Float32, WithWeights(pre), WithFrozen(), WithPadding(0))
+	require.NoError(t, err)
+	table := emb.Table.Value().(*tensor.Dense)
+	assert.Equal(t, []float32{1, 2, 3, 4, 5, 6}, table.Float32s())
+	table.Float32s()[0] = 9
+	assert.Equal(t, float32(1), pre.Float32s()[0], "a copy")
+	assert.Empty(t, emb.Learnables())
+
+	// A view of a larger tensor gives its own values.
+	big := tensor.New(tensor.WithShape(4, 2), tensor.WithBacking([]float32{0, 0, 1, 2, 3, 4, 5, 6}))
+	view, err := big.Slice(tensor.S(1, 4))
+	require.NoError(t, err)
+	e2, err := NewEmbedding(g, "view", 3, 2, tensor.Float32, WithWeights(view))
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 2, 3, 4, 5, 6}, e2.Table.Value().(*tensor.Dense).Float32s())
+
+	_, err = NewEmbedding(g, "e1", 4, 2, tensor.Float32, WithWeights(pre))
+	require.ErrorIs(t, err, gather.ErrShape)
+	_, err = NewEmbedding(g, "e2", 3, 2, tensor.Float64, WithWeights(pre))
+	require.ErrorIs(t, err, gather.ErrDtype)
+	_, err = NewEmbedding(g, "e3", 3, 2, tensor.Float32, WithWeights(pre), WithSeed(1))
+	require.ErrorIs(t, err, gather.ErrOption)
+	_, err = NewEmbedding(g, "e4", 3, 2, tensor.Float32, WithWeights(nil))
+	require.ErrorIs(t, err, gather.ErrShape)
 }

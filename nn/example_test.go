@@ -3,16 +3,13 @@ package nn_test
 import (
 	"fmt"
 	"log"
-	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/nn"
+	"github.com/gathergrad/gather/optim"
 )
 
 // counting fills a table with 0, 1, 2, ... so that the rows can be read.
@@ -27,7 +24,7 @@ func counting(dt tensor.Dtype, s ...int) any {
 func ExampleNewEmbedding() {
 	g := gorgonia.NewGraph()
 	emb, err := nn.NewEmbedding(g, "words", 4, 3, tensor.Float32,
-		nn.EmbeddingInit(counting), nn.EmbeddingPadding(0))
+		nn.WithInit(counting), nn.WithPadding(0))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -47,12 +44,12 @@ func ExampleNewEmbedding() {
 	// (2, 2, 3) [3 4 5 9 10 11 0 0 0 3 4 5]
 }
 
-// A row-sparse embedding trained with SparseAdam: the dense solver updates
+// A row-sparse embedding trained with optim.SparseAdam: the dense solver updates
 // the rest of the model, the table moves only in the rows a batch names.
-func ExampleEmbeddingSparse() {
+func ExampleWithSparse() {
 	g := gorgonia.NewGraph()
 	emb, err := nn.NewEmbedding(g, "words", 1000, 4, tensor.Float32,
-		nn.EmbeddingInit(counting), nn.EmbeddingSparse())
+		nn.WithInit(counting), nn.WithSparse())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -77,7 +74,7 @@ func ExampleEmbeddingSparse() {
 	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(dense...))
 	defer vm.Close()
 	solver := gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.01))
-	adam := nn.NewSparseAdam(0.01)
+	adam := optim.NewSparseAdam(0.01)
 	table := emb.Table.Value().(*tensor.Dense)
 	row := func(r int) []float32 { return table.Float32s()[r*4 : (r+1)*4] }
 	for range 3 {
@@ -105,7 +102,7 @@ func ExampleEmbeddingSparse() {
 // RowGrad followed by an optimiser's Step.
 func ExampleEmbedding_RowGrad() {
 	g := gorgonia.NewGraph()
-	emb, err := nn.NewEmbedding(g, "words", 1000, 2, tensor.Float64, nn.EmbeddingSparse())
+	emb, err := nn.NewEmbedding(g, "words", 1000, 2, tensor.Float64, nn.WithSparse())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -202,7 +199,7 @@ func ExampleEmbeddingBag() {
 	weights := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithName("weights"),
 		gorgonia.WithValue(tensor.New(tensor.WithBacking([]float64{1, 0.5, 7, 2}))))
 
-	mean, err := nn.EmbeddingBag(table, ids, offsets, weights, nn.BagMean, nn.EmbeddingPadding(0))
+	mean, err := nn.EmbeddingBag(table, ids, offsets, weights, nn.BagMean, nn.WithPadding(0))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -231,7 +228,7 @@ func ExamplePackBags() {
 	pad := vocab // a row of its own, after the real ids
 	g := gorgonia.NewGraph()
 	emb, err := nn.NewEmbedding(g, "words", vocab+1, 2, tensor.Float64,
-		nn.EmbeddingSeed(1), nn.EmbeddingPadding(pad))
+		nn.WithSeed(1), nn.WithPadding(pad))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -296,7 +293,7 @@ func ExamplePackBags() {
 // followed by no solver or Step, computes no gradient and changes no value.
 func Example_evaluation() {
 	g := gorgonia.NewGraph()
-	emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64, nn.EmbeddingSeed(3))
+	emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64, nn.WithSeed(3))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -369,7 +366,7 @@ func ExampleBCEWithLogits() {
 		log.Fatal(err)
 	}
 	each, err := nn.BCEWithLogits(logits, labels, nn.WithReduction(nn.ReduceNone),
-		nn.PosWeight(tensor.New(tensor.WithBacking([]float64{3, 1}))))
+		nn.WithPosWeight(tensor.New(tensor.WithBacking([]float64{3, 1}))))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -387,13 +384,13 @@ func ExampleBCEWithLogits() {
 
 // Padded sequences: the padding targets (-100 here, PyTorch's default)
 // are left out of the loss and of the mean's count.
-func ExampleIgnoreIndex() {
+func ExampleWithIgnoreIndex() {
 	g := gorgonia.NewGraph()
 	logits := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("logits"),
 		gorgonia.WithValue(tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{2, 0, 0, 2, 5, -5}))))
 	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("targets"),
 		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 1, -100}))))
-	loss, err := nn.CrossEntropy(logits, targets, nn.IgnoreIndex(-100))
+	loss, err := nn.CrossEntropy(logits, targets, nn.WithIgnoreIndex(-100))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -411,71 +408,4 @@ func ExampleIgnoreIndex() {
 	// Output:
 	// loss: 0.1269
 	// gradient: [-0.0596 0.0596 0.0596 -0.0596 0.0000 0.0000]
-}
-
-// A table and its SparseAdam state saved together, and restored into a
-// model built again (another seed: the values come from the file).
-func ExampleOptimizerState() {
-	dir, err := os.MkdirTemp("", "example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "words.safetensors")
-
-	build := func(seed uint64) (*nn.Embedding, *nn.SparseAdam) {
-		g := gorgonia.NewGraph()
-		emb, err := nn.NewEmbedding(g, "words", 3, 2, tensor.Float32, nn.EmbeddingSparse(), nn.EmbeddingSeed(seed))
-		if err != nil {
-			log.Fatal(err)
-		}
-		return emb, nn.NewSparseAdam(0.1)
-	}
-	emb, adam := build(1)
-	if err := checkpoint.Save(path, nil, emb, nn.OptimizerState(emb, adam)); err != nil {
-		log.Fatal(err)
-	}
-	saved := slices.Clone(emb.Table.Value().(*tensor.Dense).Float32s())
-
-	again, fresh := build(2)
-	if _, err := checkpoint.Load(path, again, nn.OptimizerState(again, fresh)); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("same table:", slices.Equal(saved, again.Table.Value().(*tensor.Dense).Float32s()))
-	tensors, _, err := checkpoint.Read(path)
-	if err != nil {
-		log.Fatal(err)
-	}
-	names := slices.Sorted(maps.Keys(tensors))
-	fmt.Println(names)
-	// Output:
-	// same table: true
-	// [words.exp_avg words.exp_avg_sq words.step words.weight]
-}
-
-// Pretrained vectors in word2vec's text format, read and used as a frozen
-// table.
-func ExampleReadVectors() {
-	dir, err := os.MkdirTemp("", "example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "vectors.txt")
-	if err := os.WriteFile(path, []byte("2 3\ngo 0.5 1 -1\ngopher 0 2 0.25\n"), 0o600); err != nil {
-		log.Fatal(err)
-	}
-	words, vectors, err := nn.ReadVectors(path)
-	if err != nil {
-		log.Fatal(err)
-	}
-	g := gorgonia.NewGraph()
-	emb, err := nn.NewEmbedding(g, "pretrained", len(words), vectors.Shape()[1], tensor.Float32,
-		nn.EmbeddingWeights(vectors), nn.EmbeddingFrozen())
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(words, emb.Table.Value().Data())
-	// Output:
-	// [go gopher] [0.5 1 -1 0 2 0.25]
 }

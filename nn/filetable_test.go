@@ -3,7 +3,6 @@ package nn
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,20 +16,23 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/ref"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
-// CreateTable draws the values NewEmbedding draws for a seed (across
+// table.Create draws the values NewEmbedding draws for a seed (across
 // several blocks of rows), zeroes the padding row, and writes a file
 // checkpoint.Read reads.
 func TestCreateTableMatchesNewEmbedding(t *testing.T) {
-	const vocab, dim = 3*initRows + 17, 3
+	const vocab, dim = 3*kernel.NormalBlock + 17, 3
 	for _, dt := range floatDtypes {
 		path := filepath.Join(t.TempDir(), "t.safetensors")
-		require.NoError(t, CreateTable(path, "words", vocab, dim, dt, EmbeddingSeed(42), EmbeddingPadding(5000)))
+		require.NoError(t, table.Create(path, "words", vocab, dim, dt, table.WithSeed(42), table.WithPadding(5000)))
 		got, _, err := checkpoint.Read(path)
 		require.NoError(t, err)
-		emb, err := NewEmbedding(gorgonia.NewGraph(), "words", vocab, dim, dt, EmbeddingSeed(42), EmbeddingPadding(5000))
+		emb, err := NewEmbedding(gorgonia.NewGraph(), "words", vocab, dim, dt, WithSeed(42), WithPadding(5000))
 		require.NoError(t, err)
 		w := got["words.weight"]
 		require.NotNil(t, w)
@@ -49,7 +51,7 @@ func TestCreateTableMatchesNewEmbedding(t *testing.T) {
 		}
 		return v
 	}
-	require.NoError(t, CreateTable(path, "c", initRows+1, 2, tensor.Float32, EmbeddingInit(init)))
+	require.NoError(t, table.Create(path, "c", kernel.NormalBlock+1, 2, tensor.Float32, table.WithInit(init)))
 	assert.Equal(t, 2, calls)
 	got, _, err := checkpoint.Read(path)
 	require.NoError(t, err)
@@ -67,7 +69,7 @@ func must(v tensor.View, err error) tensor.View {
 
 // trainFile runs steps of a lookup and a bag of a table, sum of both times
 // fixed weights, through opt; the same ids for every table.
-func trainTable(t *testing.T, emb *Embedding, g *gorgonia.ExprGraph, opt SparseOptimizer, steps int) {
+func trainTable(t *testing.T, emb *Embedding, g *gorgonia.ExprGraph, opt optim.Sparse, steps int) {
 	r := rand.New(rand.NewPCG(3, 3))
 	vocab := emb.Table.Shape()[0]
 	ids := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(12))
@@ -102,26 +104,26 @@ func TestFileTableEqualsMemory(t *testing.T) {
 	for _, dt := range floatDtypes {
 		for _, name := range []string{"sgd", "adam", "adagrad"} {
 			t.Run(fmt.Sprintf("%v/%s", dt, name), func(t *testing.T) {
-				newOpt := func() SparseOptimizer {
+				newOpt := func() optim.Sparse {
 					switch name {
 					case "sgd":
-						return &SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}
+						return &optim.SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}
 					case "adam":
-						return NewSparseAdam(0.05)
+						return optim.NewSparseAdam(0.05)
 					}
-					return &RowWiseAdagrad{LearnRate: 0.2, Eps: 1e-8, WeightDecay: 0.01}
+					return &optim.RowWiseAdagrad{LearnRate: 0.2, Eps: 1e-8, WeightDecay: 0.01}
 				}
 				path := filepath.Join(t.TempDir(), "t.safetensors")
-				require.NoError(t, CreateTable(path, "words", 300, 5, dt, EmbeddingSeed(9)))
+				require.NoError(t, table.Create(path, "words", 300, 5, dt, table.WithSeed(9)))
 				start, _, err := checkpoint.Read(path)
 				require.NoError(t, err)
 
 				gf := gorgonia.NewGraph()
-				file, err := OpenEmbedding(gf, path, "words", EmbeddingPadding(2))
+				file, err := OpenEmbedding(gf, path, "words", WithPadding(2))
 				require.NoError(t, err)
 				defer file.Close()
 				gm := gorgonia.NewGraph()
-				mem, err := NewEmbedding(gm, "words", 300, 5, dt, EmbeddingWeights(start["words.weight"]), EmbeddingSparse(), EmbeddingPadding(2))
+				mem, err := NewEmbedding(gm, "words", 300, 5, dt, WithWeights(start["words.weight"]), WithSparse(), WithPadding(2))
 				require.NoError(t, err)
 
 				trainTable(t, file, gf, newOpt(), 6)
@@ -139,15 +141,15 @@ func TestFileTableEqualsMemory(t *testing.T) {
 func TestFileTableLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "t.safetensors")
-	require.NoError(t, CreateTable(path, "items", 100, 4, tensor.Float32, EmbeddingSeed(1)))
+	require.NoError(t, table.Create(path, "items", 100, 4, tensor.Float32, table.WithSeed(1)))
 	g := gorgonia.NewGraph()
 	emb, err := OpenEmbedding(g, path, "items")
 	require.NoError(t, err)
 
 	_, err = OpenEmbedding(gorgonia.NewGraph(), path, "items")
-	require.ErrorIs(t, err, ErrInUse, "a second open of one file")
+	require.ErrorIs(t, err, table.ErrInUse, "a second open of one file")
 
-	opt := NewRowWiseAdagrad(0.1)
+	opt := optim.NewRowWiseAdagrad(0.1)
 	trainTable(t, emb, g, opt, 4)
 	require.NoError(t, emb.Sync())
 	trained := append([]float32{}, emb.Table.Value().(*tensor.Dense).Float32s()...)
@@ -157,22 +159,26 @@ func TestFileTableLifecycle(t *testing.T) {
 
 	// Exact restore points: the table and Adagrad's state.
 	ckpt := filepath.Join(dir, "ckpt.safetensors")
-	require.NoError(t, checkpoint.Save(ckpt, nil, emb, OptimizerState(emb, opt)))
+	require.NoError(t, checkpoint.Save(ckpt, nil, emb, optim.State(emb, opt)))
 
 	require.NoError(t, emb.Close())
 	require.NoError(t, emb.Close(), "a second Close does nothing")
-	require.ErrorIs(t, emb.Step(opt), ErrClosed)
-	require.ErrorIs(t, emb.Sync(), ErrClosed)
+	require.ErrorIs(t, emb.Step(opt), table.ErrClosed)
+	require.ErrorIs(t, emb.Sync(), table.ErrClosed)
 	_, err = emb.State()
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, table.ErrClosed)
 
 	again, err := OpenEmbedding(gorgonia.NewGraph(), path, "items")
 	require.NoError(t, err)
 	assert.Equal(t, trained, again.Table.Value().(*tensor.Dense).Float32s())
-	fresh := NewRowWiseAdagrad(0.1)
-	_, err = checkpoint.Load(ckpt, again, OptimizerState(again, fresh))
+	fresh := optim.NewRowWiseAdagrad(0.1)
+	_, err = checkpoint.Load(ckpt, again, optim.State(again, fresh))
 	require.NoError(t, err)
-	assert.Equal(t, opt.sum, fresh.sum)
+	saved, err := optim.State(again, opt).State()
+	require.NoError(t, err)
+	loaded, err := optim.State(again, fresh).State()
+	require.NoError(t, err)
+	assert.Equal(t, saved, loaded)
 	require.NoError(t, again.Close())
 
 	// An in-memory table has nothing to sync.
@@ -183,7 +189,7 @@ func TestFileTableLifecycle(t *testing.T) {
 }
 
 // Files OpenEmbedding refuses: missing, another name, another rank or
-// dtype, truncated; and bad paths for CreateTable.
+// dtype, truncated; and bad paths for table.Create.
 func TestFileTableRefuses(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, tensors map[string]tensor.Tensor) string {
@@ -192,7 +198,7 @@ func TestFileTableRefuses(t *testing.T) {
 		return p
 	}
 	good := filepath.Join(dir, "good.safetensors")
-	require.NoError(t, CreateTable(good, "words", 10, 2, tensor.Float32))
+	require.NoError(t, table.Create(good, "words", 10, 2, tensor.Float32))
 	raw, err := os.ReadFile(good)
 	require.NoError(t, err)
 	truncated := filepath.Join(dir, "truncated.safetensors")
@@ -211,12 +217,11 @@ func TestFileTableRefuses(t *testing.T) {
 		_, err := OpenEmbedding(gorgonia.NewGraph(), c.path, "words")
 		require.ErrorIs(t, err, c.want, name)
 	}
-	require.Error(t, CreateTable(filepath.Join(dir, "no", "such", "dir", "t"), "w", 2, 2, tensor.Float32))
-	require.ErrorIs(t, CreateTable(filepath.Join(dir, "x"), "w", 0, 2, tensor.Float32), gather.ErrShape)
-	require.ErrorIs(t, CreateTable(filepath.Join(dir, "x"), "w", 2, 2, tensor.Int), gather.ErrDtype)
-	require.ErrorIs(t, CreateTable(filepath.Join(dir, "x"), "w", 2, 2, tensor.Float32, EmbeddingSparse()), gather.ErrOption)
+	require.Error(t, table.Create(filepath.Join(dir, "no", "such", "dir", "t"), "w", 2, 2, tensor.Float32))
+	require.ErrorIs(t, table.Create(filepath.Join(dir, "x"), "w", 0, 2, tensor.Float32), gather.ErrShape)
+	require.ErrorIs(t, table.Create(filepath.Join(dir, "x"), "w", 2, 2, tensor.Int), gather.ErrDtype)
 	_, err = os.Stat(filepath.Join(dir, "x"))
-	require.True(t, errors.Is(err, os.ErrNotExist), "a refused CreateTable writes nothing")
+	require.True(t, errors.Is(err, os.ErrNotExist), "a refused table.Create writes nothing")
 }
 
 // An I/O error on the mapping during Step (here: the file cut short under
@@ -225,52 +230,16 @@ func TestFileTableRefuses(t *testing.T) {
 func TestFileTableFaultIsAnError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.safetensors")
 	const vocab, dim = 4096, 16
-	require.NoError(t, CreateTable(path, "w", vocab, dim, tensor.Float32))
+	require.NoError(t, table.Create(path, "w", vocab, dim, tensor.Float32))
 	g := gorgonia.NewGraph()
 	emb, err := OpenEmbedding(g, path, "w")
 	require.NoError(t, err)
 	defer emb.Close()
 	require.NoError(t, os.Truncate(path, 4096)) // the header and a few rows stay
-	table, err := emb.table()
+	w, err := emb.Weight()
 	require.NoError(t, err)
-	grad := &RowGrad{Rows: []int{vocab - 1}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float32, dim)))}
-	err = fileio.Guard(func() error { return (&SparseSGD{LearnRate: 1}).Step(table, grad) })
+	grad := &optim.RowGrad{Rows: []int{vocab - 1}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float32, dim)))}
+	err = fileio.Guard(func() error { return (&optim.SparseSGD{LearnRate: 1}).Step(w, grad) })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "fault")
-}
-
-// RowWiseAdagrad follows its formula: one accumulator per row, the mean of
-// the squared gradient (weight decay added), and refuses bad settings.
-func TestRowWiseAdagradFormula(t *testing.T) {
-	w := []float64{1, 2, 3, 4, 5, 6}
-	table := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking(append([]float64{}, w...)))
-	g := &RowGrad{Rows: []int{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{0.5, -1, 2, 0}))}
-	o := &RowWiseAdagrad{LearnRate: 0.1, Eps: 1e-8, WeightDecay: 0.01}
-	s := []float64{0, 0, 0}
-	want := append([]float64{}, w...)
-	for range 3 {
-		require.NoError(t, o.Step(table, g))
-		for k, r := range g.Rows {
-			var sq float64
-			x := make([]float64, 2)
-			for j := range 2 {
-				x[j] = g.Values.Float64s()[k*2+j] + 0.01*want[r*2+j]
-				sq += x[j] * x[j]
-			}
-			s[r] += sq / 2
-			for j := range 2 {
-				want[r*2+j] -= 0.1 * x[j] / (math.Sqrt(s[r]) + 1e-8)
-			}
-		}
-	}
-	assert.Equal(t, want, table.Float64s())
-	assert.Equal(t, s, o.sum)
-	assert.Equal(t, w[2:4], table.Float64s()[2:4], "an untouched row stays")
-
-	other := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking(make([]float64, 6)))
-	require.ErrorIs(t, o.Step(other, g), ErrOtherTable)
-	for _, bad := range []*RowWiseAdagrad{{LearnRate: -1, Eps: 1e-8}, {LearnRate: math.NaN(), Eps: 1e-8}, {LearnRate: 1}, {LearnRate: 1, Eps: 1e-8, WeightDecay: math.Inf(1)}} {
-		require.ErrorIs(t, bad.Step(other, g), gather.ErrOption)
-	}
-	assert.Equal(t, 1e-8, NewRowWiseAdagrad(0.1).Eps)
 }

@@ -33,13 +33,13 @@ const (
 // gorgonia.LogSoftMax) and dtype Float32 or Float64; targets has the shape
 // of logProbs without its last axis and dtype Int, Int32 or Int64, each in
 // [0, classes) as PyTorch requires (any other target is an *IndexError when
-// the graph runs). Options: IgnoreIndex, ClassWeights (w; 1 for every class
+// the graph runs). Options: WithIgnoreIndex, WithClassWeights (w; 1 for every class
 // without it) and WithReduction. ReduceMean, the default, divides the sum
 // by the sum of w[y] over the targets counted (their number without
 // weights): with every target ignored it is NaN, as in PyTorch. The
 // gradient reaches logProbs at the targets only. It is O(size of
 // logProbs).
-func NLLLoss(logProbs, targets *gorgonia.Node, opts ...Option) (*gorgonia.Node, error) {
+func NLLLoss(logProbs, targets *gorgonia.Node, opts ...LossOption) (*gorgonia.Node, error) {
 	return classLoss(opNLL, "NLLLoss", forNLLLoss, logProbs, targets, opts)
 }
 
@@ -49,9 +49,9 @@ func NLLLoss(logProbs, targets *gorgonia.Node, opts ...Option) (*gorgonia.Node, 
 //
 //	l_i = (1-ε)·(-w[y]·p[y]) + (ε/classes)·Σ_c -w[c]·p[c]
 //
-// with w the class weights (1 without ClassWeights) and ε the label
-// smoothing (0 without LabelSmoothing), as PyTorch 1.13 computes them.
-// Options: IgnoreIndex, ClassWeights, LabelSmoothing and WithReduction.
+// with w the class weights (1 without WithClassWeights) and ε the label
+// smoothing (0 without WithLabelSmoothing), as PyTorch 1.13 computes them.
+// Options: WithIgnoreIndex, WithClassWeights, WithLabelSmoothing and WithReduction.
 // ReduceMean, the default, divides the sum by the sum of w[y] over the
 // targets counted (their number without weights); with every target
 // ignored, or no rows at all, it is NaN, as in PyTorch. ReduceNone gives
@@ -67,12 +67,12 @@ func NLLLoss(logProbs, targets *gorgonia.Node, opts ...Option) (*gorgonia.Node, 
 // Float32 logits are exponentiated in float32 (within 2 units in the last
 // place), float64 ones with math.Exp; sums and the loss accumulate in
 // float64. It is O(size of logits) forward and backward.
-func CrossEntropy(logits, targets *gorgonia.Node, opts ...Option) (*gorgonia.Node, error) {
+func CrossEntropy(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgonia.Node, error) {
 	return classLoss(opCrossEntropy, "CrossEntropy", forCrossEntropy, logits, targets, opts)
 }
 
 // classLoss builds CrossEntropy (op opCrossEntropy) or NLLLoss (opNLL).
-func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, opts []Option) (*gorgonia.Node, error) {
+func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, opts []LossOption) (*gorgonia.Node, error) {
 	c, err := newConfig(op, fn, allowed, opts)
 	if err != nil {
 		return nil, err
@@ -190,7 +190,7 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 			return entropyArgs{}, &gather.IndexError{Op: l.Op, Arg: l.Arg, Pos: shapes.Unravel(p, t.Shape), Value: t.At(p),
 				Axis: len(o.shape) - 1, Size: classes, NonNegative: true}
 		}
-	} else if err := checkIndices(l, t, len(o.shape)-1, classes); err != nil {
+	} else if err := operand.CheckIndices(l, t, len(o.shape)-1, classes); err != nil {
 		return entropyArgs{}, err
 	}
 	return entropyArgs{logits: x, targets: t, rows: rows, classes: classes}, nil
@@ -635,7 +635,7 @@ func entropyGrad[T kernel.Float, I kernel.Index](dst, x []T, targets operand.Ind
 	}
 }
 
-// weight returns the weight of class j: 1 without ClassWeights.
+// weight returns the weight of class j: 1 without WithClassWeights.
 func (o *crossEntropyOp) weight(j int) float64 {
 	if o.weights == nil {
 		return 1

@@ -28,25 +28,24 @@ func TestLossOptionErrors(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"smoothing on NLLLoss", func() error { _, err := NLLLoss(x, y, LabelSmoothing(0.1)); return err }, gather.ErrOption},
-		{"pos weight on CrossEntropy", func() error { _, err := CrossEntropy(x, y, PosWeight(w3)); return err }, gather.ErrOption},
-		{"ignore on BCE", func() error { _, err := BCEWithLogits(x, yf, IgnoreIndex(0)); return err }, gather.ErrOption},
-		{"embedding option on a loss", func() error { _, err := CrossEntropy(x, y, EmbeddingSparse()); return err }, gather.ErrOption},
-		{"smoothing above 1", func() error { _, err := CrossEntropy(x, y, LabelSmoothing(1.5)); return err }, gather.ErrOption},
-		{"smoothing negative", func() error { _, err := CrossEntropy(x, y, LabelSmoothing(-0.1)); return err }, gather.ErrOption},
-		{"smoothing NaN", func() error { _, err := CrossEntropy(x, y, LabelSmoothing(math.NaN())); return err }, gather.ErrOption},
+		{"smoothing on NLLLoss", func() error { _, err := NLLLoss(x, y, WithLabelSmoothing(0.1)); return err }, gather.ErrOption},
+		{"pos weight on CrossEntropy", func() error { _, err := CrossEntropy(x, y, WithPosWeight(w3)); return err }, gather.ErrOption},
+		{"ignore on BCE", func() error { _, err := BCEWithLogits(x, yf, WithIgnoreIndex(0)); return err }, gather.ErrOption},
+		{"smoothing above 1", func() error { _, err := CrossEntropy(x, y, WithLabelSmoothing(1.5)); return err }, gather.ErrOption},
+		{"smoothing negative", func() error { _, err := CrossEntropy(x, y, WithLabelSmoothing(-0.1)); return err }, gather.ErrOption},
+		{"smoothing NaN", func() error { _, err := CrossEntropy(x, y, WithLabelSmoothing(math.NaN())); return err }, gather.ErrOption},
 		{"unknown reduction", func() error { _, err := CrossEntropy(x, y, WithReduction(7)); return err }, gather.ErrOption},
 		{"weights too short", func() error {
-			_, err := CrossEntropy(x, y, ClassWeights(tensor.New(tensor.WithBacking([]float64{1, 2}))))
+			_, err := CrossEntropy(x, y, WithClassWeights(tensor.New(tensor.WithBacking([]float64{1, 2}))))
 			return err
 		}, gather.ErrShape},
 		{"weights of another dtype", func() error {
-			_, err := NLLLoss(x, y, ClassWeights(tensor.New(tensor.WithBacking([]float32{1, 2, 3}))))
+			_, err := NLLLoss(x, y, WithClassWeights(tensor.New(tensor.WithBacking([]float32{1, 2, 3}))))
 			return err
 		}, gather.ErrDtype},
-		{"weights nil", func() error { _, err := CrossEntropy(x, y, ClassWeights(nil)); return err }, gather.ErrShape},
+		{"weights nil", func() error { _, err := CrossEntropy(x, y, WithClassWeights(nil)); return err }, gather.ErrShape},
 		{"pos weight of another shape", func() error {
-			_, err := BCEWithLogits(x, yf, PosWeight(tensor.New(tensor.WithBacking([]float64{1, 2, 3, 4}))))
+			_, err := BCEWithLogits(x, yf, WithPosWeight(tensor.New(tensor.WithBacking([]float64{1, 2, 3, 4}))))
 			return err
 		}, gather.ErrShape},
 		{"BCE targets of another shape", func() error {
@@ -66,7 +65,7 @@ func TestLossOptionErrors(t *testing.T) {
 	}
 }
 
-// Targets out of range with IgnoreIndex are still errors, unless they
+// Targets out of range with WithIgnoreIndex are still errors, unless they
 // equal the ignored index.
 func TestIgnoreIndexChecksOtherTargets(t *testing.T) {
 	x := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))
@@ -77,7 +76,7 @@ func TestIgnoreIndexChecksOtherTargets(t *testing.T) {
 		g := gorgonia.NewGraph()
 		xn := gorgonia.NodeFromAny(g, x.Clone(), gorgonia.WithName("x"))
 		yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithBacking(c.targets)), gorgonia.WithName("y"))
-		loss, err := CrossEntropy(xn, yn, IgnoreIndex(-100))
+		loss, err := CrossEntropy(xn, yn, WithIgnoreIndex(-100))
 		require.NoError(t, err)
 		vm := gorgonia.NewTapeMachine(g)
 		err = vm.RunAll()
@@ -110,27 +109,27 @@ func TestLossOptionsGradCheck(t *testing.T) {
 	reductions := []Reduction{ReduceMean, ReduceSum, ReduceNone}
 	type variant struct {
 		name string
-		opts []Option
+		opts []LossOption
 		kind string
 	}
 	var vs []variant
 	for _, red := range reductions {
 		for mask := range 8 {
-			opts := []Option{WithReduction(red), IgnoreIndex(-100)}
+			opts := []LossOption{WithReduction(red), WithIgnoreIndex(-100)}
 			name := fmt.Sprintf("%v/ignore", red)
 			if mask&1 != 0 {
-				opts, name = append(opts, ClassWeights(w)), name+"+weights"
+				opts, name = append(opts, WithClassWeights(w)), name+"+weights"
 			}
 			if mask&2 != 0 {
-				opts, name = append(opts, LabelSmoothing(0.3)), name+"+smoothing"
+				opts, name = append(opts, WithLabelSmoothing(0.3)), name+"+smoothing"
 			}
 			vs = append(vs, variant{"ce/" + name, opts, "ce"})
 			if mask&2 == 0 && mask&4 == 0 {
 				vs = append(vs, variant{"nll/" + name, opts, "nll"})
 			}
 		}
-		vs = append(vs, variant{fmt.Sprintf("bce/%v", red), []Option{WithReduction(red)}, "bce"},
-			variant{fmt.Sprintf("bce/%v/pos", red), []Option{WithReduction(red), PosWeight(tensor.New(tensor.WithBacking([]float64{0.5, 3, 1, 2})))}, "bce"})
+		vs = append(vs, variant{fmt.Sprintf("bce/%v", red), []LossOption{WithReduction(red)}, "bce"},
+			variant{fmt.Sprintf("bce/%v/pos", red), []LossOption{WithReduction(red), WithPosWeight(tensor.New(tensor.WithBacking([]float64{0.5, 3, 1, 2})))}, "bce"})
 	}
 	for _, v := range vs {
 		build := func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Node, error) {

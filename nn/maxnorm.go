@@ -58,7 +58,7 @@ func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkIndices(o.lbl, ix, 0, o.vocab); err != nil {
+	if err := operand.CheckIndices(o.lbl, ix, 0, o.vocab); err != nil {
 		return nil, err
 	}
 	switch o.dtype {

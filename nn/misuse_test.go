@@ -11,6 +11,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/gradcheck"
+	"github.com/gathergrad/gather/optim"
 )
 
 // Targets must have exactly the logits' shape without the class axis:
@@ -52,36 +53,11 @@ func TestTargetShapesExact(t *testing.T) {
 	}
 }
 
-// One SparseAdam on two tables of one shape (word2vec's input and output
-// tables) is refused; its moments have the table's dtype.
-func TestSparseAdamOneTable(t *testing.T) {
-	a := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(10, 4))
-	b := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(10, 4))
-	g := &RowGrad{Rows: []int{1, 3}, Values: tensor.New(tensor.WithShape(2, 4), tensor.WithBacking(make([]float32, 8)))}
-	opt := NewSparseAdam(0.1)
-	require.NoError(t, opt.Step(a, g))
-	require.NoError(t, opt.Step(a, g))
-	err := opt.Step(b, g)
-	require.ErrorIs(t, err, ErrOtherTable)
-	assert.Equal(t, 2, opt.t, "the refused step did not count")
-	_, ok := opt.m.([]float32)
-	assert.True(t, ok, "moments of a float32 table are float32, got %T", opt.m)
-
-	// Zero is a value: Beta1 0 is momentum-free Adam, not "use 0.9".
-	opt0 := &SparseAdam{LearnRate: 0.1, Beta1: 0, Beta2: 0.999, Eps: 1e-8}
-	require.NoError(t, opt0.Step(b, g))
-	// Values PyTorch refuses are refused.
-	for _, bad := range []*SparseAdam{{LearnRate: 0.1}, {LearnRate: -1, Eps: 1e-8}, {LearnRate: 0.1, Beta1: 1, Eps: 1e-8}} {
-		err := bad.Step(a, g)
-		assert.ErrorIs(t, err, gather.ErrOption, "%+v", *bad)
-	}
-}
-
 // A dense solver handed the taps (GradNodes) trains the taps, not the
 // table: RowGrad then fails and says why.
 func TestTapsGivenToDenseSolver(t *testing.T) {
 	g := gorgonia.NewGraph()
-	emb, err := NewEmbedding(g, "words", 10, 3, tensor.Float64, EmbeddingSparse())
+	emb, err := NewEmbedding(g, "words", 10, 3, tensor.Float64, WithSparse())
 	require.NoError(t, err)
 	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"),
 		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{1, 2}))))
@@ -98,7 +74,7 @@ func TestTapsGivenToDenseSolver(t *testing.T) {
 	// The dense step first: it moves the taps by their gradients and
 	// clears those, so the table's row gradient would be zero.
 	require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(wrong)))
-	err = emb.Step(NewSparseAdam(0.1))
+	err = emb.Step(optim.NewSparseAdam(0.1))
 	require.ErrorIs(t, err, gather.ErrGraph)
 	assert.Contains(t, err.Error(), "is no longer zero")
 }
@@ -142,21 +118,21 @@ func TestEmbeddingSeed(t *testing.T) {
 		return e.Table.Value().(*tensor.Dense).Float32s()
 	}
 	assert.Equal(t, table(), table(), "no seed: the same table every time")
-	assert.Equal(t, table(EmbeddingSeed(7)), table(EmbeddingSeed(7)))
-	assert.NotEqual(t, table(EmbeddingSeed(7)), table(EmbeddingSeed(8)))
+	assert.Equal(t, table(WithSeed(7)), table(WithSeed(7)))
+	assert.NotEqual(t, table(WithSeed(7)), table(WithSeed(8)))
 }
 
 // Every error path wraps one of the sentinels (errors.Is), as the docs
 // promise.
 func TestErrorsWrapSentinels(t *testing.T) {
 	sentinels := []error{gather.ErrIndexOutOfRange, gather.ErrAxisOutOfRange, gather.ErrShape, gather.ErrDtype,
-		gather.ErrOption, gather.ErrGraph, gradcheck.ErrMismatch, ErrOtherTable}
+		gather.ErrOption, gather.ErrGraph, gradcheck.ErrMismatch, optim.ErrOtherTable}
 	g := gorgonia.NewGraph()
 	f64 := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(2, 3), gorgonia.WithName("f64"))
 	ints := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(2), gorgonia.WithName("ints"))
 	i2 := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 3), gorgonia.WithName("i2"))
 	table := tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(4, 2))
-	grad := &RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(1, 2))}
+	grad := &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(1, 2))}
 	errs := map[string]func() error{
 		"gather axis":          func() error { _, err := gather.Gather(f64, ints, 2); return err },
 		"gather index dtype":   func() error { _, err := gather.Gather(f64, f64, 0); return err },
@@ -176,20 +152,20 @@ func TestErrorsWrapSentinels(t *testing.T) {
 		"nll targets":           func() error { _, err := NLLLoss(f64, i2); return err },
 		"embedding size":        func() error { _, err := NewEmbedding(g, "e", 0, 2, tensor.Float32); return err },
 		"embedding dtype":       func() error { _, err := NewEmbedding(g, "e", 3, 2, tensor.Int); return err },
-		"embedding padding":     func() error { _, err := NewEmbedding(g, "e", 3, 2, tensor.Float32, EmbeddingPadding(3)); return err },
-		"sgd dtype":             func() error { return (&SparseSGD{LearnRate: 1}).Step(table, grad) },
+		"embedding padding":     func() error { _, err := NewEmbedding(g, "e", 3, 2, tensor.Float32, WithPadding(3)); return err },
+		"sgd dtype":             func() error { return (&optim.SparseSGD{LearnRate: 1}).Step(table, grad) },
 		"sgd rows": func() error {
-			return (&SparseSGD{LearnRate: 1}).Step(table, &RowGrad{Rows: []int{9}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, 2))})
+			return (&optim.SparseSGD{LearnRate: 1}).Step(table, &optim.RowGrad{Rows: []int{9}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, 2))})
 		},
 		"adam eps": func() error {
-			return (&SparseAdam{LearnRate: 1}).Step(table, &RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
+			return (&optim.SparseAdam{LearnRate: 1}).Step(table, &optim.RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
 		},
 		"row gradient ids": func() error {
-			_, err := RowGradient(tensor.New(tensor.WithBacking([]int{5})), tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, 2)), 4, -1)
+			_, err := optim.RowGradient(tensor.New(tensor.WithBacking([]int{5})), tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, 2)), 4, -1)
 			return err
 		},
 		"row gradient shape": func() error {
-			_, err := RowGradient(tensor.New(tensor.WithBacking([]int{1})), tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(2, 1, 2)), 4, -1)
+			_, err := optim.RowGradient(tensor.New(tensor.WithBacking([]int{1})), tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(2, 1, 2)), 4, -1)
 			return err
 		},
 		"gradcheck non-scalar": func() error {

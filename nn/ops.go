@@ -9,7 +9,6 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
 )
@@ -70,16 +69,6 @@ func overlapsValue(out *tensor.Dense, v gorgonia.Value) bool {
 func checkArity(op, role string, n, want int) error {
 	if n != want {
 		return fmt.Errorf("%s%s: want %d inputs, got %d: %w", op, role, want, n, gather.ErrShape)
-	}
-	return nil
-}
-
-// checkIndices returns a *gather.IndexError for the first index of ix
-// outside the range l admits ([0, s) or [-s, s-1]), or nil; l names where
-// the indices are, axis what they index.
-func checkIndices(l opconfig.Label, ix operand.Indices, axis, s int) error {
-	if p := ix.FirstBadIn(l, s); p >= 0 {
-		return &gather.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: shapes.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
 	}
 	return nil
 }

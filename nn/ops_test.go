@@ -30,7 +30,7 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 	for i := range y {
 		y[i] = int64(r.IntN(classes))
 	}
-	y[2] = -100 // ignored with IgnoreIndex(-100)
+	y[2] = -100 // ignored with WithIgnoreIndex(-100)
 	yKept := append([]int64{}, y...)
 	yKept[2] = 1
 	weights := []float64{0.5, 1, 2, 0.25, 1.5}
@@ -64,15 +64,15 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 				name string
 				nll  bool
 				y    []int64
-				opts []Option
+				opts []LossOption
 			}{
 				{"CrossEntropy", false, yKept, nil},
-				{"CrossEntropy/ignore", false, y, []Option{IgnoreIndex(-100)}},
-				{"CrossEntropy/weights+smoothing", false, yKept, []Option{ClassWeights(w()), LabelSmoothing(0.1)}},
-				{"NLLLoss/ignore+weights", true, y, []Option{IgnoreIndex(-100), ClassWeights(w())}},
+				{"CrossEntropy/ignore", false, y, []LossOption{WithIgnoreIndex(-100)}},
+				{"CrossEntropy/weights+smoothing", false, yKept, []LossOption{WithClassWeights(w()), WithLabelSmoothing(0.1)}},
+				{"NLLLoss/ignore+weights", true, y, []LossOption{WithIgnoreIndex(-100), WithClassWeights(w())}},
 			} {
 				g := gorgonia.NewGraph()
-				opts := append(append([]Option{}, lc.opts...), WithReduction(red))
+				opts := append(append([]LossOption{}, lc.opts...), WithReduction(red))
 				xv := ref.FloatTensor(x, []int{rows, classes}, dt)
 				yv := ref.CastIndices(lc.y, []int{rows}, tensor.Int64)
 				xn := gorgonia.NodeFromAny(g, xv, gorgonia.WithName("x"))
@@ -92,7 +92,7 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 			sv := ref.FloatTensor(soft, []int{rows, classes}, dt)
 			pw := ref.FloatTensor(pos, []int{classes}, dt)
 			loss, err := BCEWithLogits(gorgonia.NodeFromAny(g, xv, gorgonia.WithName("x")),
-				gorgonia.NodeFromAny(g, sv, gorgonia.WithName("t")), PosWeight(pw), WithReduction(red))
+				gorgonia.NodeFromAny(g, sv, gorgonia.WithName("t")), WithPosWeight(pw), WithReduction(red))
 			require.NoError(t, err)
 			cases = append(cases, gradCase{fmt.Sprintf("BCEWithLogits/%v/%v", red, dt),
 				&bceDiffOp{fwd: loss.Op().(*bceOp)}, []gorgonia.Value{xv, sv, upFor(red, rows, classes)}, []int{rows, classes}})

@@ -33,7 +33,7 @@ func refRenorm(table []float64, dim int, ids []int64, vocab int, maxNorm float64
 	return out
 }
 
-// With EmbeddingMaxNorm, a table read by two lookups and a bag in one graph
+// With WithMaxNorm, a table read by two lookups and a bag in one graph
 // (PyTorch's autograd fails there, pytorch#26596): every row they name is
 // rescaled once, rows they do not name are untouched, each reads the
 // rescaled rows, and the table's gradient is that of lookups of the
@@ -54,8 +54,8 @@ func TestEmbeddingMaxNormSharedTable(t *testing.T) {
 	for _, machine := range []string{"tape", "lisp"} {
 		t.Run(machine, func(t *testing.T) {
 			g := gorgonia.NewGraph()
-			emb, err := NewEmbedding(g, "words", vocab, dim, tensor.Float64, EmbeddingMaxNorm(maxNorm),
-				EmbeddingInit(func(tensor.Dtype, ...int) any { return append([]float64{}, table...) }))
+			emb, err := NewEmbedding(g, "words", vocab, dim, tensor.Float64, WithMaxNorm(maxNorm),
+				WithInit(func(tensor.Dtype, ...int) any { return append([]float64{}, table...) }))
 			require.NoError(t, err)
 			node := func(name string, v []int64) *gorgonia.Node {
 				return gorgonia.NodeFromAny(g, ref.CastIndices(v, []int{len(v)}, tensor.Int64), gorgonia.WithName(name))
@@ -110,7 +110,7 @@ func TestEmbeddingMaxNormSharedTable(t *testing.T) {
 	}
 }
 
-// EmbeddingScaleGradByFreq divides each row's gradient by its id's count
+// WithScaleGradByFreq divides each row's gradient by its id's count
 // in the lookup's ids, for lookups and sum and mean bags, dense and
 // row-sparse, the padding row still getting none.
 func TestEmbeddingScaleGradByFreq(t *testing.T) {
@@ -166,9 +166,9 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 		for _, sparse := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/sparse=%v", mode, sparse), func(t *testing.T) {
 				g := gorgonia.NewGraph()
-				opts := []EmbeddingOption{EmbeddingScaleGradByFreq(), EmbeddingPadding(0)}
+				opts := []EmbeddingOption{WithScaleGradByFreq(), WithPadding(0)}
 				if sparse {
-					opts = append(opts, EmbeddingSparse())
+					opts = append(opts, WithSparse())
 				}
 				emb, err := NewEmbedding(g, "words", vocab, dim, tensor.Float64, opts...)
 				require.NoError(t, err)
@@ -207,7 +207,7 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 	}
 	// Max bags have no frequency scaling, as in PyTorch.
 	g := gorgonia.NewGraph()
-	emb, err := NewEmbedding(g, "w", 3, 2, tensor.Float64, EmbeddingScaleGradByFreq())
+	emb, err := NewEmbedding(g, "w", 3, 2, tensor.Float64, WithScaleGradByFreq())
 	require.NoError(t, err)
 	_, err = emb.Bag(gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("ids")), nil, nil, BagMax)
 	assert.ErrorIs(t, err, gather.ErrOption)
@@ -220,7 +220,7 @@ func TestSparseLookupLispMachine(t *testing.T) {
 	up := []float64{1, 2, 3, 4, 5, 6, 7, 8}
 	want := ref.IndexAdd([]int{5, 2}, ids, []int{4}, 0, up)
 	g := gorgonia.NewGraph()
-	emb, err := NewEmbedding(g, "words", 5, 2, tensor.Float64, EmbeddingSparse())
+	emb, err := NewEmbedding(g, "words", 5, 2, tensor.Float64, WithSparse())
 	require.NoError(t, err)
 	out, err := emb.Lookup(gorgonia.NodeFromAny(g, ref.CastIndices(ids, []int{4}, tensor.Int64), gorgonia.WithName("ids")))
 	require.NoError(t, err)

@@ -101,7 +101,7 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 	}
 	g := gorgonia.NewGraph()
 	xn := gorgonia.NodeFromAny(g, ref.FloatTensor(parseFloats(t, c.X), c.Shape, dt), gorgonia.WithName("x"))
-	var opts []Option
+	var opts []LossOption
 	switch c.Reduction {
 	case "sum":
 		opts = append(opts, WithReduction(ReduceSum))
@@ -113,7 +113,7 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 	if c.Kind == "bce" {
 		yn := gorgonia.NodeFromAny(g, ref.FloatTensor(parseFloats(t, c.Y), c.Shape, dt), gorgonia.WithName("y"))
 		if c.PosWeight != nil {
-			opts = append(opts, PosWeight(ref.FloatTensor(parseFloats(t, c.PosWeight), []int{len(c.PosWeight)}, dt)))
+			opts = append(opts, WithPosWeight(ref.FloatTensor(parseFloats(t, c.PosWeight), []int{len(c.PosWeight)}, dt)))
 		}
 		out, err = BCEWithLogits(xn, yn, opts...)
 	} else {
@@ -123,13 +123,13 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 		}
 		yn := gorgonia.NodeFromAny(g, ref.CastIndices(ys, c.Shape[:len(c.Shape)-1], tensor.Int64), gorgonia.WithName("y"))
 		if c.Ignore != nil {
-			opts = append(opts, IgnoreIndex(*c.Ignore))
+			opts = append(opts, WithIgnoreIndex(*c.Ignore))
 		}
 		if c.Weights != nil {
-			opts = append(opts, ClassWeights(ref.FloatTensor(parseFloats(t, c.Weights), []int{len(c.Weights)}, dt)))
+			opts = append(opts, WithClassWeights(ref.FloatTensor(parseFloats(t, c.Weights), []int{len(c.Weights)}, dt)))
 		}
 		if c.Smoothing != 0 {
-			opts = append(opts, LabelSmoothing(c.Smoothing))
+			opts = append(opts, WithLabelSmoothing(c.Smoothing))
 		}
 		if c.Kind == "ce" {
 			out, err = CrossEntropy(xn, yn, opts...)

@@ -14,30 +14,31 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/optim"
 )
 
-// resumeModel is the model of the exact-resume tests: a SparseAdam table
-// and a SparseSGD table, their lookups summed, a dense layer to 4 classes
+// resumeModel is the model of the exact-resume tests: a optim.SparseAdam table
+// and a optim.SparseSGD table, their lookups summed, a dense layer to 4 classes
 // under Gorgonia's VanillaSolver, cross entropy.
 type resumeModel struct {
 	adamEmb, sgdEmb *Embedding
 	w               *gorgonia.Node
 	ids, targets    *tensor.Dense
 	vm              gorgonia.VM
-	adam            *SparseAdam
-	sgd             *SparseSGD
+	adam            *optim.SparseAdam
+	sgd             *optim.SparseSGD
 	solver          gorgonia.Solver
 }
 
 func newResumeModel(t *testing.T, seed uint64) *resumeModel {
 	const vocab, dim, batch, classes = 50, 8, 16, 4
 	g := gorgonia.NewGraph()
-	m := &resumeModel{adam: NewSparseAdam(0.05), sgd: &SparseSGD{LearnRate: 0.3, WeightDecay: 0.01},
+	m := &resumeModel{adam: optim.NewSparseAdam(0.05), sgd: &optim.SparseSGD{LearnRate: 0.3, WeightDecay: 0.01},
 		solver: gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.2))}
 	var err error
-	m.adamEmb, err = NewEmbedding(g, "adam_table", vocab, dim, tensor.Float32, EmbeddingSparse(), EmbeddingSeed(seed))
+	m.adamEmb, err = NewEmbedding(g, "adam_table", vocab, dim, tensor.Float32, WithSparse(), WithSeed(seed))
 	require.NoError(t, err)
-	m.sgdEmb, err = NewEmbedding(g, "sgd_table", vocab, dim, tensor.Float32, EmbeddingSparse(), EmbeddingSeed(seed+1))
+	m.sgdEmb, err = NewEmbedding(g, "sgd_table", vocab, dim, tensor.Float32, WithSparse(), WithSeed(seed+1))
 	require.NoError(t, err)
 	r := rand.New(rand.NewPCG(seed, 9))
 	wv := make([]float32, dim*classes)
@@ -81,7 +82,7 @@ func (m *resumeModel) train(t *testing.T, from, to int) {
 
 func (m *resumeModel) parts() []checkpoint.Part {
 	return []checkpoint.Part{m.adamEmb, m.sgdEmb, checkpoint.Nodes(m.w),
-		OptimizerState(m.adamEmb, m.adam), OptimizerState(m.sgdEmb, m.sgd)}
+		optim.State(m.adamEmb, m.adam), optim.State(m.sgdEmb, m.sgd)}
 }
 
 const resumeN, resumeM = 7, 5
@@ -147,7 +148,7 @@ func TestExactResumeChild(t *testing.T) {
 	require.NoError(t, checkpoint.Save(to, map[string]string{"step": strconv.Itoa(n + resumeM)}, m.parts()...))
 }
 
-// A fresh SparseAdam given to Load is bound to the table; one bound to
+// A fresh optim.SparseAdam given to Load is bound to the table; one bound to
 // another table is refused before anything changes; an unknown optimiser
 // is refused.
 func TestOptimizerStateBinding(t *testing.T) {
@@ -155,22 +156,24 @@ func TestOptimizerStateBinding(t *testing.T) {
 	m := newResumeModel(t, 1)
 	m.train(t, 0, 2)
 	path := filepath.Join(dir, "a.safetensors")
-	require.NoError(t, checkpoint.Save(path, nil, m.adamEmb, OptimizerState(m.adamEmb, m.adam)))
+	require.NoError(t, checkpoint.Save(path, nil, m.adamEmb, optim.State(m.adamEmb, m.adam)))
 
 	other := newResumeModel(t, 2)
-	other.train(t, 0, 1) // its SparseAdam now belongs to its own adam table
+	other.train(t, 0, 1) // its optim.SparseAdam now belongs to its own adam table
 	before := append([]float32{}, other.adamEmb.Table.Value().(*tensor.Dense).Float32s()...)
-	_, err := checkpoint.Load(path, other.adamEmb, OptimizerState(other.adamEmb, m.adam))
-	require.ErrorIs(t, err, ErrOtherTable)
+	_, err := checkpoint.Load(path, other.adamEmb, optim.State(other.adamEmb, m.adam))
+	require.ErrorIs(t, err, optim.ErrOtherTable)
 	assert.Equal(t, before, other.adamEmb.Table.Value().(*tensor.Dense).Float32s())
 
-	fresh := NewSparseAdam(0.05)
-	_, err = checkpoint.Load(path, other.adamEmb, OptimizerState(other.adamEmb, fresh))
+	fresh := optim.NewSparseAdam(0.05)
+	_, err = checkpoint.Load(path, other.adamEmb, optim.State(other.adamEmb, fresh))
 	require.NoError(t, err)
-	assert.Equal(t, 2, fresh.t)
+	st, err := optim.State(other.adamEmb, fresh).State()
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), st[other.adamEmb.Name()+".step"].Data(), "the step count loaded")
 	require.NoError(t, other.adamEmb.Step(fresh), "bound to the table it was loaded for")
 
-	type custom struct{ SparseSGD }
-	_, err = checkpoint.Load(path, other.adamEmb, OptimizerState(other.adamEmb, &custom{}))
+	type custom struct{ optim.SparseSGD }
+	_, err = checkpoint.Load(path, other.adamEmb, optim.State(other.adamEmb, &custom{}))
 	require.Error(t, err)
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/optim"
 )
 
 // sparseLookup is one lookup of a sparse embedding: its ids and the zero
@@ -19,7 +19,7 @@ type sparseLookup struct {
 	ids, tap *gorgonia.Node
 	bag      *bagOp         // for a bag: its op, whose output the tap follows
 	inputs   gorgonia.Nodes // for a bag: the op's inputs
-	freq     bool           // EmbeddingScaleGradByFreq
+	freq     bool           // WithScaleGradByFreq
 }
 
 // grad returns the gradient of l's rows by position, shaped ids.shape +
@@ -131,10 +131,11 @@ func (e *Embedding) GradNodes() gorgonia.Nodes {
 // included) and every 64th after them it also checks that GradNodes still
 // hold zeros: a dense solver given them moves them, which is an error
 // wrapping gather.ErrGraph.
-func (e *Embedding) RowGrad() (*RowGrad, error) { return e.rowGrad(nil) }
+func (e *Embedding) RowGrad() (*optim.RowGrad, error) { return e.rowGrad(nil) }
 
-// rowGrad is RowGrad, built in buf's memory when buf is not nil.
-func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
+// rowGrad is RowGrad, built in buf's memory (optim.RowGrad.Set) when buf
+// is not nil.
+func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
 	if !e.cfg.sparse || e.cfg.frozen {
 		return nil, fmt.Errorf("embedding %q: RowGrad needs a sparse, trainable embedding: %w", e.Table.Name(), gather.ErrOption)
 	}
@@ -179,7 +180,7 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 		}
 	}
 	if len(e.lookups) == 1 {
-		return rowGradient(idss[0], grads[0], vocab, e.padding(), buf)
+		return rowGradient(buf, idss[0], grads[0], vocab, e.padding())
 	}
 
 	// Several lookups: one list of ids and one of their gradients, in
@@ -212,7 +213,19 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 	if len(ids) > 0 {
 		idsT = tensor.New(tensor.WithShape(len(ids)), tensor.WithBacking(ids))
 	}
-	return rowGradient(idsT, grad, vocab, e.padding(), buf)
+	return rowGradient(buf, idsT, grad, vocab, e.padding())
+}
+
+// rowGradient returns optim.RowGradient(ids, grad, vocab, pad), built in
+// buf's memory when buf is not nil.
+func rowGradient(buf *optim.RowGrad, ids, grad tensor.Tensor, vocab, pad int) (*optim.RowGrad, error) {
+	if buf == nil {
+		return optim.RowGradient(ids, grad, vocab, pad)
+	}
+	if err := buf.Set(ids, grad, vocab, pad); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // Step is the sparse training step of the table: it takes RowGrad and
@@ -226,27 +239,24 @@ func (e *Embedding) rowGrad(buf *rowBuf) (*RowGrad, error) {
 // Step builds the row gradient (its rows, its values and the sort's
 // scratch) in memory it keeps for the next step, where RowGrad allocates
 // them anew; opt must not keep the gradient after its Step returns
-// (SparseSGD and SparseAdam do not). Steps of one Embedding must not run
+// (optim.SparseSGD and optim.SparseAdam do not). Steps of one Embedding must not run
 // concurrently.
-func (e *Embedding) Step(opt SparseOptimizer) error {
+func (e *Embedding) Step(opt optim.Sparse) error {
 	if opt == nil {
-		return fmt.Errorf("embedding %q: Step needs an optimiser, such as &nn.SparseSGD{...} or nn.NewSparseAdam: %w", e.Table.Name(), gather.ErrOption)
+		return fmt.Errorf("embedding %q: Step needs an optimiser, such as &optim.SparseSGD{...} or optim.NewSparseAdam: %w", e.Table.Name(), gather.ErrOption)
 	}
-	table, err := e.table()
+	table, err := e.Weight()
 	if err != nil {
 		return err
 	}
-	g, err := e.rowGrad(&e.buf)
+	g, err := e.rowGrad(&e.grad)
 	if err != nil {
 		return err
 	}
 	if e.file != nil {
 		// A table in a file: an I/O error on its mapping is an error here,
 		// not the end of the process (see OpenEmbedding).
-		if err := fileio.Guard(func() error { return opt.Step(table, g) }); err != nil {
-			return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
-		}
-		return nil
+		return e.file.Guard(func() error { return opt.Step(table, g) })
 	}
 	return opt.Step(table, g)
 }

@@ -2,10 +2,8 @@ package nn
 
 import (
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,6 +14,7 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/ref"
+	"github.com/gathergrad/gather/optim"
 )
 
 func TestRowGradientMatchesIndexAdd(t *testing.T) {
@@ -26,7 +25,7 @@ func TestRowGradientMatchesIndexAdd(t *testing.T) {
 			up := ref.RandFloats(r, 60*4)
 			idsT := ref.CastIndices(ids, []int{6, 10}, tensor.Int32)
 			gT := ref.FloatTensor(up, []int{6, 10, 4}, dt)
-			rg, err := RowGradient(idsT, gT, 10, pad)
+			rg, err := optim.RowGradient(idsT, gT, 10, pad)
 			require.NoError(t, err)
 
 			dense := tensor.New(tensor.Of(dt), tensor.WithShape(10, 4))
@@ -47,9 +46,9 @@ func TestRowGradientMatchesIndexAdd(t *testing.T) {
 			assert.Equal(t, want, got, "%v pad %d", dt, pad)
 		}
 	}
-	_, err := RowGradient(ref.CastIndices([]int64{0, 10}, []int{2}, tensor.Int64), ref.FloatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), 10, -1)
+	_, err := optim.RowGradient(ref.CastIndices([]int64{0, 10}, []int{2}, tensor.Int64), ref.FloatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), 10, -1)
 	assert.ErrorIs(t, err, gather.ErrIndexOutOfRange)
-	_, err = RowGradient(ref.CastIndices([]int64{0, 1}, []int{2}, tensor.Int64), ref.FloatTensor(make([]float64, 6), []int{3, 2}, tensor.Float64), 10, -1)
+	_, err = optim.RowGradient(ref.CastIndices([]int64{0, 1}, []int{2}, tensor.Int64), ref.FloatTensor(make([]float64, 6), []int{3, 2}, tensor.Float64), 10, -1)
 	assert.ErrorIs(t, err, gather.ErrShape)
 }
 
@@ -58,7 +57,7 @@ func TestRowGradientMatchesIndexAdd(t *testing.T) {
 // The model: a lookup of a [batch] id tensor and, with twoLookups, of a
 // [batch, 2] one too, summed; a linear head, LogSoftMax and NLLLoss.
 // newSolver makes the solver for the dense learnables of each run.
-func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSolver func() gorgonia.Solver, sparseStep func(*tensor.Dense, *RowGrad) error) (dense, sparse [][]float64) {
+func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSolver func() gorgonia.Solver, sparseStep func(*tensor.Dense, *optim.RowGrad) error) (dense, sparse [][]float64) {
 	t.Helper()
 	const vocab, dim, batch = 12, 3, 5
 	run := func(sparseMode bool) [][]float64 {
@@ -72,9 +71,9 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 			}
 			return ref.FloatTensor(v, s, dt).Data()
 		}
-		opts := []EmbeddingOption{EmbeddingInit(init), EmbeddingPadding(0)}
+		opts := []EmbeddingOption{WithInit(init), WithPadding(0)}
 		if sparseMode {
-			opts = append(opts, EmbeddingSparse())
+			opts = append(opts, WithSparse())
 		}
 		emb, err := NewEmbedding(g, "emb", vocab, dim, dt, opts...)
 		require.NoError(t, err)
@@ -127,10 +126,10 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 	return run(false), run(true)
 }
 
-// stepFunc is a SparseOptimizer that calls a function.
-type stepFunc func(*tensor.Dense, *RowGrad) error
+// stepFunc is a optim.Sparse that calls a function.
+type stepFunc func(*tensor.Dense, *optim.RowGrad) error
 
-func (f stepFunc) Step(table *tensor.Dense, g *RowGrad) error { return f(table, g) }
+func (f stepFunc) Step(table *tensor.Dense, g *optim.RowGrad) error { return f(table, g) }
 
 // Without weight decay, sparse SGD is dense SGD (gorgonia.VanillaSolver):
 // exactly for one lookup per step. With two lookups of the table, Gorgonia
@@ -139,13 +138,13 @@ func (f stepFunc) Step(table *tensor.Dense, g *RowGrad) error { return f(table, 
 func TestSparseSGDEqualsDense(t *testing.T) {
 	vanilla := func() gorgonia.Solver { return gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.3)) }
 	for _, dt := range floatDtypes {
-		dense, sparse := trainPair(t, dt, 6, false, vanilla, (&SparseSGD{LearnRate: 0.3}).Step)
+		dense, sparse := trainPair(t, dt, 6, false, vanilla, (&optim.SparseSGD{LearnRate: 0.3}).Step)
 		for s := range dense {
 			assert.Equal(t, dense[s], sparse[s], "%v step %d", dt, s)
 		}
 		assert.Equal(t, []float64{0, 0, 0}, dense[len(dense)-1][:3], "the padding row never moves")
 
-		dense, sparse = trainPair(t, dt, 6, true, vanilla, (&SparseSGD{LearnRate: 0.3}).Step)
+		dense, sparse = trainPair(t, dt, 6, true, vanilla, (&optim.SparseSGD{LearnRate: 0.3}).Step)
 		tol := 1e-12
 		if dt == tensor.Float32 {
 			tol = 1e-5
@@ -157,21 +156,21 @@ func TestSparseSGDEqualsDense(t *testing.T) {
 	}
 }
 
-// SparseAdam follows its documented semantics: compared with a reference
+// optim.SparseAdam follows its documented semantics: compared with a reference
 // written from the formulas, on the same row gradients.
 func TestSparseAdamSemantics(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	const vocab, dim = 6, 2
 	w0 := ref.RandFloats(r, vocab*dim)
 	table := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float64)
-	opt := NewSparseAdam(0.01)
+	opt := optim.NewSparseAdam(0.01)
 	opt.WeightDecay = 0.1
 	expected := append([]float64{}, w0...)
 	m, v := make([]float64, vocab*dim), make([]float64, vocab*dim)
 	for step := 1; step <= 5; step++ {
 		ids := randIndices(r, 4, vocab)
 		up := ref.RandFloats(r, 4*dim)
-		rg, err := RowGradient(ref.CastIndices(ids, []int{4}, tensor.Int64), ref.FloatTensor(up, []int{4, dim}, tensor.Float64), vocab, -1)
+		rg, err := optim.RowGradient(ref.CastIndices(ids, []int{4}, tensor.Int64), ref.FloatTensor(up, []int{4, dim}, tensor.Float64), vocab, -1)
 		require.NoError(t, err)
 		require.NoError(t, opt.Step(table, rg))
 
@@ -202,25 +201,25 @@ func TestSparseAdamSemantics(t *testing.T) {
 	}
 
 	// Another table, even of the same shape, or a bad gradient, is an error.
-	err := opt.Step(ref.FloatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), &RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
-	assert.ErrorIs(t, err, ErrOtherTable)
-	err = opt.Step(ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float64), &RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
-	assert.ErrorIs(t, err, ErrOtherTable)
+	err := opt.Step(ref.FloatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), &optim.RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
+	assert.ErrorIs(t, err, optim.ErrOtherTable)
+	err = opt.Step(ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float64), &optim.RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
+	assert.ErrorIs(t, err, optim.ErrOtherTable)
 	assert.Contains(t, err.Error(), "use one SparseAdam per table")
-	err = (&SparseSGD{LearnRate: 1}).Step(table, &RowGrad{Rows: []int{7}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, dim))})
+	err = (&optim.SparseSGD{LearnRate: 1}).Step(table, &optim.RowGrad{Rows: []int{7}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, dim))})
 	assert.ErrorIs(t, err, gather.ErrIndexOutOfRange)
 	// An integer table is refused, not silently left alone.
 	ints := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(vocab, dim))
-	err = (&SparseSGD{LearnRate: 1}).Step(ints, &RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
+	err = (&optim.SparseSGD{LearnRate: 1}).Step(ints, &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
 	assert.ErrorIs(t, err, gather.ErrDtype)
-	err = NewSparseAdam(0.1).Step(ints, &RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
+	err = optim.NewSparseAdam(0.1).Step(ints, &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
 	assert.ErrorIs(t, err, gather.ErrDtype)
 }
 
-// SparseAdam also trains the full model (and moves only touched rows).
+// optim.SparseAdam also trains the full model (and moves only touched rows).
 func TestSparseAdamTrains(t *testing.T) {
 	adam := func() gorgonia.Solver { return gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.05)) }
-	_, sparse := trainPair(t, tensor.Float32, 3, true, adam, NewSparseAdam(0.05).Step)
+	_, sparse := trainPair(t, tensor.Float32, 3, true, adam, optim.NewSparseAdam(0.05).Step)
 	assert.NotEqual(t, sparse[0], sparse[2])
 	assert.Equal(t, []float64{0, 0, 0}, sparse[2][:3], "the padding row never moves")
 }
@@ -232,7 +231,7 @@ func TestRowGradErrors(t *testing.T) {
 	_, err = dense.RowGrad()
 	assert.ErrorIs(t, err, gather.ErrOption)
 	assert.Empty(t, dense.GradNodes())
-	sp, err := NewEmbedding(g, "sp", 4, 2, tensor.Float64, EmbeddingSparse())
+	sp, err := NewEmbedding(g, "sp", 4, 2, tensor.Float64, WithSparse())
 	require.NoError(t, err)
 	assert.Empty(t, sp.Learnables())
 	_, err = sp.RowGrad()
@@ -246,7 +245,7 @@ func TestSparseOptimisersParallel(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 26))
 	const vocab, dim, n = 20000, 16, 8192
 	ids := randIndices(r, n, vocab)
-	rg, err := RowGradient(ref.CastIndices(ids, []int{n}, tensor.Int64), ref.FloatTensor(ref.RandFloats(r, n*dim), []int{n, dim}, tensor.Float32), vocab, -1)
+	rg, err := optim.RowGradient(ref.CastIndices(ids, []int{n}, tensor.Int64), ref.FloatTensor(ref.RandFloats(r, n*dim), []int{n, dim}, tensor.Float32), vocab, -1)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(rg.Rows)*dim, kernel.MinParallelWork)
 	w0 := ref.RandFloats(r, vocab*dim)
@@ -255,9 +254,9 @@ func TestSparseOptimisersParallel(t *testing.T) {
 	for _, procs := range []int{1, 4} {
 		runtime.GOMAXPROCS(procs)
 		sgdT := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float32)
-		require.NoError(t, (&SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}).Step(sgdT, rg))
+		require.NoError(t, (&optim.SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}).Step(sgdT, rg))
 		adamT := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float32)
-		adam := NewSparseAdam(0.001)
+		adam := optim.NewSparseAdam(0.001)
 		require.NoError(t, adam.Step(adamT, rg))
 		require.NoError(t, adam.Step(adamT, rg))
 		if procs == 1 {
@@ -278,7 +277,7 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 	const vocab, dim, batch = 1000, 32, 512
 	r := rand.New(rand.NewPCG(27, 28))
 	g := gorgonia.NewGraph()
-	emb, err := NewEmbedding(g, "emb", vocab, dim, tensor.Float32, EmbeddingSparse())
+	emb, err := NewEmbedding(g, "emb", vocab, dim, tensor.Float32, WithSparse())
 	require.NoError(t, err)
 	idv := make([]int, batch)
 	for i := range idv {
@@ -301,9 +300,9 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 
 	// Each step's gradient: the same rows, each the number of times its id
 	// occurs (the gradient of a sum), whatever the previous step left.
-	sgd := &SparseSGD{LearnRate: 0.1}
+	sgd := &optim.SparseSGD{LearnRate: 0.1}
 	var seen [][]float32
-	check := stepFunc(func(table *tensor.Dense, g *RowGrad) error {
+	check := stepFunc(func(table *tensor.Dense, g *optim.RowGrad) error {
 		assert.Equal(t, rows, g.Rows)
 		seen = append(seen, g.Values.Float32s())
 		assert.Equal(t, values, g.Values.Float32s())
@@ -340,23 +339,4 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 	t.Logf("bytes a call: Step %d, RowGrad %d; the values take %d", step, fresh, valueBytes)
 	assert.Less(t, step, valueBytes/4, "Step allocates %d bytes a call; the values take %d", step, valueBytes)
 	assert.GreaterOrEqual(t, fresh, valueBytes, "RowGrad allocates %d bytes a call; the values take %d", fresh, valueBytes)
-}
-
-// sortKeys orders keys exactly as sorting them whole does, for lists
-// short and long, rows of few and many bits, and rows all equal.
-func TestSortKeysMatchesSort(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{0, 1, 3, 255, 256, 1000, 4096, 20000} {
-		for _, vocab := range []uint64{1, 2, 10, 5000, 100_000, 1 << 22, 1 << 33} {
-			shift := bits.Len(uint(n))
-			keys := make([]uint64, 2*n)
-			for p := range n {
-				keys[p] = r.Uint64N(vocab)<<shift | uint64(p)
-			}
-			want := slices.Clone(keys[:n])
-			slices.Sort(want)
-			got := sortKeys(keys[:n], keys[n:], shift, bits.Len64(vocab))
-			require.Equal(t, want, slices.Clone(got), "n=%d vocab=%d", n, vocab)
-		}
-	}
 }

@@ -13,16 +13,17 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/ref"
+	"github.com/gathergrad/gather/optim"
 )
 
 // A second table of one name in one graph is an error naming it, and the
 // first table is left as it was (its padding row is not zeroed).
 func TestNewEmbeddingNameInUse(t *testing.T) {
 	g := gorgonia.NewGraph()
-	a, err := NewEmbedding(g, "words", 4, 2, tensor.Float64, EmbeddingInit(countingF64))
+	a, err := NewEmbedding(g, "words", 4, 2, tensor.Float64, WithInit(countingF64))
 	require.NoError(t, err)
 	before := append([]float64{}, a.Table.Value().(*tensor.Dense).Float64s()...)
-	_, err = NewEmbedding(g, "words", 4, 2, tensor.Float64, EmbeddingPadding(1))
+	_, err = NewEmbedding(g, "words", 4, 2, tensor.Float64, WithPadding(1))
 	require.ErrorIs(t, err, gather.ErrGraph)
 	assert.Contains(t, err.Error(), `"words"`)
 	assert.Equal(t, before, a.Table.Value().(*tensor.Dense).Float64s())
@@ -59,47 +60,50 @@ func TestConstructorsRefuseBadInput(t *testing.T) {
 	}{
 		{"nil graph", func() error { _, err := NewEmbedding(nil, "e", 4, 2, tensor.Float32); return err }, gather.ErrGraph},
 		{"initialiser too short", func() error {
-			_, err := NewEmbedding(g, "e1", 4, 2, tensor.Float32, EmbeddingInit(short))
+			_, err := NewEmbedding(g, "e1", 4, 2, tensor.Float32, WithInit(short))
 			return err
 		}, gather.ErrShape},
 		{"initialiser of ints", func() error {
-			_, err := NewEmbedding(g, "e2", 4, 2, tensor.Float32, EmbeddingInit(ints))
+			_, err := NewEmbedding(g, "e2", 4, 2, tensor.Float32, WithInit(ints))
 			return err
 		}, gather.ErrDtype},
 		{"initialiser of the other float", func() error {
-			_, err := NewEmbedding(g, "e3", 4, 2, tensor.Float32, EmbeddingInit(wrongFloat))
+			_, err := NewEmbedding(g, "e3", 4, 2, tensor.Float32, WithInit(wrongFloat))
 			return err
 		}, gather.ErrDtype},
 		{"initialiser returning nil", func() error {
-			_, err := NewEmbedding(g, "e4", 4, 2, tensor.Float32, EmbeddingInit(none))
+			_, err := NewEmbedding(g, "e4", 4, 2, tensor.Float32, WithInit(none))
 			return err
 		}, gather.ErrDtype},
-		{"nil initialiser", func() error { _, err := NewEmbedding(g, "e5", 4, 2, tensor.Float32, EmbeddingInit(nil)); return err }, gather.ErrOption},
+		{"nil initialiser", func() error { _, err := NewEmbedding(g, "e5", 4, 2, tensor.Float32, WithInit(nil)); return err }, gather.ErrOption},
 		{"frozen and sparse", func() error {
-			_, err := NewEmbedding(g, "e6", 4, 2, tensor.Float32, EmbeddingFrozen(), EmbeddingSparse())
+			_, err := NewEmbedding(g, "e6", 4, 2, tensor.Float32, WithFrozen(), WithSparse())
 			return err
 		}, gather.ErrOption},
-		{"max norm negative", func() error { _, err := NewEmbedding(g, "e7", 4, 2, tensor.Float32, EmbeddingMaxNorm(-1)); return err }, gather.ErrOption},
+		{"max norm negative", func() error { _, err := NewEmbedding(g, "e7", 4, 2, tensor.Float32, WithMaxNorm(-1)); return err }, gather.ErrOption},
 		{"max norm NaN", func() error {
-			_, err := NewEmbedding(g, "e8", 4, 2, tensor.Float32, EmbeddingMaxNorm(math.NaN()))
+			_, err := NewEmbedding(g, "e8", 4, 2, tensor.Float32, WithMaxNorm(math.NaN()))
 			return err
 		}, gather.ErrOption},
 		{"max norm infinite", func() error {
-			_, err := NewEmbedding(g, "e9", 4, 2, tensor.Float32, EmbeddingMaxNorm(math.Inf(1)))
+			_, err := NewEmbedding(g, "e9", 4, 2, tensor.Float32, WithMaxNorm(math.Inf(1)))
 			return err
 		}, gather.ErrOption},
-		{"bag option on a table", func() error { _, err := NewEmbedding(g, "e10", 4, 2, tensor.Float32, IncludeLastOffset()); return err }, gather.ErrOption},
-		{"zero option", func() error { _, err := NewEmbedding(g, "e11", 4, 2, tensor.Float32, Option{}); return err }, gather.ErrOption},
+		{"bag option on a table", func() error {
+			_, err := NewEmbedding(g, "e10", 4, 2, tensor.Float32, WithIncludeLastOffset())
+			return err
+		}, gather.ErrOption},
+		{"zero option", func() error { _, err := NewEmbedding(g, "e11", 4, 2, tensor.Float32, EmbeddingOption{}); return err }, gather.ErrOption},
 		{"table option on a bag", func() error {
 			tn := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(4, 2), gorgonia.WithName("t12"))
 			ids := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("i12"))
-			_, err := EmbeddingBag(tn, ids, nil, nil, BagSum, EmbeddingSparse())
+			_, err := EmbeddingBag(tn, ids, nil, nil, BagSum, WithSparse())
 			return err
 		}, gather.ErrOption},
 		{"last offset without offsets", func() error {
 			tn := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(4, 2), gorgonia.WithName("t13"))
 			ids := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("i13"))
-			_, err := EmbeddingBag(tn, ids, nil, nil, BagSum, IncludeLastOffset())
+			_, err := EmbeddingBag(tn, ids, nil, nil, BagSum, WithIncludeLastOffset())
 			return err
 		}, gather.ErrOption},
 		{"nil nodes to a bag", func() error { _, err := EmbeddingBag(nil, nil, nil, nil, BagSum); return err }, gather.ErrShape},
@@ -119,7 +123,7 @@ func TestConstructorsRefuseBadInput(t *testing.T) {
 			e, err := NewEmbedding(g, "e16", 4, 2, tensor.Float32)
 			require.NoError(t, err)
 			ids := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("i16"))
-			_, err = e.Bag(ids, nil, nil, BagSum, EmbeddingPadding(0))
+			_, err = e.Bag(ids, nil, nil, BagSum, WithPadding(0))
 			return err
 		}, gather.ErrOption},
 		{"nil losses", func() error { _, err := CrossEntropy(nil, nil); return err }, gather.ErrShape},
@@ -144,15 +148,15 @@ func TestOptimisersRefuseBadRates(t *testing.T) {
 	for _, v := range bad {
 		for _, opt := range []struct {
 			name string
-			o    SparseOptimizer
+			o    optim.Sparse
 		}{
-			{"sgd rate", &SparseSGD{LearnRate: v}},
-			{"sgd decay", &SparseSGD{LearnRate: 0.1, WeightDecay: v}},
-			{"adam rate", NewSparseAdam(v)},
-			{"adam decay", &SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: v}},
+			{"sgd rate", &optim.SparseSGD{LearnRate: v}},
+			{"sgd decay", &optim.SparseSGD{LearnRate: 0.1, WeightDecay: v}},
+			{"adam rate", optim.NewSparseAdam(v)},
+			{"adam decay", &optim.SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: v}},
 		} {
 			table := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))
-			g := &RowGrad{Rows: []int{1}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 1}))}
+			g := &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 1}))}
 			err := opt.o.Step(table, g)
 			require.ErrorIs(t, err, gather.ErrOption, "%s %v", opt.name, v)
 			assert.Equal(t, []float64{1, 2, 3, 4, 5, 6}, table.Float64s(), "%s %v", opt.name, v)
@@ -163,21 +167,21 @@ func TestOptimisersRefuseBadRates(t *testing.T) {
 // Step before the graph ran names the table and says to run the graph.
 func TestStepBeforeRun(t *testing.T) {
 	g := gorgonia.NewGraph()
-	emb, err := NewEmbedding(g, "clicks", 10, 2, tensor.Float64, EmbeddingSparse())
+	emb, err := NewEmbedding(g, "clicks", 10, 2, tensor.Float64, WithSparse())
 	require.NoError(t, err)
 	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(3), gorgonia.WithName("ids"))
 	v, err := emb.Lookup(ids)
 	require.NoError(t, err)
 	_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(v)), emb.GradNodes()...)
 	require.NoError(t, err)
-	err = emb.Step(&SparseSGD{LearnRate: 0.1})
+	err = emb.Step(&optim.SparseSGD{LearnRate: 0.1})
 	require.ErrorIs(t, err, gather.ErrGraph)
 	assert.Contains(t, err.Error(), `embedding "clicks"`)
 	assert.Contains(t, err.Error(), "run it")
 }
 
 // nn takes ids and targets in [0, vocab) as PyTorch does: -1 is an
-// *IndexError naming the table in lookups, bags and RowGradient, while the
+// *IndexError naming the table in lookups, bags and optim.RowGradient, while the
 // root's Gather keeps ONNX's negative indices.
 func TestNegativeIDs(t *testing.T) {
 	newIDs := func(g *gorgonia.ExprGraph, v ...int) *gorgonia.Node {
@@ -186,9 +190,9 @@ func TestNegativeIDs(t *testing.T) {
 	for _, sparse := range []bool{false, true} {
 		for _, bag := range []bool{false, true} {
 			g := gorgonia.NewGraph()
-			var opts []Option
+			var opts []EmbeddingOption
 			if sparse {
-				opts = append(opts, EmbeddingSparse())
+				opts = append(opts, WithSparse())
 			}
 			emb, err := NewEmbedding(g, "words", 5, 2, tensor.Float64, opts...)
 			require.NoError(t, err)
@@ -215,7 +219,7 @@ func TestNegativeIDs(t *testing.T) {
 		}
 	}
 
-	_, err := RowGradient(tensor.New(tensor.WithBacking([]int{1, -1})), tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4})), 5, -1)
+	_, err := optim.RowGradient(tensor.New(tensor.WithBacking([]int{1, -1})), tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4})), 5, -1)
 	var ie *gather.IndexError
 	require.True(t, errors.As(err, &ie), "%v", err)
 	assert.Equal(t, int64(-1), ie.Value)
@@ -232,7 +236,7 @@ func TestNegativeIDs(t *testing.T) {
 	assert.Equal(t, []float64{30, 10}, rows.Value().Data())
 }
 
-// IncludeLastOffset: offsets of bags+1 entries, the last the number of
+// WithIncludeLastOffset: offsets of bags+1 entries, the last the number of
 // ids, give the bags (and gradients) of the bags offsets without it, for
 // every mode, with and without weights and padding, in both machines.
 func TestIncludeLastOffset(t *testing.T) {
@@ -247,13 +251,13 @@ func TestIncludeLastOffset(t *testing.T) {
 			gorgonia.WithValue(tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(append([]float64{}, table...)))))
 		in := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(tensor.New(tensor.WithBacking(append([]int{}, ids...)))))
 		o := append([]int{}, offs...)
-		var opts []Option
+		var opts []EmbeddingOption
 		if last {
 			o = append(o, len(ids))
-			opts = append(opts, IncludeLastOffset())
+			opts = append(opts, WithIncludeLastOffset())
 		}
 		if pad {
-			opts = append(opts, EmbeddingPadding(4))
+			opts = append(opts, WithPadding(4))
 		}
 		on := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("offs"), gorgonia.WithValue(tensor.New(tensor.WithBacking(o))))
 		var wn *gorgonia.Node
@@ -308,7 +312,7 @@ func TestIncludeLastOffset(t *testing.T) {
 		gorgonia.WithValue(tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(append([]float64{}, table...)))))
 	in := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(tensor.New(tensor.WithBacking(append([]int{}, ids...)))))
 	on := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("offs"), gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 2, 6}))))
-	pooled, err := EmbeddingBag(tn, in, on, nil, BagSum, IncludeLastOffset())
+	pooled, err := EmbeddingBag(tn, in, on, nil, BagSum, WithIncludeLastOffset())
 	require.NoError(t, err)
 	assert.Equal(t, tensor.Shape{2, dim}, pooled.Shape())
 	vm := gorgonia.NewTapeMachine(g)
@@ -322,7 +326,7 @@ func TestIncludeLastOffset(t *testing.T) {
 	tn2 := gorgonia.NewMatrix(g2, tensor.Float64, gorgonia.WithShape(vocab, dim), gorgonia.WithName("table"))
 	in2 := gorgonia.NewVector(g2, tensor.Int, gorgonia.WithShape(3), gorgonia.WithName("ids"))
 	on2 := gorgonia.NewVector(g2, tensor.Int, gorgonia.WithShape(0), gorgonia.WithName("offs"))
-	_, err = EmbeddingBag(tn2, in2, on2, nil, BagSum, IncludeLastOffset())
+	_, err = EmbeddingBag(tn2, in2, on2, nil, BagSum, WithIncludeLastOffset())
 	require.ErrorIs(t, err, gather.ErrShape)
 }
 
@@ -334,9 +338,9 @@ func TestEmptyBatch(t *testing.T) {
 		for _, shape := range [][]int{{0}, {0, 3}} {
 			build := func() (*gorgonia.ExprGraph, *Embedding, *gorgonia.Node) {
 				g := gorgonia.NewGraph()
-				var opts []Option
+				var opts []EmbeddingOption
 				if sparse {
-					opts = append(opts, EmbeddingSparse())
+					opts = append(opts, WithSparse())
 				}
 				emb, err := NewEmbedding(g, "words", 5, 2, tensor.Float64, opts...)
 				require.NoError(t, err)

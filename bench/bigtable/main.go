@@ -1,4 +1,4 @@
-// Command bigtable measures a table larger than memory: CreateTable of a
+// Command bigtable measures a table larger than memory: table.Create of a
 // rows × 64 float32 table against the disk's sequential write speed (dd,
 // in the same run), then training steps on it (a lookup of 4,096 ids, a
 // linear layer to 16 classes, cross entropy, RowWiseAdagrad) with ids
@@ -31,6 +31,8 @@ import (
 
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/openblas"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
 const (
@@ -58,11 +60,11 @@ func main() {
 	if !*reuse {
 		fmt.Printf("disk: dd of %d MB with fsync: %s\n", min(size, 4<<30)>>20, ddSpeed(*dir, min(size, 4<<30)))
 		start := time.Now()
-		if err := nn.CreateTable(path, "table", *rows, dim, tensor.Float32, nn.EmbeddingSeed(1)); err != nil {
+		if err := table.Create(path, "table", *rows, dim, tensor.Float32, table.WithSeed(1)); err != nil {
 			log.Fatal(err)
 		}
 		el := time.Since(start)
-		fmt.Printf("CreateTable %d x %d float32 (%.1f GB): %.1f s, %.0f MB/s\n", *rows, dim, float64(size)/1e9, el.Seconds(), float64(size)/1e6/el.Seconds())
+		fmt.Printf("table.Create %d x %d float32 (%.1f GB): %.1f s, %.0f MB/s\n", *rows, dim, float64(size)/1e9, el.Seconds(), float64(size)/1e6/el.Seconds())
 	}
 	if !*keep {
 		defer os.Remove(path)
@@ -81,7 +83,7 @@ func main() {
 			log.Fatal(err)
 		}
 		g2 := gorgonia.NewGraph()
-		mem, err := nn.NewEmbedding(g2, "table", *memRows, dim, tensor.Float32, nn.EmbeddingSparse(), nn.EmbeddingSeed(1))
+		mem, err := nn.NewEmbedding(g2, "table", *memRows, dim, tensor.Float32, nn.WithSparse(), nn.WithSeed(1))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -118,7 +120,7 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, steps int, stream strin
 	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(w))
 	defer vm.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
-	opt := nn.NewRowWiseAdagrad(0.05)
+	opt := optim.NewRowWiseAdagrad(0.05)
 	times := make([]time.Duration, 0, steps)
 	for range steps {
 		for i := range ids.Ints() {

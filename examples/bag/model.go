@@ -35,8 +35,8 @@ type model struct {
 func newModel(vocab, dim, k, classes int, lr float64) (*model, error) {
 	m := &model{k: k, g: gorgonia.NewGraph(), eval: gorgonia.NewGraph()}
 	var err error
-	m.emb, err = nn.NewEmbedding(m.g, "words", vocab, dim, tensor.Float32, nn.EmbeddingPadding(0), nn.EmbeddingSeed(1),
-		nn.EmbeddingInit(normal(1, 0.1)))
+	m.emb, err = nn.NewEmbedding(m.g, "words", vocab, dim, tensor.Float32, nn.WithPadding(0), nn.WithSeed(1),
+		nn.WithInit(normal(1, 0.1)))
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func newModel(vocab, dim, k, classes int, lr float64) (*model, error) {
 	table := gorgonia.NodeFromAny(m.eval, m.emb.Table.Value(), gorgonia.WithName("words"))
 	w := gorgonia.NodeFromAny(m.eval, m.w.Value(), gorgonia.WithName("w"))
 	m.evalIDs = gorgonia.NewMatrix(m.eval, tensor.Int, gorgonia.WithShape(batch, k), gorgonia.WithName("ids"))
-	eh, err := nn.EmbeddingBag(table, m.evalIDs, nil, nil, nn.BagMean, nn.EmbeddingPadding(0), nn.EmbeddingFrozen())
+	eh, err := nn.EmbeddingBag(table, m.evalIDs, nil, nil, nn.BagMean, nn.WithPadding(0), nn.WithFrozen())
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@
 // continuation, and writes a plot of the loss curves.
 //
 // With -sparse the table is trained with row-sparse gradients
-// (nn.EmbeddingSparse) and nn.SparseAdam, the rest with Gorgonia's Adam.
+// (nn.WithSparse) and optim.SparseAdam, the rest with Gorgonia's Adam.
 //
 // -save writes a checkpoint (a safetensors file: the table under
 // "embedding.weight", the dense layers, SparseAdam's state, the step and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/nn"
+	"github.com/gathergrad/gather/optim"
 )
 
 // model is a fixed-window neural language model (Bengio et al., 2003): the
@@ -30,7 +31,7 @@ type model struct {
 	dense   gorgonia.Nodes // the dense layers' weights and biases
 	vm      gorgonia.VM
 	solver  gorgonia.Solver
-	sparse  *nn.SparseAdam // the table's optimiser with -sparse, else nil
+	sparse  *optim.SparseAdam // the table's optimiser with -sparse, else nil
 	batch   int
 	context int
 }
@@ -54,10 +55,10 @@ func newModel(cfg config, vocab int) (*model, error) {
 	m := &model{g: gorgonia.NewGraph(), batch: cfg.batch, context: cfg.context}
 	g := m.g
 	var err error
-	embOpts := []nn.Option{nn.EmbeddingInit(normal(rng, 0.1))}
+	embOpts := []nn.EmbeddingOption{nn.WithInit(normal(rng, 0.1))}
 	if cfg.sparse {
-		embOpts = append(embOpts, nn.EmbeddingSparse())
-		m.sparse = nn.NewSparseAdam(cfg.lr)
+		embOpts = append(embOpts, nn.WithSparse())
+		m.sparse = optim.NewSparseAdam(cfg.lr)
 	}
 	m.emb, err = nn.NewEmbedding(g, "embedding", vocab, cfg.dim, tensor.Float32, embOpts...)
 	if err != nil {
@@ -117,7 +118,7 @@ func newModel(cfg config, vocab int) (*model, error) {
 func (m *model) parts() []checkpoint.Part {
 	parts := []checkpoint.Part{m.emb, checkpoint.Nodes(m.dense...)}
 	if m.sparse != nil {
-		parts = append(parts, nn.OptimizerState(m.emb, m.sparse))
+		parts = append(parts, optim.State(m.emb, m.sparse))
 	}
 	return parts
 }

@@ -6,6 +6,8 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -84,3 +86,56 @@ func emptyBatch(op, what string, s tensor.Shape) error {
 	return fmt.Errorf("%s: %s has shape %v, no elements: an empty batch cannot be differentiated, "+
 		"as Gorgonia's TapeMachine panics on zero-sized values; leave empty batches out of training graphs: %w", op, what, s, ErrShape)
 }
+
+// IndexError is gather.IndexError, which documents it.
+type IndexError struct {
+	Op    string // "gather", "gather_elements", or an nn operation such as "embedding" or "cross_entropy"
+	Name  string // the node's name (WithName) or the table's (an nn lookup); "" for none
+	Arg   string // the argument holding the index: "indices" if empty, "ids", "targets"
+	Pos   []int  // position of the bad value in that argument
+	Value int64  // the bad value
+	Axis  int    // the data axis it indexes (normalised, >= 0)
+	Size  int    // the size of that axis
+
+	// NonNegative: the argument takes indices in [0, Size) only, as the
+	// ids and targets of package nn do (PyTorch's rule); the root ops take
+	// [-Size, Size-1] (ONNX's).
+	NonNegative bool
+}
+
+func (e *IndexError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	if e.Name != "" {
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(e.Name))
+	}
+	b.WriteString(": ")
+	if e.Arg == "" {
+		b.WriteString("indices")
+	} else {
+		b.WriteString(e.Arg)
+	}
+	b.WriteByte('[')
+	for i, p := range e.Pos {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(p))
+	}
+	b.WriteString("] = ")
+	b.WriteString(strconv.FormatInt(e.Value, 10))
+	if e.Size == 0 {
+		fmt.Fprintf(&b, " is out of range: axis %d has size 0", e.Axis)
+	} else {
+		lo := -e.Size
+		if e.NonNegative {
+			lo = 0
+		}
+		fmt.Fprintf(&b, " is out of range [%d, %d] for axis %d of size %d", lo, e.Size-1, e.Axis, e.Size)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrIndexOutOfRange.
+func (e *IndexError) Unwrap() error { return ErrIndexOutOfRange }

@@ -7,6 +7,8 @@ package opconfig
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/gathergrad/gather/internal/errs"
 )
 
 // Config holds the options of package gather's ops (gather.Option), read
@@ -65,4 +67,18 @@ func (c Config) String() string {
 		s += ", scaleGradByFreq"
 	}
 	return s
+}
+
+// NormIndex returns the padding index i of an axis of size s normalised
+// to [0, s): i lies in [-s, s-1], negative counting from the end, as
+// PyTorch's padding_idx and ONNX's indices do. Any other i is an error
+// wrapping gather.ErrIndexOutOfRange, its message starting with prefix.
+func NormIndex(prefix string, i, s int) (int, error) {
+	if i < -s || i >= s {
+		return 0, fmt.Errorf("%s: padding index %d is out of range [%d, %d] for an axis of size %d: %w", prefix, i, -s, s-1, s, errs.ErrIndexOutOfRange)
+	}
+	if i < 0 {
+		i += s
+	}
+	return i, nil
 }

@@ -420,3 +420,20 @@ func Scalar(what string, v gorgonia.Value) (float64, error) {
 	}
 	return 0, fmt.Errorf("%s is %v, not a float scalar: %w", what, v, errs.ErrDtype)
 }
+
+// CheckIndices returns a *gather.IndexError for the first index of ix
+// outside the range l admits for an axis of size s ([0, s) with
+// l.NonNegative, else [-s, s-1]), or nil; l names where the indices are,
+// axis what they index.
+func CheckIndices(l opconfig.Label, ix Indices, axis, s int) error {
+	if p := ix.FirstBadIn(l, s); p >= 0 {
+		return IndexError(l, ix, p, axis, s)
+	}
+	return nil
+}
+
+// IndexError returns the *gather.IndexError for the index at flat
+// position p of ix, an index into an axis of size s.
+func IndexError(l opconfig.Label, ix Indices, p, axis, s int) *errs.IndexError {
+	return &errs.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: shapes.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
+}

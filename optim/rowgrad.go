@@ -1,4 +1,4 @@
-package nn
+package optim
 
 import (
 	"cmp"
@@ -23,6 +23,8 @@ import (
 type RowGrad struct {
 	Rows   []int         // distinct row ids in ascending order
 	Values *tensor.Dense // [len(Rows), dim], the dtype of the table
+
+	buf rowBuf // Set's memory, kept for the next Set
 }
 
 // RowGradient sums the gradients of looked-up vectors into the gradients of
@@ -37,7 +39,21 @@ func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
 	return rowGradient(ids, grad, vocab, pad, nil)
 }
 
-// rowBuf is the memory a row gradient is built in, kept by Embedding.Step
+// Set makes g the row gradient RowGradient(ids, grad, vocab, pad) returns,
+// built in the memory g kept from its last Set (its Rows and Values then
+// change), so that a training loop that sets one RowGrad each step
+// allocates nothing once the memory has grown. On error g is left as it
+// was.
+func (g *RowGrad) Set(ids, grad tensor.Tensor, vocab, pad int) error {
+	r, err := rowGradient(ids, grad, vocab, pad, &g.buf)
+	if err != nil {
+		return err
+	}
+	g.Rows, g.Values = r.Rows, r.Values
+	return nil
+}
+
+// rowBuf is the memory a row gradient is built in, kept by RowGrad.Set
 // from one step to the next: the gradient's rows and values, and the
 // sort's pairs and keys. Each grows as needed and is never shrunk.
 type rowBuf struct {
@@ -91,7 +107,7 @@ func rowGradient(ids, grad tensor.Tensor, vocab, pad int, buf *rowBuf) (*RowGrad
 			gs, ix.Shape, gather.ErrShape)
 	}
 	dim := gs[len(gs)-1]
-	if err := checkIndices(opconfig.Label{Op: "row gradient", Arg: "ids", NonNegative: true}, ix, 0, vocab); err != nil {
+	if err := operand.CheckIndices(opconfig.Label{Op: "row gradient", Arg: "ids", NonNegative: true}, ix, 0, vocab); err != nil {
 		return nil, err
 	}
 	order := sortedRows(ix, vocab, buf)

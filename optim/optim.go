@@ -1,4 +1,4 @@
-package nn
+package optim
 
 import (
 	"fmt"
@@ -12,10 +12,11 @@ import (
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
-// A SparseOptimizer updates a table in place from its row gradient:
+// A Sparse optimiser updates a table in place from its row gradient:
 // SparseSGD, SparseAdam and RowWiseAdagrad. Its Step must not keep g
-// after it returns: Embedding.Step reuses g's memory for the next step.
-type SparseOptimizer interface {
+// after it returns: nn's Embedding.Step reuses g's memory for the next
+// step.
+type Sparse interface {
 	Step(table *tensor.Dense, g *RowGrad) error
 }
 

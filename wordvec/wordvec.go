@@ -1,4 +1,4 @@
-package nn
+package wordvec
 
 import (
 	"bufio"
@@ -20,13 +20,13 @@ import (
 	"github.com/gathergrad/gather/internal/operand"
 )
 
-// maxVectorLine is the longest line ReadVectors reads: a word and its
+// maxVectorLine is the longest line Read reads: a word and its
 // values (a 300-dimensional vector in text takes about 4 KB).
 const maxVectorLine = 16 << 20
 
-// ReadVectors reads pretrained word vectors and returns the words and a
+// Read reads pretrained word vectors and returns the words and a
 // [words, dim] float32 tensor of their vectors, row i the vector of
-// words[i], ready for EmbeddingWeights. It reads, telling them apart by
+// words[i], ready for nn.WithWeights. It reads, telling them apart by
 // their contents:
 //
 //   - word2vec text and fastText .vec: a "V D" header line, then V lines of
@@ -44,7 +44,7 @@ const maxVectorLine = 16 << 20
 // that asks for more values than the file could hold) is an error wrapping
 // checkpoint.ErrFormat that names the line, or for binary files the word.
 // Nothing larger than the file's size is allocated.
-func ReadVectors(path string) ([]string, *tensor.Dense, error) {
+func Read(path string) ([]string, *tensor.Dense, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -75,7 +75,7 @@ func ReadVectors(path string) ([]string, *tensor.Dense, error) {
 	return readTextVectors(path, r, fields, -1, len(fields)-1, 1)
 }
 
-// vecError returns a ReadVectors error at line n of path.
+// vecError returns a Read error at line n of path.
 func vecError(path string, n int, format string, args ...any) error {
 	return fmt.Errorf("read vectors: %s: line %d: %s: %w", path, n, fmt.Sprintf(format, args...), checkpoint.ErrFormat)
 }
@@ -258,7 +258,7 @@ func readBinaryVectors(path string, r *bufio.Reader, v, d, size int64) ([]string
 	return words, tensor.New(tensor.WithShape(int(v), int(d)), tensor.WithBacking(vals)), nil
 }
 
-// WriteVectors writes words and their vectors, a [len(words), dim] float32
+// Write writes words and their vectors, a [len(words), dim] float32
 // or float64 tensor (row i the vector of words[i]), to path in word2vec's
 // format: text ("V D", then a word and its values per line, each float32
 // value written so that it reads back exactly) or binary (the header
@@ -267,7 +267,7 @@ func readBinaryVectors(path string, r *bufio.Reader, v, d, size int64) ([]string
 // float32, as the formats hold. A word that is empty or holds whitespace
 // is an error wrapping gather.ErrOption. The file is written atomically,
 // as checkpoint.Write writes.
-func WriteVectors(path string, words []string, vectors tensor.Tensor, binaryFormat bool) error {
+func Write(path string, words []string, vectors tensor.Tensor, binaryFormat bool) error {
 	if vectors == nil {
 		return fmt.Errorf("write vectors: vectors are nil: %w", gather.ErrShape)
 	}

@@ -1,4 +1,4 @@
-package nn
+package wordvec
 
 import (
 	"encoding/binary"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
@@ -35,7 +34,7 @@ func binaryVectors(words []string, vecs [][]float32, newline bool) []byte {
 	return b
 }
 
-// ReadVectors reads the four formats, as their writers lay them out.
+// Read reads the four formats, as their writers lay them out.
 func TestReadVectorsFormats(t *testing.T) {
 	words := []string{"the", "gopher", "</s>"}
 	vecs := [][]float32{{0.5, -1.25, 3}, {1e-3, 2, -0}, {-7.5, 0.125, 42}}
@@ -53,7 +52,7 @@ func TestReadVectorsFormats(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, name)
 			require.NoError(t, os.WriteFile(path, b, 0o600))
-			gotWords, got, err := ReadVectors(path)
+			gotWords, got, err := Read(path)
 			require.NoError(t, err)
 			assert.Equal(t, words, gotWords)
 			assert.Equal(t, tensor.Shape{3, 3}, got.Shape())
@@ -64,7 +63,7 @@ func TestReadVectorsFormats(t *testing.T) {
 	// the vector.
 	path := filepath.Join(dir, "spaces.txt")
 	require.NoError(t, os.WriteFile(path, []byte("a 1 2\n. . . 3 4\n"), 0o600))
-	gotWords, got, err := ReadVectors(path)
+	gotWords, got, err := Read(path)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", ". . ."}, gotWords)
 	assert.Equal(t, []float32{1, 2, 3, 4}, got.Float32s())
@@ -92,14 +91,14 @@ func TestReadVectorsMalformed(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
 			require.NoError(t, os.WriteFile(path, []byte(c.data), 0o600))
 			var err error
-			require.NotPanics(t, func() { _, _, err = ReadVectors(path) })
+			require.NotPanics(t, func() { _, _, err = Read(path) })
 			require.ErrorIs(t, err, checkpoint.ErrFormat)
 			assert.Contains(t, err.Error(), c.msg)
 		})
 	}
 }
 
-// WriteVectors writes text and binary files that ReadVectors reads back
+// Write writes text and binary files that Read reads back
 // exactly, from float32 and float64 vectors.
 func TestWriteVectorsRoundTrip(t *testing.T) {
 	words := []string{"α", "b", "c"}
@@ -116,46 +115,14 @@ func TestWriteVectorsRoundTrip(t *testing.T) {
 				v = tensor.New(tensor.WithShape(3, 2), tensor.WithBacking(f))
 			}
 			path := filepath.Join(dir, "v")
-			require.NoError(t, WriteVectors(path, words, v, bin))
-			gotWords, got, err := ReadVectors(path)
+			require.NoError(t, Write(path, words, v, bin))
+			gotWords, got, err := Read(path)
 			require.NoError(t, err)
 			assert.Equal(t, words, gotWords)
 			assert.Equal(t, vals, got.Float32s(), "binary=%v %v", bin, dt)
 		}
 	}
 	v := tensor.New(tensor.WithShape(2, 1), tensor.WithBacking([]float32{1, 2}))
-	require.ErrorIs(t, WriteVectors(filepath.Join(dir, "w"), []string{"a b", "c"}, v, false), gather.ErrOption)
-	require.ErrorIs(t, WriteVectors(filepath.Join(dir, "w"), []string{"a"}, v, false), gather.ErrShape)
-}
-
-// EmbeddingWeights starts a table as a copy of pretrained vectors (the
-// padding row keeping its values, as from_pretrained does), refuses
-// another shape or dtype, and contradicts EmbeddingInit.
-func TestEmbeddingWeights(t *testing.T) {
-	pre := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
-	g := gorgonia.NewGraph()
-	emb, err := NewEmbedding(g, "glove", 3, 2, tensor.Float32, EmbeddingWeights(pre), EmbeddingFrozen(), EmbeddingPadding(0))
-	require.NoError(t, err)
-	table := emb.Table.Value().(*tensor.Dense)
-	assert.Equal(t, []float32{1, 2, 3, 4, 5, 6}, table.Float32s())
-	table.Float32s()[0] = 9
-	assert.Equal(t, float32(1), pre.Float32s()[0], "a copy")
-	assert.Empty(t, emb.Learnables())
-
-	// A view of a larger tensor gives its own values.
-	big := tensor.New(tensor.WithShape(4, 2), tensor.WithBacking([]float32{0, 0, 1, 2, 3, 4, 5, 6}))
-	view, err := big.Slice(tensor.S(1, 4))
-	require.NoError(t, err)
-	e2, err := NewEmbedding(g, "view", 3, 2, tensor.Float32, EmbeddingWeights(view))
-	require.NoError(t, err)
-	assert.Equal(t, []float32{1, 2, 3, 4, 5, 6}, e2.Table.Value().(*tensor.Dense).Float32s())
-
-	_, err = NewEmbedding(g, "e1", 4, 2, tensor.Float32, EmbeddingWeights(pre))
-	require.ErrorIs(t, err, gather.ErrShape)
-	_, err = NewEmbedding(g, "e2", 3, 2, tensor.Float64, EmbeddingWeights(pre))
-	require.ErrorIs(t, err, gather.ErrDtype)
-	_, err = NewEmbedding(g, "e3", 3, 2, tensor.Float32, EmbeddingWeights(pre), EmbeddingSeed(1))
-	require.ErrorIs(t, err, gather.ErrOption)
-	_, err = NewEmbedding(g, "e4", 3, 2, tensor.Float32, EmbeddingWeights(nil))
-	require.ErrorIs(t, err, gather.ErrShape)
+	require.ErrorIs(t, Write(filepath.Join(dir, "w"), []string{"a b", "c"}, v, false), gather.ErrOption)
+	require.ErrorIs(t, Write(filepath.Join(dir, "w"), []string{"a"}, v, false), gather.ErrShape)
 }

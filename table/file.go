@@ -1,0 +1,265 @@
+package table
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/opconfig"
+)
+
+// ErrClosed: a table whose file was closed was used.
+var ErrClosed = errors.New("the table's file is closed")
+
+// ErrInUse: Open of a file another Open holds open, in this process or
+// another.
+var ErrInUse = errors.New("the table's file is in use")
+
+// Create creates at path a safetensors file holding one tensor,
+// "<name>.weight", a [vocab, dim] table of dtype dt (Float32 or Float64)
+// for Open, initialised as nn.NewEmbedding initialises a table: from
+// N(0, 1) with WithSeed's seed (the same values NewEmbedding draws for
+// that seed), or by WithInit's initialiser, called once per block of
+// 4,096 rows with the shape (rows, dim); WithPadding's row starts at zero.
+// Blocks are drawn in parallel and written straight to the file, so it
+// runs at the disk's speed and never holds more than a few blocks in
+// memory.
+//
+// The file's space is reserved before anything is written (fallocate), so
+// a disk without room is an error here, not a fault during training, and
+// the file is written atomically, as checkpoint.Write writes: a crash
+// leaves no partial table at path. NumPy, PyTorch's safetensors and
+// checkpoint.Read read it.
+func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) error {
+	prefix := fmt.Sprintf("table %q", name)
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if name == "" {
+		return fmt.Errorf("%s: the table needs a name: %w", prefix, gather.ErrOption)
+	}
+	if vocab <= 0 || dim <= 0 {
+		return fmt.Errorf("%s: vocabulary %d and dimension %d must be positive: %w", prefix, vocab, dim, gather.ErrShape)
+	}
+	format := "F32"
+	switch dt {
+	case tensor.Float32:
+	case tensor.Float64:
+		format = "F64"
+	default:
+		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
+	}
+	if cfg.hasPad {
+		var err error
+		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, vocab); err != nil {
+			return err
+		}
+	}
+	header, err := checkpoint.Header(name+".weight", format, []int{vocab, dim})
+	if err != nil {
+		return err
+	}
+	esize := int64(dt.Size())
+	size := int64(len(header)) + int64(vocab)*int64(dim)*esize
+	return fileio.WriteAtomic(path, func(f *os.File) error {
+		if err := fileio.Reserve(f, size); err != nil {
+			return fmt.Errorf("%s: reserving %d bytes for the table: %w", prefix, size, err)
+		}
+		if _, err := f.WriteAt(header, 0); err != nil {
+			return err
+		}
+		if dt == tensor.Float32 {
+			return fill[float32](f, int64(len(header)), prefix, vocab, dim, dt, cfg)
+		}
+		return fill[float64](f, int64(len(header)), prefix, vocab, dim, dt, cfg)
+	})
+}
+
+// fill writes the table's initial values (of dtype dt, whose Go type is
+// T), block by block in parallel, to f from offset on; errors start with
+// prefix.
+func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, dim int, dt tensor.Dtype, cfg config) error {
+	const rows = kernel.NormalBlock
+	blocks := (vocab + rows - 1) / rows
+	var mu sync.Mutex
+	var first error
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+	}
+	kernel.ParallelFor(blocks, kernel.Workers(vocab*dim, blocks), func(lo, hi int) {
+		buf := make([]T, rows*dim)
+		for b := lo; b < hi; b++ {
+			r0, r1 := b*rows, min((b+1)*rows, vocab)
+			v := buf[:(r1-r0)*dim]
+			if cfg.init == nil {
+				// One block per call: kernel.Normal seeds it by its row.
+				kernel.Normal(v, cfg.seed, dim, r0)
+			} else {
+				got, ok := cfg.init(dt, r1-r0, dim).([]T)
+				if !ok || len(got) != len(v) {
+					fail(fmt.Errorf("%s: the initialiser returned a %T of %d values for a block of (%d, %d): %w", prefix, got, len(got), r1-r0, dim, gather.ErrShape))
+					return
+				}
+				copy(v, got)
+			}
+			if cfg.hasPad && cfg.pad >= r0 && cfg.pad < r1 {
+				clear(v[(cfg.pad-r0)*dim : (cfg.pad-r0+1)*dim])
+			}
+			if _, err := f.WriteAt(fileio.LittleEndianBytes(v), offset+int64(r0)*int64(dim)*int64(dt.Size())); err != nil {
+				fail(err)
+				return
+			}
+		}
+	})
+	return first
+}
+
+// A File is a table mapped read-write from a safetensors file (as Create
+// makes it): its Weight is backed by the file, never copied into the Go
+// heap. A File is held by one Open at a time, in this process or another.
+type File struct {
+	name   string
+	m      *fileio.Mapping
+	w      *tensor.Dense
+	offset int64 // of the table's first byte in the file
+	row    int64 // bytes per row
+	closed bool
+}
+
+// Open maps the table "<name>.weight" of the safetensors file at path
+// read-write into memory.
+//
+// A file whose tensor is missing, of another rank or dtype, or not aligned
+// for mapping is an error (checkpoint.ErrFormat), as is a malformed file.
+// A file is opened by one Open at a time: a second open, in this process
+// or another, is an error wrapping ErrInUse.
+//
+// Updates reach the file as the system writes the mapping back; Sync makes
+// every update so far durable, and Close syncs and unmaps. After a crash
+// between syncs the file is still a valid safetensors file of the table's
+// shape: each row holds its values from some step since the last Sync (the
+// header is never rewritten).
+func Open(path, name string) (*File, error) {
+	prefix := fmt.Sprintf("table %q", name)
+	infos, _, err := checkpoint.Inspect(path)
+	if err != nil {
+		return nil, err
+	}
+	key := name + ".weight"
+	var info *checkpoint.TensorInfo
+	for i := range infos {
+		if infos[i].Name == key {
+			info = &infos[i]
+		}
+	}
+	switch {
+	case info == nil:
+		return nil, fmt.Errorf("%s: %s holds no tensor %q: %w", prefix, path, key, checkpoint.ErrFormat)
+	case info.Format != "F32" && info.Format != "F64":
+		return nil, fmt.Errorf("%s: %s's %q is %s; a table is F32 or F64: %w", prefix, path, key, info.Format, checkpoint.ErrFormat)
+	case len(info.Shape) != 2 || info.Shape[0] == 0 || info.Shape[1] == 0:
+		return nil, fmt.Errorf("%s: %s's %q has shape %v; a table is [vocab, dim]: %w", prefix, path, key, info.Shape, checkpoint.ErrFormat)
+	}
+	vocab, dim := info.Shape[0], info.Shape[1]
+	m, err := fileio.Map(path)
+	if errors.Is(err, fileio.ErrLocked) {
+		return nil, fmt.Errorf("%s: %s is open in another Open: %w", prefix, path, ErrInUse)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	w, esize, err := mapped(m, info.Format, info.Offset, vocab, dim)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("%s: %s: %v: %w", prefix, path, err, checkpoint.ErrFormat)
+	}
+	return &File{name: name, m: m, w: w, offset: info.Offset, row: int64(dim) * esize}, nil
+}
+
+// mapped returns the [vocab, dim] tensor of format ("F32" or "F64") at
+// offset in m, and its element size.
+func mapped(m *fileio.Mapping, format string, offset int64, vocab, dim int) (*tensor.Dense, int64, error) {
+	if format == "F32" {
+		v, err := fileio.Floats[float32](m.Bytes(), offset, vocab*dim)
+		if err != nil {
+			return nil, 0, err
+		}
+		return tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(v)), 4, nil
+	}
+	v, err := fileio.Floats[float64](m.Bytes(), offset, vocab*dim)
+	if err != nil {
+		return nil, 0, err
+	}
+	return tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(v)), 8, nil
+}
+
+// Name returns the table's name.
+func (f *File) Name() string { return f.name }
+
+// Weight returns the [vocab, dim] table, backed by the mapping: writes to
+// it reach the file. After Close it is an error wrapping ErrClosed, and
+// the tensor returned before must not be used.
+func (f *File) Weight() (*tensor.Dense, error) {
+	if f.closed {
+		return nil, fmt.Errorf("table %q: %w", f.name, ErrClosed)
+	}
+	return f.w, nil
+}
+
+// WillNeed asks the system to bring row r into memory ahead of its use
+// (madvise WILLNEED), so that a lookup finds it there, or on its way,
+// instead of faulting it in. It does nothing after Close.
+func (f *File) WillNeed(r int64) {
+	if f.closed {
+		return
+	}
+	f.m.WillNeed(f.offset+r*f.row, f.row)
+}
+
+// Guard runs fn, which reads or writes the table, with an I/O error on the
+// mapping turned into an error (debug.SetPanicOnFault) on the calling
+// goroutine, rather than the end of the process.
+func (f *File) Guard(fn func() error) error {
+	if err := fileio.Guard(fn); err != nil {
+		return fmt.Errorf("table %q: %w", f.name, err)
+	}
+	return nil
+}
+
+// Sync makes every update so far durable: it writes the mapping back to
+// the file and the file to its disk.
+func (f *File) Sync() error {
+	if f.closed {
+		return fmt.Errorf("table %q: %w", f.name, ErrClosed)
+	}
+	if err := f.m.Sync(); err != nil {
+		return fmt.Errorf("table %q: %w", f.name, err)
+	}
+	return nil
+}
+
+// Close syncs and unmaps the table, and frees its file for another Open.
+// After it, Weight and Sync fail with ErrClosed. A second Close does
+// nothing.
+func (f *File) Close() error {
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	if err := f.m.Close(); err != nil {
+		return fmt.Errorf("table %q: %w", f.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+package table
+
+import "gorgonia.org/gorgonia"
+
+// An Option changes how Create initialises a table.
+type Option func(*config)
+
+// config is the options of one Create.
+type config struct {
+	init   gorgonia.InitWFn // nil: N(0, 1) from seed
+	seed   uint64
+	hasPad bool
+	pad    int
+}
+
+// WithInit sets the initialiser: fn(dt, rows, dim) is called once per
+// block of up to 4,096 rows and must return a []float32 or []float64 (as
+// dt says) of rows×dim values, row-major. The default draws from N(0, 1)
+// with WithSeed's seed.
+func WithInit(fn gorgonia.InitWFn) Option { return func(c *config) { c.init = fn } }
+
+// WithSeed seeds the default initialiser (0 without it): the table holds
+// the values nn.NewEmbedding draws with nn.WithSeed(seed).
+func WithSeed(seed uint64) Option { return func(c *config) { c.seed = seed } }
+
+// WithPadding starts row i at zero (PyTorch's padding_idx); negative i
+// counts from the end of the vocabulary. Give nn.OpenEmbedding
+// nn.WithPadding(i) too, so that the row receives no gradient.
+func WithPadding(i int) Option { return func(c *config) { c.hasPad, c.pad = true, i } }
