@@ -1,7 +1,6 @@
 package gather
 
 import (
-
 	"github.com/gathergrad/gather/internal/errs"
 )
 

@@ -21,8 +21,8 @@ import (
 )
 
 // ErrFormat: a file is not a well-formed safetensors file (or, for
-// package wordvec's word-vector files). Every error about a
-// file's contents wraps it.
+// package wordvec, word-vector file). Every error about a file's contents
+// wraps it.
 var ErrFormat = errors.New("malformed file")
 
 // MaxHeader is the largest header Read accepts, in bytes, as the
