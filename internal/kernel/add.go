@@ -2,7 +2,6 @@ package kernel
 
 import (
 	mathbits "math/bits"
-	"unsafe"
 
 	gonumblas "gonum.org/v1/gonum/blas/gonum"
 )
@@ -81,7 +80,7 @@ func addFirstTouch[T Float, I Index](block, g []T, x []I, c T, inner, jlo, jhi, 
 		}
 		e := nextSet(seen, b, jhi-jlo)
 		clearRows := block[(jlo+b)*inner : (jlo+e)*inner]
-		streamClear(unsafe.Pointer(&clearRows[0]), uintptr(len(clearRows))*unsafe.Sizeof(T(0)))
+		streamClear(ptr(clearRows), uintptr(len(clearRows))*sizeOf[T]())
 		b = e
 	}
 	storeFence()

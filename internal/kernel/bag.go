@@ -3,7 +3,6 @@ package kernel
 import (
 	"runtime"
 	"slices"
-	"unsafe"
 )
 
 // A BagMode is how the bag kernels pool a bag (nn.BagMode maps its
@@ -81,7 +80,7 @@ func weight[T Float](w []T, i int) T {
 // split across goroutines. It is O(n × dim).
 func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags) {
 	parallelRun(bg.N(), Workers(len(ids)*dim+bg.N()*dim, bg.N()), bagTask[T, I]{out: out, table: table, ids: ids, w: w, dim: dim, bg: *bg,
-		ahead: prefetches(table, dim), size: uintptr(dim) * unsafe.Sizeof(T(0))})
+		ahead: prefetches(table, dim), size: uintptr(dim) * sizeOf[T]()})
 }
 
 // bagTask is BagPool's work for parallelRun: the bags lo..hi-1.
@@ -191,7 +190,7 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 			if j == bg.Pad {
 				continue
 			}
-			rows[k] = uintptr(unsafe.Pointer(&table[j*dim]))
+			rows[k] = addr(table[j*dim:])
 			if w != nil {
 				coef[k] = w[i]
 			}
@@ -203,7 +202,7 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 	// rows bagAhead later.
 	add := func(o []float32, s, e int, scale float32) {
 		if e > s {
-			sumRows(unsafe.Pointer(&o[0]), rows[s:e], coef[s*scaled:e*scaled], size,
+			sumRows(ptr(o), rows[s:e], coef[s*scaled:e*scaled], size,
 				rows[min(s+bagAhead, k):min(e+bagAhead, k)], scale)
 		}
 	}

@@ -6,7 +6,8 @@
 // runner (Workers, ParallelFor) and Uninit (allocation without clearing).
 // It is the only package of the module that links into the runtime or
 // holds assembly, and with internal/fileio (mapped files) the only one that
-// imports unsafe.
+// imports unsafe: in two files, unsafe.go (the conversions between slices
+// and the addresses the assembly takes) and alloc_unsafe.go.
 //
 // Every assembly routine, in a file named *_amd64.s, has a Go twin named
 // with the suffix Go (copyRowsGo, sumRowsGo, inRange64Go, exp32Go,

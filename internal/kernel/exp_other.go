@@ -2,8 +2,6 @@
 
 package kernel
 
-import "unsafe"
-
 // hasExpAsm is false: without assembly, Exp32 runs exp32Go.
 const hasExpAsm = false
 
@@ -14,11 +12,11 @@ func exp32(dst, src []float32) { exp32Go(dst, src) }
 const hasSoftmaxAsm = false
 
 func rowMaxShift32(e, x, m *float32, rows, c int) {
-	rowMaxShift32Go(unsafe.Slice(e, rows*c), unsafe.Slice(x, rows*c), unsafe.Slice(m, rows), c)
+	rowMaxShift32Go(sliceAt(e, rows*c), sliceAt(x, rows*c), sliceAt(m, rows), c)
 }
 
 func rowSums32(s *float64, e *float32, rows, c int) {
-	rowSums32Go(unsafe.Slice(s, rows), unsafe.Slice(e, rows*c), c)
+	rowSums32Go(sliceAt(s, rows), sliceAt(e, rows*c), c)
 }
 
 // hasLog1pAsm is false: without assembly, Log1p32 runs log1p32Go.

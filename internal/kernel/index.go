@@ -2,7 +2,6 @@ package kernel
 
 import (
 	mathbits "math/bits"
-	"unsafe"
 )
 
 // Index is the set of Go types an index may have.
@@ -109,11 +108,11 @@ func checkedPrefix[I Index](idx []I, s int) int {
 	if !hasCheckAsm || n == 0 || s < 1 || int64(s) > 1<<62 {
 		return 0
 	}
-	switch unsafe.Sizeof(idx[0]) {
+	switch elemSize(idx) {
 	case 8:
-		return inRange64((*int64)(unsafe.Pointer(&idx[0])), n, s)
+		return inRange64(as[int64](idx), n, s)
 	case 4:
-		return inRange32((*int32)(unsafe.Pointer(&idx[0])), n, s)
+		return inRange32(as[int32](idx), n, s)
 	}
 	return 0
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -257,7 +256,7 @@ func TestAssemblyTwins(t *testing.T) {
 			for _, n := range []int{0, 1, 7, 8, 9, 40} {
 				rows := make([]uintptr, n)
 				for i := range n {
-					rows[i] = uintptr(unsafe.Pointer(&src[uintptr(r.IntN(40))*size]))
+					rows[i] = addr(src[uintptr(r.IntN(40))*size:])
 				}
 				// Rows to prefetch: none, fewer than rows, or as many; they
 				// must not change the copy.
@@ -266,19 +265,19 @@ func TestAssemblyTwins(t *testing.T) {
 					ahead = rows
 				}
 				want := make([]byte, uintptr(n)*size+size) // a row past the end: must stay zero
-				copyRowsGo(unsafe.Pointer(&want[0]), rows, size, nil)
+				copyRowsGo(ptr(want), rows, size, nil)
 				for i, a := range rows { // the twin itself, against the rows it read
-					k := (a - uintptr(unsafe.Pointer(&src[0]))) / size
+					k := (a - addr(src)) / size
 					require.Equal(t, src[k*size:(k+1)*size], want[uintptr(i)*size:uintptr(i+1)*size], "copyRowsGo row %d", i)
 				}
 				got := make([]byte, len(want))
-				copyRows(unsafe.Pointer(&got[0]), rows, size, ahead)
+				copyRows(ptr(got), rows, size, ahead)
 				assert.Equal(t, want, got, "copyRows, rows of %d bytes, n=%d", size, n)
 				aligned := Uninit[float64](len(want)/8 + 4) // 32-byte alignment for streamRows
-				off := (32 - uintptr(unsafe.Pointer(&aligned[0]))%32) % 32
-				dst := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&aligned[0]), off)), len(want))
+				off := (32 - addr(aligned)%32) % 32
+				dst := valuesAt[byte](offset(ptr(aligned), off), uintptr(len(want)))
 				clear(dst)
-				streamRows(unsafe.Pointer(&dst[0]), rows, size, ahead)
+				streamRows(ptr(dst), rows, size, ahead)
 				storeFence()
 				assert.Equal(t, want, slices.Clone(dst), "streamRows, rows of %d bytes, n=%d", size, n)
 				runtime.KeepAlive(src)
@@ -426,7 +425,7 @@ func TestAssemblyTwins(t *testing.T) {
 				rows := make([]uintptr, n)
 				coef := toFloat32(ref.RandFloats(r, n))
 				for k := range rows {
-					rows[k] = uintptr(unsafe.Pointer(&table[r.IntN(30)*dim]))
+					rows[k] = addr(table[r.IntN(30)*dim:])
 				}
 				// Rows to prefetch: none, fewer than rows, or as many; they
 				// must not change the sum.
@@ -441,8 +440,8 @@ func TestAssemblyTwins(t *testing.T) {
 					}
 					start := toFloat32(ref.RandFloats(r, dim+8)) // 8 past the end: must stay as they are
 					want, got := slices.Clone(start), slices.Clone(start)
-					sumRowsGo(unsafe.Pointer(&want[0]), rows, c, size, nil, scale)
-					sumRows(unsafe.Pointer(&got[0]), rows, c, size, ahead, scale)
+					sumRowsGo(ptr(want), rows, c, size, nil, scale)
+					sumRows(ptr(got), rows, c, size, ahead, scale)
 					assert.Equal(t, want, got, "sumRows, rows of %d bytes, n=%d, weighted %t, scale %g", size, n, c != nil, scale)
 					if n > 0 {
 						assert.NotEqual(t, start[:dim], got[:dim], "sumRows added nothing: size %d, n=%d", size, n)
@@ -464,27 +463,27 @@ func TestAssemblyTwins(t *testing.T) {
 			for i, v := range src {
 				copied[i], scaled[i], scaled64[i] = v, float32(-0.75*v), 1.5*src64[i]
 			}
-			for name, f := range map[string]func(dst, src unsafe.Pointer, n uintptr){"streamCopy": streamCopy, "streamCopyGo": streamCopyGo} {
+			for name, f := range map[string]func(dst, src *byte, n uintptr){"streamCopy": streamCopy, "streamCopyGo": streamCopyGo} {
 				got := make([]float32, n+4) // 16-byte aligned by the allocator
-				f(unsafe.Pointer(&got[0]), unsafe.Pointer(&src[0]), uintptr(4*n))
+				f(ptr(got), ptr(src), uintptr(4*n))
 				storeFence()
 				assert.Equal(t, copied, got, "%s n=%d", name, n)
 			}
-			for name, f := range map[string]func(dst, src unsafe.Pointer, n uintptr, c float32){"streamScaled32": streamScaled32, "streamScaled32Go": streamScaled32Go} {
+			for name, f := range map[string]func(dst, src *byte, n uintptr, c float32){"streamScaled32": streamScaled32, "streamScaled32Go": streamScaled32Go} {
 				got := make([]float32, n+4)
-				f(unsafe.Pointer(&got[0]), unsafe.Pointer(&src[0]), uintptr(n), -0.75)
+				f(ptr(got), ptr(src), uintptr(n), -0.75)
 				storeFence()
 				assert.Equal(t, scaled, got, "%s n=%d", name, n)
 			}
-			for name, f := range map[string]func(dst, src unsafe.Pointer, n uintptr, c float64){"streamScaled64": streamScaled64, "streamScaled64Go": streamScaled64Go} {
+			for name, f := range map[string]func(dst, src *byte, n uintptr, c float64){"streamScaled64": streamScaled64, "streamScaled64Go": streamScaled64Go} {
 				got := make([]float64, n+2)
-				f(unsafe.Pointer(&got[0]), unsafe.Pointer(&src64[0]), uintptr(n), 1.5)
+				f(ptr(got), ptr(src64), uintptr(n), 1.5)
 				storeFence()
 				assert.Equal(t, scaled64, got, "%s n=%d", name, n)
 			}
-			for name, f := range map[string]func(dst unsafe.Pointer, n uintptr){"streamClear": streamClear, "streamClearGo": streamClearGo} {
+			for name, f := range map[string]func(dst *byte, n uintptr){"streamClear": streamClear, "streamClearGo": streamClearGo} {
 				got := slices.Clone(copied)
-				f(unsafe.Pointer(&got[0]), uintptr(4*n))
+				f(ptr(got), uintptr(4*n))
 				storeFence()
 				assert.Equal(t, make([]float32, n+4), got, "%s n=%d", name, n)
 			}
@@ -493,10 +492,10 @@ func TestAssemblyTwins(t *testing.T) {
 	t.Run("prefetch", func(t *testing.T) {
 		// A prefetch changes nothing and never faults, whatever the address.
 		buf := []float64{1, 2, 3}
-		prefetch(unsafe.Pointer(&buf[0]), 24)
-		prefetchGo(unsafe.Pointer(&buf[0]), 24)
+		prefetch(ptr(buf), 24)
+		prefetchGo(ptr(buf), 24)
 		var rows [rowsAhead]uintptr
-		rows[0] = uintptr(unsafe.Pointer(&buf[0]))
+		rows[0] = addr(buf)
 		rows[1] = ^uintptr(0) &^ 0xfff // the last page, not mapped
 		prefetchLines(&rows, 2, 64)
 		prefetchLinesGo(&rows, 2, 64)

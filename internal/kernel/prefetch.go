@@ -1,12 +1,10 @@
 package kernel
 
-import "unsafe"
-
 // prefetchGo is the reference for prefetch: a prefetch only asks the
 // processor to load memory into its caches early; it reads nothing from
 // Go's point of view and changes no result, so without assembly it does
 // nothing.
-func prefetchGo(p unsafe.Pointer, n uintptr) {}
+func prefetchGo(p *byte, n uintptr) {}
 
 // prefetchLinesGo is the reference for prefetchLines:
 //
@@ -21,5 +19,5 @@ func PrefetchRow[T Float](row []T) {
 	if len(row) == 0 {
 		return
 	}
-	prefetch(unsafe.Pointer(&row[0]), uintptr(len(row))*unsafe.Sizeof(row[0]))
+	prefetch(ptr(row), uintptr(len(row))*elemSize(row))
 }

@@ -2,14 +2,12 @@
 
 package kernel
 
-import "unsafe"
-
 // prefetch is prefetchGo in assembly: PREFETCHT0 for each 64-byte line of
 // the n bytes at p (prefetch_amd64.s). It returns at once and never
 // faults. Every amd64 processor has the instruction.
 //
 //go:noescape
-func prefetch(p unsafe.Pointer, n uintptr)
+func prefetch(p *byte, n uintptr)
 
 // prefetchLines is prefetchLinesGo in assembly: prefetch(addrs[i], size)
 // for each of the first n addresses, in one call (prefetch_amd64.s).

@@ -2,8 +2,6 @@
 
 package kernel
 
-import "unsafe"
-
-func prefetch(p unsafe.Pointer, n uintptr) { prefetchGo(p, n) }
+func prefetch(p *byte, n uintptr) { prefetchGo(p, n) }
 
 func prefetchLines(addrs *[rowsAhead]uintptr, n int, size uintptr) { prefetchLinesGo(addrs, n, size) }

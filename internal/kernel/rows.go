@@ -1,7 +1,5 @@
 package kernel
 
-import "unsafe"
-
 // Row addresses. copyRows, streamRows, sumRows and prefetchLines take rows
 // as uintptr addresses, which the collector does not see as pointers. That
 // is safe while three things hold:
@@ -21,7 +19,7 @@ import "unsafe"
 // costs one load and branch at run time.
 func heapOnly[T any](s []T) {
 	if escapeNever {
-		escapeSink = unsafe.Pointer(unsafe.SliceData(s))
+		escapeSink = ptr(s)
 	}
 }
 
@@ -29,7 +27,7 @@ func heapOnly[T any](s []T) {
 // heapOnly stays.
 var (
 	escapeNever bool
-	escapeSink  unsafe.Pointer
+	escapeSink  *byte
 )
 
 // copyRowsGo copies the rows of size bytes at the addresses rows[0], ...,
@@ -40,11 +38,10 @@ var (
 // It is the reference for copyRows and streamRows. ahead lists rows the
 // caller moves next, for the assembly to prefetch; copyRowsGo does not use
 // it. The caller keeps the memory rows point into alive.
-func copyRowsGo(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr) {
+func copyRowsGo(dst *byte, rows []uintptr, size uintptr, ahead []uintptr) {
 	for i := range rows {
 		// rows[i] holds an address as an integer; read it as a pointer.
-		src := *(*unsafe.Pointer)(unsafe.Pointer(&rows[i]))
-		copy(unsafe.Slice((*byte)(unsafe.Add(dst, uintptr(i)*size)), size), unsafe.Slice((*byte)(src), size))
+		copy(valuesAt[byte](offset(dst, uintptr(i)*size), size), valuesAt[byte](rowAt(rows, i), size))
 	}
 }
 
@@ -60,14 +57,14 @@ func copyRowsGo(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintpt
 // sumRows. ahead lists rows the caller adds next, for sumRows to prefetch;
 // sumRowsGo does not use it. The caller keeps the memory rows point into
 // alive.
-func sumRowsGo(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32) {
+func sumRowsGo(dst *byte, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32) {
 	if len(rows) == 0 {
 		return
 	}
-	d := unsafe.Slice((*float32)(dst), size/4)
+	d := valuesAt[float32](dst, size/4)
 	for k := range rows {
 		// rows[k] holds an address as an integer; read it as a pointer.
-		row := unsafe.Slice(*(**float32)(unsafe.Pointer(&rows[k])), len(d))
+		row := valuesAt[float32](rowAt(rows, k), uintptr(len(d)))
 		if len(coef) == 0 {
 			for c, v := range row {
 				d[c] += v

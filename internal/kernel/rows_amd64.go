@@ -3,8 +3,6 @@
 package kernel
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/cpu"
 )
 
@@ -17,14 +15,14 @@ var hasRowAsm = cpu.X86.HasAVX
 // only when hasRowAsm is set.
 //
 //go:noescape
-func copyRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr)
+func copyRows(dst *byte, rows []uintptr, size uintptr, ahead []uintptr)
 
 // streamRows is copyRowsGo in AVX assembly with streaming stores, for a
 // 32-byte aligned dst (rows_amd64.s). Call storeFence before another
 // goroutine may read dst, and call it only when hasRowAsm is set.
 //
 //go:noescape
-func streamRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintptr)
+func streamRows(dst *byte, rows []uintptr, size uintptr, ahead []uintptr)
 
 // sumRows is sumRowsGo in AVX assembly (rows_amd64.s): it keeps 256 bytes
 // of dst in registers while it adds that part of every row and scales it,
@@ -35,4 +33,4 @@ func streamRows(dst unsafe.Pointer, rows []uintptr, size uintptr, ahead []uintpt
 // set.
 //
 //go:noescape
-func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32)
+func sumRows(dst *byte, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32)

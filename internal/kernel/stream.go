@@ -1,7 +1,5 @@
 package kernel
 
-import "unsafe"
-
 // minStream is the output size in bytes from which a gather of rows into a
 // new output writes them with streaming stores: the size from which the
 // runtime's own copy streams on amd64.
@@ -38,8 +36,8 @@ const maxStreamSource = 32 << 20
 // streamCopy does not tell it).
 func streams[T any](dst, src []T, inner int) bool {
 	return !holdsPointers(dst) && streamable(dst, inner) &&
-		uintptr(len(dst))*unsafe.Sizeof(dst[0]) >= minStreamOutput &&
-		uintptr(len(src))*unsafe.Sizeof(src[0]) <= maxStreamSource
+		uintptr(len(dst))*elemSize(dst) >= minStreamOutput &&
+		uintptr(len(src))*elemSize(src) <= maxStreamSource
 }
 
 // streamable reports whether rows (rows of inner elements) may be written
@@ -50,17 +48,17 @@ func streamable[T any](rows []T, inner int) bool {
 	if !streamStores || len(rows) == 0 {
 		return false
 	}
-	size := unsafe.Sizeof(rows[0])
+	size := elemSize(rows)
 	return uintptr(len(rows))*size >= minStream &&
 		uintptr(inner)*size%16 == 0 &&
-		uintptr(unsafe.Pointer(unsafe.SliceData(rows)))%16 == 0
+		addr(rows)%16 == 0
 }
 
 // holdsPointers reports whether the elements of s hold pointers, for the
 // element types the row kernels are instantiated with.
 func holdsPointers[T any](s []T) bool {
 	switch any(s).(type) {
-	case []string, []unsafe.Pointer:
+	case []string, []*byte:
 		return true
 	}
 	return false
@@ -74,8 +72,8 @@ func batches[T any](dst []T, inner int, stream bool) bool {
 	if !hasRowAsm || len(dst) == 0 || holdsPointers(dst) {
 		return false
 	}
-	row := uintptr(inner) * unsafe.Sizeof(dst[0])
-	return row%32 == 0 && (!stream || uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%32 == 0)
+	row := uintptr(inner) * elemSize(dst)
+	return row%32 == 0 && (!stream || addr(dst)%32 == 0)
 }
 
 // streamRow is copy(dst, src) for rows of equal length, with streamCopy.
@@ -84,7 +82,7 @@ func streamRow[T any](dst, src []T) {
 		return
 	}
 	src = src[:len(dst)]
-	streamCopy(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), uintptr(len(dst))*unsafe.Sizeof(dst[0]))
+	streamCopy(ptr(dst), ptr(src), uintptr(len(dst))*elemSize(dst))
 }
 
 // clearStreamed sets s to zero, with streaming stores for all but its
@@ -92,21 +90,21 @@ func streamRow[T any](dst, src []T) {
 // that large is seldom in cache, and ordinary stores would first read
 // every line of it from memory.
 func clearStreamed[T Float](s []T) {
-	size := uintptr(len(s)) * unsafe.Sizeof(T(0))
+	size := uintptr(len(s)) * sizeOf[T]()
 	if !streamStores || size < minStream {
 		clear(s)
 		return
 	}
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
-	head := (-p & 15) / unsafe.Sizeof(T(0)) // elements before the first 16-byte boundary
-	if (-p&15)%unsafe.Sizeof(T(0)) != 0 {
+	p := addr(s)
+	head := (-p & 15) / sizeOf[T]() // elements before the first 16-byte boundary
+	if (-p&15)%sizeOf[T]() != 0 {
 		clear(s) // elements not aligned to their size
 		return
 	}
 	clear(s[:head])
-	body := (size - head*unsafe.Sizeof(T(0))) &^ 15
-	streamClear(unsafe.Pointer(&s[head]), body)
-	clear(s[head+body/unsafe.Sizeof(T(0)):])
+	body := (size - head*sizeOf[T]()) &^ 15
+	streamClear(ptr(s[head:]), body)
+	clear(s[head+body/sizeOf[T]():])
 	storeFence()
 }
 
@@ -122,9 +120,9 @@ func streamScaledRow[T Float](d, g []T, c T) {
 	g = g[:len(d)]
 	switch dt := any(d).(type) {
 	case []float32:
-		streamScaled32(unsafe.Pointer(&dt[0]), unsafe.Pointer(&g[0]), uintptr(len(dt)), float32(c))
+		streamScaled32(ptr(dt), ptr(g), uintptr(len(dt)), float32(c))
 	case []float64:
-		streamScaled64(unsafe.Pointer(&dt[0]), unsafe.Pointer(&g[0]), uintptr(len(dt)), float64(c))
+		streamScaled64(ptr(dt), ptr(g), uintptr(len(dt)), float64(c))
 	default:
 		for k := range d {
 			d[k] = 0 + c*g[k]
@@ -138,26 +136,26 @@ func streamScaledRow[T Float](d, g []T, c T) {
 // assembly.
 
 // streamCopyGo is copy(dst[:n], src[:n]) for bytes.
-func streamCopyGo(dst, src unsafe.Pointer, n uintptr) {
-	copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
+func streamCopyGo(dst, src *byte, n uintptr) {
+	copy(valuesAt[byte](dst, n), valuesAt[byte](src, n))
 }
 
 // streamClearGo is clear(dst[:n]) for bytes.
-func streamClearGo(dst unsafe.Pointer, n uintptr) {
-	clear(unsafe.Slice((*byte)(dst), n))
+func streamClearGo(dst *byte, n uintptr) {
+	clear(valuesAt[byte](dst, n))
 }
 
 // streamScaled32Go is dst[i] = 0 + c*src[i] for n float32s.
-func streamScaled32Go(dst, src unsafe.Pointer, n uintptr, c float32) {
-	d, g := unsafe.Slice((*float32)(dst), n), unsafe.Slice((*float32)(src), n)
+func streamScaled32Go(dst, src *byte, n uintptr, c float32) {
+	d, g := valuesAt[float32](dst, n), valuesAt[float32](src, n)
 	for i := range d {
 		d[i] = 0 + c*g[i]
 	}
 }
 
 // streamScaled64Go is dst[i] = 0 + c*src[i] for n float64s.
-func streamScaled64Go(dst, src unsafe.Pointer, n uintptr, c float64) {
-	d, g := unsafe.Slice((*float64)(dst), n), unsafe.Slice((*float64)(src), n)
+func streamScaled64Go(dst, src *byte, n uintptr, c float64) {
+	d, g := valuesAt[float64](dst, n), valuesAt[float64](src, n)
 	for i := range d {
 		d[i] = 0 + c*g[i]
 	}

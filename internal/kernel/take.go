@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"runtime"
-	"unsafe"
 )
 
 // rowMoves says how takeRows moves rows: ahead, it prefetches source rows
@@ -51,7 +50,7 @@ func takeRows[T any, I Index](dst, src []T, idx []I, s, inner, lo, hi int, mv ro
 func takeBlock[T any, I Index](d, block []T, x []I, inner int, mv rowMoves) int {
 	s := len(block) / inner
 	var next [rowsAhead]uintptr // addresses of rows to prefetch
-	size := uintptr(inner) * unsafe.Sizeof(block[0])
+	size := uintptr(inner) * elemSize(block)
 	for k, v := range x {
 		if mv.ahead && k%rowsAhead == 0 {
 			prefetchAfter(&next, block, x, k, inner, size)
@@ -80,7 +79,7 @@ func takeBlock[T any, I Index](d, block []T, x []I, inner int, mv rowMoves) int 
 //go:noinline
 func takeBatched[T any, I Index](d, block []T, x []I, inner int, mv rowMoves) int {
 	var rows [takeChunk]uintptr // addresses of the rows to move
-	size := uintptr(inner) * unsafe.Sizeof(block[0])
+	size := uintptr(inner) * elemSize(block)
 	for k := 0; k < len(x); k += takeChunk {
 		batch := x[k:min(k+takeChunk, len(x))]
 		if m := rowAddrs(rows[:], block, batch, inner); m < len(batch) {
@@ -91,9 +90,9 @@ func takeBatched[T any, I Index](d, block []T, x []I, inner int, mv rowMoves) in
 			ahead = rows[min(rowsAhead, len(batch)):len(batch)]
 		}
 		if mv.stream {
-			streamRows(unsafe.Pointer(&d[k*inner]), rows[:len(batch)], size, ahead)
+			streamRows(ptr(d[k*inner:]), rows[:len(batch)], size, ahead)
 		} else {
-			copyRows(unsafe.Pointer(&d[k*inner]), rows[:len(batch)], size, ahead)
+			copyRows(ptr(d[k*inner:]), rows[:len(batch)], size, ahead)
 		}
 		runtime.KeepAlive(block) // rows holds its addresses as integers, which keep nothing alive
 	}
@@ -122,7 +121,7 @@ func rowAddrs[T any, I Index](addrs []uintptr, block []T, x []I, inner int) int 
 		if !ok {
 			return i
 		}
-		addrs[i] = uintptr(unsafe.Pointer(&block[j*inner]))
+		addrs[i] = addr(block[j*inner:])
 	}
 	return len(x)
 }
@@ -149,14 +148,14 @@ func prefetches[T any](span []T, inner int) bool {
 	if len(span) == 0 {
 		return false
 	}
-	size := unsafe.Sizeof(span[0])
+	size := elemSize(span)
 	return uintptr(inner)*size >= minPrefetchRow && uintptr(len(span))*size >= minPrefetchSpan
 }
 
 // prefetchRow prefetches the elements of row.
 func prefetchRow[T any](row []T) {
 	if len(row) > 0 {
-		prefetch(unsafe.Pointer(&row[0]), uintptr(len(row))*unsafe.Sizeof(row[0]))
+		prefetch(ptr(row), uintptr(len(row))*elemSize(row))
 	}
 }
 
