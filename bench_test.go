@@ -51,7 +51,7 @@ func (c benchCase) make() benchData {
 	}
 	var oshape tensor.Shape
 	if c.kind == opGather {
-		oshape, _ = gatherShape(nil, c.dshape, c.ishape, c.axis)
+		oshape, _ = gatherShape("gather", nil, c.dshape, c.ishape, c.axis)
 	} else {
 		oshape = tensor.Shape(c.ishape).Clone()
 	}
@@ -131,7 +131,7 @@ func BenchmarkCases(b *testing.B) {
 		})
 		b.Run(c.name+"/bwd", func(b *testing.B) {
 			d := get()
-			diff := &diffOp{fwd: &opBase{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
+			diff := &diffOp{fwd: &gatherOp{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
 			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.dshape...))
 			// One untimed call first, as for fwd-prealloc.
 			if _, err := diff.UsePreallocDo(buf, d.indices, d.grad); err != nil {

@@ -312,7 +312,7 @@ func fuzzBackward(t *testing.T, kind operator, b []byte, elementsRank bool) {
 	r := len(c.dshape)
 	oshape := tensor.Shape(c.ishape)
 	if kind == opGather && !errors.Is(want, ErrAxisOutOfRange) {
-		oshape, _ = gatherShape(nil, c.dshape, c.ishape, (c.axis+r)%r)
+		oshape, _ = gatherShape("gather", nil, c.dshape, c.ishape, (c.axis+r)%r)
 	}
 	up := make([]float64, tensor.Shape(oshape).TotalSize())
 	for i := range up {

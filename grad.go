@@ -195,14 +195,14 @@ func scatterAdd[T kernel.Float, I kernel.Index](dst, src []T, ix operand.Indices
 
 // DiffWRT reports that data is differentiable (unless WithoutGrad was
 // given) and indices are not.
-func (o *opBase) DiffWRT(inputs int) []bool {
+func (o *gatherOp) DiffWRT(inputs int) []bool {
 	return []bool{!o.cfg.NoGrad, false}
 }
 
 // SymDiff returns the gradient node of data: a diffOp applied to indices
 // and the upstream gradient.
-func (o *opBase) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := checkArity(o.kind.String(), "", len(inputs), 2); err != nil {
+func (o *gatherOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if err := operand.CheckArity(o.kind.String(), "", len(inputs), 2); err != nil {
 		return nil, err
 	}
 	if o.cfg.NoGrad {
@@ -223,8 +223,8 @@ func (o *opBase) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 
 // DoDiff adds the gradient of data into the gradient it already has, for
 // Gorgonia's LispMachine.
-func (o *opBase) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := checkArity(o.kind.String(), "", len(inputs), 2); err != nil {
+func (o *gatherOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	if err := operand.CheckArity(o.kind.String(), "", len(inputs), 2); err != nil {
 		return err
 	}
 	if o.cfg.NoGrad {
@@ -249,14 +249,14 @@ func (o *opBase) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, ou
 }
 
 // padding returns the normalised padding index, or -1 if there is none.
-func (o *opBase) padding() int {
+func (o *gatherOp) padding() int {
 	if o.cfg.HasPad {
 		return o.cfg.Pad
 	}
 	return -1
 }
 
-func (o *opBase) checkDifferentiable() error {
+func (o *gatherOp) checkDifferentiable() error {
 	if o.dataType != tensor.Float32 && o.dataType != tensor.Float64 {
 		return fmt.Errorf("%s: no gradient for %v data; only float32 and float64 data are differentiable: %w", o.kind, o.dataType, ErrDtype)
 	}
@@ -267,7 +267,7 @@ func (o *opBase) checkDifferentiable() error {
 // gradient in, a tensor shaped like data out.
 type diffOp struct {
 	opkit.Op
-	fwd *opBase
+	fwd *gatherOp
 }
 
 func (d *diffOp) Arity() int { return 2 }
@@ -286,7 +286,7 @@ func (d *diffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
 
 // Do returns a new gradient tensor.
 func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
+	if err := operand.CheckArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
 		return nil, err
 	}
 	return d.overwrite(operand.NewOutput(d.fwd.dataType, d.fwd.dataShape), in)
@@ -295,7 +295,7 @@ func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // UsePreallocDo clears prealloc, which holds the last run's gradient, and
 // adds this run's into it; if prealloc cannot hold it, it returns a new tensor.
 func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
+	if err := operand.CheckArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
 		return nil, err
 	}
 	out, ok := prealloc.(*tensor.Dense)
@@ -321,7 +321,7 @@ func (d *diffOp) overwrite(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Val
 
 // IncrDo adds the gradient into toIncr without a temporary.
 func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	if err := checkArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
+	if err := operand.CheckArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
 		return err
 	}
 	dst, ok := toIncr.(*tensor.Dense)

@@ -49,15 +49,15 @@ var (
 // operator, so that buf stays on the caller's stack.
 func outputShape(buf tensor.Shape, kind operator, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
 	if _, ok := kind.(gatherer); ok {
-		return gatherShape(buf, data, indices, axis)
+		return gatherShape(kind.String(), buf, data, indices, axis)
 	}
-	return elementsShape(data, indices, axis)
+	return elementsShape(kind.String(), data, indices, axis)
 }
 
-// opBase is what gatherOp and gatherElementsOp share: the arguments fixed
-// when the node is built, and the Op methods that do not depend on the
-// operator. An op value may be shared by goroutines.
-type opBase struct {
+// gatherOp is the Gorgonia op of Gather and of GatherElements, which its
+// operator tells apart: the arguments fixed when the node is built. An op
+// value may be shared by goroutines.
+type gatherOp struct {
 	opkit.Op
 	kind       operator     // opGather or opGatherElements
 	axis       int          // normalised to [0, rank-1]
@@ -69,68 +69,68 @@ type opBase struct {
 	cfg        config
 }
 
-// newBase checks the arguments of Gather or GatherElements.
-func newBase(kind operator, data, indices *gorgonia.Node, axis int, cfg config) (opBase, error) {
+// newOp checks the arguments of Gather or GatherElements and returns its op.
+func newOp(kind operator, data, indices *gorgonia.Node, axis int, cfg config) (*gatherOp, error) {
 	if data == nil || indices == nil {
-		return opBase{}, fmt.Errorf("%s: data and indices must be nodes, got data=%v, indices=%v: %w", kind, data, indices, ErrShape)
+		return nil, fmt.Errorf("%s: data and indices must be nodes, got data=%v, indices=%v: %w", kind, data, indices, ErrShape)
 	}
 	if operand.WordOf(data.Dtype()) == operand.WordNone {
-		return opBase{}, fmt.Errorf("%s: data dtype %v is not supported: %w", kind, data.Dtype(), ErrDtype)
+		return nil, fmt.Errorf("%s: data dtype %v is not supported: %w", kind, data.Dtype(), ErrDtype)
 	}
 	if err := operand.CheckIndexDtype(kind.String(), "indices", indices.Dtype()); err != nil {
-		return opBase{}, err
+		return nil, err
 	}
 	ds, is := data.Shape().Clone(), indices.Shape().Clone()
 	ax, err := normAxis(kind.String(), axis, len(ds))
 	if err != nil {
-		return opBase{}, err
+		return nil, err
 	}
 	if _, err := shapes.Size(kind.String(), "data", ds); err != nil {
-		return opBase{}, err
+		return nil, err
 	}
 	out, err := outputShape(nil, kind, ds, is, ax)
 	if err != nil {
-		return opBase{}, err
+		return nil, err
 	}
 	out = out.Clone()
 	if n := ds[ax]; n == 0 && is.TotalSize() > 0 {
-		return opBase{}, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
+		return nil, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
 	}
 	if cfg.ScaleByFreq && !kind.slices() {
-		return opBase{}, fmt.Errorf("%s: gradient scaling by frequency applies to Gather only: %w", kind, ErrOption)
+		return nil, fmt.Errorf("%s: gradient scaling by frequency applies to Gather only: %w", kind, ErrOption)
 	}
 	if cfg.HasPad {
 		if !kind.slices() {
-			return opBase{}, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrOption)
+			return nil, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrOption)
 		}
 		if cfg.Pad, err = opconfig.NormIndex(kind.String(), cfg.Pad, ds[ax]); err != nil {
-			return opBase{}, err
+			return nil, err
 		}
 	}
-	b := opBase{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
+	b := &gatherOp{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
 		dataShape: ds, indexShape: is, outShape: out, cfg: cfg}
 	b.Op = opkit.New(b.String(), b.indexType, "->", b.dataType)
 	return b, nil
 }
 
-// apply adds o, whose opBase is b, to the graph of data and indices.
-func apply(o gorgonia.Op, b *opBase, data, indices *gorgonia.Node) (*gorgonia.Node, error) {
+// apply adds o to the graph of data and indices.
+func (o *gatherOp) apply(data, indices *gorgonia.Node) (*gorgonia.Node, error) {
 	var n *gorgonia.Node
 	var err error
-	if b.cfg.Name != "" {
-		n, err = gorgonia.ApplyOpWithName(o, b.cfg.Name, data, indices)
+	if o.cfg.Name != "" {
+		n, err = gorgonia.ApplyOpWithName(o, o.cfg.Name, data, indices)
 	} else {
 		n, err = gorgonia.ApplyOp(o, data, indices)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", b.kind, errs.Graph(err))
+		return nil, fmt.Errorf("%s: %w", o.kind, errs.Graph(err))
 	}
 	return n, nil
 }
 
 // label returns how the op's index errors name it: by the layer package nn
 // set (opconfig.Config.Layer), else by the op and the node's name.
-func (o *opBase) label() label {
+func (o *gatherOp) label() label {
 	if o.cfg.Layer.Op != "" {
 		return o.cfg.Layer
 	}
@@ -262,18 +262,19 @@ func fits(kind operator, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype,
 }
 
 // Arity returns 2: data and indices.
-func (o *opBase) Arity() int { return 2 }
+func (o *gatherOp) Arity() int { return 2 }
 
 // Type returns data, indices -> output, with the ranks fixed when the node was built.
-func (o *opBase) Type() hm.Type {
+func (o *gatherOp) Type() hm.Type {
 	return hm.NewFnType(
 		operand.Type(len(o.dataShape), o.dataType),
 		operand.Type(len(o.indexShape), o.indexType),
 		operand.Type(len(o.outShape), o.dataType))
 }
 
-func (o *opBase) inferShape(in []gorgonia.DimSizer) (tensor.Shape, error) {
-	if err := checkArity(o.kind.String(), "", len(in), 2); err != nil {
+// InferShape returns the output shape for the given data and indices shapes.
+func (o *gatherOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
+	if err := operand.CheckArity(o.kind.String(), "", len(in), 2); err != nil {
 		return nil, err
 	}
 	ds, ok1 := in[0].(tensor.Shape)
@@ -288,10 +289,15 @@ func (o *opBase) inferShape(in []gorgonia.DimSizer) (tensor.Shape, error) {
 	return out.Clone(), nil
 }
 
-// do computes the op into prealloc when it can hold the result, else into
-// a new tensor.
-func (o *opBase) do(prealloc gorgonia.Value, in []gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(o.kind.String(), "", len(in), 2); err != nil {
+// Do computes the op into a new tensor.
+func (o *gatherOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	return o.UsePreallocDo(nil, in...)
+}
+
+// UsePreallocDo computes the op into prealloc when it can hold the result,
+// else into a new tensor.
+func (o *gatherOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	if err := operand.CheckArity(o.kind.String(), "", len(in), 2); err != nil {
 		return nil, err
 	}
 	buf, _ := prealloc.(*tensor.Dense)
@@ -303,6 +309,12 @@ func (o *opBase) do(prealloc gorgonia.Value, in []gorgonia.Value) (gorgonia.Valu
 }
 
 // String names the op, e.g. "Gather{axis=1}" or "GatherElements{axis=0, noGrad}".
-func (o *opBase) String() string {
+func (o *gatherOp) String() string {
 	return fmt.Sprintf("%s{axis=%d%v}", o.kind.title(), o.axis, o.cfg)
 }
+
+var (
+	_ gorgonia.UsePreallocDoer = (*gatherOp)(nil)
+	_ gorgonia.SDOp            = (*gatherOp)(nil)
+	_ gorgonia.ADOp            = (*gatherOp)(nil)
+)

@@ -26,12 +26,11 @@ import (
 // the graph runs. The gradient with respect to data is the upstream gradient
 // added at the gathered positions (see IndexAdd); indices get none.
 func Gather(data, indices *gorgonia.Node, axis int, opts ...Option) (*gorgonia.Node, error) {
-	o, err := newBase(opGather, data, indices, axis, newConfig(opts))
+	o, err := newOp(opGather, data, indices, axis, newConfig(opts))
 	if err != nil {
 		return nil, err
 	}
-	op := &gatherOp{o}
-	return apply(op, &op.opBase, data, indices)
+	return o.apply(data, indices)
 }
 
 // Take is Gather on tensors: it returns the slices of data along axis
@@ -53,23 +52,6 @@ func Take(data, indices tensor.Tensor, axis int, opts ...tensor.FuncOpt) (*tenso
 		return nil, err
 	}
 	return forward(opGather, data, indices, axis, dst, label{Op: opGather.String()})
-}
-
-// gatherOp is the Gorgonia op of Gather.
-type gatherOp struct{ opBase }
-
-// InferShape returns the output shape for the given data and indices shapes.
-func (o *gatherOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
-	return o.inferShape(in)
-}
-
-// Do gathers into a new tensor.
-func (o *gatherOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return o.do(nil, in) }
-
-// UsePreallocDo gathers into prealloc when it can hold the result, else
-// into a new tensor.
-func (o *gatherOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	return o.do(prealloc, in)
 }
 
 // gatherer is the operator of Gather: it picks whole slices.

@@ -26,12 +26,11 @@ import (
 // upstream gradient added at the picked positions (see ScatterAdd).
 // WithPaddingIndex does not apply to it.
 func GatherElements(data, indices *gorgonia.Node, axis int, opts ...Option) (*gorgonia.Node, error) {
-	o, err := newBase(opGatherElements, data, indices, axis, newConfig(opts))
+	o, err := newOp(opGatherElements, data, indices, axis, newConfig(opts))
 	if err != nil {
 		return nil, err
 	}
-	op := &gatherElementsOp{o}
-	return apply(op, &op.opBase, data, indices)
+	return o.apply(data, indices)
 }
 
 // TakeAlongAxis is GatherElements on tensors: it returns a tensor of the
@@ -47,23 +46,6 @@ func TakeAlongAxis(data, indices tensor.Tensor, axis int, opts ...tensor.FuncOpt
 		return nil, err
 	}
 	return forward(opGatherElements, data, indices, axis, dst, label{Op: opGatherElements.String()})
-}
-
-// gatherElementsOp is the Gorgonia op of GatherElements.
-type gatherElementsOp struct{ opBase }
-
-// InferShape returns the output shape: the shape of indices.
-func (o *gatherElementsOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
-	return o.inferShape(in)
-}
-
-// Do picks into a new tensor.
-func (o *gatherElementsOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return o.do(nil, in) }
-
-// UsePreallocDo picks into prealloc when it can hold the result, else into
-// a new tensor.
-func (o *gatherElementsOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	return o.do(prealloc, in)
 }
 
 // elementPicker is the operator of GatherElements: it picks one element
@@ -119,10 +101,3 @@ func takeAlong[I kernel.Index](out, data *tensor.Dense, ix operand.Indices, g ke
 	}
 	return -1
 }
-
-var (
-	_ gorgonia.Op              = (*gatherElementsOp)(nil)
-	_ gorgonia.UsePreallocDoer = (*gatherElementsOp)(nil)
-	_ gorgonia.SDOp            = (*gatherElementsOp)(nil)
-	_ gorgonia.ADOp            = (*gatherElementsOp)(nil)
-)

@@ -51,7 +51,7 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 			indices := ref.CastIndices(idx, c.ishape, tensor.Int64)
 			var oshape tensor.Shape
 			if c.kind == opGather {
-				oshape, _ = gatherShape(nil, c.dshape, c.ishape, c.axis)
+				oshape, _ = gatherShape("gather", nil, c.dshape, c.ishape, c.axis)
 			} else {
 				oshape = c.ishape
 			}
@@ -72,7 +72,7 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 				for i := range stale.Float32s() {
 					stale.Float32s()[i] = float32(math.NaN())
 				}
-				diff := &diffOp{fwd: &opBase{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
+				diff := &diffOp{fwd: &gatherOp{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
 				_, err := diff.UsePreallocDo(stale, indices, src)
 				require.NoError(t, err)
 				for i, x := range stale.Float32s() {
@@ -154,8 +154,8 @@ func TestZeroAllocations(t *testing.T) {
 func TestZeroAllocationsParallel(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	r := rand.New(rand.NewPCG(4, 4))
-	o := &gatherOp{opBase{kind: opGather, axis: 0, dataType: tensor.Float32, dataShape: []int{3000, 64}, cfg: newConfig(nil)}}
-	diff := &diffOp{fwd: &o.opBase}
+	o := &gatherOp{kind: opGather, axis: 0, dataType: tensor.Float32, dataShape: []int{3000, 64}, cfg: newConfig(nil)}
+	diff := &diffOp{fwd: o}
 	data := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3000, 64))
 	idx := ref.CastIndices(ref.RandIndices(r, 4096, 3000), []int{4096}, tensor.Int64)
 	out := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(4096, 64))
@@ -252,7 +252,7 @@ func TestPrefetchedRows(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, wantOut, ref.Floats(out))
 
-				diff := &diffOp{fwd: &opBase{kind: opGather, axis: c.axis, dataType: tensor.Float64, dataShape: c.dshape, cfg: newConfig(nil)}}
+				diff := &diffOp{fwd: &gatherOp{kind: opGather, axis: c.axis, dataType: tensor.Float64, dataShape: c.dshape, cfg: newConfig(nil)}}
 				g, err := diff.Do(ref.CastIndices(idx, c.ishape, tensor.Int64), ref.FloatTensor(up, oshape, tensor.Float64))
 				require.NoError(t, err)
 				require.InDeltaSlice(t, wantGrad, ref.Floats(g.(*tensor.Dense)), 1e-9)

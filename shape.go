@@ -23,28 +23,18 @@ func normAxis(op string, axis, rank int) (int, error) {
 	return axis, nil
 }
 
-// checkArity reports an error unless the op named kind (with role "" for
-// the op itself, " gradient" for its gradient op) got the want inputs it
-// takes. The name is assembled only on error, so the check allocates nothing.
-func checkArity(kind, role string, n, want int) error {
-	if n != want {
-		return fmt.Errorf("%s%s: want %d inputs, got %d: %w", kind, role, want, n, ErrShape)
-	}
-	return nil
-}
-
 // gatherShape returns the output shape of Gather,
 //
 //	data.shape[:axis] + indices.shape + data.shape[axis+1:]
 //
 // e.g. data [2, 5, 3], indices [4, 2], axis 1 gives [2, 4, 2, 3], appended
 // to buf[:0]. axis must already be normalised.
-func gatherShape(buf, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
+func gatherShape(op string, buf, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
 	out := buf[:0]
 	out = append(out, data[:axis]...)
 	out = append(out, indices...)
 	out = append(out, data[axis+1:]...)
-	if _, err := shapes.Size(opGather.String(), "output", out); err != nil {
+	if _, err := shapes.Size(op, "output", out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -54,18 +44,18 @@ func gatherShape(buf, data, indices tensor.Shape, axis int) (tensor.Shape, error
 // shape, which is indices itself. indices must have the rank of data
 // and, on every axis but axis, a size no larger than data's. axis must
 // already be normalised.
-func elementsShape(data, indices tensor.Shape, axis int) (tensor.Shape, error) {
+func elementsShape(op string, data, indices tensor.Shape, axis int) (tensor.Shape, error) {
 	if len(indices) != len(data) {
 		return nil, fmt.Errorf("%s: indices of shape %v have rank %d, data of shape %v has rank %d; they must be equal: %w",
-			opGatherElements, indices, len(indices), data, len(data), ErrShape)
+			op, indices, len(indices), data, len(data), ErrShape)
 	}
 	for d := range data {
 		if d != axis && indices[d] > data[d] {
 			return nil, fmt.Errorf("%s: indices of shape %v are larger than data of shape %v on axis %d (%d > %d): %w",
-				opGatherElements, indices, data, d, indices[d], data[d], ErrShape)
+				op, indices, data, d, indices[d], data[d], ErrShape)
 		}
 	}
-	if _, err := shapes.Size(opGatherElements.String(), "indices", indices); err != nil {
+	if _, err := shapes.Size(op, "indices", indices); err != nil {
 		return nil, err
 	}
 	return indices, nil

@@ -235,7 +235,7 @@ func (a *bagArgs) release() {
 // args reads and checks the op's inputs: everything before anything is
 // written. The caller calls release on a after its last use.
 func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
-	if err := checkArity(opBag, "", len(in), o.arity()); err != nil {
+	if err := operand.CheckArity(opBag, "", len(in), o.arity()); err != nil {
 		return a, err
 	}
 	t, err := operand.Read(opBag, "table", in[0])
@@ -447,7 +447,7 @@ func (o *bagOp) DiffWRT(int) []bool {
 
 // SymDiff returns the gradient nodes of the table and the weights.
 func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := checkArity(opBag, "", len(inputs), o.arity()); err != nil {
+	if err := operand.CheckArity(opBag, "", len(inputs), o.arity()); err != nil {
 		return nil, err
 	}
 	diff := gorgonia.Nodes{inputs[0]}
@@ -479,7 +479,7 @@ func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 // DoDiff adds the gradients into those the table and the weights already
 // have, for Gorgonia's LispMachine.
 func (o *bagOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := checkArity(opBag, "", len(inputs), o.arity()); err != nil {
+	if err := operand.CheckArity(opBag, "", len(inputs), o.arity()); err != nil {
 		return err
 	}
 	up, err := output.Grad()
@@ -592,7 +592,7 @@ func (d *bagGradOp) run(dst *tensor.Dense, in []gorgonia.Value) error {
 
 // check reads and checks the bag op's inputs and the upstream gradient.
 func (d *bagGradOp) check(in []gorgonia.Value) (bagArgs, *tensor.Dense, error) {
-	if err := checkArity(opBag, " gradient", len(in), d.Arity()); err != nil {
+	if err := operand.CheckArity(opBag, " gradient", len(in), d.Arity()); err != nil {
 		return bagArgs{}, nil, err
 	}
 	a, err := d.fwd.args(in[:len(in)-1])

@@ -72,7 +72,7 @@ type batchDotOp struct {
 
 // args reads and checks a and b.
 func (o *batchDotOp) args(in []gorgonia.Value, want int) (a, b *tensor.Dense, err error) {
-	if err := checkArity(opBatchDot, "", len(in), want); err != nil {
+	if err := operand.CheckArity(opBatchDot, "", len(in), want); err != nil {
 		return nil, nil, err
 	}
 	if a, err = operand.Read(opBatchDot, "a", in[0]); err != nil {
@@ -142,7 +142,7 @@ func (o *batchDotOp) String() string { return fmt.Sprintf("BatchDot{%d, %d, %d}"
 func (o *batchDotOp) DiffWRT(int) []bool { return []bool{true, true} }
 
 func (o *batchDotOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := checkArity(opBatchDot, "", len(inputs), 2); err != nil {
+	if err := operand.CheckArity(opBatchDot, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
 	if err := errs.CheckGradSize(opBatchDot, output, inputs...); err != nil {
@@ -160,7 +160,7 @@ func (o *batchDotOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node)
 }
 
 func (o *batchDotOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := checkArity(opBatchDot, "", len(inputs), 2); err != nil {
+	if err := operand.CheckArity(opBatchDot, "", len(inputs), 2); err != nil {
 		return err
 	}
 	up, err := output.Grad()

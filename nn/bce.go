@@ -124,7 +124,7 @@ type bceArgs struct {
 }
 
 func (o *bceOp) args(in []gorgonia.Value, want int) (bceArgs, error) {
-	if err := checkArity(opBCE, "", len(in), want); err != nil {
+	if err := operand.CheckArity(opBCE, "", len(in), want); err != nil {
 		return bceArgs{}, err
 	}
 	var a bceArgs
@@ -350,7 +350,7 @@ func (o *bceOp) String() string {
 func (o *bceOp) DiffWRT(int) []bool { return []bool{true, false} }
 
 func (o *bceOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := checkArity(opBCE, "", len(inputs), 2); err != nil {
+	if err := operand.CheckArity(opBCE, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
 	if err := errs.CheckGradSize(opBCE, output, inputs[0]); err != nil {

@@ -125,7 +125,7 @@ func (o *willNeedOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
 // Do hints the rows of the ids in range (the lookup reports the others)
 // and returns the table.
 func (o *willNeedOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity("embedding", " prefetch", len(in), 2); err != nil {
+	if err := operand.CheckArity("embedding", " prefetch", len(in), 2); err != nil {
 		return nil, err
 	}
 	ix, err := operand.ReadIndices("embedding", "ids", in[1])

@@ -229,7 +229,7 @@ func (o *crossEntropyOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) 
 // Do returns the loss: one of Gorgonia's scalar values, or a tensor for
 // ReduceNone.
 func (o *crossEntropyOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity(o.op, "", len(in), 2); err != nil {
+	if err := operand.CheckArity(o.op, "", len(in), 2); err != nil {
 		return nil, err
 	}
 	a, err := o.args(in[0], in[1])
@@ -302,7 +302,7 @@ func (o *crossEntropyOp) DiffWRT(int) []bool { return []bool{true, false} }
 
 // SymDiff returns the gradient node of logits.
 func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := checkArity(o.op, "", len(inputs), 2); err != nil {
+	if err := operand.CheckArity(o.op, "", len(inputs), 2); err != nil {
 		return nil, err
 	}
 	if err := errs.CheckGradSize(o.op, nil, inputs[0]); err != nil {
@@ -369,7 +369,7 @@ func (d *crossEntropyDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value)
 // every argument, so that dst is untouched on error.
 func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 	o := d.fwd
-	if err := checkArity(o.op, " gradient", len(in), 3); err != nil {
+	if err := operand.CheckArity(o.op, " gradient", len(in), 3); err != nil {
 		return err
 	}
 	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {

@@ -46,7 +46,7 @@ func (o *renormOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
 
 // Do rescales the named rows of the table and returns it.
 func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity("embedding", " max-norm", len(in), 2); err != nil {
+	if err := operand.CheckArity("embedding", " max-norm", len(in), 2); err != nil {
 		return nil, err
 	}
 	t, ok := in[0].(*tensor.Dense)

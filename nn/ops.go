@@ -65,14 +65,6 @@ func overlapsValue(out *tensor.Dense, v gorgonia.Value) bool {
 	return ok && operand.Overlaps(out, t)
 }
 
-// checkArity reports an error unless the op named op got want inputs.
-func checkArity(op, role string, n, want int) error {
-	if n != want {
-		return fmt.Errorf("%s%s: want %d inputs, got %d: %w", op, role, want, n, gather.ErrShape)
-	}
-	return nil
-}
-
 // clearFloats sets a float32 or float64 tensor to zero.
 func clearFloats(t *tensor.Dense) {
 	switch t.Dtype() {
@@ -87,7 +79,7 @@ func clearFloats(t *tensor.Dense) {
 // and targets), the gradient the logits already hold, which DoDiff adds
 // into, and the loss's upstream gradient.
 func logitGrads(op string, inputs gorgonia.Nodes, output *gorgonia.Node) (dg, up gorgonia.Value, err error) {
-	if err := checkArity(op, "", len(inputs), 2); err != nil {
+	if err := operand.CheckArity(op, "", len(inputs), 2); err != nil {
 		return nil, nil, err
 	}
 	if dg, err = inputs[0].Grad(); err != nil {

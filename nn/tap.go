@@ -34,7 +34,7 @@ func (o *tapOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) { return 
 
 // Do returns the lookup's output itself.
 func (o *tapOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := checkArity("embedding", " tap", len(in), 2); err != nil {
+	if err := operand.CheckArity("embedding", " tap", len(in), 2); err != nil {
 		return nil, err
 	}
 	return in[0], nil

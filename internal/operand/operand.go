@@ -437,3 +437,14 @@ func CheckIndices(l opconfig.Label, ix Indices, axis, s int) error {
 func IndexError(l opconfig.Label, ix Indices, p, axis, s int) *errs.IndexError {
 	return &errs.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: shapes.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
 }
+
+// CheckArity reports an error unless the op named op (with role "" for
+// the op itself, " gradient" for its gradient op) got the want inputs it
+// takes. The message is assembled only on error, so the check allocates
+// nothing.
+func CheckArity(op, role string, n, want int) error {
+	if n != want {
+		return fmt.Errorf("%s%s: want %d inputs, got %d: %w", op, role, want, n, errs.ErrShape)
+	}
+	return nil
+}
