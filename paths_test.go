@@ -12,7 +12,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/parallel"
 	"github.com/gathergrad/gather/internal/ref"
 )
 
@@ -55,7 +55,7 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 			} else {
 				oshape = c.ishape
 			}
-			require.GreaterOrEqual(t, oshape.TotalSize(), kernel.MinParallelWork, "too small to run in parallel")
+			require.GreaterOrEqual(t, oshape.TotalSize(), parallel.MinWork, "too small to run in parallel")
 			src := tensor.New(tensor.WithShape(oshape...), tensor.WithBacking(randF32(oshape.TotalSize())))
 			var want []uint32
 			for _, procs := range []int{1, 2, 3, 4, 7} {
@@ -160,8 +160,8 @@ func TestZeroAllocationsParallel(t *testing.T) {
 	idx := ref.CastIndices(ref.RandIndices(r, 4096, 3000), []int{4096}, tensor.Int64)
 	out := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(4096, 64))
 	grad := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3000, 64))
-	require.Greater(t, kernel.Workers(4096*64, 4096), 1, "the calls must run in parallel")
-	require.Greater(t, kernel.Workers(512*256, 512), 1, "the calls must run in parallel")
+	require.Greater(t, parallel.Workers(4096*64, 4096), 1, "the calls must run in parallel")
+	require.Greater(t, parallel.Workers(512*256, 512), 1, "the calls must run in parallel")
 	fwdIn, bwdIn := []gorgonia.Value{data, idx}, []gorgonia.Value{idx, out}
 	allocs := parallelAllocs(100, func() {
 		if _, err := o.UsePreallocDo(out, fwdIn...); err != nil {

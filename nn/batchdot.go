@@ -54,7 +54,7 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 	if len(as) != 2 || len(bs) != 3 || as[0] != bs[0] || as[1] != bs[2] {
 		return nil, fmt.Errorf("%s: a of shape %v and b of shape %v must be [n, d] and [n, k, d]: %w", opBatchDot, as, bs, gather.ErrShape)
 	}
-	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2]}
+	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2], f: operand.PickFloat(dt, batchDotKernelsOf[float32](), batchDotKernelsOf[float64]())}
 	o.Op = opkit.New(o, o.dtype)
 	out, err := gorgonia.ApplyOp(o, a, b)
 	if err != nil {
@@ -68,6 +68,7 @@ type batchDotOp struct {
 	opkit.Op
 	dtype   tensor.Dtype
 	n, k, d int
+	f       batchDotKernels // the loops for dtype
 }
 
 // args reads and checks a and b.
@@ -107,34 +108,8 @@ func (o *batchDotOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if o.n*o.k == 0 {
 		return out, nil
 	}
-	switch o.dtype {
-	case tensor.Float32:
-		batchDot(out.Float32s(), a.Float32s(), b.Float32s(), o.k, o.d)
-	case tensor.Float64:
-		batchDot(out.Float64s(), a.Float64s(), b.Float64s(), o.k, o.d)
-	}
+	o.f.dot(out, a, b, o.k, o.d)
 	return out, nil
-}
-
-// batchDot is
-//
-//	for i, j: out[i*k+j] = Σ_t a[i*d+t]·b[(i*k+j)*d+t]
-func batchDot[T kernel.Float](out, a, b []T, k, d int) {
-	n := len(out) / k
-	kernel.ParallelFor(n, kernel.Workers(len(b), n), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			ai := a[i*d : (i+1)*d]
-			for j := range k {
-				bj := b[(i*k+j)*d : (i*k+j+1)*d]
-				bj = bj[:len(ai)]
-				var s T
-				for t, v := range ai {
-					s += v * bj[t]
-				}
-				out[i*k+j] = s
-			}
-		}
-	})
 }
 
 func (o *batchDotOp) String() string { return fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d) }
@@ -240,53 +215,8 @@ func (d *batchDotDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) e
 	if dst.Shape().TotalSize() == 0 {
 		return nil
 	}
-	switch o.dtype {
-	case tensor.Float32:
-		batchDotGrad(dst.Float32s(), a.Float32s(), b.Float32s(), g.Float32s(), o.k, o.d, d.wrt, add)
-	case tensor.Float64:
-		batchDotGrad(dst.Float64s(), a.Float64s(), b.Float64s(), g.Float64s(), o.k, o.d, d.wrt, add)
-	}
+	o.f.grad(dst, a, b, g, o.k, o.d, d.wrt, add)
 	return nil
-}
-
-// batchDotGrad is, for wrt 0,
-//
-//	dst[i*d+t] = Σ_j g[i*k+j]·b[(i*k+j)*d+t]
-//
-// and for wrt 1
-//
-//	dst[(i*k+j)*d+t] = g[i*k+j]·a[i*d+t]
-//
-// each added into dst with add.
-func batchDotGrad[T kernel.Float](dst, a, b, g []T, k, d, wrt int, add bool) {
-	n := len(g) / k
-	kernel.ParallelFor(n, kernel.Workers(len(b), n), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			ai := a[i*d : (i+1)*d]
-			if wrt == 0 {
-				di := dst[i*d : (i+1)*d]
-				if !add {
-					clear(di)
-				}
-				for j := range k {
-					kernel.AddRow(di, b[(i*k+j)*d:(i*k+j+1)*d], g[i*k+j])
-				}
-				continue
-			}
-			for j := range k {
-				dj := dst[(i*k+j)*d : (i*k+j+1)*d]
-				dj = dj[:len(ai)]
-				gj := g[i*k+j]
-				if add {
-					kernel.AddRow(dj, ai, gj)
-					continue
-				}
-				for t, v := range ai {
-					dj[t] = gj * v
-				}
-			}
-		}
-	})
 }
 
 func (d *batchDotDiffOp) String() string { return fmt.Sprintf("%vGrad%d", d.fwd, d.wrt) }
@@ -297,3 +227,21 @@ var (
 	_ gorgonia.UsePreallocDoer = (*batchDotDiffOp)(nil)
 	_ gorgonia.IncrDoer        = (*batchDotDiffOp)(nil)
 )
+
+// batchDotKernels are BatchDot's loops for one dtype, chosen when the op
+// is built.
+type batchDotKernels struct {
+	dot  func(out, a, b *tensor.Dense, k, d int)
+	grad func(dst, a, b, g *tensor.Dense, k, d, wrt int, add bool)
+}
+
+// batchDotKernelsOf returns the loops for values of Go type T.
+func batchDotKernelsOf[T kernel.Float]() batchDotKernels {
+	f := operand.Floats[T]
+	return batchDotKernels{
+		dot: func(out, a, b *tensor.Dense, k, d int) { kernel.BatchDot(f(out), f(a), f(b), k, d) },
+		grad: func(dst, a, b, g *tensor.Dense, k, d, wrt int, add bool) {
+			kernel.BatchDotGrad(f(dst), f(a), f(b), f(g), k, d, wrt, add)
+		},
+	}
+}

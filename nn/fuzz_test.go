@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/ref"
@@ -53,7 +54,7 @@ func FuzzCrossEntropy(f *testing.F) {
 		}
 		xt := ref.FloatTensor(x, []int{r, c}, tensor.Float64)
 		yt := ref.CastIndices(y, []int{r}, it)
-		o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float64, targetType: it, shape: tensor.Shape{r, c}}
+		o := newCrossEntropyOp(opCrossEntropy, tensor.Float64, it, tensor.Shape{r, c}, ReduceMean, kernel.ClassLoss{Entropy: true})
 		bad := -1
 		for i, v := range y {
 			if v < 0 || v >= int64(c) {

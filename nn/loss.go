@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -102,14 +101,14 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 	if classes == 0 && targets.Shape().TotalSize() > 0 && !c.loss.hasIgnore {
 		return nil, fmt.Errorf("%s: %s of shape %v have no classes, so no target is valid: %w", op, what, ls, gather.ErrIndexOutOfRange)
 	}
-	o := &crossEntropyOp{op: op, dtype: dt, targetType: targets.Dtype(), shape: ls,
-		reduction: c.loss.reduction, hasIgnore: c.loss.hasIgnore, ignore: c.loss.ignore, smoothing: c.loss.smoothing}
+	o := newCrossEntropyOp(op, dt, targets.Dtype(), ls, c.loss.reduction,
+		kernel.ClassLoss{Entropy: op == opCrossEntropy, HasIgnore: c.loss.hasIgnore, Ignore: c.loss.ignore, Smoothing: c.loss.smoothing})
 	if c.loss.hasWeights {
-		if o.weights, err = classVector(op, "class weights", c.loss.weights, dt, classes); err != nil {
+		if o.Weights, err = classVector(op, "class weights", c.loss.weights, dt, classes); err != nil {
 			return nil, err
 		}
 	}
-	o.Op = opkit.New(o, o.dtype, o.targetType, o.shape, o.reduction, o.hasIgnore, o.ignore, o.weights, o.smoothing)
+	o.Op = opkit.New(o, o.dtype, o.targetType, o.shape, o.reduction, o.HasIgnore, o.Ignore, o.Weights, o.Smoothing)
 	n, err := gorgonia.ApplyOp(o, scores, targets)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, errs.Graph(err))
@@ -139,16 +138,57 @@ type crossEntropyOp struct {
 	shape      tensor.Shape // of the scores
 
 	reduction Reduction
-	hasIgnore bool
-	ignore    int64
-	weights   []float64 // nil: 1 for every class
-	smoothing float64
+	kernel.ClassLoss
+	k entropyKernels // the loops for dtype and targetType
+}
+
+// newCrossEntropyOp returns the op of the loss op ("cross_entropy" or
+// "nll_loss") of scores of dtype dt and the given shape and targets of
+// dtype it, with its loops chosen.
+func newCrossEntropyOp(op string, dt, it tensor.Dtype, shape tensor.Shape, r Reduction, cl kernel.ClassLoss) *crossEntropyOp {
+	return &crossEntropyOp{op: op, dtype: dt, targetType: it, shape: shape, reduction: r, ClassLoss: cl,
+		k: operand.PickFloatIndex(dt, it,
+			[3]entropyKernels{entropyKernelsOf[float32, int](), entropyKernelsOf[float32, int32](), entropyKernelsOf[float32, int64]()},
+			[3]entropyKernels{entropyKernelsOf[float64, int](), entropyKernelsOf[float64, int32](), entropyKernelsOf[float64, int64]()})}
+}
+
+// entropyKernels are the loops of a loss for one dtype of its scores and
+// one of its targets, chosen when the op is built.
+type entropyKernels struct {
+	sum      func(x *tensor.Dense, t operand.Indices, c int) float64
+	grad     func(dst, x *tensor.Dense, t operand.Indices, c int, scale float64, add bool)
+	rows     func(o *kernel.ClassLoss, x *tensor.Dense, t operand.Indices, c int, per []float64) (float64, float64)
+	rowsGrad func(o *kernel.ClassLoss, dst, x *tensor.Dense, t operand.Indices, c int, scale float64, ups []float64, add bool)
+	denom    func(o *kernel.ClassLoss, t operand.Indices) float64
+	firstBad func(t operand.Indices, classes int, ignore int64) int
+}
+
+// entropyKernelsOf returns the loops for scores of Go type T and targets
+// of Go type I.
+func entropyKernelsOf[T kernel.Float, I kernel.Index]() entropyKernels {
+	f, ix := operand.Floats[T], operand.Slice[I]
+	return entropyKernels{
+		sum: func(x *tensor.Dense, t operand.Indices, c int) float64 { return kernel.EntropySum(f(x), ix(t), c) },
+		grad: func(dst, x *tensor.Dense, t operand.Indices, c int, scale float64, add bool) {
+			kernel.EntropyGrad(f(dst), f(x), ix(t), c, scale, add)
+		},
+		rows: func(o *kernel.ClassLoss, x *tensor.Dense, t operand.Indices, c int, per []float64) (float64, float64) {
+			return kernel.ClassLossRows(o, f(x), ix(t), c, per)
+		},
+		rowsGrad: func(o *kernel.ClassLoss, dst, x *tensor.Dense, t operand.Indices, c int, scale float64, ups []float64, add bool) {
+			kernel.ClassLossGrad(o, f(dst), f(x), ix(t), c, scale, ups, add)
+		},
+		denom: func(o *kernel.ClassLoss, t operand.Indices) float64 { return kernel.ClassDenominator(o, ix(t)) },
+		firstBad: func(t operand.Indices, classes int, ignore int64) int {
+			return kernel.FirstBadTarget(ix(t), classes, ignore)
+		},
+	}
 }
 
 // plain reports whether o is CrossEntropy without options, which the
 // fastest kernels compute.
 func (o *crossEntropyOp) plain() bool {
-	return o.op == opCrossEntropy && o.reduction == ReduceMean && !o.hasIgnore && o.weights == nil && o.smoothing == 0
+	return o.Entropy && o.reduction == ReduceMean && !o.HasIgnore && o.Weights == nil && o.Smoothing == 0
 }
 
 // entropyArgs are the checked arguments of the loss and of its gradient.
@@ -184,9 +224,8 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 			o.op, t.Shape, o.shape, gather.ErrShape)
 	}
 	l := opconfig.Label{Op: o.op, Arg: "targets", NonNegative: true}
-	if o.hasIgnore {
-		find := operand.Pick(t.Dtype, firstBadTarget[int], firstBadTarget[int32], firstBadTarget[int64])
-		if p := find(t, rows, classes, o.ignore); p >= 0 {
+	if o.HasIgnore {
+		if p := o.k.firstBad(t, classes, o.Ignore); p >= 0 {
 			return entropyArgs{}, &gather.IndexError{Op: l.Op, Arg: l.Arg, Pos: shapes.Unravel(p, t.Shape), Value: t.At(p),
 				Axis: len(o.shape) - 1, Size: classes, NonNegative: true}
 		}
@@ -238,7 +277,7 @@ func (o *crossEntropyOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	}
 	if o.reduction == ReduceNone {
 		per := make([]float64, a.rows)
-		o.lossRows(a, per)
+		o.k.rows(&o.ClassLoss, a.logits, a.targets, a.classes, per)
 		if len(o.shape) == 1 {
 			return o.scalar(per[0]), nil
 		}
@@ -256,10 +295,10 @@ func (o *crossEntropyOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if o.plain() {
 		loss = math.NaN()
 		if a.rows > 0 {
-			loss = runEntropy(a) / float64(a.rows)
+			loss = o.k.sum(a.logits, a.targets, a.classes) / float64(a.rows)
 		}
 	} else {
-		sum, denom := o.lossRows(a, nil)
+		sum, denom := o.k.rows(&o.ClassLoss, a.logits, a.targets, a.classes, nil)
 		loss = sum
 		if o.reduction == ReduceMean {
 			loss = sum / denom // NaN when nothing is counted, as in PyTorch
@@ -285,14 +324,14 @@ func (o *crossEntropyOp) String() string {
 		return name
 	}
 	s := fmt.Sprintf("%s{%v", name, o.reduction)
-	if o.hasIgnore {
-		s += fmt.Sprintf(", ignore=%d", o.ignore)
+	if o.HasIgnore {
+		s += fmt.Sprintf(", ignore=%d", o.Ignore)
 	}
-	if o.weights != nil {
+	if o.Weights != nil {
 		s += ", weights"
 	}
-	if o.smoothing != 0 {
-		s += fmt.Sprintf(", smoothing=%v", o.smoothing)
+	if o.Smoothing != 0 {
+		s += fmt.Sprintf(", smoothing=%v", o.Smoothing)
 	}
 	return s + "}"
 }
@@ -406,14 +445,14 @@ func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Valu
 		return nil
 	}
 	if o.plain() {
-		runEntropyGrad(dst, a, up/float64(a.rows), add)
+		o.k.grad(dst, a.logits, a.targets, a.classes, up/float64(a.rows), add)
 		return nil
 	}
 	scale := up
 	if o.reduction == ReduceMean {
-		scale /= o.denominator(a)
+		scale /= o.k.denom(&o.ClassLoss, a.targets)
 	}
-	o.gradRows(dst, a, scale, ups, add)
+	o.k.rowsGrad(&o.ClassLoss, dst, a.logits, a.targets, a.classes, scale, ups, add)
 	return nil
 }
 
@@ -425,449 +464,3 @@ var (
 	_ gorgonia.UsePreallocDoer = (*crossEntropyDiffOp)(nil)
 	_ gorgonia.IncrDoer        = (*crossEntropyDiffOp)(nil)
 )
-
-// runEntropy returns the summed loss of a's rows.
-func runEntropy(a entropyArgs) float64 {
-	switch a.logits.Dtype() {
-	case tensor.Float32:
-		return entropyByIndex(a.logits.Float32s(), a)
-	case tensor.Float64:
-		return entropyByIndex(a.logits.Float64s(), a)
-	}
-	return math.NaN()
-}
-
-func entropyByIndex[T kernel.Float](x []T, a entropyArgs) float64 {
-	return operand.Pick(a.targets.Dtype, entropySum[T, int], entropySum[T, int32], entropySum[T, int64])(x, a.targets, a.classes)
-}
-
-// entropyRows is the number of rows whose losses are summed together before
-// their sum joins the total: the blocks, not the workers, fix the order of
-// the additions, so the loss is the same for any GOMAXPROCS.
-const entropyRows = 256
-
-// blockScratch is the memory a loss works a block of entropyRows rows of
-// c classes in: e the rows' exponentials, m and s their shifts and sums.
-// The parallel parts of a loss take it from a pool, so that a loss run
-// over and over allocates none once the pool holds a scratch per thread.
-type blockScratch[T kernel.Float] struct {
-	e    []T
-	m, s []float64
-}
-
-// blockScratches holds the free *blockScratch[float32] and
-// *blockScratch[float64].
-var blockScratches = [2]sync.Pool{}
-
-func scratchPool[T kernel.Float]() *sync.Pool {
-	if _, ok := any(T(0)).(float32); ok {
-		return &blockScratches[0]
-	}
-	return &blockScratches[1]
-}
-
-// getBlockScratch returns a scratch for rows of c classes.
-func getBlockScratch[T kernel.Float](c int) *blockScratch[T] {
-	sc, _ := scratchPool[T]().Get().(*blockScratch[T])
-	if sc == nil {
-		sc = &blockScratch[T]{m: make([]float64, entropyRows), s: make([]float64, entropyRows)}
-	}
-	if cap(sc.e) < entropyRows*c {
-		sc.e = make([]T, entropyRows*c)
-	}
-	sc.e = sc.e[:entropyRows*c]
-	return sc
-}
-
-// putBlockScratch gives sc back to its pool.
-func putBlockScratch[T kernel.Float](sc *blockScratch[T]) { scratchPool[T]().Put(sc) }
-
-// entropySum returns the sum over rows r of
-//
-//	logsumexp(x[r*c:(r+1)*c]) - x[r*c+t[r]]
-//
-// with t's values checked to lie in [-c, c-1]. Each row is shifted by its
-// maximum before exp, so large logits do not overflow.
-func entropySum[T kernel.Float, I kernel.Index](x []T, targets operand.Indices, c int) float64 {
-	t := operand.Slice[I](targets)
-	blocks := make([]float64, (len(t)+entropyRows-1)/entropyRows)
-	p := kernel.Workers(len(x), len(blocks))
-	kernel.ParallelFor(len(blocks), p, func(lo, hi int) {
-		sc := getBlockScratch[T](c)
-		defer putBlockScratch(sc)
-		e, m, s := sc.e, sc.m, sc.s
-		for b := lo; b < hi; b++ {
-			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
-			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
-			var sum float64
-			for r := r0; r < r1; r++ {
-				sum += m[r-r0] + math.Log(s[r-r0]) - float64(x[r*c+kernel.Wrap(t[r], c)])
-			}
-			blocks[b] = sum
-		}
-	})
-	var total float64
-	for _, s := range blocks {
-		total += s
-	}
-	return total
-}
-
-// expRows sets, for each row r of x (rows of c elements, len(m) rows, at
-// most entropyRows), m[r] to the row's shift (see shift), e[r*c+j] to
-// exp(x[r*c+j] - m[r]) in T, and s[r] to the row's sum of e in float64.
-// float32 rows go to expRows32; float64 rows are exponentiated by math.Exp
-// and summed in order.
-func expRows[T kernel.Float](e []T, m, s []float64, x []T, c int) {
-	if e32, ok := any(e).([]float32); ok {
-		expRows32(e32, m, s, any(x).([]float32), c)
-		return
-	}
-	for r := range m {
-		row, er := x[r*c:(r+1)*c], e[r*c:(r+1)*c]
-		m[r], _ = shift(row)
-		expRow(er, row, m[r])
-		var sum float64
-		for _, v := range er {
-			sum += float64(v)
-		}
-		s[r] = sum
-	}
-}
-
-// expRows32 is expRows on float32 rows: the shifted rows by
-// kernel.RowMaxShift32 and their exponentials by kernel.Exp32 (within 2
-// units in the last place), all in one call each, and the sums by
-// kernel.RowSums32. A row whose maximum is infinite gets shift 0 and is
-// exponentiated again by math.Exp, as shift says.
-func expRows32(e []float32, m, s []float64, x []float32, c int) {
-	var mx [entropyRows]float32
-	n := len(m) * c
-	kernel.RowMaxShift32(e, x, mx[:len(m)], c)
-	kernel.Exp32(e[:n], e[:n])
-	for r, v := range mx[:len(m)] {
-		m[r] = float64(v)
-		if math.IsInf(m[r], 0) { // all -Inf or NaN, or a +Inf in the row
-			m[r] = 0
-			expRow(e[r*c:(r+1)*c], x[r*c:(r+1)*c], 0)
-		}
-	}
-	kernel.RowSums32(s, e, c)
-}
-
-// expRow sets er[j] = exp(row[j] - m) with math.Exp, in float64.
-func expRow[T kernel.Float](er, row []T, m float64) {
-	for j, v := range row {
-		er[j] = T(math.Exp(float64(v) - m))
-	}
-}
-
-// shift returns the row's largest element that is not NaN, which
-// subtracted from every element before exp keeps exp from overflowing, and
-// true; or 0 and false when that maximum is infinite (all -Inf, or a +Inf
-// in the row), where the unshifted formula gives IEEE's answer. A NaN in
-// the row makes its loss and gradient NaN with any shift.
-func shift[T kernel.Float](row []T) (float64, bool) {
-	m := T(math.Inf(-1))
-	for _, v := range row {
-		if v > m {
-			m = v
-		}
-	}
-	if math.IsInf(float64(m), 0) {
-		return 0, false
-	}
-	return float64(m), true
-}
-
-// runEntropyGrad writes or adds scale × (softmax - onehot) into dst.
-func runEntropyGrad(dst *tensor.Dense, a entropyArgs, scale float64, add bool) {
-	switch a.logits.Dtype() {
-	case tensor.Float32:
-		entropyGradByIndex(dst.Float32s(), a.logits.Float32s(), a, scale, add)
-	case tensor.Float64:
-		entropyGradByIndex(dst.Float64s(), a.logits.Float64s(), a, scale, add)
-	}
-}
-
-func entropyGradByIndex[T kernel.Float](dst, x []T, a entropyArgs, scale float64, add bool) {
-	p := kernel.Workers(len(x), a.rows)
-	f := operand.Pick(a.targets.Dtype, entropyGrad[T, int], entropyGrad[T, int32], entropyGrad[T, int64])
-	kernel.ParallelFor(a.rows, p, func(lo, hi int) { f(dst, x, a.targets, a.classes, scale, add, lo, hi) })
-}
-
-// entropyGrad is, for the rows r in [lo, hi) and p = softmax(x[r*c:(r+1)*c]),
-//
-//	dst[r*c+j] = scale * (p[j] - (j == t[r] ? 1 : 0))
-//
-// or dst[r*c+j] += the same with add. Every element is computed on its own,
-// so the result does not depend on how the rows are split.
-func entropyGrad[T kernel.Float, I kernel.Index](dst, x []T, targets operand.Indices, c int, scale float64, add bool, lo, hi int) {
-	t := operand.Slice[I](targets)
-	// exp(x - max) of a block of rows, the rows' shifts and sums
-	sc := getBlockScratch[T](c)
-	defer putBlockScratch(sc)
-	e, m, s := sc.e, sc.m, sc.s
-	for r0 := lo; r0 < hi; r0 += entropyRows {
-		r1 := min(r0+entropyRows, hi)
-		expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
-		for r := r0; r < r1; r++ {
-			er, out := e[(r-r0)*c:(r-r0+1)*c], dst[r*c:(r+1)*c]
-			out = out[:len(er)]
-			k := scale / s[r-r0]
-			target := kernel.Wrap(t[r], c)
-			before := out[target]
-			if add {
-				for j, v := range er {
-					out[j] += T(k * float64(v))
-				}
-			} else {
-				for j, v := range er {
-					out[j] = T(k * float64(v))
-				}
-			}
-			g := T(k*float64(er[target]) - scale)
-			if add {
-				g += before
-			}
-			out[target] = g
-		}
-	}
-}
-
-// weight returns the weight of class j: 1 without WithClassWeights.
-func (o *crossEntropyOp) weight(j int) float64 {
-	if o.weights == nil {
-		return 1
-	}
-	return o.weights[j]
-}
-
-// counted reports whether a row with target y counts (is not ignored).
-func (o *crossEntropyOp) counted(y int64) bool { return !o.hasIgnore || y != o.ignore }
-
-// denominator returns what ReduceMean divides by: the sum of the weights
-// of the counted targets, added in the order lossRows adds them.
-func (o *crossEntropyOp) denominator(a entropyArgs) float64 {
-	return operand.Pick(a.targets.Dtype, denominatorOf[int], denominatorOf[int32], denominatorOf[int64])(o, a.targets, a.rows)
-}
-
-func denominatorOf[I kernel.Index](o *crossEntropyOp, targets operand.Indices, rows int) float64 {
-	t := operand.Slice[I](targets)
-	var total float64
-	for r0 := 0; r0 < rows; r0 += entropyRows {
-		var d float64
-		for _, v := range t[r0:min(r0+entropyRows, rows)] {
-			if y := int64(v); o.counted(y) {
-				d += o.weight(int(y))
-			}
-		}
-		total += d
-	}
-	return total
-}
-
-// firstBadTarget returns the first of the first rows targets that is
-// neither ignore nor in [0, classes), or -1.
-func firstBadTarget[I kernel.Index](targets operand.Indices, rows, classes int, ignore int64) int {
-	for p, v := range operand.Slice[I](targets)[:rows] {
-		if y := int64(v); y != ignore && (y < 0 || y >= int64(classes)) {
-			return p
-		}
-	}
-	return -1
-}
-
-// lossRows returns the sum of the rows' losses and the denominator of
-// their mean (see denominator), and with per not nil sets per[r] to the
-// loss of row r: the loss of CrossEntropy or NLLLoss with options.
-func (o *crossEntropyOp) lossRows(a entropyArgs, per []float64) (sum, denom float64) {
-	switch a.logits.Dtype() {
-	case tensor.Float32:
-		return lossRowsOf(o, a.logits.Float32s(), a, per)
-	default:
-		return lossRowsOf(o, a.logits.Float64s(), a, per)
-	}
-}
-
-func lossRowsOf[T kernel.Float](o *crossEntropyOp, x []T, a entropyArgs, per []float64) (float64, float64) {
-	return operand.Pick(a.targets.Dtype, lossRowsTyped[T, int], lossRowsTyped[T, int32], lossRowsTyped[T, int64])(o, x, a.targets, a.classes, per)
-}
-
-// lossRowsTyped is lossRows. For row r with target y, not ignored, w the
-// class weights, ε the smoothing and lse the row's log-sum-exp:
-//
-//	NLLLoss:      l = -w[y]·x[y]
-//	CrossEntropy: l = (1-ε)·w[y]·(lse - x[y]) + (ε/c)·Σ_j w[j]·(lse - x[j])
-//
-// Blocks of entropyRows rows are summed on their own and then in order,
-// so the result is the same for any GOMAXPROCS.
-func lossRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, x []T, targets operand.Indices, c int, per []float64) (float64, float64) {
-	t := operand.Slice[I](targets)
-	nb := (len(t) + entropyRows - 1) / entropyRows
-	sums, dens := make([]float64, nb), make([]float64, nb)
-	ce := o.op == opCrossEntropy
-	eps := o.smoothing
-	kernel.ParallelFor(nb, kernel.Workers(len(x), nb), func(lo, hi int) {
-		var e []T
-		var m, s []float64
-		if ce {
-			sc := getBlockScratch[T](c)
-			defer putBlockScratch(sc)
-			e, m, s = sc.e, sc.m, sc.s
-		}
-		for b := lo; b < hi; b++ {
-			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
-			if ce {
-				expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
-			}
-			var ls, ds float64
-			for r := r0; r < r1; r++ {
-				y := int64(t[r])
-				if !o.counted(y) {
-					if per != nil {
-						per[r] = 0
-					}
-					continue
-				}
-				row := x[r*c : (r+1)*c]
-				wy := o.weight(int(y))
-				var l float64
-				if ce {
-					lse := m[r-r0] + math.Log(s[r-r0])
-					l = wy * (lse - float64(row[y]))
-					if eps != 0 {
-						var sm float64
-						for j, v := range row {
-							sm += o.weight(j) * (lse - float64(v))
-						}
-						l = (1-eps)*l + eps/float64(c)*sm
-					}
-				} else {
-					l = -wy * float64(row[y])
-				}
-				ls += l
-				ds += wy
-				if per != nil {
-					per[r] = l
-				}
-			}
-			sums[b], dens[b] = ls, ds
-		}
-	})
-	var sum, denom float64
-	for b := range sums {
-		sum += sums[b]
-		denom += dens[b]
-	}
-	return sum, denom
-}
-
-// gradRows writes (or adds) the gradient of the loss with options into
-// dst: each row's gradient times scale, or times ups[r] when ups is not nil.
-func (o *crossEntropyOp) gradRows(dst *tensor.Dense, a entropyArgs, scale float64, ups []float64, add bool) {
-	switch a.logits.Dtype() {
-	case tensor.Float32:
-		gradRowsOf(o, dst.Float32s(), a.logits.Float32s(), a, scale, ups, add)
-	default:
-		gradRowsOf(o, dst.Float64s(), a.logits.Float64s(), a, scale, ups, add)
-	}
-}
-
-func gradRowsOf[T kernel.Float](o *crossEntropyOp, dst, x []T, a entropyArgs, scale float64, ups []float64, add bool) {
-	p := kernel.Workers(len(x), a.rows)
-	f := operand.Pick(a.targets.Dtype, gradRowsTyped[T, int], gradRowsTyped[T, int32], gradRowsTyped[T, int64])
-	kernel.ParallelFor(a.rows, p, func(lo, hi int) { f(o, dst, x, a.targets, a.classes, scale, ups, add, lo, hi) })
-}
-
-// gradRowsTyped is gradRows for the rows [lo, hi). For row r with target y,
-// not ignored, scaled by k, with p = softmax(x[r]) and W = Σ_j w[j]:
-//
-//	NLLLoss:      g[j] = -k·w[y] if j == y, else 0
-//	CrossEntropy: g[j] = k·((1-ε)·w[y]·(p[j] - [j == y]) + (ε/c)·(p[j]·W - w[j]))
-//
-// An ignored row's gradient is zero.
-func gradRowsTyped[T kernel.Float, I kernel.Index](o *crossEntropyOp, dst, x []T, targets operand.Indices, c int, scale float64, ups []float64, add bool, lo, hi int) {
-	t := operand.Slice[I](targets)
-	ce := o.op == opCrossEntropy
-	eps := o.smoothing
-	wsum := float64(c)
-	if o.weights != nil {
-		wsum = 0
-		for _, w := range o.weights {
-			wsum += w
-		}
-	}
-	var e []T
-	var m, s []float64
-	if ce {
-		sc := getBlockScratch[T](c)
-		defer putBlockScratch(sc)
-		e, m, s = sc.e, sc.m, sc.s
-	}
-	for r0 := lo; r0 < hi; r0 += entropyRows {
-		r1 := min(r0+entropyRows, hi)
-		if ce {
-			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
-		}
-		for r := r0; r < r1; r++ {
-			out := dst[r*c : (r+1)*c]
-			y := int64(t[r])
-			if !o.counted(y) {
-				if !add {
-					clear(out)
-				}
-				continue
-			}
-			k := scale
-			if ups != nil {
-				k = ups[r]
-			}
-			wy := o.weight(int(y))
-			if !ce {
-				if !add {
-					clear(out)
-				}
-				out[y] += T(-k * wy)
-				continue
-			}
-			er := e[(r-r0)*c : (r-r0+1)*c]
-			out = out[:len(er)]
-			inv := 1 / s[r-r0]
-			a := (1 - eps) * wy
-			if eps != 0 {
-				for j := range out {
-					pj := float64(er[j]) * inv
-					g := a * pj
-					if int64(j) == y {
-						g -= a
-					}
-					g += eps / float64(c) * (pj*wsum - o.weight(j))
-					if add {
-						out[j] += T(k * g)
-					} else {
-						out[j] = T(k * g)
-					}
-				}
-				continue
-			}
-			// Without smoothing: every element as if it were not the
-			// target, without a branch per element, then the target's.
-			before := out[y]
-			if add {
-				for j, v := range er {
-					out[j] += T(k * (a * (float64(v) * inv)))
-				}
-			} else {
-				for j, v := range er {
-					out[j] = T(k * (a * (float64(v) * inv)))
-				}
-			}
-			g := T(k * (a*(float64(er[y])*inv) - a))
-			if add {
-				g += before
-			}
-			out[y] = g
-		}
-	}
-}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/gradcheck"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/ref"
 )
@@ -268,7 +269,7 @@ func TestCrossEntropyGradBuffers(t *testing.T) {
 	x := []float64{0.1, -0.3, 0.7, 1, 2, -1}
 	y := []int64{2, 0}
 	_, want := refCrossEntropy(x, y, 3)
-	o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float64, targetType: tensor.Int64, shape: tensor.Shape{2, 3}}
+	o := newCrossEntropyOp(opCrossEntropy, tensor.Float64, tensor.Int64, tensor.Shape{2, 3}, ReduceMean, kernel.ClassLoss{Entropy: true})
 	d := &crossEntropyDiffOp{fwd: o}
 	xt := ref.FloatTensor(x, []int{2, 3}, tensor.Float64)
 	yt := ref.CastIndices(y, []int{2}, tensor.Int64)
@@ -308,7 +309,7 @@ func TestCrossEntropyDeterministicAcrossGOMAXPROCS(t *testing.T) {
 	}
 	xt := ref.FloatTensor(x, []int{rows, c}, tensor.Float32)
 	yt := ref.CastIndices(y, []int{rows}, tensor.Int64)
-	o := &crossEntropyOp{op: opCrossEntropy, dtype: tensor.Float32, targetType: tensor.Int64, shape: tensor.Shape{rows, c}}
+	o := newCrossEntropyOp(opCrossEntropy, tensor.Float32, tensor.Int64, tensor.Shape{rows, c}, ReduceMean, kernel.ClassLoss{Entropy: true})
 	run := func(procs int) (gorgonia.Value, []float64) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		l, err := o.Do(xt, yt)
@@ -337,7 +338,7 @@ func TestCrossEntropyFloat32NonFinite(t *testing.T) {
 		var grads [][]float64
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 			xt := ref.FloatTensor(row, []int{1, 4}, dt)
-			o := &crossEntropyOp{op: opCrossEntropy, dtype: dt, targetType: tensor.Int64, shape: tensor.Shape{1, 4}}
+			o := newCrossEntropyOp(opCrossEntropy, dt, tensor.Int64, tensor.Shape{1, 4}, ReduceMean, kernel.ClassLoss{Entropy: true})
 			l, err := o.Do(xt, yt)
 			require.NoError(t, err)
 			one := gorgonia.Value(gorgonia.NewF64(1))

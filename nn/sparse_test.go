@@ -12,7 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/parallel"
 	"github.com/gathergrad/gather/internal/ref"
 	"github.com/gathergrad/gather/optim"
 )
@@ -247,7 +247,7 @@ func TestSparseOptimisersParallel(t *testing.T) {
 	ids := randIndices(r, n, vocab)
 	rg, err := optim.RowGradient(ref.CastIndices(ids, []int{n}, tensor.Int64), ref.FloatTensor(ref.RandFloats(r, n*dim), []int{n, dim}, tensor.Float32), vocab, -1)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(rg.Rows)*dim, kernel.MinParallelWork)
+	require.GreaterOrEqual(t, len(rg.Rows)*dim, parallel.MinWork)
 	w0 := ref.RandFloats(r, vocab*dim)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	var want [2][]float64

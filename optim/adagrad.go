@@ -58,14 +58,11 @@ func (o *RowWiseAdagrad) Step(table *tensor.Dense, g *RowGrad) error {
 	if err := o.bind(table); err != nil {
 		return err
 	}
-	p := kernel.Workers(len(g.Rows)*dim, len(g.Rows))
 	switch table.Dtype() {
 	case tensor.Float32:
-		w, gv, s := table.Float32s(), g.Values.Float32s(), o.sum.([]float32)
-		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adagradRows(w, gv, s, g.Rows, dim, o.LearnRate, o.Eps, o.WeightDecay, lo, hi) })
+		kernel.AdagradRows(table.Float32s(), g.Values.Float32s(), o.sum.([]float32), g.Rows, dim, o.LearnRate, o.Eps, o.WeightDecay)
 	case tensor.Float64:
-		w, gv, s := table.Float64s(), g.Values.Float64s(), o.sum.([]float64)
-		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adagradRows(w, gv, s, g.Rows, dim, o.LearnRate, o.Eps, o.WeightDecay, lo, hi) })
+		kernel.AdagradRows(table.Float64s(), g.Values.Float64s(), o.sum.([]float64), g.Rows, dim, o.LearnRate, o.Eps, o.WeightDecay)
 	}
 	return nil
 }
@@ -83,27 +80,6 @@ func (o *RowWiseAdagrad) bind(table *tensor.Dense) error {
 			table.Dtype(), table.Shape(), ErrOtherTable)
 	}
 	return nil
-}
-
-// adagradRows updates the rows rows[lo:hi] and their accumulators.
-func adagradRows[T kernel.Float](w, g, s []T, rows []int, dim int, lr, eps, wd float64, lo, hi int) {
-	for k := lo; k < hi; k++ {
-		prefetchAhead(rows, k, hi, dim, w)
-		r := rows[k]
-		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
-		gr = gr[:len(wr)]
-		var sq float64
-		for j, v := range gr {
-			x := float64(v) + wd*float64(wr[j])
-			sq += x * x
-		}
-		s[r] = T(float64(s[r]) + sq/float64(dim))
-		step := lr / (math.Sqrt(float64(s[r])) + eps)
-		for j, v := range gr {
-			x := float64(v) + wd*float64(wr[j])
-			wr[j] = T(float64(wr[j]) - step*x)
-		}
-	}
 }
 
 // state returns the accumulators under "<name>.sum", zeros before the

@@ -91,45 +91,15 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	o.t++
 	step := o.LearnRate * math.Sqrt(1-math.Pow(b2, float64(o.t))) / (1 - math.Pow(b1, float64(o.t)))
 	decay := 1 - o.LearnRate*o.WeightDecay
-	p := kernel.Workers(len(g.Rows)*dim, len(g.Rows))
 	switch table.Dtype() {
 	case tensor.Float32:
 		w, gv, m, v := table.Float32s(), g.Values.Float32s(), o.m.([]float32), o.v.([]float32)
 		c := &kernel.AdamConsts{B1: float32(b1), C1: float32(1 - b1), B2: float32(b2), C2: float32(1 - b2),
 			Eps: float32(eps), Step: float32(step), Decay: float32(decay)}
-		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows32(w, gv, m, v, g.Rows, dim, c, lo, hi) })
+		kernel.AdamRows32(w, gv, m, v, g.Rows, dim, c)
 	case tensor.Float64:
 		w, gv, m, v := table.Float64s(), g.Values.Float64s(), o.m.([]float64), o.v.([]float64)
-		kernel.ParallelFor(len(g.Rows), p, func(lo, hi int) { adamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay, lo, hi) })
+		kernel.AdamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay)
 	}
 	return nil
-}
-
-// adamRows32 updates the float32 rows rows[lo:hi] and their moments in
-// float32, as PyTorch's SparseAdam computes for a float32 table, with
-// kernel.AdamRow32.
-func adamRows32(w, g, m, v []float32, rows []int, dim int, c *kernel.AdamConsts, lo, hi int) {
-	for k := lo; k < hi; k++ {
-		prefetchAhead(rows, k, hi, dim, w, m, v)
-		r := rows[k]
-		kernel.AdamRow32(w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim], m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim], c)
-	}
-}
-
-// adamRows updates the rows rows[lo:hi] and their moments, computing in
-// float64 and keeping the moments in the table's type T (float64 tables).
-func adamRows[T kernel.Float](w, g, m, v []T, rows []int, dim int, b1, b2, eps, step, decay float64, lo, hi int) {
-	for k := lo; k < hi; k++ {
-		prefetchAhead(rows, k, hi, dim, w, m, v)
-		r := rows[k]
-		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
-		mr, vr := m[r*dim:(r+1)*dim], v[r*dim:(r+1)*dim]
-		for j := range wr {
-			x := float64(gr[j])
-			mj := b1*float64(mr[j]) + (1-b1)*x
-			vj := b2*float64(vr[j]) + (1-b2)*x*x
-			mr[j], vr[j] = T(mj), T(vj)
-			wr[j] = T(float64(wr[j])*decay - step*mj/(math.Sqrt(vj)+eps))
-		}
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
 )
@@ -47,25 +46,6 @@ func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err erro
 		}
 	}
 	return ts[1], nil
-}
-
-// rowsAhead is how many rows ahead of the one it updates an optimiser
-// prefetches: the rows a batch names lie scattered through the table, and
-// each update would otherwise wait for its row to come from memory.
-const rowsAhead = 8
-
-// prefetchAhead asks for the rows rows[k+rowsAhead] (rows of dim
-// elements) of each of ts, when k+rowsAhead is below hi: an optimiser
-// updating rows[k] calls it, so that those rows are on the way before
-// their turn.
-func prefetchAhead[T kernel.Float](rows []int, k, hi, dim int, ts ...[]T) {
-	if k+rowsAhead >= hi {
-		return
-	}
-	q := rows[k+rowsAhead]
-	for _, t := range ts {
-		kernel.PrefetchRow(t[q*dim : (q+1)*dim])
-	}
 }
 
 // checkRates reports an error unless the learning rate lr and the weight

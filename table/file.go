@@ -13,6 +13,7 @@ import (
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/parallel"
 )
 
 // ErrClosed: a table whose file was closed was used.
@@ -98,7 +99,7 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 		}
 		mu.Unlock()
 	}
-	kernel.ParallelFor(blocks, kernel.Workers(vocab*dim, blocks), func(lo, hi int) {
+	parallel.For(blocks, vocab*dim, func(lo, hi int) {
 		buf := make([]T, rows*dim)
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*rows, min((b+1)*rows, vocab)

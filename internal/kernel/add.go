@@ -3,6 +3,7 @@ package kernel
 import (
 	mathbits "math/bits"
 
+	"github.com/gathergrad/gather/internal/parallel"
 	gonumblas "gonum.org/v1/gonum/blas/gonum"
 )
 
@@ -50,7 +51,7 @@ func addRows[T Float, I Index](dst, src []T, idx []I, c T, s, inner, olo, ohi, j
 func addFirstTouch[T Float, I Index](block, g []T, x []I, c T, inner, jlo, jhi, pad int) {
 	s := len(block) / inner
 	bp := getBits(jhi - jlo)
-	defer toList(bitLists, bp)
+	defer bitLists.Put(bp)
 	seen := *bp // rows written so far, from jlo
 	ahead := prefetchesRepeats(block, inner, len(x))
 	for i, v := range x {
@@ -118,15 +119,15 @@ func nextSet(bits []uint64, from, n int) int {
 
 // bitLists holds the row bitmaps of addFirstTouch for reuse, so that a
 // gradient call in a training loop allocates none. It is a free list, as
-// for the parallel calls' jobs (see fromList), not a sync.Pool, which a
+// for the parallel calls' jobs (see parallel.List), not a sync.Pool, which a
 // collection empties. It holds at most 16 bitmaps of a bit per row each.
-var bitLists = make(chan *[]uint64, 16)
+var bitLists = parallel.NewList[[]uint64](16)
 
 // getBits returns n cleared bits from bitLists, or new ones; put them back
-// with toList when done.
+// with bitLists.Put when done.
 func getBits(n int) *[]uint64 {
 	w := (n + 63) / 64
-	p := fromList(bitLists)
+	p := bitLists.Get()
 	if cap(*p) >= w {
 		*p = (*p)[:w]
 		clear(*p)
@@ -254,22 +255,17 @@ func IndexAdd[T Float, I Index](dst, src []T, idx []I, outer, s, inner int, c T,
 // calling goroutine does when it works alone; ranges of minStream bytes or
 // more as addBlocks does blocks that large.
 func indexAdd[T Float, I Index](dst, src []T, idx []I, outer, s, inner int, c T, pad int, zero bool) {
-	p := Workers(addWork(len(src), len(dst), zero), max(outer, s))
-	switch {
-	case p <= 1:
-		addBlocks(dst, src, idx, c, s, inner, 0, outer, pad, zero)
-	default:
-		w := indexAddTask[T, I]{dst: dst, src: src, idx: idx, c: c, outer: outer, s: s, inner: inner, pad: pad, zero: zero}
-		if outer >= p {
-			w.blocks = true
-			parallelRun(outer, p, w)
-		} else {
-			parallelRunParts(s, p, w)
-		}
+	work := addWork(len(src), len(dst), zero)
+	w := indexAddTask[T, I]{dst: dst, src: src, idx: idx, c: c, outer: outer, s: s, inner: inner, pad: pad, zero: zero}
+	if outer >= parallel.Workers(work, max(outer, s)) { // one goroutine included
+		w.blocks = true
+		parallel.Run(outer, work, w)
+		return
 	}
+	parallel.RunRanges(s, work, w)
 }
 
-// indexAddTask is indexAdd's work for parallelRun: whole outer blocks
+// indexAddTask is indexAdd's work for parallel.Run: whole outer blocks
 // (blocks set), or a range of destination rows in every block.
 type indexAddTask[T Float, I Index] struct {
 	dst, src             []T
@@ -279,7 +275,7 @@ type indexAddTask[T Float, I Index] struct {
 	zero, blocks         bool
 }
 
-func (t *indexAddTask[T, I]) run(lo, hi int) int {
+func (t indexAddTask[T, I]) Part(lo, hi int) int {
 	switch {
 	case t.blocks:
 		addBlocks(t.dst, t.src, t.idx, t.c, t.s, t.inner, lo, hi, t.pad, t.zero)
@@ -362,36 +358,20 @@ func ScatterAdd[T Float, I Index](dst, src []T, idx []I, g *Along, c T, zero boo
 // it works alone); the last one also clears what lies beyond the indices'
 // extent on the split dimension.
 func scatterAdd[T Float, I Index](dst, src []T, idx []I, g *Along, c T, dshape []int, zero bool) {
-	rows := len(idx) / g.n
-	r := len(g.ishape)
-	p := 1 // rank 1: a single row, added on the calling goroutine
-	switch {
-	case r > 1 && g.axis != 0:
-		p = Workers(addWork(len(idx), len(dst), zero), g.ishape[0])
-	case r > 1:
-		p = Workers(addWork(len(idx), len(dst), zero), g.n)
-	}
-	switch {
-	case g.axis != 0 && p <= 1:
-		addFirst(dst, src, idx, c, g, 0, g.ishape[0], dshape[0], zero)
-		return
-	case p <= 1:
-		if zero {
-			clear(dst)
-		}
-		addAlong(dst, src, idx, c, g, 0, rows, 0, g.n)
-		return
+	work := addWork(len(idx), len(dst), zero)
+	if len(g.ishape) == 1 {
+		work = 0 // a single row, added on the calling goroutine
 	}
 	// g is copied, so that g itself stays on the caller's stack.
 	w := scatterAddTask[T, I]{dst: dst, src: src, idx: idx, c: c, g: *g, d0: dshape[0], width: dshape[len(dshape)-1], zero: zero}
 	if g.axis != 0 {
-		parallelRun(g.ishape[0], p, w)
-	} else {
-		parallelRunParts(g.n, p, w)
+		parallel.Run(g.ishape[0], work, w)
+		return
 	}
+	parallel.RunRanges(g.n, work, w)
 }
 
-// scatterAddTask is scatterAdd's work for parallelRun: a range of the
+// scatterAddTask is scatterAdd's work for parallel.Run: a range of the
 // first dimension when axis is not the first, else a range of columns of
 // every row.
 type scatterAddTask[T Float, I Index] struct {
@@ -403,7 +383,7 @@ type scatterAddTask[T Float, I Index] struct {
 	zero      bool
 }
 
-func (t *scatterAddTask[T, I]) run(lo, hi int) int {
+func (t scatterAddTask[T, I]) Part(lo, hi int) int {
 	if t.g.axis != 0 {
 		addFirst(t.dst, t.src, t.idx, t.c, &t.g, lo, hi, t.d0, t.zero)
 		return -1
@@ -453,18 +433,13 @@ const clearStep = 1 << 12
 
 // Clear sets s to zero, split across goroutines when s is large. It is O(len(s)).
 func Clear[T Float](s []T) {
-	p := Workers(len(s)/4, len(s))
-	if p <= 1 {
-		clear(s)
-		return
-	}
-	parallelRun(len(s), p, clearTask[T]{s: s})
+	parallel.Run(len(s), len(s)/4, clearTask[T]{s: s})
 }
 
-// clearTask is Clear's work for parallelRun.
+// clearTask is Clear's work for parallel.Run.
 type clearTask[T Float] struct{ s []T }
 
-func (t *clearTask[T]) run(lo, hi int) int {
+func (t clearTask[T]) Part(lo, hi int) int {
 	clear(t.s[lo:hi])
 	return -1
 }

@@ -3,6 +3,8 @@ package kernel
 import (
 	"runtime"
 	"slices"
+
+	"github.com/gathergrad/gather/internal/parallel"
 )
 
 // A BagMode is how the bag kernels pool a bag (nn.BagMode maps its
@@ -32,18 +34,18 @@ func (bg *Bags) N() int { return len(bg.Bounds) - 1 }
 // bitLists is: a bag run in a training loop allocates none, and memory the
 // process has not touched yet (a page fault per 4 KiB) is not written every
 // run until the collector frees some.
-var boundsLists = make(chan *[]int, 16)
+var boundsLists = parallel.NewList[[]int](16)
 
 // NewBounds returns memory for n bag bounds (of unspecified values) from
 // boundsLists, or new; FreeBounds gives it back.
 func NewBounds(n int) *[]int {
-	p := fromList(boundsLists)
+	p := boundsLists.Get()
 	*p = slices.Grow((*p)[:0], n)[:n]
 	return p
 }
 
 // FreeBounds gives p, from NewBounds, back to boundsLists.
-func FreeBounds(p *[]int) { toList(boundsLists, p) }
+func FreeBounds(p *[]int) { boundsLists.Put(p) }
 
 // count returns how many ids of bag b are not padding.
 func count[I Index](bg *Bags, ids []I, vocab, b int) int {
@@ -79,11 +81,11 @@ func weight[T Float](w []T, i int) T {
 // once, in one pass over its bag; no [n, dim] array is made. Bags are
 // split across goroutines. It is O(n × dim).
 func BagPool[T Float, I Index](out, table []T, ids []I, w []T, dim int, bg *Bags) {
-	parallelRun(bg.N(), Workers(len(ids)*dim+bg.N()*dim, bg.N()), bagTask[T, I]{out: out, table: table, ids: ids, w: w, dim: dim, bg: *bg,
+	parallel.Run(bg.N(), len(ids)*dim+bg.N()*dim, bagTask[T, I]{out: out, table: table, ids: ids, w: w, dim: dim, bg: *bg,
 		ahead: prefetches(table, dim), size: uintptr(dim) * sizeOf[T]()})
 }
 
-// bagTask is BagPool's work for parallelRun: the bags lo..hi-1.
+// bagTask is BagPool's work for parallel.Run: the bags lo..hi-1.
 type bagTask[T Float, I Index] struct {
 	out, table []T
 	ids        []I
@@ -94,7 +96,7 @@ type bagTask[T Float, I Index] struct {
 	size       uintptr
 }
 
-func (t *bagTask[T, I]) run(lo, hi int) int {
+func (t bagTask[T, I]) Part(lo, hi int) int {
 	out, table, ids, w, dim, bg := t.out, t.table, t.ids, t.w, t.dim, &t.bg
 	if o32, ok := any(out).([]float32); ok && bg.Mode != BagMax && sumsRows(t.size) {
 		bagSum32(o32, any(table).([]float32), ids, any(w).([]float32), dim, bg, lo, hi)
@@ -253,8 +255,7 @@ func BagArgmax[T Float, I Index](table []T, ids []I, w []T, dim int, bg *Bags) [
 	vocab := len(table) / max(dim, 1)
 	arg := make([]int32, bg.N()*dim)
 	best := make([]T, bg.N()*dim)
-	p := Workers(len(ids)*dim, bg.N())
-	ParallelFor(bg.N(), p, func(lo, hi int) {
+	parallel.For(bg.N(), len(ids)*dim, func(lo, hi int) {
 		for b := lo; b < hi; b++ {
 			a, m := arg[b*dim:(b+1)*dim], best[b*dim:(b+1)*dim]
 			for d := range a {
@@ -332,8 +333,7 @@ func BagTableGrad[T Float, I Index](dst, g, table []T, ids []I, w []T, dim int, 
 			times[Wrap(v, vocab)]++
 		}
 	}
-	p := Workers(len(ids)*dim, vocab)
-	ParallelFor(vocab, p, func(jlo, jhi int) {
+	parallel.For(vocab, len(ids)*dim, func(jlo, jhi int) {
 		for i, v := range ids {
 			j := Wrap(v, vocab)
 			if j < jlo || j >= jhi || j == bg.Pad || coef[i] == 0 {
@@ -369,8 +369,7 @@ func BagTableGrad[T Float, I Index](dst, g, table []T, ids []I, w []T, dim int, 
 func BagWeightGrad[T Float, I Index](gw, g, table []T, ids []I, dim int, bg *Bags, arg []int32) {
 	vocab := len(table) / max(dim, 1)
 	coef, bagOf := bagCoefs[T](ids, nil, vocab, bg)
-	p := Workers(len(ids)*dim, len(ids))
-	ParallelFor(len(ids), p, func(lo, hi int) {
+	parallel.For(len(ids), len(ids)*dim, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			j := Wrap(ids[i], vocab)
 			if j == bg.Pad {

@@ -2,6 +2,8 @@ package kernel
 
 import (
 	mathbits "math/bits"
+
+	"github.com/gathergrad/gather/internal/parallel"
 )
 
 // Index is the set of Go types an index may have.
@@ -41,11 +43,7 @@ func Wrap[I Index](v I, s int) int {
 //
 // Long lists are split across goroutines. It is O(len(idx)).
 func FirstBad[I Index](idx []I, s int) int {
-	p := Workers(len(idx), len(idx))
-	if p <= 1 {
-		return firstBad(idx, s)
-	}
-	return parallelRun(len(idx), p, checkTask[I]{idx: idx, s: s})
+	return parallel.Run(len(idx), len(idx), checkTask[I]{idx: idx, s: s})
 }
 
 // FirstOutside returns the position of the first index of idx outside
@@ -63,13 +61,13 @@ func FirstOutside[I Index](idx []I, s int) int {
 	return -1
 }
 
-// checkTask is FirstBad's work for parallelRun.
+// checkTask is FirstBad's work for parallel.Run.
 type checkTask[I Index] struct {
 	idx []I
 	s   int
 }
 
-func (t *checkTask[I]) run(lo, hi int) int {
+func (t checkTask[I]) Part(lo, hi int) int {
 	if q := firstBad(t.idx[lo:hi], t.s); q >= 0 {
 		return lo + q
 	}

@@ -1,6 +1,10 @@
 package kernel
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/gathergrad/gather/internal/parallel"
+)
 
 // NormalBlock is the number of rows Normal draws from one generator: block
 // b of a table (rows b*NormalBlock to (b+1)*NormalBlock) has its own,
@@ -20,7 +24,7 @@ func Normal[T Float](v []T, seed uint64, dim, row0 int) {
 	}
 	rows := len(v) / dim
 	blocks := (rows + NormalBlock - 1) / NormalBlock
-	ParallelFor(blocks, Workers(len(v), blocks), func(lo, hi int) {
+	parallel.For(blocks, len(v), func(lo, hi int) {
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*NormalBlock, min((b+1)*NormalBlock, rows)
 			r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15+uint64((row0+r0)/NormalBlock)))

@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"runtime"
+
+	"github.com/gathergrad/gather/internal/parallel"
 )
 
 // rowMoves says how takeRows moves rows: ahead, it prefetches source rows
@@ -358,15 +360,10 @@ func Take[T any, I Index](dst, src []T, idx []I, outer, s, inner int, fresh bool
 	dst = dst[:rows*inner]
 	stream := fresh && streams(dst, src, inner)
 	mv := rowMoves{ahead: prefetches(src, inner), stream: stream, batch: batches(dst, inner, stream)}
-	w := takeTask[T, I]{dst: dst, src: src, idx: idx, s: s, inner: inner, mv: mv}
-	p := Workers(rows*inner, rows)
-	if p <= 1 {
-		return w.run(0, rows)
-	}
-	return parallelRun(rows, p, w)
+	return parallel.Run(rows, rows*inner, takeTask[T, I]{dst: dst, src: src, idx: idx, s: s, inner: inner, mv: mv})
 }
 
-// takeTask is Take's work for parallelRun.
+// takeTask is Take's work for parallel.Run.
 type takeTask[T any, I Index] struct {
 	dst, src []T
 	idx      []I
@@ -374,7 +371,7 @@ type takeTask[T any, I Index] struct {
 	mv       rowMoves
 }
 
-func (t *takeTask[T, I]) run(lo, hi int) int {
+func (t takeTask[T, I]) Part(lo, hi int) int {
 	if t.inner == 1 {
 		return takeElems(t.dst, t.src, t.idx, t.s, lo, hi)
 	}
@@ -411,21 +408,17 @@ func TakeAlong[T any, I Index](dst, src []T, idx []I, g *Along) int {
 		return -1
 	}
 	rows := len(idx) / g.n
-	p := Workers(len(idx), rows)
-	if p <= 1 {
-		return takeAlong(dst, src, idx, g, 0, rows)
-	}
-	return parallelRun(rows, p, alongTask[T, I]{dst: dst, src: src, idx: idx, g: *g}) // a copy, so that g itself stays on the caller's stack
+	return parallel.Run(rows, len(idx), alongTask[T, I]{dst: dst, src: src, idx: idx, g: *g}) // a copy, so that g itself stays on the caller's stack
 }
 
-// alongTask is TakeAlong's work for parallelRun.
+// alongTask is TakeAlong's work for parallel.Run.
 type alongTask[T any, I Index] struct {
 	dst, src []T
 	idx      []I
 	g        Along
 }
 
-func (t *alongTask[T, I]) run(lo, hi int) int { return takeAlong(t.dst, t.src, t.idx, &t.g, lo, hi) }
+func (t alongTask[T, I]) Part(lo, hi int) int { return takeAlong(t.dst, t.src, t.idx, &t.g, lo, hi) }
 
 // Number is the set of element types TakeAdd and TakeAlongAdd add.
 type Number interface {
@@ -444,23 +437,17 @@ func TakeAdd[T Number, I Index](dst, src []T, idx []I, outer, s, inner int) {
 	if rows == 0 || inner == 0 {
 		return
 	}
-	w := takeAddTask[T, I]{dst: dst[:rows*inner], src: src, idx: idx, s: s, inner: inner}
-	p := Workers(rows*inner, rows)
-	if p <= 1 {
-		w.run(0, rows)
-		return
-	}
-	parallelRun(rows, p, w)
+	parallel.Run(rows, rows*inner, takeAddTask[T, I]{dst: dst[:rows*inner], src: src, idx: idx, s: s, inner: inner})
 }
 
-// takeAddTask is TakeAdd's work for parallelRun: rows lo..hi-1 of dst.
+// takeAddTask is TakeAdd's work for parallel.Run: rows lo..hi-1 of dst.
 type takeAddTask[T Number, I Index] struct {
 	dst, src []T
 	idx      []I
 	s, inner int
 }
 
-func (t *takeAddTask[T, I]) run(lo, hi int) int {
+func (t takeAddTask[T, I]) Part(lo, hi int) int {
 	n, inner := len(t.idx), t.inner
 	for r := lo; r < hi; r++ {
 		o, i := r/n, r%n
@@ -498,22 +485,17 @@ func TakeAlongAdd[T Number, I Index](dst, src []T, idx []I, g *Along) {
 		return
 	}
 	rows := len(idx) / g.n
-	p := Workers(len(idx), rows)
-	if p <= 1 {
-		takeAlongAdd(dst, src, idx, g, 0, rows)
-		return
-	}
-	parallelRun(rows, p, alongAddTask[T, I]{dst: dst, src: src, idx: idx, g: *g})
+	parallel.Run(rows, len(idx), alongAddTask[T, I]{dst: dst, src: src, idx: idx, g: *g})
 }
 
-// alongAddTask is TakeAlongAdd's work for parallelRun.
+// alongAddTask is TakeAlongAdd's work for parallel.Run.
 type alongAddTask[T Number, I Index] struct {
 	dst, src []T
 	idx      []I
 	g        Along
 }
 
-func (t *alongAddTask[T, I]) run(lo, hi int) int {
+func (t alongAddTask[T, I]) Part(lo, hi int) int {
 	takeAlongAdd(t.dst, t.src, t.idx, &t.g, lo, hi)
 	return -1
 }

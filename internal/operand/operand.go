@@ -448,3 +448,36 @@ func CheckArity(op, role string, n, want int) error {
 	}
 	return nil
 }
+
+// PickFloat returns f32 for the data dtype Float32 and f64 otherwise
+// (Float64): the one place a float dtype becomes a type parameter. An op
+// picks its loops once, when it is built.
+func PickFloat[F any](dt tensor.Dtype, f32, f64 F) F {
+	if dt == tensor.Float32 {
+		return f32
+	}
+	return f64
+}
+
+// PickFloatIndex returns the instance of a function generic in a float
+// type T and an index type I for the data dtype dt and the index dtype it.
+func PickFloatIndex[F any](dt, it tensor.Dtype, f32 [3]F, f64 [3]F) F {
+	return PickFloat(dt, Pick(it, f32[0], f32[1], f32[2]), Pick(it, f64[0], f64[1], f64[2]))
+}
+
+// Floats returns t's values as a []T, T the Go type of t's dtype (Float32
+// or Float64); an empty tensor gives an empty slice, nil gives nil.
+func Floats[T kernel.Float](t *tensor.Dense) []T {
+	if t == nil {
+		return nil
+	}
+	if t.Shape().TotalSize() == 0 {
+		return []T{}
+	}
+	if t.Dtype() == tensor.Float32 {
+		v, _ := any(t.Float32s()).([]T)
+		return v
+	}
+	v, _ := any(t.Float64s()).([]T)
+	return v
+}

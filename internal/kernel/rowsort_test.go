@@ -1,4 +1,4 @@
-package optim
+package kernel
 
 import (
 	"math/bits"

@@ -1,4 +1,9 @@
-package kernel
+// Package parallel runs the module's loops on several goroutines: a
+// range [0, n) is cut into chunks that the calling goroutine and workers
+// take in turn. Run is the one entry of the kernels; it runs the loop
+// inline when the work is too small to share, and allocates nothing once
+// its free lists are filled.
+package parallel
 
 import (
 	"runtime"
@@ -7,18 +12,19 @@ import (
 	"time"
 )
 
-// MinParallelWork is the number of elements moved below which a kernel runs
-// on the calling goroutine: under it, starting workers costs more than it saves.
-const MinParallelWork = 1 << 15
+// MinWork is the number of elements moved below which a loop runs on the
+// calling goroutine: under it, starting workers costs more than it saves.
+const MinWork = 1 << 15
 
-// workers returns how many goroutines to use for work elements split into at
-// most parts independent pieces.
+// Workers returns how many goroutines to use for work elements split into
+// at most parts independent pieces: 1 below MinWork, else at most
+// GOMAXPROCS and one per MinWork/2 elements.
 func Workers(work, parts int) int {
-	if work < MinParallelWork {
+	if work < MinWork {
 		return 1
 	}
 	p := runtime.GOMAXPROCS(0)
-	if per := work / (MinParallelWork / 2); per < p {
+	if per := work / (MinWork / 2); per < p {
 		p = per
 	}
 	if parts < p {
@@ -27,77 +33,75 @@ func Workers(work, parts int) int {
 	return max(p, 1)
 }
 
-// A task is the work of a parallel call: run does the part [lo, hi) of
+// A Task is the work of a parallel call: Part does the part [lo, hi) of
 // the call's range and returns a position in it where it found a problem,
-// or -1.
-type task interface{ run(lo, hi int) int }
+// or -1. Its receiver is a value: the goroutines of one call share a copy.
+type Task interface{ Part(lo, hi int) int }
 
-// parallelRun cuts [0, n) into chunks and runs the task w on each, on the
-// calling goroutine and p-1 workers, and returns the smallest position any
-// chunk returned, or -1. The goroutines share a copy of w taken from the
-// free list of w's type, so that w itself stays on the caller's stack and
-// the call allocates nothing once the free lists are filled (the call's
-// state comes from jobs). With p <= 1 the copy runs on the calling
-// goroutine; hot callers run w itself then, and skip the free list.
-func parallelRun[W any, P interface {
-	*W
-	task
-}](n, p int, w W) int {
-	return spreadTask[W, P](n, p, chunks(n, p), w)
+// Run cuts [0, n) into chunks and runs t on each, on the calling goroutine
+// and Workers(work, n)-1 workers, and returns the smallest position any
+// chunk returned, or -1. With one goroutine it is t.Part(0, n), called
+// inline. Otherwise the goroutines share a copy of t taken from the free
+// list of t's type, so that t itself stays on the caller's stack and the
+// call allocates nothing once the free lists are filled.
+func Run[T Task](n, work int, t T) int {
+	p := Workers(work, n)
+	return run(n, p, chunks(n, p), t)
 }
 
-// parallelRunParts is parallelRun cutting [0, n) into p ranges only (at
-// most maxChunks), for tasks whose every run costs a pass over something
-// all runs share (such as every index, each run keeping those that fall in
+// RunRanges is Run cutting [0, n) into one range per goroutine (at most
+// maxChunks), for tasks whose every part costs a pass over something all
+// parts share (such as every index, each part keeping those that fall in
 // its range).
-func parallelRunParts[W any, P interface {
-	*W
-	task
-}](n, p int, w W) int {
-	return spreadTask[W, P](n, p, min(n, p, maxChunks), w)
+func RunRanges[T Task](n, work int, t T) int {
+	p := Workers(work, n)
+	return run(n, p, min(n, p, maxChunks), t)
 }
 
-// spreadTask runs a copy of w from its free list on c chunks of [0, n).
-func spreadTask[W any, P interface {
-	*W
-	task
-}](n, p, c int, w W) int {
-	t := P(newTask[W]())
-	defer freeTask((*W)(t))
-	*t = w
-	if p <= 1 || n <= 1 {
-		return t.run(0, n)
-	}
-	return spread(n, p, c, t)
+// For is Run for a function, for loops off the hot paths: the function,
+// a closure, is allocated per call.
+func For(n, work int, f func(lo, hi int)) {
+	forOn(n, Workers(work, n), f)
 }
 
-// ParallelFor is parallelRun for a function, for callers off the kernels'
-// hot paths: the function, a closure, is allocated per call.
-func ParallelFor(n, p int, f func(lo, hi int)) {
-	if p <= 1 {
-		f(0, n)
-		return
-	}
-	parallelRun(n, p, funcTask(func(lo, hi int) int {
+// forOn is For on p goroutines.
+func forOn(n, p int, f func(lo, hi int)) {
+	run(n, p, chunks(n, p), funcTask(func(lo, hi int) int {
 		f(lo, hi)
 		return -1
 	}))
 }
 
+// run runs t on c chunks of [0, n) on p goroutines: inline for one.
+func run[T Task](n, p, c int, t T) int {
+	if p <= 1 || n <= 1 {
+		return t.Part(0, n)
+	}
+	w := newTask[T]()
+	defer freeTask(w)
+	*w = t
+	return spread(n, p, c, ref[T]{w})
+}
+
+// ref is a Task held by pointer, which an interface holds without
+// allocating.
+type ref[T Task] struct{ t *T }
+
+func (r ref[T]) Part(lo, hi int) int { return (*r.t).Part(lo, hi) }
+
 // funcTask is a task that calls a function.
 type funcTask func(lo, hi int) int
 
-func (f funcTask) run(lo, hi int) int { return f(lo, hi) }
+func (f funcTask) Part(lo, hi int) int { return f(lo, hi) }
 
-// chunksPer is how many chunks parallelRun cuts a range into per
-// goroutine, up to maxChunks in all.
+// chunksPer is how many chunks Run cuts a range into per goroutine, up to
+// maxChunks in all.
 const (
 	chunksPer = 4
 	maxChunks = 64
 )
 
-// chunks returns how many chunks parallelRun cuts [0, n) into for p
-// goroutines.
+// chunks returns how many chunks Run cuts [0, n) into for p goroutines.
 func chunks(n, p int) int { return min(n, p*chunksPer, maxChunks) }
 
 // A job is the state of one parallel call. Goroutines take its chunks in
@@ -111,19 +115,19 @@ type job struct {
 	next, done atomic.Int64 // chunks taken, chunks done
 	holders    atomic.Int32 // the caller and the workers handed the job that have not let go
 	n, c       int          // the range [0, n) in c chunks
-	t          task
+	t          Task
 	found      [maxChunks]int // what chunk k's run returned
 }
 
 // jobs holds jobs no goroutine holds any more (see freeList).
-var jobs = make(chan *job, 64)
+var jobs = NewList[job](64)
 
 // spread runs t on the c chunks (c <= maxChunks) of [0, n) on the calling
 // goroutine and p-1 workers, and returns the first position a chunk found,
 // or -1. The caller waits by polling: parked, it would wake as slowly as a
 // parked worker starts.
-func spread(n, p, c int, t task) int {
-	j := fromList(jobs)
+func spread(n, p, c int, t Task) int {
+	j := jobs.Get()
 	j.next.Store(0)
 	j.done.Store(0)
 	j.holders.Store(int32(p))
@@ -151,7 +155,7 @@ func spread(n, p, c int, t task) int {
 // take runs chunks of j until none is left.
 func (j *job) take() {
 	for k := int(j.next.Add(1) - 1); k < j.c; k = int(j.next.Add(1) - 1) {
-		j.found[k] = j.t.run(j.n*k/j.c, j.n*(k+1)/j.c)
+		j.found[k] = j.t.Part(j.n*k/j.c, j.n*(k+1)/j.c)
 		j.done.Add(1)
 	}
 }
@@ -160,7 +164,7 @@ func (j *job) take() {
 func (j *job) release() {
 	if j.holders.Add(-1) == 0 {
 		j.t = nil
-		toList(jobs, j)
+		jobs.Put(j)
 	}
 }
 
@@ -170,8 +174,14 @@ func (j *job) release() {
 // a job or task (a worker, or a caller that waited on another thread) is
 // often on another thread than the next caller, which would then allocate.
 
-// fromList returns a free *T from list, or a new one if list is empty.
-func fromList[T any](list chan *T) *T {
+// A List is a free list of *T: Get takes one, Put gives one back.
+type List[T any] chan *T
+
+// NewList returns an empty List that keeps up to n values.
+func NewList[T any](n int) List[T] { return make(List[T], n) }
+
+// Get returns a free *T from list, or a new one if list is empty.
+func (list List[T]) Get() *T {
 	select {
 	case t := <-list:
 		return t
@@ -180,8 +190,8 @@ func fromList[T any](list chan *T) *T {
 	}
 }
 
-// toList puts t on list, or drops it if list is full.
-func toList[T any](list chan *T, t *T) {
+// Put puts t on list, or drops it if list is full.
+func (list List[T]) Put(t *T) {
 	select {
 	case list <- t:
 	default:
@@ -194,23 +204,23 @@ func toList[T any](list chan *T, t *T) {
 var taskLists sync.Map
 
 // newTask returns a *T from its free list; freeTask puts it back.
-func newTask[T any]() *T { return fromList(taskList[T]()) }
+func newTask[T any]() *T { return taskList[T]().Get() }
 
 // freeTask clears t, so that the list holds no references to the caller's
 // data, and puts it back on its free list.
 func freeTask[T any](t *T) {
 	var zero T
 	*t = zero
-	toList(taskList[T](), t)
+	taskList[T]().Put(t)
 }
 
-func taskList[T any]() chan *T {
+func taskList[T any]() List[T] {
 	key := any((*T)(nil))
 	l, ok := taskLists.Load(key)
 	if !ok {
-		l, _ = taskLists.LoadOrStore(key, make(chan *T, 16))
+		l, _ = taskLists.LoadOrStore(key, NewList[T](16))
 	}
-	return l.(chan *T)
+	return l.(List[T])
 }
 
 // Workers. A goroutine started for a part does not exit when the part is

@@ -1,4 +1,4 @@
-package kernel
+package parallel
 
 import (
 	"math/rand/v2"
@@ -16,8 +16,8 @@ import (
 // Every element of every call is covered exactly once and before the call
 // returns, with many callers at once sharing the workers, for goroutine
 // counts below, at and above GOMAXPROCS and above maxChunks;
-// parallelRunParts makes exactly p ranges (at most maxChunks), and
-// parallelRun returns the smallest position any chunk found.
+// the ranges of RunRanges are exactly p (at most maxChunks), and Run
+// returns the smallest position any chunk found.
 func TestParallelRunsEachPartOnce(t *testing.T) {
 	const callers, calls = 8, 200
 	var wg sync.WaitGroup
@@ -30,13 +30,13 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 				}
 				n := 50 + k
 				hits := make([]int32, n)
-				ParallelFor(n, p, func(lo, hi int) {
+				forOn(n, p, func(lo, hi int) {
 					for i := lo; i < hi; i++ {
 						atomic.AddInt32(&hits[i], 1)
 					}
 				})
 				var ranges atomic.Int32
-				parallelRunParts(n, p, funcTask(func(lo, hi int) int {
+				run(n, p, min(n, p, maxChunks), funcTask(func(lo, hi int) int {
 					ranges.Add(1)
 					for i := lo; i < hi; i++ {
 						atomic.AddInt32(&hits[i], 1)
@@ -44,7 +44,7 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 					return -1
 				}))
 				if r, want := ranges.Load(), min(n, p, maxChunks); r != int32(want) {
-					t.Errorf("caller %d call %d: parallelRunParts made %d ranges, want %d", c, k, r, want)
+					t.Errorf("caller %d call %d: RunRanges made %d ranges, want %d", c, k, r, want)
 					return
 				}
 				for i, h := range hits {
@@ -54,7 +54,7 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 					}
 				}
 				bad := (c*31 + k) % n
-				got := parallelRun(n, p, funcTask(func(lo, hi int) int {
+				got := run(n, p, chunks(n, p), funcTask(func(lo, hi int) int {
 					for i := lo; i < hi; i++ {
 						if i >= bad {
 							return i
@@ -63,7 +63,7 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 					return -1
 				}))
 				if got != bad {
-					t.Errorf("caller %d call %d (p=%d): parallelRun = %d, want %d", c, k, p, got, bad)
+					t.Errorf("caller %d call %d (p=%d): Run = %d, want %d", c, k, p, got, bad)
 					return
 				}
 			}
@@ -80,7 +80,7 @@ func TestParallelRunsEachPartOnce(t *testing.T) {
 func TestParallelWorkersExit(t *testing.T) {
 	var seen atomic.Int32 // live workers, as a part on a worker sees them
 	for range 20 {
-		ParallelFor(100, 4, func(lo, hi int) {
+		forOn(100, 4, func(lo, hi int) {
 			if lo > 0 {
 				seen.Store(live.Load())
 			}
@@ -173,7 +173,7 @@ func TestParallelWorkersExitUnderChurn(t *testing.T) {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(c), 9))
 			for range 3000 {
-				ParallelFor(8, 2+r.IntN(3), func(lo, hi int) {})
+				forOn(8, 2+r.IntN(3), func(lo, hi int) {})
 				time.Sleep(time.Duration(r.IntN(150)) * time.Microsecond)
 			}
 		})
@@ -195,7 +195,7 @@ func BenchmarkParallelCall(b *testing.B) {
 	}
 	b.Run("workers", func(b *testing.B) {
 		for b.Loop() {
-			ParallelFor(2, 2, work)
+			forOn(2, 2, work)
 		}
 	})
 	b.Run("goroutine-per-call", func(b *testing.B) {

@@ -1,0 +1,408 @@
+package kernel
+
+import (
+	"math"
+	"sync"
+
+	"github.com/gathergrad/gather/internal/parallel"
+)
+
+// A ClassLoss is what a per-class loss computes: CrossEntropy (Entropy)
+// or NLLLoss, with PyTorch's ignore_index (HasIgnore, Ignore), weight
+// (Weights, nil for 1 per class) and label_smoothing (Smoothing).
+type ClassLoss struct {
+	Entropy   bool
+	HasIgnore bool
+	Ignore    int64
+	Weights   []float64
+	Smoothing float64
+}
+
+// weight returns the weight of class j: 1 without class weights.
+func (o *ClassLoss) weight(j int) float64 {
+	if o.Weights == nil {
+		return 1
+	}
+	return o.Weights[j]
+}
+
+// counted reports whether a row with target y counts (is not ignored).
+func (o *ClassLoss) counted(y int64) bool { return !o.HasIgnore || y != o.Ignore }
+
+// ClassDenominator returns what a mean of ClassLossRows divides by: the
+// sum of the weights of the counted targets, added in the order
+// ClassLossRows adds them.
+func ClassDenominator[I Index](o *ClassLoss, t []I) float64 {
+	var total float64
+	for r0 := 0; r0 < len(t); r0 += entropyRows {
+		var d float64
+		for _, v := range t[r0:min(r0+entropyRows, len(t))] {
+			if y := int64(v); o.counted(y) {
+				d += o.weight(int(y))
+			}
+		}
+		total += d
+	}
+	return total
+}
+
+// entropyRows is the number of rows whose losses are summed together before
+// their sum joins the total: the blocks, not the workers, fix the order of
+// the additions, so the loss is the same for any GOMAXPROCS.
+const entropyRows = 256
+
+// blockScratch is the memory a loss works a block of entropyRows rows of
+// c classes in: e the rows' exponentials, m and s their shifts and sums.
+// The parallel parts of a loss take it from a pool, so that a loss run
+// over and over allocates none once the pool holds a scratch per thread.
+type blockScratch[T Float] struct {
+	e    []T
+	m, s []float64
+}
+
+// blockScratches holds the free *blockScratch[float32] and
+// *blockScratch[float64].
+var blockScratches = [2]sync.Pool{}
+
+func scratchPool[T Float]() *sync.Pool {
+	if _, ok := any(T(0)).(float32); ok {
+		return &blockScratches[0]
+	}
+	return &blockScratches[1]
+}
+
+// getBlockScratch returns a scratch for rows of c classes.
+func getBlockScratch[T Float](c int) *blockScratch[T] {
+	sc, _ := scratchPool[T]().Get().(*blockScratch[T])
+	if sc == nil {
+		sc = &blockScratch[T]{m: make([]float64, entropyRows), s: make([]float64, entropyRows)}
+	}
+	if cap(sc.e) < entropyRows*c {
+		sc.e = make([]T, entropyRows*c)
+	}
+	sc.e = sc.e[:entropyRows*c]
+	return sc
+}
+
+// putBlockScratch gives sc back to its pool.
+func putBlockScratch[T Float](sc *blockScratch[T]) { scratchPool[T]().Put(sc) }
+
+// EntropySum returns the sum over rows r of
+//
+//	logsumexp(x[r*c:(r+1)*c]) - x[r*c+t[r]]
+//
+// with t's values checked to lie in [-c, c-1]. Each row is shifted by its
+// maximum before exp, so large logits do not overflow.
+func EntropySum[T Float, I Index](x []T, t []I, c int) float64 {
+	blocks := make([]float64, (len(t)+entropyRows-1)/entropyRows)
+	parallel.For(len(blocks), len(x), func(lo, hi int) {
+		sc := getBlockScratch[T](c)
+		defer putBlockScratch(sc)
+		e, m, s := sc.e, sc.m, sc.s
+		for b := lo; b < hi; b++ {
+			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
+			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+			var sum float64
+			for r := r0; r < r1; r++ {
+				sum += m[r-r0] + math.Log(s[r-r0]) - float64(x[r*c+Wrap(t[r], c)])
+			}
+			blocks[b] = sum
+		}
+	})
+	var total float64
+	for _, s := range blocks {
+		total += s
+	}
+	return total
+}
+
+// expRows sets, for each row r of x (rows of c elements, len(m) rows, at
+// most entropyRows), m[r] to the row's shift (see shift), e[r*c+j] to
+// exp(x[r*c+j] - m[r]) in T, and s[r] to the row's sum of e in float64.
+// float32 rows go to expRows32; float64 rows are exponentiated by math.Exp
+// and summed in order.
+func expRows[T Float](e []T, m, s []float64, x []T, c int) {
+	if e32, ok := any(e).([]float32); ok {
+		expRows32(e32, m, s, any(x).([]float32), c)
+		return
+	}
+	for r := range m {
+		row, er := x[r*c:(r+1)*c], e[r*c:(r+1)*c]
+		m[r], _ = shift(row)
+		expRow(er, row, m[r])
+		var sum float64
+		for _, v := range er {
+			sum += float64(v)
+		}
+		s[r] = sum
+	}
+}
+
+// expRows32 is expRows on float32 rows: the shifted rows by
+// RowMaxShift32 and their exponentials by Exp32 (within 2
+// units in the last place), all in one call each, and the sums by
+// RowSums32. A row whose maximum is infinite gets shift 0 and is
+// exponentiated again by math.Exp, as shift says.
+func expRows32(e []float32, m, s []float64, x []float32, c int) {
+	var mx [entropyRows]float32
+	n := len(m) * c
+	RowMaxShift32(e, x, mx[:len(m)], c)
+	Exp32(e[:n], e[:n])
+	for r, v := range mx[:len(m)] {
+		m[r] = float64(v)
+		if math.IsInf(m[r], 0) { // all -Inf or NaN, or a +Inf in the row
+			m[r] = 0
+			expRow(e[r*c:(r+1)*c], x[r*c:(r+1)*c], 0)
+		}
+	}
+	RowSums32(s, e, c)
+}
+
+// expRow sets er[j] = exp(row[j] - m) with math.Exp, in float64.
+func expRow[T Float](er, row []T, m float64) {
+	for j, v := range row {
+		er[j] = T(math.Exp(float64(v) - m))
+	}
+}
+
+// shift returns the row's largest element that is not NaN, which
+// subtracted from every element before exp keeps exp from overflowing, and
+// true; or 0 and false when that maximum is infinite (all -Inf, or a +Inf
+// in the row), where the unshifted formula gives IEEE's answer. A NaN in
+// the row makes its loss and gradient NaN with any shift.
+func shift[T Float](row []T) (float64, bool) {
+	m := T(math.Inf(-1))
+	for _, v := range row {
+		if v > m {
+			m = v
+		}
+	}
+	if math.IsInf(float64(m), 0) {
+		return 0, false
+	}
+	return float64(m), true
+}
+
+// EntropyGrad is, for every row r of x (rows of c logits, t[r] its
+// target) and p = softmax(x[r*c:(r+1)*c]),
+//
+//	dst[r*c+j] = scale * (p[j] - (j == t[r] ? 1 : 0))
+//
+// or dst[r*c+j] += the same with add. Every element is computed on its own,
+// so the result does not depend on how the rows are split.
+func EntropyGrad[T Float, I Index](dst, x []T, t []I, c int, scale float64, add bool) {
+	parallel.For(len(t), len(x), func(lo, hi int) { entropyGrad(dst, x, t, c, scale, add, lo, hi) })
+}
+
+// entropyGrad is EntropyGrad for the rows [lo, hi).
+func entropyGrad[T Float, I Index](dst, x []T, t []I, c int, scale float64, add bool, lo, hi int) {
+	// exp(x - max) of a block of rows, the rows' shifts and sums
+	sc := getBlockScratch[T](c)
+	defer putBlockScratch(sc)
+	e, m, s := sc.e, sc.m, sc.s
+	for r0 := lo; r0 < hi; r0 += entropyRows {
+		r1 := min(r0+entropyRows, hi)
+		expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+		for r := r0; r < r1; r++ {
+			er, out := e[(r-r0)*c:(r-r0+1)*c], dst[r*c:(r+1)*c]
+			out = out[:len(er)]
+			k := scale / s[r-r0]
+			target := Wrap(t[r], c)
+			before := out[target]
+			if add {
+				for j, v := range er {
+					out[j] += T(k * float64(v))
+				}
+			} else {
+				for j, v := range er {
+					out[j] = T(k * float64(v))
+				}
+			}
+			g := T(k*float64(er[target]) - scale)
+			if add {
+				g += before
+			}
+			out[target] = g
+		}
+	}
+}
+
+// FirstBadTarget returns the position of the first target that is
+// neither ignore nor in [0, classes), or -1.
+func FirstBadTarget[I Index](t []I, classes int, ignore int64) int {
+	for p, v := range t {
+		if y := int64(v); y != ignore && (y < 0 || y >= int64(classes)) {
+			return p
+		}
+	}
+	return -1
+}
+
+// ClassLossRows returns the sum of the losses of the rows of x (rows of c
+// scores, t[r] the target of row r) and the denominator of their mean
+// (see ClassDenominator), and with per not nil sets per[r] to the loss of
+// row r. For row r with target y, not ignored, w the class weights, ε the
+// smoothing and lse the row's log-sum-exp:
+//
+//	NLLLoss:      l = -w[y]·x[y]
+//	CrossEntropy: l = (1-ε)·w[y]·(lse - x[y]) + (ε/c)·Σ_j w[j]·(lse - x[j])
+//
+// Blocks of entropyRows rows are summed on their own and then in order,
+// so the result is the same for any GOMAXPROCS.
+func ClassLossRows[T Float, I Index](o *ClassLoss, x []T, t []I, c int, per []float64) (float64, float64) {
+	nb := (len(t) + entropyRows - 1) / entropyRows
+	sums, dens := make([]float64, nb), make([]float64, nb)
+	ce := o.Entropy
+	eps := o.Smoothing
+	parallel.For(nb, len(x), func(lo, hi int) {
+		var e []T
+		var m, s []float64
+		if ce {
+			sc := getBlockScratch[T](c)
+			defer putBlockScratch(sc)
+			e, m, s = sc.e, sc.m, sc.s
+		}
+		for b := lo; b < hi; b++ {
+			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
+			if ce {
+				expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+			}
+			var ls, ds float64
+			for r := r0; r < r1; r++ {
+				y := int64(t[r])
+				if !o.counted(y) {
+					if per != nil {
+						per[r] = 0
+					}
+					continue
+				}
+				row := x[r*c : (r+1)*c]
+				wy := o.weight(int(y))
+				var l float64
+				if ce {
+					lse := m[r-r0] + math.Log(s[r-r0])
+					l = wy * (lse - float64(row[y]))
+					if eps != 0 {
+						var sm float64
+						for j, v := range row {
+							sm += o.weight(j) * (lse - float64(v))
+						}
+						l = (1-eps)*l + eps/float64(c)*sm
+					}
+				} else {
+					l = -wy * float64(row[y])
+				}
+				ls += l
+				ds += wy
+				if per != nil {
+					per[r] = l
+				}
+			}
+			sums[b], dens[b] = ls, ds
+		}
+	})
+	var sum, denom float64
+	for b := range sums {
+		sum += sums[b]
+		denom += dens[b]
+	}
+	return sum, denom
+}
+
+// ClassLossGrad writes (or with add adds) into dst the gradient of the
+// loss of ClassLossRows: each row's gradient times scale, or times ups[r]
+// when ups is not nil. For row r with target y, not ignored, scaled by k,
+// with p = softmax(x[r]) and W = Σ_j w[j]:
+//
+//	NLLLoss:      g[j] = -k·w[y] if j == y, else 0
+//	CrossEntropy: g[j] = k·((1-ε)·w[y]·(p[j] - [j == y]) + (ε/c)·(p[j]·W - w[j]))
+//
+// An ignored row's gradient is zero.
+func ClassLossGrad[T Float, I Index](o *ClassLoss, dst, x []T, t []I, c int, scale float64, ups []float64, add bool) {
+	parallel.For(len(t), len(x), func(lo, hi int) { classLossGrad(o, dst, x, t, c, scale, ups, add, lo, hi) })
+}
+
+// classLossGrad is ClassLossGrad for the rows [lo, hi).
+func classLossGrad[T Float, I Index](o *ClassLoss, dst, x []T, t []I, c int, scale float64, ups []float64, add bool, lo, hi int) {
+	ce := o.Entropy
+	eps := o.Smoothing
+	wsum := float64(c)
+	if o.Weights != nil {
+		wsum = 0
+		for _, w := range o.Weights {
+			wsum += w
+		}
+	}
+	var e []T
+	var m, s []float64
+	if ce {
+		sc := getBlockScratch[T](c)
+		defer putBlockScratch(sc)
+		e, m, s = sc.e, sc.m, sc.s
+	}
+	for r0 := lo; r0 < hi; r0 += entropyRows {
+		r1 := min(r0+entropyRows, hi)
+		if ce {
+			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+		}
+		for r := r0; r < r1; r++ {
+			out := dst[r*c : (r+1)*c]
+			y := int64(t[r])
+			if !o.counted(y) {
+				if !add {
+					clear(out)
+				}
+				continue
+			}
+			k := scale
+			if ups != nil {
+				k = ups[r]
+			}
+			wy := o.weight(int(y))
+			if !ce {
+				if !add {
+					clear(out)
+				}
+				out[y] += T(-k * wy)
+				continue
+			}
+			er := e[(r-r0)*c : (r-r0+1)*c]
+			out = out[:len(er)]
+			inv := 1 / s[r-r0]
+			a := (1 - eps) * wy
+			if eps != 0 {
+				for j := range out {
+					pj := float64(er[j]) * inv
+					g := a * pj
+					if int64(j) == y {
+						g -= a
+					}
+					g += eps / float64(c) * (pj*wsum - o.weight(j))
+					if add {
+						out[j] += T(k * g)
+					} else {
+						out[j] = T(k * g)
+					}
+				}
+				continue
+			}
+			// Without smoothing: every element as if it were not the
+			// target, without a branch per element, then the target's.
+			before := out[y]
+			if add {
+				for j, v := range er {
+					out[j] += T(k * (a * (float64(v) * inv)))
+				}
+			} else {
+				for j, v := range er {
+					out[j] = T(k * (a * (float64(v) * inv)))
+				}
+			}
+			g := T(k * (a*(float64(er[y])*inv) - a))
+			if add {
+				g += before
+			}
+			out[y] = g
+		}
+	}
+}
