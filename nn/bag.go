@@ -273,17 +273,16 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 		if !shapes.SameShape(off.Shape, []int{nOff}) {
 			return a, fmt.Errorf("%s: offsets of shape %v, want (%d): %w", opBag, off.Shape, nOff, gather.ErrShape)
 		}
-		for b := range o.bags {
+		if b := operand.Pick(off.Dtype, offsetBounds[int], offsetBounds[int32], offsetBounds[int64])(bounds, off, n); b >= 0 {
 			v := off.At(b)
 			switch {
-			case b == 0 && v != 0:
+			case b == 0:
 				return a, fmt.Errorf("%s: offsets[0] = %d; the first bag must start at 0: %w", opBag, v, gather.ErrShape)
-			case b > 0 && v < int64(bounds[b-1]):
-				return a, fmt.Errorf("%s: offsets[%d] = %d is less than offsets[%d] = %d; offsets must not decrease: %w", opBag, b, v, b-1, bounds[b-1], gather.ErrShape)
-			case v > int64(n):
+			case v < off.At(b-1):
+				return a, fmt.Errorf("%s: offsets[%d] = %d is less than offsets[%d] = %d; offsets must not decrease: %w", opBag, b, v, b-1, off.At(b-1), gather.ErrShape)
+			default:
 				return a, fmt.Errorf("%s: offsets[%d] = %d is past the end of the %d ids: %w", opBag, b, v, n, gather.ErrShape)
 			}
-			bounds[b] = int(v)
 		}
 		if o.lastOffset {
 			// The bags' starts are checked above, each at most n; the
@@ -292,13 +291,9 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 				return a, fmt.Errorf("%s: offsets[%d] = %d must equal the number of ids, %d (WithIncludeLastOffset): %w", opBag, o.bags, last, n, gather.ErrShape)
 			}
 		}
-		bounds[o.bags] = n
 		k = 3
 	} else {
-		per := o.idShape[1]
-		for b := range bounds {
-			bounds[b] = b * per
-		}
+		kernel.EvenBounds(bounds, o.idShape[1])
 	}
 	if err := operand.CheckIndices(o.lbl, ix, 0, o.vocab); err != nil {
 		return a, err
@@ -392,39 +387,8 @@ func (o *bagOp) do(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, erro
 	if o.bags*o.dim == 0 {
 		return out, nil
 	}
-	switch o.dtype {
-	case tensor.Float32:
-		pool(out.Float32s(), a.table.Float32s(), a.ids, floatsOf[float32](a.w), o.dim, &a.bg)
-	case tensor.Float64:
-		pool(out.Float64s(), a.table.Float64s(), a.ids, floatsOf[float64](a.w), o.dim, &a.bg)
-	}
+	floatsFor(o.dtype).pool(out, a.table, a, o.dim)
 	return out, nil
-}
-
-// floatsOf returns t's values, or nil for a nil t (an empty t gives an
-// empty slice that is not nil). It reads them with the typed accessors,
-// which, unlike Data, allocate nothing.
-func floatsOf[T kernel.Float](t *tensor.Dense) []T {
-	if t == nil {
-		return nil
-	}
-	if t.Shape().TotalSize() == 0 {
-		return []T{}
-	}
-	if t.Dtype() == tensor.Float32 {
-		return any(t.Float32s()).([]T)
-	}
-	return any(t.Float64s()).([]T)
-}
-
-func pool[T kernel.Float](out, table []T, ids operand.Indices, w []T, dim int, bg *kernel.Bags) {
-	operand.Pick(ids.Dtype, poolTyped[T, int], poolTyped[T, int32], poolTyped[T, int64])(out, table, ids, w, dim, *bg)
-}
-
-// poolTyped takes bg by value: a pointer passed to a function Pick returns
-// would move what it points to to the heap.
-func poolTyped[T kernel.Float, I kernel.Index](out, table []T, ids operand.Indices, w []T, dim int, bg kernel.Bags) {
-	kernel.BagPool(out, table, operand.Slice[I](ids), w, dim, &bg)
 }
 
 func (o *bagOp) String() string {
@@ -565,7 +529,7 @@ func (d *bagGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value)
 		return nil, err
 	}
 	defer a.release()
-	clearFloats(out)
+	floatsFor(out.Dtype()).clear(out)
 	d.add(out, a, g)
 	return out, nil
 }
@@ -617,35 +581,7 @@ func (d *bagGradOp) add(dst *tensor.Dense, a bagArgs, g *tensor.Dense) {
 	if d.fwd.bags*d.fwd.dim == 0 || a.ids.Shape.TotalSize() == 0 {
 		return
 	}
-	switch d.fwd.dtype {
-	case tensor.Float32:
-		bagGrad(dst.Float32s(), g.Float32s(), a.table.Float32s(), a, floatsOf[float32](a.w), d.fwd.dim, d.wrtTable, float32(d.fwd.cfg.GradScale), d.fwd.cfg.ScaleByFreq)
-	case tensor.Float64:
-		bagGrad(dst.Float64s(), g.Float64s(), a.table.Float64s(), a, floatsOf[float64](a.w), d.fwd.dim, d.wrtTable, d.fwd.cfg.GradScale, d.fwd.cfg.ScaleByFreq)
-	}
-}
-
-func bagGrad[T kernel.Float](dst, g, table []T, a bagArgs, w []T, dim int, wrtTable bool, c T, freq bool) {
-	operand.Pick(a.ids.Dtype, bagGradTyped[T, int], bagGradTyped[T, int32], bagGradTyped[T, int64])(
-		dst, g, table, a.ids, w, dim, a.bg, wrtTable, c, freq)
-}
-
-// bagGradTyped takes the Bags by value, as poolTyped does.
-func bagGradTyped[T kernel.Float, I kernel.Index](dst, g, table []T, ix operand.Indices, w []T, dim int, b kernel.Bags, wrtTable bool, c T, freq bool) {
-	ids, bg := operand.Slice[I](ix), &b
-	var arg []int32
-	if bg.Mode == kernel.BagMax {
-		arg = kernel.BagArgmax(table, ids, w, dim, bg)
-	}
-	if wrtTable {
-		kernel.BagTableGrad(dst, g, table, ids, w, dim, bg, arg, c, freq)
-		return
-	}
-	gw := make([]T, len(ids))
-	kernel.BagWeightGrad(gw, g, table, ids, dim, bg, arg)
-	for i, v := range gw {
-		dst[i] += v
-	}
+	floatsFor(d.fwd.dtype).bagGrad(dst, g, a.table, a, d.fwd.dim, d.wrtTable, d.fwd.cfg.GradScale, d.fwd.cfg.ScaleByFreq)
 }
 
 func (d *bagGradOp) String() string {
@@ -711,44 +647,36 @@ func PackBags(ids, offsets *tensor.Dense, bags [][]int, pad int) error {
 		return fmt.Errorf("%s: the %d bags hold %d ids, more than the %d ids have room for: %w", op, len(bags), total, capacity, gather.ErrShape)
 	}
 	if ids.Dtype() == tensor.Int32 {
-		fits := func(v int) bool { return int(int32(v)) == v }
-		bad, ok := pad, fits(pad)
-		for _, bag := range bags {
-			for _, v := range bag {
-				if !fits(v) {
-					bad, ok = v, false
-				}
-			}
-		}
-		if !ok {
+		if bad, ok := kernel.Int32Misfit(bags, pad); !ok {
 			return fmt.Errorf("%s: id %d does not fit the int32 ids: %w", op, bad, gather.ErrDtype)
 		}
 	}
 	if offsets.Dtype() == tensor.Int32 && int(int32(total)) != total {
 		return fmt.Errorf("%s: offset %d does not fit the int32 offsets: %w", op, total, gather.ErrDtype)
 	}
-	p := 0
-	for b, bag := range bags {
-		setIndex(offsets, b, p)
-		for _, v := range bag {
-			setIndex(ids, p, v)
-			p++
-		}
+	idx, err := operand.ReadIndices(op, "ids", ids)
+	if err != nil {
+		return err
 	}
-	for ; p < ids.Shape()[0]; p++ {
-		setIndex(ids, p, pad)
+	off, err := operand.ReadIndices(op, "offsets", offsets)
+	if err != nil {
+		return err
 	}
+	operand.Pick(idx.Dtype, packIDs[int], packIDs[int32], packIDs[int64])(idx, bags, pad)
+	operand.Pick(off.Dtype, packOffsets[int], packOffsets[int32], packOffsets[int64])(off, bags)
 	return nil
 }
 
-// setIndex sets element p of an Int, Int32 or Int64 vector to v.
-func setIndex(t *tensor.Dense, p, v int) {
-	switch t.Dtype() {
-	case tensor.Int:
-		t.Ints()[p] = v
-	case tensor.Int32:
-		t.Int32s()[p] = int32(v)
-	case tensor.Int64:
-		t.Int64s()[p] = int64(v)
-	}
+// packIDs and packOffsets are kernel.PackIDs and PackOffsets for ids of
+// Go type I; offsetBounds is kernel.OffsetBounds.
+func packIDs[I kernel.Index](ix operand.Indices, bags [][]int, pad int) {
+	kernel.PackIDs(operand.Slice[I](ix), bags, pad)
+}
+
+func packOffsets[I kernel.Index](ix operand.Indices, bags [][]int) {
+	kernel.PackOffsets(operand.Slice[I](ix), bags)
+}
+
+func offsetBounds[I kernel.Index](bounds []int, off operand.Indices, n int) int {
+	return kernel.OffsetBounds(bounds, operand.Slice[I](off), n)
 }

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
@@ -61,33 +59,8 @@ func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := operand.CheckIndices(o.lbl, ix, 0, o.vocab); err != nil {
 		return nil, err
 	}
-	switch o.dtype {
-	case tensor.Float32:
-		renorm(t.Float32s(), ix, o.vocab, o.dim, o.maxNorm)
-	case tensor.Float64:
-		renorm(t.Float64s(), ix, o.vocab, o.dim, o.maxNorm)
-	}
+	floatsFor(o.dtype).renorm(t, ix, o.dim, o.maxNorm)
 	return t, nil
-}
-
-// renorm rescales the rows of table named by ix whose norm exceeds
-// maxNorm. A row named twice is rescaled once: the second time its norm
-// is below maxNorm.
-func renorm[T kernel.Float](table []T, ix operand.Indices, vocab, dim int, maxNorm float64) {
-	for p := range ix.Shape.TotalSize() {
-		j := kernel.Wrap(ix.At(p), vocab)
-		row := table[j*dim : (j+1)*dim]
-		var ss float64
-		for _, v := range row {
-			ss += float64(v) * float64(v)
-		}
-		if norm := math.Sqrt(ss); norm > maxNorm {
-			s := T(maxNorm / (norm + 1e-7))
-			for d := range row {
-				row[d] *= s
-			}
-		}
-	}
 }
 
 func (o *renormOp) String() string {
@@ -125,12 +98,7 @@ func addGrad(dg, up gorgonia.Value) {
 	if !ok1 || !ok2 || d == u {
 		return
 	}
-	switch d.Dtype() {
-	case tensor.Float32:
-		kernel.AddInto(d.Float32s(), u.Float32s())
-	case tensor.Float64:
-		kernel.AddInto(d.Float64s(), u.Float64s())
-	}
+	floatsFor(d.Dtype()).addInto(d, u)
 }
 
 var (

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
 )
@@ -63,16 +62,6 @@ func doIncr(op string, toIncr gorgonia.Value, in []gorgonia.Value, run gradRun) 
 func overlapsValue(out *tensor.Dense, v gorgonia.Value) bool {
 	t, ok := v.(*tensor.Dense)
 	return ok && operand.Overlaps(out, t)
-}
-
-// clearFloats sets a float32 or float64 tensor to zero.
-func clearFloats(t *tensor.Dense) {
-	switch t.Dtype() {
-	case tensor.Float32:
-		kernel.Clear(t.Float32s())
-	case tensor.Float64:
-		kernel.Clear(t.Float64s())
-	}
 }
 
 // logitGrads returns, for the DoDiff of the loss named op (inputs logits

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/optim"
 )
@@ -34,7 +33,9 @@ func (l sparseLookup) grad(tapGrad *tensor.Dense, vocab int) (*tensor.Dense, err
 		if err != nil {
 			return nil, err
 		}
-		return divideByFreq(tapGrad.Clone().(*tensor.Dense), ix, vocab), nil
+		g := tapGrad.Clone().(*tensor.Dense)
+		floatsFor(g.Dtype()).divideByFreq(g, ix, vocab)
+		return g, nil
 	}
 	vals := make([]gorgonia.Value, len(l.inputs))
 	for k, n := range l.inputs {
@@ -50,61 +51,12 @@ func (l sparseLookup) grad(tapGrad *tensor.Dense, vocab int) (*tensor.Dense, err
 	if out.Shape().TotalSize() == 0 {
 		return out, nil
 	}
-	switch o.dtype {
-	case tensor.Float32:
-		positionGrad(out.Float32s(), tapGrad.Float32s(), a.table.Float32s(), a, floatsOf[float32](a.w), o.vocab, o.dim)
-	case tensor.Float64:
-		positionGrad(out.Float64s(), tapGrad.Float64s(), a.table.Float64s(), a, floatsOf[float64](a.w), o.vocab, o.dim)
-	}
+	floatsFor(o.dtype).positionGrad(out, tapGrad, a.table, a, o.vocab, o.dim)
 	if l.freq {
-		return divideByFreq(out, a.ids, vocab), nil
+		floatsFor(o.dtype).divideByFreq(out, a.ids, vocab)
+		return out, nil
 	}
 	return out, nil
-}
-
-// divideByFreq divides row p of g (ids.shape + [dim]) by the number of
-// times ids[p] occurs in ids, in place, and returns g.
-func divideByFreq(g *tensor.Dense, ids operand.Indices, vocab int) *tensor.Dense {
-	n := ids.Shape.TotalSize()
-	counts := make(map[int]float64)
-	for p := range n {
-		counts[kernel.Wrap(ids.At(p), vocab)]++
-	}
-	if n == 0 {
-		return g
-	}
-	dim := g.Shape().TotalSize() / n
-	for p := range n {
-		c := counts[kernel.Wrap(ids.At(p), vocab)]
-		switch g.Dtype() {
-		case tensor.Float32:
-			row := g.Float32s()[p*dim : (p+1)*dim]
-			for k := range row {
-				row[k] /= float32(c)
-			}
-		case tensor.Float64:
-			row := g.Float64s()[p*dim : (p+1)*dim]
-			for k := range row {
-				row[k] /= c
-			}
-		}
-	}
-	return g
-}
-
-func positionGrad[T kernel.Float](out, g, table []T, a bagArgs, w []T, vocab, dim int) {
-	operand.Pick(a.ids.Dtype, positionGradTyped[T, int], positionGradTyped[T, int32], positionGradTyped[T, int64])(
-		out, g, table, a.ids, w, vocab, dim, a.bg)
-}
-
-// positionGradTyped takes the Bags by value, as poolTyped does.
-func positionGradTyped[T kernel.Float, I kernel.Index](out, g, table []T, ix operand.Indices, w []T, vocab, dim int, b kernel.Bags) {
-	ids, bg := operand.Slice[I](ix), &b
-	var arg []int32
-	if bg.Mode == kernel.BagMax {
-		arg = kernel.BagArgmax(table, ids, w, dim, bg)
-	}
-	kernel.BagPositionGrad(out, g, ids, w, vocab, dim, bg, arg)
 }
 
 // GradNodes returns the nodes of a sparse embedding to differentiate with
@@ -151,7 +103,7 @@ func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
 	defer func() {
 		for _, g := range taps {
 			if g != nil {
-				clearFloats(g)
+				floatsFor(g.Dtype()).clear(g)
 			}
 		}
 	}()
@@ -275,31 +227,15 @@ func checkTap(table string, tap *gorgonia.Node) error {
 	if !ok {
 		return nil
 	}
-	var p int
-	switch t.Dtype() {
-	case tensor.Float32:
-		p = firstNonZero(t.Float32s())
-	case tensor.Float64:
-		p = firstNonZero(t.Float64s())
-	default:
+	if dt := t.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
 		return nil
 	}
+	p := floatsFor(t.Dtype()).firstNonZero(t)
 	if p < 0 {
 		return nil
 	}
 	return fmt.Errorf("embedding %q: %v is no longer zero (element %d): GradNodes were updated by a dense solver; "+
 		"pass them to gorgonia.Grad only, never to a solver or BindDualValues: %w", table, tap.Name(), p, gather.ErrGraph)
-}
-
-// firstNonZero returns the position of the first element of s that is not
-// zero, or -1.
-func firstNonZero[T kernel.Float](s []T) int {
-	for i, v := range s {
-		if v != 0 {
-			return i
-		}
-	}
-	return -1
 }
 
 func (e *Embedding) padding() int {

@@ -430,3 +430,69 @@ func BagPositionGrad[T Float, I Index](out, g []T, ids []I, w []T, vocab, dim in
 		}
 	}
 }
+
+// OffsetBounds sets bounds[b] = off[b] for the len(bounds)-1 bags' starts
+// and bounds[len(bounds)-1] = n, and returns -1; or it returns the first b
+// whose offset breaks the rules, with the first 0, none less than the one
+// before, none past n (bounds then holds the starts before it).
+func OffsetBounds[I Index](bounds []int, off []I, n int) int {
+	bags := len(bounds) - 1
+	for b, v := range off[:bags] {
+		if b == 0 && v != 0 || b > 0 && int64(v) < int64(bounds[b-1]) || int64(v) > int64(n) {
+			return b
+		}
+		bounds[b] = int(v)
+	}
+	bounds[bags] = n
+	return -1
+}
+
+// EvenBounds sets bounds[b] = b*per: bags of per ids each.
+func EvenBounds(bounds []int, per int) {
+	for b := range bounds {
+		bounds[b] = b * per
+	}
+}
+
+// PackIDs writes the ids of bags one after another into dst and pad into
+// the rest of it; PackOffsets writes the start of each bag into dst.
+func PackIDs[I Index](dst []I, bags [][]int, pad int) {
+	p := 0
+	for _, bag := range bags {
+		for _, v := range bag {
+			dst[p] = I(v)
+			p++
+		}
+	}
+	for ; p < len(dst); p++ {
+		dst[p] = I(pad)
+	}
+}
+
+// PackOffsets writes the start of each of bags, packed one after another,
+// into dst.
+func PackOffsets[I Index](dst []I, bags [][]int) {
+	p := 0
+	for b, bag := range bags {
+		dst[b] = I(p)
+		p += len(bag)
+	}
+}
+
+// Int32Misfit returns the last of pad and the ids of bags that an int32
+// cannot hold and false, or 0 and true when every one fits.
+func Int32Misfit(bags [][]int, pad int) (int, bool) {
+	fits := func(v int) bool { return int(int32(v)) == v }
+	bad, ok := pad, fits(pad)
+	for _, bag := range bags {
+		for _, v := range bag {
+			if !fits(v) {
+				bad, ok = v, false
+			}
+		}
+	}
+	if ok {
+		return 0, true
+	}
+	return bad, false
+}
