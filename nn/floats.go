@@ -12,6 +12,7 @@ import (
 type floatOps struct {
 	clear        func(t *tensor.Dense)
 	addInto      func(dst, src *tensor.Dense)
+	copyAt       func(dst *tensor.Dense, off int, src *tensor.Dense) // src's values into dst from element off on
 	firstNonZero func(t *tensor.Dense) int
 	divideByFreq func(g *tensor.Dense, ids operand.Indices, vocab int)
 	renorm       func(table *tensor.Dense, ids operand.Indices, dim int, maxNorm float64)
@@ -34,6 +35,7 @@ func floatOpsOf[T kernel.Float]() floatOps {
 	return floatOps{
 		clear:        func(t *tensor.Dense) { kernel.Clear(f(t)) },
 		addInto:      func(dst, src *tensor.Dense) { kernel.AddInto(f(dst), f(src)) },
+		copyAt:       func(dst *tensor.Dense, off int, src *tensor.Dense) { copy(f(dst)[off:], f(src)) },
 		firstNonZero: func(t *tensor.Dense) int { return kernel.FirstNonZero(f(t)) },
 		divideByFreq: func(g *tensor.Dense, ids operand.Indices, vocab int) {
 			n := ids.Shape.TotalSize()

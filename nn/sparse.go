@@ -152,12 +152,7 @@ func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
 	for _, g := range grads {
 		n := g.Shape().TotalSize()
 		if n > 0 {
-			switch grad.Dtype() {
-			case tensor.Float32:
-				copy(grad.Float32s()[off:off+n], g.Float32s())
-			case tensor.Float64:
-				copy(grad.Float64s()[off:off+n], g.Float64s())
-			}
+			floatsFor(grad.Dtype()).copyAt(grad, off, g)
 		}
 		off += n
 	}

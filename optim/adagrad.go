@@ -9,6 +9,7 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // RowWiseAdagrad is Adagrad with one accumulator per row instead of one
@@ -58,13 +59,14 @@ func (o *RowWiseAdagrad) Step(table *tensor.Dense, g *RowGrad) error {
 	if err := o.bind(table); err != nil {
 		return err
 	}
-	switch table.Dtype() {
-	case tensor.Float32:
-		kernel.AdagradRows(table.Float32s(), g.Values.Float32s(), o.sum.([]float32), g.Rows, dim, o.LearnRate, o.Eps, o.WeightDecay)
-	case tensor.Float64:
-		kernel.AdagradRows(table.Float64s(), g.Values.Float64s(), o.sum.([]float64), g.Rows, dim, o.LearnRate, o.Eps, o.WeightDecay)
-	}
+	operand.PickFloat(table.Dtype(), adagradRows[float32], adagradRows[float64])(o, table, g, dim)
 	return nil
+}
+
+// adagradRows is kernel.AdagradRows for a table of Go type T.
+func adagradRows[T kernel.Float](o *RowWiseAdagrad, table *tensor.Dense, g *RowGrad, dim int) {
+	f := operand.Floats[T]
+	kernel.AdagradRows(f(table), f(g.Values), o.sum.([]T), g.Rows, dim, o.LearnRate, o.Eps, o.WeightDecay)
 }
 
 // bind makes o the optimiser of table, allocating its state at the first

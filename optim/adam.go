@@ -9,6 +9,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // SparseAdam is Adam for row gradients with the semantics of PyTorch's
@@ -87,19 +88,24 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 		return fmt.Errorf("sparse adam: stepped on a %v table of shape %v, but it keeps the moments of another; use one SparseAdam per table: %w",
 			table.Dtype(), table.Shape(), ErrOtherTable)
 	}
-	b1, b2, eps := o.Beta1, o.Beta2, o.Eps
+	b1, b2 := o.Beta1, o.Beta2
 	o.t++
 	step := o.LearnRate * math.Sqrt(1-math.Pow(b2, float64(o.t))) / (1 - math.Pow(b1, float64(o.t)))
 	decay := 1 - o.LearnRate*o.WeightDecay
-	switch table.Dtype() {
-	case tensor.Float32:
-		w, gv, m, v := table.Float32s(), g.Values.Float32s(), o.m.([]float32), o.v.([]float32)
-		c := &kernel.AdamConsts{B1: float32(b1), C1: float32(1 - b1), B2: float32(b2), C2: float32(1 - b2),
-			Eps: float32(eps), Step: float32(step), Decay: float32(decay)}
-		kernel.AdamRows32(w, gv, m, v, g.Rows, dim, c)
-	case tensor.Float64:
-		w, gv, m, v := table.Float64s(), g.Values.Float64s(), o.m.([]float64), o.v.([]float64)
-		kernel.AdamRows(w, gv, m, v, g.Rows, dim, b1, b2, eps, step, decay)
-	}
+	operand.PickFloat(table.Dtype(), adamRows32, adamRows64)(o, table, g, dim, step, decay)
 	return nil
+}
+
+// adamRows32 updates a float32 table in float32 arithmetic, as PyTorch
+// updates one (kernel.AdamRows32).
+func adamRows32(o *SparseAdam, table *tensor.Dense, g *RowGrad, dim int, step, decay float64) {
+	b1, b2 := o.Beta1, o.Beta2
+	c := &kernel.AdamConsts{B1: float32(b1), C1: float32(1 - b1), B2: float32(b2), C2: float32(1 - b2),
+		Eps: float32(o.Eps), Step: float32(step), Decay: float32(decay)}
+	kernel.AdamRows32(table.Float32s(), g.Values.Float32s(), o.m.([]float32), o.v.([]float32), g.Rows, dim, c)
+}
+
+// adamRows64 updates a float64 table (kernel.AdamRows).
+func adamRows64(o *SparseAdam, table *tensor.Dense, g *RowGrad, dim int, step, decay float64) {
+	kernel.AdamRows(table.Float64s(), g.Values.Float64s(), o.m.([]float64), o.v.([]float64), g.Rows, dim, o.Beta1, o.Beta2, o.Eps, step, decay)
 }

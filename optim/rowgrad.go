@@ -116,13 +116,13 @@ func rowGradient(ids, grad tensor.Tensor, vocab, pad int, buf *rowBuf) (*RowGrad
 	}
 	buf.rows = out.Rows
 	out.Values = newValues(g.Dtype(), len(out.Rows), dim, buf) // SumRows writes every row
-	switch g.Dtype() {
-	case tensor.Float32:
-		kernel.SumRows(out.Values.Float32s(), g.Float32s(), order, out.Rows, dim)
-	case tensor.Float64:
-		kernel.SumRows(out.Values.Float64s(), g.Float64s(), order, out.Rows, dim)
-	}
+	operand.PickFloat(g.Dtype(), sumRows[float32], sumRows[float64])(out.Values, g, order, out.Rows, dim)
 	return out, nil
+}
+
+// sumRows is kernel.SumRows for values of Go type T.
+func sumRows[T kernel.Float](dst, src *tensor.Dense, order []kernel.RowPos, rows []int, dim int) {
+	kernel.SumRows(operand.Floats[T](dst), operand.Floats[T](src), order, rows, dim)
 }
 
 // sortRows is kernel.SortRows for ids of Go type I.

@@ -4,6 +4,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // SparseSGD is stochastic gradient descent on the rows a RowGrad names:
@@ -32,11 +33,12 @@ func (o *SparseSGD) Step(table *tensor.Dense, g *RowGrad) error {
 	if err != nil {
 		return err
 	}
-	switch table.Dtype() {
-	case tensor.Float32:
-		kernel.SGDRows(table.Float32s(), g.Values.Float32s(), g.Rows, dim, float32(o.LearnRate), float32(o.WeightDecay))
-	case tensor.Float64:
-		kernel.SGDRows(table.Float64s(), g.Values.Float64s(), g.Rows, dim, o.LearnRate, o.WeightDecay)
-	}
+	operand.PickFloat(table.Dtype(), sgdRows[float32], sgdRows[float64])(table, g, dim, o.LearnRate, o.WeightDecay)
 	return nil
+}
+
+// sgdRows is kernel.SGDRows for a table of Go type T.
+func sgdRows[T kernel.Float](table *tensor.Dense, g *RowGrad, dim int, lr, wd float64) {
+	f := operand.Floats[T]
+	kernel.SGDRows(f(table), f(g.Values), g.Rows, dim, T(lr), T(wd))
 }
