@@ -24,6 +24,25 @@
 //     reductions (WithReduction), WithIgnoreIndex, WithClassWeights,
 //     WithLabelSmoothing and WithPosWeight.
 //
+// EmbeddingBag pools, without making the [n, dim] array of rows: bags are
+// ids [bags, k] with nil offsets, or ids [n] with offsets [bags] (bag b is
+// ids[offsets[b]:offsets[b+1]], the last to n; WithIncludeLastOffset takes
+// offsets [bags+1], the CSR layout); an empty bag pools to zeros. Weights
+// are nil or shaped like ids: sum Σ wᵢ·rowᵢ, mean (1/m)·Σ wᵢ·rowᵢ (m the
+// ids that are not padding), max the elementwise max of wᵢ·rowᵢ. Padding
+// ids are neither pooled nor counted, and their row gets no gradient. The
+// gradients reach the table and the weights in both machines (max sends
+// each element's to the bag's first maximum), bit-identical for any
+// GOMAXPROCS.
+//
+// The losses are PyTorch 1.13's: WithReduction (ReduceNone gives a loss
+// per example, shaped like the targets), WithIgnoreIndex (no default:
+// without it every target must lie in [0, C)), WithClassWeights (the mean
+// divides by the sum of the counted targets' weights), WithLabelSmoothing
+// (combined with weights as 1.13 does) and WithPosWeight (a [C] vector
+// for the last axis). All targets ignored under the mean give NaN, as in
+// PyTorch; BCEWithLogits is finite for logits of any size.
+//
 // Options are named With*, as PyTorch's keyword arguments are: tables and
 // their lookups take EmbeddingOptions, losses LossOptions, so one of a
 // loss given to a table does not compile; an option of the right kind that
