@@ -6,7 +6,9 @@ package fileio
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"path/filepath"
 	"strings"
 )
@@ -21,13 +23,14 @@ func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-"
 // fills a temporary file in path's directory, which is synced, closed,
 // renamed over path, and the directory synced. Temporary files that an
 // earlier, killed write to path left are removed first. On error the
-// temporary file is removed and path is untouched.
+// temporary file is removed and path is untouched. The file is created as
+// os.Create creates one: mode 0666 less the umask.
 func WriteAtomic(path string, write func(f *os.File) error) (err error) {
 	dir := filepath.Dir(path)
 	if err := RemoveStale(path); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, tempPrefix(path)+"*")
+	f, err := createTemp(dir, tempPrefix(path))
 	if err != nil {
 		return err
 	}
@@ -51,6 +54,20 @@ func WriteAtomic(path string, write func(f *os.File) error) (err error) {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// createTemp creates a new file named prefix and a random number in dir,
+// as os.CreateTemp does, but with os.Create's mode (0666 less the umask)
+// rather than 0600: the file becomes the user's file at path.
+func createTemp(dir, prefix string) (*os.File, error) {
+	for range 10000 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, os.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("creating a temporary file in %s: %w", dir, os.ErrExist)
 }
 
 // RemoveStale removes the temporary files a killed WriteAtomic to path
