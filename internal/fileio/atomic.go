@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
