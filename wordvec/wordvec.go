@@ -37,7 +37,8 @@ const maxVectorLine = 16 << 20
 //   - GloVe text: no header, lines of a word and D numbers, D taken from
 //     the first line. A line with more fields than D+1 has a word
 //     with spaces in it (GloVe's larger files hold a few): the last D
-//     fields are its vector.
+//     fields are its vector. A line whose extra fields (after the first)
+//     are all numbers is a corrupt line, not such a word: an error.
 //
 // A malformed file (a bad header, a line of another length, a value that
 // is not a number, fewer or more vectors than the header says, a header
@@ -141,6 +142,16 @@ func isBinaryVectors(r *bufio.Reader, d int64) bool {
 	return false
 }
 
+// allNumbers reports whether every one of fields is a number.
+func allNumbers(fields []string) bool {
+	for _, s := range fields {
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // readTextVectors reads text lines of a word and d numbers: count of them
 // (-1: to the end), the first already split into first (nil if none),
 // starting at line number n.
@@ -156,6 +167,9 @@ func readTextVectors(path string, r *bufio.Reader, first []string, count, d, n i
 		}
 		if count >= 0 && len(fields) > d+1 {
 			return vecError(path, line, "%d fields, want a word and %d numbers", len(fields), d)
+		}
+		if extra := fields[1 : len(fields)-d]; len(extra) > 0 && allNumbers(extra) {
+			return vecError(path, line, "%d fields, want a word and %d numbers: the %d extra are numbers, not a word with spaces", len(fields), d, len(extra))
 		}
 		word := strings.Join(fields[:len(fields)-d], " ")
 		for _, s := range fields[len(fields)-d:] {

@@ -76,16 +76,17 @@ func TestReadVectorsMalformed(t *testing.T) {
 		data string
 		msg  string
 	}{
-		"empty":                  {"", "line 1"},
-		"too few vectors":        {"3 2\na 1 2\nb 3 4\n", "2 vectors, the header says 3"},
-		"too many vectors":       {"1 2\na 1 2\nb 3 4\n", "line 3: more vectors than the header's 1"},
-		"short line":             {"2 3\na 1 2 3\nb 1 2\n", "line 3: 3 fields, want a word and 3 numbers"},
-		"long line with header":  {"1 2\na b 1 2\n", "line 2: 4 fields"},
-		"not a number":           {"a 1 2\nb 1 x\n", `line 2: "x" is not a number`},
-		"one field":              {"word\n", "line 1"},
-		"huge header":            {"1000000000 1000000000\na 1\n", "more than the file's"},
-		"binary truncated":       {string(binaryVectors([]string{"a", "b"}, [][]float32{{1, 2}, {3, 4}}, true)[:20]), "word 2"},
-		"binary junk at the end": {string(binaryVectors([]string{"a"}, [][]float32{{1, 2}}, true)) + "xyz", "data after the 1 vectors"},
+		"empty":                     {"", "line 1"},
+		"too few vectors":           {"3 2\na 1 2\nb 3 4\n", "2 vectors, the header says 3"},
+		"too many vectors":          {"1 2\na 1 2\nb 3 4\n", "line 3: more vectors than the header's 1"},
+		"short line":                {"2 3\na 1 2 3\nb 1 2\n", "line 3: 3 fields, want a word and 3 numbers"},
+		"long line with header":     {"1 2\na b 1 2\n", "line 2: 4 fields"},
+		"not a number":              {"a 1 2\nb 1 x\n", `line 2: "x" is not a number`},
+		"GloVe line, extra numbers": {"a 1 2\nb 3 4 5\n", "line 2: 4 fields, want a word and 2 numbers: the 1 extra are numbers"},
+		"one field":                 {"word\n", "line 1"},
+		"huge header":               {"1000000000 1000000000\na 1\n", "more than the file's"},
+		"binary truncated":          {string(binaryVectors([]string{"a", "b"}, [][]float32{{1, 2}, {3, 4}}, true)[:20]), "word 2"},
+		"binary junk at the end":    {string(binaryVectors([]string{"a"}, [][]float32{{1, 2}}, true)) + "xyz", "data after the 1 vectors"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
