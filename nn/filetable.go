@@ -86,10 +86,11 @@ func (e *Embedding) Sync() error {
 }
 
 // Close syncs and unmaps a table OpenEmbedding mapped, and frees its file
-// for another OpenEmbedding. Nothing may use the table after, and no
-// graph holding it may run: Step, State and Sync then fail with
-// table.ErrClosed. For a table in memory it does nothing. A second Close does
-// nothing.
+// for another OpenEmbedding. After it, Step, State, Weight, Sync,
+// Lookup and Bag fail with table.ErrClosed, and so does running a graph
+// that looks the table up (gather.Cause finds it in the machine's error);
+// the tensor a Weight or Table.Value() returned before must not be read.
+// For a table in memory it does nothing. A second Close does nothing.
 func (e *Embedding) Close() error {
 	if e.file == nil || e.closed {
 		return nil
@@ -123,10 +124,15 @@ func (o *willNeedOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
 }
 
 // Do hints the rows of the ids in range (the lookup reports the others)
-// and returns the table.
+// and returns the table; after Close it returns an error wrapping
+// table.ErrClosed instead, so that the lookup after it never reads the
+// unmapped table.
 func (o *willNeedOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := operand.CheckArity("embedding", " prefetch", len(in), 2); err != nil {
 		return nil, err
+	}
+	if _, err := o.file.Weight(); err != nil {
+		return nil, fmt.Errorf("embedding %q: the graph ran after Close: %w", o.name, err)
 	}
 	ix, err := operand.ReadIndices("embedding", "ids", in[1])
 	if err != nil {

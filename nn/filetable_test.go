@@ -243,3 +243,37 @@ func TestFileTableFaultIsAnError(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "fault")
 }
+
+// A graph that looks up or pools a file table and runs after Close fails
+// with table.ErrClosed, found by gather.Cause, instead of reading the
+// unmapped table; Step fails the same way.
+func TestFileTableRunAfterClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.safetensors")
+	require.NoError(t, table.Create(path, "w", 50, 4, tensor.Float32))
+	for _, bag := range []bool{false, true} {
+		g := gorgonia.NewGraph()
+		emb, err := OpenEmbedding(g, path, "w")
+		require.NoError(t, err)
+		ids := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 3), gorgonia.WithName("ids"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]int{1, 2, 3, 4, 5, 49}))))
+		var out *gorgonia.Node
+		if bag {
+			out, err = emb.Bag(ids, nil, nil, BagSum)
+		} else {
+			out, err = emb.Lookup(ids)
+		}
+		require.NoError(t, err)
+		cost := gorgonia.Must(gorgonia.Sum(out))
+		_, err = gorgonia.Grad(cost, emb.GradNodes()...)
+		require.NoError(t, err)
+		vm := gorgonia.NewTapeMachine(g)
+		require.NoError(t, vm.RunAll())
+		vm.Reset()
+		require.NoError(t, emb.Close())
+		err = vm.RunAll()
+		require.Error(t, err, "bag=%v", bag)
+		assert.ErrorIs(t, gather.Cause(err), table.ErrClosed, "bag=%v: %v", bag, err)
+		assert.ErrorIs(t, emb.Step(&optim.SparseSGD{LearnRate: 0.1}), table.ErrClosed)
+		vm.Close()
+	}
+}

@@ -10,14 +10,17 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/parallel"
 )
 
-// ErrClosed: a table whose file was closed was used.
-var ErrClosed = errors.New("the table's file is closed")
+// ErrClosed: a table whose file was closed was used, or a graph that
+// looks it up was run after Close. gather.Cause finds it in the error of a
+// Gorgonia machine.
+var ErrClosed = errs.ErrClosed
 
 // ErrInUse: Open of a file another Open holds open, in this process or
 // another.

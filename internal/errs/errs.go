@@ -22,9 +22,12 @@ var (
 	ErrDtype           = errors.New("unsupported dtype")
 	ErrOption          = errors.New("option does not apply")
 	ErrGraph           = errors.New("graph error")
+
+	// ErrClosed is table.ErrClosed, which package table documents.
+	ErrClosed = errors.New("the table's file is closed")
 )
 
-var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph}
+var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph, ErrClosed}
 
 // Ours returns the first error in err's chain that wraps one of the
 // sentinels, or nil. It follows Unwrap (one error or several) and, for
