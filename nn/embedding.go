@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -35,6 +36,10 @@ type Embedding struct {
 	// rowGrads counts the row gradients built, which decides when the
 	// taps are checked (see tapCheckDue).
 	rowGrads int
+	// runs counts the forward runs of the lookups' taps; stepped is its
+	// value at the last Step, so that a Step with no run since is refused.
+	runs    atomic.Int64
+	stepped int64
 
 	file   *table.File // the file of a table OpenEmbedding mapped, else nil
 	closed bool        // Close was called
@@ -288,7 +293,7 @@ func (e *Embedding) tap(out *gorgonia.Node, l sparseLookup) (*gorgonia.Node, err
 	zeros := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(out.Shape().Clone()...))
 	l.tap = gorgonia.NewTensor(g, e.Table.Dtype(), out.Dims(), gorgonia.WithShape(out.Shape().Clone()...),
 		gorgonia.WithName(name), gorgonia.WithValue(zeros))
-	tap := &tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone(), table: fmt.Sprintf("embedding %q", e.Table.Name())}
+	tap := &tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone(), table: fmt.Sprintf("embedding %q", e.Table.Name()), runs: &e.runs}
 	tap.Op = opkit.PassThrough(tap, tap.dtype, tap.shape)
 	passed, err := gorgonia.ApplyOp(tap, out, l.tap)
 	if err != nil {

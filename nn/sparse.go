@@ -186,8 +186,11 @@ func rowGradient(buf *optim.RowGrad, ids, grad tensor.Tensor, vocab, pad int) (*
 // Step builds the row gradient (its rows, its values and the sort's
 // scratch) in memory it keeps for the next step, where RowGrad allocates
 // them anew; opt must not keep the gradient after its Step returns
-// (optim.SparseSGD and optim.SparseAdam do not). Steps of one Embedding must not run
-// concurrently.
+// (optim.SparseSGD and optim.SparseAdam do not). Steps of one Embedding
+// must not run concurrently. A second Step with no run of the graph since
+// the first is an error wrapping gather.ErrGraph and changes nothing: the
+// run's gradient was used, and stepping again would move rows by an
+// optimiser's momentum alone.
 func (e *Embedding) Step(opt optim.Sparse) error {
 	if opt == nil {
 		return fmt.Errorf("embedding %q: Step needs an optimiser, such as &optim.SparseSGD{...} or optim.NewSparseAdam: %w", e.Table.Name(), gather.ErrOption)
@@ -196,6 +199,10 @@ func (e *Embedding) Step(opt optim.Sparse) error {
 	if err != nil {
 		return err
 	}
+	runs := e.runs.Load()
+	if runs > 0 && runs == e.stepped {
+		return fmt.Errorf("embedding %q: Step again with no run of the graph since the last: the gradient was used; run the graph first: %w", e.Table.Name(), gather.ErrGraph)
+	}
 	g, err := e.rowGrad(&e.grad)
 	if err != nil {
 		return err
@@ -203,9 +210,14 @@ func (e *Embedding) Step(opt optim.Sparse) error {
 	if e.file != nil {
 		// A table in a file: an I/O error on its mapping is an error here,
 		// not the end of the process (see OpenEmbedding).
-		return e.file.Guard(func() error { return opt.Step(table, g) })
+		err = e.file.Guard(func() error { return opt.Step(table, g) })
+	} else {
+		err = opt.Step(table, g)
 	}
-	return opt.Step(table, g)
+	if err == nil {
+		e.stepped = runs
+	}
+	return err
 }
 
 // tapCheckDue reports whether the row gradient built after n others checks
