@@ -96,13 +96,7 @@ func classVector(op, what string, w tensor.Tensor, dt tensor.Dtype, n int) ([]fl
 		return nil, fmt.Errorf("%s: the %s has shape %v, want (%d), one per class: %w", op, what, d.Shape(), n, gather.ErrShape)
 	}
 	out := make([]float64, n)
-	for i := range out {
-		if dt == tensor.Float32 {
-			out[i] = float64(d.Float32s()[i])
-		} else {
-			out[i] = d.Float64s()[i]
-		}
-	}
+	floatsFor(dt).toFloat64(out, d)
 	return out, nil
 }
 

@@ -282,13 +282,7 @@ func (o *crossEntropyOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 			return o.scalar(per[0]), nil
 		}
 		out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(o.outShape()...))
-		for i, v := range per {
-			if o.dtype == tensor.Float32 {
-				out.Float32s()[i] = float32(v)
-			} else {
-				out.Float64s()[i] = v
-			}
-		}
+		floatsFor(o.dtype).fromFloat64(out, per)
 		return out, nil
 	}
 	var loss float64
@@ -431,13 +425,7 @@ func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Valu
 				o.op, u.Dtype(), u.Shape(), o.dtype, o.outShape(), gather.ErrShape)
 		}
 		ups = make([]float64, a.rows)
-		for i := range ups {
-			if o.dtype == tensor.Float32 {
-				ups[i] = float64(u.Float32s()[i])
-			} else {
-				ups[i] = u.Float64s()[i]
-			}
-		}
+		floatsFor(o.dtype).toFloat64(ups, u)
 	} else if up, err = operand.Scalar("upstream gradient", in[2]); err != nil {
 		return fmt.Errorf("%s gradient: %w", o.op, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/optim"
 )
@@ -143,9 +144,7 @@ func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
 		if err != nil {
 			return nil, err
 		}
-		for p := range ix.Shape.TotalSize() {
-			ids = append(ids, int(ix.At(p)))
-		}
+		ids = operand.Pick(ix.Dtype, appendInts[int], appendInts[int32], appendInts[int64])(ids, ix)
 	}
 	grad := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(len(ids), dim))
 	off := 0
@@ -250,4 +249,9 @@ func (e *Embedding) padding() int {
 		return e.cfg.pad
 	}
 	return -1
+}
+
+// appendInts is kernel.AppendInts for ids of Go type I.
+func appendInts[I kernel.Index](dst []int, ix operand.Indices) []int {
+	return kernel.AppendInts(dst, operand.Slice[I](ix))
 }
