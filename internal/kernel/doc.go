@@ -2,8 +2,10 @@
 // machinery under them: Take and TakeAlong (the forward kernels), IndexAdd
 // and ScatterAdd (their backward), BagPool (pooled lookups), FirstBad (the
 // index check), RowMaxShift32, Exp32 and RowSums32 (the float32 softmax
-// rows of the losses), AdamRow32 (SparseAdam's float32 step), the parallel
-// runner (Workers, ParallelFor) and Uninit (allocation without clearing).
+// rows of the losses), AdamRow32 (SparseAdam's float32 step), the row
+// updates of the optimisers, the losses' and BatchDot's loops, and Uninit
+// (allocation without clearing); package parallel runs them on several
+// goroutines.
 // It is the only package of the module that links into the runtime or
 // holds assembly, and with internal/fileio (mapped files) the only one that
 // imports unsafe: in two files, unsafe.go (the conversions between slices

@@ -12,18 +12,15 @@ import (
 // across goroutines, each row updated by one, so the result does not
 // depend on GOMAXPROCS. Each is O(len(rows) × dim).
 
-// optAhead is how many rows ahead of the one it updates an optimiser
-// prefetches: the rows a batch names lie scattered through the table, and
-// each update would otherwise wait for its row to come from memory.
-const optAhead = 8
-
-// prefetchAhead asks for the rows rows[k+optAhead] (rows of dim elements)
-// of each of ts, when k+optAhead is below hi.
+// prefetchAhead asks for the rows rows[k+rowsAhead] (rows of dim elements)
+// of each of ts, when k+rowsAhead is below hi: the rows a batch names lie
+// scattered through the table, and each update would otherwise wait for
+// its row to come from memory.
 func prefetchAhead[T Float](rows []int, k, hi, dim int, ts ...[]T) {
-	if k+optAhead >= hi {
+	if k+rowsAhead >= hi {
 		return
 	}
-	q := rows[k+optAhead]
+	q := rows[k+rowsAhead]
 	for _, t := range ts {
 		PrefetchRow(t[q*dim : (q+1)*dim])
 	}

@@ -114,8 +114,8 @@ func DistinctRows(rows []int, order []RowPos, pad int) []int {
 func SumRows[T Float](dst, src []T, order []RowPos, want []int, dim int) {
 	slot := 0
 	for k, o := range order {
-		if k+optAhead < len(order) { // the positions are in no order: fetch a source row ahead
-			q := order[k+optAhead].Pos
+		if k+rowsAhead < len(order) { // the positions are in no order: fetch a source row ahead
+			q := order[k+rowsAhead].Pos
 			PrefetchRow(src[q*dim : (q+1)*dim])
 		}
 		r, p := o.Row, o.Pos
