@@ -54,7 +54,7 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 	if len(as) != 2 || len(bs) != 3 || as[0] != bs[0] || as[1] != bs[2] {
 		return nil, fmt.Errorf("%s: a of shape %v and b of shape %v must be [n, d] and [n, k, d]: %w", opBatchDot, as, bs, gather.ErrShape)
 	}
-	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2], f: operand.PickFloat(dt, batchDotKernelsOf[float32](), batchDotKernelsOf[float64]())}
+	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2], f: operand.PickFloat(dt, &batchDot32, &batchDot64)}
 	o.Op = opkit.New(o, o.dtype)
 	out, err := gorgonia.ApplyOp(o, a, b)
 	if err != nil {
@@ -68,7 +68,7 @@ type batchDotOp struct {
 	opkit.Op
 	dtype   tensor.Dtype
 	n, k, d int
-	f       batchDotKernels // the loops for dtype
+	f       *batchDotKernels // the loops for dtype
 }
 
 // args reads and checks a and b.
@@ -234,6 +234,9 @@ type batchDotKernels struct {
 	dot  func(out, a, b *tensor.Dense, k, d int)
 	grad func(dst, a, b, g *tensor.Dense, k, d, wrt int, add bool)
 }
+
+// The loops for float32 and float64 values, made once.
+var batchDot32, batchDot64 = batchDotKernelsOf[float32](), batchDotKernelsOf[float64]()
 
 // batchDotKernelsOf returns the loops for values of Go type T.
 func batchDotKernelsOf[T kernel.Float]() batchDotKernels {

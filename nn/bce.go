@@ -61,7 +61,7 @@ func BCEWithLogits(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgoni
 	if _, err := shapes.Size(opBCE, "logits", shape); err != nil {
 		return nil, err
 	}
-	o := &bceOp{dtype: dt, shape: shape, reduction: c.loss.reduction, f: operand.PickFloat(dt, bceKernelsOf[float32](), bceKernelsOf[float64]())}
+	o := &bceOp{dtype: dt, shape: shape, reduction: c.loss.reduction, f: operand.PickFloat(dt, &bce32, &bce64)}
 	if c.given&optPosWeight != 0 {
 		cols := 1
 		if len(shape) > 0 {
@@ -107,8 +107,8 @@ type bceOp struct {
 	dtype     tensor.Dtype
 	shape     tensor.Shape
 	reduction Reduction
-	pos       []float64  // nil: 1 for every column
-	f         bceKernels // the loops for dtype
+	pos       []float64   // nil: 1 for every column
+	f         *bceKernels // the loops for dtype
 }
 
 // bceArgs are the checked values of a run.
@@ -309,6 +309,9 @@ type bceKernels struct {
 	each func(out, x, y *tensor.Dense, pos []float64, cols int)
 	grad func(dst, x, y, up *tensor.Dense, pos []float64, cols int, scale float64, add bool)
 }
+
+// The loops for float32 and float64 values, made once.
+var bce32, bce64 = bceKernelsOf[float32](), bceKernelsOf[float64]()
 
 // bceKernelsOf returns the loops for values of Go type T.
 func bceKernelsOf[T kernel.Float]() bceKernels {

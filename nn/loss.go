@@ -147,10 +147,15 @@ type crossEntropyOp struct {
 // dtype it, with its loops chosen.
 func newCrossEntropyOp(op string, dt, it tensor.Dtype, shape tensor.Shape, r Reduction, cl kernel.ClassLoss) *crossEntropyOp {
 	return &crossEntropyOp{op: op, dtype: dt, targetType: it, shape: shape, reduction: r, ClassLoss: cl,
-		k: operand.PickFloatIndex(dt, it,
-			[3]entropyKernels{entropyKernelsOf[float32, int](), entropyKernelsOf[float32, int32](), entropyKernelsOf[float32, int64]()},
-			[3]entropyKernels{entropyKernelsOf[float64, int](), entropyKernelsOf[float64, int32](), entropyKernelsOf[float64, int64]()})}
+		k: operand.PickFloatIndex(dt, it, entropyKernels32, entropyKernels64)}
 }
+
+// The loops of the losses for float32 and float64 scores, each for Int,
+// Int32 and Int64 targets, made once.
+var (
+	entropyKernels32 = [3]entropyKernels{entropyKernelsOf[float32, int](), entropyKernelsOf[float32, int32](), entropyKernelsOf[float32, int64]()}
+	entropyKernels64 = [3]entropyKernels{entropyKernelsOf[float64, int](), entropyKernelsOf[float64, int32](), entropyKernelsOf[float64, int64]()}
+)
 
 // entropyKernels are the loops of a loss for one dtype of its scores and
 // one of its targets, chosen when the op is built.
