@@ -131,15 +131,15 @@ func BenchmarkCases(b *testing.B) {
 		})
 		b.Run(c.name+"/bwd", func(b *testing.B) {
 			d := get()
-			diff := &diffOp{fwd: &gatherOp{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
+			_, diff := testOps(b, c.kind, c.axis, tensor.Float32, c.dshape, d.indices.Shape())
 			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.dshape...))
 			// One untimed call first, as for fwd-prealloc.
-			if _, err := diff.UsePreallocDo(buf, d.indices, d.grad); err != nil {
+			if _, err := diff.UsePreallocDo(buf, d.data, d.indices, d.grad); err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(d.dataBytes + 3*d.outBytes + d.idxBytes)
 			for b.Loop() {
-				if _, err := diff.UsePreallocDo(buf, d.indices, d.grad); err != nil {
+				if _, err := diff.UsePreallocDo(buf, d.data, d.indices, d.grad); err != nil {
 					b.Fatal(err)
 				}
 			}

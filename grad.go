@@ -120,19 +120,15 @@ func (a addPlan) scaledByFreq() addPlan {
 		counts[kernel.Wrap(a.ix.At(p), s)]++
 	}
 	g := a.src.Clone().(*tensor.Dense)
-	switch g.Dtype() {
-	case tensor.Float32:
-		divideSlices(g.Float32s(), a.ix, counts, outer, n, inner, s)
-	case tensor.Float64:
-		divideSlices(g.Float64s(), a.ix, counts, outer, n, inner, s)
-	}
+	operand.PickFloat(g.Dtype(), divideSlices[float32], divideSlices[float64])(g, a.ix, counts, outer, n, inner, s)
 	a.src = g
 	return a
 }
 
 // divideSlices divides slice (o, i) of g, of inner elements, by the count
 // of index i, for each outer block o.
-func divideSlices[T kernel.Float](g []T, ix operand.Indices, counts map[int]float64, outer, n, inner, s int) {
+func divideSlices[T kernel.Float](t *tensor.Dense, ix operand.Indices, counts map[int]float64, outer, n, inner, s int) {
+	g := operand.Floats[T](t)
 	for o := range outer {
 		for i := range n {
 			c := T(counts[kernel.Wrap(ix.At(i), s)])
@@ -151,56 +147,41 @@ func (a addPlan) run(scale float64, pad int, zero bool) { a.kind.add(a, scale, p
 
 func (gatherer) add(a addPlan, c float64, pad int, zero bool) {
 	outer, s, inner := split(a.dst.Shape(), a.axis)
-	switch a.dst.Dtype() {
-	case tensor.Float32:
-		operand.Pick(a.ix.Dtype, indexAdd[float32, int], indexAdd[float32, int32], indexAdd[float32, int64])(
-			a.dst.Float32s(), a.src.Float32s(), a.ix, outer, s, inner, float32(c), pad, zero)
-	case tensor.Float64:
-		operand.Pick(a.ix.Dtype, indexAdd[float64, int], indexAdd[float64, int32], indexAdd[float64, int64])(
-			a.dst.Float64s(), a.src.Float64s(), a.ix, outer, s, inner, c, pad, zero)
-	}
+	operand.PickFloatIndex(a.dst.Dtype(), a.ix.Dtype, indexAdds32, indexAdds64)(a.dst, a.src, a.ix, outer, s, inner, c, pad, zero)
 }
 
-func indexAdd[T kernel.Float, I kernel.Index](dst, src []T, ix operand.Indices, outer, s, inner int, c T, pad int, zero bool) {
-	kernel.IndexAdd(dst, src, operand.Slice[I](ix), outer, s, inner, c, pad, zero)
+// The instances of indexAdd and scatterAdd for each data and index dtype.
+var (
+	indexAdds32   = [3]func(dst, src *tensor.Dense, ix operand.Indices, outer, s, inner int, c float64, pad int, zero bool){indexAdd[float32, int], indexAdd[float32, int32], indexAdd[float32, int64]}
+	indexAdds64   = [3]func(dst, src *tensor.Dense, ix operand.Indices, outer, s, inner int, c float64, pad int, zero bool){indexAdd[float64, int], indexAdd[float64, int32], indexAdd[float64, int64]}
+	scatterAdds32 = [3]func(dst, src *tensor.Dense, ix operand.Indices, g kernel.Along, c float64, zero bool){scatterAdd[float32, int], scatterAdd[float32, int32], scatterAdd[float32, int64]}
+	scatterAdds64 = [3]func(dst, src *tensor.Dense, ix operand.Indices, g kernel.Along, c float64, zero bool){scatterAdd[float64, int], scatterAdd[float64, int32], scatterAdd[float64, int64]}
+)
+
+func indexAdd[T kernel.Float, I kernel.Index](dst, src *tensor.Dense, ix operand.Indices, outer, s, inner int, c float64, pad int, zero bool) {
+	kernel.IndexAdd(operand.Floats[T](dst), operand.Floats[T](src), operand.Slice[I](ix), outer, s, inner, T(c), pad, zero)
 }
 
 func (elementPicker) add(a addPlan, c float64, _ int, zero bool) {
 	if a.src.Shape().TotalSize() == 0 {
 		if zero {
-			switch a.dst.Dtype() {
-			case tensor.Float32:
-				kernel.Clear(a.dst.Float32s())
-			case tensor.Float64:
-				kernel.Clear(a.dst.Float64s())
-			}
+			operand.PickFloat(a.dst.Dtype(), clearFloats[float32], clearFloats[float64])(a.dst)
 		}
 		return
 	}
 	g := kernel.NewAlong(a.dst.Shape(), a.ix.Shape, a.axis)
-	switch a.dst.Dtype() {
-	case tensor.Float32:
-		operand.Pick(a.ix.Dtype, scatterAdd[float32, int], scatterAdd[float32, int32], scatterAdd[float32, int64])(
-			a.dst.Float32s(), a.src.Float32s(), a.ix, g, float32(c), zero)
-	case tensor.Float64:
-		operand.Pick(a.ix.Dtype, scatterAdd[float64, int], scatterAdd[float64, int32], scatterAdd[float64, int64])(
-			a.dst.Float64s(), a.src.Float64s(), a.ix, g, c, zero)
-	}
+	operand.PickFloatIndex(a.dst.Dtype(), a.ix.Dtype, scatterAdds32, scatterAdds64)(a.dst, a.src, a.ix, g, c, zero)
 }
+
+func clearFloats[T kernel.Float](t *tensor.Dense) { kernel.Clear(operand.Floats[T](t)) }
 
 // scatterAdd takes g by value, as takeAlong does.
-func scatterAdd[T kernel.Float, I kernel.Index](dst, src []T, ix operand.Indices, g kernel.Along, c T, zero bool) {
-	kernel.ScatterAdd(dst, src, operand.Slice[I](ix), &g, c, zero)
+func scatterAdd[T kernel.Float, I kernel.Index](dst, src *tensor.Dense, ix operand.Indices, g kernel.Along, c float64, zero bool) {
+	kernel.ScatterAdd(operand.Floats[T](dst), operand.Floats[T](src), operand.Slice[I](ix), &g, T(c), zero)
 }
 
-// DiffWRT reports that data is differentiable (unless WithoutGrad was
-// given) and indices are not.
-func (o *gatherOp) DiffWRT(inputs int) []bool {
-	return []bool{!o.cfg.NoGrad, false}
-}
-
-// SymDiff returns the gradient node of data: a diffOp applied to indices
-// and the upstream gradient.
+// SymDiff returns the gradient node of data: its gradient op applied to
+// data, indices and the upstream gradient.
 func (o *gatherOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
 	if err := operand.CheckArity(o.kind.String(), "", len(inputs), 2); err != nil {
 		return nil, err
@@ -208,44 +189,24 @@ func (o *gatherOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (
 	if o.cfg.NoGrad {
 		return gorgonia.Nodes{nil, nil}, nil
 	}
-	if err := o.checkDifferentiable(); err != nil {
+	if err := o.differentiable(); err != nil {
 		return nil, err
 	}
 	if err := errs.CheckGradSize(o.label().String(), output, inputs[0]); err != nil {
 		return nil, err
 	}
-	d, err := gorgonia.ApplyOp(&diffOp{Op: opkit.New(o.ID(), "Grad", o.dataShape), fwd: o}, inputs[1], grad)
-	if err != nil {
-		return nil, fmt.Errorf("%s: building the gradient: %w", o.kind, errs.Graph(err))
-	}
-	return gorgonia.Nodes{d, nil}, nil
+	return opkit.SymDiff(o.kind.String(), o.grads, inputs, grad)
 }
 
 // DoDiff adds the gradient of data into the gradient it already has, for
 // Gorgonia's LispMachine.
 func (o *gatherOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := operand.CheckArity(o.kind.String(), "", len(inputs), 2); err != nil {
-		return err
+	if !o.cfg.NoGrad {
+		if err := o.differentiable(); err != nil {
+			return err
+		}
 	}
-	if o.cfg.NoGrad {
-		return nil
-	}
-	if err := o.checkDifferentiable(); err != nil {
-		return err
-	}
-	dg, err := inputs[0].Grad()
-	if err != nil {
-		return fmt.Errorf("%s: data has no gradient to add into: %w", o.kind, errs.Graph(err))
-	}
-	up, err := output.Grad()
-	if err != nil {
-		return fmt.Errorf("%s: output has no gradient: %w", o.kind, errs.Graph(err))
-	}
-	dst, ok := dg.(*tensor.Dense)
-	if !ok {
-		return fmt.Errorf("%s: gradient of data is a %T, not a *tensor.Dense: %w", o.kind, dg, ErrDtype)
-	}
-	return backward(o.kind, dst, inputs[1].Value(), up, o.axis, o.cfg.GradScale, o.padding(), o.label(), o.cfg.ScaleByFreq)
+	return opkit.DoDiff(o.kind.String(), o.grads, inputs, output)
 }
 
 // padding returns the normalised padding index, or -1 if there is none.
@@ -256,84 +217,32 @@ func (o *gatherOp) padding() int {
 	return -1
 }
 
-func (o *gatherOp) checkDifferentiable() error {
+func (o *gatherOp) differentiable() error {
 	if o.dataType != tensor.Float32 && o.dataType != tensor.Float64 {
 		return fmt.Errorf("%s: no gradient for %v data; only float32 and float64 data are differentiable: %w", o.kind, o.dataType, ErrDtype)
 	}
 	return nil
 }
 
-// diffOp computes the gradient of data for an op: indices and the upstream
-// gradient in, a tensor shaped like data out.
-type diffOp struct {
-	opkit.Op
-	fwd *gatherOp
+// newGrad returns the gradient op of data: data, indices and the upstream
+// gradient in, a tensor shaped like data out; in are the op's input types.
+func (o *gatherOp) newGrad(in []hm.Type) *opkit.Grad {
+	sig := opkit.Sig{Name: o.String() + "Grad", In: append(in, operand.Type(len(o.outShape), o.dataType)),
+		Dtype: o.dataType, Shape: o.dataShape}
+	return opkit.NewGrad(sig, o.runGrad, o.ID())
 }
 
-func (d *diffOp) Arity() int { return 2 }
-
-func (d *diffOp) Type() hm.Type {
-	f := d.fwd
-	return hm.NewFnType(
-		operand.Type(len(f.indexShape), f.indexType),
-		operand.Type(len(f.outShape), f.dataType),
-		operand.Type(len(f.dataShape), f.dataType))
-}
-
-func (d *diffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return d.fwd.dataShape.Clone(), nil
-}
-
-// Do returns a new gradient tensor.
-func (d *diffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := operand.CheckArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
-		return nil, err
-	}
-	return d.overwrite(operand.NewOutput(d.fwd.dataType, d.fwd.dataShape), in)
-}
-
-// UsePreallocDo clears prealloc, which holds the last run's gradient, and
-// adds this run's into it; if prealloc cannot hold it, it returns a new tensor.
-func (d *diffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	if err := operand.CheckArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
-		return nil, err
-	}
-	out, ok := prealloc.(*tensor.Dense)
-	if !ok || !fits(d.fwd.kind, out, d.fwd.dataShape, d.fwd.dataType, in[0], in[1]) {
-		return d.Do(in...)
-	}
-	return d.overwrite(out, in)
-}
-
-// overwrite sets out to the gradient of indices in[0] and upstream gradient
-// in[1], whatever out held; on error out is unchanged.
-func (d *diffOp) overwrite(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, error) {
-	a, err := planAdd(d.fwd.kind, out, in[0], in[1], d.fwd.axis, d.fwd.label())
+// runGrad writes (or with add, adds) into dst the gradient of data for
+// the indices in[1] and the upstream gradient in[2]; on error dst is
+// unchanged.
+func (o *gatherOp) runGrad(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
+	a, err := planAdd(o.kind, dst, in[1], in[2], o.axis, o.label())
 	if err != nil {
-		return nil, err
-	}
-	if d.fwd.cfg.ScaleByFreq {
-		a = a.scaledByFreq()
-	}
-	a.run(d.fwd.cfg.GradScale, d.fwd.padding(), true)
-	return out, nil
-}
-
-// IncrDo adds the gradient into toIncr without a temporary.
-func (d *diffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	if err := operand.CheckArity(d.fwd.kind.String(), " gradient", len(in), 2); err != nil {
 		return err
 	}
-	dst, ok := toIncr.(*tensor.Dense)
-	if !ok {
-		return fmt.Errorf("%s gradient: cannot add into a %T: %w", d.fwd.kind, toIncr, ErrDtype)
+	if o.cfg.ScaleByFreq {
+		a = a.scaledByFreq()
 	}
-	return backward(d.fwd.kind, dst, in[0], in[1], d.fwd.axis, d.fwd.cfg.GradScale, d.fwd.padding(), d.fwd.label(), d.fwd.cfg.ScaleByFreq)
+	a.run(o.cfg.GradScale, o.padding(), !add)
+	return nil
 }
-
-func (d *diffOp) String() string { return d.fwd.String() + "Grad" }
-
-var (
-	_ gorgonia.UsePreallocDoer = (*diffOp)(nil)
-	_ gorgonia.IncrDoer        = (*diffOp)(nil)
-)

@@ -425,7 +425,7 @@ func TestNonFloatGradient(t *testing.T) {
 
 // The gradient op clears a reused buffer, adds into an IncrDo target, and
 // leaves both untouched on error.
-func TestDiffOpPreallocAndIncr(t *testing.T) {
+func TestGradOpPreallocAndIncr(t *testing.T) {
 	g := gorgonia.NewGraph()
 	d := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(3, 2), gorgonia.WithName("d"))
 	i := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithShape(3), gorgonia.WithName("i"))
@@ -440,23 +440,23 @@ func TestDiffOpPreallocAndIncr(t *testing.T) {
 	want := []float64{0, 0, 8, 12, 10, 12}
 
 	stale := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{9, 9, 9, 9, 9, 9}))
-	v, err := diff.(gorgonia.UsePreallocDoer).UsePreallocDo(stale, idx, up)
+	v, err := diff.(gorgonia.UsePreallocDoer).UsePreallocDo(stale, nil, idx, up)
 	require.NoError(t, err)
 	assert.Same(t, stale, v)
 	assert.Equal(t, want, stale.Float64s())
 
 	acc := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 1, 1, 1, 1, 1}))
-	require.NoError(t, diff.(gorgonia.IncrDoer).IncrDo(acc, idx, up))
+	require.NoError(t, diff.(gorgonia.IncrDoer).IncrDo(acc, nil, idx, up))
 	assert.Equal(t, []float64{1, 1, 9, 13, 11, 13}, acc.Float64s())
 
 	bad := tensor.New(tensor.WithShape(3), tensor.WithBacking([]int64{1, 3, 0}))
-	_, err = diff.(gorgonia.UsePreallocDoer).UsePreallocDo(stale, bad, up)
+	_, err = diff.(gorgonia.UsePreallocDoer).UsePreallocDo(stale, nil, bad, up)
 	require.ErrorIs(t, err, gather.ErrIndexOutOfRange)
 	assert.Equal(t, want, stale.Float64s(), "a failed call changed the buffer")
-	require.ErrorIs(t, diff.(gorgonia.IncrDoer).IncrDo(acc, bad, up), gather.ErrIndexOutOfRange)
+	require.ErrorIs(t, diff.(gorgonia.IncrDoer).IncrDo(acc, nil, bad, up), gather.ErrIndexOutOfRange)
 	assert.Equal(t, []float64{1, 1, 9, 13, 11, 13}, acc.Float64s(), "a failed call changed the target")
 
-	v, err = diff.Do(idx, up)
+	v, err = diff.Do(nil, idx, up)
 	require.NoError(t, err)
 	assert.Equal(t, want, v.Data())
 }

@@ -67,6 +67,7 @@ type gatherOp struct {
 	indexShape tensor.Shape
 	outShape   tensor.Shape
 	cfg        config
+	grads      []*opkit.Grad // of data (nil without a gradient) and of indices (nil)
 }
 
 // newOp checks the arguments of Gather or GatherElements and returns its op.
@@ -109,7 +110,14 @@ func newOp(kind operator, data, indices *gorgonia.Node, axis int, cfg config) (*
 	}
 	b := &gatherOp{kind: kind, axis: ax, dataType: data.Dtype(), indexType: indices.Dtype(),
 		dataShape: ds, indexShape: is, outShape: out, cfg: cfg}
-	b.Op = opkit.New(b.String(), b.indexType, "->", b.dataType)
+	in := []hm.Type{operand.Type(len(ds), b.dataType), operand.Type(len(is), b.indexType)}
+	// The name reads e.g. "Gather{axis=1}" or "GatherElements{axis=0, noGrad}".
+	name := fmt.Sprintf("%s{axis=%d%v}", kind.title(), ax, cfg)
+	b.Op = opkit.New(opkit.Sig{Name: name, In: in, Dtype: b.dataType, Shape: out, Diff: []bool{!cfg.NoGrad, false}})
+	b.grads = []*opkit.Grad{nil, nil}
+	if !cfg.NoGrad && b.differentiable() == nil {
+		b.grads[0] = b.newGrad(in)
+	}
 	return b, nil
 }
 
@@ -255,40 +263,6 @@ func checkOut(kind operator, out *tensor.Dense, shape tensor.Shape, dt tensor.Dt
 	return nil
 }
 
-// fits reports whether a gradient op can write its result of the given
-// shape and dtype into out (see checkOut).
-func fits(kind operator, out *tensor.Dense, shape tensor.Shape, dt tensor.Dtype, inputs ...any) bool {
-	return checkOut(kind, out, shape, dt, false, inputs...) == nil
-}
-
-// Arity returns 2: data and indices.
-func (o *gatherOp) Arity() int { return 2 }
-
-// Type returns data, indices -> output, with the ranks fixed when the node was built.
-func (o *gatherOp) Type() hm.Type {
-	return hm.NewFnType(
-		operand.Type(len(o.dataShape), o.dataType),
-		operand.Type(len(o.indexShape), o.indexType),
-		operand.Type(len(o.outShape), o.dataType))
-}
-
-// InferShape returns the output shape for the given data and indices shapes.
-func (o *gatherOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
-	if err := operand.CheckArity(o.kind.String(), "", len(in), 2); err != nil {
-		return nil, err
-	}
-	ds, ok1 := in[0].(tensor.Shape)
-	is, ok2 := in[1].(tensor.Shape)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("%s: input shapes must be known, got %v and %v: %w", o.kind, in[0], in[1], ErrShape)
-	}
-	out, err := outputShape(nil, o.kind, ds, is, o.axis)
-	if err != nil {
-		return nil, err
-	}
-	return out.Clone(), nil
-}
-
 // Do computes the op into a new tensor.
 func (o *gatherOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	return o.UsePreallocDo(nil, in...)
@@ -306,11 +280,6 @@ func (o *gatherOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) 
 		return nil, err
 	}
 	return operand.Value(out), nil
-}
-
-// String names the op, e.g. "Gather{axis=1}" or "GatherElements{axis=0, noGrad}".
-func (o *gatherOp) String() string {
-	return fmt.Sprintf("%s{axis=%d%v}", o.kind.title(), o.axis, o.cfg)
 }
 
 var (

@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/parallel"
 	"github.com/gathergrad/gather/internal/ref"
 )
@@ -72,8 +73,8 @@ func TestBackwardDeterministicAcrossGOMAXPROCS(t *testing.T) {
 				for i := range stale.Float32s() {
 					stale.Float32s()[i] = float32(math.NaN())
 				}
-				diff := &diffOp{fwd: &gatherOp{kind: c.kind, axis: c.axis, dataType: tensor.Float32, dataShape: c.dshape, cfg: newConfig(nil)}}
-				_, err := diff.UsePreallocDo(stale, indices, src)
+				_, diff := testOps(t, c.kind, c.axis, tensor.Float32, c.dshape, c.ishape)
+				_, err := diff.UsePreallocDo(stale, nil, indices, src)
 				require.NoError(t, err)
 				for i, x := range stale.Float32s() {
 					require.Equal(t, bits[i], math.Float32bits(x), "GOMAXPROCS=%d: prealloc differs at %d", procs, i)
@@ -110,7 +111,7 @@ func TestZeroAllocations(t *testing.T) {
 	// Gorgonia passes an op its inputs as a slice; so do we, so that the
 	// variadic call itself allocates nothing.
 	fwdIn := []gorgonia.Value{data, idx}
-	bwdIn := []gorgonia.Value{idx, buf}
+	bwdIn := []gorgonia.Value{data, idx, buf}
 	allocs := testing.AllocsPerRun(50, func() {
 		if _, err := fwd.UsePreallocDo(buf, fwdIn...); err != nil {
 			t.Fatal(err)
@@ -154,15 +155,14 @@ func TestZeroAllocations(t *testing.T) {
 func TestZeroAllocationsParallel(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	r := rand.New(rand.NewPCG(4, 4))
-	o := &gatherOp{kind: opGather, axis: 0, dataType: tensor.Float32, dataShape: []int{3000, 64}, cfg: newConfig(nil)}
-	diff := &diffOp{fwd: o}
+	o, diff := testOps(t, opGather, 0, tensor.Float32, []int{3000, 64}, []int{4096})
 	data := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3000, 64))
 	idx := ref.CastIndices(ref.RandIndices(r, 4096, 3000), []int{4096}, tensor.Int64)
 	out := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(4096, 64))
 	grad := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3000, 64))
 	require.Greater(t, parallel.Workers(4096*64, 4096), 1, "the calls must run in parallel")
 	require.Greater(t, parallel.Workers(512*256, 512), 1, "the calls must run in parallel")
-	fwdIn, bwdIn := []gorgonia.Value{data, idx}, []gorgonia.Value{idx, out}
+	fwdIn, bwdIn := []gorgonia.Value{data, idx}, []gorgonia.Value{data, idx, out}
 	allocs := parallelAllocs(100, func() {
 		if _, err := o.UsePreallocDo(out, fwdIn...); err != nil {
 			t.Fatal(err)
@@ -252,8 +252,8 @@ func TestPrefetchedRows(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, wantOut, ref.Floats(out))
 
-				diff := &diffOp{fwd: &gatherOp{kind: opGather, axis: c.axis, dataType: tensor.Float64, dataShape: c.dshape, cfg: newConfig(nil)}}
-				g, err := diff.Do(ref.CastIndices(idx, c.ishape, tensor.Int64), ref.FloatTensor(up, oshape, tensor.Float64))
+				_, diff := testOps(t, opGather, c.axis, tensor.Float64, c.dshape, c.ishape)
+				g, err := diff.Do(d, ref.CastIndices(idx, c.ishape, tensor.Int64), ref.FloatTensor(up, oshape, tensor.Float64))
 				require.NoError(t, err)
 				require.InDeltaSlice(t, wantGrad, ref.Floats(g.(*tensor.Dense)), 1e-9)
 
@@ -273,4 +273,19 @@ func TestPrefetchedRows(t *testing.T) {
 			})
 		}
 	}
+}
+
+// testOps returns the op of kind for data of dtype dt and shape dshape and
+// Int64 indices of shape ishape along axis, and its gradient op, which
+// takes data (which it does not read), indices and the upstream gradient.
+func testOps(t testing.TB, kind operator, axis int, dt tensor.Dtype, dshape, ishape tensor.Shape) (*gatherOp, *opkit.Grad) {
+	t.Helper()
+	g := gorgonia.NewGraph()
+	d := gorgonia.NewTensor(g, dt, len(dshape), gorgonia.WithShape(dshape...))
+	i := gorgonia.NewTensor(g, tensor.Int64, len(ishape), gorgonia.WithShape(ishape...))
+	o, err := newOp(kind, d, i, axis, newConfig(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, o.grads[0]
 }

@@ -115,7 +115,7 @@ func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg
 	if weights != nil {
 		in = append(in, weights)
 	}
-	o.Op = opkit.New(o, o.dtype, o.idType, o.offType, o.idShape, o.lbl, o.lastOffset)
+	o.setOps()
 	n, err := gorgonia.ApplyOp(o, in...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBag, errs.Graph(err))
@@ -139,6 +139,7 @@ type bagOp struct {
 	lastOffset bool            // offsets hold bags+1 entries (WithIncludeLastOffset)
 	cfg        opconfig.Config // Pad normalised
 	lbl        opconfig.Label  // how index errors name the op
+	grads      []*opkit.Grad   // per input: of the table and of the weights
 }
 
 func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opconfig.Config, includeLast bool) (*bagOp, error) {
@@ -332,26 +333,39 @@ func (o *bagOp) arity() int {
 // weightsInput returns the position of weights among the inputs.
 func (o *bagOp) weightsInput() int { return o.arity() - 1 }
 
-func (o *bagOp) Arity() int { return o.arity() }
-
-// Type returns table, ids[, offsets][, weights] -> [bags, dim].
-func (o *bagOp) Type() hm.Type {
-	return hm.NewFnType(append(o.inputTypes(), operand.Type(2, o.dtype))...)
-}
-
-func (o *bagOp) inputTypes() []hm.Type {
-	ts := []hm.Type{operand.Type(2, o.dtype), operand.Type(len(o.idShape), o.idType)}
+// setOps sets the op's Op and its gradient ops: table, ids[, offsets][,
+// weights] -> [bags, dim]; the gradients of the table (unless WithoutGrad)
+// and of the weights.
+func (o *bagOp) setOps() {
+	in := []hm.Type{operand.Type(2, o.dtype), operand.Type(len(o.idShape), o.idType)}
 	if o.hasOffsets {
-		ts = append(ts, operand.Type(1, o.offType))
+		in = append(in, operand.Type(1, o.offType))
 	}
 	if o.hasWeights {
-		ts = append(ts, operand.Type(len(o.idShape), o.dtype))
+		in = append(in, operand.Type(len(o.idShape), o.dtype))
 	}
-	return ts
-}
-
-func (o *bagOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return tensor.Shape{o.bags, o.dim}, nil
+	last := ""
+	if o.lastOffset {
+		last = ", includeLastOffset"
+	}
+	name := fmt.Sprintf("EmbeddingBag{%v, offsets=%v, weights=%v%s%v}", o.mode, o.hasOffsets, o.hasWeights, last, o.cfg)
+	diff := make([]bool, len(in))
+	diff[0] = !o.cfg.NoGrad
+	if o.hasWeights {
+		diff[len(in)-1] = true
+	}
+	o.Op = opkit.New(opkit.Sig{Name: name, In: in, Dtype: o.dtype, Shape: tensor.Shape{o.bags, o.dim}, Diff: diff},
+		o.idShape, o.vocab, o.lbl)
+	o.grads = make([]*opkit.Grad, len(in))
+	in = append(in, operand.Type(2, o.dtype))
+	if !o.cfg.NoGrad {
+		s := opkit.Sig{Name: name + "GradTable", In: in, Dtype: o.dtype, Shape: tensor.Shape{o.vocab, o.dim}}
+		o.grads[0] = opkit.NewGrad(s, o.gradRun(true), o.ID(), "table")
+	}
+	if o.hasWeights {
+		s := opkit.Sig{Name: name + "GradWeights", In: in, Dtype: o.dtype, Shape: o.idShape}
+		o.grads[len(o.grads)-1] = opkit.NewGrad(s, o.gradRun(false), o.ID(), "weights")
+	}
 }
 
 // Do pools into a new [bags, dim] tensor.
@@ -391,24 +405,6 @@ func (o *bagOp) do(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, erro
 	return out, nil
 }
 
-func (o *bagOp) String() string {
-	last := ""
-	if o.lastOffset {
-		last = ", includeLastOffset"
-	}
-	return fmt.Sprintf("EmbeddingBag{%v, offsets=%v, weights=%v%s%v}", o.mode, o.hasOffsets, o.hasWeights, last, o.cfg)
-}
-
-// DiffWRT: the table (unless WithoutGrad) and the weights.
-func (o *bagOp) DiffWRT(int) []bool {
-	d := make([]bool, o.arity())
-	d[0] = !o.cfg.NoGrad
-	if o.hasWeights {
-		d[o.weightsInput()] = true
-	}
-	return d
-}
-
 // SymDiff returns the gradient nodes of the table and the weights.
 func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
 	if err := operand.CheckArity(opBag, "", len(inputs), o.arity()); err != nil {
@@ -421,145 +417,47 @@ func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 	if err := errs.CheckGradSize(o.lbl.String(), output, diff...); err != nil {
 		return nil, err
 	}
-	out := make(gorgonia.Nodes, len(inputs))
-	args := append(append(gorgonia.Nodes{}, inputs...), grad)
-	if !o.cfg.NoGrad {
-		g, err := gorgonia.ApplyOp(&bagGradOp{Op: opkit.New(o.ID(), "grad table"), fwd: o, wrtTable: true}, args...)
-		if err != nil {
-			return nil, fmt.Errorf("%s: building the table's gradient: %w", opBag, errs.Graph(err))
-		}
-		out[0] = g
-	}
-	if o.hasWeights {
-		g, err := gorgonia.ApplyOp(&bagGradOp{Op: opkit.New(o.ID(), "grad weights"), fwd: o}, args...)
-		if err != nil {
-			return nil, fmt.Errorf("%s: building the weights' gradient: %w", opBag, errs.Graph(err))
-		}
-		out[o.weightsInput()] = g
-	}
-	return out, nil
+	return opkit.SymDiff(opBag, o.grads, inputs, grad)
 }
 
 // DoDiff adds the gradients into those the table and the weights already
 // have, for Gorgonia's LispMachine.
 func (o *bagOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := operand.CheckArity(opBag, "", len(inputs), o.arity()); err != nil {
-		return err
-	}
-	up, err := output.Grad()
-	if err != nil {
-		return fmt.Errorf("%s: the output has no gradient: %w", opBag, errs.Graph(err))
-	}
-	in := make([]gorgonia.Value, 0, len(inputs)+1)
-	for _, n := range inputs {
-		in = append(in, n.Value())
-	}
-	in = append(in, up)
-	if !o.cfg.NoGrad {
-		dg, err := inputs[0].Grad()
-		if err != nil {
-			return fmt.Errorf("%s: the table has no gradient to add into: %w", opBag, errs.Graph(err))
+	return opkit.DoDiff(opBag, o.grads, inputs, output)
+}
+
+// gradRun returns the Run of the gradient of the table (wrtTable) or of
+// the weights: from the bag op's inputs and the upstream gradient, into a
+// tensor shaped like the table or the ids. Every argument is checked
+// before dst is written.
+func (o *bagOp) gradRun(wrtTable bool) opkit.Run {
+	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
+		want := o.idShape
+		if wrtTable {
+			want = tensor.Shape{o.vocab, o.dim}
 		}
-		if err := (&bagGradOp{fwd: o, wrtTable: true}).IncrDo(dg, in...); err != nil {
+		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
+			return fmt.Errorf("%s gradient: cannot write into %v: %w", opBag, dst, gather.ErrShape)
+		}
+		a, g, err := o.gradArgs(in)
+		if err != nil {
 			return err
 		}
-	}
-	if o.hasWeights {
-		wg, err := inputs[o.weightsInput()].Grad()
-		if err != nil {
-			return fmt.Errorf("%s: the weights have no gradient to add into: %w", opBag, errs.Graph(err))
+		defer a.release()
+		if !add {
+			floatsFor(o.dtype).clear(dst)
 		}
-		if err := (&bagGradOp{fwd: o}).IncrDo(wg, in...); err != nil {
-			return err
+		if o.bags*o.dim == 0 || a.ids.Shape.TotalSize() == 0 {
+			return nil
 		}
+		floatsFor(o.dtype).bagGrad(dst, g, a.table, a, o.dim, wrtTable, o.cfg.GradScale, o.cfg.ScaleByFreq)
+		return nil
 	}
-	return nil
 }
 
-// bagGradOp is the gradient of a bagOp with respect to the table
-// (wrtTable) or the weights: the bag op's inputs and the upstream
-// gradient in; a tensor shaped like the table or the ids out.
-type bagGradOp struct {
-	opkit.Op
-	fwd      *bagOp
-	wrtTable bool
-}
-
-func (d *bagGradOp) Arity() int { return d.fwd.arity() + 1 }
-
-func (d *bagGradOp) Type() hm.Type {
-	ts := append(d.fwd.inputTypes(), operand.Type(2, d.fwd.dtype))
-	return hm.NewFnType(append(ts, d.outType())...)
-}
-
-func (d *bagGradOp) outType() hm.Type {
-	if d.wrtTable {
-		return operand.Type(2, d.fwd.dtype)
-	}
-	return operand.Type(len(d.fwd.idShape), d.fwd.dtype)
-}
-
-func (d *bagGradOp) shape() tensor.Shape {
-	if d.wrtTable {
-		return tensor.Shape{d.fwd.vocab, d.fwd.dim}
-	}
-	return d.fwd.idShape.Clone()
-}
-
-func (d *bagGradOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) { return d.shape(), nil }
-
-// Do returns a new gradient tensor.
-func (d *bagGradOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	out := tensor.New(tensor.Of(d.fwd.dtype), tensor.WithShape(d.shape()...))
-	if err := d.run(out, in); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// UsePreallocDo overwrites prealloc with the gradient when it can hold it.
-// Every argument is checked before prealloc is cleared.
-func (d *bagGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Dtype() != d.fwd.dtype || !shapes.SameShape(out.Shape(), d.shape()) || !operand.Writable(out) {
-		return d.Do(in...)
-	}
-	a, g, err := d.check(in)
-	if err != nil {
-		return nil, err
-	}
-	defer a.release()
-	floatsFor(out.Dtype()).clear(out)
-	d.add(out, a, g)
-	return out, nil
-}
-
-// IncrDo adds the gradient into toIncr.
-func (d *bagGradOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	dst, ok := toIncr.(*tensor.Dense)
-	if !ok || dst.Dtype() != d.fwd.dtype || !shapes.SameShape(dst.Shape(), d.shape()) || !operand.Writable(dst) {
-		return fmt.Errorf("%s gradient: cannot add into %v: %w", opBag, toIncr, gather.ErrShape)
-	}
-	return d.run(dst, in)
-}
-
-// run adds the gradient into dst after checking every argument.
-func (d *bagGradOp) run(dst *tensor.Dense, in []gorgonia.Value) error {
-	a, g, err := d.check(in)
-	if err != nil {
-		return err
-	}
-	defer a.release()
-	d.add(dst, a, g)
-	return nil
-}
-
-// check reads and checks the bag op's inputs and the upstream gradient.
-func (d *bagGradOp) check(in []gorgonia.Value) (bagArgs, *tensor.Dense, error) {
-	if err := operand.CheckArity(opBag, " gradient", len(in), d.Arity()); err != nil {
-		return bagArgs{}, nil, err
-	}
-	a, err := d.fwd.args(in[:len(in)-1])
+// gradArgs reads and checks the bag op's inputs and the upstream gradient.
+func (o *bagOp) gradArgs(in []gorgonia.Value) (bagArgs, *tensor.Dense, error) {
+	a, err := o.args(in[:len(in)-1])
 	if err != nil {
 		return bagArgs{}, nil, err
 	}
@@ -568,35 +466,18 @@ func (d *bagGradOp) check(in []gorgonia.Value) (bagArgs, *tensor.Dense, error) {
 		a.release()
 		return bagArgs{}, nil, err
 	}
-	if g.Dtype() != d.fwd.dtype || !shapes.SameShape(g.Shape(), []int{d.fwd.bags, d.fwd.dim}) {
+	if g.Dtype() != o.dtype || !shapes.SameShape(g.Shape(), []int{o.bags, o.dim}) {
 		a.release()
 		return bagArgs{}, nil, fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
-			opBag, g.Dtype(), g.Shape(), d.fwd.dtype, d.fwd.bags, d.fwd.dim, gather.ErrShape)
+			opBag, g.Dtype(), g.Shape(), o.dtype, o.bags, o.dim, gather.ErrShape)
 	}
 	return a, g, nil
-}
-
-// add adds the gradient of checked arguments into dst.
-func (d *bagGradOp) add(dst *tensor.Dense, a bagArgs, g *tensor.Dense) {
-	if d.fwd.bags*d.fwd.dim == 0 || a.ids.Shape.TotalSize() == 0 {
-		return
-	}
-	floatsFor(d.fwd.dtype).bagGrad(dst, g, a.table, a, d.fwd.dim, d.wrtTable, d.fwd.cfg.GradScale, d.fwd.cfg.ScaleByFreq)
-}
-
-func (d *bagGradOp) String() string {
-	if d.wrtTable {
-		return d.fwd.String() + "GradTable"
-	}
-	return d.fwd.String() + "GradWeights"
 }
 
 var (
 	_ gorgonia.SDOp            = (*bagOp)(nil)
 	_ gorgonia.ADOp            = (*bagOp)(nil)
 	_ gorgonia.UsePreallocDoer = (*bagOp)(nil)
-	_ gorgonia.UsePreallocDoer = (*bagGradOp)(nil)
-	_ gorgonia.IncrDoer        = (*bagGradOp)(nil)
 )
 
 // PackBags writes bags into ids and offsets, vectors of a fixed size, so

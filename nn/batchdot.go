@@ -55,7 +55,13 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 		return nil, fmt.Errorf("%s: a of shape %v and b of shape %v must be [n, d] and [n, k, d]: %w", opBatchDot, as, bs, gather.ErrShape)
 	}
 	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2], f: operand.PickFloat(dt, &batchDot32, &batchDot64)}
-	o.Op = opkit.New(o, o.dtype)
+	in := []hm.Type{operand.Type(2, dt), operand.Type(3, dt)}
+	o.Op = opkit.New(opkit.Sig{Name: fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d), In: in, Dtype: dt,
+		Shape: tensor.Shape{o.n, o.k}, Diff: []bool{true, true}})
+	for w, shape := range []tensor.Shape{as, bs} {
+		grad := opkit.Sig{Name: fmt.Sprintf("%vGrad%d", o, w), In: append(in, operand.Type(2, dt)), Dtype: dt, Shape: shape}
+		o.grads = append(o.grads, opkit.NewGrad(grad, o.runGrad(w), o.ID(), w))
+	}
 	out, err := gorgonia.ApplyOp(o, a, b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBatchDot, errs.Graph(err))
@@ -69,6 +75,7 @@ type batchDotOp struct {
 	dtype   tensor.Dtype
 	n, k, d int
 	f       *batchDotKernels // the loops for dtype
+	grads   []*opkit.Grad    // of a and of b
 }
 
 // args reads and checks a and b.
@@ -89,16 +96,6 @@ func (o *batchDotOp) args(in []gorgonia.Value, want int) (a, b *tensor.Dense, er
 	return a, b, nil
 }
 
-func (o *batchDotOp) Arity() int { return 2 }
-
-func (o *batchDotOp) Type() hm.Type {
-	return hm.NewFnType(operand.Type(2, o.dtype), operand.Type(3, o.dtype), operand.Type(2, o.dtype))
-}
-
-func (o *batchDotOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return tensor.Shape{o.n, o.k}, nil
-}
-
 func (o *batchDotOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	a, b, err := o.args(in, 2)
 	if err != nil {
@@ -112,10 +109,7 @@ func (o *batchDotOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	return out, nil
 }
 
-func (o *batchDotOp) String() string { return fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d) }
-
-func (o *batchDotOp) DiffWRT(int) []bool { return []bool{true, true} }
-
+// SymDiff returns the gradient nodes of a and b.
 func (o *batchDotOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
 	if err := operand.CheckArity(opBatchDot, "", len(inputs), 2); err != nil {
 		return nil, err
@@ -123,82 +117,33 @@ func (o *batchDotOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node)
 	if err := errs.CheckGradSize(opBatchDot, output, inputs...); err != nil {
 		return nil, err
 	}
-	out := make(gorgonia.Nodes, 2)
-	for w := range out {
-		g, err := gorgonia.ApplyOp(&batchDotDiffOp{Op: opkit.New(o.ID(), "Grad", w), fwd: o, wrt: w}, inputs[0], inputs[1], grad)
-		if err != nil {
-			return nil, fmt.Errorf("%s: building the gradient: %w", opBatchDot, errs.Graph(err))
-		}
-		out[w] = g
-	}
-	return out, nil
+	return opkit.SymDiff(opBatchDot, o.grads, inputs, grad)
 }
 
+// DoDiff adds the gradients of a and b into those they already have, for
+// Gorgonia's LispMachine.
 func (o *batchDotOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := operand.CheckArity(opBatchDot, "", len(inputs), 2); err != nil {
-		return err
+	return opkit.DoDiff(opBatchDot, o.grads, inputs, output)
+}
+
+// runGrad returns the Run of the gradient of a (wrt 0) or of b (wrt 1),
+// from a, b and the upstream gradient: it writes (or with add, adds) the
+// gradient into dst after checking every argument, so that dst is
+// untouched on error.
+func (o *batchDotOp) runGrad(wrt int) opkit.Run {
+	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
+		return o.grad(wrt, dst, add, in)
 	}
-	up, err := output.Grad()
-	if err != nil {
-		return fmt.Errorf("%s: the output has no gradient: %w", opBatchDot, errs.Graph(err))
+}
+
+func (o *batchDotOp) grad(wrt int, dst *tensor.Dense, add bool, in []gorgonia.Value) error {
+	want := tensor.Shape{o.n, o.d}
+	if wrt == 1 {
+		want = tensor.Shape{o.n, o.k, o.d}
 	}
-	for w, n := range inputs {
-		dg, err := n.Grad()
-		if err != nil {
-			return fmt.Errorf("%s: an input has no gradient to add into: %w", opBatchDot, errs.Graph(err))
-		}
-		if err := (&batchDotDiffOp{fwd: o, wrt: w}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// batchDotDiffOp is the gradient of a (wrt 0) or of b (wrt 1): a, b and
-// the upstream gradient in.
-type batchDotDiffOp struct {
-	opkit.Op
-	fwd *batchDotOp
-	wrt int
-}
-
-func (d *batchDotDiffOp) shape() tensor.Shape {
-	if d.wrt == 0 {
-		return tensor.Shape{d.fwd.n, d.fwd.d}
-	}
-	return tensor.Shape{d.fwd.n, d.fwd.k, d.fwd.d}
-}
-
-func (d *batchDotDiffOp) Arity() int { return 3 }
-
-func (d *batchDotDiffOp) Type() hm.Type {
-	dt := d.fwd.dtype
-	return hm.NewFnType(operand.Type(2, dt), operand.Type(3, dt), operand.Type(2, dt), operand.Type(len(d.shape()), dt))
-}
-
-func (d *batchDotDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return d.shape(), nil
-}
-
-func (d *batchDotDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	return doNew(d.fwd.dtype, d.shape(), in, d.run)
-}
-
-func (d *batchDotDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	return doPrealloc(prealloc, d.fwd.dtype, d.shape(), in, d.run)
-}
-
-func (d *batchDotDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	return doIncr(opBatchDot, toIncr, in, d.run)
-}
-
-// run writes (or adds) the gradient into dst after checking every
-// argument, so that dst is untouched on error.
-func (d *batchDotDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	o := d.fwd
-	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), d.shape()) || !operand.Writable(dst) {
+	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
-			opBatchDot, dst.Dtype(), dst.Shape(), o.dtype, d.shape(), gather.ErrShape)
+			opBatchDot, dst.Dtype(), dst.Shape(), o.dtype, want, gather.ErrShape)
 	}
 	a, b, err := o.args(in, 3)
 	if err != nil {
@@ -215,17 +160,13 @@ func (d *batchDotDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) e
 	if dst.Shape().TotalSize() == 0 {
 		return nil
 	}
-	o.f.grad(dst, a, b, g, o.k, o.d, d.wrt, add)
+	o.f.grad(dst, a, b, g, o.k, o.d, wrt, add)
 	return nil
 }
 
-func (d *batchDotDiffOp) String() string { return fmt.Sprintf("%vGrad%d", d.fwd, d.wrt) }
-
 var (
-	_ gorgonia.SDOp            = (*batchDotOp)(nil)
-	_ gorgonia.ADOp            = (*batchDotOp)(nil)
-	_ gorgonia.UsePreallocDoer = (*batchDotDiffOp)(nil)
-	_ gorgonia.IncrDoer        = (*batchDotDiffOp)(nil)
+	_ gorgonia.SDOp = (*batchDotOp)(nil)
+	_ gorgonia.ADOp = (*batchDotOp)(nil)
 )
 
 // batchDotKernels are BatchDot's loops for one dtype, chosen when the op

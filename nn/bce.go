@@ -71,7 +71,11 @@ func BCEWithLogits(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgoni
 			return nil, err
 		}
 	}
-	o.Op = opkit.New(o, o.dtype, o.shape, o.pos)
+	x := operand.Type(len(shape), dt)
+	out := o.outShape()
+	o.Op = opkit.New(opkit.Sig{Name: o.name(), In: []hm.Type{x, x}, Dtype: dt, Shape: out, Diff: []bool{true, false}}, o.pos)
+	grad := opkit.Sig{Name: o.name() + "Grad", In: []hm.Type{x, x, operand.Type(len(out), dt)}, Dtype: dt, Shape: shape}
+	o.grads = []*opkit.Grad{opkit.NewGrad(grad, o.runGrad, o.ID()), nil}
 	n, err := gorgonia.ApplyOp(o, logits, targets)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBCE, errs.Graph(err))
@@ -107,8 +111,9 @@ type bceOp struct {
 	dtype     tensor.Dtype
 	shape     tensor.Shape
 	reduction Reduction
-	pos       []float64   // nil: 1 for every column
-	f         *bceKernels // the loops for dtype
+	pos       []float64     // nil: 1 for every column
+	f         *bceKernels   // the loops for dtype
+	grads     []*opkit.Grad // of the logits; the targets have none
 }
 
 // bceArgs are the checked values of a run.
@@ -143,24 +148,12 @@ func (o *bceOp) args(in []gorgonia.Value, want int) (bceArgs, error) {
 	return a, nil
 }
 
-func (o *bceOp) Arity() int { return 2 }
-
 func (o *bceOp) outShape() tensor.Shape {
 	if o.reduction == ReduceNone {
 		return o.shape.Clone()
 	}
 	return tensor.ScalarShape()
 }
-
-func (o *bceOp) Type() hm.Type {
-	x := operand.Type(len(o.shape), o.dtype)
-	if o.reduction == ReduceNone {
-		return hm.NewFnType(x, x, x)
-	}
-	return hm.NewFnType(x, x, o.dtype)
-}
-
-func (o *bceOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) { return o.outShape(), nil }
 
 func (o *bceOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	a, err := o.args(in, 2)
@@ -188,16 +181,15 @@ func (o *bceOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	return gorgonia.NewF64(sum), nil
 }
 
-func (o *bceOp) String() string {
+// name returns the op's name, e.g. "BCEWithLogits{mean}".
+func (o *bceOp) name() string {
 	if o.pos != nil {
 		return fmt.Sprintf("BCEWithLogits{%v, posWeight}", o.reduction)
 	}
 	return fmt.Sprintf("BCEWithLogits{%v}", o.reduction)
 }
 
-// DiffWRT: the logits; the targets get no gradient.
-func (o *bceOp) DiffWRT(int) []bool { return []bool{true, false} }
-
+// SymDiff returns the gradient node of the logits.
 func (o *bceOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
 	if err := operand.CheckArity(opBCE, "", len(inputs), 2); err != nil {
 		return nil, err
@@ -205,59 +197,20 @@ func (o *bceOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gor
 	if err := errs.CheckGradSize(opBCE, output, inputs[0]); err != nil {
 		return nil, err
 	}
-	d, err := gorgonia.ApplyOp(&bceDiffOp{Op: opkit.New(o.ID(), "Grad"), fwd: o}, inputs[0], inputs[1], grad)
-	if err != nil {
-		return nil, fmt.Errorf("%s: building the gradient: %w", opBCE, errs.Graph(err))
-	}
-	return gorgonia.Nodes{d, nil}, nil
+	return opkit.SymDiff(opBCE, o.grads, inputs, grad)
 }
 
+// DoDiff adds the gradient of the logits into the gradient they already
+// have, for Gorgonia's LispMachine.
 func (o *bceOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	dg, up, err := logitGrads(opBCE, inputs, output)
-	if err != nil {
-		return err
-	}
-	return (&bceDiffOp{fwd: o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
+	return opkit.DoDiff(opBCE, o.grads, inputs, output)
 }
 
-// bceDiffOp is the gradient of logits: logits, targets and the upstream
-// gradient (a scalar, or shaped like logits for ReduceNone) in.
-type bceDiffOp struct {
-	opkit.Op
-	fwd *bceOp
-}
-
-func (d *bceDiffOp) Arity() int { return 3 }
-
-func (d *bceDiffOp) Type() hm.Type {
-	x := operand.Type(len(d.fwd.shape), d.fwd.dtype)
-	var up hm.Type = d.fwd.dtype
-	if d.fwd.reduction == ReduceNone {
-		up = x
-	}
-	return hm.NewFnType(x, x, up, x)
-}
-
-func (d *bceDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return d.fwd.shape.Clone(), nil
-}
-
-func (d *bceDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	return doNew(d.fwd.dtype, d.fwd.shape, in, d.run)
-}
-
-func (d *bceDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	return doPrealloc(prealloc, d.fwd.dtype, d.fwd.shape, in, d.run)
-}
-
-func (d *bceDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	return doIncr(opBCE, toIncr, in, d.run)
-}
-
-// run writes (or adds) the gradient into dst after checking every
+// runGrad writes (or with add, adds) into dst the gradient of the logits
+// in[0] for the targets in[1] and the upstream gradient in[2] (a scalar,
+// or shaped like the logits for ReduceNone), after checking every
 // argument, so that dst is untouched on error.
-func (d *bceDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	o := d.fwd
+func (o *bceOp) runGrad(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			opBCE, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
@@ -293,13 +246,9 @@ func (d *bceDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error 
 	return nil
 }
 
-func (d *bceDiffOp) String() string { return d.fwd.String() + "Grad" }
-
 var (
-	_ gorgonia.SDOp            = (*bceOp)(nil)
-	_ gorgonia.ADOp            = (*bceOp)(nil)
-	_ gorgonia.UsePreallocDoer = (*bceDiffOp)(nil)
-	_ gorgonia.IncrDoer        = (*bceDiffOp)(nil)
+	_ gorgonia.SDOp = (*bceOp)(nil)
+	_ gorgonia.ADOp = (*bceOp)(nil)
 )
 
 // bceKernels are BCEWithLogits's loops for one dtype, chosen when the op

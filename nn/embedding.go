@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/chewxy/hm"
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
@@ -276,7 +277,9 @@ func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, err
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
 	o := &renormOp{maxNorm: e.cfg.maxNorm, dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim,
 		idDims: ids.Dims(), lbl: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids"}}
-	o.Op = opkit.PassThrough(o, o.dtype, o.idType, o.idDims)
+	o.passGrad = passGrad{what: fmt.Sprintf("embedding %q: max-norm", o.lbl.Name), Op: opkit.New(opkit.Sig{
+		Name: fmt.Sprintf("MaxNorm{%v, %q}", o.maxNorm, o.lbl.Name), PassThrough: true, Diff: []bool{true, false},
+		In: []hm.Type{operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType)}, Dtype: o.dtype, Shape: tensor.Shape{vocab, dim}})}
 	t, err := gorgonia.ApplyOp(o, table, ids)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
@@ -294,7 +297,9 @@ func (e *Embedding) tap(out *gorgonia.Node, l sparseLookup) (*gorgonia.Node, err
 	l.tap = gorgonia.NewTensor(g, e.Table.Dtype(), out.Dims(), gorgonia.WithShape(out.Shape().Clone()...),
 		gorgonia.WithName(name), gorgonia.WithValue(zeros))
 	tap := &tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone(), table: fmt.Sprintf("embedding %q", e.Table.Name()), runs: &e.runs}
-	tap.Op = opkit.PassThrough(tap, tap.dtype, tap.shape)
+	t := operand.Type(out.Dims(), tap.dtype)
+	tap.passGrad = passGrad{what: tap.table, Op: opkit.New(opkit.Sig{Name: "Tap", PassThrough: true, Diff: []bool{true, true},
+		In: []hm.Type{t, t}, Dtype: tap.dtype, Shape: tap.shape}, fmt.Sprintf("%p", tap.runs))}
 	passed, err := gorgonia.ApplyOp(tap, out, l.tap)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))

@@ -104,23 +104,13 @@ func (e *Embedding) Close() error {
 // itself: the lookup after it then finds its rows in memory, or on their
 // way, instead of faulting them in one at a time. It changes no value.
 type willNeedOp struct {
-	opkit.Op
+	passGrad
 	file       *table.File
 	dtype      tensor.Dtype
 	idType     tensor.Dtype
 	vocab, dim int
 	idDims     int
 	name       string
-}
-
-func (o *willNeedOp) Arity() int { return 2 }
-
-func (o *willNeedOp) Type() hm.Type {
-	return hm.NewFnType(operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType), operand.Type(2, o.dtype))
-}
-
-func (o *willNeedOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return tensor.Shape{o.vocab, o.dim}, nil
 }
 
 // Do hints the rows of the ids in range (the lookup reports the others)
@@ -146,28 +136,7 @@ func (o *willNeedOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	return in[0], nil
 }
 
-func (o *willNeedOp) String() string { return fmt.Sprintf("WillNeed{%q}", o.name) }
-
-// DiffWRT: the table, by the identity (a file table is row-sparse or
-// frozen, so no gradient reaches it through here in practice).
-func (o *willNeedOp) DiffWRT(int) []bool { return []bool{true, false} }
-
-func (o *willNeedOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	return gorgonia.Nodes{grad, nil}, nil
-}
-
-func (o *willNeedOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	up, err := output.Grad()
-	if err != nil {
-		return fmt.Errorf("embedding %q: prefetch: %w", o.name, errs.Graph(err))
-	}
-	dg, err := inputs[0].Grad()
-	if err != nil {
-		return fmt.Errorf("embedding %q: prefetch: %w", o.name, errs.Graph(err))
-	}
-	addGrad(dg, up)
-	return nil
-}
+var _ gorgonia.ADOp = (*willNeedOp)(nil)
 
 // prefetched returns table as a lookup of ids in a file table should read
 // it: after a willNeedOp. Tables in memory are returned as they are.
@@ -180,7 +149,11 @@ func (e *Embedding) prefetched(table, ids *gorgonia.Node) (*gorgonia.Node, error
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
 	o := &willNeedOp{file: e.file, dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim, idDims: ids.Dims(), name: e.Table.Name()}
-	o.Op = opkit.PassThrough(o, o.dtype, o.idType, o.idDims)
+	// The gradient is the identity: a file table is row-sparse or frozen,
+	// so none reaches it through here in practice.
+	o.passGrad = passGrad{what: fmt.Sprintf("embedding %q: prefetch", o.name), Op: opkit.New(opkit.Sig{
+		Name: fmt.Sprintf("WillNeed{%q}", o.name), PassThrough: true, Diff: []bool{true, false},
+		In: []hm.Type{operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType)}, Dtype: o.dtype, Shape: tensor.Shape{vocab, dim}}, fmt.Sprintf("%p", o.file))}
 	t, err := gorgonia.ApplyOp(o, table, ids)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))

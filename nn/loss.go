@@ -101,14 +101,13 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 	if classes == 0 && targets.Shape().TotalSize() > 0 && !c.loss.hasIgnore {
 		return nil, fmt.Errorf("%s: %s of shape %v have no classes, so no target is valid: %w", op, what, ls, gather.ErrIndexOutOfRange)
 	}
-	o := newCrossEntropyOp(op, dt, targets.Dtype(), ls, c.loss.reduction,
-		kernel.ClassLoss{Entropy: op == opCrossEntropy, HasIgnore: c.loss.hasIgnore, Ignore: c.loss.ignore, Smoothing: c.loss.smoothing})
+	cl := kernel.ClassLoss{Entropy: op == opCrossEntropy, HasIgnore: c.loss.hasIgnore, Ignore: c.loss.ignore, Smoothing: c.loss.smoothing}
 	if c.loss.hasWeights {
-		if o.Weights, err = classVector(op, "class weights", c.loss.weights, dt, classes); err != nil {
+		if cl.Weights, err = classVector(op, "class weights", c.loss.weights, dt, classes); err != nil {
 			return nil, err
 		}
 	}
-	o.Op = opkit.New(o, o.dtype, o.targetType, o.shape, o.reduction, o.HasIgnore, o.Ignore, o.Weights, o.Smoothing)
+	o := newCrossEntropyOp(op, dt, targets.Dtype(), ls, c.loss.reduction, cl)
 	n, err := gorgonia.ApplyOp(o, scores, targets)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, errs.Graph(err))
@@ -139,15 +138,23 @@ type crossEntropyOp struct {
 
 	reduction Reduction
 	kernel.ClassLoss
-	k entropyKernels // the loops for dtype and targetType
+	k     entropyKernels // the loops for dtype and targetType
+	grads []*opkit.Grad  // of the scores; the targets have none
 }
 
 // newCrossEntropyOp returns the op of the loss op ("cross_entropy" or
 // "nll_loss") of scores of dtype dt and the given shape and targets of
 // dtype it, with its loops chosen.
 func newCrossEntropyOp(op string, dt, it tensor.Dtype, shape tensor.Shape, r Reduction, cl kernel.ClassLoss) *crossEntropyOp {
-	return &crossEntropyOp{op: op, dtype: dt, targetType: it, shape: shape, reduction: r, ClassLoss: cl,
+	o := &crossEntropyOp{op: op, dtype: dt, targetType: it, shape: shape, reduction: r, ClassLoss: cl,
 		k: operand.PickFloatIndex(dt, it, entropyKernels32, entropyKernels64)}
+	in := []hm.Type{operand.Type(len(shape), dt), operand.Type(len(shape)-1, it)}
+	out := o.outShape()
+	o.Op = opkit.New(opkit.Sig{Name: o.name(), In: in, Dtype: dt, Shape: out, Diff: []bool{true, false}},
+		o.reduction, o.HasIgnore, o.Ignore, o.Weights, o.Smoothing)
+	grad := opkit.Sig{Name: o.name() + "Grad", In: append(in, operand.Type(len(out), dt)), Dtype: dt, Shape: shape}
+	o.grads = []*opkit.Grad{opkit.NewGrad(grad, o.runGrad, o.ID()), nil}
+	return o
 }
 
 // The loops of the losses for float32 and float64 scores, each for Int,
@@ -240,9 +247,6 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 	return entropyArgs{logits: x, targets: t, rows: rows, classes: classes}, nil
 }
 
-// Arity returns 2: logits and targets.
-func (o *crossEntropyOp) Arity() int { return 2 }
-
 // outShape is the shape of the loss: a scalar, or the targets' shape for
 // ReduceNone.
 func (o *crossEntropyOp) outShape() tensor.Shape {
@@ -250,24 +254,6 @@ func (o *crossEntropyOp) outShape() tensor.Shape {
 		return tensor.Shape(o.shape[:len(o.shape)-1]).Clone()
 	}
 	return tensor.ScalarShape()
-}
-
-// outType is the type of the loss.
-func (o *crossEntropyOp) outType() hm.Type {
-	if o.reduction == ReduceNone && len(o.shape) > 1 {
-		return operand.Type(len(o.shape)-1, o.dtype)
-	}
-	return o.dtype
-}
-
-// Type returns logits, targets -> the loss.
-func (o *crossEntropyOp) Type() hm.Type {
-	return hm.NewFnType(operand.Type(len(o.shape), o.dtype), operand.Type(len(o.shape)-1, o.targetType), o.outType())
-}
-
-// InferShape returns the loss's shape.
-func (o *crossEntropyOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return o.outShape(), nil
 }
 
 // Do returns the loss: one of Gorgonia's scalar values, or a tensor for
@@ -314,7 +300,9 @@ func (o *crossEntropyOp) scalar(v float64) gorgonia.Value {
 	return gorgonia.NewF64(v)
 }
 
-func (o *crossEntropyOp) String() string {
+// name returns the op's name, e.g. "CrossEntropy" or
+// "NLLLoss{sum, ignore=-100}".
+func (o *crossEntropyOp) name() string {
 	name := "CrossEntropy"
 	if o.op == opNLL {
 		name = "NLLLoss"
@@ -335,9 +323,6 @@ func (o *crossEntropyOp) String() string {
 	return s + "}"
 }
 
-// DiffWRT reports that logits are differentiable and targets are not.
-func (o *crossEntropyOp) DiffWRT(int) []bool { return []bool{true, false} }
-
 // SymDiff returns the gradient node of logits.
 func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
 	if err := operand.CheckArity(o.op, "", len(inputs), 2); err != nil {
@@ -351,65 +336,19 @@ func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.N
 			return nil, err
 		}
 	}
-	d, err := gorgonia.ApplyOp(&crossEntropyDiffOp{Op: opkit.New(o.ID(), "Grad"), fwd: o}, inputs[0], inputs[1], grad)
-	if err != nil {
-		return nil, fmt.Errorf("%s: building the gradient: %w", o.op, errs.Graph(err))
-	}
-	return gorgonia.Nodes{d, nil}, nil
+	return opkit.SymDiff(o.op, o.grads, inputs, grad)
 }
 
 // DoDiff adds the gradient of logits into the gradient they already have,
 // for Gorgonia's LispMachine.
 func (o *crossEntropyOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	dg, up, err := logitGrads(o.op, inputs, output)
-	if err != nil {
-		return err
-	}
-	return (&crossEntropyDiffOp{fwd: o}).IncrDo(dg, inputs[0].Value(), inputs[1].Value(), up)
+	return opkit.DoDiff(o.op, o.grads, inputs, output)
 }
 
-// crossEntropyDiffOp computes the gradient of logits: logits, targets and
-// the loss's upstream gradient in, a tensor shaped like logits out.
-type crossEntropyDiffOp struct {
-	opkit.Op
-	fwd *crossEntropyOp
-}
-
-func (d *crossEntropyDiffOp) Arity() int { return 3 }
-
-func (d *crossEntropyDiffOp) Type() hm.Type {
-	f := d.fwd
-	x := operand.Type(len(f.shape), f.dtype)
-	return hm.NewFnType(x, operand.Type(len(f.shape)-1, f.targetType), f.outType(), x)
-}
-
-func (d *crossEntropyDiffOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return d.fwd.shape.Clone(), nil
-}
-
-// Do returns a new gradient tensor.
-func (d *crossEntropyDiffOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	return doNew(d.fwd.dtype, d.fwd.shape, in, d.run)
-}
-
-// UsePreallocDo overwrites prealloc with the gradient when it can hold it,
-// else returns a new tensor.
-func (d *crossEntropyDiffOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	return doPrealloc(prealloc, d.fwd.dtype, d.fwd.shape, in, d.run)
-}
-
-// IncrDo adds the gradient into toIncr.
-func (d *crossEntropyDiffOp) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
-	return doIncr(d.fwd.op, toIncr, in, d.run)
-}
-
-// run writes (or, with add, adds) the gradient into dst after checking
-// every argument, so that dst is untouched on error.
-func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	o := d.fwd
-	if err := operand.CheckArity(o.op, " gradient", len(in), 3); err != nil {
-		return err
-	}
+// runGrad writes (or, with add, adds) into dst the gradient of the logits
+// in[0] for the targets in[1] and the upstream gradient in[2], after
+// checking every argument, so that dst is untouched on error.
+func (o *crossEntropyOp) runGrad(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			o.op, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
@@ -449,11 +388,7 @@ func (d *crossEntropyDiffOp) run(dst *tensor.Dense, add bool, in []gorgonia.Valu
 	return nil
 }
 
-func (d *crossEntropyDiffOp) String() string { return d.fwd.String() + "Grad" }
-
 var (
-	_ gorgonia.SDOp            = (*crossEntropyOp)(nil)
-	_ gorgonia.ADOp            = (*crossEntropyOp)(nil)
-	_ gorgonia.UsePreallocDoer = (*crossEntropyDiffOp)(nil)
-	_ gorgonia.IncrDoer        = (*crossEntropyDiffOp)(nil)
+	_ gorgonia.SDOp = (*crossEntropyOp)(nil)
+	_ gorgonia.ADOp = (*crossEntropyOp)(nil)
 )

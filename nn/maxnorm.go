@@ -3,15 +3,12 @@ package nn
 import (
 	"fmt"
 
-	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -23,23 +20,13 @@ import (
 // same rows changes nothing more, so several lookups of one table, in any
 // order, each read rows no longer than maxNorm.
 type renormOp struct {
-	opkit.Op
+	passGrad
 	maxNorm    float64
 	dtype      tensor.Dtype
 	idType     tensor.Dtype
 	vocab, dim int
 	idDims     int
 	lbl        opconfig.Label
-}
-
-func (o *renormOp) Arity() int { return 2 }
-
-func (o *renormOp) Type() hm.Type {
-	return hm.NewFnType(operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType), operand.Type(2, o.dtype))
-}
-
-func (o *renormOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return tensor.Shape{o.vocab, o.dim}, nil
 }
 
 // Do rescales the named rows of the table and returns it.
@@ -63,45 +50,4 @@ func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	return t, nil
 }
 
-func (o *renormOp) String() string {
-	return fmt.Sprintf("MaxNorm{%v, %q}", o.maxNorm, o.lbl.Name)
-}
-
-// DiffWRT: the table, by the identity.
-func (o *renormOp) DiffWRT(int) []bool { return []bool{true, false} }
-
-// SymDiff passes the gradient through unchanged.
-func (o *renormOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	return gorgonia.Nodes{grad, nil}, nil
-}
-
-// DoDiff adds the output's gradient into the table's.
-func (o *renormOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	up, err := output.Grad()
-	if err != nil {
-		return fmt.Errorf("embedding %q: max-norm: %w", o.lbl.Name, errs.Graph(err))
-	}
-	dg, err := inputs[0].Grad()
-	if err != nil {
-		return fmt.Errorf("embedding %q: max-norm: %w", o.lbl.Name, errs.Graph(err))
-	}
-	addGrad(dg, up)
-	return nil
-}
-
-// addGrad adds the gradient up into dg, both float tensors of one shape,
-// for the DoDiff of ops whose gradient is the identity. It does nothing
-// when either is not a *tensor.Dense or both are the same tensor.
-func addGrad(dg, up gorgonia.Value) {
-	d, ok1 := dg.(*tensor.Dense)
-	u, ok2 := up.(*tensor.Dense)
-	if !ok1 || !ok2 || d == u {
-		return
-	}
-	floatsFor(d.Dtype()).addInto(d, u)
-}
-
-var (
-	_ gorgonia.SDOp = (*renormOp)(nil)
-	_ gorgonia.ADOp = (*renormOp)(nil)
-)
+var _ gorgonia.ADOp = (*renormOp)(nil)

@@ -13,8 +13,8 @@ import (
 	"github.com/gathergrad/gather/internal/ref"
 )
 
-// Every gradient op that shares doNew writes every element of its
-// destination (doNew's new tensor is not cleared): for each loss with its
+// Every gradient op writes every element of its destination (Do's new
+// tensor is not cleared): for each loss with its
 // options and reductions, and BatchDot with respect to each input, the
 // gradient written over a buffer of NaNs (UsePreallocDo) is Do's result,
 // bit for bit, and holds no NaN.
@@ -84,7 +84,7 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 				loss, err := fn(xn, yn, opts...)
 				require.NoError(t, err, "%s %v %v", lc.name, red, dt)
 				cases = append(cases, gradCase{fmt.Sprintf("%s/%v/%v", lc.name, red, dt),
-					&crossEntropyDiffOp{fwd: loss.Op().(*crossEntropyOp)},
+					loss.Op().(*crossEntropyOp).grads[0],
 					[]gorgonia.Value{xv, yv, upFor(red, rows)}, []int{rows, classes}})
 			}
 			g := gorgonia.NewGraph()
@@ -95,7 +95,7 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 				gorgonia.NodeFromAny(g, sv, gorgonia.WithName("t")), WithPosWeight(pw), WithReduction(red))
 			require.NoError(t, err)
 			cases = append(cases, gradCase{fmt.Sprintf("BCEWithLogits/%v/%v", red, dt),
-				&bceDiffOp{fwd: loss.Op().(*bceOp)}, []gorgonia.Value{xv, sv, upFor(red, rows, classes)}, []int{rows, classes}})
+				loss.Op().(*bceOp).grads[0], []gorgonia.Value{xv, sv, upFor(red, rows, classes)}, []int{rows, classes}})
 		}
 		const n, k, d = 3, 4, 6
 		g := gorgonia.NewGraph()
@@ -106,7 +106,7 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 		gv := ref.FloatTensor(ref.RandFloats(r, n*k), []int{n, k}, dt)
 		for wrt, shape := range [][]int{{n, d}, {n, k, d}} {
 			cases = append(cases, gradCase{fmt.Sprintf("BatchDot/wrt=%d/%v", wrt, dt),
-				&batchDotDiffOp{fwd: s.Op().(*batchDotOp), wrt: wrt}, []gorgonia.Value{av, bv, gv}, shape})
+				s.Op().(*batchDotOp).grads[wrt], []gorgonia.Value{av, bv, gv}, shape})
 		}
 	}
 	for _, c := range cases {

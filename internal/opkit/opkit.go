@@ -1,6 +1,10 @@
-// Package opkit holds what every Gorgonia op of the module shares: its
-// identity, which Gorgonia's hash-consing compares, and its answers to
-// the questions Gorgonia asks each op about the memory of its output.
+// Package opkit holds what every Gorgonia op of the module shares. An Op,
+// made from a Sig, answers every question Gorgonia asks an op except Do:
+// its name, arity, type, output shape, identity (which Gorgonia's
+// hash-consing compares), which inputs have a gradient, and what memory
+// its output uses. A Grad is a whole gradient op made from a Sig and one
+// function that writes or adds its result; DoDiff and SymDiff run and
+// apply the Grads of a differentiable op.
 package opkit
 
 import (
@@ -8,51 +12,82 @@ import (
 	"hash"
 	"hash/fnv"
 	"io"
+	"slices"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
-// Op is embedded in each of the module's Gorgonia ops. It implements
-// WriteHash and Hashcode from the op's identity, a text naming everything
-// that sets the op's behaviour: Gorgonia merges two nodes whose ops write
-// the same hash and whose inputs are the same nodes, so the identity must
-// differ wherever a result could. An Op without an identity (the zero Op,
-// as an op made only to call its IncrDo has) hashes by its own address and
-// is merged with nothing.
-//
-// It also implements ReturnsPtr, CallsExtern and OverwritesInput: the op's
-// output is a new value (New) or its first input itself (PassThrough), and
-// no op of the module runs outside Go.
-type Op struct {
-	id   string
-	pass bool
+// Sig describes an op.
+type Sig struct {
+	Name  string       // what String returns, e.g. "Gather{axis=1}"
+	In    []hm.Type    // the inputs' types, one per input
+	Dtype tensor.Dtype // the output's dtype
+	Shape tensor.Shape // the output's shape; rank 0 for a scalar
+	Diff  []bool       // for each input, whether it has a gradient; nil for none
+	// PassThrough says that the output is the first input itself.
+	PassThrough bool
 }
 
-// New returns the Op of an op whose output is a new value, with the
-// identity parts formats (as fmt.Sprintln does, without the newline).
-func New(parts ...any) Op { return Op{id: identity(parts)} }
+// Op is embedded in each of the module's Gorgonia ops, which add Do. It
+// implements Arity, Type, InferShape, String and DiffWRT from its Sig,
+// and WriteHash and Hashcode from its identity: the Sig's name, types and
+// shape, and the key parts given to New, which must name everything else
+// that sets the op's results. Gorgonia merges two nodes whose ops write
+// the same hash and whose inputs are the same nodes, so the identity must
+// differ wherever a result could. It also implements ReturnsPtr,
+// CallsExtern and OverwritesInput: the output is a new value unless the
+// Sig says PassThrough, and no op of the module runs outside Go.
+type Op struct {
+	sig Sig
+	out hm.Type
+	id  string
+}
 
-// PassThrough returns the Op of an op whose output is its first input
-// itself, with the identity parts formats.
-func PassThrough(parts ...any) Op { return Op{id: identity(parts), pass: true} }
-
-func identity(parts []any) string {
-	s := fmt.Sprintln(parts...)
-	return s[:len(s)-1]
+// New returns the Op of s, whose identity adds the key parts (formatted
+// as fmt.Sprintln does, without the newline) to s.
+func New(s Sig, key ...any) Op {
+	s.In, s.Shape, s.Diff = slices.Clone(s.In), s.Shape.Clone(), slices.Clone(s.Diff)
+	o := Op{sig: s, out: operand.Type(len(s.Shape), s.Dtype)}
+	id := fmt.Sprintln(append([]any{s.Name, s.In, "->", o.out, s.Shape}, key...)...)
+	o.id = id[:len(id)-1]
+	return o
 }
 
 // ID returns the op's identity, for an op derived from it (a gradient op)
 // to build its own on.
 func (o *Op) ID() string { return o.id }
 
-// WriteHash writes the identity, or without one the Op's address.
-func (o *Op) WriteHash(h hash.Hash) {
-	if o.id == "" {
-		fmt.Fprintf(h, "%p", o)
-		return
-	}
-	io.WriteString(h, o.id)
+// Arity returns the number of inputs.
+func (o *Op) Arity() int { return len(o.sig.In) }
+
+// Type returns the inputs' types -> the output's.
+func (o *Op) Type() hm.Type {
+	return hm.NewFnType(append(o.sig.In[:len(o.sig.In):len(o.sig.In)], o.out)...)
 }
 
-// Hashcode returns the FNV-1a hash of what WriteHash writes.
+// InferShape returns the output's shape.
+func (o *Op) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) { return o.sig.Shape.Clone(), nil }
+
+// String returns the op's name.
+func (o *Op) String() string { return o.sig.Name }
+
+// DiffWRT reports which inputs have a gradient.
+func (o *Op) DiffWRT(int) []bool {
+	d := make([]bool, len(o.sig.In))
+	copy(d, o.sig.Diff)
+	return d
+}
+
+// WriteHash writes the identity.
+func (o *Op) WriteHash(h hash.Hash) { io.WriteString(h, o.id) }
+
+// Hashcode returns the FNV-1a hash of the identity.
 func (o *Op) Hashcode() uint32 {
 	h := fnv.New32a()
 	o.WriteHash(h)
@@ -60,7 +95,7 @@ func (o *Op) Hashcode() uint32 {
 }
 
 // ReturnsPtr reports whether the output is the first input itself.
-func (o *Op) ReturnsPtr() bool { return o.pass }
+func (o *Op) ReturnsPtr() bool { return o.sig.PassThrough }
 
 // CallsExtern returns false.
 func (o *Op) CallsExtern() bool { return false }
@@ -68,8 +103,138 @@ func (o *Op) CallsExtern() bool { return false }
 // OverwritesInput returns 0 (the first input) when the output is the
 // first input itself, else -1.
 func (o *Op) OverwritesInput() int {
-	if o.pass {
+	if o.sig.PassThrough {
 		return 0
 	}
 	return -1
+}
+
+// Run writes (add false) or adds (add true) a gradient into dst from the
+// inputs in, after checking dst and every input, so that on error dst is
+// unchanged. Without add it writes every element of dst.
+type Run func(dst *tensor.Dense, add bool, in []gorgonia.Value) error
+
+// Grad is a gradient op: its Sig and a Run supply all of it. It takes the
+// inputs of the op it differentiates and that op's upstream gradient.
+type Grad struct {
+	Op
+	run Run
+}
+
+// NewGrad returns the gradient op of s that run computes; key is as for
+// New. Its output is a new value.
+func NewGrad(s Sig, run Run, key ...any) *Grad {
+	s.PassThrough, s.Diff = false, nil
+	return &Grad{Op: New(s, key...), run: run}
+}
+
+// Do returns the gradient in a new tensor.
+func (g *Grad) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if err := g.check(in); err != nil {
+		return nil, err
+	}
+	return g.into(operand.NewOutput(g.sig.Dtype, g.sig.Shape), in)
+}
+
+// UsePreallocDo overwrites prealloc with the gradient when it can hold it
+// (a row-major tensor of the output's dtype and shape, not a view, sharing
+// memory with no input), else returns it in a new tensor.
+func (g *Grad) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || !g.fits(out, in) {
+		return g.Do(in...)
+	}
+	if err := g.check(in); err != nil {
+		return nil, err
+	}
+	return g.into(out, in)
+}
+
+// IncrDo adds the gradient into toIncr.
+func (g *Grad) IncrDo(toIncr gorgonia.Value, in ...gorgonia.Value) error {
+	if err := g.check(in); err != nil {
+		return err
+	}
+	dst, ok := toIncr.(*tensor.Dense)
+	if !ok {
+		return fmt.Errorf("%s: cannot add into a %T: %w", g.sig.Name, toIncr, errs.ErrDtype)
+	}
+	return g.run(dst, true, in)
+}
+
+func (g *Grad) into(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, error) {
+	if err := g.run(out, false, in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (g *Grad) check(in []gorgonia.Value) error {
+	return operand.CheckArity(g.sig.Name, "", len(in), len(g.sig.In))
+}
+
+// fits reports whether out can hold the gradient in place.
+func (g *Grad) fits(out *tensor.Dense, in []gorgonia.Value) bool {
+	if out == nil || out.Dtype() != g.sig.Dtype || !shapes.SameShape(out.Shape(), g.sig.Shape) || !operand.Writable(out) {
+		return false
+	}
+	for _, v := range in {
+		if t, ok := v.(*tensor.Dense); ok && operand.Overlaps(out, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// SymDiff applies, for each input i with grads[i] non-nil, grads[i] to
+// the inputs and the upstream gradient grad, and returns the gradient
+// nodes (nil for the others); op names the op in errors.
+func SymDiff(op string, grads []*Grad, inputs gorgonia.Nodes, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if err := operand.CheckArity(op, "", len(inputs), len(grads)); err != nil {
+		return nil, err
+	}
+	args := append(append(make(gorgonia.Nodes, 0, len(inputs)+1), inputs...), grad)
+	out := make(gorgonia.Nodes, len(inputs))
+	for i, d := range grads {
+		if d == nil {
+			continue
+		}
+		n, err := gorgonia.ApplyOp(d, args...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: building the gradient: %w", op, errs.Graph(err))
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// DoDiff adds, for each input i with grads[i] non-nil, the gradient
+// grads[i] computes into the gradient input i already has, for Gorgonia's
+// LispMachine; op names the op in errors.
+func DoDiff(op string, grads []*Grad, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	if err := operand.CheckArity(op, "", len(inputs), len(grads)); err != nil {
+		return err
+	}
+	up, err := output.Grad()
+	if err != nil {
+		return fmt.Errorf("%s: the output has no gradient: %w", op, errs.Graph(err))
+	}
+	in := make([]gorgonia.Value, 0, len(inputs)+1)
+	for _, n := range inputs {
+		in = append(in, n.Value())
+	}
+	in = append(in, up)
+	for i, d := range grads {
+		if d == nil {
+			continue
+		}
+		dg, err := inputs[i].Grad()
+		if err != nil {
+			return fmt.Errorf("%s: input %d has no gradient to add into: %w", op, i, errs.Graph(err))
+		}
+		if err := d.IncrDo(dg, in...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
