@@ -7,7 +7,6 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
@@ -80,20 +79,12 @@ func planAdd(kind operator, dst *tensor.Dense, indices, src any, axis int, l lab
 	if !operand.Writable(dst) {
 		return a, fmt.Errorf("%s gradient: destination of shape %v must be a row-major tensor that is not a view: %w", kind, dst.Shape(), ErrShape)
 	}
-	ix, err := operand.ReadIndices(kind.String(), "indices", indices)
+	var buf [8]int
+	ix, ax, shape, err := readIndices(kind, indices, dst.Shape(), axis, buf[:0])
 	if err != nil {
 		return a, err
 	}
 	g, err := operand.Read(kind.String(), "gradient", src)
-	if err != nil {
-		return a, err
-	}
-	ax, err := normAxis(kind.String(), axis, dst.Dims())
-	if err != nil {
-		return a, err
-	}
-	var buf [8]int
-	shape, err := outputShape(buf[:0], kind, dst.Shape(), ix.Shape, ax)
 	if err != nil {
 		return a, err
 	}
@@ -178,35 +169,6 @@ func clearFloats[T kernel.Float](t *tensor.Dense) { kernel.Clear(operand.Floats[
 // scatterAdd takes g by value, as takeAlong does.
 func scatterAdd[T kernel.Float, I kernel.Index](dst, src *tensor.Dense, ix operand.Indices, g kernel.Along, c float64, zero bool) {
 	kernel.ScatterAdd(operand.Floats[T](dst), operand.Floats[T](src), operand.Slice[I](ix), &g, T(c), zero)
-}
-
-// SymDiff returns the gradient node of data: its gradient op applied to
-// data, indices and the upstream gradient.
-func (o *gatherOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := operand.CheckArity(o.kind.String(), "", len(inputs), 2); err != nil {
-		return nil, err
-	}
-	if o.cfg.NoGrad {
-		return gorgonia.Nodes{nil, nil}, nil
-	}
-	if err := o.differentiable(); err != nil {
-		return nil, err
-	}
-	if err := errs.CheckGradSize(o.label().String(), output, inputs[0]); err != nil {
-		return nil, err
-	}
-	return opkit.SymDiff(o.kind.String(), o.grads, inputs, grad)
-}
-
-// DoDiff adds the gradient of data into the gradient it already has, for
-// Gorgonia's LispMachine.
-func (o *gatherOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if !o.cfg.NoGrad {
-		if err := o.differentiable(); err != nil {
-			return err
-		}
-	}
-	return opkit.DoDiff(o.kind.String(), o.grads, inputs, output)
 }
 
 // padding returns the normalised padding index, or -1 if there is none.

@@ -58,7 +58,7 @@ func outputShape(buf tensor.Shape, kind operator, data, indices tensor.Shape, ax
 // operator tells apart: the arguments fixed when the node is built. An op
 // value may be shared by goroutines.
 type gatherOp struct {
-	opkit.Op
+	opkit.Diff
 	kind       operator     // opGather or opGatherElements
 	axis       int          // normalised to [0, rank-1]
 	dataType   tensor.Dtype // dtype of data and of the output
@@ -67,7 +67,6 @@ type gatherOp struct {
 	indexShape tensor.Shape
 	outShape   tensor.Shape
 	cfg        config
-	grads      []*opkit.Grad // of data (nil without a gradient) and of indices (nil)
 }
 
 // newOp checks the arguments of Gather or GatherElements and returns its op.
@@ -114,9 +113,11 @@ func newOp(kind operator, data, indices *gorgonia.Node, axis int, cfg config) (*
 	// The name reads e.g. "Gather{axis=1}" or "GatherElements{axis=0, noGrad}".
 	name := fmt.Sprintf("%s{axis=%d%v}", kind.title(), ax, cfg)
 	b.Op = opkit.New(opkit.Sig{Name: name, In: in, Dtype: b.dataType, Shape: out, Diff: []bool{!cfg.NoGrad, false}})
-	b.grads = []*opkit.Grad{nil, nil}
-	if !cfg.NoGrad && b.differentiable() == nil {
-		b.grads[0] = b.newGrad(in)
+	b.Grads, b.What = make([]*opkit.Grad, 2), b.label().String()
+	if !cfg.NoGrad {
+		if b.Err = b.differentiable(); b.Err == nil {
+			b.Grads[0] = b.newGrad(in)
+		}
 	}
 	return b, nil
 }
@@ -181,6 +182,22 @@ func parseOut(kind operator, opts []tensor.FuncOpt) (target, error) {
 	return t, nil
 }
 
+// readIndices reads the indices of the op kind on data of shape ds along
+// axis, and returns them, the axis normalised to [0, rank-1] and the
+// output's shape, built in buf (see outputShape).
+func readIndices(kind operator, indices any, ds tensor.Shape, axis int, buf tensor.Shape) (operand.Indices, int, tensor.Shape, error) {
+	ix, err := operand.ReadIndices(kind.String(), "indices", indices)
+	if err != nil {
+		return ix, 0, nil, err
+	}
+	ax, err := normAxis(kind.String(), axis, len(ds))
+	if err != nil {
+		return ix, 0, nil, err
+	}
+	shape, err := outputShape(buf, kind, ds, ix.Shape, ax)
+	return ix, ax, shape, err
+}
+
 // forward computes the op kind into dst. On error nothing the caller
 // can see has been written: a caller's buffer is written only after every
 // index is checked, and a new tensor that the kernels abandon at a bad
@@ -190,16 +207,8 @@ func forward(kind operator, data, indices any, axis int, dst target, l label) (*
 	if err != nil {
 		return nil, err
 	}
-	ix, err := operand.ReadIndices(kind.String(), "indices", indices)
-	if err != nil {
-		return nil, err
-	}
-	ax, err := normAxis(kind.String(), axis, d.Dims())
-	if err != nil {
-		return nil, err
-	}
 	var buf [8]int
-	shape, err := outputShape(buf[:0], kind, d.Shape(), ix.Shape, ax)
+	ix, ax, shape, err := readIndices(kind, indices, d.Shape(), axis, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -242,12 +251,8 @@ func checkOut(kind operator, out *tensor.Dense, shape tensor.Shape, dt tensor.Dt
 	if out.Dtype() != dt {
 		return fmt.Errorf("%s: the output is %v, the result %v: %w", kind, out.Dtype(), dt, ErrDtype)
 	}
-	if add {
-		switch dt {
-		case tensor.Float32, tensor.Float64, tensor.Int, tensor.Int32, tensor.Int64:
-		default:
-			return fmt.Errorf("%s: cannot add %v values into the output: %w", kind, dt, ErrDtype)
-		}
+	if _, ok := operand.PickAddable(dt, [5]bool{}); add && !ok {
+		return fmt.Errorf("%s: cannot add %v values into the output: %w", kind, dt, ErrDtype)
 	}
 	if !shapes.SameShape(out.Shape(), shape) {
 		return fmt.Errorf("%s: the output has shape %v, the result %s: %w", kind, out.Shape(), shapes.ShapeString(shape), ErrShape)

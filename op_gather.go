@@ -63,43 +63,42 @@ func (gatherer) slices() bool   { return true }
 
 func (gatherer) take(out, data *tensor.Dense, ix operand.Indices, axis int, fresh, add bool) int {
 	outer, s, inner := split(data.Shape(), axis)
-	return operand.Pick(ix.Dtype, take[int], take[int32], take[int64])(out, data, ix, outer, s, inner, fresh, add)
-}
-
-func take[I kernel.Index](out, data *tensor.Dense, ix operand.Indices, outer, s, inner int, fresh, add bool) int {
-	idx := operand.Slice[I](ix)
 	if add {
-		switch data.Dtype() {
-		case tensor.Float32:
-			kernel.TakeAdd(out.Float32s(), data.Float32s(), idx, outer, s, inner)
-		case tensor.Float64:
-			kernel.TakeAdd(out.Float64s(), data.Float64s(), idx, outer, s, inner)
-		case tensor.Int:
-			kernel.TakeAdd(out.Ints(), data.Ints(), idx, outer, s, inner)
-		case tensor.Int32:
-			kernel.TakeAdd(out.Int32s(), data.Int32s(), idx, outer, s, inner)
-		case tensor.Int64:
-			kernel.TakeAdd(out.Int64s(), data.Int64s(), idx, outer, s, inner)
-		}
+		f, _ := operand.PickAddable(data.Dtype(), operand.Pick(ix.Dtype, takeAdds[0], takeAdds[1], takeAdds[2]))
+		f(out, data, ix, outer, s, inner)
 		return -1
 	}
-	switch operand.WordOf(data.Dtype()) {
-	case operand.Word8:
-		return kernel.Take(out.Uint8s(), data.Uint8s(), idx, outer, s, inner, fresh)
-	case operand.Word16:
-		return kernel.Take(out.Uint16s(), data.Uint16s(), idx, outer, s, inner, fresh)
-	case operand.Word32:
-		return kernel.Take(out.Uint32s(), data.Uint32s(), idx, outer, s, inner, fresh)
-	case operand.Word64:
-		return kernel.Take(out.Uint64s(), data.Uint64s(), idx, outer, s, inner, fresh)
-	case operand.Word128:
-		return kernel.Take(out.Complex128s(), data.Complex128s(), idx, outer, s, inner, fresh)
-	case operand.WordString:
-		return kernel.Take(out.Strings(), data.Strings(), idx, outer, s, inner, fresh)
-	case operand.WordPointer:
-		return kernel.Take(out.UnsafePointers(), data.UnsafePointers(), idx, outer, s, inner, fresh)
-	}
-	return -1
+	f := operand.PickWord(operand.WordOf(data.Dtype()), operand.Pick(ix.Dtype, takes[0], takes[1], takes[2]))
+	return f(out, data, ix, outer, s, inner, fresh)
+}
+
+// takes and takeAdds hold Take's loops and its adding loops, for Int,
+// Int32 and Int64 indices.
+var (
+	takes    = [3]operand.Words[takeFunc]{takeWords[int](), takeWords[int32](), takeWords[int64]()}
+	takeAdds = [3][5]takeAddFunc{takeAddable[int](), takeAddable[int32](), takeAddable[int64]()}
+)
+
+type (
+	takeFunc    func(out, data *tensor.Dense, ix operand.Indices, outer, s, inner int, fresh bool) int
+	takeAddFunc func(out, data *tensor.Dense, ix operand.Indices, outer, s, inner int)
+)
+
+func takeWords[I kernel.Index]() operand.Words[takeFunc] {
+	return operand.Words[takeFunc]{take[uint8, I], take[uint16, I], take[uint32, I], take[uint64, I],
+		take[complex128, I], take[string, I], take[kernel.Pointer, I]}
+}
+
+func takeAddable[I kernel.Index]() [5]takeAddFunc {
+	return [5]takeAddFunc{takeAdd[float32, I], takeAdd[float64, I], takeAdd[int, I], takeAdd[int32, I], takeAdd[int64, I]}
+}
+
+func take[T any, I kernel.Index](out, data *tensor.Dense, ix operand.Indices, outer, s, inner int, fresh bool) int {
+	return kernel.Take(operand.Elems[T](out), operand.Elems[T](data), operand.Slice[I](ix), outer, s, inner, fresh)
+}
+
+func takeAdd[T kernel.Number, I kernel.Index](out, data *tensor.Dense, ix operand.Indices, outer, s, inner int) {
+	kernel.TakeAdd(operand.Elems[T](out), operand.Elems[T](data), operand.Slice[I](ix), outer, s, inner)
 }
 
 var (

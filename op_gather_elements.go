@@ -61,43 +61,40 @@ func (elementPicker) take(out, data *tensor.Dense, ix operand.Indices, axis int,
 		return -1
 	}
 	g := kernel.NewAlong(data.Shape(), ix.Shape, axis)
-	return operand.Pick(ix.Dtype, takeAlong[int], takeAlong[int32], takeAlong[int64])(out, data, ix, g, add)
-}
-
-// takeAlong takes g by value: a pointer passed to a function Pick returns
-// would move g to the heap.
-func takeAlong[I kernel.Index](out, data *tensor.Dense, ix operand.Indices, g kernel.Along, add bool) int {
-	idx := operand.Slice[I](ix)
 	if add {
-		switch data.Dtype() {
-		case tensor.Float32:
-			kernel.TakeAlongAdd(out.Float32s(), data.Float32s(), idx, &g)
-		case tensor.Float64:
-			kernel.TakeAlongAdd(out.Float64s(), data.Float64s(), idx, &g)
-		case tensor.Int:
-			kernel.TakeAlongAdd(out.Ints(), data.Ints(), idx, &g)
-		case tensor.Int32:
-			kernel.TakeAlongAdd(out.Int32s(), data.Int32s(), idx, &g)
-		case tensor.Int64:
-			kernel.TakeAlongAdd(out.Int64s(), data.Int64s(), idx, &g)
-		}
+		f, _ := operand.PickAddable(data.Dtype(), operand.Pick(ix.Dtype, alongAdds[0], alongAdds[1], alongAdds[2]))
+		f(out, data, ix, g)
 		return -1
 	}
-	switch operand.WordOf(data.Dtype()) {
-	case operand.Word8:
-		return kernel.TakeAlong(out.Uint8s(), data.Uint8s(), idx, &g)
-	case operand.Word16:
-		return kernel.TakeAlong(out.Uint16s(), data.Uint16s(), idx, &g)
-	case operand.Word32:
-		return kernel.TakeAlong(out.Uint32s(), data.Uint32s(), idx, &g)
-	case operand.Word64:
-		return kernel.TakeAlong(out.Uint64s(), data.Uint64s(), idx, &g)
-	case operand.Word128:
-		return kernel.TakeAlong(out.Complex128s(), data.Complex128s(), idx, &g)
-	case operand.WordString:
-		return kernel.TakeAlong(out.Strings(), data.Strings(), idx, &g)
-	case operand.WordPointer:
-		return kernel.TakeAlong(out.UnsafePointers(), data.UnsafePointers(), idx, &g)
-	}
-	return -1
+	return operand.PickWord(operand.WordOf(data.Dtype()), operand.Pick(ix.Dtype, alongs[0], alongs[1], alongs[2]))(out, data, ix, g)
+}
+
+// alongs and alongAdds hold TakeAlong's loops and its adding loops, for
+// Int, Int32 and Int64 indices. They take g by value: a pointer passed to
+// a function picked at run time would move g to the heap.
+var (
+	alongs    = [3]operand.Words[alongFunc]{alongWords[int](), alongWords[int32](), alongWords[int64]()}
+	alongAdds = [3][5]alongAddFunc{alongAddable[int](), alongAddable[int32](), alongAddable[int64]()}
+)
+
+type (
+	alongFunc    func(out, data *tensor.Dense, ix operand.Indices, g kernel.Along) int
+	alongAddFunc func(out, data *tensor.Dense, ix operand.Indices, g kernel.Along)
+)
+
+func alongWords[I kernel.Index]() operand.Words[alongFunc] {
+	return operand.Words[alongFunc]{takeAlong[uint8, I], takeAlong[uint16, I], takeAlong[uint32, I], takeAlong[uint64, I],
+		takeAlong[complex128, I], takeAlong[string, I], takeAlong[kernel.Pointer, I]}
+}
+
+func alongAddable[I kernel.Index]() [5]alongAddFunc {
+	return [5]alongAddFunc{takeAlongAdd[float32, I], takeAlongAdd[float64, I], takeAlongAdd[int, I], takeAlongAdd[int32, I], takeAlongAdd[int64, I]}
+}
+
+func takeAlong[T any, I kernel.Index](out, data *tensor.Dense, ix operand.Indices, g kernel.Along) int {
+	return kernel.TakeAlong(operand.Elems[T](out), operand.Elems[T](data), operand.Slice[I](ix), &g)
+}
+
+func takeAlongAdd[T kernel.Number, I kernel.Index](out, data *tensor.Dense, ix operand.Indices, g kernel.Along) {
+	kernel.TakeAlongAdd(operand.Elems[T](out), operand.Elems[T](data), operand.Slice[I](ix), &g)
 }

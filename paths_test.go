@@ -287,5 +287,5 @@ func testOps(t testing.TB, kind operator, axis int, dt tensor.Dtype, dshape, ish
 	if err != nil {
 		t.Fatal(err)
 	}
-	return o, o.grads[0]
+	return o, o.Grads[0]
 }

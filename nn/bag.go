@@ -26,14 +26,10 @@ const (
 	BagMax                 // the elementwise maximum of wᵢ·rowᵢ
 )
 
+// String returns "sum", "mean" or "max", PyTorch's names of the modes.
 func (m BagMode) String() string {
-	switch m {
-	case BagSum:
-		return "sum"
-	case BagMean:
-		return "mean"
-	case BagMax:
-		return "max"
+	if m >= BagSum && m <= BagMax {
+		return [...]string{"sum", "mean", "max"}[m]
 	}
 	return fmt.Sprintf("BagMode(%d)", int(m))
 }
@@ -102,12 +98,9 @@ func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opt
 	return embeddingBag(table, ids, offsets, weights, mode, cfg, c.includeLast)
 }
 
-// embeddingBag is EmbeddingBag with the op's configuration.
-func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opconfig.Config, includeLast bool) (*gorgonia.Node, error) {
-	o, err := newBagOp(table, ids, offsets, weights, mode, cfg, includeLast)
-	if err != nil {
-		return nil, err
-	}
+// bagOpInputs returns the inputs of a bag op: table, ids, and offsets and
+// weights when they are given.
+func bagOpInputs(table, ids, offsets, weights *gorgonia.Node) gorgonia.Nodes {
 	in := gorgonia.Nodes{table, ids}
 	if offsets != nil {
 		in = append(in, offsets)
@@ -115,8 +108,17 @@ func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg
 	if weights != nil {
 		in = append(in, weights)
 	}
+	return in
+}
+
+// embeddingBag is EmbeddingBag with the op's configuration.
+func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opconfig.Config, includeLast bool) (*gorgonia.Node, error) {
+	o, err := newBagOp(table, ids, offsets, weights, mode, cfg, includeLast)
+	if err != nil {
+		return nil, err
+	}
 	o.setOps()
-	n, err := gorgonia.ApplyOp(o, in...)
+	n, err := gorgonia.ApplyOp(o, bagOpInputs(table, ids, offsets, weights)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBag, errs.Graph(err))
 	}
@@ -126,7 +128,7 @@ func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg
 // bagOp is the op of EmbeddingBag: table, ids, offsets (if hasOffsets) and
 // weights (if hasWeights) in, [bags, dim] out.
 type bagOp struct {
-	opkit.Op
+	opkit.Diff
 	mode       BagMode
 	dtype      tensor.Dtype // of table, weights and output
 	idType     tensor.Dtype
@@ -139,7 +141,6 @@ type bagOp struct {
 	lastOffset bool            // offsets hold bags+1 entries (WithIncludeLastOffset)
 	cfg        opconfig.Config // Pad normalised
 	lbl        opconfig.Label  // how index errors name the op
-	grads      []*opkit.Grad   // per input: of the table and of the weights
 }
 
 func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opconfig.Config, includeLast bool) (*bagOp, error) {
@@ -356,15 +357,15 @@ func (o *bagOp) setOps() {
 	}
 	o.Op = opkit.New(opkit.Sig{Name: name, In: in, Dtype: o.dtype, Shape: tensor.Shape{o.bags, o.dim}, Diff: diff},
 		o.idShape, o.vocab, o.lbl)
-	o.grads = make([]*opkit.Grad, len(in))
+	o.Grads, o.What = make([]*opkit.Grad, len(in)), o.lbl.String()
 	in = append(in, operand.Type(2, o.dtype))
 	if !o.cfg.NoGrad {
 		s := opkit.Sig{Name: name + "GradTable", In: in, Dtype: o.dtype, Shape: tensor.Shape{o.vocab, o.dim}}
-		o.grads[0] = opkit.NewGrad(s, o.gradRun(true), o.ID(), "table")
+		o.Grads[0] = opkit.NewGrad(s, o.gradRun(true), o.ID(), "table")
 	}
 	if o.hasWeights {
 		s := opkit.Sig{Name: name + "GradWeights", In: in, Dtype: o.dtype, Shape: o.idShape}
-		o.grads[len(o.grads)-1] = opkit.NewGrad(s, o.gradRun(false), o.ID(), "weights")
+		o.Grads[len(o.Grads)-1] = opkit.NewGrad(s, o.gradRun(false), o.ID(), "weights")
 	}
 }
 
@@ -403,27 +404,6 @@ func (o *bagOp) do(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Value, erro
 	}
 	floatsFor(o.dtype).pool(out, a.table, a, o.dim)
 	return out, nil
-}
-
-// SymDiff returns the gradient nodes of the table and the weights.
-func (o *bagOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := operand.CheckArity(opBag, "", len(inputs), o.arity()); err != nil {
-		return nil, err
-	}
-	diff := gorgonia.Nodes{inputs[0]}
-	if o.hasWeights {
-		diff = append(diff, inputs[o.weightsInput()])
-	}
-	if err := errs.CheckGradSize(o.lbl.String(), output, diff...); err != nil {
-		return nil, err
-	}
-	return opkit.SymDiff(opBag, o.grads, inputs, grad)
-}
-
-// DoDiff adds the gradients into those the table and the weights already
-// have, for Gorgonia's LispMachine.
-func (o *bagOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	return opkit.DoDiff(opBag, o.grads, inputs, output)
 }
 
 // gradRun returns the Run of the gradient of the table (wrtTable) or of

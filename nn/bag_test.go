@@ -526,10 +526,10 @@ func TestEmbeddingBagViews(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDeltaSlice(t, want, ref.Floats(got.(*tensor.Dense)), 1e-12)
 	up := ref.FloatTensor(g, []int{bags, dim}, tensor.Float64)
-	gt, err := o.grads[0].Do(append(vals, up)...)
+	gt, err := o.Grads[0].Do(append(vals, up)...)
 	require.NoError(t, err)
 	assert.InDeltaSlice(t, wantT, ref.Floats(gt.(*tensor.Dense)), 1e-12)
-	gw, err := o.grads[len(o.grads)-1].Do(append(vals, up)...)
+	gw, err := o.Grads[len(o.Grads)-1].Do(append(vals, up)...)
 	require.NoError(t, err)
 	gws := ref.Floats(gw.(*tensor.Dense))
 	assert.InDeltaSlice(t, wantW, gws, 1e-12)
@@ -544,7 +544,7 @@ func TestBagGradPreallocUntouchedOnError(t *testing.T) {
 	in := gorgonia.NewMatrix(gr, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("ids"))
 	out, err := EmbeddingBag(tn, in, nil, nil, BagSum)
 	require.NoError(t, err)
-	d := out.Op().(*bagOp).grads[0]
+	d := out.Op().(*bagOp).Grads[0]
 	buf := ref.FloatTensor([]float64{1, 2, 3, 4, 5, 6, 7, 8}, []int{4, 2}, tensor.Float64)
 	table := ref.FloatTensor(make([]float64, 8), []int{4, 2}, tensor.Float64)
 	ids := ref.CastIndices([]int64{0, 1, 2, 3}, []int{2, 2}, tensor.Int)

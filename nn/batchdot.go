@@ -58,9 +58,10 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 	in := []hm.Type{operand.Type(2, dt), operand.Type(3, dt)}
 	o.Op = opkit.New(opkit.Sig{Name: fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d), In: in, Dtype: dt,
 		Shape: tensor.Shape{o.n, o.k}, Diff: []bool{true, true}})
+	o.What = opBatchDot
 	for w, shape := range []tensor.Shape{as, bs} {
 		grad := opkit.Sig{Name: fmt.Sprintf("%vGrad%d", o, w), In: append(in, operand.Type(2, dt)), Dtype: dt, Shape: shape}
-		o.grads = append(o.grads, opkit.NewGrad(grad, o.runGrad(w), o.ID(), w))
+		o.Grads = append(o.Grads, opkit.NewGrad(grad, o.runGrad(w), o.ID(), w))
 	}
 	out, err := gorgonia.ApplyOp(o, a, b)
 	if err != nil {
@@ -71,11 +72,10 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 
 // batchDotOp is the op of BatchDot: a [n, d] and b [n, k, d] in, [n, k] out.
 type batchDotOp struct {
-	opkit.Op
+	opkit.Diff
 	dtype   tensor.Dtype
 	n, k, d int
 	f       *batchDotKernels // the loops for dtype
-	grads   []*opkit.Grad    // of a and of b
 }
 
 // args reads and checks a and b.
@@ -107,23 +107,6 @@ func (o *batchDotOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	}
 	o.f.dot(out, a, b, o.k, o.d)
 	return out, nil
-}
-
-// SymDiff returns the gradient nodes of a and b.
-func (o *batchDotOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := operand.CheckArity(opBatchDot, "", len(inputs), 2); err != nil {
-		return nil, err
-	}
-	if err := errs.CheckGradSize(opBatchDot, output, inputs...); err != nil {
-		return nil, err
-	}
-	return opkit.SymDiff(opBatchDot, o.grads, inputs, grad)
-}
-
-// DoDiff adds the gradients of a and b into those they already have, for
-// Gorgonia's LispMachine.
-func (o *batchDotOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	return opkit.DoDiff(opBatchDot, o.grads, inputs, output)
 }
 
 // runGrad returns the Run of the gradient of a (wrt 0) or of b (wrt 1),

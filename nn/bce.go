@@ -75,7 +75,7 @@ func BCEWithLogits(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgoni
 	out := o.outShape()
 	o.Op = opkit.New(opkit.Sig{Name: o.name(), In: []hm.Type{x, x}, Dtype: dt, Shape: out, Diff: []bool{true, false}}, o.pos)
 	grad := opkit.Sig{Name: o.name() + "Grad", In: []hm.Type{x, x, operand.Type(len(out), dt)}, Dtype: dt, Shape: shape}
-	o.grads = []*opkit.Grad{opkit.NewGrad(grad, o.runGrad, o.ID()), nil}
+	o.Grads, o.What = []*opkit.Grad{opkit.NewGrad(grad, o.runGrad, o.ID()), nil}, opBCE
 	n, err := gorgonia.ApplyOp(o, logits, targets)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBCE, errs.Graph(err))
@@ -107,13 +107,12 @@ func classVector(op, what string, w tensor.Tensor, dt tensor.Dtype, n int) ([]fl
 // bceOp is the op of BCEWithLogits: logits and targets in, the reduced
 // loss (a scalar) or the losses (the logits' shape) out.
 type bceOp struct {
-	opkit.Op
+	opkit.Diff
 	dtype     tensor.Dtype
 	shape     tensor.Shape
 	reduction Reduction
-	pos       []float64     // nil: 1 for every column
-	f         *bceKernels   // the loops for dtype
-	grads     []*opkit.Grad // of the logits; the targets have none
+	pos       []float64   // nil: 1 for every column
+	f         *bceKernels // the loops for dtype
 }
 
 // bceArgs are the checked values of a run.
@@ -187,23 +186,6 @@ func (o *bceOp) name() string {
 		return fmt.Sprintf("BCEWithLogits{%v, posWeight}", o.reduction)
 	}
 	return fmt.Sprintf("BCEWithLogits{%v}", o.reduction)
-}
-
-// SymDiff returns the gradient node of the logits.
-func (o *bceOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := operand.CheckArity(opBCE, "", len(inputs), 2); err != nil {
-		return nil, err
-	}
-	if err := errs.CheckGradSize(opBCE, output, inputs[0]); err != nil {
-		return nil, err
-	}
-	return opkit.SymDiff(opBCE, o.grads, inputs, grad)
-}
-
-// DoDiff adds the gradient of the logits into the gradient they already
-// have, for Gorgonia's LispMachine.
-func (o *bceOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	return opkit.DoDiff(opBCE, o.grads, inputs, output)
 }
 
 // runGrad writes (or with add, adds) into dst the gradient of the logits

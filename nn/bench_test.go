@@ -401,7 +401,7 @@ func BenchmarkBag(b *testing.B) {
 		b.Run(c.name+"/bwd", func(b *testing.B) {
 			o, in := get()
 			runtime.GC()
-			d := o.grads[0]
+			d := o.Grads[0]
 			buf := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(c.vocab, c.dim))
 			if _, err := d.UsePreallocDo(buf, in...); err != nil {
 				b.Fatal(err)

@@ -229,13 +229,7 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 	if e.cfg.frozen || !e.cfg.sparse {
 		return pooled, nil
 	}
-	in := gorgonia.Nodes{table, ids}
-	if offsets != nil {
-		in = append(in, offsets)
-	}
-	if weights != nil {
-		in = append(in, weights)
-	}
+	in := bagOpInputs(table, ids, offsets, weights)
 	return e.tap(pooled, sparseLookup{ids: ids, bag: pooled.Op().(*bagOp), inputs: in, freq: e.cfg.freq})
 }
 

@@ -67,7 +67,7 @@ func FuzzCrossEntropy(f *testing.F) {
 		for i := range grad.Float64s() {
 			grad.Float64s()[i] = 7
 		}
-		gerr := o.grads[0].IncrDo(grad, xt, yt, loss)
+		gerr := o.Grads[0].IncrDo(grad, xt, yt, loss)
 		if bad >= 0 {
 			var ie *gather.IndexError
 			if !errors.As(err, &ie) || ie.Pos[0] != bad || ie.Value != y[bad] || ie.Size != c {
@@ -222,7 +222,7 @@ func FuzzEmbeddingBag(f *testing.F) {
 		}
 		out, err := o.Do(in...)
 		gt := ref.FloatTensor(make([]float64, vocab*dim), []int{vocab, dim}, dt)
-		gerr := o.grads[0].IncrDo(gt, append(in, ref.FloatTensor(g, []int{bags, dim}, dt))...)
+		gerr := o.Grads[0].IncrDo(gt, append(in, ref.FloatTensor(g, []int{bags, dim}, dt))...)
 		switch {
 		case !valid:
 			if !errors.Is(err, gather.ErrShape) || !errors.Is(gerr, gather.ErrShape) {
@@ -247,7 +247,7 @@ func FuzzEmbeddingBag(f *testing.F) {
 			closeTo(t, "table gradient", wantT, ref.Floats(gt), tol)
 			if weights {
 				gw := ref.FloatTensor(make([]float64, n), []int{n}, dt)
-				if err := o.grads[len(o.grads)-1].IncrDo(gw, append(in, ref.FloatTensor(g, []int{bags, dim}, dt))...); err != nil {
+				if err := o.Grads[len(o.Grads)-1].IncrDo(gw, append(in, ref.FloatTensor(g, []int{bags, dim}, dt))...); err != nil {
 					t.Fatal(err)
 				}
 				closeTo(t, "weights gradient", wantW, ref.Floats(gw), tol)

@@ -130,7 +130,7 @@ func checkTargets(op, what string, scores, targets tensor.Shape) error {
 // targets in, the reduced loss (a scalar) or the losses (the targets'
 // shape, ReduceNone) out.
 type crossEntropyOp struct {
-	opkit.Op
+	opkit.Diff
 	op         string
 	dtype      tensor.Dtype // of the scores and of the loss
 	targetType tensor.Dtype
@@ -138,8 +138,7 @@ type crossEntropyOp struct {
 
 	reduction Reduction
 	kernel.ClassLoss
-	k     entropyKernels // the loops for dtype and targetType
-	grads []*opkit.Grad  // of the scores; the targets have none
+	k entropyKernels // the loops for dtype and targetType
 }
 
 // newCrossEntropyOp returns the op of the loss op ("cross_entropy" or
@@ -153,7 +152,7 @@ func newCrossEntropyOp(op string, dt, it tensor.Dtype, shape tensor.Shape, r Red
 	o.Op = opkit.New(opkit.Sig{Name: o.name(), In: in, Dtype: dt, Shape: out, Diff: []bool{true, false}},
 		o.reduction, o.HasIgnore, o.Ignore, o.Weights, o.Smoothing)
 	grad := opkit.Sig{Name: o.name() + "Grad", In: append(in, operand.Type(len(out), dt)), Dtype: dt, Shape: shape}
-	o.grads = []*opkit.Grad{opkit.NewGrad(grad, o.runGrad, o.ID()), nil}
+	o.Grads, o.What = []*opkit.Grad{opkit.NewGrad(grad, o.runGrad, o.ID()), nil}, op
 	return o
 }
 
@@ -321,28 +320,6 @@ func (o *crossEntropyOp) name() string {
 		s += fmt.Sprintf(", smoothing=%v", o.Smoothing)
 	}
 	return s + "}"
-}
-
-// SymDiff returns the gradient node of logits.
-func (o *crossEntropyOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := operand.CheckArity(o.op, "", len(inputs), 2); err != nil {
-		return nil, err
-	}
-	if err := errs.CheckGradSize(o.op, nil, inputs[0]); err != nil {
-		return nil, err
-	}
-	if o.reduction == ReduceNone {
-		if err := errs.CheckGradSize(o.op, output); err != nil {
-			return nil, err
-		}
-	}
-	return opkit.SymDiff(o.op, o.grads, inputs, grad)
-}
-
-// DoDiff adds the gradient of logits into the gradient they already have,
-// for Gorgonia's LispMachine.
-func (o *crossEntropyOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	return opkit.DoDiff(o.op, o.grads, inputs, output)
 }
 
 // runGrad writes (or, with add, adds) into dst the gradient of the logits

@@ -270,7 +270,7 @@ func TestCrossEntropyGradBuffers(t *testing.T) {
 	y := []int64{2, 0}
 	_, want := refCrossEntropy(x, y, 3)
 	o := newCrossEntropyOp(opCrossEntropy, tensor.Float64, tensor.Int64, tensor.Shape{2, 3}, ReduceMean, kernel.ClassLoss{Entropy: true})
-	d := o.grads[0]
+	d := o.Grads[0]
 	xt := ref.FloatTensor(x, []int{2, 3}, tensor.Float64)
 	yt := ref.CastIndices(y, []int{2}, tensor.Int64)
 
@@ -314,7 +314,7 @@ func TestCrossEntropyDeterministicAcrossGOMAXPROCS(t *testing.T) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		l, err := o.Do(xt, yt)
 		require.NoError(t, err)
-		g, err := o.grads[0].Do(xt, yt, gorgonia.NewF32(1))
+		g, err := o.Grads[0].Do(xt, yt, gorgonia.NewF32(1))
 		require.NoError(t, err)
 		return l, ref.Floats(g.(*tensor.Dense))
 	}
@@ -345,7 +345,7 @@ func TestCrossEntropyFloat32NonFinite(t *testing.T) {
 			if dt == tensor.Float32 {
 				one = gorgonia.NewF32(1)
 			}
-			g, err := o.grads[0].Do(xt, yt, one)
+			g, err := o.Grads[0].Do(xt, yt, one)
 			require.NoError(t, err)
 			lv, err := operand.Scalar("loss", l)
 			require.NoError(t, err)

@@ -84,7 +84,7 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 				loss, err := fn(xn, yn, opts...)
 				require.NoError(t, err, "%s %v %v", lc.name, red, dt)
 				cases = append(cases, gradCase{fmt.Sprintf("%s/%v/%v", lc.name, red, dt),
-					loss.Op().(*crossEntropyOp).grads[0],
+					loss.Op().(*crossEntropyOp).Grads[0],
 					[]gorgonia.Value{xv, yv, upFor(red, rows)}, []int{rows, classes}})
 			}
 			g := gorgonia.NewGraph()
@@ -95,7 +95,7 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 				gorgonia.NodeFromAny(g, sv, gorgonia.WithName("t")), WithPosWeight(pw), WithReduction(red))
 			require.NoError(t, err)
 			cases = append(cases, gradCase{fmt.Sprintf("BCEWithLogits/%v/%v", red, dt),
-				loss.Op().(*bceOp).grads[0], []gorgonia.Value{xv, sv, upFor(red, rows, classes)}, []int{rows, classes}})
+				loss.Op().(*bceOp).Grads[0], []gorgonia.Value{xv, sv, upFor(red, rows, classes)}, []int{rows, classes}})
 		}
 		const n, k, d = 3, 4, 6
 		g := gorgonia.NewGraph()
@@ -106,7 +106,7 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 		gv := ref.FloatTensor(ref.RandFloats(r, n*k), []int{n, k}, dt)
 		for wrt, shape := range [][]int{{n, d}, {n, k, d}} {
 			cases = append(cases, gradCase{fmt.Sprintf("BatchDot/wrt=%d/%v", wrt, dt),
-				s.Op().(*batchDotOp).grads[wrt], []gorgonia.Value{av, bv, gv}, shape})
+				s.Op().(*batchDotOp).Grads[wrt], []gorgonia.Value{av, bv, gv}, shape})
 		}
 	}
 	for _, c := range cases {

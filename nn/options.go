@@ -254,14 +254,11 @@ const (
 	ReduceNone                  // one loss per example, shaped like the targets
 )
 
+// String returns "mean", "sum" or "none", PyTorch's names of the
+// reductions.
 func (r Reduction) String() string {
-	switch r {
-	case ReduceMean:
-		return "mean"
-	case ReduceSum:
-		return "sum"
-	case ReduceNone:
-		return "none"
+	if r >= ReduceMean && r <= ReduceNone {
+		return [...]string{"mean", "sum", "none"}[r]
 	}
 	return fmt.Sprintf("Reduction(%d)", int(r))
 }

@@ -67,14 +67,14 @@ func Graph(err error) error {
 }
 
 // CheckGradSize reports an error, for the SymDiff of the op named op, if
-// out (the op's output) has no elements, or if one of ins (the inputs it
+// out (the op's output, nil or a scalar for none to check) has no elements, or if one of ins (the inputs it
 // differentiates) has none and is computed by another op. The gradient
 // would then be zero-sized, and Gorgonia's TapeMachine panics when it
 // allocates a zero-sized value for the ops (matrix products, the
 // broadcasts of Sum and Mean) that carry such a gradient, so
 // gorgonia.Grad refuses it here, while the graph is built.
 func CheckGradSize(op string, out *gorgonia.Node, ins ...*gorgonia.Node) error {
-	if out != nil && out.Shape().TotalSize() == 0 {
+	if out != nil && len(out.Shape()) > 0 && out.Shape().TotalSize() == 0 {
 		return emptyBatch(op, "its output", out.Shape())
 	}
 	for _, n := range ins {

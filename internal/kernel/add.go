@@ -145,19 +145,16 @@ func getBits(n int) *[]uint64 {
 // Each row is added by addRowAt or addStrided (see the note above pickRow).
 func addAlong[T Float, I Index](dst, src []T, idx []I, c T, g *Along, lo, hi, klo, khi int) {
 	var buf [8]int
-	coord := g.coords(&buf)
-	base := g.rowBase(lo, coord)
+	w := g.walk(lo, &buf)
 	n, s := g.n, g.s
-	lastAxis := g.axis == len(g.ishape)-1
-	stride := g.stride(g.axis)
 	for r := lo; r < hi; r++ {
 		x, y := idx[r*n+klo:r*n+khi], src[r*n+klo:r*n+khi]
-		if lastAxis {
-			addRowAt(dst[base:base+s], y, x, c)
+		if w.last {
+			addRowAt(dst[w.base:w.base+s], y, x, c)
 		} else {
-			addStrided(dst[base+klo:], y, x, c, s, stride)
+			addStrided(dst[w.base+klo:], y, x, c, s, w.stride)
 		}
-		base = g.nextRow(base, coord)
+		w.base = g.nextRow(w.base, w.coord)
 	}
 }
 

@@ -31,13 +31,18 @@ var (
 // the maximum of its row, at most 0). Below -87.3 the result is 0, and NaN
 // stays NaN. Above 88 the result is undefined. dst and src have the same
 // length and may be the same slice.
-func Exp32(dst, src []float32) {
+func Exp32(dst, src []float32) { inEights(hasExpAsm, exp32, exp32Go, dst, src) }
+
+// inEights runs asm, when has is set, over the longest prefix of src
+// whose length is a multiple of 8, and its Go twin over the rest (all of
+// src without asm). dst is at least as long as src.
+func inEights(has bool, asm, twin func(dst, src []float32), dst, src []float32) {
 	n := 0
-	if hasExpAsm {
+	if has {
 		n = len(src) &^ 7
-		exp32(dst[:n], src[:n])
+		asm(dst[:n], src[:n])
 	}
-	exp32Go(dst[n:len(src)], src[n:])
+	twin(dst[n:len(src)], src[n:])
 }
 
 // exp32Go is Exp32 one element at a time, the reference for exp32: each
@@ -74,14 +79,7 @@ var log1pCoef = [8]float32{2, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0
 // logistic loss passes exp(-|x|)). NaN stays NaN; outside [0, 1] the
 // result is undefined. dst and src have the same length and may be the
 // same slice.
-func Log1p32(dst, src []float32) {
-	n := 0
-	if hasLog1pAsm {
-		n = len(src) &^ 7
-		log1p32(dst[:n], src[:n])
-	}
-	log1p32Go(dst[n:len(src)], src[n:])
-}
+func Log1p32(dst, src []float32) { inEights(hasLog1pAsm, log1p32, log1p32Go, dst, src) }
 
 // log1p32Go is Log1p32 one element at a time, the reference for log1p32:
 // t = e/(2+e), the series in w = t² by Horner's rule, each product rounded

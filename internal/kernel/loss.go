@@ -71,8 +71,12 @@ func scratchPool[T Float]() *sync.Pool {
 	return &blockScratches[1]
 }
 
-// getBlockScratch returns a scratch for rows of c classes.
-func getBlockScratch[T Float](c int) *blockScratch[T] {
+// getBlockScratch returns a scratch for rows of c classes, or nil
+// without want.
+func getBlockScratch[T Float](c int, want bool) *blockScratch[T] {
+	if !want {
+		return nil
+	}
 	sc, _ := scratchPool[T]().Get().(*blockScratch[T])
 	if sc == nil {
 		sc = &blockScratch[T]{m: make([]float64, entropyRows), s: make([]float64, entropyRows)}
@@ -84,8 +88,20 @@ func getBlockScratch[T Float](c int) *blockScratch[T] {
 	return sc
 }
 
-// putBlockScratch gives sc back to its pool.
-func putBlockScratch[T Float](sc *blockScratch[T]) { scratchPool[T]().Put(sc) }
+// putBlockScratch gives sc, unless nil, back to its pool.
+func putBlockScratch[T Float](sc *blockScratch[T]) {
+	if sc != nil {
+		scratchPool[T]().Put(sc)
+	}
+}
+
+// parts returns the scratch's slices, nil for a nil scratch.
+func (sc *blockScratch[T]) parts() (e []T, m, s []float64) {
+	if sc == nil {
+		return nil, nil, nil
+	}
+	return sc.e, sc.m, sc.s
+}
 
 // EntropySum returns the sum over rows r of
 //
@@ -96,9 +112,9 @@ func putBlockScratch[T Float](sc *blockScratch[T]) { scratchPool[T]().Put(sc) }
 func EntropySum[T Float, I Index](x []T, t []I, c int) float64 {
 	blocks := make([]float64, (len(t)+entropyRows-1)/entropyRows)
 	parallel.For(len(blocks), len(x), func(lo, hi int) {
-		sc := getBlockScratch[T](c)
+		sc := getBlockScratch[T](c, true)
 		defer putBlockScratch(sc)
-		e, m, s := sc.e, sc.m, sc.s
+		e, m, s := sc.parts()
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
 			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
@@ -197,9 +213,9 @@ func EntropyGrad[T Float, I Index](dst, x []T, t []I, c int, scale float64, add 
 // entropyGrad is EntropyGrad for the rows [lo, hi).
 func entropyGrad[T Float, I Index](dst, x []T, t []I, c int, scale float64, add bool, lo, hi int) {
 	// exp(x - max) of a block of rows, the rows' shifts and sums
-	sc := getBlockScratch[T](c)
+	sc := getBlockScratch[T](c, true)
 	defer putBlockScratch(sc)
-	e, m, s := sc.e, sc.m, sc.s
+	e, m, s := sc.parts()
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
 		expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
@@ -255,13 +271,9 @@ func ClassLossRows[T Float, I Index](o *ClassLoss, x []T, t []I, c int, per []fl
 	ce := o.Entropy
 	eps := o.Smoothing
 	parallel.For(nb, len(x), func(lo, hi int) {
-		var e []T
-		var m, s []float64
-		if ce {
-			sc := getBlockScratch[T](c)
-			defer putBlockScratch(sc)
-			e, m, s = sc.e, sc.m, sc.s
-		}
+		sc := getBlockScratch[T](c, ce)
+		defer putBlockScratch(sc)
+		e, m, s := sc.parts()
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
 			if ce {
@@ -333,13 +345,9 @@ func classLossGrad[T Float, I Index](o *ClassLoss, dst, x []T, t []I, c int, sca
 			wsum += w
 		}
 	}
-	var e []T
-	var m, s []float64
-	if ce {
-		sc := getBlockScratch[T](c)
-		defer putBlockScratch(sc)
-		e, m, s = sc.e, sc.m, sc.s
-	}
+	sc := getBlockScratch[T](c, ce)
+	defer putBlockScratch(sc)
+	e, m, s := sc.parts()
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
 		if ce {

@@ -256,25 +256,38 @@ func (g *Along) coords(buf *[8]int) []int {
 // Each row is moved by pickRow or pickStrided (see the note above them).
 func takeAlong[T any, I Index](dst, src []T, idx []I, g *Along, lo, hi int) int {
 	var buf [8]int
-	coord := g.coords(&buf)
-	base := g.rowBase(lo, coord)
+	w := g.walk(lo, &buf)
 	n, s := g.n, g.s
-	lastAxis := g.axis == len(g.ishape)-1
-	stride := g.stride(g.axis)
 	for r := lo; r < hi; r++ {
 		d, x := dst[r*n:(r+1)*n], idx[r*n:(r+1)*n]
 		var k int
-		if lastAxis {
-			k = pickRow(d, src[base:base+s], x)
+		if w.last {
+			k = pickRow(d, src[w.base:w.base+s], x)
 		} else {
-			k = pickStrided(d, src[base:], x, s, stride)
+			k = pickStrided(d, src[w.base:], x, s, w.stride)
 		}
 		if k >= 0 {
 			return r*n + k
 		}
-		base = g.nextRow(base, coord)
+		w.base = g.nextRow(w.base, w.coord)
 	}
 	return -1
+}
+
+// rowWalk follows the rows of an Along: base is the offset in data of the
+// current row's first element, coord its coordinates (see nextRow).
+type rowWalk struct {
+	coord  []int
+	base   int
+	stride int  // the stride of data along the axis
+	last   bool // the axis is the last: a row's elements are contiguous
+}
+
+// walk returns the rowWalk at row lo, its coordinates held in buf when
+// they fit.
+func (g *Along) walk(lo int, buf *[8]int) rowWalk {
+	coord := g.coords(buf)
+	return rowWalk{coord: coord, base: g.rowBase(lo, coord), stride: g.stride(g.axis), last: g.axis == len(g.ishape)-1}
 }
 
 // The loops over the elements of a row live in functions of their own,
@@ -503,18 +516,17 @@ func (t alongAddTask[T, I]) Part(lo, hi int) int {
 // takeAlongAdd is TakeAlongAdd for rows lo..hi-1 of idx.
 func takeAlongAdd[T Number, I Index](dst, src []T, idx []I, g *Along, lo, hi int) {
 	var buf [8]int
-	coord := g.coords(&buf)
-	base := g.rowBase(lo, coord)
-	n, s, stride := g.n, g.s, g.stride(g.axis)
+	w := g.walk(lo, &buf)
+	n, s := g.n, g.s
 	step := 1 // how far the data element moves per step along a row
-	if g.axis == len(g.ishape)-1 {
+	if w.last {
 		step = 0 // along the axis itself the index alone says where
 	}
 	for r := lo; r < hi; r++ {
 		d, x := dst[r*n:(r+1)*n], idx[r*n:(r+1)*n]
 		for k, v := range x {
-			d[k] += src[base+Wrap(v, s)*stride+k*step]
+			d[k] += src[w.base+Wrap(v, s)*w.stride+k*step]
 		}
-		base = g.nextRow(base, coord)
+		w.base = g.nextRow(w.base, w.coord)
 	}
 }

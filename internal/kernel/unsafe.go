@@ -6,6 +6,10 @@ import "unsafe"
 // for the kernels and their Go twins: with alloc_unsafe.go, the only
 // place the package uses unsafe.
 
+// Pointer is the element type of tensors of dtype tensor.UnsafePointer,
+// which Take and TakeAlong move like any other.
+type Pointer = unsafe.Pointer
+
 // ptr returns the address of s's first element (of its backing array when
 // s is empty), as the assembly takes it.
 func ptr[T any](s []T) *byte { return (*byte)(unsafe.Pointer(unsafe.SliceData(s))) }

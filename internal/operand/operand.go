@@ -7,6 +7,7 @@ package operand
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -200,25 +201,20 @@ func rowMajorCopy(t *tensor.Dense) (*tensor.Dense, error) {
 	if len(strides) != len(shape) {
 		return nil, fmt.Errorf("gather: tensor of shape %v has strides %v: %w", shape, strides, errs.ErrShape)
 	}
-	switch WordOf(t.Dtype()) {
-	case Word8:
-		walkStrided(out.Uint8s(), t.Uint8s(), shape, strides)
-	case Word16:
-		walkStrided(out.Uint16s(), t.Uint16s(), shape, strides)
-	case Word32:
-		walkStrided(out.Uint32s(), t.Uint32s(), shape, strides)
-	case Word64:
-		walkStrided(out.Uint64s(), t.Uint64s(), shape, strides)
-	case Word128:
-		walkStrided(out.Complex128s(), t.Complex128s(), shape, strides)
-	case WordString:
-		walkStrided(out.Strings(), t.Strings(), shape, strides)
-	case WordPointer:
-		walkStrided(out.UnsafePointers(), t.UnsafePointers(), shape, strides)
-	default:
+	w := WordOf(t.Dtype())
+	if w == WordNone {
 		return nil, fmt.Errorf("gather: dtype %v is not supported: %w", t.Dtype(), errs.ErrDtype)
 	}
+	PickWord(w, walks)(out, t, shape, strides)
 	return out, nil
+}
+
+// walks holds walk for each Word.
+var walks = Words[func(dst, src *tensor.Dense, shape, strides []int)]{walk[uint8], walk[uint16], walk[uint32], walk[uint64],
+	walk[complex128], walk[string], walk[kernel.Pointer]}
+
+func walk[T any](dst, src *tensor.Dense, shape, strides []int) {
+	walkStrided(Elems[T](dst), Elems[T](src), shape, strides)
 }
 
 // walkStrided is
@@ -256,6 +252,69 @@ const (
 	WordString
 	WordPointer
 )
+
+// Words holds a function for each Word but WordNone, in the order of the
+// Words: Word8, Word16, Word32, Word64, Word128, WordString, WordPointer.
+// An op fills it with one generic function's instances, T being uint8,
+// uint16, uint32, uint64, complex128, string and kernel.Pointer, with
+// Elems[T] reading the tensors.
+type Words[F any] [7]F
+
+// PickWord returns the function of f for w, which must not be WordNone.
+func PickWord[F any](w Word, f Words[F]) F { return f[w-Word8] }
+
+// Elems returns t's elements as a []T, for T one of the Go types Words
+// names (read as machine words of T's width whatever t's dtype), one of
+// float32, float64, int, int32 and int64 (t's own dtype), or
+// kernel.Pointer. An empty tensor
+// gives an empty slice.
+func Elems[T any](t *tensor.Dense) []T {
+	var v any
+	switch any(*new(T)).(type) {
+	case uint8:
+		v = t.Uint8s()
+	case uint16:
+		v = t.Uint16s()
+	case uint32:
+		v = t.Uint32s()
+	case uint64:
+		v = t.Uint64s()
+	case complex128:
+		v = t.Complex128s()
+	case string:
+		v = t.Strings()
+	case float32:
+		v = t.Float32s()
+	case float64:
+		v = t.Float64s()
+	case int:
+		v = t.Ints()
+	case int32:
+		v = t.Int32s()
+	case int64:
+		v = t.Int64s()
+	default:
+		v = t.UnsafePointers()
+	}
+	e, _ := v.([]T)
+	return e
+}
+
+// addable are the dtypes whose values an op can add into an output, in the
+// order PickAddable takes its functions.
+var addable = [5]tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int, tensor.Int32, tensor.Int64}
+
+// PickAddable returns the function of f for dtype dt (f[0] for Float32,
+// then Float64, Int, Int32 and Int64) and true, or false for a dtype whose
+// values cannot be added.
+func PickAddable[F any](dt tensor.Dtype, f [5]F) (F, bool) {
+	i := slices.Index(addable[:], dt)
+	if i < 0 {
+		var zero F
+		return zero, false
+	}
+	return f[i], true
+}
 
 // WordOf returns the Word of dtype dt, WordNone for dtypes the kernels
 // cannot move.

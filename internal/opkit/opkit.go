@@ -186,55 +186,96 @@ func (g *Grad) fits(out *tensor.Dense, in []gorgonia.Value) bool {
 	return true
 }
 
-// SymDiff applies, for each input i with grads[i] non-nil, grads[i] to
-// the inputs and the upstream gradient grad, and returns the gradient
-// nodes (nil for the others); op names the op in errors.
-func SymDiff(op string, grads []*Grad, inputs gorgonia.Nodes, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := operand.CheckArity(op, "", len(inputs), len(grads)); err != nil {
+// Diff is an Op with a gradient op per differentiable input: it
+// implements SymDiff and DoDiff for the ops that embed it.
+type Diff struct {
+	Op
+	// Grads holds, for each input, its gradient op: one taking the op's
+	// inputs and its upstream gradient. It is nil for an input without
+	// a gradient.
+	Grads []*Grad
+	// What names the op in errors; the Sig's name when empty.
+	What string
+	// Err, when set, is what SymDiff and DoDiff return: the op has no
+	// gradient (data of a dtype that is not differentiable).
+	Err error
+}
+
+func (d *Diff) what() string {
+	if d.What != "" {
+		return d.What
+	}
+	return d.sig.Name
+}
+
+// SymDiff applies each input's gradient op to the inputs and the upstream
+// gradient grad, and returns the gradient nodes (nil for an input without
+// one). An empty output or differentiated input is an error (see
+// errs.CheckGradSize).
+func (d *Diff) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if err := d.check(len(inputs)); err != nil {
+		return nil, err
+	}
+	out := make(gorgonia.Nodes, len(inputs))
+	var diff gorgonia.Nodes
+	for i, g := range d.Grads {
+		if g != nil {
+			diff = append(diff, inputs[i])
+		}
+	}
+	if diff == nil {
+		return out, nil
+	}
+	if err := errs.CheckGradSize(d.what(), output, diff...); err != nil {
 		return nil, err
 	}
 	args := append(append(make(gorgonia.Nodes, 0, len(inputs)+1), inputs...), grad)
-	out := make(gorgonia.Nodes, len(inputs))
-	for i, d := range grads {
-		if d == nil {
+	for i, g := range d.Grads {
+		if g == nil {
 			continue
 		}
-		n, err := gorgonia.ApplyOp(d, args...)
+		n, err := gorgonia.ApplyOp(g, args...)
 		if err != nil {
-			return nil, fmt.Errorf("%s: building the gradient: %w", op, errs.Graph(err))
+			return nil, fmt.Errorf("%s: building the gradient: %w", d.what(), errs.Graph(err))
 		}
 		out[i] = n
 	}
 	return out, nil
 }
 
-// DoDiff adds, for each input i with grads[i] non-nil, the gradient
-// grads[i] computes into the gradient input i already has, for Gorgonia's
-// LispMachine; op names the op in errors.
-func DoDiff(op string, grads []*Grad, inputs gorgonia.Nodes, output *gorgonia.Node) error {
-	if err := operand.CheckArity(op, "", len(inputs), len(grads)); err != nil {
+// DoDiff adds each input's gradient into the gradient the input already
+// has, for Gorgonia's LispMachine.
+func (d *Diff) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	if err := d.check(len(inputs)); err != nil {
 		return err
 	}
 	up, err := output.Grad()
 	if err != nil {
-		return fmt.Errorf("%s: the output has no gradient: %w", op, errs.Graph(err))
+		return fmt.Errorf("%s: the output has no gradient: %w", d.what(), errs.Graph(err))
 	}
 	in := make([]gorgonia.Value, 0, len(inputs)+1)
 	for _, n := range inputs {
 		in = append(in, n.Value())
 	}
 	in = append(in, up)
-	for i, d := range grads {
-		if d == nil {
+	for i, g := range d.Grads {
+		if g == nil {
 			continue
 		}
 		dg, err := inputs[i].Grad()
 		if err != nil {
-			return fmt.Errorf("%s: input %d has no gradient to add into: %w", op, i, errs.Graph(err))
+			return fmt.Errorf("%s: input %d has no gradient to add into: %w", d.what(), i, errs.Graph(err))
 		}
-		if err := d.IncrDo(dg, in...); err != nil {
+		if err := g.IncrDo(dg, in...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (d *Diff) check(n int) error {
+	if d.Err != nil {
+		return d.Err
+	}
+	return operand.CheckArity(d.what(), "", n, len(d.sig.In))
 }

@@ -124,16 +124,24 @@ func TestSymDiff(t *testing.T) {
 	x := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(3), gorgonia.WithName("x"),
 		gorgonia.WithValue(tensor.New(tensor.WithBacking([]float64{1, 2, 3}))))
 	up := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(3), gorgonia.WithName("up"))
-	grads := []*Grad{double()}
-	ns, err := SymDiff("double", grads, gorgonia.Nodes{x}, up)
-	if err != nil || len(ns) != 1 || ns[0] == nil || ns[0].Op() != gorgonia.Op(grads[0]) {
+	d := &Diff{Op: New(vec(3)), Grads: []*Grad{double()}}
+	ns, err := d.SymDiff(gorgonia.Nodes{x}, x, up)
+	if err != nil || len(ns) != 1 || ns[0] == nil || ns[0].Op() != gorgonia.Op(d.Grads[0]) {
 		t.Fatalf("SymDiff: %v, %v", ns, err)
 	}
-	if _, err := SymDiff("double", grads, gorgonia.Nodes{x, up}, up); !errors.Is(err, errs.ErrShape) {
+	if _, err := d.SymDiff(gorgonia.Nodes{x, up}, x, up); !errors.Is(err, errs.ErrShape) {
 		t.Errorf("SymDiff with two inputs: %v", err)
 	}
-	if ns, err := SymDiff("double", []*Grad{nil}, gorgonia.Nodes{x}, up); err != nil || ns[0] != nil {
+	none := &Diff{Op: New(vec(3)), Grads: []*Grad{nil}}
+	if ns, err := none.SymDiff(gorgonia.Nodes{x}, x, up); err != nil || ns[0] != nil {
 		t.Errorf("SymDiff without a gradient: %v, %v", ns, err)
+	}
+	bad := &Diff{Op: New(vec(3)), Err: errs.ErrDtype}
+	if _, err := bad.SymDiff(gorgonia.Nodes{x}, x, up); !errors.Is(err, errs.ErrDtype) {
+		t.Errorf("SymDiff of an op that has no gradient: %v", err)
+	}
+	if err := bad.DoDiff(gorgonia.ExecutionContext{}, gorgonia.Nodes{x}, x); !errors.Is(err, errs.ErrDtype) {
+		t.Errorf("DoDiff of an op that has no gradient: %v", err)
 	}
 }
 

@@ -176,13 +176,19 @@ func FloatTensor(v []float64, shape []int, dt tensor.Dtype) *tensor.Dense {
 
 func ReflectTypeOf(v any) reflect.Type { return reflect.TypeOf(v) }
 
-// Unravel returns the coordinates of flat position p in a row-major tensor of shape.
+// Unravel returns the coordinates of flat position p in a row-major tensor
+// of shape, outermost first.
 func Unravel(p int, shape []int) []int {
 	pos := make([]int, len(shape))
-	for d := len(shape) - 1; d >= 0; d-- {
-		if shape[d] > 0 {
-			pos[d] = p % shape[d]
-			p /= shape[d]
+	block := 1
+	for _, d := range shape {
+		block *= max(d, 1)
+	}
+	for i, d := range shape {
+		block /= max(d, 1)
+		if d > 0 {
+			pos[i] = p / block
+			p %= block
 		}
 	}
 	return pos
