@@ -33,6 +33,16 @@ func sizeOf[T any]() uintptr {
 // valuesAt returns the n values of type T from p on.
 func valuesAt[T any](p *byte, n uintptr) []T { return unsafe.Slice((*T)(unsafe.Pointer(p)), n) }
 
+// Words returns the memory of b as a []T of len(b)/size(T) elements:
+// the way Take moves elements of any dtype as machine words of their
+// width. b's first byte must be aligned for T.
+func Words[T any](b []byte) []T {
+	if len(b) == 0 {
+		return nil
+	}
+	return valuesAt[T](&b[0], uintptr(len(b))/sizeOf[T]())
+}
+
 // sliceAt returns the n elements from p on.
 func sliceAt[T any](p *T, n int) []T { return unsafe.Slice(p, n) }
 

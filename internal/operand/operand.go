@@ -266,39 +266,8 @@ func PickWord[F any](w Word, f Words[F]) F { return f[w-Word8] }
 // Elems returns t's elements as a []T, for T one of the Go types Words
 // names (read as machine words of T's width whatever t's dtype), one of
 // float32, float64, int, int32 and int64 (t's own dtype), or
-// kernel.Pointer. An empty tensor
-// gives an empty slice.
-func Elems[T any](t *tensor.Dense) []T {
-	var v any
-	switch any(*new(T)).(type) {
-	case uint8:
-		v = t.Uint8s()
-	case uint16:
-		v = t.Uint16s()
-	case uint32:
-		v = t.Uint32s()
-	case uint64:
-		v = t.Uint64s()
-	case complex128:
-		v = t.Complex128s()
-	case string:
-		v = t.Strings()
-	case float32:
-		v = t.Float32s()
-	case float64:
-		v = t.Float64s()
-	case int:
-		v = t.Ints()
-	case int32:
-		v = t.Int32s()
-	case int64:
-		v = t.Int64s()
-	default:
-		v = t.UnsafePointers()
-	}
-	e, _ := v.([]T)
-	return e
-}
+// kernel.Pointer. An empty tensor gives nil.
+func Elems[T any](t *tensor.Dense) []T { return kernel.Words[T](t.Uint8s()) }
 
 // addable are the dtypes whose values an op can add into an output, in the
 // order PickAddable takes its functions.
