@@ -40,15 +40,9 @@ const opBatchDot = "batch_dot"
 // Sums accumulate in the inputs' dtype, in order of t (of j for ∂a). It is
 // O(n·k·d) forward and backward.
 func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
-	if a == nil || b == nil {
-		return nil, fmt.Errorf("%s: a and b must be nodes: %w", opBatchDot, gather.ErrShape)
-	}
-	dt := a.Dtype()
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("%s: a must be float32 or float64, got %v: %w", opBatchDot, dt, gather.ErrDtype)
-	}
-	if b.Dtype() != dt {
-		return nil, fmt.Errorf("%s: b is %v, a %v: %w", opBatchDot, b.Dtype(), dt, gather.ErrDtype)
+	dt, err := floatPair(opBatchDot, "a", "b", a, b)
+	if err != nil {
+		return nil, err
 	}
 	as, bs := a.Shape(), b.Shape()
 	if len(as) != 2 || len(bs) != 3 || as[0] != bs[0] || as[1] != bs[2] {

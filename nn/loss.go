@@ -399,15 +399,9 @@ func BCEWithLogits(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgoni
 	if err != nil {
 		return nil, err
 	}
-	if logits == nil || targets == nil {
-		return nil, fmt.Errorf("%s: logits and targets must be nodes: %w", opBCE, gather.ErrShape)
-	}
-	dt := logits.Dtype()
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("%s: logits must be float32 or float64, got %v: %w", opBCE, dt, gather.ErrDtype)
-	}
-	if targets.Dtype() != dt {
-		return nil, fmt.Errorf("%s: targets are %v, the logits %v: %w", opBCE, targets.Dtype(), dt, gather.ErrDtype)
+	dt, err := floatPair(opBCE, "logits", "targets", logits, targets)
+	if err != nil {
+		return nil, err
 	}
 	shape := logits.Shape().Clone()
 	if !shapes.SameShape(shape, targets.Shape()) {

@@ -6,6 +6,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
@@ -68,4 +69,21 @@ func addGrad(dg, up gorgonia.Value) {
 func overlapsValue(out *tensor.Dense, v gorgonia.Value) bool {
 	t, ok := v.(*tensor.Dense)
 	return ok && operand.Overlaps(out, t)
+}
+
+// floatPair returns the dtype of the nodes a and b, named an and bn in
+// errors, after checking that both are nodes of one dtype, float32 or
+// float64.
+func floatPair(op, an, bn string, a, b *gorgonia.Node) (tensor.Dtype, error) {
+	if a == nil || b == nil {
+		return tensor.Dtype{}, fmt.Errorf("%s: %s and %s must be nodes: %w", op, an, bn, gather.ErrShape)
+	}
+	dt := a.Dtype()
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return dt, fmt.Errorf("%s: %s must be float32 or float64, got %v: %w", op, an, dt, gather.ErrDtype)
+	}
+	if b.Dtype() != dt {
+		return dt, fmt.Errorf("%s: %s are %v, %s %v: %w", op, bn, b.Dtype(), an, dt, gather.ErrDtype)
+	}
+	return dt, nil
 }
