@@ -16,6 +16,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
 )
@@ -24,6 +25,11 @@ import (
 // package wordvec, word-vector file). Every error about a file's contents
 // wraps it.
 var ErrFormat = errors.New("malformed file")
+
+// ErrInUse: Write or Save onto the path of a file an open table holds
+// (table.Open, nn.OpenEmbedding), in this process or another; the file is
+// left untouched. It is table.ErrInUse.
+var ErrInUse = errs.ErrInUse
 
 // MaxHeader is the largest header Read accepts, in bytes, as the
 // safetensors library does: a longer header length is an ErrFormat error,

@@ -1,7 +1,6 @@
 package table
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -23,8 +22,10 @@ import (
 var ErrClosed = errs.ErrClosed
 
 // ErrInUse: Open of a file another Open holds open, in this process or
-// another.
-var ErrInUse = errors.New("the table's file is in use")
+// another, or a write onto such a file's path (Create, checkpoint.Save,
+// checkpoint.Write, wordvec.Write), which leaves the file untouched. It
+// is checkpoint.ErrInUse.
+var ErrInUse = errs.ErrInUse
 
 // Create creates at path a safetensors file holding one tensor,
 // "<name>.weight", a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -41,6 +42,10 @@ var ErrInUse = errors.New("the table's file is in use")
 // the file is written atomically, as checkpoint.Write writes: a crash
 // leaves no partial table at path. NumPy, PyTorch's safetensors and
 // checkpoint.Read read it.
+//
+// An existing file at path is an error wrapping os.ErrExist unless
+// WithReplace is given; a file an open table holds (Open, in this process
+// or another) is an error wrapping ErrInUse, and is left untouched.
 func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) error {
 	prefix := fmt.Sprintf("table %q", name)
 	var cfg config
@@ -66,6 +71,9 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, vocab); err != nil {
 			return err
 		}
+	}
+	if _, err := os.Lstat(path); err == nil && !cfg.replace {
+		return fmt.Errorf("%s: %s exists; give WithReplace to replace it: %w", prefix, path, os.ErrExist)
 	}
 	header, err := checkpoint.Header(name+".weight", format, []int{vocab, dim})
 	if err != nil {
@@ -178,9 +186,6 @@ func Open(path, name string) (*File, error) {
 	}
 	vocab, dim := info.Shape[0], info.Shape[1]
 	m, err := fileio.Map(path)
-	if errors.Is(err, fileio.ErrLocked) {
-		return nil, fmt.Errorf("%s: %s is open in another Open: %w", prefix, path, ErrInUse)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}

@@ -9,8 +9,9 @@ type Option func(*config)
 type config struct {
 	init   gorgonia.InitWFn // nil: N(0, 1) from seed
 	seed   uint64
-	hasPad bool
-	pad    int
+	hasPad  bool
+	pad     int
+	replace bool
 }
 
 // WithInit sets the initialiser: fn(dt, rows, dim) is called once per
@@ -27,3 +28,8 @@ func WithSeed(seed uint64) Option { return func(c *config) { c.seed = seed } }
 // counts from the end of the vocabulary. Give nn.OpenEmbedding
 // nn.WithPadding(i) too, so that the row receives no gradient.
 func WithPadding(i int) Option { return func(c *config) { c.hasPad, c.pad = true, i } }
+
+// WithReplace lets Create replace a file that exists at path (unless an
+// open table holds it: that is ErrInUse whatever the options). Without
+// it, an existing file is an error wrapping os.ErrExist.
+func WithReplace() Option { return func(c *config) { c.replace = true } }

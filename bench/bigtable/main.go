@@ -60,7 +60,7 @@ func main() {
 	if !*reuse {
 		fmt.Printf("disk: dd of %d MB with fsync: %s\n", min(size, 4<<30)>>20, ddSpeed(*dir, min(size, 4<<30)))
 		start := time.Now()
-		if err := table.Create(path, "table", *rows, dim, tensor.Float32, table.WithSeed(1)); err != nil {
+		if err := table.Create(path, "table", *rows, dim, tensor.Float32, table.WithSeed(1), table.WithReplace()); err != nil {
 			log.Fatal(err)
 		}
 		el := time.Since(start)

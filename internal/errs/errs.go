@@ -25,9 +25,11 @@ var (
 
 	// ErrClosed is table.ErrClosed, which package table documents.
 	ErrClosed = errors.New("the table's file is closed")
+	// ErrInUse is table.ErrInUse and checkpoint.ErrInUse.
+	ErrInUse = errors.New("the file is in use by an open table")
 )
 
-var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph, ErrClosed}
+var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph, ErrClosed, ErrInUse}
 
 // Ours returns the first error in err's chain that wraps one of the
 // sentinels, or nil. It follows Unwrap (one error or several) and, for

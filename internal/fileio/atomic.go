@@ -25,8 +25,20 @@ func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-"
 // earlier, killed write to path left are removed first. On error the
 // temporary file is removed and path is untouched. The file is created as
 // os.Create creates one: mode 0666 less the umask.
+//
+// A file at path that a Mapping holds (an open table, in this process or
+// another) is not replaced: the error wraps errs.ErrInUse. The old file
+// stays locked until the new one has replaced it, so that no Map can
+// take it meanwhile.
 func WriteAtomic(path string, write func(f *os.File) error) (err error) {
 	dir := filepath.Dir(path)
+	old, err := lockOld(path)
+	if err != nil {
+		return err
+	}
+	if old != nil {
+		defer old.Close()
+	}
 	if err := RemoveStale(path); err != nil {
 		return err
 	}
@@ -54,6 +66,23 @@ func WriteAtomic(path string, write func(f *os.File) error) (err error) {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// lockOld opens and locks the file at path, if there is one, or returns
+// an error wrapping errs.ErrInUse if a Mapping holds it.
+func lockOld(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := lock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // createTemp creates a new file named prefix and a random number in dir,

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gathergrad/gather/internal/errs"
 )
 
 // A Mapping is a file mapped read-write into memory (MAP_SHARED): writes
@@ -22,21 +24,14 @@ type Mapping struct {
 	data []byte // the whole file
 }
 
-// ErrLocked: the file is already mapped (or locked) by another Mapping,
-// in this process or another.
-var ErrLocked = errors.New("file is in use")
-
 // Map opens path read-write, locks it and maps it whole.
 func Map(path string) (*Mapping, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lock(f); err != nil {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", path, ErrLocked)
-		}
 		return nil, err
 	}
 	st, err := f.Stat()
@@ -57,6 +52,19 @@ func Map(path string) (*Mapping, error) {
 	// fault would fetch pages no one asked for.
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
 	return &Mapping{f: f, data: data}, nil
+}
+
+// lock locks f (flock, exclusive) for as long as it is open, or returns
+// an error wrapping errs.ErrInUse if a Mapping or a write holds it, in
+// this process or another.
+func lock(f *os.File) error {
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("%s is held by an open table or a write: %w", f.Name(), errs.ErrInUse)
+		}
+		return fmt.Errorf("locking %s: %w", f.Name(), err)
+	}
+	return nil
 }
 
 // Bytes returns the mapped file.
