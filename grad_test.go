@@ -460,3 +460,44 @@ func TestGradOpPreallocAndIncr(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, v.Data())
 }
+
+// The gradient of an empty Gather is zeros: with an upstream gradient the
+// caller gives (which Gorgonia does not allocate), Backpropagate builds
+// it and the TapeMachine runs it, and the gradient op itself writes zeros
+// over a stale buffer. Only a zero-sized gradient Gorgonia would allocate,
+// which would crash its TapeMachine, is refused.
+func TestEmptyGatherGradient(t *testing.T) {
+	for _, ishape := range [][]int{{0}, {0, 3}} {
+		g := gorgonia.NewGraph()
+		d := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(5), gorgonia.WithName("d"),
+			gorgonia.WithValue(tensor.New(tensor.WithBacking([]float64{1, 2, 3, 4, 5}))))
+		i := gorgonia.NodeFromAny(g, tensor.New(tensor.Of(tensor.Int), tensor.WithShape(ishape...)), gorgonia.WithName("i"))
+		out, err := gather.Gather(d, i, 0)
+		require.NoError(t, err)
+		upv := tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(ishape...))
+		up := gorgonia.NodeFromAny(g, upv, gorgonia.WithName("up"))
+		grads, err := gorgonia.Backpropagate(gorgonia.Nodes{out}, gorgonia.Nodes{up}, gorgonia.Nodes{d})
+		require.NoError(t, err, "shape %v", ishape)
+		vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(d))
+		require.NoError(t, vm.RunAll(), "shape %v", ishape)
+		vm.Close()
+		gd, err := d.Grad()
+		require.NoError(t, err)
+		assert.Equal(t, []float64{0, 0, 0, 0, 0}, gd.Data(), "shape %v", ishape)
+
+		stale := tensor.New(tensor.WithBacking([]float64{9, 9, 9, 9, 9}))
+		v, err := grads[0].Op().(gorgonia.UsePreallocDoer).UsePreallocDo(stale, d.Value(), i.Value(), upv)
+		require.NoError(t, err)
+		assert.Equal(t, []float64{0, 0, 0, 0, 0}, v.Data(), "shape %v", ishape)
+	}
+	// A cost over the empty output: the TapeMachine would allocate its
+	// zero-sized gradient and crash, so Grad refuses it.
+	g := gorgonia.NewGraph()
+	d := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(5), gorgonia.WithName("d"))
+	i := gorgonia.NodeFromAny(g, tensor.New(tensor.Of(tensor.Int), tensor.WithShape(0)), gorgonia.WithName("i"))
+	out, err := gather.Gather(d, i, 0)
+	require.NoError(t, err)
+	_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(out)), d)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "empty batch")
+}

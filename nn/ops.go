@@ -22,7 +22,7 @@ type passGrad struct {
 
 // SymDiff gives the inputs the output's gradient.
 func (o *passGrad) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	if err := errs.CheckGradSize(o.what, output); err != nil {
+	if err := errs.CheckGradSize(o.what, grad); err != nil {
 		return nil, err
 	}
 	out := make(gorgonia.Nodes, len(inputs))

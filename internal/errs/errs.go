@@ -69,15 +69,16 @@ func Graph(err error) error {
 }
 
 // CheckGradSize reports an error, for the SymDiff of the op named op, if
-// out (the op's output, nil or a scalar for none to check) has no elements, or if one of ins (the inputs it
-// differentiates) has none and is computed by another op. The gradient
-// would then be zero-sized, and Gorgonia's TapeMachine panics when it
-// allocates a zero-sized value for the ops (matrix products, the
-// broadcasts of Sum and Mean) that carry such a gradient, so
-// gorgonia.Grad refuses it here, while the graph is built.
-func CheckGradSize(op string, out *gorgonia.Node, ins ...*gorgonia.Node) error {
-	if out != nil && len(out.Shape()) > 0 && out.Shape().TotalSize() == 0 {
-		return emptyBatch(op, "its output", out.Shape())
+// a zero-sized value would have to be made by Gorgonia's TapeMachine,
+// which panics when it allocates one: if up (the upstream gradient node)
+// or one of ins (the inputs the op differentiates) has no elements and is
+// computed by an op. A zero-sized upstream gradient the user gives as a
+// value is fine: the gradient of an empty lookup is then zeros. So
+// gorgonia.Grad of a cost over an empty batch is refused here, while the
+// graph is built.
+func CheckGradSize(op string, up *gorgonia.Node, ins ...*gorgonia.Node) error {
+	if up != nil && up.Op() != nil && len(up.Shape()) > 0 && up.Shape().TotalSize() == 0 {
+		return emptyBatch(op, "its output's gradient", up.Shape())
 	}
 	for _, n := range ins {
 		if n != nil && n.Op() != nil && n.Shape().TotalSize() == 0 {

@@ -226,7 +226,7 @@ func (d *Diff) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorg
 	if diff == nil {
 		return out, nil
 	}
-	if err := errs.CheckGradSize(d.what(), output, diff...); err != nil {
+	if err := errs.CheckGradSize(d.what(), grad, diff...); err != nil {
 		return nil, err
 	}
 	args := append(append(make(gorgonia.Nodes, 0, len(inputs)+1), inputs...), grad)
