@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"reflect"
@@ -26,6 +28,11 @@ import (
 // wraps it.
 var ErrFormat = errors.New("malformed file")
 
+// ErrMismatch: a well-formed file does not fit the model Load restores:
+// a tensor missing from the file or from the model, or of another shape
+// or dtype. The error names each tensor, with both sides.
+var ErrMismatch = errors.New("checkpoint does not match the model")
+
 // ErrInUse: Write or Save onto the path of a file an open table holds
 // (table.Open, nn.OpenEmbedding), in this process or another; the file is
 // left untouched. It is table.ErrInUse.
@@ -38,6 +45,19 @@ const MaxHeader = 100_000_000
 
 // metadataKey is the header's entry for the string-to-string metadata.
 const metadataKey = "__metadata__"
+
+// checksumKey is the metadata entry under which Write records a CRC-32C
+// (Castagnoli) checksum of each tensor's data, as a JSON object of
+// 8-digit hex strings by tensor name. Read and Load check it when it is
+// there and leave it out of the metadata they return.
+const checksumKey = "gathergrad.crc32c"
+
+// castagnoli is the CRC-32C table.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// chunk is how many bytes Write and Load move per call: a tensor larger
+// than a few chunks is written and loaded without a copy of it in memory.
+const chunk = 4 << 20
 
 // A format is one of the file format's dtypes.
 type format struct {
@@ -107,6 +127,9 @@ type headerEntry struct {
 // The file is written atomically (see package doc): a crash at any moment
 // leaves the previous file or the new one, never a torn one.
 func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string) error {
+	if _, ok := meta[checksumKey]; ok {
+		return fmt.Errorf("checkpoint: the metadata key %q is the checksums': %w", checksumKey, gather.ErrOption)
+	}
 	names := make([]string, 0, len(tensors))
 	for name := range tensors {
 		names = append(names, name)
@@ -114,6 +137,7 @@ func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string
 	slices.Sort(names)
 	data := make([][]byte, len(names))
 	header := make(map[string]any, len(names)+1)
+	sums := make(map[string]string, len(names))
 	var offset int64
 	for i, name := range names {
 		if name == "" || name == metadataKey {
@@ -133,17 +157,15 @@ func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string
 		}
 		data[i] = b
 		header[name] = headerEntry{Dtype: f.name, Shape: int64s(t.Shape()), DataOffsets: []int64{offset, offset + int64(len(b))}}
+		sums[name] = "00000000" // a place for the sum, of its final width
 		offset += int64(len(b))
 	}
-	if len(meta) > 0 {
-		header[metadataKey] = meta
-	}
-	js, err := json.Marshal(header)
+	// The header is written first with the sums' places, then again with
+	// the sums once the data they are sums of has been written: the data
+	// is read once, whatever its size.
+	js, err := headerJSON(header, meta, sums)
 	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if pad := (8 - len(js)%8) % 8; pad > 0 {
-		js = append(js, bytes.Repeat([]byte{' '}, pad)...)
+		return err
 	}
 	return fileio.WriteAtomic(path, func(f *os.File) error {
 		var n [8]byte
@@ -154,13 +176,63 @@ func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string
 		if _, err := f.Write(js); err != nil {
 			return err
 		}
-		for _, b := range data {
-			if _, err := f.Write(b); err != nil {
+		for i, b := range data {
+			sum, err := writeChunks(f, b)
+			if err != nil {
 				return err
 			}
+			sums[names[i]] = fmt.Sprintf("%08x", sum)
 		}
-		return nil
+		final, err := headerJSON(header, meta, sums)
+		if err != nil {
+			return err
+		}
+		if len(final) != len(js) {
+			return fmt.Errorf("checkpoint: the header changed length with its checksums (%d, %d bytes)", len(js), len(final))
+		}
+		_, err = f.WriteAt(final, 8)
+		return err
 	})
+}
+
+// headerJSON returns the JSON header of tensors (entries by name), meta
+// and the checksums sums, padded with spaces to a multiple of 8 bytes.
+func headerJSON(entries map[string]any, meta, sums map[string]string) ([]byte, error) {
+	cs, err := json.Marshal(sums)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	m := make(map[string]string, len(meta)+1)
+	maps.Copy(m, meta)
+	m[checksumKey] = string(cs)
+	entries[metadataKey] = m
+	js, err := json.Marshal(entries)
+	delete(entries, metadataKey)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if pad := (8 - len(js)%8) % 8; pad > 0 {
+		js = append(js, bytes.Repeat([]byte{' '}, pad)...)
+	}
+	return js, nil
+}
+
+// writeChunks writes b to f a chunk at a time, asking the system to bring
+// the next chunk in while one is written (b may be a mapped file's, not
+// yet in memory), and returns b's CRC-32C.
+func writeChunks(f *os.File, b []byte) (uint32, error) {
+	var sum uint32
+	for off := 0; off < len(b); off += chunk {
+		c := b[off:min(off+chunk, len(b))]
+		if next := off + chunk; next < len(b) {
+			fileio.WillNeedMemory(b[next:min(next+2*chunk, len(b))])
+		}
+		sum = crc32.Update(sum, castagnoli, c)
+		if _, err := f.Write(c); err != nil {
+			return 0, err
+		}
+	}
+	return sum, nil
 }
 
 func int64s(s []int) []int64 {
@@ -209,24 +281,42 @@ func rawBytes(t tensor.Tensor, f format) ([]byte, error) {
 // BOOL byte other than 0 and 1 are errors wrapping ErrFormat. Read
 // allocates at most the file's size (twice it for F16 and BF16 data).
 func Read(path string) (map[string]*tensor.Dense, map[string]string, error) {
-	f, err := os.Open(path)
+	f, h, err := open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	entries, meta, dataStart, err := readHeader(f, path)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make(map[string]*tensor.Dense, len(entries))
-	for _, e := range entries {
-		t, err := readTensor(f, dataStart, e)
+	out := make(map[string]*tensor.Dense, len(h.entries))
+	for _, e := range h.entries {
+		t, err := h.read(f, e)
 		if err != nil {
 			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, e.name, err)
 		}
 		out[e.name] = t
 	}
-	return out, meta, nil
+	return out, h.meta, nil
+}
+
+// A header is a file's checked header.
+type header struct {
+	entries   []entry // in the order of their data
+	meta      map[string]string
+	sums      map[string]uint32 // CRC-32C by tensor, for the tensors that have one
+	dataStart int64
+}
+
+// open opens the safetensors file at path and reads its header.
+func open(path string) (*os.File, header, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, header{}, err
+	}
+	h, err := readHeader(f, path)
+	if err != nil {
+		f.Close()
+		return nil, header{}, err
+	}
+	return f, h, nil
 }
 
 // formatError returns an error about path's contents wrapping ErrFormat.
@@ -234,34 +324,66 @@ func formatError(path, format string, args ...any) error {
 	return fmt.Errorf("checkpoint: %s: %s: %w", path, fmt.Sprintf(format, args...), ErrFormat)
 }
 
-// readHeader reads and checks the header of the file f (named path): its
-// entries in the order of their data, its metadata, and where the data
-// starts.
-func readHeader(f *os.File, path string) ([]entry, map[string]string, int64, error) {
+// readHeader reads and checks the header of the file f (named path).
+func readHeader(f *os.File, path string) (header, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return nil, nil, 0, err
+		return header{}, err
 	}
 	size := st.Size()
 	var lenBuf [8]byte
 	if _, err := io.ReadFull(io.NewSectionReader(f, 0, size), lenBuf[:]); err != nil {
-		return nil, nil, 0, formatError(path, "%d bytes, too short for the header length", size)
+		return header{}, formatError(path, "%d bytes, too short for the header length", size)
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
 	if n > MaxHeader || n > uint64(size-8) {
-		return nil, nil, 0, formatError(path, "header length %d exceeds the file's %d bytes or the limit of %d", n, size-8, MaxHeader)
+		return header{}, formatError(path, "header length %d exceeds the file's %d bytes or the limit of %d", n, size-8, MaxHeader)
 	}
 	js := make([]byte, n)
 	if _, err := f.ReadAt(js, 8); err != nil {
-		return nil, nil, 0, formatError(path, "reading the header: %v", err)
+		return header{}, formatError(path, "reading the header: %v", err)
 	}
-	dataStart := 8 + int64(n)
-	dataLen := size - dataStart
-	entries, meta, err := parseHeader(js, dataLen)
-	if err != nil {
-		return nil, nil, 0, formatError(path, "%v", err)
+	h := header{dataStart: 8 + int64(n)}
+	if h.entries, h.meta, err = parseHeader(js, size-h.dataStart); err != nil {
+		return header{}, formatError(path, "%v", err)
 	}
-	return entries, meta, dataStart, nil
+	if h.sums, err = parseSums(h.meta, h.entries); err != nil {
+		return header{}, formatError(path, "%v", err)
+	}
+	delete(h.meta, checksumKey)
+	if len(h.meta) == 0 {
+		h.meta = nil
+	}
+	return h, nil
+}
+
+// parseSums reads the checksums Write records in meta, if any: one per
+// tensor of entries, each 8 hex digits.
+func parseSums(meta map[string]string, entries []entry) (map[string]uint32, error) {
+	js, ok := meta[checksumKey]
+	if !ok {
+		return nil, nil
+	}
+	var hex map[string]string
+	if err := strictDecode([]byte(js), &hex); err != nil {
+		return nil, fmt.Errorf("the checksums are not a JSON object of strings: %v", err)
+	}
+	sums := make(map[string]uint32, len(hex))
+	for _, e := range entries {
+		h, ok := hex[e.name]
+		if !ok {
+			return nil, fmt.Errorf("tensor %q has no checksum", e.name)
+		}
+		v, err := strconv.ParseUint(h, 16, 32)
+		if err != nil || len(h) != 8 {
+			return nil, fmt.Errorf("tensor %q's checksum %q is not 8 hex digits", e.name, h)
+		}
+		sums[e.name] = uint32(v)
+	}
+	if len(hex) != len(entries) {
+		return nil, fmt.Errorf("%d checksums for %d tensors", len(hex), len(entries))
+	}
+	return sums, nil
 }
 
 // parseHeader parses and checks a JSON header for dataLen bytes of data.
@@ -395,8 +517,8 @@ func checkEntry(name string, h headerEntry, dataLen int64) (entry, error) {
 	return entry{name: name, format: f, shape: shape, begin: begin, end: end}, nil
 }
 
-// readTensor reads the data of e.
-func readTensor(f *os.File, dataStart int64, e entry) (*tensor.Dense, error) {
+// read reads the data of e, checking its checksum if it has one.
+func (h header) read(f *os.File, e entry) (*tensor.Dense, error) {
 	n := int((e.end - e.begin) / int64(e.format.size))
 	var t *tensor.Dense
 	if len(e.shape) == 0 {
@@ -407,7 +529,7 @@ func readTensor(f *os.File, dataStart int64, e entry) (*tensor.Dense, error) {
 		t = operand.NewOutput(e.format.dt, e.shape)
 	}
 	if n == 0 {
-		return t, nil
+		return t, h.check(e, 0)
 	}
 	var raw []byte
 	switch e.format.name {
@@ -417,8 +539,11 @@ func readTensor(f *os.File, dataStart int64, e entry) (*tensor.Dense, error) {
 		raw = t.Header.Raw[:n*e.format.size]
 		fileio.PreferHugePages(raw)
 	}
-	if _, err := f.ReadAt(raw, dataStart+e.begin); err != nil {
+	if _, err := f.ReadAt(raw, h.dataStart+e.begin); err != nil {
 		return nil, fmt.Errorf("reading %d bytes: %v: %w", len(raw), err, ErrFormat)
+	}
+	if err := h.check(e, crc32.Checksum(raw, castagnoli)); err != nil {
+		return nil, err
 	}
 	switch e.format.name {
 	case "F16":
@@ -445,6 +570,50 @@ func readTensor(f *os.File, dataStart int64, e entry) (*tensor.Dense, error) {
 		}
 	}
 	return t, nil
+}
+
+// verify reads e's data a chunk at a time and checks it against its
+// checksum; without one it does nothing.
+func (h header) verify(f *os.File, e entry) error {
+	want, ok := h.sums[e.name]
+	if !ok {
+		return nil
+	}
+	buf := make([]byte, min(chunk, e.end-e.begin))
+	var sum uint32
+	for off := e.begin; off < e.end; off += chunk {
+		b := buf[:min(chunk, e.end-off)]
+		if _, err := f.ReadAt(b, h.dataStart+off); err != nil {
+			return fmt.Errorf("reading %d bytes: %v: %w", len(b), err, ErrFormat)
+		}
+		sum = crc32.Update(sum, castagnoli, b)
+	}
+	if sum != want {
+		return h.check(e, sum)
+	}
+	return nil
+}
+
+// readInto reads e's data into dst's memory, which holds exactly that
+// many bytes in the file's layout (see directTarget), a chunk at a time.
+func (h header) readInto(f *os.File, e entry, dst *tensor.Dense) error {
+	raw := dst.Header.Raw[:e.end-e.begin]
+	for off := int64(0); off < int64(len(raw)); off += chunk {
+		b := raw[off:min(off+chunk, int64(len(raw)))]
+		if _, err := f.ReadAt(b, h.dataStart+e.begin+off); err != nil {
+			return fmt.Errorf("reading %d bytes: %w", len(b), err)
+		}
+	}
+	return nil
+}
+
+// check returns an error wrapping ErrFormat if e has a checksum and the
+// CRC-32C of its data, sum, is not it.
+func (h header) check(e entry, sum uint32) error {
+	if want, ok := h.sums[e.name]; ok && want != sum {
+		return fmt.Errorf("the data's checksum is %08x, the file records %08x: the data is corrupt: %w", sum, want, ErrFormat)
+	}
+	return nil
 }
 
 // halfToFloat returns the IEEE half-precision value h as a float32,
@@ -485,21 +654,17 @@ type TensorInfo struct {
 // as Read does, without reading any tensor: the tensors in the order of
 // their data, and the metadata.
 func Inspect(path string) ([]TensorInfo, map[string]string, error) {
-	f, err := os.Open(path)
+	f, h, err := open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	entries, meta, dataStart, err := readHeader(f, path)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]TensorInfo, len(entries))
-	for i, e := range entries {
+	out := make([]TensorInfo, len(h.entries))
+	for i, e := range h.entries {
 		out[i] = TensorInfo{Name: e.name, Dtype: e.format.dt, Format: e.format.name, Shape: e.shape,
-			Offset: dataStart + e.begin, Size: e.end - e.begin}
+			Offset: h.dataStart + e.begin, Size: e.end - e.begin}
 	}
-	return out, meta, nil
+	return out, h.meta, nil
 }
 
 // Header returns the bytes that start a safetensors file holding one

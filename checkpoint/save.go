@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -10,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
 )
@@ -63,82 +63,202 @@ func states(parts []Part) (map[string]tensor.Tensor, []map[string]tensor.Tensor,
 }
 
 // Load restores parts from the file at path, which Save (or Write, or
-// another safetensors writer) made, and returns its metadata. Every part
-// is checked before any changes: each of its tensors must be in the file
-// with the same shape and dtype (no conversion, F16 to float32 included),
-// and every tensor of the file must belong to a part. A missing, unknown,
-// misshapen or mistyped tensor is an error wrapping ErrFormat that names
-// it, and a malformed file is one too (see Read); on any error the parts
-// are exactly as they were.
+// another safetensors writer) made, and returns its metadata: LoadWith
+// with the zero LoadOptions. Every tensor of the parts must be in the
+// file with the same shape and dtype, and every tensor of the file must
+// belong to a part.
 func Load(path string, parts ...Part) (map[string]string, error) {
+	r, err := LoadWith(path, LoadOptions{}, parts...)
+	return r.Meta, err
+}
+
+// LoadOptions change what LoadWith accepts. The zero value is Load's.
+type LoadOptions struct {
+	// NonStrict (PyTorch's strict=False) loads the tensors the file and
+	// the parts share, and reports the others instead of refusing them:
+	// Report.Missing and Report.Unexpected. A part gets SetState with the
+	// tensors of its that the file has, or no call when it has none; of
+	// this module's parts, Nodes restores the nodes found, while an
+	// embedding's table and an optimiser's state are loaded whole or not
+	// at all (a part of them missing is an ErrMismatch error).
+	NonStrict bool
+	// Convert loads a float tensor of the file into a part of the other
+	// float dtype: float32 into float64 exactly, float64 into float32
+	// rounded to nearest. Without it a dtype that differs is ErrMismatch.
+	Convert bool
+}
+
+// A Report says what LoadWith found: the file's metadata and, under
+// NonStrict, the parts' tensors the file lacks (Missing) and the file's
+// tensors no part holds (Unexpected), each sorted.
+type Report struct {
+	Meta                map[string]string
+	Missing, Unexpected []string
+}
+
+// LoadWith restores parts from the file at path as o says. Everything is
+// checked before any part changes: a tensor of the parts missing from the
+// file, one of the file no part holds (both allowed under NonStrict) and
+// one of another shape or dtype (another float dtype allowed under
+// Convert) are an error wrapping ErrMismatch that names each tensor with
+// its shape and dtype on both sides; a malformed file, or data that does
+// not match its checksum (see Write), is an error wrapping ErrFormat (see
+// Read). On any of these the parts are exactly as they were.
+//
+// A tensor of 16 MB or more that needs no conversion is read straight
+// into the memory its part's State returned (for a table in a file, its
+// mapping), a few MB at a time, after every check, its checksum included,
+// has passed; the Go heap holds no copy of it. Only an I/O error during
+// that read leaves such a tensor part-loaded, and the error says so.
+func LoadWith(path string, o LoadOptions, parts ...Part) (Report, error) {
 	_, each, err := states(parts)
 	if err != nil {
-		return nil, err
+		return Report{}, err
 	}
-	f, err := os.Open(path)
+	f, h, err := open(path)
 	if err != nil {
-		return nil, err
+		return Report{}, err
 	}
 	defer f.Close()
-	entries, meta, dataStart, err := readHeader(f, path)
-	if err != nil {
-		return nil, err
-	}
-	byName := make(map[string]entry, len(entries))
-	for _, e := range entries {
+	byName := make(map[string]entry, len(h.entries))
+	for _, e := range h.entries {
 		byName[e.name] = e
 	}
-	var missing, wrong []string
+	var r Report
+	var wrong []string
 	claimed := map[string]bool{}
 	for _, st := range each {
 		for name, t := range st {
 			claimed[name] = true
 			e, ok := byName[name]
 			if !ok {
-				missing = append(missing, name)
+				r.Missing = append(r.Missing, name)
 				continue
 			}
-			want, ok := formatOf(t.Dtype())
-			if !ok || want.name != e.format.name || !shapes.SameShape(e.shape, t.Shape()) {
+			if !fits(e, t, o.Convert) {
 				wrong = append(wrong, fmt.Sprintf("%s is %s of shape %v in the file, %v of shape %v in the model", name, e.format.name, e.shape, t.Dtype(), t.Shape()))
 			}
 		}
 	}
-	var unknown []string
-	for _, e := range entries {
+	for _, e := range h.entries {
 		if !claimed[e.name] {
-			unknown = append(unknown, e.name)
+			r.Unexpected = append(r.Unexpected, e.name)
 		}
 	}
-	slices.Sort(missing)
-	slices.Sort(unknown)
+	slices.Sort(r.Missing)
+	slices.Sort(r.Unexpected)
 	slices.Sort(wrong)
 	switch {
-	case len(missing) > 0:
-		return nil, formatError(path, "missing %s", strings.Join(quoted(missing), ", "))
 	case len(wrong) > 0:
-		return nil, formatError(path, "%s", strings.Join(wrong, "; "))
-	case len(unknown) > 0:
-		return nil, formatError(path, "tensors no part holds: %s", strings.Join(quoted(unknown), ", "))
+		return Report{}, mismatch(path, "%s", strings.Join(wrong, "; "))
+	case len(r.Missing) > 0 && !o.NonStrict:
+		return Report{}, mismatch(path, "the file has no %s", strings.Join(quoted(r.Missing), ", "))
+	case len(r.Unexpected) > 0 && !o.NonStrict:
+		return Report{}, mismatch(path, "no part holds the file's %s", strings.Join(quoted(r.Unexpected), ", "))
 	}
-	// Everything fits: read each part's tensors, then hand them over.
+	// Everything fits. The small tensors are read (and checked) into new
+	// memory, the large ones checked in a pass over their data, and only
+	// then are the large ones read into their parts' memory.
 	read := make([]map[string]*tensor.Dense, len(parts))
+	var direct []directRead
 	for i, st := range each {
 		read[i] = make(map[string]*tensor.Dense, len(st))
-		for name := range st {
-			t, err := readTensor(f, dataStart, byName[name])
-			if err != nil {
-				return nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, name, err)
+		for name, t := range st {
+			e, ok := byName[name]
+			if !ok {
+				continue
 			}
-			read[i][name] = t
+			if dst, ok := directTarget(e, t); ok {
+				if err := h.verify(f, e); err != nil {
+					return Report{}, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, name, err)
+				}
+				direct = append(direct, directRead{e: e, dst: dst})
+				read[i][name] = dst
+				continue
+			}
+			v, err := h.read(f, e)
+			if err == nil && v.Dtype() != t.Dtype() {
+				v, err = convert(v, t.Dtype())
+			}
+			if err != nil {
+				return Report{}, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, name, err)
+			}
+			read[i][name] = v
+		}
+	}
+	for _, d := range direct {
+		if err := h.readInto(f, d.e, d.dst); err != nil {
+			return Report{}, fmt.Errorf("checkpoint: %s: tensor %q is part-loaded: %w", path, d.e.name, err)
 		}
 	}
 	for i, p := range parts {
+		if len(read[i]) == 0 && len(each[i]) > 0 {
+			continue // NonStrict: the file has none of this part's tensors
+		}
 		if err := p.SetState(read[i]); err != nil {
-			return nil, err
+			return Report{}, err
 		}
 	}
-	return meta, nil
+	r.Meta = h.meta
+	return r, nil
+}
+
+// directMin is the size from which Load reads a tensor straight into its
+// part's memory.
+const directMin = 16 << 20
+
+// A directRead is a tensor Load reads straight into dst.
+type directRead struct {
+	e   entry
+	dst *tensor.Dense
+}
+
+// directTarget returns t as the destination of a direct read of e: a
+// row-major *tensor.Dense, not a view, of e's dtype and directMin bytes
+// or more, on a little-endian machine.
+func directTarget(e entry, t tensor.Tensor) (*tensor.Dense, bool) {
+	d, ok := t.(*tensor.Dense)
+	if !ok || e.end-e.begin < directMin || !fileio.LittleEndian || !operand.Writable(d) {
+		return nil, false
+	}
+	f, ok := formatOf(d.Dtype())
+	return d, ok && f.name == e.format.name && d.Dtype() != tensor.Int && d.Dtype() != tensor.Bool
+}
+
+// fits reports whether the file's tensor e can load into t: the same
+// shape, and the dtype Read gives e, or with convert another float dtype.
+func fits(e entry, t tensor.Tensor, convert bool) bool {
+	if !shapes.SameShape(e.shape, t.Shape()) {
+		return false
+	}
+	want, ok := formatOf(t.Dtype())
+	if ok && want.name == e.format.name {
+		return true
+	}
+	isFloat := func(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor.Float64 }
+	return convert && isFloat(e.format.dt) && isFloat(t.Dtype())
+}
+
+// convert returns v, a float tensor, in dt, the other float dtype.
+func convert(v *tensor.Dense, dt tensor.Dtype) (*tensor.Dense, error) {
+	out := tensor.New(tensor.Of(dt), tensor.WithShape(v.Shape().Clone()...))
+	if dt == tensor.Float32 {
+		o := out.Float32s()
+		for i, x := range v.Float64s() {
+			o[i] = float32(x)
+		}
+	} else {
+		o := out.Float64s()
+		for i, x := range v.Float32s() {
+			o[i] = float64(x)
+		}
+	}
+	return out, nil
+}
+
+// mismatch returns an error about path and the model wrapping ErrMismatch.
+func mismatch(path, format string, args ...any) error {
+	return fmt.Errorf("checkpoint: %s: %s: %w", path, fmt.Sprintf(format, args...), ErrMismatch)
 }
 
 func quoted(s []string) []string {
@@ -180,7 +300,10 @@ func (p nodesPart) State() (map[string]tensor.Tensor, error) {
 
 func (p nodesPart) SetState(tensors map[string]*tensor.Dense) error {
 	for _, n := range p {
-		t := tensors[n.Name()]
+		t, ok := tensors[n.Name()]
+		if !ok {
+			continue // LoadOptions.NonStrict: not in the file
+		}
 		switch v := n.Value().(type) {
 		case *tensor.Dense:
 			if err := CopyInto(v, t); err != nil {
@@ -215,6 +338,9 @@ func CopyInto(dst, src *tensor.Dense) error {
 	}
 	if !operand.Writable(dst) {
 		return fmt.Errorf("checkpoint: the destination of shape %v is a view or not row-major: %w", dst.Shape(), gather.ErrShape)
+	}
+	if dst == src || dst.Shape().TotalSize() > 0 && dst.Uintptr() == src.Uintptr() {
+		return nil // Load read the values into dst itself
 	}
 	s, err := operand.Read("checkpoint", "tensor", src)
 	if err != nil {

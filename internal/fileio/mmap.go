@@ -145,5 +145,22 @@ func (m *Mapping) WillNeed(off, n int64) {
 	_ = unix.Madvise(m.data[lo:hi], unix.MADV_WILLNEED)
 }
 
+// WillNeedMemory asks the system to bring the pages wholly inside b into
+// memory now, without waiting for them (madvise MADV_WILLNEED): for b in a
+// mapped file, a read of the file ahead of its use. Errors are ignored: it
+// is a hint, and for other memory it changes nothing.
+func WillNeedMemory(b []byte) {
+	page := uintptr(os.Getpagesize())
+	if uintptr(len(b)) < page {
+		return
+	}
+	start := addr(b)
+	skip := int((page - start%page) % page)
+	n := (len(b) - skip) / int(page) * int(page)
+	if n > 0 {
+		_ = unix.Madvise(b[skip:skip+n], unix.MADV_WILLNEED)
+	}
+}
+
 // PageSize is the size of the system's memory pages.
 func PageSize() int { return os.Getpagesize() }

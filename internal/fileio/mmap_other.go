@@ -21,4 +21,5 @@ func Guard(f func() error) error                                             { r
 func Floats[T float32 | float64](b []byte, offset int64, n int) ([]T, error) { return nil, errNoMmap }
 
 func (m *Mapping) WillNeed(off, n int64) {}
+func WillNeedMemory(b []byte)            {}
 func PageSize() int                      { return 4096 }
