@@ -25,8 +25,10 @@ import (
 // table); WithSparse is implied. The padding row keeps the file's
 // values.
 //
-// A file whose tensor is missing, of another rank or dtype, or not aligned
-// for mapping is an error (checkpoint.ErrFormat), as is a malformed file.
+// Only a table file opens (see table.Open): a checkpoint of several
+// tensors, or a tensor of another name, rank or dtype, is an error
+// wrapping checkpoint.ErrMismatch that says what the file holds; a
+// malformed file is checkpoint.ErrFormat.
 // A file is opened by one OpenEmbedding at a time: a second open, in this
 // process or another, is an error wrapping table.ErrInUse.
 //

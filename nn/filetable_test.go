@@ -207,16 +207,29 @@ func TestFileTableRefuses(t *testing.T) {
 		path string
 		want error
 	}{
-		"missing file":   {filepath.Join(dir, "nope"), os.ErrNotExist},
-		"another name":   {write("other.safetensors", map[string]tensor.Tensor{"items.weight": tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4}))}), checkpoint.ErrFormat},
-		"a vector":       {write("vec.safetensors", map[string]tensor.Tensor{"words.weight": tensor.New(tensor.WithBacking([]float32{1, 2}))}), checkpoint.ErrFormat},
-		"int64 values":   {write("int.safetensors", map[string]tensor.Tensor{"words.weight": tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]int64{1, 2}))}), checkpoint.ErrFormat},
+		"missing file": {filepath.Join(dir, "nope"), os.ErrNotExist},
+		"another name": {write("other.safetensors", map[string]tensor.Tensor{"items.weight": tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4}))}), checkpoint.ErrMismatch},
+		"a vector":     {write("vec.safetensors", map[string]tensor.Tensor{"words.weight": tensor.New(tensor.WithBacking([]float32{1, 2}))}), checkpoint.ErrMismatch},
+		"int64 values": {write("int.safetensors", map[string]tensor.Tensor{"words.weight": tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]int64{1, 2}))}), checkpoint.ErrMismatch},
+		"a checkpoint": {write("ckpt.safetensors", map[string]tensor.Tensor{
+			"words.weight":  tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4})),
+			"words.exp_avg": tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4})),
+			"mlp.weight":    tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4}))}), checkpoint.ErrMismatch},
 		"truncated file": {truncated, checkpoint.ErrFormat},
 	}
 	for name, c := range cases {
 		_, err := OpenEmbedding(gorgonia.NewGraph(), c.path, "words")
 		require.ErrorIs(t, err, c.want, name)
 	}
+	// A checkpoint is named for what it is, and is not changed.
+	ckpt := filepath.Join(dir, "ckpt.safetensors")
+	before, err := os.ReadFile(ckpt)
+	require.NoError(t, err)
+	_, err = OpenEmbedding(gorgonia.NewGraph(), ckpt, "words")
+	require.ErrorContains(t, err, `holds 3 tensors ("mlp.weight", "words.exp_avg", "words.weight"), not a table file`)
+	after, err := os.ReadFile(ckpt)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
 	require.Error(t, table.Create(filepath.Join(dir, "no", "such", "dir", "t"), "w", 2, 2, tensor.Float32))
 	require.ErrorIs(t, table.Create(filepath.Join(dir, "x"), "w", 0, 2, tensor.Float32), gather.ErrShape)
 	require.ErrorIs(t, table.Create(filepath.Join(dir, "x"), "w", 2, 2, tensor.Int), gather.ErrDtype)

@@ -10,5 +10,6 @@
 //	defer emb.Close()
 //
 // Errors wrap the sentinels of package gather, checkpoint.ErrFormat for a
-// malformed file, or this package's ErrClosed and ErrInUse.
+// malformed file, checkpoint.ErrMismatch for a file that is not a table
+// file, or this package's ErrClosed and ErrInUse.
 package table

@@ -3,6 +3,8 @@ package table
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 
 	"gorgonia.org/tensor"
@@ -153,8 +155,11 @@ type File struct {
 // Open maps the table "<name>.weight" of the safetensors file at path
 // read-write into memory.
 //
-// A file whose tensor is missing, of another rank or dtype, or not aligned
-// for mapping is an error (checkpoint.ErrFormat), as is a malformed file.
+// Only a table file opens: one holding the tensor "<name>.weight" alone
+// (as Create makes it). Any other file, such as a checkpoint of several
+// tensors, is an error wrapping checkpoint.ErrMismatch that says what the
+// file holds, as is a tensor of another rank or dtype; a malformed file,
+// or one whose tensor is not aligned for mapping, is checkpoint.ErrFormat.
 // A file is opened by one Open at a time: a second open, in this process
 // or another, is an error wrapping ErrInUse.
 //
@@ -170,19 +175,23 @@ func Open(path, name string) (*File, error) {
 		return nil, err
 	}
 	key := name + ".weight"
-	var info *checkpoint.TensorInfo
-	for i := range infos {
-		if infos[i].Name == key {
-			info = &infos[i]
+	if len(infos) != 1 || infos[0].Name != key {
+		names := make([]string, 0, min(len(infos), 4))
+		for _, in := range infos[:min(len(infos), 4)] {
+			names = append(names, strconv.Quote(in.Name))
 		}
+		if len(infos) > 4 {
+			names = append(names, "...")
+		}
+		return nil, fmt.Errorf("%s: %s holds %d tensors (%s), not a table file, which holds %q alone; "+
+			"load a checkpoint with checkpoint.Load: %w", prefix, path, len(infos), strings.Join(names, ", "), key, checkpoint.ErrMismatch)
 	}
+	info := infos[0]
 	switch {
-	case info == nil:
-		return nil, fmt.Errorf("%s: %s holds no tensor %q: %w", prefix, path, key, checkpoint.ErrFormat)
 	case info.Format != "F32" && info.Format != "F64":
-		return nil, fmt.Errorf("%s: %s's %q is %s; a table is F32 or F64: %w", prefix, path, key, info.Format, checkpoint.ErrFormat)
+		return nil, fmt.Errorf("%s: %s's %q is %s; a table is F32 or F64: %w", prefix, path, key, info.Format, checkpoint.ErrMismatch)
 	case len(info.Shape) != 2 || info.Shape[0] == 0 || info.Shape[1] == 0:
-		return nil, fmt.Errorf("%s: %s's %q has shape %v; a table is [vocab, dim]: %w", prefix, path, key, info.Shape, checkpoint.ErrFormat)
+		return nil, fmt.Errorf("%s: %s's %q has shape %v; a table is [vocab, dim]: %w", prefix, path, key, info.Shape, checkpoint.ErrMismatch)
 	}
 	vocab, dim := info.Shape[0], info.Shape[1]
 	m, err := fileio.Map(path)

@@ -7,8 +7,8 @@ type Option func(*config)
 
 // config is the options of one Create.
 type config struct {
-	init   gorgonia.InitWFn // nil: N(0, 1) from seed
-	seed   uint64
+	init    gorgonia.InitWFn // nil: N(0, 1) from seed
+	seed    uint64
 	hasPad  bool
 	pad     int
 	replace bool
