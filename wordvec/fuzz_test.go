@@ -23,6 +23,11 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("1 2\nab \x00\x00\x80?\x00\x00\x00@\n"))
 	f.Add([]byte("1 2\nab \x00\x00\x80?\x00\x00\x00@"))
 	f.Add([]byte("3 1000000000\nx 1\n"))
+	// A binary vector whose bytes are digits, "1234": Write's header ends
+	// in a space, which makes it binary; without it, it is the text 1234.
+	f.Add([]byte("1 1 \nw 1234\n"))
+	f.Add([]byte("1 1\nw 1234\n"))
+	f.Add([]byte("2 1 \nw 1234\nv 5678\n"))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(dir, "in.vec")

@@ -61,7 +61,7 @@ func Read(path string) ([]string, *tensor.Dense, error) {
 		return nil, nil, vecError(path, 1, "%v", err)
 	}
 	if v, d, ok := parseHeader(first); ok {
-		if v > 0 && isBinaryVectors(r, d) {
+		if v > 0 && (isBinaryVectors(r, d) || strings.HasSuffix(first, " ") && binaryRecord(r, d)) {
 			return readBinaryVectors(path, r, v, d, st.Size())
 		}
 		if v > 0 && d > st.Size()/v { // each value takes at least one byte in text
@@ -140,6 +140,28 @@ func isBinaryVectors(r *bufio.Reader, d int64) bool {
 		}
 	}
 	return false
+}
+
+// binaryRecord reports whether the data after a header starts with a
+// whole binary record: a word, a space, 4·d bytes, then a newline or the
+// end of the file. A first line that is both such a record and a word
+// with d numbers is binary if the header ends in a space, as Write's
+// binary header does, and text otherwise.
+func binaryRecord(r *bufio.Reader, d int64) bool {
+	peek, _ := r.Peek(int(min(d*4+4096, 1<<20)))
+	sp := bytes.IndexByte(peek, ' ')
+	if sp <= 0 {
+		return false
+	}
+	end := int64(sp) + 1 + 4*d
+	if end > int64(len(peek)) {
+		return false
+	}
+	if end == int64(len(peek)) {
+		_, err := r.Peek(len(peek) + 1)
+		return err != nil // the file ends with the record
+	}
+	return peek[end] == '\n'
 }
 
 // allNumbers reports whether every one of fields is a number.
@@ -277,7 +299,9 @@ func readBinaryVectors(path string, r *bufio.Reader, v, d, size int64) ([]string
 // format: text ("V D", then a word and its values per line, each float32
 // value written so that it reads back exactly) or binary (the header
 // line, then each word, a space, its dim little-endian float32 values and
-// a newline, as the C tool writes it). float64 values are rounded to
+// a newline, as the C tool writes it; the header line ends in a space,
+// which the C tool and gensim skip, so that Read never takes the file for
+// text). Every file Write writes reads back exactly. float64 values are rounded to
 // float32, as the formats hold. A word that is empty or holds whitespace
 // is an error wrapping gather.ErrOption. The file is written atomically,
 // as checkpoint.Write writes.
@@ -313,7 +337,13 @@ func Write(path string, words []string, vectors tensor.Tensor, binaryFormat bool
 	dim := s[1]
 	return fileio.WriteAtomic(path, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 1<<20)
-		fmt.Fprintf(w, "%d %d\n", len(words), dim)
+		if binaryFormat {
+			// The space before the newline tells Read that the file is
+			// binary when its first record also reads as a line of text.
+			fmt.Fprintf(w, "%d %d \n", len(words), dim)
+		} else {
+			fmt.Fprintf(w, "%d %d\n", len(words), dim)
+		}
 		var num []byte
 		var raw [4]byte
 		for i, word := range words {

@@ -127,3 +127,27 @@ func TestWriteVectorsRoundTrip(t *testing.T) {
 	require.ErrorIs(t, Write(filepath.Join(dir, "w"), []string{"a b", "c"}, v, false), gather.ErrOption)
 	require.ErrorIs(t, Write(filepath.Join(dir, "w"), []string{"a"}, v, false), gather.ErrShape)
 }
+
+// A binary vector whose bytes are printable digits reads back as itself,
+// and the same bytes with a header of no trailing space read as text.
+func TestBinaryOfDigits(t *testing.T) {
+	dir := t.TempDir()
+	digits := math.Float32frombits(0x34333231) // little-endian "1234"
+	for _, vals := range [][]float32{{digits}, {digits, digits}} {
+		words := []string{"w", "v"}[:len(vals)]
+		vecs := tensor.New(tensor.WithShape(len(vals), 1), tensor.WithBacking(vals))
+		for _, bin := range []bool{true, false} {
+			path := filepath.Join(dir, "d.vec")
+			require.NoError(t, Write(path, words, vecs, bin))
+			gw, gv, err := Read(path)
+			require.NoError(t, err, "binary=%v", bin)
+			require.Equal(t, words, gw)
+			require.Equal(t, vals, gv.Float32s(), "binary=%v", bin)
+		}
+	}
+	path := filepath.Join(dir, "text.vec")
+	require.NoError(t, os.WriteFile(path, []byte("1 1\nw 1234\n"), 0o644))
+	_, v, err := Read(path)
+	require.NoError(t, err)
+	require.Equal(t, []float32{1234}, v.Float32s())
+}
