@@ -163,12 +163,15 @@ func normalInit(seed uint64) gorgonia.InitWFn {
 		if len(s) > 1 {
 			dim = n / max(s[0], 1)
 		}
+		// Normal writes every value, so the memory is not cleared first
+		// (kernel.Uninit): for a large table that saves a pass on one
+		// thread as long as the parallel draw itself.
 		if dt == tensor.Float32 {
-			v := make([]float32, n)
+			v := kernel.Uninit[float32](n)
 			kernel.Normal(v, seed, dim, 0)
 			return v
 		}
-		v := make([]float64, n)
+		v := kernel.Uninit[float64](n)
 		kernel.Normal(v, seed, dim, 0)
 		return v
 	}
