@@ -213,10 +213,11 @@ func (e *Embedding) Step(opt optim.Sparse) error {
 	} else {
 		err = opt.Step(table, g)
 	}
-	if err == nil {
-		e.stepped = runs
+	if err != nil {
+		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
-	return err
+	e.stepped = runs
+	return nil
 }
 
 // tapCheckDue reports whether the row gradient built after n others checks

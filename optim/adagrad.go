@@ -33,6 +33,10 @@ type RowWiseAdagrad struct {
 	LearnRate   float64
 	Eps         float64
 	WeightDecay float64
+	// CheckFinite makes Step refuse a gradient that holds a NaN or an
+	// infinity: an error wrapping ErrNotFinite that names the row, with
+	// the table and the sums unchanged.
+	CheckFinite bool
 
 	table uintptr // address of the table's first element; 0 before the first Step
 	sum   any     // []float32 or []float64, one per row
@@ -52,7 +56,7 @@ func (o *RowWiseAdagrad) Step(table *tensor.Dense, g *RowGrad) error {
 	if !(o.Eps > 0) || math.IsInf(o.Eps, 1) {
 		return fmt.Errorf("rowwise adagrad: Eps %v must be above 0 and finite (NewRowWiseAdagrad sets 1e-8): %w", o.Eps, gather.ErrOption)
 	}
-	dim, err := checkRowGrad("rowwise adagrad", table, g)
+	dim, err := checkRowGrad("rowwise adagrad", table, g, o.CheckFinite)
 	if err != nil {
 		return err
 	}

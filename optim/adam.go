@@ -48,6 +48,10 @@ type SparseAdam struct {
 	Beta2       float64
 	Eps         float64
 	WeightDecay float64
+	// CheckFinite makes Step refuse a gradient that holds a NaN or an
+	// infinity: an error wrapping ErrNotFinite that names the row, with
+	// the table, the moments and the step count unchanged.
+	CheckFinite bool
 
 	t     int
 	table uintptr // address of the table's first element; 0 before the first Step
@@ -66,7 +70,7 @@ func NewSparseAdam(lr float64) *SparseAdam {
 
 // Step updates table in place.
 func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
-	dim, err := checkRowGrad("sparse adam", table, g)
+	dim, err := checkRowGrad("sparse adam", table, g, o.CheckFinite)
 	if err != nil {
 		return err
 	}

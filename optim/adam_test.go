@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"math"
 	"testing"
 
 	"github.com/gathergrad/gather"
@@ -32,4 +33,30 @@ func TestSparseAdamOneTable(t *testing.T) {
 		err := bad.Step(a, g)
 		assert.ErrorIs(t, err, gather.ErrOption, "%+v", *bad)
 	}
+}
+
+// CheckFinite refuses a gradient holding a NaN or an infinity, naming the
+// row, and changes nothing; without it the step goes ahead.
+func TestCheckFinite(t *testing.T) {
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		for name, opt := range map[string]Sparse{
+			"sgd":     &SparseSGD{LearnRate: 0.1, CheckFinite: true},
+			"adam":    &SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, CheckFinite: true},
+			"adagrad": &RowWiseAdagrad{LearnRate: 0.1, Eps: 1e-8, CheckFinite: true},
+		} {
+			table := tensor.New(tensor.WithShape(4, 2), tensor.WithBacking([]float32{1, 2, 3, 4, 5, 6, 7, 8}))
+			g := &RowGrad{Rows: []int{1, 3}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{0.5, 0.5, 0.5, bad}))}
+			err := opt.Step(table, g)
+			require.ErrorIs(t, err, ErrNotFinite, name)
+			assert.Contains(t, err.Error(), "row 3", name)
+			assert.Equal(t, []float32{1, 2, 3, 4, 5, 6, 7, 8}, table.Float32s(), name)
+			// A good gradient then steps as usual.
+			g.Values.Float32s()[3] = 0.5
+			require.NoError(t, opt.Step(table, g), name)
+		}
+	}
+	table := tensor.New(tensor.WithShape(1, 1), tensor.WithBacking([]float64{1}))
+	g := &RowGrad{Rows: []int{0}, Values: tensor.New(tensor.WithShape(1, 1), tensor.WithBacking([]float64{math.NaN()}))}
+	require.NoError(t, (&SparseSGD{LearnRate: 0.1}).Step(table, g), "without CheckFinite")
+	assert.True(t, math.IsNaN(table.Float64s()[0]))
 }

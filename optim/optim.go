@@ -1,12 +1,14 @@
 package optim
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
 )
@@ -19,8 +21,13 @@ type Sparse interface {
 	Step(table *tensor.Dense, g *RowGrad) error
 }
 
-// checkRowGrad checks that g can update table.
-func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err error) {
+// ErrNotFinite: an optimiser asked to check (CheckFinite) was given a
+// gradient holding a NaN or an infinity.
+var ErrNotFinite = errors.New("gradient is not finite")
+
+// checkRowGrad checks that g can update table and, with finite, that its
+// values are finite.
+func checkRowGrad(op string, table *tensor.Dense, g *RowGrad, finite bool) (dim int, err error) {
 	if table == nil || g == nil || g.Values == nil {
 		return 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, gather.ErrShape)
 	}
@@ -45,7 +52,17 @@ func checkRowGrad(op string, table *tensor.Dense, g *RowGrad) (dim int, err erro
 				op, r, k, ts[0]-1, gather.ErrIndexOutOfRange)
 		}
 	}
+	if finite {
+		if p := operand.PickFloat(table.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g.Values); p >= 0 {
+			return 0, fmt.Errorf("%s: the gradient of row %d holds %v at column %d; nothing was updated: %w",
+				op, g.Rows[p/ts[1]], g.Values.Get(p), p%ts[1], ErrNotFinite)
+		}
+	}
 	return ts[1], nil
+}
+
+func firstNonFinite[T kernel.Float](t *tensor.Dense) int {
+	return kernel.FirstNonFinite(operand.Floats[T](t))
 }
 
 // checkRates reports an error unless the learning rate lr and the weight

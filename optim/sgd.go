@@ -20,6 +20,10 @@ import (
 type SparseSGD struct {
 	LearnRate   float64
 	WeightDecay float64
+	// CheckFinite makes Step refuse a gradient that holds a NaN or an
+	// infinity: an error wrapping ErrNotFinite that names the row, with
+	// nothing updated.
+	CheckFinite bool
 }
 
 // Step updates table in place. It is O(len(g.Rows) × dim). A learning
@@ -29,7 +33,7 @@ func (o *SparseSGD) Step(table *tensor.Dense, g *RowGrad) error {
 	if err := checkRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
-	dim, err := checkRowGrad("sparse sgd", table, g)
+	dim, err := checkRowGrad("sparse sgd", table, g, o.CheckFinite)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,17 @@ func FirstNonZero[T Float](s []T) int {
 	return -1
 }
 
+// FirstNonFinite returns the position of the first element of s that is
+// a NaN or an infinity, or -1.
+func FirstNonFinite[T Float](s []T) int {
+	for i, v := range s {
+		if v-v != 0 { // NaN - NaN and ±Inf - ±Inf are NaN; x - x is 0 for any other x
+			return i
+		}
+	}
+	return -1
+}
+
 // AppendInts appends idx's values to dst as ints and returns it.
 func AppendInts[I Index](dst []int, idx []I) []int {
 	for _, v := range idx {
