@@ -160,6 +160,8 @@ func TestFileTableLifecycle(t *testing.T) {
 	// Exact restore points: the table and Adagrad's state.
 	ckpt := filepath.Join(dir, "ckpt.safetensors")
 	require.NoError(t, checkpoint.Save(ckpt, nil, emb, optim.State(emb, opt)))
+	saved, err := optim.State(emb, opt).State()
+	require.NoError(t, err)
 
 	require.NoError(t, emb.Close())
 	require.NoError(t, emb.Close(), "a second Close does nothing")
@@ -173,8 +175,6 @@ func TestFileTableLifecycle(t *testing.T) {
 	assert.Equal(t, trained, again.Table.Value().(*tensor.Dense).Float32s())
 	fresh := optim.NewRowWiseAdagrad(0.1)
 	_, err = checkpoint.Load(ckpt, again, optim.State(again, fresh))
-	require.NoError(t, err)
-	saved, err := optim.State(again, opt).State()
 	require.NoError(t, err)
 	loaded, err := optim.State(again, fresh).State()
 	require.NoError(t, err)
@@ -287,6 +287,17 @@ func TestFileTableRunAfterClose(t *testing.T) {
 		require.Error(t, err, "bag=%v", bag)
 		assert.ErrorIs(t, gather.Cause(err), table.ErrClosed, "bag=%v: %v", bag, err)
 		assert.ErrorIs(t, emb.Step(&optim.SparseSGD{LearnRate: 0.1}), table.ErrClosed)
+		_, err = emb.Weight()
+		assert.ErrorIs(t, err, table.ErrClosed)
+		// The table's tensor, still held by the graph, reads zeros rather
+		// than faulting.
+		for _, v := range emb.Table.Value().Data().([]float32) {
+			require.Zero(t, v)
+		}
 		vm.Close()
 	}
+	// The file kept what was trained.
+	got, _, err := checkpoint.Read(path)
+	require.NoError(t, err)
+	require.Equal(t, tensor.Shape{50, 4}, got["w.weight"].Shape())
 }

@@ -82,14 +82,22 @@ func (m *Mapping) Sync() error {
 	return m.f.Sync()
 }
 
-// Close syncs, unmaps and unlocks the file. The memory of the mapping must
-// not be used after.
+// Close syncs the mapping, unlocks the file and takes the file's pages out
+// of memory: private zero pages take their place at the same addresses
+// (MAP_FIXED), so that a slice of the mapping that is still held reads
+// zeros (and takes writes) rather than faulting. That address range stays
+// reserved, though not resident, until the process ends.
 func (m *Mapping) Close() error {
 	if m.data == nil {
 		return nil
 	}
 	err := m.Sync()
-	if e := unix.Munmap(m.data); err == nil {
+	_, e := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(m.data)), uintptr(len(m.data)),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	if e != nil {
+		e = unix.Munmap(m.data)
+	}
+	if err == nil {
 		err = e
 	}
 	m.data = nil
