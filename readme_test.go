@@ -3,6 +3,7 @@ package gather_test
 import (
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,8 +12,10 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
 // readmeErrors produces the error of each row of README.md's table of
@@ -209,6 +212,89 @@ var readmeErrors = map[string]func() error{
 // overflow int need shapes no machine allocates a node for cheaply, and a
 // nil node's message prints the other node in full. Their messages are
 // produced by the code paths tested in reliability_test.go.
+func init() {
+	readmeErrors["a save onto the file of an open table"] = func() error {
+		path := filepath.Join(os.TempDir(), "readme-inuse.safetensors")
+		defer os.Remove(path)
+		if err := table.Create(path, "words", 4, 2, tensor.Float32, table.WithReplace()); err != nil {
+			return err
+		}
+		f, err := table.Open(path, "words")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return checkpoint.Write(path, nil, nil)
+	}
+	readmeErrors["`table.Create` onto an existing file"] = func() error {
+		path := filepath.Join(os.TempDir(), "readme-exists.safetensors")
+		defer os.Remove(path)
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			return err
+		}
+		return table.Create(path, "words", 4, 2, tensor.Float32)
+	}
+	readmeErrors["a checkpoint opened as a table"] = func() error {
+		path := filepath.Join(os.TempDir(), "readme-ckpt.safetensors")
+		defer os.Remove(path)
+		if err := checkpoint.Write(path, map[string]tensor.Tensor{"words.weight": f32(2, 2), "mlp.weight": f32(2, 2)}, nil); err != nil {
+			return err
+		}
+		_, err := table.Open(path, "words")
+		return err
+	}
+	readmeErrors["a model that does not fit the file"] = func() error {
+		path := filepath.Join(os.TempDir(), "readme-fit.safetensors")
+		defer os.Remove(path)
+		if err := checkpoint.Write(path, map[string]tensor.Tensor{"w": f64(2)}, nil); err != nil {
+			return err
+		}
+		g := gorgonia.NewGraph()
+		w := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(2), gorgonia.WithName("w"), gorgonia.WithInit(gorgonia.Zeroes()))
+		_, err := checkpoint.Load(path, checkpoint.Nodes(w))
+		return err
+	}
+	readmeErrors["corrupt data in a checkpoint"] = func() error {
+		path := filepath.Join(os.TempDir(), "readme-crc.safetensors")
+		defer os.Remove(path)
+		if err := checkpoint.Write(path, map[string]tensor.Tensor{"w": f64(2)}, nil); err != nil {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		raw[len(raw)-1] ^= 1
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			return err
+		}
+		_, _, err = checkpoint.Read(path)
+		return err
+	}
+	readmeErrors["a NaN gradient under `CheckFinite`"] = func() error {
+		g := gorgonia.NewGraph()
+		emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float32, nn.WithSparse())
+		if err != nil {
+			return err
+		}
+		ids := gorgonia.NodeFromAny(g, tensor.New(tensor.WithBacking([]int{3, 3})), gorgonia.WithName("ids"))
+		v, err := emb.Lookup(ids)
+		if err != nil {
+			return err
+		}
+		cost := gorgonia.Must(gorgonia.Mul(gorgonia.Must(gorgonia.Sum(v)), gorgonia.NewConstant(float32(math.NaN()))))
+		if _, err := gorgonia.Grad(cost, emb.GradNodes()...); err != nil {
+			return err
+		}
+		vm := gorgonia.NewTapeMachine(g)
+		defer vm.Close()
+		if err := vm.RunAll(); err != nil {
+			return err
+		}
+		return emb.Step(&optim.SparseSGD{LearnRate: 0.1, CheckFinite: true})
+	}
+}
+
 var readmeUnproduced = map[string]bool{
 	"size overflowing `int`":        true,
 	"output size overflowing `int`": true,
