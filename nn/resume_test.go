@@ -17,9 +17,10 @@ import (
 	"github.com/gathergrad/gather/optim"
 )
 
-// resumeModel is the model of the exact-resume tests: a optim.SparseAdam table
-// and a optim.SparseSGD table, their lookups summed, a dense layer to 4 classes
-// under Gorgonia's VanillaSolver, cross entropy.
+// resumeModel is the model of the exact-resume tests: an optim.SparseAdam
+// table and an optim.SparseSGD table, their lookups summed, a dense layer
+// to 4 classes under optim.Adam (its state saved by optim.DenseState),
+// cross entropy.
 type resumeModel struct {
 	adamEmb, sgdEmb *Embedding
 	w               *gorgonia.Node
@@ -27,14 +28,14 @@ type resumeModel struct {
 	vm              gorgonia.VM
 	adam            *optim.SparseAdam
 	sgd             *optim.SparseSGD
-	solver          gorgonia.Solver
+	solver          *optim.Adam
 }
 
 func newResumeModel(t *testing.T, seed uint64) *resumeModel {
 	const vocab, dim, batch, classes = 50, 8, 16, 4
 	g := gorgonia.NewGraph()
 	m := &resumeModel{adam: optim.NewSparseAdam(0.05), sgd: &optim.SparseSGD{LearnRate: 0.3, WeightDecay: 0.01},
-		solver: gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.2))}
+		solver: optim.NewAdam(0.05)}
 	var err error
 	m.adamEmb, err = NewEmbedding(g, "adam_table", vocab, dim, tensor.Float32, WithSparse(), WithSeed(seed))
 	require.NoError(t, err)
@@ -82,7 +83,7 @@ func (m *resumeModel) train(t *testing.T, from, to int) {
 
 func (m *resumeModel) parts() []checkpoint.Part {
 	return []checkpoint.Part{m.adamEmb, m.sgdEmb, checkpoint.Nodes(m.w),
-		optim.State(m.adamEmb, m.adam), optim.State(m.sgdEmb, m.sgd)}
+		optim.State(m.adamEmb, m.adam), optim.State(m.sgdEmb, m.sgd), optim.DenseState("mlp", m.solver, m.w)}
 }
 
 const resumeN, resumeM = 7, 5

@@ -191,6 +191,21 @@ func rowGradient(buf *optim.RowGrad, ids, grad tensor.Tensor, vocab, pad int) (*
 // run's gradient was used, and stepping again would move rows by an
 // optimiser's momentum alone.
 func (e *Embedding) Step(opt optim.Sparse) error {
+	return e.step(opt, nil)
+}
+
+// StepWith updates the table by opt from g, a row gradient that RowGrad
+// returned for this run and the caller changed, such as by
+// optim.ClipGradNorm: Step with the caller's gradient, under Step's rules.
+func (e *Embedding) StepWith(opt optim.Sparse, g *optim.RowGrad) error {
+	if g == nil {
+		return fmt.Errorf("embedding %q: StepWith needs a row gradient (RowGrad): %w", e.Table.Name(), gather.ErrShape)
+	}
+	return e.step(opt, g)
+}
+
+// step is Step, from g, or from the row gradient it builds if g is nil.
+func (e *Embedding) step(opt optim.Sparse, g *optim.RowGrad) error {
 	if opt == nil {
 		return fmt.Errorf("embedding %q: Step needs an optimiser, such as &optim.SparseSGD{...} or optim.NewSparseAdam: %w", e.Table.Name(), gather.ErrOption)
 	}
@@ -202,9 +217,10 @@ func (e *Embedding) Step(opt optim.Sparse) error {
 	if runs > 0 && runs == e.stepped {
 		return fmt.Errorf("embedding %q: Step again with no run of the graph since the last: the gradient was used; run the graph first: %w", e.Table.Name(), gather.ErrGraph)
 	}
-	g, err := e.rowGrad(&e.grad)
-	if err != nil {
-		return err
+	if g == nil {
+		if g, err = e.rowGrad(&e.grad); err != nil {
+			return err
+		}
 	}
 	if e.file != nil {
 		// A table in a file: an I/O error on its mapping is an error here,

@@ -77,10 +77,10 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	if err := checkRates("sparse adam", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
-	switch {
-	case !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1):
-		return fmt.Errorf("sparse adam: betas %v and %v must lie in [0, 1): %w", o.Beta1, o.Beta2, gather.ErrOption)
-	case !(o.Eps > 0):
+	if err := checkBetas("sparse adam", o.Beta1, o.Beta2); err != nil {
+		return err
+	}
+	if !(o.Eps > 0) {
 		return fmt.Errorf("sparse adam: Eps %v must be above 0 (NewSparseAdam sets 1e-8): %w", o.Eps, gather.ErrOption)
 	}
 	n := table.Shape().TotalSize()

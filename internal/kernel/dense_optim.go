@@ -1,0 +1,97 @@
+package kernel
+
+import "math"
+
+// The updates of the dense optimisers, PyTorch's torch.optim arithmetic
+// element by element in the parameters' type T, each product rounded
+// before it is added. Each is O(len(w)), on the calling goroutine.
+
+// SGDMomentum is PyTorch's SGD step on w with gradient g and momentum
+// buffer buf (all one length):
+//
+//	d := g + wd*w
+//	if mom != 0 {
+//		buf = d on the first step, else mom*buf + (1-damp)*d
+//		d = d + mom*buf with nesterov, else buf
+//	}
+//	w -= lr * d
+func SGDMomentum[T Float](w, g, buf []T, lr, mom, damp, wd T, nesterov, first bool) {
+	g, buf = g[:len(w)], buf[:len(w)]
+	for i, x := range w {
+		d := g[i] + T(wd*x)
+		if mom != 0 {
+			if first {
+				buf[i] = d
+			} else {
+				buf[i] = T(mom*buf[i]) + T((1-damp)*d)
+			}
+			if nesterov {
+				d += T(mom * buf[i])
+			} else {
+				d = buf[i]
+			}
+		}
+		w[i] = x - T(lr*d)
+	}
+}
+
+// AdamDense is PyTorch's Adam (AdamW with decoupled) step number step
+// (from 1) on w with gradient g and moments m and v:
+//
+//	d := g + wd*w, or with decoupled d := g and w *= 1 - lr*wd
+//	m = b1*m + (1-b1)*d
+//	v = b2*v + (1-b2)*d*d
+//	w -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps)
+func AdamDense[T Float](w, g, m, v []T, lr, b1, b2, eps, wd float64, step int, decoupled bool) {
+	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
+	bc1 := 1 - math.Pow(b1, float64(step))
+	bc2 := math.Sqrt(1 - math.Pow(b2, float64(step)))
+	size, shrink := T(lr/bc1), T(1)
+	tb1, tb2, c1, c2, te, tw, tbc2 := T(b1), T(b2), T(1-b1), T(1-b2), T(eps), T(wd), T(bc2)
+	if decoupled {
+		shrink, tw = T(1-lr*wd), 0
+	}
+	for i, x := range w {
+		x *= shrink
+		d := g[i] + T(tw*x)
+		m[i] = T(tb1*m[i]) + T(c1*d)
+		v[i] = T(tb2*v[i]) + T(c2*T(d*d))
+		den := T(sqrt(v[i])/tbc2) + te
+		w[i] = x - T(size*m[i])/den
+	}
+}
+
+// AdagradDense is PyTorch's Adagrad step on w with gradient g and the sum
+// of squares s, at the rate clr (the learning rate after its decay):
+//
+//	d := g + wd*w
+//	s += d*d
+//	w -= clr * d / (sqrt(s) + eps)
+func AdagradDense[T Float](w, g, s []T, clr, eps, wd float64) {
+	g, s = g[:len(w)], s[:len(w)]
+	tc, te, tw := T(clr), T(eps), T(wd)
+	for i, x := range w {
+		d := g[i] + T(tw*x)
+		s[i] += T(d * d)
+		w[i] = x - T(tc*d)/(sqrt(s[i])+te)
+	}
+}
+
+// SumSquares returns the sum of the squares of s, in float64.
+func SumSquares[T Float](s []T) float64 {
+	var sum float64
+	for _, x := range s {
+		sum += float64(x) * float64(x)
+	}
+	return sum
+}
+
+// Scale multiplies s by c.
+func Scale[T Float](s []T, c T) {
+	for i := range s {
+		s[i] *= c
+	}
+}
+
+// sqrt is the square root in T's own precision.
+func sqrt[T Float](x T) T { return T(math.Sqrt(float64(x))) }

@@ -1,0 +1,308 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/shapes"
+)
+
+// A Dense optimiser updates dense learnables (weights, biases) from their
+// gradients: SGD, Adam and Adagrad. Each is a gorgonia.Solver, so it
+// takes the place of Gorgonia's solvers:
+//
+//	opt := optim.NewAdam(1e-3)
+//	opt.Step(gorgonia.NodesToValueGrads(learnables))
+//
+// and unlike Gorgonia's, its state can be saved and restored
+// (DenseState), for an exact resume. As Gorgonia's solvers do, Step sets
+// each gradient to zero once it is used, since a TapeMachine with
+// BindDualValues adds each run's gradients into them (PyTorch's
+// zero_grad). It keeps its state by node name, so the learnables must be
+// named nodes, each stepped under one name. Step checks every learnable
+// before it changes any: on error nothing has changed.
+type Dense interface {
+	gorgonia.Solver
+	slots() *slots
+}
+
+// slots is a dense optimiser's state: its step count and, for each
+// learnable by name, one tensor per kind of state (PyTorch's names:
+// momentum_buffer, exp_avg, exp_avg_sq, sum), each of the learnable's
+// shape and dtype.
+type slots struct {
+	kinds []string
+	step  int
+	by    map[string][]*tensor.Dense
+}
+
+// A learnable is a checked value and gradient of one Step.
+type learnable struct {
+	name string
+	w, g *tensor.Dense
+}
+
+// check reads vgs for the optimiser named op: named float tensors with
+// gradients of their shape and dtype, and state, if they have any, that
+// fits them. With finite, a gradient holding a NaN or an infinity is
+// ErrNotFinite.
+func (s *slots) check(op string, vgs []gorgonia.ValueGrad, finite bool) ([]learnable, error) {
+	out := make([]learnable, 0, len(vgs))
+	seen := make(map[string]bool, len(vgs))
+	for i, vg := range vgs {
+		n, ok := vg.(interface{ Name() string })
+		if !ok || n.Name() == "" {
+			return nil, fmt.Errorf("%s: learnable %d has no name; step named nodes (gorgonia.NodesToValueGrads): %w", op, i, gather.ErrOption)
+		}
+		name := n.Name()
+		if seen[name] {
+			return nil, fmt.Errorf("%s: two learnables are named %q: %w", op, name, gather.ErrOption)
+		}
+		seen[name] = true
+		w, ok := vg.Value().(*tensor.Dense)
+		if !ok || w.Dtype() != tensor.Float32 && w.Dtype() != tensor.Float64 || !operand.Writable(w) {
+			return nil, fmt.Errorf("%s: %q must hold a row-major float32 or float64 tensor, got %v: %w", op, name, vg.Value(), gather.ErrDtype)
+		}
+		gv, err := vg.Grad()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q has no gradient (bind it with gorgonia.BindDualValues): %v: %w", op, name, err, gather.ErrGraph)
+		}
+		g, ok := gv.(*tensor.Dense)
+		if !ok || g.Dtype() != w.Dtype() || !shapes.SameShape(g.Shape(), w.Shape()) {
+			return nil, fmt.Errorf("%s: %q is %v of shape %v, its gradient %v: %w", op, name, w.Dtype(), w.Shape(), gv, gather.ErrShape)
+		}
+		if st, ok := s.by[name]; ok && (st[0].Dtype() != w.Dtype() || !shapes.SameShape(st[0].Shape(), w.Shape())) {
+			return nil, fmt.Errorf("%s: %q is %v of shape %v, its state %v of shape %v: %w", op, name, w.Dtype(), w.Shape(), st[0].Dtype(), st[0].Shape(), gather.ErrShape)
+		}
+		if finite {
+			if p := operand.PickFloat(w.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g); p >= 0 {
+				return nil, fmt.Errorf("%s: the gradient of %q holds %v at position %d; nothing was updated: %w", op, name, g.Get(p), p, ErrNotFinite)
+			}
+		}
+		out = append(out, learnable{name: name, w: w, g: g})
+	}
+	return out, nil
+}
+
+// of returns the state of the learnable l, zeros if it has none yet.
+func (s *slots) of(l learnable) []*tensor.Dense {
+	if s.by == nil {
+		s.by = map[string][]*tensor.Dense{}
+	}
+	st, ok := s.by[l.name]
+	if !ok {
+		st = make([]*tensor.Dense, len(s.kinds))
+		for k := range st {
+			st[k] = tensor.New(tensor.Of(l.w.Dtype()), tensor.WithShape(l.w.Shape().Clone()...))
+		}
+		s.by[l.name] = st
+	}
+	return st
+}
+
+// SGD is PyTorch's torch.optim.SGD for dense learnables: with momentum μ,
+// dampening τ, weight decay λ and learning rate γ, each step is
+//
+//	d = g + λ·w
+//	b = d on the first step, else μ·b + (1-τ)·d   (when μ ≠ 0)
+//	d = d + μ·b with Nesterov, else b             (when μ ≠ 0)
+//	w = w - γ·d
+//
+// Without momentum or weight decay it is Gorgonia's VanillaSolver. Its
+// state is the momentum buffer of each learnable, under
+// "<name>.<learnable>.momentum_buffer" in DenseState, and the step count.
+// A rate, momentum or decay that is negative or not finite, a dampening
+// outside [0, 1], and Nesterov without momentum or with dampening (as
+// PyTorch refuses them) are ErrOption errors.
+type SGD struct {
+	LearnRate, Momentum, Dampening, WeightDecay float64
+	Nesterov                                    bool
+	// CheckFinite makes Step refuse a gradient that holds a NaN or an
+	// infinity: an error wrapping ErrNotFinite naming the learnable, with
+	// nothing updated.
+	CheckFinite bool
+
+	s slots
+}
+
+func (o *SGD) slots() *slots { o.s.kinds = []string{"momentum_buffer"}; return &o.s }
+
+// Step updates the learnables in place.
+func (o *SGD) Step(vgs []gorgonia.ValueGrad) error {
+	const op = "sgd"
+	if err := checkRates(op, o.LearnRate, o.WeightDecay); err != nil {
+		return err
+	}
+	switch {
+	case !(o.Momentum >= 0) || math.IsInf(o.Momentum, 1):
+		return fmt.Errorf("%s: momentum %v must be finite and at least 0: %w", op, o.Momentum, gather.ErrOption)
+	case !(o.Dampening >= 0 && o.Dampening <= 1):
+		return fmt.Errorf("%s: dampening %v must lie in [0, 1]: %w", op, o.Dampening, gather.ErrOption)
+	case o.Nesterov && (o.Momentum == 0 || o.Dampening != 0):
+		return fmt.Errorf("%s: Nesterov momentum needs a momentum above 0 and no dampening: %w", op, gather.ErrOption)
+	}
+	s := o.slots()
+	ls, err := s.check(op, vgs, o.CheckFinite)
+	if err != nil {
+		return err
+	}
+	first := s.step == 0
+	s.step++
+	for _, l := range ls {
+		buf := s.of(l)[0]
+		operand.PickFloat(l.w.Dtype(), sgdMomentum[float32], sgdMomentum[float64])(l.w, l.g, buf, o, first)
+		l.g.Zero()
+	}
+	return nil
+}
+
+func sgdMomentum[T kernel.Float](w, g, buf *tensor.Dense, o *SGD, first bool) {
+	f := operand.Floats[T]
+	kernel.SGDMomentum(f(w), f(g), f(buf), T(o.LearnRate), T(o.Momentum), T(o.Dampening), T(o.WeightDecay), o.Nesterov, first)
+}
+
+// Adam is PyTorch's torch.optim.Adam for dense learnables, and with
+// Decoupled its AdamW: at step t (from 1), with learning rate γ, betas
+// β1, β2, weight decay λ,
+//
+//	d = g + λ·w             (Adam; AdamW instead scales w by 1 - γ·λ first)
+//	m = β1·m + (1-β1)·d
+//	v = β2·v + (1-β2)·d²
+//	w = w - γ/(1-β1^t) · m / (√v/√(1-β2^t) + ε)
+//
+// Every moment moves on every step, unlike SparseAdam's. NewAdam and
+// NewAdamW set PyTorch's defaults. Its state is m and v of each learnable,
+// under "<name>.<learnable>.exp_avg" and ".exp_avg_sq" in DenseState, and
+// the step count. A rate or decay that is negative or not finite, a beta
+// outside [0, 1) and a negative Eps are ErrOption errors.
+type Adam struct {
+	LearnRate, Beta1, Beta2, Eps, WeightDecay float64
+	Decoupled                                 bool // AdamW
+	// CheckFinite makes Step refuse a gradient that holds a NaN or an
+	// infinity: an error wrapping ErrNotFinite naming the learnable, with
+	// nothing updated.
+	CheckFinite bool
+
+	s slots
+}
+
+// NewAdam returns PyTorch's Adam with learning rate lr: betas 0.9 and
+// 0.999, eps 1e-8, no weight decay.
+func NewAdam(lr float64) *Adam { return &Adam{LearnRate: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8} }
+
+// NewAdamW returns PyTorch's AdamW with learning rate lr: Adam's defaults
+// and a decoupled weight decay of 0.01.
+func NewAdamW(lr float64) *Adam {
+	o := NewAdam(lr)
+	o.WeightDecay, o.Decoupled = 0.01, true
+	return o
+}
+
+func (o *Adam) slots() *slots { o.s.kinds = []string{"exp_avg", "exp_avg_sq"}; return &o.s }
+
+// Step updates the learnables in place.
+func (o *Adam) Step(vgs []gorgonia.ValueGrad) error {
+	const op = "adam"
+	if err := checkRates(op, o.LearnRate, o.WeightDecay); err != nil {
+		return err
+	}
+	if err := checkBetas(op, o.Beta1, o.Beta2); err != nil {
+		return err
+	}
+	if !(o.Eps >= 0) || math.IsInf(o.Eps, 1) {
+		return fmt.Errorf("%s: Eps %v must be finite and at least 0: %w", op, o.Eps, gather.ErrOption)
+	}
+	s := o.slots()
+	ls, err := s.check(op, vgs, o.CheckFinite)
+	if err != nil {
+		return err
+	}
+	s.step++
+	for _, l := range ls {
+		st := s.of(l)
+		operand.PickFloat(l.w.Dtype(), adamDense[float32], adamDense[float64])(l.w, l.g, st[0], st[1], o, s.step)
+		l.g.Zero()
+	}
+	return nil
+}
+
+func adamDense[T kernel.Float](w, g, m, v *tensor.Dense, o *Adam, step int) {
+	f := operand.Floats[T]
+	kernel.AdamDense(f(w), f(g), f(m), f(v), o.LearnRate, o.Beta1, o.Beta2, o.Eps, o.WeightDecay, step, o.Decoupled)
+}
+
+// Adagrad is PyTorch's torch.optim.Adagrad for dense learnables: at step
+// t (from 1), with learning rate γ, rate decay η and weight decay λ,
+//
+//	d = g + λ·w
+//	s = s + d²
+//	w = w - γ/(1 + (t-1)·η) · d / (√s + ε)
+//
+// NewAdagrad sets PyTorch's defaults. Its state is s of each learnable,
+// under "<name>.<learnable>.sum" in DenseState, and the step count. A
+// rate, rate decay or weight decay that is negative or not finite and a
+// negative Eps are ErrOption errors.
+type Adagrad struct {
+	LearnRate, LRDecay, WeightDecay, Eps float64
+	// CheckFinite makes Step refuse a gradient that holds a NaN or an
+	// infinity: an error wrapping ErrNotFinite naming the learnable, with
+	// nothing updated.
+	CheckFinite bool
+
+	s slots
+}
+
+// NewAdagrad returns PyTorch's Adagrad with learning rate lr: no decay,
+// eps 1e-10.
+func NewAdagrad(lr float64) *Adagrad { return &Adagrad{LearnRate: lr, Eps: 1e-10} }
+
+func (o *Adagrad) slots() *slots { o.s.kinds = []string{"sum"}; return &o.s }
+
+// Step updates the learnables in place.
+func (o *Adagrad) Step(vgs []gorgonia.ValueGrad) error {
+	const op = "adagrad"
+	if err := checkRates(op, o.LearnRate, o.WeightDecay); err != nil {
+		return err
+	}
+	if err := checkRates(op, o.LRDecay, o.Eps); err != nil {
+		return fmt.Errorf("%s: the rate decay and Eps: %w", op, err)
+	}
+	s := o.slots()
+	ls, err := s.check(op, vgs, o.CheckFinite)
+	if err != nil {
+		return err
+	}
+	s.step++
+	clr := o.LearnRate / (1 + float64(s.step-1)*o.LRDecay)
+	for _, l := range ls {
+		sum := s.of(l)[0]
+		operand.PickFloat(l.w.Dtype(), adagradDense[float32], adagradDense[float64])(l.w, l.g, sum, clr, o)
+		l.g.Zero()
+	}
+	return nil
+}
+
+func adagradDense[T kernel.Float](w, g, sum *tensor.Dense, clr float64, o *Adagrad) {
+	f := operand.Floats[T]
+	kernel.AdagradDense(f(w), f(g), f(sum), clr, o.Eps, o.WeightDecay)
+}
+
+// checkBetas reports an error unless b1 and b2 lie in [0, 1).
+func checkBetas(op string, b1, b2 float64) error {
+	if !(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1) {
+		return fmt.Errorf("%s: betas %v and %v must lie in [0, 1): %w", op, b1, b2, gather.ErrOption)
+	}
+	return nil
+}
+
+var (
+	_ Dense = (*SGD)(nil)
+	_ Dense = (*Adam)(nil)
+	_ Dense = (*Adagrad)(nil)
+)
