@@ -117,6 +117,8 @@ func ClipGradNorm(maxNorm float64, dense []gorgonia.ValueGrad, rows ...*RowGrad)
 	return norm, nil
 }
 
-func sumSquares[T kernel.Float](t *tensor.Dense) float64 { return kernel.SumSquares(operand.Floats[T](t)) }
+func sumSquares[T kernel.Float](t *tensor.Dense) float64 {
+	return kernel.SumSquares(operand.Floats[T](t))
+}
 
 func scale[T kernel.Float](t *tensor.Dense, c float64) { kernel.Scale(operand.Floats[T](t), T(c)) }
