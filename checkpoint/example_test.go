@@ -1,6 +1,7 @@
 package checkpoint_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -64,4 +65,33 @@ func ExampleSave() {
 	fmt.Println(w.Value().Data(), meta["epoch"])
 	// Output:
 	// [1 2 3 4] 3
+}
+
+// Loading a checkpoint into a model that has grown a layer since, as
+// PyTorch's load_state_dict(strict=False) does.
+func ExampleLoadWith() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "model.safetensors")
+	old := map[string]tensor.Tensor{"w": tensor.New(tensor.WithShape(2), tensor.WithBacking([]float64{1, 2}))}
+	if err := checkpoint.Write(path, old, nil); err != nil {
+		log.Fatal(err)
+	}
+
+	g := gorgonia.NewGraph()
+	w := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithName("w"), gorgonia.WithShape(2), gorgonia.WithInit(gorgonia.Zeroes()))
+	b := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithName("b"), gorgonia.WithShape(2), gorgonia.WithInit(gorgonia.Zeroes()))
+	_, err = checkpoint.Load(path, checkpoint.Nodes(w, b))
+	fmt.Println(errors.Is(err, checkpoint.ErrMismatch))
+	r, err := checkpoint.LoadWith(path, checkpoint.LoadOptions{NonStrict: true, Convert: true}, checkpoint.Nodes(w, b))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(w.Value().Data(), "missing:", r.Missing)
+	// Output:
+	// true
+	// [1 2] missing: [b]
 }

@@ -1,0 +1,105 @@
+package nn_test
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/nn"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
+)
+
+// A table in a file, trained as a table in memory is, its updates kept by
+// the file.
+func ExampleOpenEmbedding() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "words.safetensors")
+	if err := table.Create(path, "words", 1000, 4, tensor.Float32, table.WithInit(counting)); err != nil {
+		log.Fatal(err)
+	}
+
+	g := gorgonia.NewGraph()
+	emb, err := nn.OpenEmbedding(g, path, "words")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{2, 999}))))
+	h, err := emb.Lookup(ids)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(h)), emb.GradNodes()...); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	if err := emb.Step(&optim.SparseSGD{LearnRate: 0.5}); err != nil {
+		log.Fatal(err)
+	}
+	vm.Close()
+	if err := emb.Close(); err != nil { // syncs the file
+		log.Fatal(err)
+	}
+
+	again, err := table.Open(path, "words")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer again.Close()
+	w, err := again.Weight()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(w.Shape(), w.Float32s()[8:12]) // row 2, less 0.5
+	// Output:
+	// (1000, 4) [7.5 8.5 9.5 10.5]
+}
+
+// Clipping the row gradient of a table before its step.
+func ExampleEmbedding_StepWith() {
+	g := gorgonia.NewGraph()
+	emb, err := nn.NewEmbedding(g, "words", 10, 2, tensor.Float64, nn.WithSparse(), nn.WithInit(gorgonia.Zeroes()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{4, 4}))))
+	h, err := emb.Lookup(ids)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.Mul(h, gorgonia.NewConstant(10.0)))))
+	if _, err := gorgonia.Grad(cost, emb.GradNodes()...); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	rg, err := emb.RowGrad()
+	if err != nil {
+		log.Fatal(err)
+	}
+	norm, err := optim.ClipGradNorm(1, nil, rg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := emb.StepWith(&optim.SparseSGD{LearnRate: 1}, rg); err != nil {
+		log.Fatal(err)
+	}
+	w, _ := emb.Weight()
+	fmt.Printf("norm %.1f; row 4 now %.3f\n", norm, w.Float64s()[8:10])
+	// Output:
+	// norm 28.3; row 4 now [-0.707 -0.707]
+}
