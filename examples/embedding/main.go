@@ -9,14 +9,12 @@
 // continuation, and writes a plot of the loss curves.
 //
 // With -sparse the table is trained with row-sparse gradients
-// (nn.WithSparse) and optim.SparseAdam, the rest with Gorgonia's Adam.
+// (nn.WithSparse) and optim.SparseAdam, the rest with optim.Adam.
 //
 // -save writes a checkpoint (a safetensors file: the table under
-// "embedding.weight", the dense layers, SparseAdam's state, the step and
-// the batch sampler's state) every -save-every steps and at the end;
-// -resume continues from one. With -solver sgd the resumed run is
-// bit-identical to one without the break; Gorgonia's Adam (the default
-// -solver) keeps its moments private, so they restart at zero.
+// "embedding.weight", the dense layers, the optimisers' state, the step
+// and the batch sampler's state) every -save-every steps and at the end;
+// -resume continues from one, bit-identical to a run without the break.
 //
 //	go run ./examples/embedding [-steps 1000] [-sparse] [-corpus PATH] [-out loss.png] [-save ckpt.safetensors] [-resume ckpt.safetensors]
 package main
@@ -70,7 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.save, "save", "", "write a checkpoint (safetensors) to this file every -save-every steps and at the end")
 	fs.IntVar(&c.saveEvery, "save-every", 100, "steps between checkpoints with -save")
 	fs.StringVar(&c.resume, "resume", "", "start from this checkpoint, at the step after the one it was saved at")
-	fs.StringVar(&c.solver, "solver", "adam", "the dense layers' solver: adam (Gorgonia's; its moments restart on -resume) or sgd (resumes exactly)")
+	fs.StringVar(&c.solver, "solver", "adam", "the dense layers' optimiser: adam (optim.NewAdam) or sgd (optim.SGD); both resume exactly")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

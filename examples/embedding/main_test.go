@@ -99,12 +99,18 @@ func TestBadInput(t *testing.T) {
 }
 
 // -save and -resume: 20 steps, a checkpoint, 20 more from it in a new
-// model give the tables and layers of 40 steps in one run, bit for bit
-// (with -solver sgd; Gorgonia's Adam keeps its moments private).
+// model give the tables, layers and optimiser state of 40 steps in one
+// run, bit for bit, with either dense optimiser.
 func TestSaveResumeIsExact(t *testing.T) {
+	for _, solver := range []string{"adam", "sgd"} {
+		t.Run(solver, func(t *testing.T) { saveResume(t, solver) })
+	}
+}
+
+func saveResume(t *testing.T, solver string) {
 	dir := t.TempDir()
 	corpus := tinyCorpus(t)
-	base := []string{"-corpus", corpus, "-batch", "16", "-dim", "8", "-hidden", "16", "-vocab", "50", "-sparse", "-solver", "sgd", "-lr", "0.05"}
+	base := []string{"-corpus", corpus, "-batch", "16", "-dim", "8", "-hidden", "16", "-vocab", "50", "-sparse", "-solver", solver, "-lr", "0.05"}
 	runWith := func(extra ...string) {
 		cfg, err := parseFlags(append(append([]string{}, base...), extra...), os.Stderr)
 		require.NoError(t, err)
@@ -133,4 +139,5 @@ func TestSaveResumeIsExact(t *testing.T) {
 	}
 	assert.Contains(t, want, "embedding.weight")
 	assert.Contains(t, want, "embedding.exp_avg")
+	assert.Contains(t, want, "solver.step")
 }

@@ -30,7 +30,7 @@ type model struct {
 	learn   gorgonia.Nodes // what the dense solver updates
 	dense   gorgonia.Nodes // the dense layers' weights and biases
 	vm      gorgonia.VM
-	solver  gorgonia.Solver
+	solver  optim.Dense
 	sparse  *optim.SparseAdam // the table's optimiser with -sparse, else nil
 	batch   int
 	context int
@@ -105,9 +105,9 @@ func newModel(cfg config, vocab int) (*model, error) {
 		return nil, fmt.Errorf("building gradients: %w", err)
 	}
 	m.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(m.learn...))
-	m.solver = gorgonia.NewAdamSolver(gorgonia.WithLearnRate(cfg.lr))
+	m.solver = optim.NewAdam(cfg.lr)
 	if cfg.solver == "sgd" {
-		m.solver = gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(cfg.lr))
+		m.solver = &optim.SGD{LearnRate: cfg.lr}
 	}
 	m.dense = gorgonia.Nodes{w1, b1, w2, b2}
 	return m, nil
@@ -116,7 +116,7 @@ func newModel(cfg config, vocab int) (*model, error) {
 // parts returns what a checkpoint of the model holds: the table, the dense
 // layers and, with -sparse, SparseAdam's state.
 func (m *model) parts() []checkpoint.Part {
-	parts := []checkpoint.Part{m.emb, checkpoint.Nodes(m.dense...)}
+	parts := []checkpoint.Part{m.emb, checkpoint.Nodes(m.dense...), optim.DenseState("solver", m.solver, m.learn...)}
 	if m.sparse != nil {
 		parts = append(parts, optim.State(m.emb, m.sparse))
 	}
