@@ -10,6 +10,7 @@ import (
 	"github.com/chewxy/hm"
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
@@ -166,12 +167,16 @@ func normalInit(seed uint64) gorgonia.InitWFn {
 		// Normal writes every value, so the memory is not cleared first
 		// (kernel.Uninit): for a large table that saves a pass on one
 		// thread as long as the parallel draw itself.
+		// It is written for the first time here, so 2 MB pages make the
+		// first touch one page fault per 2 MB instead of per 4 KB.
 		if dt == tensor.Float32 {
 			v := kernel.Uninit[float32](n)
+			fileio.PreferHugePagesFor(v)
 			kernel.Normal(v, seed, dim, 0)
 			return v
 		}
 		v := kernel.Uninit[float64](n)
+		fileio.PreferHugePagesFor(v)
 		kernel.Normal(v, seed, dim, 0)
 		return v
 	}
