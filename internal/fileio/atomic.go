@@ -72,7 +72,9 @@ func WriteAtomic(path string, write func(f *os.File) error) (err error) {
 // an error wrapping errs.ErrInUse if a Mapping holds it.
 func lockOld(path string) (*os.File, error) {
 	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+		// Nothing to lock, or a file this process cannot read, which it
+		// cannot have mapped either: the rename decides.
 		return nil, nil
 	}
 	if err != nil {
