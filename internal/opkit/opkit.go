@@ -210,8 +210,8 @@ func (d *Diff) what() string {
 
 // SymDiff applies each input's gradient op to the inputs and the upstream
 // gradient grad, and returns the gradient nodes (nil for an input without
-// one). An empty output or differentiated input is an error (see
-// errs.CheckGradSize).
+// one). A zero-sized gradient Gorgonia would have to allocate is an error
+// (see errs.CheckGradSize).
 func (d *Diff) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
 	if err := d.check(len(inputs)); err != nil {
 		return nil, err
