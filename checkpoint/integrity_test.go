@@ -114,3 +114,35 @@ func TestLoadLargeInPlace(t *testing.T) {
 	allocated := after.TotalAlloc - before.TotalAlloc
 	assert.Less(t, allocated, uint64(2*chunk+1<<20), "Load allocated %d bytes for a %d-byte tensor", allocated, 4*n)
 }
+
+// part is a Part holding one tensor in place.
+type part struct {
+	name string
+	t    *tensor.Dense
+}
+
+func (p part) State() (map[string]tensor.Tensor, error) {
+	return map[string]tensor.Tensor{p.name: p.t}, nil
+}
+func (p part) SetState(m map[string]*tensor.Dense) error { return CopyInto(p.t, m[p.name]) }
+
+// Int tensors saved and loaded back: I64 in the file, Int64 or Int in the
+// model, restored, with or without Convert (which is about floats only).
+func TestLoadInts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.safetensors")
+	n0 := func() tensor.Tensor { return tensor.New(tensor.WithBacking([]int64{3, 4})) }
+	require.NoError(t, Write(path, map[string]tensor.Tensor{"n": n0()}, nil))
+	for _, o := range []LoadOptions{{}, {Convert: true}} {
+		g := gorgonia.NewGraph()
+		n := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithShape(2), gorgonia.WithName("n"), gorgonia.WithInit(gorgonia.Zeroes()))
+		i := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(2))
+		_, err := LoadWith(path, o, Nodes(n), part{"n2", i})
+		require.Error(t, err, "n2 is not in the file")
+		require.NoError(t, Write(path, map[string]tensor.Tensor{"n": n0(), "n2": n0()}, nil))
+		_, err = LoadWith(path, o, Nodes(n), part{"n2", i})
+		require.NoError(t, err)
+		assert.Equal(t, []int64{3, 4}, n.Value().Data())
+		assert.Equal(t, []int{3, 4}, i.Ints())
+		require.NoError(t, Write(path, map[string]tensor.Tensor{"n": n0()}, nil))
+	}
+}

@@ -177,8 +177,12 @@ func LoadWith(path string, o LoadOptions, parts ...Part) (Report, error) {
 				continue
 			}
 			v, err := h.read(f, e)
-			if err == nil && v.Dtype() != t.Dtype() {
-				v, err = convert(v, t.Dtype())
+			switch {
+			case err != nil || v.Dtype() == t.Dtype():
+			case t.Dtype() == tensor.Int && v.Dtype() == tensor.Int64:
+				v = ints(v) // Write stores Int as I64
+			case isFloat(v.Dtype()) && isFloat(t.Dtype()):
+				v = convert(v, t.Dtype()) // fits allowed it: Convert was given
 			}
 			if err != nil {
 				return Report{}, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, name, err)
@@ -235,12 +239,13 @@ func fits(e entry, t tensor.Tensor, convert bool) bool {
 	if ok && want.name == e.format.name {
 		return true
 	}
-	isFloat := func(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor.Float64 }
 	return convert && isFloat(e.format.dt) && isFloat(t.Dtype())
 }
 
+func isFloat(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor.Float64 }
+
 // convert returns v, a float tensor, in dt, the other float dtype.
-func convert(v *tensor.Dense, dt tensor.Dtype) (*tensor.Dense, error) {
+func convert(v *tensor.Dense, dt tensor.Dtype) *tensor.Dense {
 	out := tensor.New(tensor.Of(dt), tensor.WithShape(v.Shape().Clone()...))
 	if dt == tensor.Float32 {
 		o := out.Float32s()
@@ -253,7 +258,17 @@ func convert(v *tensor.Dense, dt tensor.Dtype) (*tensor.Dense, error) {
 			o[i] = float64(x)
 		}
 	}
-	return out, nil
+	return out
+}
+
+// ints returns v, an Int64 tensor, as an Int tensor.
+func ints(v *tensor.Dense) *tensor.Dense {
+	out := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(v.Shape().Clone()...))
+	o := out.Ints()
+	for i, x := range v.Int64s() {
+		o[i] = int(x)
+	}
+	return out
 }
 
 // mismatch returns an error about path and the model wrapping ErrMismatch.
