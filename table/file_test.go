@@ -1,8 +1,12 @@
 package table_test
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -60,4 +64,47 @@ func TestCreateExisting(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "mine", string(b))
 	require.NoError(t, table.Create(path, "words", 8, 2, tensor.Float32, table.WithReplace()))
+}
+
+// A table open in another process holds its file too: a write onto it
+// from here is ErrInUse and leaves it as it was.
+func TestWriteOntoTableOfAnotherProcess(t *testing.T) {
+	if path := os.Getenv("GATHER_HOLD_TABLE"); path != "" {
+		f, err := table.Open(path, "words")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fmt.Println("open")
+		// Hold the table until the parent closes our standard input.
+		io.Copy(io.Discard, os.Stdin)
+		return
+	}
+	path := filepath.Join(t.TempDir(), "t.safetensors")
+	require.NoError(t, table.Create(path, "words", 64, 4, tensor.Float32, table.WithSeed(3)))
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestWriteOntoTableOfAnotherProcess$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), "GATHER_HOLD_TABLE="+path)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "open\n", line)
+
+	require.ErrorIs(t, checkpoint.Write(path, map[string]tensor.Tensor{"x": tensor.New(tensor.WithBacking([]float32{1}))}, nil), table.ErrInUse)
+	require.ErrorIs(t, table.Create(path, "words", 8, 2, tensor.Float32, table.WithReplace()), table.ErrInUse)
+	_, err = table.Open(path, "words")
+	require.ErrorIs(t, err, table.ErrInUse)
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(before, after), "the other process's table file changed")
+
+	require.NoError(t, stdin.Close())
+	require.NoError(t, cmd.Wait())
+	require.NoError(t, checkpoint.Write(path, map[string]tensor.Tensor{"x": tensor.New(tensor.WithBacking([]float32{1}))}, nil), "free once the other process has closed it")
 }
