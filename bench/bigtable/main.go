@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command bigtable measures a table larger than memory: table.Create of a
 // rows × 64 float32 table against the disk's sequential write speed (dd,
 // in the same run), then training steps on it (a lookup of 4,096 ids, a
@@ -23,12 +25,17 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/openblas"
 	"github.com/gathergrad/gather/optim"
@@ -47,6 +54,7 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the table file")
 	reuse := flag.Bool("reuse", false, "train on the table file a -keep run left, without creating it again")
 	streams := flag.String("streams", "zipf,uniform", "id streams to train on, in order")
+	depths := flag.String("qd", "", "if set, a comma-separated list of queue depths: measure positioned reads of random rows at each, from a cold cache, after the table exists, and skip the training")
 	flag.Parse()
 	if *dir == "" {
 		log.Fatal("-dir is required")
@@ -69,6 +77,10 @@ func main() {
 	if !*keep {
 		defer os.Remove(path)
 	}
+	if *depths != "" {
+		sweep(path, *rows, *depths)
+		return
+	}
 
 	for _, stream := range strings.Split(*streams, ",") {
 		memory(fmt.Sprintf("before the %s steps", stream))
@@ -90,6 +102,57 @@ func main() {
 		tm := run(g2, mem, *memRows, *steps, stream)
 		fmt.Printf("%s: file table %s; in-memory %d rows %s; ratio of medians %.2f\n",
 			stream, summary(ts), *memRows, summary(tm), median(ts).Seconds()/median(tm).Seconds())
+	}
+}
+
+// sweep reads 4,096 random rows of the table file (uniform ids, each a
+// 256-byte positioned read) at each queue depth, from a cold page cache
+// for the file, in alternating rounds, and prints the median time of a
+// batch and the rows read a second.
+func sweep(path string, rows int, list string) {
+	f, err := os.Open(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	infos, _, err := checkpoint.Inspect(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	start := infos[0].Offset
+	var depths []int
+	for _, d := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 1 {
+			log.Fatalf("-qd: %q is not a queue depth", d)
+		}
+		depths = append(depths, n)
+	}
+	const rounds = 5
+	r := rand.New(rand.NewPCG(3, 4))
+	offs := make([]int64, batch)
+	buf := make([]byte, batch*dim*4)
+	times := make(map[int][]time.Duration)
+	for round := range rounds {
+		for i := range depths {
+			d := depths[(i+round)%len(depths)]
+			for k := range offs {
+				offs[k] = start + int64(r.IntN(rows))*dim*4
+			}
+			// Forget the file's cached pages, so that every read goes to the disk.
+			if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+				log.Fatal(err)
+			}
+			t0 := time.Now()
+			if err := fileio.ReadRows(f, offs, dim*4, buf, d); err != nil {
+				log.Fatal(err)
+			}
+			times[d] = append(times[d], time.Since(t0))
+		}
+	}
+	for _, d := range depths {
+		m := median(times[d])
+		fmt.Printf("queue depth %d: %d rows in %.1f ms (median of %d), %.0f rows/s\n", d, batch, float64(m.Microseconds())/1e3, rounds, batch/m.Seconds())
 	}
 }
 
