@@ -1,0 +1,202 @@
+package rowcache
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// memStore is a Store in memory that counts its reads and writes.
+type memStore struct {
+	rows          [][]byte
+	reads, writes int
+}
+
+func newMemStore(n, size int) *memStore {
+	s := &memStore{rows: make([][]byte, n)}
+	for i := range s.rows {
+		s.rows[i] = bytes.Repeat([]byte{byte(i)}, size)
+	}
+	return s
+}
+
+func (s *memStore) RowBytes() int { return len(s.rows[0]) }
+func (s *memStore) Rows() int64   { return int64(len(s.rows)) }
+func (s *memStore) ReadRows(ids []int64, dst []byte) error {
+	for k, id := range ids {
+		copy(dst[k*s.RowBytes():], s.rows[id])
+	}
+	s.reads += len(ids)
+	return nil
+}
+func (s *memStore) WriteRows(ids []int64, src []byte) error {
+	for k, id := range ids {
+		copy(s.rows[id], src[k*s.RowBytes():(k+1)*s.RowBytes()])
+	}
+	s.writes += len(ids)
+	return nil
+}
+
+// Batches of random ids, each row changed through its slot: the cache
+// always shows the rows as a table updated in place would hold them, and
+// after Sync the store does, though the cache is far smaller than the
+// rows touched and evicts on every batch.
+func TestCacheEqualsTable(t *testing.T) {
+	const rows, size, slots, batch = 1000, 12, 64, 40
+	store := newMemStore(rows, size)
+	want := newMemStore(rows, size) // the table updated in place
+	c, err := New(store, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	ids := make([]int64, batch)
+	got := make([]int32, batch)
+	for step := range 300 {
+		for k := range ids {
+			if k%3 == 0 {
+				ids[k] = int64(r.IntN(10)) // hot rows
+			} else {
+				ids[k] = int64(r.IntN(rows))
+			}
+		}
+		if err := c.Fetch(ids, got); err != nil {
+			t.Fatal(err)
+		}
+		for k, id := range ids {
+			if !bytes.Equal(c.Row(got[k]), want.rows[id]) {
+				t.Fatalf("step %d: row %d in slot %d differs from the table's", step, id, got[k])
+			}
+		}
+		for k, id := range ids {
+			if k%2 == 0 {
+				c.Row(got[k])[step%size]++
+				want.rows[id][step%size]++
+				c.MarkDirty(got[k])
+			}
+		}
+	}
+	if err := c.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for id := range rows {
+		if !bytes.Equal(store.rows[id], want.rows[id]) {
+			t.Fatalf("after Sync the store's row %d differs", id)
+		}
+	}
+	hits, misses := c.Stats()
+	if hits+misses != 300*batch || hits == 0 || misses == 0 {
+		t.Errorf("hits %d, misses %d", hits, misses)
+	}
+	if store.reads != int(misses) {
+		t.Errorf("the store was read %d times for %d misses", store.reads, misses)
+	}
+}
+
+// A batch of more distinct rows than slots is ErrCapacity, and the cache
+// goes on as before; so is an id outside the store.
+func TestCacheRefuses(t *testing.T) {
+	store := newMemStore(100, 4)
+	c, err := New(store, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := make([]int32, 4)
+	if err := c.Fetch([]int64{1, 2, 1}, slots); err != nil {
+		t.Fatal(err)
+	}
+	c.Row(slots[0])[0] = 99
+	c.MarkDirty(slots[0])
+	err = c.Fetch([]int64{5, 6, 7, 8}, slots)
+	if !errors.Is(err, ErrCapacity) {
+		t.Fatalf("four rows in three slots: %v", err)
+	}
+	if err := c.Fetch([]int64{100}, slots); err == nil {
+		t.Fatal("an id outside the store: want an error")
+	}
+	if err := c.Fetch([]int64{1, 9}, slots); err != nil {
+		t.Fatal(err)
+	}
+	if c.Row(slots[0])[0] != 99 {
+		t.Fatal("row 1 lost its change")
+	}
+	if _, err := New(store, 0); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("no slots: %v", err)
+	}
+}
+
+// The rows of a batch are not evicted by that batch, and a dirty row is
+// written back when it is evicted.
+func TestCacheEviction(t *testing.T) {
+	store := newMemStore(10, 2)
+	c, err := New(store, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := make([]int32, 2)
+	if err := c.Fetch([]int64{1}, s); err != nil {
+		t.Fatal(err)
+	}
+	c.Row(s[0])[1] = 42
+	c.MarkDirty(s[0])
+	if err := c.Fetch([]int64{2, 3}, s); err != nil { // evicts row 1
+		t.Fatal(err)
+	}
+	if store.rows[1][1] != 42 || store.writes != 1 {
+		t.Fatalf("row 1 not written back on eviction: %v, %d writes", store.rows[1], store.writes)
+	}
+	if !bytes.Equal(c.Row(s[0]), store.rows[2]) || !bytes.Equal(c.Row(s[1]), store.rows[3]) {
+		t.Fatal("the batch's rows are not in their slots")
+	}
+}
+
+// A FileStore reads and writes the rows of its file.
+func TestFileStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows")
+	data := make([]byte, 16+50*8)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := NewFileStore(f, 16, 8, 51, 4); err == nil {
+		t.Fatal("51 rows in a file of 50: want an error")
+	}
+	fs, err := NewFileStore(f, 16, 8, 50, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(fs, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := make([]int32, 2)
+	if err := c.Fetch([]int64{3, 49}, s); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(c.Row(s[1]), data[16+49*8:16+50*8]) {
+		t.Fatal("row 49 read wrong")
+	}
+	copy(c.Row(s[0]), "ABCDEFGH")
+	c.MarkDirty(s[0])
+	if err := c.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(data[16+3*8:], "ABCDEFGH")
+	if !bytes.Equal(got, data) {
+		t.Fatal("the file does not hold the synced row")
+	}
+}
