@@ -1,6 +1,7 @@
 package rowcache
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -20,8 +21,12 @@ func (s nullStore) WriteRows(ids []int64, src []byte) error { return nil }
 // 1M most frequent rows (for this Zipf, ids 0 to 1M-1).
 func BenchmarkHitRate(b *testing.B) {
 	const rows, slots, batch = 10_000_000, 1_000_000, 4096
-	for _, stream := range []string{"zipf", "uniform"} {
-		b.Run(stream, func(b *testing.B) {
+	for _, run := range []struct {
+		stream string
+		policy Policy
+	}{{"zipf", LRU}, {"zipf", LFU}, {"uniform", LRU}, {"uniform", LFU}} {
+		stream := run.stream
+		b.Run(fmt.Sprintf("%s/%s", stream, []string{"lru", "lfu"}[run.policy]), func(b *testing.B) {
 			r := rand.New(rand.NewPCG(7, 8))
 			zipf := rand.NewZipf(r, 1.05, 1, rows-1)
 			draw := func() int64 {
@@ -30,13 +35,13 @@ func BenchmarkHitRate(b *testing.B) {
 				}
 				return r.Int64N(rows)
 			}
-			c, err := New(nullStore{rows}, slots)
+			c, err := New(nullStore{rows}, slots, run.policy)
 			if err != nil {
 				b.Fatal(err)
 			}
 			ids, got := make([]int64, batch), make([]int32, batch)
 			var oracle, total int
-			warm := 500 // batches before counting
+			warm := 3000 // batches before counting: the cache full and evicting
 			for i := 0; i < warm || b.Loop(); i++ {
 				for k := range ids {
 					ids[k] = draw()

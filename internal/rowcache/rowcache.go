@@ -9,6 +9,7 @@ package rowcache
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 
@@ -29,6 +30,20 @@ type Store interface {
 	WriteRows(ids []int64, src []byte) error
 }
 
+// A Policy chooses the rows a Cache evicts.
+type Policy int
+
+const (
+	// LRU evicts the least recently used rows.
+	LRU Policy = iota
+	// LFU evicts, among 16 rows drawn at random, the one named least
+	// often since it came in.
+	LFU
+)
+
+// lfuSample is how many rows LFU draws to evict one.
+const lfuSample = 16
+
 // ErrCapacity: a batch names more distinct rows than the cache holds.
 var ErrCapacity = errors.New("the batch's rows do not fit the cache")
 
@@ -42,6 +57,7 @@ const none = -1
 // concurrent use.
 type Cache struct {
 	store    Store
+	policy   Policy
 	rowBytes int
 	data     []byte // slot s at data[s*rowBytes:]
 
@@ -53,6 +69,8 @@ type Cache struct {
 	prev, next []int32  // the recency list, most recent at head
 	head, tail int32
 	free       []int32
+	uses       []uint32 // per slot: how often Fetch named its row since it came in (LFU)
+	rng        *rand.Rand
 
 	hits, misses uint64
 
@@ -62,9 +80,9 @@ type Cache struct {
 	buf                   []byte
 }
 
-// New returns a cache of slots rows in front of store. Fewer than one
-// slot is an error.
-func New(store Store, slots int) (*Cache, error) {
+// New returns a cache of slots rows in front of store that evicts by
+// policy. Fewer than one slot is an error.
+func New(store Store, slots int, policy Policy) (*Cache, error) {
 	if store == nil || store.RowBytes() <= 0 {
 		return nil, fmt.Errorf("row cache: needs a store with rows of at least one byte")
 	}
@@ -76,6 +94,7 @@ func New(store Store, slots int) (*Cache, error) {
 		slotOf: make(map[int64]int32, slots), idOf: make([]int64, slots), dirty: make([]bool, slots),
 		batch: make([]uint64, slots), prev: make([]int32, slots), next: make([]int32, slots),
 		head: none, tail: none, free: make([]int32, slots),
+		policy: policy, uses: make([]uint32, slots), rng: rand.New(rand.NewPCG(uint64(slots), 1)),
 	}
 	for s := range slots {
 		c.idOf[s], c.prev[s], c.next[s] = none, none, none
@@ -134,6 +153,7 @@ func (c *Cache) Fetch(ids []int64, slots []int32) error {
 		s := c.slotOf[id]
 		slots[k] = s
 		c.touch(s)
+		c.uses[s]++
 	}
 	c.misses += uint64(len(c.missIDs))
 	c.hits += uint64(len(ids) - len(c.missIDs))
@@ -144,11 +164,15 @@ func (c *Cache) Fetch(ids []int64, slots []int32) error {
 // rows no row of this batch is, and writing back the dirty ones first.
 func (c *Cache) makeRoom(want int) error {
 	c.evictIDs, c.evictSlots = c.evictIDs[:0], c.evictSlots[:0]
-	for s := c.tail; len(c.free)+len(c.evictSlots) < want && s != none; s = c.prev[s] {
-		if c.batch[s] == c.calls {
-			continue // named by this batch
+	if c.policy == LFU {
+		c.pickLFU(want - len(c.free))
+	} else {
+		for s := c.tail; len(c.free)+len(c.evictSlots) < want && s != none; s = c.prev[s] {
+			if c.batch[s] == c.calls {
+				continue // named by this batch
+			}
+			c.evictSlots = append(c.evictSlots, s)
 		}
-		c.evictSlots = append(c.evictSlots, s)
 	}
 	var dirty []int32
 	for _, s := range c.evictSlots {
@@ -168,6 +192,43 @@ func (c *Cache) makeRoom(want int) error {
 	return nil
 }
 
+// pickLFU adds n rows to evict to c.evictSlots: each the least used of
+// lfuSample resident rows drawn at random that this batch does not name
+// and that are not chosen already. The capacity check of Fetch makes
+// enough such rows exist.
+func (c *Cache) pickLFU(n int) {
+	chosen := c.batch // marks chosen slots with calls+1 until the end
+	for range n {
+		best := int32(none)
+		for tries := 0; best == none || tries < lfuSample; tries++ {
+			s := int32(c.rng.IntN(len(c.idOf)))
+			if c.idOf[s] == none || chosen[s] >= c.calls {
+				if tries > 64*lfuSample && best == none {
+					s = c.firstEvictable()
+				} else {
+					continue
+				}
+			}
+			if best == none || c.uses[s] < c.uses[best] {
+				best = s
+			}
+		}
+		c.evictSlots = append(c.evictSlots, best)
+		chosen[best] = c.calls + 1
+	}
+}
+
+// firstEvictable returns the first resident slot this batch does not name
+// and that is not chosen for eviction already.
+func (c *Cache) firstEvictable() int32 {
+	for s := range c.idOf {
+		if c.idOf[s] != none && c.batch[s] < c.calls {
+			return int32(s)
+		}
+	}
+	return none
+}
+
 // load reads the missed rows into free slots.
 func (c *Cache) load() error {
 	if len(c.missIDs) == 0 {
@@ -181,7 +242,7 @@ func (c *Cache) load() error {
 		s := c.free[len(c.free)-1]
 		c.free = c.free[:len(c.free)-1]
 		copy(c.Row(s), c.buf[k*c.rowBytes:(k+1)*c.rowBytes])
-		c.slotOf[id], c.idOf[s], c.dirty[s], c.batch[s] = s, id, false, c.calls
+		c.slotOf[id], c.idOf[s], c.dirty[s], c.batch[s], c.uses[s] = s, id, false, c.calls, 0
 		c.pushFront(s)
 	}
 	return nil

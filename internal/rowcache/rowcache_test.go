@@ -45,10 +45,16 @@ func (s *memStore) WriteRows(ids []int64, src []byte) error {
 // after Sync the store does, though the cache is far smaller than the
 // rows touched and evicts on every batch.
 func TestCacheEqualsTable(t *testing.T) {
+	for _, policy := range []Policy{LRU, LFU} {
+		cacheEqualsTable(t, policy)
+	}
+}
+
+func cacheEqualsTable(t *testing.T, policy Policy) {
 	const rows, size, slots, batch = 1000, 12, 64, 40
 	store := newMemStore(rows, size)
 	want := newMemStore(rows, size) // the table updated in place
-	c, err := New(store, slots)
+	c, err := New(store, slots, policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +106,7 @@ func TestCacheEqualsTable(t *testing.T) {
 // goes on as before; so is an id outside the store.
 func TestCacheRefuses(t *testing.T) {
 	store := newMemStore(100, 4)
-	c, err := New(store, 3)
+	c, err := New(store, 3, LRU)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +129,7 @@ func TestCacheRefuses(t *testing.T) {
 	if c.Row(slots[0])[0] != 99 {
 		t.Fatal("row 1 lost its change")
 	}
-	if _, err := New(store, 0); !errors.Is(err, ErrCapacity) {
+	if _, err := New(store, 0, LRU); !errors.Is(err, ErrCapacity) {
 		t.Fatalf("no slots: %v", err)
 	}
 }
@@ -132,7 +138,7 @@ func TestCacheRefuses(t *testing.T) {
 // written back when it is evicted.
 func TestCacheEviction(t *testing.T) {
 	store := newMemStore(10, 2)
-	c, err := New(store, 2)
+	c, err := New(store, 2, LRU)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +181,7 @@ func TestFileStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(fs, 4)
+	c, err := New(fs, 4, LFU)
 	if err != nil {
 		t.Fatal(err)
 	}
