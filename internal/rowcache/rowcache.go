@@ -277,7 +277,8 @@ func (c *Cache) Row(s int32) []byte {
 // back before it leaves the cache and on Sync.
 func (c *Cache) MarkDirty(s int32) { c.dirty[s] = true }
 
-// Sync writes every dirty row back to the store.
+// Sync writes every dirty row back to the store and then, if the store
+// has a Sync method (Journaled), calls it.
 func (c *Cache) Sync() error {
 	var dirty []int32
 	for s, d := range c.dirty {
@@ -285,7 +286,13 @@ func (c *Cache) Sync() error {
 			dirty = append(dirty, int32(s))
 		}
 	}
-	return c.writeBack(dirty)
+	if err := c.writeBack(dirty); err != nil {
+		return err
+	}
+	if s, ok := c.store.(interface{ Sync() error }); ok {
+		return s.Sync()
+	}
+	return nil
 }
 
 // Stats returns how many ids Fetch found in the cache and how many it read.

@@ -1,0 +1,270 @@
+package rowcache
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/gathergrad/gather/internal/fileio"
+)
+
+// ErrJournal: a journal that is not this table's, or whose committed
+// records are corrupt.
+var ErrJournal = errors.New("bad journal")
+
+// The journal's layout: a header (journalMagic, the row size and the row
+// count, 8 bytes each), then records of a row's id (8 bytes) and its
+// bytes, then, once a Sync commits them, a trailer: the id -1, the number
+// of records, their CRC-32C and commitMagic.
+const (
+	journalMagic = "GGJRNL01"
+	commitMagic  = "CMIT"
+	headerBytes  = 24
+	trailerBytes = 24
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// A Journaled store writes no row to its file between syncs: WriteRows
+// appends the rows to a journal beside it, ReadRows reads a row written
+// since the last Sync from there, and Sync commits the journal (a trailer
+// holding the records' count and checksum, then fsync), copies its rows
+// into the file, syncs the file and empties the journal. A crash at any
+// moment leaves, once OpenJournaled has replayed or dropped what the
+// journal holds, the rows of the last Sync that returned (or of a Sync
+// that had committed when the crash came): never a mix of steps.
+type Journaled struct {
+	base    *FileStore
+	j       *os.File
+	size    int64           // bytes in the journal
+	pending map[int64]int64 // id -> offset in the journal of its latest row
+	count   int64           // records since the header
+	crc     uint32          // of the records since the header
+	rec     []byte
+}
+
+// OpenJournaled returns the Journaled store of base with its journal at
+// path, creating the journal if there is none. A journal a crash left is
+// dealt with first: committed records are copied into base's file, which
+// is then synced, and uncommitted ones dropped. A journal of another
+// table (another row size or count), or one whose committed records do
+// not match their checksum, is an error wrapping ErrJournal that names
+// the file, and nothing is changed.
+func OpenJournaled(base *FileStore, path string) (*Journaled, error) {
+	j, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	s := &Journaled{base: base, j: j, pending: map[int64]int64{}}
+	if err := s.recover(path); err != nil {
+		j.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// recover replays or drops what the journal holds and leaves it holding
+// its header alone.
+func (s *Journaled) recover(path string) error {
+	st, err := s.j.Stat()
+	if err != nil {
+		return err
+	}
+	want := s.header()
+	if st.Size() == 0 {
+		return s.reset()
+	}
+	data := make([]byte, st.Size())
+	if _, err := io.ReadFull(io.NewSectionReader(s.j, 0, st.Size()), data); err != nil {
+		return fmt.Errorf("row cache: reading the journal %s: %w", path, err)
+	}
+	if len(data) < headerBytes || !bytes.Equal(data[:headerBytes], want) {
+		return fmt.Errorf("row cache: %s is not the journal of this table (%d rows of %d bytes): %w", path, s.base.rows, s.base.rowBytes, ErrJournal)
+	}
+	recBytes := 8 + s.base.rowBytes
+	var ids []int64
+	var rows [][]byte
+	var crc uint32
+	for at := headerBytes; ; {
+		if len(data)-at < 8 {
+			return s.reset() // cut before a commit: the last Sync stands
+		}
+		id := int64(binary.LittleEndian.Uint64(data[at:]))
+		if id == -1 {
+			if len(data)-at < trailerBytes {
+				return s.reset()
+			}
+			t := data[at+8 : at+trailerBytes]
+			n, sum := int64(binary.LittleEndian.Uint64(t)), binary.LittleEndian.Uint32(t[8:])
+			if string(t[12:16]) != commitMagic || n != int64(len(ids)) || sum != crc {
+				return fmt.Errorf("row cache: %s: a commit of %d records with checksum %08x, after %d records with checksum %08x: %w",
+					path, n, sum, len(ids), crc, ErrJournal)
+			}
+			return s.apply(ids, rows)
+		}
+		if len(data)-at < recBytes {
+			return s.reset() // a record cut short: never committed
+		}
+		if id < 0 || id >= s.base.rows {
+			return fmt.Errorf("row cache: %s: a record of row %d, outside the table's %d rows: %w", path, id, s.base.rows, ErrJournal)
+		}
+		crc = crc32.Update(crc, castagnoli, data[at:at+recBytes])
+		ids = append(ids, id)
+		rows = append(rows, data[at+8:at+recBytes])
+		at += recBytes
+	}
+}
+
+func (s *Journaled) header() []byte {
+	h := make([]byte, headerBytes)
+	copy(h, journalMagic)
+	binary.LittleEndian.PutUint64(h[8:], uint64(s.base.rowBytes))
+	binary.LittleEndian.PutUint64(h[16:], uint64(s.base.rows))
+	return h
+}
+
+// reset empties the journal to its header, durably.
+func (s *Journaled) reset() error {
+	if err := s.j.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := s.j.WriteAt(s.header(), 0); err != nil {
+		return err
+	}
+	if err := s.j.Sync(); err != nil {
+		return err
+	}
+	s.size, s.count, s.crc = headerBytes, 0, 0
+	clear(s.pending)
+	return nil
+}
+
+// apply writes the rows of committed records into the file, the latest of
+// each id, syncs the file and empties the journal.
+func (s *Journaled) apply(ids []int64, rows [][]byte) error {
+	latest := make(map[int64][]byte, len(ids))
+	for k, id := range ids {
+		latest[id] = rows[k]
+	}
+	order := make([]int64, 0, len(latest))
+	for id := range latest {
+		order = append(order, id)
+	}
+	slices.Sort(order)
+	buf := make([]byte, 0, len(order)*s.base.rowBytes)
+	for _, id := range order {
+		buf = append(buf, latest[id]...)
+	}
+	if err := s.base.WriteRows(order, buf); err != nil {
+		return fmt.Errorf("row cache: applying the journal: %w", err)
+	}
+	if err := s.base.f.Sync(); err != nil {
+		return err
+	}
+	return s.reset()
+}
+
+func (s *Journaled) RowBytes() int { return s.base.rowBytes }
+func (s *Journaled) Rows() int64   { return s.base.rows }
+
+// ReadRows reads the rows written since the last Sync from the journal and
+// the others from the file.
+func (s *Journaled) ReadRows(ids []int64, dst []byte) error {
+	size := s.base.rowBytes
+	var fromFile []int64
+	var at []int
+	for k, id := range ids {
+		if off, ok := s.pending[id]; ok {
+			if _, err := s.j.ReadAt(dst[k*size:(k+1)*size], off); err != nil {
+				return fmt.Errorf("row cache: reading row %d from the journal: %w", id, err)
+			}
+			continue
+		}
+		fromFile = append(fromFile, id)
+		at = append(at, k)
+	}
+	if len(fromFile) == 0 {
+		return nil
+	}
+	buf := make([]byte, len(fromFile)*size)
+	if err := s.base.ReadRows(fromFile, buf); err != nil {
+		return err
+	}
+	for i, k := range at {
+		copy(dst[k*size:(k+1)*size], buf[i*size:(i+1)*size])
+	}
+	return nil
+}
+
+// WriteRows appends the rows to the journal; the file is not written
+// until Sync.
+func (s *Journaled) WriteRows(ids []int64, src []byte) error {
+	size := s.base.rowBytes
+	recBytes := 8 + size
+	s.rec = slices.Grow(s.rec[:0], len(ids)*recBytes)[:len(ids)*recBytes]
+	for k, id := range ids {
+		r := s.rec[k*recBytes : (k+1)*recBytes]
+		binary.LittleEndian.PutUint64(r, uint64(id))
+		copy(r[8:], src[k*size:(k+1)*size])
+	}
+	if _, err := s.j.WriteAt(s.rec, s.size); err != nil {
+		return fmt.Errorf("row cache: appending %d rows to the journal: %w", len(ids), err)
+	}
+	for k, id := range ids {
+		s.pending[id] = s.size + int64(k*recBytes) + 8
+	}
+	s.crc = crc32.Update(s.crc, castagnoli, s.rec)
+	s.count += int64(len(ids))
+	s.size += int64(len(s.rec))
+	return nil
+}
+
+// Sync commits the rows written since the last Sync and copies them into
+// the file: once the commit's fsync returns they survive any crash.
+func (s *Journaled) Sync() error {
+	if s.count == 0 {
+		return nil
+	}
+	t := make([]byte, trailerBytes)
+	binary.LittleEndian.PutUint64(t, ^uint64(0))
+	binary.LittleEndian.PutUint64(t[8:], uint64(s.count))
+	binary.LittleEndian.PutUint32(t[16:], s.crc)
+	copy(t[20:], commitMagic)
+	if _, err := s.j.WriteAt(t, s.size); err != nil {
+		return err
+	}
+	if err := s.j.Sync(); err != nil {
+		return err
+	}
+	ids := make([]int64, 0, len(s.pending))
+	for id := range s.pending {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	buf := make([]byte, len(ids)*s.base.rowBytes)
+	offs := make([]int64, len(ids))
+	for k, id := range ids {
+		offs[k] = s.pending[id]
+	}
+	if err := fileio.ReadRows(s.j, offs, s.base.rowBytes, buf, s.base.depth); err != nil {
+		return err
+	}
+	if err := s.base.WriteRows(ids, buf); err != nil {
+		return err
+	}
+	if err := s.base.f.Sync(); err != nil {
+		return err
+	}
+	return s.reset()
+}
+
+// Close closes the journal file (not the store's).
+func (s *Journaled) Close() error { return s.j.Close() }
+
+// crcOf returns crc updated with b, the journal's checksum.
+func crcOf(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
