@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 // Command bigtable measures a table larger than memory: table.Create of a
 // rows × 64 float32 table against the disk's sequential write speed (dd,
