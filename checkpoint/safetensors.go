@@ -668,11 +668,11 @@ func Inspect(path string) ([]TensorInfo, map[string]string, error) {
 }
 
 // Header returns the bytes that start a safetensors file holding one
-// tensor of format f ("F32", "F64", ...) and shape, with no metadata:
-// the length, then the JSON header padded to 8 bytes. The tensor's data
-// follows at offset len(Header(...)). Package nn uses it to lay out a
-// table file that it then fills in place.
-func Header(name, f string, shape []int) ([]byte, error) {
+// tensor of format f ("F32", "F64", ...) and shape, with the metadata
+// meta (nil for none): the length, then the JSON header padded to 8
+// bytes. The tensor's data follows at offset len(Header(...)). Package
+// table uses it to lay out a table file that it then fills in place.
+func Header(name, f string, shape []int, meta map[string]string) ([]byte, error) {
 	ft, ok := formatNamed(f)
 	if !ok || ft.name == "F16" || ft.name == "BF16" {
 		return nil, fmt.Errorf("checkpoint: header of %q: format %q: %w", name, f, gather.ErrDtype)
@@ -684,7 +684,14 @@ func Header(name, f string, shape []int) ([]byte, error) {
 		}
 		n *= int64(d)
 	}
-	js, err := json.Marshal(map[string]headerEntry{name: {Dtype: f, Shape: int64s(shape), DataOffsets: []int64{0, n}}})
+	if _, ok := meta[checksumKey]; ok {
+		return nil, fmt.Errorf("checkpoint: the metadata key %q is the checksums': %w", checksumKey, gather.ErrOption)
+	}
+	entries := map[string]any{name: headerEntry{Dtype: f, Shape: int64s(shape), DataOffsets: []int64{0, n}}}
+	if len(meta) > 0 {
+		entries["__metadata__"] = meta
+	}
+	js, err := json.Marshal(entries)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,12 @@ var ErrNotFinite = errors.New("gradient is not finite")
 // checkRowGrad checks that g can update table and, with finite, that its
 // values are finite.
 func checkRowGrad(op string, table *tensor.Dense, g *RowGrad, finite bool) (dim int, err error) {
+	return checkRows(op, table, g, true, finite)
+}
+
+// checkRows is checkRowGrad; with ordered false, g's rows (a cache's
+// slots) must lie in the table but may come in any order.
+func checkRows(op string, table *tensor.Dense, g *RowGrad, ordered, finite bool) (dim int, err error) {
 	if table == nil || g == nil || g.Values == nil {
 		return 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, gather.ErrShape)
 	}
@@ -47,7 +53,7 @@ func checkRowGrad(op string, table *tensor.Dense, g *RowGrad, finite bool) (dim 
 			op, len(g.Rows), g.Values.Shape(), len(g.Rows), ts[1], gather.ErrShape)
 	}
 	for k, r := range g.Rows {
-		if r < 0 || r >= ts[0] || k > 0 && r <= g.Rows[k-1] {
+		if r < 0 || r >= ts[0] || ordered && k > 0 && r <= g.Rows[k-1] {
 			return 0, fmt.Errorf("%s: gradient row %d at position %d is out of order or out of range [0, %d]: %w",
 				op, r, k, ts[0]-1, gather.ErrIndexOutOfRange)
 		}

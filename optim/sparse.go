@@ -114,14 +114,8 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRates("sparse adam", o.LearnRate, o.WeightDecay); err != nil {
+	if err := o.check(); err != nil {
 		return err
-	}
-	if err := checkBetas("sparse adam", o.Beta1, o.Beta2); err != nil {
-		return err
-	}
-	if !(o.Eps > 0) {
-		return fmt.Errorf("sparse adam: Eps %v must be above 0 (NewSparseAdam sets 1e-8): %w", o.Eps, gather.ErrOption)
 	}
 	n := table.Shape().TotalSize()
 	switch {
@@ -136,22 +130,36 @@ func (o *SparseAdam) Step(table *tensor.Dense, g *RowGrad) error {
 	o.t++
 	step := o.LearnRate * math.Sqrt(1-math.Pow(b2, float64(o.t))) / (1 - math.Pow(b1, float64(o.t)))
 	decay := 1 - o.LearnRate*o.WeightDecay
-	operand.PickFloat(table.Dtype(), adamRows32, adamRows64)(o, table, g, dim, step, decay)
+	operand.PickFloat(table.Dtype(), adamRows32, adamRows64)(o, table, g, o.m, o.v, dim, step, decay)
+	return nil
+}
+
+// check reports an error unless o's settings are ones PyTorch accepts.
+func (o *SparseAdam) check() error {
+	if err := checkRates("sparse adam", o.LearnRate, o.WeightDecay); err != nil {
+		return err
+	}
+	if err := checkBetas("sparse adam", o.Beta1, o.Beta2); err != nil {
+		return err
+	}
+	if !(o.Eps > 0) {
+		return fmt.Errorf("sparse adam: Eps %v must be above 0 (NewSparseAdam sets 1e-8): %w", o.Eps, gather.ErrOption)
+	}
 	return nil
 }
 
 // adamRows32 updates a float32 table in float32 arithmetic, as PyTorch
 // updates one (kernel.AdamRows32).
-func adamRows32(o *SparseAdam, table *tensor.Dense, g *RowGrad, dim int, step, decay float64) {
+func adamRows32(o *SparseAdam, table *tensor.Dense, g *RowGrad, m, v any, dim int, step, decay float64) {
 	b1, b2 := o.Beta1, o.Beta2
 	c := &kernel.AdamConsts{B1: float32(b1), C1: float32(1 - b1), B2: float32(b2), C2: float32(1 - b2),
 		Eps: float32(o.Eps), Step: float32(step), Decay: float32(decay)}
-	kernel.AdamRows32(table.Float32s(), g.Values.Float32s(), o.m.([]float32), o.v.([]float32), g.Rows, dim, c)
+	kernel.AdamRows32(table.Float32s(), g.Values.Float32s(), m.([]float32), v.([]float32), g.Rows, dim, c)
 }
 
 // adamRows64 updates a float64 table (kernel.AdamRows).
-func adamRows64(o *SparseAdam, table *tensor.Dense, g *RowGrad, dim int, step, decay float64) {
-	kernel.AdamRows(table.Float64s(), g.Values.Float64s(), o.m.([]float64), o.v.([]float64), g.Rows, dim, o.Beta1, o.Beta2, o.Eps, step, decay)
+func adamRows64(o *SparseAdam, table *tensor.Dense, g *RowGrad, m, v any, dim int, step, decay float64) {
+	kernel.AdamRows(table.Float64s(), g.Values.Float64s(), m.([]float64), v.([]float64), g.Rows, dim, o.Beta1, o.Beta2, o.Eps, step, decay)
 }
 
 // RowWiseAdagrad is Adagrad with one accumulator per row instead of one
@@ -192,11 +200,8 @@ func NewRowWiseAdagrad(lr float64) *RowWiseAdagrad {
 
 // Step updates table in place.
 func (o *RowWiseAdagrad) Step(table *tensor.Dense, g *RowGrad) error {
-	if err := checkRates("rowwise adagrad", o.LearnRate, o.WeightDecay); err != nil {
+	if err := o.check(); err != nil {
 		return err
-	}
-	if !(o.Eps > 0) || math.IsInf(o.Eps, 1) {
-		return fmt.Errorf("rowwise adagrad: Eps %v must be above 0 and finite (NewRowWiseAdagrad sets 1e-8): %w", o.Eps, gather.ErrOption)
 	}
 	dim, err := checkRowGrad("rowwise adagrad", table, g, o.CheckFinite)
 	if err != nil {
@@ -205,14 +210,25 @@ func (o *RowWiseAdagrad) Step(table *tensor.Dense, g *RowGrad) error {
 	if err := o.bind(table); err != nil {
 		return err
 	}
-	operand.PickFloat(table.Dtype(), adagradRows[float32], adagradRows[float64])(o, table, g, dim)
+	operand.PickFloat(table.Dtype(), adagradRows[float32], adagradRows[float64])(o, table, g, o.sum, dim)
+	return nil
+}
+
+// check reports an error unless o's settings are usable.
+func (o *RowWiseAdagrad) check() error {
+	if err := checkRates("rowwise adagrad", o.LearnRate, o.WeightDecay); err != nil {
+		return err
+	}
+	if !(o.Eps > 0) || math.IsInf(o.Eps, 1) {
+		return fmt.Errorf("rowwise adagrad: Eps %v must be above 0 and finite (NewRowWiseAdagrad sets 1e-8): %w", o.Eps, gather.ErrOption)
+	}
 	return nil
 }
 
 // adagradRows is kernel.AdagradRows for a table of Go type T.
-func adagradRows[T kernel.Float](o *RowWiseAdagrad, table *tensor.Dense, g *RowGrad, dim int) {
+func adagradRows[T kernel.Float](o *RowWiseAdagrad, table *tensor.Dense, g *RowGrad, sum any, dim int) {
 	f := operand.Floats[T]
-	kernel.AdagradRows(f(table), f(g.Values), o.sum.([]T), g.Rows, dim, o.LearnRate, o.Eps, o.WeightDecay)
+	kernel.AdagradRows(f(table), f(g.Values), sum.([]T), g.Rows, dim, o.LearnRate, o.Eps, o.WeightDecay)
 }
 
 // bind makes o the optimiser of table, allocating its state at the first

@@ -77,12 +77,16 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	if _, err := os.Lstat(path); err == nil && !cfg.replace {
 		return fmt.Errorf("%s: %s exists; give WithReplace to replace it: %w", prefix, path, os.ErrExist)
 	}
-	header, err := checkpoint.Header(name+".weight", format, []int{vocab, dim})
+	key, width, meta, err := layout(prefix, name, dim, cfg.state)
+	if err != nil {
+		return err
+	}
+	header, err := checkpoint.Header(key, format, []int{vocab, width}, meta)
 	if err != nil {
 		return err
 	}
 	esize := int64(dt.Size())
-	size := int64(len(header)) + int64(vocab)*int64(dim)*esize
+	size := int64(len(header)) + int64(vocab)*int64(width)*esize
 	return fileio.WriteAtomic(path, func(f *os.File) error {
 		if err := fileio.Reserve(f, size); err != nil {
 			return fmt.Errorf("%s: reserving %d bytes for the table: %w", prefix, size, err)
@@ -91,16 +95,17 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 			return err
 		}
 		if dt == tensor.Float32 {
-			return fill[float32](f, int64(len(header)), prefix, vocab, dim, dt, cfg)
+			return fill[float32](f, int64(len(header)), prefix, vocab, dim, width, dt, cfg)
 		}
-		return fill[float64](f, int64(len(header)), prefix, vocab, dim, dt, cfg)
+		return fill[float64](f, int64(len(header)), prefix, vocab, dim, width, dt, cfg)
 	})
 }
 
 // fill writes the table's initial values (of dtype dt, whose Go type is
-// T), block by block in parallel, to f from offset on; errors start with
-// prefix.
-func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, dim int, dt tensor.Dtype, cfg config) error {
+// T), block by block in parallel, to f from offset on, each row's dim
+// values followed by width-dim zeros (its optimiser state); errors start
+// with prefix.
+func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, dim, width int, dt tensor.Dtype, cfg config) error {
 	const rows = kernel.NormalBlock
 	blocks := (vocab + rows - 1) / rows
 	var mu sync.Mutex
@@ -114,6 +119,10 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 	}
 	parallel.For(blocks, vocab*dim, func(lo, hi int) {
 		buf := make([]T, rows*dim)
+		var wide []T // rows with their state, if the table has state
+		if width > dim {
+			wide = make([]T, rows*width)
+		}
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*rows, min((b+1)*rows, vocab)
 			v := buf[:(r1-r0)*dim]
@@ -131,7 +140,13 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 			if cfg.hasPad && cfg.pad >= r0 && cfg.pad < r1 {
 				clear(v[(cfg.pad-r0)*dim : (cfg.pad-r0+1)*dim])
 			}
-			if _, err := f.WriteAt(fileio.LittleEndianBytes(v), offset+int64(r0)*int64(dim)*int64(dt.Size())); err != nil {
+			if wide != nil {
+				for r := range r1 - r0 {
+					copy(wide[r*width:r*width+dim], v[r*dim:(r+1)*dim])
+				}
+				v = wide[:(r1-r0)*width]
+			}
+			if _, err := f.WriteAt(fileio.LittleEndianBytes(v), offset+int64(r0)*int64(width)*int64(dt.Size())); err != nil {
 				fail(err)
 				return
 			}
@@ -175,6 +190,10 @@ func Open(path, name string) (*File, error) {
 		return nil, err
 	}
 	key := name + ".weight"
+	if len(infos) == 1 && infos[0].Name == name+rowsSuffix {
+		return nil, fmt.Errorf("%s: %s holds the table with its optimiser state (%q); open it with OpenCached: %w",
+			prefix, path, infos[0].Name, checkpoint.ErrMismatch)
+	}
 	if len(infos) != 1 || infos[0].Name != key {
 		names := make([]string, 0, min(len(infos), 4))
 		for _, in := range infos[:min(len(infos), 4)] {

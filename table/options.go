@@ -12,6 +12,7 @@ type config struct {
 	hasPad  bool
 	pad     int
 	replace bool
+	state   []Column
 }
 
 // WithInit sets the initialiser: fn(dt, rows, dim) is called once per
@@ -33,3 +34,11 @@ func WithPadding(i int) Option { return func(c *config) { c.hasPad, c.pad = true
 // open table holds it: that is ErrInUse whatever the options). Without
 // it, an existing file is an error wrapping os.ErrExist.
 func WithReplace() Option { return func(c *config) { c.replace = true } }
+
+// WithState gives each row of the table the optimiser state cols, zeros
+// to start, stored beside its values: the file then holds
+// "<name>.rows", a [vocab, dim + the columns' widths] tensor, each row its
+// dim values and then its state, so that one read brings both in. Open
+// such a file with OpenCached. optim's row-wise optimisers give their
+// columns (optim.RowWiseAdagrad.Columns, ...).
+func WithState(cols ...Column) Option { return func(c *config) { c.state = cols } }

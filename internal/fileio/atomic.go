@@ -80,7 +80,7 @@ func lockOld(path string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := lock(f); err != nil {
+	if err := Lock(f); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -30,7 +30,7 @@ func Map(path string) (*Mapping, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := lock(f); err != nil {
+	if err := Lock(f); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -54,10 +54,10 @@ func Map(path string) (*Mapping, error) {
 	return &Mapping{f: f, data: data}, nil
 }
 
-// lock locks f (flock, exclusive) for as long as it is open, or returns
+// Lock locks f (flock, exclusive) for as long as it is open, or returns
 // an error wrapping errs.ErrInUse if a Mapping or a write holds it, in
 // this process or another.
-func lock(f *os.File) error {
+func Lock(f *os.File) error {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return fmt.Errorf("%s is held by an open table or a write: %w", f.Name(), errs.ErrInUse)
@@ -172,3 +172,18 @@ func WillNeedMemory(b []byte) {
 
 // PageSize is the size of the system's memory pages.
 func PageSize() int { return os.Getpagesize() }
+
+// Anonymous returns n bytes of zeroed memory mapped outside the Go heap
+// (MAP_PRIVATE|MAP_ANONYMOUS), and the function that unmaps them: memory
+// the garbage collector neither scans nor counts, for a cache whose size
+// the user sets. The memory must not be used after the release.
+func Anonymous(n int) ([]byte, func(), error) {
+	if n <= 0 {
+		return nil, func() {}, nil
+	}
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mapping %d bytes of memory: %w", n, err)
+	}
+	return b, func() { _ = unix.Munmap(b) }, nil
+}

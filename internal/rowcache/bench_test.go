@@ -59,7 +59,7 @@ func BenchmarkHitRate(b *testing.B) {
 					total += batch
 				}
 			}
-			hits, misses := c.Stats()
+			hits, misses, _ := c.Stats()
 			b.ReportMetric(float64(hits)/float64(hits+misses), "hit")
 			b.ReportMetric(float64(oracle)/float64(total), "oracle")
 		})

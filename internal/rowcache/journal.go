@@ -19,8 +19,9 @@ var ErrJournal = errors.New("bad journal")
 
 // The journal's layout: a header (journalMagic, the row size and the row
 // count, 8 bytes each), then records of a row's id (8 bytes) and its
-// bytes, then, once a Sync commits them, a trailer: the id -1, the number
-// of records, their CRC-32C and commitMagic.
+// bytes, or of the id -2 and the store's meta bytes (FileStore.SetMeta),
+// then, once a Sync commits them, a trailer: the id -1, the number of
+// records, their CRC-32C and commitMagic.
 const (
 	journalMagic = "GGJRNL01"
 	commitMagic  = "CMIT"
@@ -46,7 +47,11 @@ type Journaled struct {
 	count   int64           // records since the header
 	crc     uint32          // of the records since the header
 	rec     []byte
+	meta    []byte // meta bytes for the next Sync to commit, or nil
 }
+
+// metaID is the id of a record of the store's meta bytes.
+const metaID = -2
 
 // OpenJournaled returns the Journaled store of base with its journal at
 // path, creating the journal if there is none. A journal a crash left is
@@ -89,7 +94,9 @@ func (s *Journaled) recover(path string) error {
 	recBytes := 8 + s.base.rowBytes
 	var ids []int64
 	var rows [][]byte
+	var meta []byte
 	var crc uint32
+	var n int64 // records read
 	for at := headerBytes; ; {
 		if len(data)-at < 8 {
 			return s.reset() // cut before a commit: the last Sync stands
@@ -100,12 +107,26 @@ func (s *Journaled) recover(path string) error {
 				return s.reset()
 			}
 			t := data[at+8 : at+trailerBytes]
-			n, sum := int64(binary.LittleEndian.Uint64(t)), binary.LittleEndian.Uint32(t[8:])
-			if string(t[12:16]) != commitMagic || n != int64(len(ids)) || sum != crc {
+			count, sum := int64(binary.LittleEndian.Uint64(t)), binary.LittleEndian.Uint32(t[8:])
+			if string(t[12:16]) != commitMagic || count != n || sum != crc {
 				return fmt.Errorf("row cache: %s: a commit of %d records with checksum %08x, after %d records with checksum %08x: %w",
-					path, n, sum, len(ids), crc, ErrJournal)
+					path, count, sum, n, crc, ErrJournal)
 			}
-			return s.apply(ids, rows)
+			return s.apply(ids, rows, meta)
+		}
+		if id == metaID {
+			end := at + 8 + len(s.base.meta)
+			if s.base.meta == nil {
+				return fmt.Errorf("row cache: %s: a record of meta bytes for a store that keeps none: %w", path, ErrJournal)
+			}
+			if len(data) < end {
+				return s.reset()
+			}
+			crc = crc32.Update(crc, castagnoli, data[at:end])
+			meta = data[at+8 : end]
+			n++
+			at = end
+			continue
 		}
 		if len(data)-at < recBytes {
 			return s.reset() // a record cut short: never committed
@@ -114,6 +135,7 @@ func (s *Journaled) recover(path string) error {
 			return fmt.Errorf("row cache: %s: a record of row %d, outside the table's %d rows: %w", path, id, s.base.rows, ErrJournal)
 		}
 		crc = crc32.Update(crc, castagnoli, data[at:at+recBytes])
+		n++
 		ids = append(ids, id)
 		rows = append(rows, data[at+8:at+recBytes])
 		at += recBytes
@@ -139,14 +161,21 @@ func (s *Journaled) reset() error {
 	if err := s.j.Sync(); err != nil {
 		return err
 	}
-	s.size, s.count, s.crc = headerBytes, 0, 0
+	s.size, s.count, s.crc, s.meta = headerBytes, 0, 0, nil
 	clear(s.pending)
 	return nil
 }
 
 // apply writes the rows of committed records into the file, the latest of
-// each id, syncs the file and empties the journal.
-func (s *Journaled) apply(ids []int64, rows [][]byte) error {
+// each id, and the meta bytes if a record holds them, syncs the file and
+// empties the journal.
+func (s *Journaled) apply(ids []int64, rows [][]byte, meta []byte) error {
+	if meta != nil {
+		if _, err := s.base.f.WriteAt(meta, s.base.metaAt); err != nil {
+			return fmt.Errorf("row cache: applying the journal: %w", err)
+		}
+		copy(s.base.meta, meta)
+	}
 	latest := make(map[int64][]byte, len(ids))
 	for k, id := range ids {
 		latest[id] = rows[k]
@@ -224,9 +253,35 @@ func (s *Journaled) WriteRows(ids []int64, src []byte) error {
 	return nil
 }
 
-// Sync commits the rows written since the last Sync and copies them into
-// the file: once the commit's fsync returns they survive any crash.
+// SetMeta sets the store's meta bytes (FileStore.SetMeta) to b at the next
+// Sync, in the same commit as the rows: a table's scalar state, such as an
+// optimiser's step count, kept with its rows.
+func (s *Journaled) SetMeta(b []byte) error {
+	if len(b) != len(s.base.meta) {
+		return fmt.Errorf("row cache: %d meta bytes for a store that keeps %d", len(b), len(s.base.meta))
+	}
+	s.meta = slices.Clone(b)
+	return nil
+}
+
+// Meta returns the meta bytes as of the last Sync.
+func (s *Journaled) Meta() []byte { return slices.Clone(s.base.meta) }
+
+// Sync commits the rows written since the last Sync, and the meta bytes
+// SetMeta gave, and copies them into the file: once the commit's fsync
+// returns they survive any crash.
 func (s *Journaled) Sync() error {
+	if s.meta != nil {
+		id := int64(metaID)
+		rec := binary.LittleEndian.AppendUint64(nil, uint64(id))
+		rec = append(rec, s.meta...)
+		if _, err := s.j.WriteAt(rec, s.size); err != nil {
+			return err
+		}
+		s.crc = crc32.Update(s.crc, castagnoli, rec)
+		s.count++
+		s.size += int64(len(rec))
+	}
 	if s.count == 0 {
 		return nil
 	}
@@ -256,6 +311,12 @@ func (s *Journaled) Sync() error {
 	}
 	if err := s.base.WriteRows(ids, buf); err != nil {
 		return err
+	}
+	if s.meta != nil {
+		if _, err := s.base.f.WriteAt(s.meta, s.base.metaAt); err != nil {
+			return err
+		}
+		copy(s.base.meta, s.meta)
 	}
 	if err := s.base.f.Sync(); err != nil {
 		return err

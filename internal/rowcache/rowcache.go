@@ -3,12 +3,16 @@
 // evicted least recently used first, dirty rows written back when they are
 // evicted and on Sync, the rows a batch names kept until the next batch.
 // A row is an opaque run of bytes: a table's values and, beside them, its
-// optimiser state.
+// optimiser state. The cache keeps a row's bytes in columns (the values of
+// every slot in one array, each part of the state in another), so that a
+// kernel can index the slots of one column as it indexes the rows of a
+// table.
 package rowcache
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -51,15 +55,21 @@ var ErrCapacity = errors.New("the batch's rows do not fit the cache")
 const none = -1
 
 // A Cache holds up to a fixed number of rows of a Store in slots: Fetch
-// maps a batch's ids to slots (reading the rows it misses), Row gives a
-// slot's bytes to read or change, MarkDirty marks a changed row for
-// write-back, Sync writes back every dirty row. A Cache is not safe for
-// concurrent use.
+// maps a batch's ids to slots (reading the rows it misses), Col gives a
+// slot's bytes of one column to read or change, MarkDirty marks a changed
+// row for write-back, Sync writes back every dirty row, Prefetch reads a
+// batch's misses ahead on another goroutine. A Cache is not safe for
+// concurrent use, but for Prefetch's goroutine, which reads the store and
+// the cache's index alone: between Prefetch and the next Fetch, Sync or
+// Wait, the caller may read the index (Slot) and change the slots' bytes,
+// and must not use the store.
 type Cache struct {
 	store    Store
 	policy   Policy
 	rowBytes int
-	data     []byte // slot s at data[s*rowBytes:]
+	widths   []int    // bytes of each column of a row
+	cols     [][]byte // column k: slot s at cols[k][s*widths[k]:]
+	free_    func()   // frees the columns' memory
 
 	slotOf     map[int64]int32
 	idOf       []int64 // per slot: its row, or none
@@ -72,7 +82,9 @@ type Cache struct {
 	uses       []uint32 // per slot: how often Fetch named its row since it came in (LFU)
 	rng        *rand.Rand
 
-	hits, misses uint64
+	hits, misses, staged uint64
+
+	pre *prefetch // the Prefetch in flight or done, nil without one
 
 	// scratch of Fetch, kept across calls
 	missIDs, evictIDs     []int64
@@ -80,17 +92,44 @@ type Cache struct {
 	buf                   []byte
 }
 
+// pinned marks, in Cache.batch, a slot Pin holds: never evicted.
+const pinned = math.MaxUint64
+
 // New returns a cache of slots rows in front of store that evicts by
-// policy. Fewer than one slot is an error.
-func New(store Store, slots int, policy Policy) (*Cache, error) {
+// policy, keeping a row's bytes in columns of the widths given (in bytes,
+// summing to the store's RowBytes; none: one column, the whole row). The
+// columns' memory is allocated outside the Go heap where the system
+// allows (see Close). Fewer than one slot is an error.
+func New(store Store, slots int, policy Policy, widths ...int) (*Cache, error) {
 	if store == nil || store.RowBytes() <= 0 {
 		return nil, fmt.Errorf("row cache: needs a store with rows of at least one byte")
 	}
 	if slots < 1 {
 		return nil, fmt.Errorf("row cache: %d slots; a cache needs at least one: %w", slots, ErrCapacity)
 	}
+	if len(widths) == 0 {
+		widths = []int{store.RowBytes()}
+	}
+	sum := 0
+	for _, w := range widths {
+		if w <= 0 {
+			return nil, fmt.Errorf("row cache: a column of %d bytes", w)
+		}
+		sum += w
+	}
+	if sum != store.RowBytes() {
+		return nil, fmt.Errorf("row cache: columns of %v bytes for rows of %d", widths, store.RowBytes())
+	}
+	mem, release, err := fileio.Anonymous(slots * sum)
+	if err != nil {
+		return nil, fmt.Errorf("row cache: %d slots of %d bytes: %w", slots, sum, err)
+	}
+	cols := make([][]byte, len(widths))
+	for k, w := range widths {
+		cols[k], mem = mem[:slots*w:slots*w], mem[slots*w:]
+	}
 	c := &Cache{
-		store: store, rowBytes: store.RowBytes(), data: make([]byte, slots*store.RowBytes()),
+		store: store, rowBytes: store.RowBytes(), widths: slices.Clone(widths), cols: cols, free_: release,
 		slotOf: make(map[int64]int32, slots), idOf: make([]int64, slots), dirty: make([]bool, slots),
 		batch: make([]uint64, slots), prev: make([]int32, slots), next: make([]int32, slots),
 		head: none, tail: none, free: make([]int32, slots),
@@ -114,6 +153,8 @@ func (c *Cache) Slots() int { return len(c.idOf) }
 // rows than the cache has slots (ErrCapacity, naming both), is an error,
 // and then the cache is as it was, but for rows already written back.
 func (c *Cache) Fetch(ids []int64, slots []int32) error {
+	c.Wait()
+	defer c.dropStaged()
 	if len(slots) < len(ids) {
 		return fmt.Errorf("row cache: %d slots for %d ids", len(slots), len(ids))
 	}
@@ -133,7 +174,7 @@ func (c *Cache) Fetch(ids []int64, slots []int32) error {
 		switch {
 		case !ok:
 			c.missIDs = append(c.missIDs, id)
-		case c.batch[s] != c.calls:
+		case c.batch[s] < c.calls:
 			c.batch[s] = c.calls
 			resident++
 		}
@@ -168,8 +209,8 @@ func (c *Cache) makeRoom(want int) error {
 		c.pickLFU(want - len(c.free))
 	} else {
 		for s := c.tail; len(c.free)+len(c.evictSlots) < want && s != none; s = c.prev[s] {
-			if c.batch[s] == c.calls {
-				continue // named by this batch
+			if c.batch[s] >= c.calls {
+				continue // named by this batch, or pinned
 			}
 			c.evictSlots = append(c.evictSlots, s)
 		}
@@ -198,11 +239,16 @@ func (c *Cache) makeRoom(want int) error {
 // enough such rows exist.
 func (c *Cache) pickLFU(n int) {
 	chosen := c.batch // marks chosen slots with calls+1 until the end
+	defer func() {
+		for _, s := range c.evictSlots {
+			chosen[s] = 0
+		}
+	}()
 	for range n {
 		best := int32(none)
 		for tries := 0; best == none || tries < lfuSample; tries++ {
 			s := int32(c.rng.IntN(len(c.idOf)))
-			if c.idOf[s] == none || chosen[s] >= c.calls {
+			if c.idOf[s] == none || chosen[s] >= c.calls { // free, named by this batch, pinned or chosen
 				if tries > 64*lfuSample && best == none {
 					s = c.firstEvictable()
 				} else {
@@ -229,23 +275,56 @@ func (c *Cache) firstEvictable() int32 {
 	return none
 }
 
-// load reads the missed rows into free slots.
+// load reads the missed rows into free slots: those a Prefetch read from
+// its buffer, the others from the store, together.
 func (c *Cache) load() error {
 	if len(c.missIDs) == 0 {
 		return nil
 	}
-	c.buf = slices.Grow(c.buf[:0], len(c.missIDs)*c.rowBytes)[:len(c.missIDs)*c.rowBytes]
-	if err := c.store.ReadRows(c.missIDs, c.buf); err != nil {
-		return fmt.Errorf("row cache: reading %d rows: %w", len(c.missIDs), err)
+	var read []int64 // the misses no prefetch read
+	for _, id := range c.missIDs {
+		if _, ok := c.pre.row(id); !ok {
+			read = append(read, id)
+		}
 	}
-	for k, id := range c.missIDs {
+	c.buf = slices.Grow(c.buf[:0], len(read)*c.rowBytes)[:len(read)*c.rowBytes]
+	if len(read) > 0 {
+		if err := c.store.ReadRows(read, c.buf); err != nil {
+			return fmt.Errorf("row cache: reading %d rows: %w", len(read), err)
+		}
+	}
+	k := 0
+	for _, id := range c.missIDs {
+		row, ok := c.pre.row(id)
+		if ok {
+			c.staged++
+		} else {
+			row = c.buf[k*c.rowBytes : (k+1)*c.rowBytes]
+			k++
+		}
 		s := c.free[len(c.free)-1]
 		c.free = c.free[:len(c.free)-1]
-		copy(c.Row(s), c.buf[k*c.rowBytes:(k+1)*c.rowBytes])
+		c.setRow(s, row)
 		c.slotOf[id], c.idOf[s], c.dirty[s], c.batch[s], c.uses[s] = s, id, false, c.calls, 0
 		c.pushFront(s)
 	}
 	return nil
+}
+
+// setRow copies row into the columns of slot s.
+func (c *Cache) setRow(s int32, row []byte) {
+	for k, w := range c.widths {
+		copy(c.Col(k, s), row[:w])
+		row = row[w:]
+	}
+}
+
+// getRow copies the columns of slot s into row.
+func (c *Cache) getRow(s int32, row []byte) {
+	for k, w := range c.widths {
+		copy(row[:w], c.Col(k, s))
+		row = row[w:]
+	}
 }
 
 // writeBack writes the rows of slots to the store and marks them clean.
@@ -257,7 +336,7 @@ func (c *Cache) writeBack(slots []int32) error {
 	buf := make([]byte, len(slots)*c.rowBytes)
 	for k, s := range slots {
 		ids[k] = c.idOf[s]
-		copy(buf[k*c.rowBytes:], c.Row(s))
+		c.getRow(s, buf[k*c.rowBytes:(k+1)*c.rowBytes])
 	}
 	if err := c.store.WriteRows(ids, buf); err != nil {
 		return fmt.Errorf("row cache: writing back %d rows: %w", len(ids), err)
@@ -268,9 +347,36 @@ func (c *Cache) writeBack(slots []int32) error {
 	return nil
 }
 
-// Row returns the bytes of slot s, the cache's own memory.
-func (c *Cache) Row(s int32) []byte {
-	return c.data[int(s)*c.rowBytes : (int(s)+1)*c.rowBytes : (int(s)+1)*c.rowBytes]
+// Row returns the bytes of slot s in column 0 (the whole row when the
+// cache has one column), the cache's own memory.
+func (c *Cache) Row(s int32) []byte { return c.Col(0, s) }
+
+// Col returns the bytes of slot s in column k, the cache's own memory.
+func (c *Cache) Col(k int, s int32) []byte {
+	w := c.widths[k]
+	return c.cols[k][int(s)*w : (int(s)+1)*w : (int(s)+1)*w]
+}
+
+// Column returns column k: slot s's bytes at [s*width, (s+1)*width).
+func (c *Cache) Column(k int) []byte { return c.cols[k] }
+
+// Slot returns the slot holding row id, if the cache holds it.
+func (c *Cache) Slot(id int64) (int32, bool) {
+	s, ok := c.slotOf[id]
+	return s, ok
+}
+
+// Pin brings row id into the cache, if it is not there, and keeps it there
+// until Close: it is never evicted. It returns the row's slot. Call it
+// before the batches: it fetches the row as a batch of its own, so the
+// rows of the last Fetch are no longer kept.
+func (c *Cache) Pin(id int64) (int32, error) {
+	var slot [1]int32
+	if err := c.Fetch([]int64{id}, slot[:]); err != nil {
+		return 0, err
+	}
+	c.batch[slot[0]] = pinned
+	return slot[0], nil
 }
 
 // MarkDirty records that the row in slot s changed, so that it is written
@@ -280,6 +386,7 @@ func (c *Cache) MarkDirty(s int32) { c.dirty[s] = true }
 // Sync writes every dirty row back to the store and then, if the store
 // has a Sync method (Journaled), calls it.
 func (c *Cache) Sync() error {
+	c.Wait()
 	var dirty []int32
 	for s, d := range c.dirty {
 		if d {
@@ -295,8 +402,21 @@ func (c *Cache) Sync() error {
 	return nil
 }
 
-// Stats returns how many ids Fetch found in the cache and how many it read.
-func (c *Cache) Stats() (hits, misses uint64) { return c.hits, c.misses }
+// Stats returns how many ids Fetch found in the cache, how many it missed,
+// and how many of the misses a Prefetch had read.
+func (c *Cache) Stats() (hits, misses, prefetched uint64) { return c.hits, c.misses, c.staged }
+
+// Close waits for a Prefetch in flight and frees the cache's memory. The
+// cache must not be used after it; dirty rows not synced are dropped.
+func (c *Cache) Close() {
+	c.Wait()
+	c.dropStaged()
+	if c.free_ != nil {
+		c.free_()
+		c.free_ = nil
+		c.cols = nil
+	}
+}
 
 // The recency list.
 
@@ -347,6 +467,20 @@ type FileStore struct {
 	rows     int64
 	depth    int
 	offs     []int64
+	metaAt   int64  // the meta bytes' offset in the file
+	meta     []byte // the meta bytes as the file holds them, nil for none
+}
+
+// SetMeta makes the n bytes of the file at offset off the store's meta
+// bytes: a scalar state kept with the rows, which a Journaled store
+// commits with them (Journaled.SetMeta). It reads them from the file.
+func (s *FileStore) SetMeta(off int64, n int) error {
+	b := make([]byte, n)
+	if _, err := s.f.ReadAt(b, off); err != nil {
+		return fmt.Errorf("row cache: reading %d meta bytes at %d of %s: %w", n, off, s.f.Name(), err)
+	}
+	s.metaAt, s.meta = off, b
+	return nil
 }
 
 // NewFileStore returns the FileStore of rows rows of rowBytes each in f
@@ -380,3 +514,72 @@ func (s *FileStore) offsets(ids []int64) []int64 {
 	}
 	return s.offs
 }
+
+// A prefetch is the read of a batch's misses that Prefetch started.
+type prefetch struct {
+	done chan struct{}
+	ids  map[int64]int // row id -> its index in buf, once done
+	buf  []byte
+}
+
+// row returns the bytes a done prefetch read for row id.
+func (p *prefetch) row(id int64) ([]byte, bool) {
+	if p == nil || p.ids == nil {
+		return nil, false
+	}
+	k, ok := p.ids[id]
+	if !ok {
+		return nil, false
+	}
+	n := len(p.buf) / len(p.ids)
+	return p.buf[k*n : (k+1)*n], true
+}
+
+// Prefetch starts reading, on another goroutine, the rows of ids that the
+// cache does not hold now, so that the next Fetch takes them from memory
+// instead of the store. It is a hint: the next Fetch reads whatever rows
+// it needs and the prefetch did not read, and drops what it read and does
+// not need; an id outside the store's rows, or a failed read, is left to
+// that Fetch to report. The rows it reads do not enter the cache before
+// that Fetch, so no row is evicted for them before the batch that needs
+// them. See Cache for what the caller may do while it runs.
+func (c *Cache) Prefetch(ids []int64) {
+	c.Wait()
+	c.dropStaged()
+	var want []int64
+	n := c.store.Rows()
+	for _, id := range ids {
+		if _, ok := c.slotOf[id]; !ok && id >= 0 && id < n {
+			want = append(want, id)
+		}
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	if len(want) == 0 {
+		return
+	}
+	p := &prefetch{done: make(chan struct{})}
+	c.pre = p
+	go func() {
+		defer close(p.done)
+		buf := make([]byte, len(want)*c.rowBytes)
+		if err := c.store.ReadRows(want, buf); err != nil {
+			return // the next Fetch reads them, and reports the error
+		}
+		p.ids = make(map[int64]int, len(want))
+		for k, id := range want {
+			p.ids[id] = k
+		}
+		p.buf = buf
+	}()
+}
+
+// Wait waits for the Prefetch in flight, if any, to finish reading.
+func (c *Cache) Wait() {
+	if c.pre != nil {
+		<-c.pre.done
+	}
+}
+
+// dropStaged forgets what the last Prefetch read.
+func (c *Cache) dropStaged() { c.pre = nil }

@@ -93,7 +93,7 @@ func cacheEqualsTable(t *testing.T, policy Policy) {
 			t.Fatalf("after Sync the store's row %d differs", id)
 		}
 	}
-	hits, misses := c.Stats()
+	hits, misses, _ := c.Stats()
 	if hits+misses != 300*batch || hits == 0 || misses == 0 {
 		t.Errorf("hits %d, misses %d", hits, misses)
 	}

@@ -1,0 +1,605 @@
+package table
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/rowcache"
+)
+
+// A Store holds every row of a table: each row's values and, beside them,
+// its optimiser state (WithState), RowBytes bytes in all, little-endian.
+// A Cached table keeps the hot rows of a Store in memory. FileStore-backed
+// tables come from OpenCached; MemoryStore holds the rows in memory; a
+// remote store implements the same four methods.
+type Store interface {
+	// RowBytes returns the size of a row.
+	RowBytes() int
+	// Rows returns the number of rows; ids lie in [0, Rows()).
+	Rows() int64
+	// ReadRows reads the rows ids names into dst, row k at
+	// dst[k*RowBytes():].
+	ReadRows(ids []int64, dst []byte) error
+	// WriteRows writes the rows ids names from src, row k from
+	// src[k*RowBytes():].
+	WriteRows(ids []int64, src []byte) error
+}
+
+// ErrCapacity: a batch names more distinct rows than a Cached table
+// holds, or a cache budget is smaller than one row.
+var ErrCapacity = rowcache.ErrCapacity
+
+// The layout of a table file with optimiser state (WithState).
+const (
+	rowsSuffix = ".rows"
+	columnsKey = "gathergrad.columns" // "weight:<dim>,<name>:<width>,..."
+	stepKey    = "gathergrad.step"    // the optimiser's step count, stepDigits decimal digits
+	stepDigits = 20
+)
+
+// A Column is one part of the optimiser state each row of a table carries
+// beside its values (WithState): Width values of the table's dtype, named
+// Name.
+type Column struct {
+	Name  string
+	Width int
+}
+
+// layout returns the name of the tensor of a table file of rows dim wide
+// with the state cols, its row width and its metadata.
+func layout(prefix, name string, dim int, cols []Column) (key string, width int, meta map[string]string, err error) {
+	if len(cols) == 0 {
+		return name + ".weight", dim, nil, nil
+	}
+	desc, width, err := describe(prefix, dim, cols)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	return name + rowsSuffix, width, map[string]string{columnsKey: desc, stepKey: formatSteps(0)}, nil
+}
+
+// describe returns the description of rows of dim values and the state
+// cols that a table file's metadata holds, and the rows' width in values.
+func describe(prefix string, dim int, cols []Column) (string, int, error) {
+	parts := []string{fmt.Sprintf("weight:%d", dim)}
+	width := dim
+	for _, c := range cols {
+		if c.Name == "" || c.Name == "weight" || strings.ContainsAny(c.Name, ",:") || c.Width <= 0 {
+			return "", 0, fmt.Errorf("%s: state column %+v: a column needs a name other than \"weight\", without ',' or ':', "+
+				"and a width of at least 1: %w", prefix, c, gather.ErrOption)
+		}
+		parts = append(parts, fmt.Sprintf("%s:%d", c.Name, c.Width))
+		width += c.Width
+	}
+	return strings.Join(parts, ","), width, nil
+}
+
+func formatSteps(n int64) string { return fmt.Sprintf("%0*d", stepDigits, n) }
+
+func parseSteps(b []byte) (int64, bool) {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil && len(b) == stepDigits && n >= 0
+}
+
+// CacheOptions configure a Cached table.
+type CacheOptions struct {
+	// Budget is the memory the cache's rows take, in bytes: it holds
+	// Budget / (row bytes) rows, each row's values and state. A budget
+	// smaller than one row is an error wrapping ErrCapacity.
+	Budget int64
+	// LFU evicts, of 16 rows drawn at random, the one named least often
+	// since it came in, instead of the least recently used.
+	LFU bool
+	// Depth is how many reads or writes of rows a file keeps in flight;
+	// 0 means 32.
+	Depth int
+}
+
+// A Cached table keeps the hot rows of a Store, with their optimiser
+// state, in memory: rows, not pages. Fetch brings a batch's rows in and
+// tells where they are (their slots), Weight and State are the slots'
+// memory, which lookups read and optimisers update in place, MarkDirty
+// marks a changed row, Sync writes the changed rows back. Prefetch reads
+// the next batch's rows while the current batch computes. nn.CachedEmbedding
+// makes an embedding of it. A Cached is not safe for concurrent use.
+//
+// A table in a file (OpenCached) writes no row into the file between
+// syncs: rows that leave the cache go to a journal beside it, and Sync
+// commits the journal and then applies it. After a crash at any moment,
+// OpenCached finds the table and its optimiser state exactly as the last
+// Sync that returned left them.
+type Cached struct {
+	name   string
+	dim    int
+	dt     tensor.Dtype
+	cols   []Column
+	store  Store
+	cache  *rowcache.Cache
+	weight *tensor.Dense   // [slots, dim]
+	state  []*tensor.Dense // per column, [slots, width]
+	steps  int64
+	dirty  bool // rows or steps changed since the last Sync
+
+	file    *os.File            // OpenCached's file, else nil
+	journal *rowcache.Journaled // its journal
+	closed  bool
+}
+
+// NewCached returns a cache in front of store, whose rows are dim values
+// of dtype dt (Float32 or Float64) followed by the state cols, holding as
+// many rows as o.Budget allows. The store's rows start with step count 0
+// (see Steps).
+func NewCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
+	prefix := fmt.Sprintf("table %q", name)
+	if store == nil {
+		return nil, fmt.Errorf("%s: needs a store: %w", prefix, gather.ErrOption)
+	}
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
+	}
+	if dim <= 0 {
+		return nil, fmt.Errorf("%s: dimension %d must be positive: %w", prefix, dim, gather.ErrShape)
+	}
+	_, width, err := describe(prefix, dim, cols)
+	if err != nil {
+		return nil, err
+	}
+	if rb := width * int(dt.Size()); store.RowBytes() != rb {
+		return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d values of %v (%d of them state) are %d: %w",
+			prefix, store.RowBytes(), width, dt, width-dim, rb, gather.ErrShape)
+	}
+	return newCached(store, name, dim, dt, cols, o)
+}
+
+func newCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
+	prefix := fmt.Sprintf("table %q", name)
+	rb := int64(store.RowBytes())
+	slots := o.Budget / rb
+	if slots < 1 || slots > int64(^uint32(0)>>1) {
+		return nil, fmt.Errorf("%s: a cache budget of %d bytes holds %d rows of %d bytes; give it room for one batch's rows at least: %w",
+			prefix, o.Budget, slots, rb, ErrCapacity)
+	}
+	slots = min(slots, store.Rows())
+	es := int(dt.Size())
+	widths := []int{dim * es}
+	for _, c := range cols {
+		widths = append(widths, c.Width*es)
+	}
+	policy := rowcache.LRU
+	if o.LFU {
+		policy = rowcache.LFU
+	}
+	cache, err := rowcache.New(store, int(slots), policy, widths...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache}
+	if c.weight, err = column(cache, 0, int(slots), dim, dt); err != nil {
+		cache.Close()
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	for k, col := range cols {
+		t, err := column(cache, k+1, int(slots), col.Width, dt)
+		if err != nil {
+			cache.Close()
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
+		c.state = append(c.state, t)
+	}
+	return c, nil
+}
+
+// column returns column k of cache as a [slots, width] tensor of dtype dt.
+func column(cache *rowcache.Cache, k, slots, width int, dt tensor.Dtype) (*tensor.Dense, error) {
+	if dt == tensor.Float32 {
+		v, err := fileio.Floats[float32](cache.Column(k), 0, slots*width)
+		if err != nil {
+			return nil, err
+		}
+		return tensor.New(tensor.WithShape(slots, width), tensor.WithBacking(v)), nil
+	}
+	v, err := fileio.Floats[float64](cache.Column(k), 0, slots*width)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.New(tensor.WithShape(slots, width), tensor.WithBacking(v)), nil
+}
+
+// OpenCached opens the table "<name>" with the optimiser state cols of the
+// file at path, as Create with WithState(cols...) makes it, behind a cache
+// of o.Budget bytes. Rows are read and written with o.Depth positioned
+// reads or writes in flight, never through a mapping.
+//
+// The file's state must be cols, in order: another state, or a table
+// file without state, is an error wrapping checkpoint.ErrMismatch naming
+// both; a malformed or truncated file is checkpoint.ErrFormat. A file is
+// opened by one table at a time (ErrInUse, as Open).
+//
+// Its journal is the file path + ".journal". A journal a crash left is
+// dealt with first: if the crash came after a Sync's commit, the commit
+// is applied; otherwise the rows written since the last Sync are dropped.
+// A journal of another table, or with a committed part that does not
+// match its checksum, is an error naming it, and nothing is changed.
+func OpenCached(path, name string, cols []Column, o CacheOptions) (*Cached, error) {
+	prefix := fmt.Sprintf("table %q", name)
+	infos, meta, err := checkpoint.Inspect(path)
+	if err != nil {
+		return nil, err
+	}
+	key := name + rowsSuffix
+	if len(infos) != 1 || infos[0].Name != key {
+		names := make([]string, 0, 4)
+		for _, in := range infos[:min(len(infos), 4)] {
+			names = append(names, strconv.Quote(in.Name))
+		}
+		return nil, fmt.Errorf("%s: %s holds %d tensors (%s), not a table with optimiser state, which holds %q alone "+
+			"(Create with WithState makes one): %w", prefix, path, len(infos), strings.Join(names, ", "), key, checkpoint.ErrMismatch)
+	}
+	info := infos[0]
+	if (info.Format != "F32" && info.Format != "F64") || len(info.Shape) != 2 || info.Shape[0] == 0 {
+		return nil, fmt.Errorf("%s: %s's %q is %s of shape %v; a table is F32 or F64 of shape [vocab, width]: %w",
+			prefix, path, key, info.Format, info.Shape, checkpoint.ErrMismatch)
+	}
+	var dim int
+	if _, err := fmt.Sscanf(meta[columnsKey], "weight:%d", &dim); err != nil || dim <= 0 {
+		return nil, fmt.Errorf("%s: %s: metadata %q = %q does not describe the rows: %w", prefix, path, columnsKey, meta[columnsKey], checkpoint.ErrFormat)
+	}
+	want, width, err := describe(prefix, dim, cols)
+	if err != nil {
+		return nil, err
+	}
+	if meta[columnsKey] != want {
+		return nil, fmt.Errorf("%s: %s holds rows of %q; the optimiser needs %q: %w", prefix, path, meta[columnsKey], want, checkpoint.ErrMismatch)
+	}
+	if info.Shape[1] != width {
+		return nil, fmt.Errorf("%s: %s's rows are %d values wide; %q makes %d: %w", prefix, path, info.Shape[1], want, width, checkpoint.ErrFormat)
+	}
+	dt := info.Dtype
+
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	c, err := openCached(f, path, name, info, dim, dt, cols, o)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func openCached(f *os.File, path, name string, info checkpoint.TensorInfo, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
+	prefix := fmt.Sprintf("table %q", name)
+	if err := fileio.Lock(f); err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	at, err := stepsOffset(f, info.Offset)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %v: %w", prefix, path, err, checkpoint.ErrFormat)
+	}
+	depth := o.Depth
+	if depth <= 0 {
+		depth = 32
+	}
+	rb := info.Shape[1] * int(dt.Size())
+	fs, err := rowcache.NewFileStore(f, info.Offset, rb, int64(info.Shape[0]), depth)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", prefix, err, checkpoint.ErrFormat)
+	}
+	if err := fs.SetMeta(at, stepDigits); err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	j, err := rowcache.OpenJournaled(fs, path+".journal")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	steps, ok := parseSteps(j.Meta())
+	if !ok {
+		j.Close()
+		return nil, fmt.Errorf("%s: %s: step count %q: %w", prefix, path, j.Meta(), checkpoint.ErrFormat)
+	}
+	c, err := newCached(j, name, dim, dt, cols, o)
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	c.steps, c.file, c.journal = steps, f, j
+	return c, nil
+}
+
+// stepsOffset returns the offset in f of the step count's digits in the
+// header, which ends at end.
+func stepsOffset(f *os.File, end int64) (int64, error) {
+	h := make([]byte, end)
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, end), h); err != nil {
+		return 0, err
+	}
+	pat := []byte(`"` + stepKey + `":"`)
+	i := bytes.Index(h, pat)
+	if i < 0 || bytes.Count(h, pat) != 1 || int64(i+len(pat)+stepDigits) > end || h[i+len(pat)+stepDigits] != '"' {
+		return 0, fmt.Errorf("no step count of %d digits in the header", stepDigits)
+	}
+	return int64(i + len(pat)), nil
+}
+
+// Name returns the table's name.
+func (c *Cached) Name() string { return c.name }
+
+// Shape returns the table's vocabulary and dimension.
+func (c *Cached) Shape() (vocab int64, dim int) { return c.store.Rows(), c.dim }
+
+// Dtype returns the dtype of the table's values and state.
+func (c *Cached) Dtype() tensor.Dtype { return c.dt }
+
+// Columns returns the state each row carries.
+func (c *Cached) Columns() []Column { return c.cols }
+
+// Slots returns how many rows the cache holds.
+func (c *Cached) Slots() int { return c.cache.Slots() }
+
+// Weight returns the cache's rows' values, a [slots, dim] tensor: the row
+// Fetch put in slot s is row s. Lookups read it and optimisers update it
+// in place.
+func (c *Cached) Weight() *tensor.Dense { return c.weight }
+
+// State returns the cache's rows' state, one [slots, width] tensor per
+// column, laid out as Weight.
+func (c *Cached) State() []*tensor.Dense { return c.state }
+
+// Fetch sets slots[k] to the slot of row ids[k], reading the rows the
+// cache misses (from the last Prefetch, or from the store, together) and
+// evicting the least recently used rows no id of this batch names, dirty
+// ones written back first. The batch's rows stay in their slots until the
+// next Fetch. An id outside [0, vocab), or a batch of more distinct rows
+// than the cache holds (ErrCapacity, naming both), is an error.
+func (c *Cached) Fetch(ids []int64, slots []int32) error {
+	if c.closed {
+		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
+	}
+	if err := c.cache.Fetch(ids, slots); err != nil {
+		return fmt.Errorf("table %q: %w", c.name, err)
+	}
+	return nil
+}
+
+// Prefetch starts reading, on another goroutine, the rows of ids the
+// cache does not hold, for the next Fetch: call it with the next batch's
+// ids after the current batch's Fetch, and the reads overlap the current
+// step. It is a hint: it never changes what Fetch returns, and rows it
+// reads enter the cache only at the Fetch that needs them. Until then
+// the caller may read and change the slots (lookups, optimiser steps),
+// and Fetch, Sync, Read and Close wait for it.
+func (c *Cached) Prefetch(ids []int64) {
+	if !c.closed {
+		c.cache.Prefetch(ids)
+	}
+}
+
+// Slot returns the slot of row id, if the cache holds it.
+func (c *Cached) Slot(id int64) (int32, bool) { return c.cache.Slot(id) }
+
+// Pin fetches row id and keeps it in the cache until Close, such as a
+// padding row every batch may name; call it before the first Fetch.
+func (c *Cached) Pin(id int64) (int32, error) {
+	s, err := c.cache.Pin(id)
+	if err != nil {
+		return 0, fmt.Errorf("table %q: %w", c.name, err)
+	}
+	return s, nil
+}
+
+// MarkDirty records that the row in slot s changed (values or state), so
+// that it is written back before it leaves the cache, and at Sync.
+func (c *Cached) MarkDirty(s int32) {
+	c.cache.MarkDirty(s)
+	c.dirty = true
+}
+
+// Steps returns the optimiser's step count kept with the table (the t of
+// SparseAdam's bias corrections): saved by Sync with the rows.
+func (c *Cached) Steps() int64 { return c.steps }
+
+// SetSteps sets the step count; the optimiser's step calls it.
+func (c *Cached) SetSteps(n int64) {
+	c.steps = n
+	c.dirty = true
+}
+
+// Read returns the rows ids names as they are now, from the cache or the
+// store, without bringing them into the cache: a [len(ids), width] tensor,
+// each row its dim values and then its state.
+func (c *Cached) Read(ids []int64) (*tensor.Dense, error) {
+	if c.closed {
+		return nil, fmt.Errorf("table %q: %w", c.name, ErrClosed)
+	}
+	c.cache.Wait()
+	rb := c.store.RowBytes()
+	buf := make([]byte, len(ids)*rb)
+	var from []int64
+	var at []int
+	n := c.store.Rows()
+	for k, id := range ids {
+		if id < 0 || id >= n {
+			return nil, fmt.Errorf("table %q: ids[%d] = %d is outside [0, %d): %w", c.name, k, id, n, gather.ErrIndexOutOfRange)
+		}
+		if s, ok := c.cache.Slot(id); ok {
+			row := buf[k*rb : (k+1)*rb]
+			for col := range len(c.cols) + 1 {
+				w := copy(row, c.cache.Col(col, s))
+				row = row[w:]
+			}
+			continue
+		}
+		from, at = append(from, id), append(at, k)
+	}
+	if len(from) > 0 {
+		tmp := make([]byte, len(from)*rb)
+		if err := c.store.ReadRows(from, tmp); err != nil {
+			return nil, fmt.Errorf("table %q: %w", c.name, err)
+		}
+		for i, k := range at {
+			copy(buf[k*rb:(k+1)*rb], tmp[i*rb:(i+1)*rb])
+		}
+	}
+	width := rb / int(c.dt.Size())
+	if c.dt == tensor.Float32 {
+		v, err := fileio.Floats[float32](buf, 0, len(ids)*width)
+		if err != nil {
+			return nil, err
+		}
+		return tensor.New(tensor.WithShape(len(ids), width), tensor.WithBacking(v)), nil
+	}
+	v, err := fileio.Floats[float64](buf, 0, len(ids)*width)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.New(tensor.WithShape(len(ids), width), tensor.WithBacking(v)), nil
+}
+
+// Sync writes every changed row back to the store, with the step count.
+// For a table in a file it is durable when Sync returns: the rows and the
+// step count go to the journal, which is committed (fsync), applied to
+// the file (fsync) and emptied; a crash at any moment leaves the table as
+// this Sync or the one before left it, never a mix.
+func (c *Cached) Sync() error {
+	if c.closed {
+		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
+	}
+	if c.journal != nil {
+		if err := c.journal.SetMeta([]byte(formatSteps(c.steps))); err != nil {
+			return fmt.Errorf("table %q: %w", c.name, err)
+		}
+	}
+	if err := c.cache.Sync(); err != nil {
+		return fmt.Errorf("table %q: %w", c.name, err)
+	}
+	c.dirty = false
+	return nil
+}
+
+// CacheStats counts what Fetch found: ids in the cache (Hits), ids it
+// had to bring in (Misses), and of those, how many a Prefetch had read
+// (Prefetched).
+type CacheStats struct {
+	Hits, Misses, Prefetched uint64
+}
+
+// HitRate returns Hits / (Hits + Misses), 0 before any Fetch.
+func (s CacheStats) HitRate() float64 {
+	if s.Hits+s.Misses == 0 {
+		return 0
+	}
+	return float64(s.Hits) / float64(s.Hits+s.Misses)
+}
+
+// Stats returns what the cache's Fetches found so far.
+func (c *Cached) Stats() CacheStats {
+	h, m, p := c.cache.Stats()
+	return CacheStats{Hits: h, Misses: m, Prefetched: p}
+}
+
+// Close syncs the table, frees the cache's memory and, for a file, closes
+// it and frees it for another open. After it, the tensors of Weight and
+// State must not be used, and Fetch, Read and Sync fail with ErrClosed.
+// A second Close does nothing.
+func (c *Cached) Close() error {
+	if c.closed {
+		return nil
+	}
+	err := c.Sync()
+	c.closed = true
+	c.cache.Close()
+	if c.journal != nil {
+		if e := c.journal.Close(); err == nil {
+			err = e
+		}
+	}
+	if c.file != nil {
+		if e := c.file.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// A MemoryStore is a Store in memory: a table's rows with their state,
+// for a table whose rows fit in memory, or a test.
+type MemoryStore struct {
+	rows     int64
+	rowBytes int
+	data     []byte
+}
+
+// NewMemoryStore returns a MemoryStore of the rows of weights, a [vocab,
+// dim] Float32 or Float64 tensor (copied), each followed by the state
+// cols, zeros.
+func NewMemoryStore(weights *tensor.Dense, cols ...Column) (*MemoryStore, error) {
+	if weights == nil || len(weights.Shape()) != 2 {
+		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] tensor: %w", gather.ErrShape)
+	}
+	dt := weights.Dtype()
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("memory store: dtype must be float32 or float64, got %v: %w", dt, gather.ErrDtype)
+	}
+	vocab, dim := weights.Shape()[0], weights.Shape()[1]
+	_, width, err := describe("memory store", dim, cols)
+	if err != nil {
+		return nil, err
+	}
+	es := int(dt.Size())
+	s := &MemoryStore{rows: int64(vocab), rowBytes: width * es, data: make([]byte, vocab*width*es)}
+	var src []byte
+	if dt == tensor.Float32 {
+		src = fileio.LittleEndianBytes(weights.Float32s())
+	} else {
+		src = fileio.LittleEndianBytes(weights.Float64s())
+	}
+	for r := range vocab {
+		copy(s.data[r*s.rowBytes:], src[r*dim*es:(r+1)*dim*es])
+	}
+	return s, nil
+}
+
+func (s *MemoryStore) RowBytes() int { return s.rowBytes }
+func (s *MemoryStore) Rows() int64   { return s.rows }
+
+func (s *MemoryStore) ReadRows(ids []int64, dst []byte) error {
+	if err := s.check(ids, dst); err != nil {
+		return err
+	}
+	for k, id := range ids {
+		copy(dst[k*s.rowBytes:(k+1)*s.rowBytes], s.data[id*int64(s.rowBytes):])
+	}
+	return nil
+}
+
+func (s *MemoryStore) WriteRows(ids []int64, src []byte) error {
+	if err := s.check(ids, src); err != nil {
+		return err
+	}
+	for k, id := range ids {
+		copy(s.data[id*int64(s.rowBytes):(id+1)*int64(s.rowBytes)], src[k*s.rowBytes:])
+	}
+	return nil
+}
+
+func (s *MemoryStore) check(ids []int64, buf []byte) error {
+	if len(buf) < len(ids)*s.rowBytes {
+		return fmt.Errorf("memory store: %d bytes for %d rows of %d: %w", len(buf), len(ids), s.rowBytes, gather.ErrShape)
+	}
+	for k, id := range ids {
+		if id < 0 || id >= s.rows {
+			return fmt.Errorf("memory store: ids[%d] = %d is outside [0, %d): %w", k, id, s.rows, gather.ErrIndexOutOfRange)
+		}
+	}
+	return nil
+}
