@@ -46,6 +46,17 @@ type Embedding struct {
 
 	file   *table.File // the file of a table OpenEmbedding mapped, else nil
 	closed bool        // Close was called
+
+	// A CachedEmbedding's: its cache, vocabulary and padding row's slot,
+	// its lookups' fetches, how many of them ran since the batch began,
+	// the next batch's ids (Prefetch), and Step's slots.
+	cached    *table.Cached
+	vocab     int
+	padSlot   int
+	fetches   []*fetchOp
+	fetched   int
+	next      []int64
+	stepSlots []int
 }
 
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -188,18 +199,24 @@ func normalInit(seed uint64) gorgonia.InitWFn {
 // PyTorch's nn.Embedding, every id must lie in [0, vocab): any other,
 // negative ones included, is an *gather.IndexError naming the table when
 // the graph runs.
-func (e *Embedding) Lookup(ids *gorgonia.Node) (*gorgonia.Node, error) {
+func (e *Embedding) Lookup(ids *gorgonia.Node) (_ *gorgonia.Node, err error) {
 	if e.closed {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
 	}
 	if ids == nil {
 		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
 	}
-	table, err := e.renormed(ids, "embedding")
+	idx := ids // the ids of the table's rows: for a cache, their slots
+	if e.cached != nil {
+		if idx, err = e.slotIDs(ids, "embedding"); err != nil {
+			return nil, err
+		}
+	}
+	table, err := e.renormed(idx, "embedding")
 	if err != nil {
 		return nil, err
 	}
-	vecs, err := gather.Gather(table, ids, 0, e.options("embedding")...)
+	vecs, err := gather.Gather(table, idx, 0, e.options("embedding")...)
 	if err != nil || e.cfg.frozen || !e.cfg.sparse {
 		return vecs, err
 	}
@@ -227,18 +244,24 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 	if ids == nil {
 		return nil, fmt.Errorf("%s: ids must be a node: %w", prefix, gather.ErrShape)
 	}
-	table, err := e.renormed(ids, opBag)
+	idx := ids // the ids of the table's rows: for a cache, their slots
+	if e.cached != nil {
+		if idx, err = e.slotIDs(ids, opBag); err != nil {
+			return nil, err
+		}
+	}
+	table, err := e.renormed(idx, opBag)
 	if err != nil {
 		return nil, err
 	}
-	pooled, err := embeddingBag(table, ids, offsets, weights, mode, e.opConfig(opBag), bc.includeLast)
+	pooled, err := embeddingBag(table, idx, offsets, weights, mode, e.opConfig(opBag), bc.includeLast)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
 	if e.cfg.frozen || !e.cfg.sparse {
 		return pooled, nil
 	}
-	in := bagOpInputs(table, ids, offsets, weights)
+	in := bagOpInputs(table, idx, offsets, weights)
 	return e.tap(pooled, sparseLookup{ids: ids, bag: pooled.Op().(*bagOp), inputs: in, freq: e.cfg.freq})
 }
 
@@ -248,6 +271,9 @@ func (e *Embedding) opConfig(op string) opconfig.Config {
 	c := opconfig.Config{GradScale: 1, Layer: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
 	if e.cfg.hasPad {
 		c.HasPad, c.Pad = true, e.cfg.pad
+		if e.cached != nil {
+			c.Pad = e.padSlot
+		}
 	}
 	if e.cfg.frozen || e.cfg.sparse {
 		c.NoGrad = true
@@ -358,6 +384,10 @@ func (e *Embedding) Weight() (*tensor.Dense, error) {
 	if e.closed {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
 	}
+	if e.cached != nil {
+		return nil, fmt.Errorf("embedding %q: its rows live in a cache in front of their store, not in one tensor; "+
+			"read rows with Cached().Read, keep them with Sync: %w", e.Table.Name(), gather.ErrOption)
+	}
 	t, ok := e.Table.Value().(*tensor.Dense)
 	if !ok {
 		return nil, fmt.Errorf("embedding %q: the table holds a %T: %w", e.Table.Name(), e.Table.Value(), gather.ErrDtype)
@@ -428,6 +458,12 @@ func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...EmbeddingOp
 // table in memory it is an error wrapping gather.ErrOption: save it with
 // checkpoint.Save.
 func (e *Embedding) Sync() error {
+	if e.cached != nil {
+		if e.closed {
+			return fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
+		}
+		return e.cached.Sync()
+	}
 	if e.file == nil {
 		return fmt.Errorf("embedding %q lives in memory, not in a file; keep it with checkpoint.Save: %w", e.Table.Name(), gather.ErrOption)
 	}
@@ -444,11 +480,18 @@ func (e *Embedding) Sync() error {
 // the tensor a Weight or Table.Value() returned before must not be read.
 // For a table in memory it does nothing. A second Close does nothing.
 func (e *Embedding) Close() error {
-	if e.file == nil || e.closed {
+	if e.closed {
 		return nil
 	}
-	e.closed = true
-	return e.file.Close()
+	switch {
+	case e.cached != nil:
+		e.closed = true
+		return e.cached.Close()
+	case e.file != nil:
+		e.closed = true
+		return e.file.Close()
+	}
+	return nil
 }
 
 // willNeedOp asks the system to bring in, all at once, the rows of a file
@@ -596,6 +639,9 @@ func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
 		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), gather.ErrGraph)
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
+	if e.cached != nil {
+		vocab = e.vocab
+	}
 	checkTaps := tapCheckDue(e.rowGrads)
 	e.rowGrads++
 	idss, grads, taps := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
@@ -709,25 +755,30 @@ func (e *Embedding) step(opt optim.Sparse, g *optim.RowGrad) error {
 	if opt == nil {
 		return fmt.Errorf("embedding %q: Step needs an optimiser, such as &optim.SparseSGD{...} or optim.NewSparseAdam: %w", e.Table.Name(), gather.ErrOption)
 	}
-	table, err := e.Weight()
-	if err != nil {
-		return err
+	if e.closed {
+		return fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
 	}
 	runs := e.runs.Load()
 	if runs > 0 && runs == e.stepped {
 		return fmt.Errorf("embedding %q: Step again with no run of the graph since the last: the gradient was used; run the graph first: %w", e.Table.Name(), gather.ErrGraph)
 	}
+	var err error
 	if g == nil {
 		if g, err = e.rowGrad(&e.grad); err != nil {
 			return err
 		}
 	}
-	if e.file != nil {
+	switch {
+	case e.cached != nil:
+		err = e.stepCached(opt, g)
+	case e.file != nil:
 		// A table in a file: an I/O error on its mapping is an error here,
 		// not the end of the process (see OpenEmbedding).
-		err = e.file.Guard(func() error { return opt.Step(table, g) })
-	} else {
-		err = opt.Step(table, g)
+		w, _ := e.Weight()
+		err = e.file.Guard(func() error { return opt.Step(w, g) })
+	default:
+		w, _ := e.Weight()
+		err = opt.Step(w, g)
 	}
 	if err != nil {
 		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)

@@ -355,29 +355,33 @@ func (c *Cached) Weight() *tensor.Dense { return c.weight }
 // column, laid out as Weight.
 func (c *Cached) State() []*tensor.Dense { return c.state }
 
-// Fetch sets slots[k] to the slot of row ids[k], reading the rows the
-// cache misses (from the last Prefetch, or from the store, together) and
-// evicting the least recently used rows no id of this batch names, dirty
-// ones written back first. The batch's rows stay in their slots until the
-// next Fetch. An id outside [0, vocab), or a batch of more distinct rows
-// than the cache holds (ErrCapacity, naming both), is an error.
+// Fetch sets slots[k] to the slot of row ids[k], adding the rows to the
+// current batch: it reads the rows the cache misses (from the last
+// Prefetch, or from the store, together) and evicts the least recently
+// used rows the batch does not name, dirty ones written back first. The
+// batch's rows stay in their slots until NewBatch. An id outside [0,
+// vocab), or a batch of more distinct rows than the cache holds
+// (ErrCapacity, naming both), is an error.
 func (c *Cached) Fetch(ids []int64, slots []int32) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
-	if err := c.cache.Fetch(ids, slots); err != nil {
+	if err := c.cache.FetchMore(ids, slots); err != nil {
 		return fmt.Errorf("table %q: %w", c.name, err)
 	}
 	return nil
 }
 
+// NewBatch ends the current batch: its rows may be evicted from now on.
+func (c *Cached) NewBatch() { c.cache.NewBatch() }
+
 // Prefetch starts reading, on another goroutine, the rows of ids the
 // cache does not hold, for the next Fetch: call it with the next batch's
 // ids after the current batch's Fetch, and the reads overlap the current
 // step. It is a hint: it never changes what Fetch returns, and rows it
-// reads enter the cache only at the Fetch that needs them. Until then
-// the caller may read and change the slots (lookups, optimiser steps),
-// and Fetch, Sync, Read and Close wait for it.
+// reads enter the cache only at the Fetch that names them. While it
+// reads, the caller may read and change the slots (lookups, optimiser
+// steps); Fetch, Sync, Read and Close wait for it.
 func (c *Cached) Prefetch(ids []int64) {
 	if !c.closed {
 		c.cache.Prefetch(ids)

@@ -83,6 +83,8 @@ type Cache struct {
 	rng        *rand.Rand
 
 	hits, misses, staged uint64
+	inBatch              int // slots the current batch names
+	pinned               int // slots Pin holds
 
 	pre *prefetch // the Prefetch in flight or done, nil without one
 
@@ -145,16 +147,29 @@ func New(store Store, slots int, policy Policy, widths ...int) (*Cache, error) {
 // Slots returns the number of rows the cache holds.
 func (c *Cache) Slots() int { return len(c.idOf) }
 
-// Fetch sets slots[k] to the slot holding row ids[k], reading the rows the
-// cache misses from the store, together; to make room it evicts the least
-// recently used rows that this batch does not name, writing back the dirty
-// ones first. The rows of the batch stay in their slots at least until the
-// next Fetch. An id outside the store's rows, or a batch of more distinct
-// rows than the cache has slots (ErrCapacity, naming both), is an error,
-// and then the cache is as it was, but for rows already written back.
+// Fetch starts a batch and fetches its rows: NewBatch, then FetchMore.
 func (c *Cache) Fetch(ids []int64, slots []int32) error {
+	c.NewBatch()
+	return c.FetchMore(ids, slots)
+}
+
+// NewBatch ends the current batch: the rows it named may be evicted from
+// now on.
+func (c *Cache) NewBatch() {
+	c.calls++
+	c.inBatch = 0
+}
+
+// FetchMore sets slots[k] to the slot holding row ids[k], reading the
+// rows the cache misses from the store (or from what Prefetch read),
+// together; to make room it evicts the least recently used rows that the
+// current batch does not name, writing back the dirty ones first. The
+// rows stay in their slots at least until the next NewBatch. An id
+// outside the store's rows, or a batch of more distinct rows than the
+// cache has slots not pinned (ErrCapacity, naming both), is an error,
+// and then the cache is as it was, but for rows already written back.
+func (c *Cache) FetchMore(ids []int64, slots []int32) error {
 	c.Wait()
-	defer c.dropStaged()
 	if len(slots) < len(ids) {
 		return fmt.Errorf("row cache: %d slots for %d ids", len(slots), len(ids))
 	}
@@ -164,11 +179,10 @@ func (c *Cache) Fetch(ids []int64, slots []int32) error {
 			return fmt.Errorf("row cache: ids[%d] = %d is outside the store's %d rows", k, id, n)
 		}
 	}
-	// This call's number marks the slots of the rows it names, which are
-	// then not evicted; a call that fails leaves only stale marks.
-	c.calls++
+	// The batch's number marks the slots of the rows it names, which are
+	// then not evicted; a call that fails leaves marks that the next
+	// NewBatch makes stale.
 	c.missIDs = c.missIDs[:0]
-	resident := 0
 	for _, id := range ids {
 		s, ok := c.slotOf[id]
 		switch {
@@ -176,13 +190,14 @@ func (c *Cache) Fetch(ids []int64, slots []int32) error {
 			c.missIDs = append(c.missIDs, id)
 		case c.batch[s] < c.calls:
 			c.batch[s] = c.calls
-			resident++
+			c.inBatch++
 		}
 	}
 	slices.Sort(c.missIDs)
 	c.missIDs = slices.Compact(c.missIDs)
-	if distinct := resident + len(c.missIDs); distinct > len(c.idOf) {
-		return fmt.Errorf("row cache: the batch names %d distinct rows, the cache holds %d: %w", distinct, len(c.idOf), ErrCapacity)
+	if distinct := c.inBatch + len(c.missIDs); distinct > len(c.idOf)-c.pinned {
+		return fmt.Errorf("row cache: the batch names %d distinct rows, the cache holds %d (%d of them pinned): %w",
+			distinct, len(c.idOf), c.pinned, ErrCapacity)
 	}
 	if err := c.makeRoom(len(c.missIDs)); err != nil {
 		return err
@@ -190,6 +205,7 @@ func (c *Cache) Fetch(ids []int64, slots []int32) error {
 	if err := c.load(); err != nil {
 		return err
 	}
+	c.inBatch += len(c.missIDs)
 	for k, id := range ids {
 		s := c.slotOf[id]
 		slots[k] = s
@@ -283,7 +299,7 @@ func (c *Cache) load() error {
 	}
 	var read []int64 // the misses no prefetch read
 	for _, id := range c.missIDs {
-		if _, ok := c.pre.row(id); !ok {
+		if _, ok := c.pre.row(id, c.rowBytes); !ok {
 			read = append(read, id)
 		}
 	}
@@ -295,7 +311,7 @@ func (c *Cache) load() error {
 	}
 	k := 0
 	for _, id := range c.missIDs {
-		row, ok := c.pre.row(id)
+		row, ok := c.pre.take(id, c.rowBytes)
 		if ok {
 			c.staged++
 		} else {
@@ -375,7 +391,11 @@ func (c *Cache) Pin(id int64) (int32, error) {
 	if err := c.Fetch([]int64{id}, slot[:]); err != nil {
 		return 0, err
 	}
-	c.batch[slot[0]] = pinned
+	if c.batch[slot[0]] != pinned {
+		c.batch[slot[0]] = pinned
+		c.pinned++
+		c.inBatch--
+	}
 	return slot[0], nil
 }
 
@@ -522,8 +542,8 @@ type prefetch struct {
 	buf  []byte
 }
 
-// row returns the bytes a done prefetch read for row id.
-func (p *prefetch) row(id int64) ([]byte, bool) {
+// row returns the bytes, n of them, a done prefetch read for row id.
+func (p *prefetch) row(id int64, n int) ([]byte, bool) {
 	if p == nil || p.ids == nil {
 		return nil, false
 	}
@@ -531,18 +551,29 @@ func (p *prefetch) row(id int64) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	n := len(p.buf) / len(p.ids)
 	return p.buf[k*n : (k+1)*n], true
 }
 
+// take returns row's bytes as row does and forgets them: once the row is
+// in the cache, the cache's copy is the row, and the one read ahead would
+// be stale after the row's next write-back.
+func (p *prefetch) take(id int64, n int) ([]byte, bool) {
+	b, ok := p.row(id, n)
+	if ok {
+		delete(p.ids, id)
+	}
+	return b, ok
+}
+
 // Prefetch starts reading, on another goroutine, the rows of ids that the
-// cache does not hold now, so that the next Fetch takes them from memory
-// instead of the store. It is a hint: the next Fetch reads whatever rows
-// it needs and the prefetch did not read, and drops what it read and does
-// not need; an id outside the store's rows, or a failed read, is left to
-// that Fetch to report. The rows it reads do not enter the cache before
-// that Fetch, so no row is evicted for them before the batch that needs
-// them. See Cache for what the caller may do while it runs.
+// cache does not hold now, so that the Fetches after it take them from
+// memory instead of the store. It is a hint: a Fetch reads whatever rows
+// it needs and the prefetch did not read; what it read and no Fetch took
+// is dropped at the next Prefetch; an id outside the store's rows, or a
+// failed read, is left to the Fetch to report. The rows it reads do not
+// enter the cache before a Fetch names them, so no row is evicted for
+// them before the batch that needs them. See Cache for what the caller
+// may do while it runs.
 func (c *Cache) Prefetch(ids []int64) {
 	c.Wait()
 	c.dropStaged()

@@ -206,3 +206,70 @@ func TestFileStore(t *testing.T) {
 		t.Fatal("the file does not hold the synced row")
 	}
 }
+
+// A row a Prefetch read is taken from its buffer once: after the row
+// changed in the cache and left it, a Fetch reads the changed row from
+// the store, not the copy read ahead.
+func TestPrefetchTakenOnce(t *testing.T) {
+	store := newMemStore(10, 4)
+	c, err := New(store, 2, LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := make([]int32, 2)
+	c.Prefetch([]int64{5})
+	if err := c.Fetch([]int64{5}, s); err != nil {
+		t.Fatal(err)
+	}
+	c.Row(s[0])[0] = 99
+	c.MarkDirty(s[0])
+	if err := c.Fetch([]int64{1, 2}, s); err != nil { // evicts row 5, writing it back
+		t.Fatal(err)
+	}
+	if err := c.Fetch([]int64{5}, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Row(s[0])[0]; got != 99 {
+		t.Fatalf("row 5 came back as %d, the value read ahead, not 99", got)
+	}
+	if _, _, pre := c.Stats(); pre != 1 {
+		t.Fatalf("%d rows taken from the prefetch, want 1", pre)
+	}
+}
+
+// Rows pinned stay through any batches; FetchMore adds to a batch whose
+// rows all stay until NewBatch; a batch larger than the unpinned slots is
+// ErrCapacity.
+func TestPinAndFetchMore(t *testing.T) {
+	store := newMemStore(10, 4)
+	c, err := New(store, 3, LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.Pin(9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := make([]int32, 2)
+	for b := range 5 {
+		c.NewBatch()
+		if err := c.FetchMore([]int64{int64(b)}, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.FetchMore([]int64{int64(b + 1)}, s[1:]); err != nil {
+			t.Fatal(err)
+		}
+		if s[0] == s[1] || s[0] == p || s[1] == p {
+			t.Fatalf("batch %d: slots %v with the pinned %d", b, s, p)
+		}
+		if got, ok := c.Slot(9); !ok || got != p {
+			t.Fatal("the pinned row left the cache")
+		}
+	}
+	c.NewBatch()
+	if err := c.FetchMore([]int64{1, 2, 3}, make([]int32, 3)); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("3 rows in 2 unpinned slots: %v", err)
+	}
+}
