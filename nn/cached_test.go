@@ -149,7 +149,7 @@ func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.RowSt
 	for _, c := range cols {
 		width += c.Width
 	}
-	c, err := table.NewCached(store, "t", cmDim, dt, cols, table.CacheOptions{Budget: int64(slots * width * int(dt.Size()))})
+	c, err := table.NewCached(store, "t", cmDim, dt, cols, table.CacheOptions{Budget: int64(slots * (width*int(dt.Size()) + 72))})
 	require.NoError(t, err)
 	require.Equal(t, slots, c.Slots())
 	g2 := gorgonia.NewGraph()
@@ -212,7 +212,7 @@ func TestCachedPadding(t *testing.T) {
 	opt1, opt2 := optim.NewRowWiseAdagrad(0.2), optim.NewRowWiseAdagrad(0.2)
 	store, err := table.NewMemoryStore(w0.Clone().(*tensor.Dense), opt2.Columns(cmDim)...)
 	require.NoError(t, err)
-	c, err := table.NewCached(store, "t", cmDim, tensor.Float64, opt2.Columns(cmDim), table.CacheOptions{Budget: 40 * (cmDim + 1) * 8})
+	c, err := table.NewCached(store, "t", cmDim, tensor.Float64, opt2.Columns(cmDim), table.CacheOptions{Budget: 40 * ((cmDim+1)*8 + 72)})
 	require.NoError(t, err)
 	g2 := gorgonia.NewGraph()
 	cached, err := CachedEmbedding(g2, c, WithPadding(7))
@@ -268,7 +268,7 @@ func TestCachedFile(t *testing.T) {
 	memOpt := optim.NewSparseAdam(0.05)
 
 	for round := range 2 { // 10 steps, close, reopen, 10 more
-		c, err := table.OpenCached(path, "t", cols, table.CacheOptions{Budget: int64(40 * (3 * cmDim) * 4)})
+		c, err := table.OpenCached(path, "t", cols, table.CacheOptions{Budget: int64(40 * ((3*cmDim)*4 + 72))})
 		require.NoError(t, err)
 		_, err = table.OpenCached(path, "t", cols, table.CacheOptions{Budget: 1 << 20})
 		require.ErrorIs(t, err, table.ErrInUse)
@@ -317,7 +317,7 @@ func TestCachedErrors(t *testing.T) {
 	_, err = table.NewCached(store, "t", cmDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20})
 	require.ErrorIs(t, err, gather.ErrShape, "rows of another size")
 
-	c, err := table.NewCached(store, "t", cmDim, tensor.Float64, cols, table.CacheOptions{Budget: 20 * (cmDim + 1) * 8})
+	c, err := table.NewCached(store, "t", cmDim, tensor.Float64, cols, table.CacheOptions{Budget: 20 * ((cmDim+1)*8 + 72)})
 	require.NoError(t, err)
 	g := gorgonia.NewGraph()
 	emb, err := CachedEmbedding(g, c)

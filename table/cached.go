@@ -90,11 +90,15 @@ func parseSteps(b []byte) (int64, bool) {
 	return n, err == nil && len(b) == stepDigits && n >= 0
 }
 
+// slotOverhead is the memory of a cache's index per row: its entry in
+// the map from ids to slots and its slot's bookkeeping.
+const slotOverhead = 72
+
 // CacheOptions configure a Cached table.
 type CacheOptions struct {
-	// Budget is the memory the cache's rows take, in bytes: it holds
-	// Budget / (row bytes) rows, each row's values and state. A budget
-	// smaller than one row is an error wrapping ErrCapacity.
+	// Budget is the memory the cache takes, in bytes: its rows (each
+	// row's values and state) and its index, about 72 bytes a row. A
+	// budget smaller than one row is an error wrapping ErrCapacity.
 	Budget int64
 	// LFU evicts, of 16 rows drawn at random, the one named least often
 	// since it came in, instead of the least recently used.
@@ -102,6 +106,12 @@ type CacheOptions struct {
 	// Depth is how many reads or writes of rows a file keeps in flight;
 	// 0 means 32.
 	Depth int
+	// Preload fills the cache when it opens with the table's first rows,
+	// as many as it holds, read in order: for a table whose ids are
+	// numbered by frequency (a vocabulary sorted by count, as word2vec's
+	// and fastText's are), the rows a cache of its size should hold, so
+	// that training starts at the hit rate a long warm-up would reach.
+	Preload bool
 }
 
 // A Cached table keeps the hot rows of a Store, with their optimiser
@@ -163,10 +173,10 @@ func NewCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column
 func newCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	rb := int64(store.RowBytes())
-	slots := o.Budget / rb
+	slots := o.Budget / (rb + slotOverhead)
 	if slots < 1 || slots > int64(^uint32(0)>>1) {
-		return nil, fmt.Errorf("%s: a cache budget of %d bytes holds %d rows of %d bytes; give it room for one batch's rows at least: %w",
-			prefix, o.Budget, slots, rb, ErrCapacity)
+		return nil, fmt.Errorf("%s: a cache budget of %d bytes holds %d rows of %d bytes (and %d bytes of index each); "+
+			"give it room for one batch's rows at least: %w", prefix, o.Budget, slots, rb, slotOverhead, ErrCapacity)
 	}
 	slots = min(slots, store.Rows())
 	es := int(dt.Size())
@@ -183,6 +193,12 @@ func newCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
 	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache}
+	if o.Preload {
+		if _, err := cache.Preload(int(slots)); err != nil {
+			cache.Close()
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
+	}
 	if c.weight, err = column(cache, 0, int(slots), dim, dt); err != nil {
 		cache.Close()
 		return nil, fmt.Errorf("%s: %w", prefix, err)
@@ -387,6 +403,9 @@ func (c *Cached) Prefetch(ids []int64) {
 		c.cache.Prefetch(ids)
 	}
 }
+
+// Wait waits for the Prefetch in flight, if any, to finish reading.
+func (c *Cached) Wait() { c.cache.Wait() }
 
 // Slot returns the slot of row id, if the cache holds it.
 func (c *Cached) Slot(id int64) (int32, bool) { return c.cache.Slot(id) }

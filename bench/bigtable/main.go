@@ -1,17 +1,28 @@
-//go:build linux
-
 // Command bigtable measures a table larger than memory: table.Create of a
-// rows × 64 float32 table against the disk's sequential write speed (dd,
-// in the same run), then training steps on it (a lookup of 4,096 ids, a
-// linear layer to 16 classes, cross entropy, RowWiseAdagrad) with ids
-// drawn uniformly and from a Zipf distribution (exponent 1.05), against
-// the same steps on an in-memory table of 1,000,000 rows. It prints the
-// step times (median and 90th percentile), the Go heap and the resident
-// memory.
+// rows × 64 float32 table with row-wise Adagrad's state (260-byte rows)
+// against the disk's sequential write speed (dd, in the same run), then
+// training steps on it behind a cache of rows (a lookup of 4,096 ids, a
+// linear layer to 16 classes, cross entropy, RowWiseAdagrad; the next
+// batch prefetched), with ids drawn from a Zipf distribution (exponent
+// 1.05) and uniformly, against the same step on an in-memory table of
+// 1,000,000 rows. Before every step the file's pages are dropped from the
+// system's cache (posix_fadvise), so that every miss reads the disk.
 //
-//	go run ./bench/bigtable -dir /path/on/the/disk [-rows 100000000] [-steps 1000]
+// Beside every fifth step it times the disk's limit for a cache of the
+// same budget: a plain loop of positioned reads, at the cache's queue
+// depth and from a cold page cache, of the distinct rows of that step
+// that an oracle cache would miss, one holding the most frequent ids (for
+// this Zipf, ids below the cache's row count; for uniform ids, any as
+// many). It prints step times (median and 90th percentile), hit rates,
+// the Go heap and the resident memory, and one line a check reads:
 //
-// The table file (rows × 256 bytes) is removed at the end unless -keep.
+//	bigtable: zipf <ms> uniform <ms> memory <ms> disk-zipf <ms> disk-uniform <ms> hit <fraction> oracle <fraction>
+//
+// (medians; hit and oracle under Zipf).
+//
+//	go run ./bench/bigtable -dir /path/on/the/disk [-rows 100000000] [-cache 4294967296] [-warmup 3000] [-steps 1000] [-preload=false]
+//
+// The table file (rows × 260 bytes) is removed at the end unless -keep.
 package main
 
 import (
@@ -24,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,18 +56,38 @@ import (
 
 const (
 	dim, batch, classes = 64, 4096, 16
+	name                = "table"
 )
+
+// cols is the state of each row: RowWiseAdagrad's accumulator.
+var cols = optim.NewRowWiseAdagrad(0.05).Columns(dim)
 
 func main() {
 	dir := flag.String("dir", "", "directory on the disk to measure (required)")
 	rows := flag.Int("rows", 100_000_000, "rows of the file table")
 	memRows := flag.Int("mem-rows", 1_000_000, "rows of the in-memory table")
-	steps := flag.Int("steps", 1000, "training steps per stream")
+	budget := flag.Int64("cache", 4<<30, "bytes of the cache of rows")
+	depth := flag.Int("depth", 32, "reads in flight for the cache's misses")
+	warmup := flag.Int("warmup", 3000, "untimed steps before the timed ones, per stream")
+	lfu := flag.Bool("lfu", false, "evict by frequency (CacheOptions.LFU) instead of recency")
+	preload := flag.Bool("preload", true, "fill the cache with the table's first rows when it opens (CacheOptions.Preload)")
+	steps := flag.Int("steps", 1000, "timed training steps per stream")
 	keep := flag.Bool("keep", false, "keep the table file")
 	reuse := flag.Bool("reuse", false, "train on the table file a -keep run left, without creating it again")
 	streams := flag.String("streams", "zipf,uniform", "id streams to train on, in order")
 	depths := flag.String("qd", "", "if set, a comma-separated list of queue depths: measure positioned reads of random rows at each, from a cold cache, after the table exists, and skip the training")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the training to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *dir == "" {
 		log.Fatal("-dir is required")
 	}
@@ -63,47 +95,127 @@ func main() {
 		fmt.Println("matrix products: OpenBLAS")
 	}
 	path := filepath.Join(*dir, "bigtable.safetensors")
-	size := int64(*rows) * dim * 4
+	width := dim + cols[0].Width
+	size := int64(*rows) * int64(width) * 4
 
 	if !*reuse {
 		fmt.Printf("disk: dd of %d MB with fsync: %s\n", min(size, 4<<30)>>20, ddSpeed(*dir, min(size, 4<<30)))
 		start := time.Now()
-		if err := table.Create(path, "table", *rows, dim, tensor.Float32, table.WithSeed(1), table.WithReplace()); err != nil {
+		err := table.Create(path, name, *rows, dim, tensor.Float32, table.WithSeed(1), table.WithReplace(), table.WithState(cols...))
+		if err != nil {
 			log.Fatal(err)
 		}
 		el := time.Since(start)
-		fmt.Printf("table.Create %d x %d float32 (%.1f GB): %.1f s, %.0f MB/s\n", *rows, dim, float64(size)/1e9, el.Seconds(), float64(size)/1e6/el.Seconds())
+		fmt.Printf("table.Create %d x %d float32 with state (%.1f GB): %.1f s, %.0f MB/s\n", *rows, width, float64(size)/1e9, el.Seconds(), float64(size)/1e6/el.Seconds())
 	}
 	if !*keep {
 		defer os.Remove(path)
+		defer os.Remove(path + ".journal")
 	}
 	if *depths != "" {
 		sweep(path, *rows, *depths)
 		return
 	}
 
+	medians := map[string]float64{}
+	var hit, oracle float64
 	for _, stream := range strings.Split(*streams, ",") {
 		memory(fmt.Sprintf("before the %s steps", stream))
-		g := gorgonia.NewGraph()
-		emb, err := nn.OpenEmbedding(g, path, "table")
+		t0 := time.Now()
+		c, err := table.OpenCached(path, name, cols, table.CacheOptions{Budget: *budget, Depth: *depth, Preload: *preload, LFU: *lfu})
 		if err != nil {
 			log.Fatal(err)
 		}
-		ts := run(g, emb, *rows, *steps, stream)
-		memory(fmt.Sprintf("after %d %s steps on the file table", *steps, stream))
+		fmt.Printf("%s: cache of %d rows (%.2f GB), queue depth %d, preload %v, lfu %v: opened in %.1f s\n",
+			stream, c.Slots(), float64(*budget)/1e9, *depth, *preload, *lfu, time.Since(t0).Seconds())
+		g := gorgonia.NewGraph()
+		emb, err := nn.CachedEmbedding(g, c)
+		if err != nil {
+			log.Fatal(err)
+		}
+		ref := newDiskRef(path, c.Slots(), width*4, *depth)
+		res := run(g, emb, *rows, *warmup, *steps, stream, ref)
+		memory(fmt.Sprintf("after %d %s steps on the cached table", *warmup+*steps, stream))
+		t0 = time.Now()
 		if err := emb.Close(); err != nil {
 			log.Fatal(err)
 		}
-		g2 := gorgonia.NewGraph()
-		mem, err := nn.NewEmbedding(g2, "table", *memRows, dim, tensor.Float32, nn.WithSparse(), nn.WithSeed(1))
-		if err != nil {
-			log.Fatal(err)
+		fmt.Printf("%s: Close (Sync of the dirty rows, the journal applied) %.1f s\n", stream, time.Since(t0).Seconds())
+		ref.close()
+		fmt.Printf("%s: cached table %s; hit rate %.3f (oracle %.3f), %d of %d misses prefetched; disk limit %s\n",
+			stream, summary(res.times), res.hit, res.oracle, res.prefetched, res.misses, summary(ref.times))
+		medians[stream], medians["disk-"+stream] = ms(median(res.times)), ms(median(ref.times))
+		if stream == "zipf" {
+			hit, oracle = res.hit, res.oracle
 		}
-		tm := run(g2, mem, *memRows, *steps, stream)
-		fmt.Printf("%s: file table %s; in-memory %d rows %s; ratio of medians %.2f\n",
-			stream, summary(ts), *memRows, summary(tm), median(ts).Seconds()/median(tm).Seconds())
+	}
+	g := gorgonia.NewGraph()
+	mem, err := nn.NewEmbedding(g, name, *memRows, dim, tensor.Float32, nn.WithSparse(), nn.WithSeed(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	res := run(g, mem, *memRows, 50, *steps, "uniform", nil)
+	fmt.Printf("memory: %d rows, uniform ids: %s\n", *memRows, summary(res.times))
+	medians["memory"] = ms(median(res.times))
+	fmt.Printf("bigtable: zipf %.2f uniform %.2f memory %.2f disk-zipf %.2f disk-uniform %.2f hit %.3f oracle %.3f\n",
+		medians["zipf"], medians["uniform"], medians["memory"], medians["disk-zipf"], medians["disk-uniform"], hit, oracle)
+}
+
+// A diskRef times the disk's limit for a cache of slots rows: positioned
+// reads of the rows an oracle cache misses, from a cold page cache.
+type diskRef struct {
+	f     *os.File
+	start int64
+	slots int
+	row   int
+	depth int
+	times []time.Duration
+}
+
+func newDiskRef(path string, slots, row, depth int) *diskRef {
+	f, err := os.Open(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	infos, _, err := checkpoint.Inspect(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fileio.Random(f)
+	return &diskRef{f: f, start: infos[0].Offset, slots: slots, row: row, depth: depth}
+}
+
+// drop forgets the file's pages in the system's cache.
+func (d *diskRef) drop() {
+	if err := unix.Fadvise(int(d.f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		log.Fatal(err)
 	}
 }
+
+// read times reading the distinct ids of a step that the oracle misses.
+func (d *diskRef) read(ids []int) {
+	var miss []int64
+	for _, id := range ids {
+		if id >= d.slots {
+			miss = append(miss, int64(id))
+		}
+	}
+	slices.Sort(miss)
+	miss = slices.Compact(miss)
+	offs := make([]int64, len(miss))
+	for k, id := range miss {
+		offs[k] = d.start + id*int64(d.row)
+	}
+	buf := make([]byte, len(miss)*d.row)
+	d.drop()
+	t0 := time.Now()
+	if err := fileio.ReadRows(d.f, offs, d.row, buf, d.depth); err != nil {
+		log.Fatal(err)
+	}
+	d.times = append(d.times, time.Since(t0))
+}
+
+func (d *diskRef) close() { d.f.Close() }
 
 // sweep reads 4,096 random rows of the table file (uniform ids, each a
 // 256-byte positioned read) at each queue depth, from a cold page cache
@@ -156,10 +268,31 @@ func sweep(path string, rows int, list string) {
 	}
 }
 
-// run trains steps and returns each step's time.
-func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, steps int, stream string) []time.Duration {
+// A result is what run measured.
+type result struct {
+	times              []time.Duration
+	hit, oracle        float64
+	misses, prefetched uint64
+}
+
+// run trains warmup and then steps steps, prefetching each step's next
+// batch for a cached table, and returns the timed steps' times and, for a
+// cached table, the hit rates over them; with ref, it drops the file's
+// pages before each step and times the disk's limit beside every fifth.
+func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stream string, ref *diskRef) result {
 	r := rand.New(rand.NewPCG(7, 8))
 	zipf := rand.NewZipf(r, 1.05, 1, uint64(rows-1))
+	draw := func() []int {
+		ids := make([]int, batch)
+		for i := range ids {
+			if stream == "zipf" {
+				ids[i] = int(zipf.Uint64())
+			} else {
+				ids[i] = r.IntN(rows)
+			}
+		}
+		return ids
+	}
 	ids := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(batch))
 	y := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(batch))
 	idn := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(ids))
@@ -184,15 +317,37 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, steps int, stream strin
 	defer vm.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
 	opt := optim.NewRowWiseAdagrad(0.05)
-	times := make([]time.Duration, 0, steps)
-	for range steps {
-		for i := range ids.Ints() {
-			if stream == "zipf" {
-				ids.Ints()[i] = int(zipf.Uint64())
-			} else {
-				ids.Ints()[i] = r.IntN(rows)
-			}
+	var res result
+	var before table.CacheStats
+	var oracleHits, all int
+	next := draw()
+	next64 := make([]int64, batch)
+	for step := range warmup + steps {
+		cur := next
+		next = draw()
+		copy(ids.Ints(), cur)
+		for i := range y.Ints() {
 			y.Ints()[i] = r.IntN(classes)
+		}
+		if c := emb.Cached(); c != nil {
+			for i, id := range next {
+				next64[i] = int64(id)
+			}
+			emb.Prefetch(next64)
+			if step == warmup {
+				before = c.Stats()
+			}
+			if step >= warmup {
+				for _, id := range cur {
+					if id < c.Slots() {
+						oracleHits++
+					}
+				}
+				all += len(cur)
+			}
+		}
+		if ref != nil {
+			ref.drop()
 		}
 		start := time.Now()
 		if err := vm.RunAll(); err != nil {
@@ -205,9 +360,30 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, steps int, stream strin
 			log.Fatal(err)
 		}
 		vm.Reset()
-		times = append(times, time.Since(start))
+		if c := emb.Cached(); c != nil {
+			// The next batch's reads, started in this step, count in its
+			// time: what they overlap is this step's computing.
+			c.Wait()
+		}
+		el := time.Since(start)
+		if step < warmup {
+			if step%500 == 0 && emb.Cached() != nil {
+				fmt.Printf("  warm-up step %d: %.1f ms, hit rate so far %.3f\n", step, ms(el), emb.Cached().Stats().HitRate())
+			}
+			continue
+		}
+		res.times = append(res.times, el)
+		if ref != nil && (step-warmup)%5 == 0 {
+			ref.read(cur)
+		}
 	}
-	return times
+	if c := emb.Cached(); c != nil {
+		st := c.Stats()
+		d := table.CacheStats{Hits: st.Hits - before.Hits, Misses: st.Misses - before.Misses, Prefetched: st.Prefetched - before.Prefetched}
+		res.hit, res.misses, res.prefetched = d.HitRate(), d.Misses, d.Prefetched
+		res.oracle = float64(oracleHits) / float64(all)
+	}
+	return res
 }
 
 func median(ts []time.Duration) time.Duration {

@@ -230,6 +230,22 @@ func (s *Journaled) ReadRows(ids []int64, dst []byte) error {
 	return nil
 }
 
+// ReadRange reads the n rows from row first on: from the file in one run
+// if the journal holds none of them, else row by row.
+func (s *Journaled) ReadRange(first int64, n int, dst []byte) error {
+	ids := make([]int64, n)
+	pending := false
+	for k := range ids {
+		ids[k] = first + int64(k)
+		_, ok := s.pending[ids[k]]
+		pending = pending || ok
+	}
+	if pending {
+		return s.ReadRows(ids, dst)
+	}
+	return s.base.ReadRange(first, n, dst)
+}
+
 // WriteRows appends the rows to the journal; the file is not written
 // until Sync.
 func (s *Journaled) WriteRows(ids []int64, src []byte) error {
@@ -301,16 +317,23 @@ func (s *Journaled) Sync() error {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	buf := make([]byte, len(ids)*s.base.rowBytes)
-	offs := make([]int64, len(ids))
-	for k, id := range ids {
-		offs[k] = s.pending[id]
-	}
-	if err := fileio.ReadRows(s.j, offs, s.base.rowBytes, buf, s.base.depth); err != nil {
-		return err
-	}
-	if err := s.base.WriteRows(ids, buf); err != nil {
-		return err
+	// In chunks, in the order of the file, so that memory stays bounded
+	// and the writes go out near one another.
+	per := max(1, chunkBytes/s.base.rowBytes)
+	buf := make([]byte, min(len(ids), per)*s.base.rowBytes)
+	offs := make([]int64, min(len(ids), per))
+	for lo := 0; lo < len(ids); lo += per {
+		part := ids[lo:min(lo+per, len(ids))]
+		for k, id := range part {
+			offs[k] = s.pending[id]
+		}
+		b := buf[:len(part)*s.base.rowBytes]
+		if err := fileio.ReadRows(s.j, offs[:len(part)], s.base.rowBytes, b, s.base.depth); err != nil {
+			return err
+		}
+		if err := s.base.WriteRows(part, b); err != nil {
+			return err
+		}
 	}
 	if s.meta != nil {
 		if _, err := s.base.f.WriteAt(s.meta, s.base.metaAt); err != nil {

@@ -345,23 +345,30 @@ func (c *Cache) getRow(s int32, row []byte) {
 
 // writeBack writes the rows of slots to the store and marks them clean.
 func (c *Cache) writeBack(slots []int32) error {
-	if len(slots) == 0 {
-		return nil
-	}
-	ids := make([]int64, len(slots))
-	buf := make([]byte, len(slots)*c.rowBytes)
-	for k, s := range slots {
-		ids[k] = c.idOf[s]
-		c.getRow(s, buf[k*c.rowBytes:(k+1)*c.rowBytes])
-	}
-	if err := c.store.WriteRows(ids, buf); err != nil {
-		return fmt.Errorf("row cache: writing back %d rows: %w", len(ids), err)
-	}
-	for _, s := range slots {
-		c.dirty[s] = false
+	// In chunks of chunkBytes, so that a Sync of a large cache needs no
+	// second copy of it.
+	per := max(1, chunkBytes/c.rowBytes)
+	ids := make([]int64, 0, min(len(slots), per))
+	buf := make([]byte, 0, min(len(slots), per)*c.rowBytes)
+	for lo := 0; lo < len(slots); lo += per {
+		part := slots[lo:min(lo+per, len(slots))]
+		ids, buf = ids[:len(part)], buf[:len(part)*c.rowBytes]
+		for k, s := range part {
+			ids[k] = c.idOf[s]
+			c.getRow(s, buf[k*c.rowBytes:(k+1)*c.rowBytes])
+		}
+		if err := c.store.WriteRows(ids, buf); err != nil {
+			return fmt.Errorf("row cache: writing back %d rows: %w", len(ids), err)
+		}
+		for _, s := range part {
+			c.dirty[s] = false
+		}
 	}
 	return nil
 }
+
+// chunkBytes bounds the memory of one write of rows to a store.
+const chunkBytes = 16 << 20
 
 // Row returns the bytes of slot s in column 0 (the whole row when the
 // cache has one column), the cache's own memory.
@@ -438,6 +445,53 @@ func (c *Cache) Close() {
 	}
 }
 
+// Preload fills up to n free slots with the rows 0, 1, ... of the store,
+// read in order (a Store with a ReadRange method reads them as one run
+// of bytes), and returns how many it loaded. They enter the recency list
+// oldest last: row 0 is evicted after every other. For a table whose ids
+// are numbered by frequency, as a vocabulary usually is, they are the rows
+// a cache of its size would hold most often.
+func (c *Cache) Preload(n int) (int, error) {
+	c.Wait()
+	n = int(min(int64(min(n, len(c.free))), c.store.Rows()))
+	per := max(1, chunkBytes/c.rowBytes)
+	buf := make([]byte, min(n, per)*c.rowBytes)
+	ids := make([]int64, 0, min(n, per))
+	loaded := 0
+	for lo := 0; lo < n; lo += per {
+		hi := min(lo+per, n)
+		b := buf[:(hi-lo)*c.rowBytes]
+		ids = ids[:0]
+		for id := lo; id < hi; id++ {
+			if _, ok := c.slotOf[int64(id)]; ok {
+				continue
+			}
+			ids = append(ids, int64(id))
+		}
+		var err error
+		if rr, ok := c.store.(interface {
+			ReadRange(first int64, n int, dst []byte) error
+		}); ok && len(ids) == hi-lo {
+			err = rr.ReadRange(int64(lo), hi-lo, b)
+		} else {
+			b = b[:len(ids)*c.rowBytes]
+			err = c.store.ReadRows(ids, b)
+		}
+		if err != nil {
+			return loaded, fmt.Errorf("row cache: preloading rows %d to %d: %w", lo, hi-1, err)
+		}
+		for k, id := range ids {
+			s := c.free[len(c.free)-1]
+			c.free = c.free[:len(c.free)-1]
+			c.setRow(s, b[k*c.rowBytes:(k+1)*c.rowBytes])
+			c.slotOf[id], c.idOf[s], c.dirty[s], c.batch[s], c.uses[s] = s, id, false, 0, 0
+			c.pushBack(s)
+			loaded++
+		}
+	}
+	return loaded, nil
+}
+
 // The recency list.
 
 func (c *Cache) touch(s int32) {
@@ -456,6 +510,17 @@ func (c *Cache) pushFront(s int32) {
 	c.head = s
 	if c.tail == none {
 		c.tail = s
+	}
+}
+
+func (c *Cache) pushBack(s int32) {
+	c.prev[s], c.next[s] = c.tail, none
+	if c.tail != none {
+		c.next[c.tail] = s
+	}
+	c.tail = s
+	if c.head == none {
+		c.head = s
 	}
 }
 
@@ -513,6 +578,7 @@ func NewFileStore(f *os.File, offset int64, rowBytes int, rows int64, depth int)
 	if rowBytes <= 0 || rows < 0 || offset < 0 || st.Size() < offset+rows*int64(rowBytes) {
 		return nil, fmt.Errorf("row cache: %s holds %d bytes, not %d rows of %d bytes from offset %d", f.Name(), st.Size(), rows, rowBytes, offset)
 	}
+	fileio.Random(f)
 	return &FileStore{f: f, offset: offset, rowBytes: rowBytes, rows: rows, depth: depth}, nil
 }
 
@@ -525,6 +591,18 @@ func (s *FileStore) ReadRows(ids []int64, dst []byte) error {
 
 func (s *FileStore) WriteRows(ids []int64, src []byte) error {
 	return fileio.WriteRows(s.f, s.offsets(ids), s.rowBytes, src, s.depth)
+}
+
+// ReadRange reads the n rows from row first on into dst, in one run of
+// reads of the file.
+func (s *FileStore) ReadRange(first int64, n int, dst []byte) error {
+	if first < 0 || n < 0 || first+int64(n) > s.rows {
+		return fmt.Errorf("row cache: rows %d to %d of a store of %d", first, first+int64(n)-1, s.rows)
+	}
+	if _, err := s.f.ReadAt(dst[:n*s.rowBytes], s.offset+first*int64(s.rowBytes)); err != nil {
+		return fmt.Errorf("row cache: reading rows %d to %d of %s: %w", first, first+int64(n)-1, s.f.Name(), err)
+	}
+	return nil
 }
 
 func (s *FileStore) offsets(ids []int64) []int64 {

@@ -273,3 +273,36 @@ func TestPinAndFetchMore(t *testing.T) {
 		t.Fatalf("3 rows in 2 unpinned slots: %v", err)
 	}
 }
+
+// Preload fills the cache with the first rows, and evicts them last row
+// first, row 0 last.
+func TestPreload(t *testing.T) {
+	store := newMemStore(10, 4)
+	c, err := New(store, 4, LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n, err := c.Preload(100)
+	if err != nil || n != 4 {
+		t.Fatalf("preloaded %d rows, %v; want 4", n, err)
+	}
+	for id := range int64(4) {
+		s, ok := c.Slot(id)
+		if !ok || !bytes.Equal(c.Row(s), store.rows[id]) {
+			t.Fatalf("row %d not preloaded", id)
+		}
+	}
+	s := make([]int32, 1)
+	for _, id := range []int64{7, 8, 9} {
+		if err := c.Fetch([]int64{id}, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := c.Slot(0); !ok {
+		t.Fatal("row 0 was evicted before rows 1 to 3")
+	}
+	if hits, misses, _ := c.Stats(); hits != 0 || misses != 3 {
+		t.Fatalf("hits %d misses %d", hits, misses)
+	}
+}
