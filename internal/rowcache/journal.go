@@ -1,6 +1,7 @@
 package rowcache
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -74,71 +75,69 @@ func OpenJournaled(base *FileStore, path string) (*Journaled, error) {
 }
 
 // recover replays or drops what the journal holds and leaves it holding
-// its header alone.
+// its header alone. It reads the journal once, in order, keeping the
+// offset of each row's latest record, never the records themselves.
 func (s *Journaled) recover(path string) error {
 	st, err := s.j.Stat()
 	if err != nil {
 		return err
 	}
-	want := s.header()
 	if st.Size() == 0 {
 		return s.reset()
 	}
-	data := make([]byte, st.Size())
-	if _, err := io.ReadFull(io.NewSectionReader(s.j, 0, st.Size()), data); err != nil {
-		return fmt.Errorf("row cache: reading the journal %s: %w", path, err)
-	}
-	if len(data) < headerBytes || !bytes.Equal(data[:headerBytes], want) {
+	r := bufio.NewReaderSize(io.NewSectionReader(s.j, 0, st.Size()), 1<<20)
+	head := make([]byte, headerBytes)
+	if _, err := io.ReadFull(r, head); err != nil || !bytes.Equal(head, s.header()) {
 		return fmt.Errorf("row cache: %s is not the journal of this table (%d rows of %d bytes): %w", path, s.base.rows, s.base.rowBytes, ErrJournal)
 	}
-	recBytes := 8 + s.base.rowBytes
-	var ids []int64
-	var rows [][]byte
-	var meta []byte
+	latest := map[int64]int64{} // id -> offset of its row's latest record
+	metaAt := int64(-1)
 	var crc uint32
 	var n int64 // records read
-	for at := headerBytes; ; {
-		if len(data)-at < 8 {
+	at := int64(headerBytes)
+	rec := make([]byte, 8+max(s.base.rowBytes, len(s.base.meta), trailerBytes-8))
+	for {
+		if _, err := io.ReadFull(r, rec[:8]); err != nil {
 			return s.reset() // cut before a commit: the last Sync stands
 		}
-		id := int64(binary.LittleEndian.Uint64(data[at:]))
-		if id == -1 {
-			if len(data)-at < trailerBytes {
+		id := int64(binary.LittleEndian.Uint64(rec))
+		size := s.base.rowBytes
+		switch {
+		case id == -1:
+			t := rec[8:trailerBytes]
+			if _, err := io.ReadFull(r, t); err != nil {
 				return s.reset()
 			}
-			t := data[at+8 : at+trailerBytes]
 			count, sum := int64(binary.LittleEndian.Uint64(t)), binary.LittleEndian.Uint32(t[8:])
 			if string(t[12:16]) != commitMagic || count != n || sum != crc {
 				return fmt.Errorf("row cache: %s: a commit of %d records with checksum %08x, after %d records with checksum %08x: %w",
 					path, count, sum, n, crc, ErrJournal)
 			}
-			return s.apply(ids, rows, meta)
-		}
-		if id == metaID {
-			end := at + 8 + len(s.base.meta)
+			var meta []byte
+			if metaAt >= 0 {
+				meta = make([]byte, len(s.base.meta))
+				if _, err := s.j.ReadAt(meta, metaAt); err != nil {
+					return fmt.Errorf("row cache: reading the journal %s: %w", path, err)
+				}
+			}
+			return s.apply(latest, meta)
+		case id == metaID:
 			if s.base.meta == nil {
 				return fmt.Errorf("row cache: %s: a record of meta bytes for a store that keeps none: %w", path, ErrJournal)
 			}
-			if len(data) < end {
-				return s.reset()
-			}
-			crc = crc32.Update(crc, castagnoli, data[at:end])
-			meta = data[at+8 : end]
-			n++
-			at = end
-			continue
+			size = len(s.base.meta)
+			metaAt = at + 8
+		case id < 0 || id >= s.base.rows:
+			return fmt.Errorf("row cache: %s: a record of row %d, outside the table's %d rows: %w", path, id, s.base.rows, ErrJournal)
+		default:
+			latest[id] = at + 8
 		}
-		if len(data)-at < recBytes {
+		if _, err := io.ReadFull(r, rec[8:8+size]); err != nil {
 			return s.reset() // a record cut short: never committed
 		}
-		if id < 0 || id >= s.base.rows {
-			return fmt.Errorf("row cache: %s: a record of row %d, outside the table's %d rows: %w", path, id, s.base.rows, ErrJournal)
-		}
-		crc = crc32.Update(crc, castagnoli, data[at:at+recBytes])
+		crc = crc32.Update(crc, castagnoli, rec[:8+size])
 		n++
-		ids = append(ids, id)
-		rows = append(rows, data[at+8:at+recBytes])
-		at += recBytes
+		at += int64(8 + size)
 	}
 }
 
@@ -166,31 +165,38 @@ func (s *Journaled) reset() error {
 	return nil
 }
 
-// apply writes the rows of committed records into the file, the latest of
-// each id, and the meta bytes if a record holds them, syncs the file and
-// empties the journal.
-func (s *Journaled) apply(ids []int64, rows [][]byte, meta []byte) error {
+// apply copies committed records into the file: for each row, the
+// record at latest[row] in the journal, and the meta bytes if not nil;
+// then it syncs the file and empties the journal. It works in chunks, in
+// the order of the file, so that memory stays bounded and the writes go
+// out near one another.
+func (s *Journaled) apply(latest map[int64]int64, meta []byte) error {
+	ids := make([]int64, 0, len(latest))
+	for id := range latest {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	per := max(1, chunkBytes/s.base.rowBytes)
+	buf := make([]byte, min(len(ids), per)*s.base.rowBytes)
+	offs := make([]int64, min(len(ids), per))
+	for lo := 0; lo < len(ids); lo += per {
+		part := ids[lo:min(lo+per, len(ids))]
+		for k, id := range part {
+			offs[k] = latest[id]
+		}
+		b := buf[:len(part)*s.base.rowBytes]
+		if err := fileio.ReadRows(s.j, offs[:len(part)], s.base.rowBytes, b, s.base.depth); err != nil {
+			return fmt.Errorf("row cache: applying the journal: %w", err)
+		}
+		if err := s.base.WriteRows(part, b); err != nil {
+			return fmt.Errorf("row cache: applying the journal: %w", err)
+		}
+	}
 	if meta != nil {
 		if _, err := s.base.f.WriteAt(meta, s.base.metaAt); err != nil {
 			return fmt.Errorf("row cache: applying the journal: %w", err)
 		}
 		copy(s.base.meta, meta)
-	}
-	latest := make(map[int64][]byte, len(ids))
-	for k, id := range ids {
-		latest[id] = rows[k]
-	}
-	order := make([]int64, 0, len(latest))
-	for id := range latest {
-		order = append(order, id)
-	}
-	slices.Sort(order)
-	buf := make([]byte, 0, len(order)*s.base.rowBytes)
-	for _, id := range order {
-		buf = append(buf, latest[id]...)
-	}
-	if err := s.base.WriteRows(order, buf); err != nil {
-		return fmt.Errorf("row cache: applying the journal: %w", err)
 	}
 	if err := s.base.f.Sync(); err != nil {
 		return err
@@ -312,39 +318,7 @@ func (s *Journaled) Sync() error {
 	if err := s.j.Sync(); err != nil {
 		return err
 	}
-	ids := make([]int64, 0, len(s.pending))
-	for id := range s.pending {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	// In chunks, in the order of the file, so that memory stays bounded
-	// and the writes go out near one another.
-	per := max(1, chunkBytes/s.base.rowBytes)
-	buf := make([]byte, min(len(ids), per)*s.base.rowBytes)
-	offs := make([]int64, min(len(ids), per))
-	for lo := 0; lo < len(ids); lo += per {
-		part := ids[lo:min(lo+per, len(ids))]
-		for k, id := range part {
-			offs[k] = s.pending[id]
-		}
-		b := buf[:len(part)*s.base.rowBytes]
-		if err := fileio.ReadRows(s.j, offs[:len(part)], s.base.rowBytes, b, s.base.depth); err != nil {
-			return err
-		}
-		if err := s.base.WriteRows(part, b); err != nil {
-			return err
-		}
-	}
-	if s.meta != nil {
-		if _, err := s.base.f.WriteAt(s.meta, s.base.metaAt); err != nil {
-			return err
-		}
-		copy(s.base.meta, s.meta)
-	}
-	if err := s.base.f.Sync(); err != nil {
-		return err
-	}
-	return s.reset()
+	return s.apply(s.pending, s.meta)
 }
 
 // Close closes the journal file (not the store's).

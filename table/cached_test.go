@@ -1,0 +1,286 @@
+package table_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
+)
+
+const (
+	kVocab, kDim, kBatch, kSyncEvery = 2000, 4, 48, 5
+)
+
+var kOpt = optim.NewSparseAdam(0.01)
+
+// kStep runs training step n on c: a batch of ids (half from 20 hot
+// rows), a gradient drawn from n, SparseAdam through StepRows.
+func kStep(c *table.Cached, n int) error {
+	r := rand.New(rand.NewPCG(uint64(n), 5))
+	ids := make([]int64, kBatch)
+	for k := range ids {
+		if k%2 == 0 {
+			ids[k] = int64(r.IntN(20))
+		} else {
+			ids[k] = int64(r.IntN(kVocab))
+		}
+	}
+	c.NewBatch()
+	slots := make([]int32, kBatch)
+	if err := c.Fetch(ids, slots); err != nil {
+		return err
+	}
+	rows := make([]int, len(ids))
+	for k, id := range ids {
+		rows[k] = int(id)
+	}
+	slices.Sort(rows)
+	rows = slices.Compact(rows)
+	vals := make([]float32, len(rows)*kDim)
+	for i := range vals {
+		vals[i] = float32(r.NormFloat64())
+	}
+	g := &optim.RowGrad{Rows: rows, Values: tensor.New(tensor.WithShape(len(rows), kDim), tensor.WithBacking(vals))}
+	at := make([]int, len(rows))
+	for k, row := range rows {
+		s, _ := c.Slot(int64(row))
+		at[k] = int(s)
+	}
+	steps := c.Steps()
+	if err := kOpt.StepRows(optim.SlotRows{Weight: c.Weight(), State: c.State(), Slots: at, Steps: &steps}, g); err != nil {
+		return err
+	}
+	c.SetSteps(steps)
+	for _, s := range at {
+		c.MarkDirty(int32(s))
+	}
+	return nil
+}
+
+func kOpen(path string, budget int64) (*table.Cached, error) {
+	return table.OpenCached(path, "t", kOpt.Columns(kDim), table.CacheOptions{Budget: budget, Depth: 4})
+}
+
+// kWant returns every row (values and state) and the step count of the
+// table after steps 0 to last, computed on a cache in front of the rows in
+// memory large enough to hold them all.
+func kWant(t *testing.T, initial *tensor.Dense, last int) ([]byte, int64) {
+	store, err := table.NewMemoryStore(initial, kOpt.Columns(kDim)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := table.NewCached(store, "t", kDim, tensor.Float32, kOpt.Columns(kDim), table.CacheOptions{Budget: 1 << 22})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for n := 0; n <= last; n++ {
+		if err := kStep(c, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, steps := kRead(t, c)
+	return rows, steps
+}
+
+func kRead(t *testing.T, c *table.Cached) ([]byte, int64) {
+	ids := make([]int64, kVocab)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	rows, err := c.Read(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fileio.LittleEndianBytes(rows.Float32s()), c.Steps()
+}
+
+// A process that trains a table file behind a small cache with SparseAdam
+// and syncs every 5 steps is killed at 20 random moments: each time, the
+// file reopened is, bit for bit, the table, the optimiser's moments and
+// its step count of the last Sync that returned (or of the Sync under way,
+// if its commit had reached the disk).
+func TestKillCachedTable(t *testing.T) {
+	if dir := os.Getenv("GATHER_CACHED_CHILD"); dir != "" {
+		kChild(dir)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts 20 processes")
+	}
+	base := t.TempDir()
+	src := filepath.Join(base, "t.safetensors")
+	if err := table.Create(src, "t", kVocab, kDim, tensor.Float32, table.WithSeed(3), table.WithState(kOpt.Columns(kDim)...)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kOpen(src, 1<<22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, kVocab)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	all, err := c.Read(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	initial := tensor.New(tensor.WithShape(kVocab, kDim), tensor.WithBacking(make([]float32, kVocab*kDim)))
+	for r := range kVocab {
+		copy(initial.Float32s()[r*kDim:(r+1)*kDim], all.Float32s()[r*3*kDim:])
+	}
+	orig, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := rand.New(rand.NewPCG(13, 14))
+	want := map[int][]byte{}
+	wantSteps := map[int]int64{}
+	for kill := range 20 {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "t.safetensors")
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestKillCachedTable$", "-test.count", "1")
+		cmd.Env = append(os.Environ(), "GATHER_CACHED_CHILD="+dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(30+r.IntN(400)) * time.Millisecond)
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+
+		marker, _ := os.ReadFile(filepath.Join(dir, "marker"))
+		last, state := -1, "synced"
+		if len(marker) > 0 {
+			if _, err := fmt.Sscanf(string(marker), "%s %d", &state, &last); err != nil {
+				t.Fatalf("kill %d: marker %q", kill, marker)
+			}
+		}
+		c, err := kOpen(path, 1<<22)
+		if err != nil {
+			t.Fatalf("kill %d: reopening: %v", kill, err)
+		}
+		got, steps := kRead(t, c)
+		c.Close()
+		match := func(last int) bool {
+			if last < 0 {
+				return steps == 0 && bytes.Equal(got, fileio.LittleEndianBytes(all.Float32s()))
+			}
+			if _, ok := want[last]; !ok {
+				want[last], wantSteps[last] = kWant(t, initial, last)
+			}
+			return steps == wantSteps[last] && bytes.Equal(got, want[last])
+		}
+		ok := match(last)
+		if !ok && state == "syncing" {
+			ok = match(last - kSyncEvery)
+		}
+		if !ok {
+			t.Fatalf("kill %d (marker %q): the reopened table (step count %d) is not the state of a completed Sync", kill, marker, steps)
+		}
+		t.Logf("kill %d: marker %q, reopened at step count %d", kill, marker, steps)
+	}
+}
+
+// kChild trains for ever, syncing every kSyncEvery steps, and records in
+// dir/marker ("syncing N" before a Sync of the steps up to N, "synced N"
+// after it) what a crash may leave.
+func kChild(dir string) {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	c, err := kOpen(filepath.Join(dir, "t.safetensors"), int64(64*(3*kDim*4+72)))
+	if err != nil {
+		fail(err)
+	}
+	mark := func(s string) {
+		if err := fileio.WriteAtomic(filepath.Join(dir, "marker"), func(f *os.File) error {
+			_, err := f.WriteString(s)
+			return err
+		}); err != nil {
+			fail(err)
+		}
+	}
+	for n := 0; ; n++ {
+		if err := kStep(c, n); err != nil {
+			fail(err)
+		}
+		if n%kSyncEvery == kSyncEvery-1 {
+			mark("syncing " + strconv.Itoa(n))
+			if err := c.Sync(); err != nil {
+				fail(err)
+			}
+			mark("synced " + strconv.Itoa(n))
+		}
+	}
+}
+
+// Hostile files: a table file of another layout, a truncated file, a
+// journal of another table or with a corrupt commit are errors naming the
+// file, and leave it as it was.
+func TestOpenCachedBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t.safetensors")
+	cols := kOpt.Columns(kDim)
+	if err := table.Create(path, "t", 100, kDim, tensor.Float32, table.WithState(cols...)); err != nil {
+		t.Fatal(err)
+	}
+	orig, _ := os.ReadFile(path)
+
+	if err := os.WriteFile(path, orig[:len(orig)-10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kOpen(path, 1<<20); !errors.Is(err, checkpoint.ErrFormat) {
+		t.Fatalf("truncated: %v", err)
+	}
+	if err := os.WriteFile(path, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain.safetensors")
+	if err := table.Create(plain, "t", 100, kDim, tensor.Float32); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kOpen(plain, 1<<20); !errors.Is(err, checkpoint.ErrMismatch) {
+		t.Fatalf("a table without state: %v", err)
+	}
+
+	// A journal of another table.
+	if err := os.WriteFile(path+".journal", []byte("GGJRNL01 something else entirely"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := kOpen(path, 1<<20)
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte(path+".journal")) {
+		t.Fatalf("a foreign journal: %v", err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, orig) {
+		t.Fatal("the table changed")
+	}
+	os.Remove(path + ".journal")
+
+	c, err := kOpen(path, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
