@@ -100,7 +100,7 @@ func (e *Embedding) slotIDs(ids *gorgonia.Node, op string) (*gorgonia.Node, erro
 	for _, f := range e.fetches {
 		n += f.shape.TotalSize()
 	}
-	if n > e.cached.Slots() {
+	if min(n, e.vocab) > e.cached.Slots() {
 		return nil, fmt.Errorf("%s: a run names up to %d ids over its lookups; the cache holds %d rows: give it a larger budget: %w",
 			prefix, n, e.cached.Slots(), table.ErrCapacity)
 	}

@@ -16,7 +16,7 @@
 // and the batch sampler's state) every -save-every steps and at the end;
 // -resume continues from one, bit-identical to a run without the break.
 //
-//	go run ./examples/embedding [-steps 1000] [-sparse] [-corpus PATH] [-out loss.png] [-save ckpt.safetensors] [-resume ckpt.safetensors]
+//	go run ./examples/embedding [-steps 1000] [-sparse] [-table words.safetensors] [-corpus PATH] [-out loss.png] [-save ckpt.safetensors] [-resume ckpt.safetensors]
 package main
 
 import (
@@ -45,6 +45,8 @@ type config struct {
 	seed                                                 uint64
 	out, corpus                                          string
 	sparse                                               bool
+	table                                                string
+	cacheMB                                              int
 	save, resume, solver                                 string
 	saveEvery                                            int
 }
@@ -64,6 +66,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed; a seed gives the same run every time")
 	fs.StringVar(&c.out, "out", "loss.png", "where to write the loss plot")
 	fs.BoolVar(&c.sparse, "sparse", false, "train the embedding table with row-sparse gradients and SparseAdam")
+	fs.StringVar(&c.table, "table", "", "keep the embedding table in this file (made if missing, SparseAdam's state beside each row), "+
+		"trained behind a cache of its rows with the next batch prefetched; implies -sparse")
+	fs.IntVar(&c.cacheMB, "cache-mb", 64, "megabytes of the -table's cache of rows")
 	fs.StringVar(&c.corpus, "corpus", "", "text file or directory to train on (default: the Go standard library's source)")
 	fs.StringVar(&c.save, "save", "", "write a checkpoint (safetensors) to this file every -save-every steps and at the end")
 	fs.IntVar(&c.saveEvery, "save-every", 100, "steps between checkpoints with -save")
@@ -91,6 +96,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.solver != "adam" && c.solver != "sgd" {
 		return c, fmt.Errorf("-solver must be adam or sgd, got %q", c.solver)
+	}
+	if c.table != "" {
+		c.sparse = true
+		if c.cacheMB <= 0 {
+			return c, fmt.Errorf("-cache-mb must be positive, got %d", c.cacheMB)
+		}
 	}
 	if c.saveEvery <= 0 {
 		return c, fmt.Errorf("-save-every must be positive, got %d", c.saveEvery)
@@ -131,6 +142,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer res.m.close()
 	report(stdout, c, res)
 	if err := plotLoss(cfg.out, res); err != nil {
 		return err
@@ -167,11 +179,16 @@ type result struct {
 // evalPoints is how many times a run measures its held-out loss.
 const evalPoints = 10
 
-func train(cfg config, c *corpus, stdout io.Writer) (*result, error) {
+func train(cfg config, c *corpus, stdout io.Writer) (_ *result, err error) {
 	m, err := newModel(cfg, len(c.vocab))
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			m.close()
+		}
+	}()
 	pcg := rand.NewPCG(cfg.seed, 1)
 	rng := rand.New(pcg)
 	res := &result{m: m, unigram: unigramLoss(c)}
@@ -215,6 +232,12 @@ func train(cfg config, c *corpus, stdout io.Writer) (*result, error) {
 			positions[b] = cfg.context + rng.IntN(len(c.train)-cfg.context)
 		}
 		m.fill(c.train, positions)
+		if step < cfg.steps {
+			// The next batch's ids, drawn from a copy of the sampler, for a
+			// table in a file to read while this step computes.
+			peek := *pcg
+			m.prefetch(c.train, rand.New(&peek), len(positions))
+		}
 		loss, err := m.step()
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", step, err)
@@ -252,6 +275,14 @@ func save(cfg config, m *model, pcg *rand.PCG, step int) error {
 	}
 	meta := map[string]string{"step": strconv.Itoa(step), "sampler": hex.EncodeToString(state),
 		"seed": strconv.FormatUint(cfg.seed, 10), "solver": cfg.solver}
+	if c := m.emb.Cached(); c != nil {
+		// The table keeps itself: sync it first, and record how far it
+		// was trained, so that a resume can check it against the file.
+		if err := m.emb.Sync(); err != nil {
+			return err
+		}
+		meta["table_steps"] = strconv.FormatInt(c.Steps(), 10)
+	}
 	return checkpoint.Save(cfg.save, meta, m.parts()...)
 }
 
@@ -275,6 +306,10 @@ func resume(cfg config, m *model, pcg *rand.PCG) (int, error) {
 	}
 	if meta["solver"] != cfg.solver {
 		return 0, fmt.Errorf("%s was trained with -solver %s, this run asks for %s", cfg.resume, meta["solver"], cfg.solver)
+	}
+	if c := m.emb.Cached(); c != nil && meta["table_steps"] != strconv.FormatInt(c.Steps(), 10) {
+		return 0, fmt.Errorf("%s was saved with the table at %s steps; %s is at %d: resume with the table file of that checkpoint",
+			cfg.resume, meta["table_steps"], cfg.table, c.Steps())
 	}
 	return step + 1, nil
 }

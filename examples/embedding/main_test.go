@@ -141,3 +141,55 @@ func saveResume(t *testing.T, solver string) {
 	assert.Contains(t, want, "embedding.exp_avg")
 	assert.Contains(t, want, "solver.step")
 }
+
+// -table trains the table in a file behind a cache of its rows, with the
+// next batch prefetched, and learns; 20 steps, a checkpoint and 20 more
+// from it leave the table file and the checkpoint of 40 steps in one run,
+// bit for bit.
+func TestTableTraining(t *testing.T) {
+	dir := t.TempDir()
+	corpus := tinyCorpus(t)
+	base := []string{"-corpus", corpus, "-batch", "16", "-dim", "8", "-hidden", "16", "-vocab", "50", "-lr", "0.05", "-cache-mb", "1"}
+	runWith := func(extra ...string) *result {
+		cfg, err := parseFlags(append(append([]string{}, base...), extra...), os.Stderr)
+		require.NoError(t, err)
+		c, err := loadCorpus(cfg)
+		require.NoError(t, err)
+		res, err := train(cfg, c, &bytes.Buffer{})
+		require.NoError(t, err)
+		require.NoError(t, res.m.close())
+		return res
+	}
+	whole, half, resumed := filepath.Join(dir, "whole"), filepath.Join(dir, "half"), filepath.Join(dir, "resumed")
+	tw, th := filepath.Join(dir, "tw.safetensors"), filepath.Join(dir, "th.safetensors")
+	res := runWith("-steps", "40", "-table", tw, "-save", whole, "-save-every", "1000")
+	first, last := res.heldOut[0], res.heldOut[len(res.heldOut)-1]
+	assert.Less(t, last, first*0.8, "held-out loss %v -> %v", first, last)
+	runWith("-steps", "20", "-table", th, "-save", half, "-save-every", "1000")
+	runWith("-steps", "40", "-table", th, "-resume", half, "-save", resumed, "-save-every", "1000")
+
+	want, wantMeta, err := checkpoint.Read(whole)
+	require.NoError(t, err)
+	got, gotMeta, err := checkpoint.Read(resumed)
+	require.NoError(t, err)
+	assert.Equal(t, wantMeta, gotMeta)
+	assert.Equal(t, "40", gotMeta["table_steps"])
+	assert.NotContains(t, got, "embedding.weight", "the table keeps itself")
+	for name, w := range want {
+		assert.Equal(t, w.Header.Raw, got[name].Header.Raw, name)
+	}
+	a, err := os.ReadFile(tw)
+	require.NoError(t, err)
+	b, err := os.ReadFile(th)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(a, b), "the table files differ")
+
+	// Resuming from a checkpoint the table file has moved past is refused.
+	cfg, err := parseFlags(append(append([]string{}, base...), "-steps", "40", "-table", th, "-resume", half), os.Stderr)
+	require.NoError(t, err)
+	c, err := loadCorpus(cfg)
+	require.NoError(t, err)
+	_, err = train(cfg, c, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "table at 20 steps")
+}

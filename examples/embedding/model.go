@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -11,6 +13,7 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
 // model is a fixed-window neural language model (Bengio et al., 2003): the
@@ -60,7 +63,11 @@ func newModel(cfg config, vocab int) (*model, error) {
 		embOpts = append(embOpts, nn.WithSparse())
 		m.sparse = optim.NewSparseAdam(cfg.lr)
 	}
-	m.emb, err = nn.NewEmbedding(g, "embedding", vocab, cfg.dim, tensor.Float32, embOpts...)
+	if cfg.table != "" {
+		m.emb, err = openTable(g, cfg, vocab, m.sparse)
+	} else {
+		m.emb, err = nn.NewEmbedding(g, "embedding", vocab, cfg.dim, tensor.Float32, embOpts...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -113,14 +120,64 @@ func newModel(cfg config, vocab int) (*model, error) {
 	return m, nil
 }
 
+// openTable opens the -table file behind a cache of -cache-mb, creating
+// it first if it does not exist: vocab rows of N(0, 1) (PyTorch's
+// nn.Embedding draws its table so), each with SparseAdam's state.
+func openTable(g *gorgonia.ExprGraph, cfg config, vocab int, opt *optim.SparseAdam) (*nn.Embedding, error) {
+	cols := opt.Columns(cfg.dim)
+	if _, err := os.Stat(cfg.table); errors.Is(err, os.ErrNotExist) {
+		if err := table.Create(cfg.table, "embedding", vocab, cfg.dim, tensor.Float32, table.WithSeed(cfg.seed), table.WithState(cols...)); err != nil {
+			return nil, err
+		}
+	}
+	c, err := table.OpenCached(cfg.table, "embedding", cols, table.CacheOptions{Budget: int64(cfg.cacheMB) << 20})
+	if err != nil {
+		return nil, err
+	}
+	if vocab64, _ := c.Shape(); vocab64 != int64(vocab) {
+		c.Close()
+		return nil, fmt.Errorf("%s holds %d rows; this corpus's vocabulary has %d", cfg.table, vocab64, vocab)
+	}
+	emb, err := nn.CachedEmbedding(g, c)
+	if err != nil {
+		c.Close()
+	}
+	return emb, err
+}
+
 // parts returns what a checkpoint of the model holds: the table, the dense
-// layers and, with -sparse, SparseAdam's state.
+// layers and, with -sparse, SparseAdam's state. A -table keeps itself, its
+// state included, in its own file.
 func (m *model) parts() []checkpoint.Part {
-	parts := []checkpoint.Part{m.emb, checkpoint.Nodes(m.dense...), optim.DenseState("solver", m.solver, m.learn...)}
+	parts := []checkpoint.Part{checkpoint.Nodes(m.dense...), optim.DenseState("solver", m.solver, m.learn...)}
+	if m.emb.Cached() != nil {
+		return parts
+	}
+	parts = append(parts, m.emb)
 	if m.sparse != nil {
 		parts = append(parts, optim.State(m.emb, m.sparse))
 	}
 	return parts
+}
+
+// close closes a -table, syncing it; it does nothing for a table in
+// memory.
+func (m *model) close() error { return m.emb.Close() }
+
+// prefetch gives a table in a file the ids of the next batch, whose
+// positions rng draws as the training loop will.
+func (m *model) prefetch(text []int, rng *rand.Rand, n int) {
+	if m.emb.Cached() == nil {
+		return
+	}
+	ids := make([]int64, 0, n*m.context)
+	for range n {
+		p := m.context + rng.IntN(len(text)-m.context)
+		for _, t := range text[p-m.context : p] {
+			ids = append(ids, int64(t))
+		}
+	}
+	m.emb.Prefetch(ids)
 }
 
 // affine is x w + b, with b of shape [1, n] broadcast over the rows of x.
