@@ -91,7 +91,8 @@ func parseSteps(b []byte) (int64, bool) {
 }
 
 // slotOverhead is the memory of a cache's index per row: its entry in
-// the map from ids to slots and its slot's bookkeeping.
+// the map from ids to slots (in the Go heap, about 40 bytes with the
+// collector's room) and its slot's bookkeeping (33 bytes).
 const slotOverhead = 72
 
 // CacheOptions configure a Cached table.
@@ -389,7 +390,11 @@ func (c *Cached) Fetch(ids []int64, slots []int32) error {
 }
 
 // NewBatch ends the current batch: its rows may be evicted from now on.
-func (c *Cached) NewBatch() { c.cache.NewBatch() }
+func (c *Cached) NewBatch() {
+	if !c.closed {
+		c.cache.NewBatch()
+	}
+}
 
 // Prefetch starts reading, on another goroutine, the rows of ids the
 // cache does not hold, for the next Fetch: call it with the next batch's
@@ -408,11 +413,19 @@ func (c *Cached) Prefetch(ids []int64) {
 func (c *Cached) Wait() { c.cache.Wait() }
 
 // Slot returns the slot of row id, if the cache holds it.
-func (c *Cached) Slot(id int64) (int32, bool) { return c.cache.Slot(id) }
+func (c *Cached) Slot(id int64) (int32, bool) {
+	if c.closed {
+		return 0, false
+	}
+	return c.cache.Slot(id)
+}
 
 // Pin fetches row id and keeps it in the cache until Close, such as a
 // padding row every batch may name; call it before the first Fetch.
 func (c *Cached) Pin(id int64) (int32, error) {
+	if c.closed {
+		return 0, fmt.Errorf("table %q: %w", c.name, ErrClosed)
+	}
 	s, err := c.cache.Pin(id)
 	if err != nil {
 		return 0, fmt.Errorf("table %q: %w", c.name, err)
@@ -423,6 +436,9 @@ func (c *Cached) Pin(id int64) (int32, error) {
 // MarkDirty records that the row in slot s changed (values or state), so
 // that it is written back before it leaves the cache, and at Sync.
 func (c *Cached) MarkDirty(s int32) {
+	if c.closed {
+		return
+	}
 	c.cache.MarkDirty(s)
 	c.dirty = true
 }

@@ -70,6 +70,7 @@ func main() {
 	depth := flag.Int("depth", 32, "reads in flight for the cache's misses")
 	warmup := flag.Int("warmup", 3000, "untimed steps before the timed ones, per stream")
 	lfu := flag.Bool("lfu", false, "evict by frequency (CacheOptions.LFU) instead of recency")
+	prefetch := flag.Bool("prefetch", true, "read each next batch's misses while the current step runs (nn.Embedding.Prefetch)")
 	preload := flag.Bool("preload", true, "fill the cache with the table's first rows when it opens (CacheOptions.Preload)")
 	steps := flag.Int("steps", 1000, "timed training steps per stream")
 	keep := flag.Bool("keep", false, "keep the table file")
@@ -126,15 +127,15 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s: cache of %d rows (%.2f GB), queue depth %d, preload %v, lfu %v: opened in %.1f s\n",
-			stream, c.Slots(), float64(*budget)/1e9, *depth, *preload, *lfu, time.Since(t0).Seconds())
+		fmt.Printf("%s: cache of %d rows (%.2f GB), queue depth %d, preload %v, lfu %v, prefetch %v: opened in %.1f s\n",
+			stream, c.Slots(), float64(*budget)/1e9, *depth, *preload, *lfu, *prefetch, time.Since(t0).Seconds())
 		g := gorgonia.NewGraph()
 		emb, err := nn.CachedEmbedding(g, c)
 		if err != nil {
 			log.Fatal(err)
 		}
 		ref := newDiskRef(path, c.Slots(), width*4, *depth)
-		res := run(g, emb, *rows, *warmup, *steps, stream, ref)
+		res := run(g, emb, *rows, *warmup, *steps, stream, ref, *prefetch)
 		memory(fmt.Sprintf("after %d %s steps on the cached table", *warmup+*steps, stream))
 		t0 = time.Now()
 		if err := emb.Close(); err != nil {
@@ -154,7 +155,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res := run(g, mem, *memRows, 50, *steps, "uniform", nil)
+	res := run(g, mem, *memRows, 50, *steps, "uniform", nil, false)
 	fmt.Printf("memory: %d rows, uniform ids: %s\n", *memRows, summary(res.times))
 	medians["memory"] = ms(median(res.times))
 	fmt.Printf("bigtable: zipf %.2f uniform %.2f memory %.2f disk-zipf %.2f disk-uniform %.2f hit %.3f oracle %.3f\n",
@@ -181,7 +182,6 @@ func newDiskRef(path string, slots, row, depth int) *diskRef {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fileio.Random(f)
 	return &diskRef{f: f, start: infos[0].Offset, slots: slots, row: row, depth: depth}
 }
 
@@ -279,7 +279,7 @@ type result struct {
 // batch for a cached table, and returns the timed steps' times and, for a
 // cached table, the hit rates over them; with ref, it drops the file's
 // pages before each step and times the disk's limit beside every fifth.
-func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stream string, ref *diskRef) result {
+func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stream string, ref *diskRef, prefetch bool) result {
 	r := rand.New(rand.NewPCG(7, 8))
 	zipf := rand.NewZipf(r, 1.05, 1, uint64(rows-1))
 	draw := func() []int {
@@ -333,7 +333,9 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 			for i, id := range next {
 				next64[i] = int64(id)
 			}
-			emb.Prefetch(next64)
+			if prefetch {
+				emb.Prefetch(next64)
+			}
 			if step == warmup {
 				before = c.Stats()
 			}

@@ -18,6 +18,7 @@ import (
 	"slices"
 
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/kernel"
 )
 
 // A Store holds every row of a table, each RowBytes long.
@@ -94,6 +95,10 @@ type Cache struct {
 	buf                   []byte
 }
 
+// slotBytes is the bookkeeping of a slot: idOf and batch (8 bytes each),
+// prev, next, free and uses (4 each), dirty (1).
+const slotBytes = 8 + 8 + 4 + 4 + 4 + 4 + 1
+
 // pinned marks, in Cache.batch, a slot Pin holds: never evicted.
 const pinned = math.MaxUint64
 
@@ -122,20 +127,32 @@ func New(store Store, slots int, policy Policy, widths ...int) (*Cache, error) {
 	if sum != store.RowBytes() {
 		return nil, fmt.Errorf("row cache: columns of %v bytes for rows of %d", widths, store.RowBytes())
 	}
-	mem, release, err := fileio.Anonymous(slots * sum)
+	// The rows and each slot's bookkeeping (slotBytes) in one mapping
+	// outside the Go heap: the cache's memory is what its size says,
+	// whatever the garbage collector's pace.
+	rowsEnd := (slots*sum + 7) &^ 7
+	mem, release, err := fileio.Anonymous(rowsEnd + slots*slotBytes)
 	if err != nil {
 		return nil, fmt.Errorf("row cache: %d slots of %d bytes: %w", slots, sum, err)
 	}
 	cols := make([][]byte, len(widths))
+	rest := mem
 	for k, w := range widths {
-		cols[k], mem = mem[:slots*w:slots*w], mem[slots*w:]
+		cols[k], rest = rest[:slots*w:slots*w], rest[slots*w:]
+	}
+	rest = mem[rowsEnd:]
+	take := func(n int) []byte {
+		b := rest[: n*slots : n*slots]
+		rest = rest[n*slots:]
+		return b
 	}
 	c := &Cache{
 		store: store, rowBytes: store.RowBytes(), widths: slices.Clone(widths), cols: cols, free_: release,
-		slotOf: make(map[int64]int32, slots), idOf: make([]int64, slots), dirty: make([]bool, slots),
-		batch: make([]uint64, slots), prev: make([]int32, slots), next: make([]int32, slots),
-		head: none, tail: none, free: make([]int32, slots),
-		policy: policy, uses: make([]uint32, slots), rng: rand.New(rand.NewPCG(uint64(slots), 1)),
+		slotOf: make(map[int64]int32, slots),
+		idOf:   kernel.Words[int64](take(8)), batch: kernel.Words[uint64](take(8)),
+		prev: kernel.Words[int32](take(4)), next: kernel.Words[int32](take(4)), free: kernel.Words[int32](take(4)),
+		uses: kernel.Words[uint32](take(4)), dirty: kernel.Words[bool](take(1)),
+		head: none, tail: none, policy: policy, rng: rand.New(rand.NewPCG(uint64(slots), 1)),
 	}
 	for s := range slots {
 		c.idOf[s], c.prev[s], c.next[s] = none, none, none
@@ -441,7 +458,8 @@ func (c *Cache) Close() {
 	if c.free_ != nil {
 		c.free_()
 		c.free_ = nil
-		c.cols = nil
+		c.cols, c.idOf, c.batch, c.prev, c.next, c.free, c.uses, c.dirty = nil, nil, nil, nil, nil, nil, nil, nil
+		c.slotOf = nil
 	}
 }
 
@@ -578,7 +596,6 @@ func NewFileStore(f *os.File, offset int64, rowBytes int, rows int64, depth int)
 	if rowBytes <= 0 || rows < 0 || offset < 0 || st.Size() < offset+rows*int64(rowBytes) {
 		return nil, fmt.Errorf("row cache: %s holds %d bytes, not %d rows of %d bytes from offset %d", f.Name(), st.Size(), rows, rowBytes, offset)
 	}
-	fileio.Random(f)
 	return &FileStore{f: f, offset: offset, rowBytes: rowBytes, rows: rows, depth: depth}, nil
 }
 
