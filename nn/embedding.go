@@ -453,10 +453,11 @@ func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...EmbeddingOp
 	return &Embedding{Table: t, cfg: cfg, file: f}, nil
 }
 
-// Sync makes every update of a table OpenEmbedding mapped durable: it
-// writes the mapping back to the file and the file to its disk. For a
-// table in memory it is an error wrapping gather.ErrOption: save it with
-// checkpoint.Save.
+// Sync makes every update of a table in a file durable: for
+// OpenEmbedding's, it writes the mapping back to the file and the file to
+// its disk; for CachedEmbedding's, it writes the changed rows back to the
+// store (table.Cached.Sync). For a table in memory it is an error
+// wrapping gather.ErrOption: save it with checkpoint.Save.
 func (e *Embedding) Sync() error {
 	if e.cached != nil {
 		if e.closed {
@@ -473,8 +474,8 @@ func (e *Embedding) Sync() error {
 	return e.file.Sync()
 }
 
-// Close syncs and unmaps a table OpenEmbedding mapped, and frees its file
-// for another OpenEmbedding. After it, Step, State, Weight, Sync,
+// Close syncs and unmaps a table OpenEmbedding mapped, or syncs and closes
+// a CachedEmbedding's table, and frees its file for another open. After it, Step, State, Weight, Sync,
 // Lookup and Bag fail with table.ErrClosed, and so does running a graph
 // that looks the table up (gather.Cause finds it in the machine's error);
 // the tensor a Weight or Table.Value() returned before must not be read.

@@ -103,3 +103,73 @@ func ExampleEmbedding_StepWith() {
 	// Output:
 	// norm 28.3; row 4 now [-0.707 -0.707]
 }
+
+// A table in a file with its optimiser's state beside each row, trained
+// behind a cache of 8 rows: the next batch prefetched, the changes synced
+// to the file through its journal.
+func ExampleCachedEmbedding() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "words.safetensors")
+	opt := optim.NewRowWiseAdagrad(0.5)
+	cols := opt.Columns(4) // one accumulator per row
+	if err := table.Create(path, "words", 1000, 4, tensor.Float32, table.WithInit(counting), table.WithState(cols...)); err != nil {
+		log.Fatal(err)
+	}
+	c, err := table.OpenCached(path, "words", cols, table.CacheOptions{Budget: 8 * (5*4 + 72)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	g := gorgonia.NewGraph()
+	emb, err := nn.CachedEmbedding(g, c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	idv := tensor.New(tensor.WithBacking([]int{2, 999}))
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(idv))
+	h, err := emb.Lookup(ids)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(h)), emb.GradNodes()...); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	batches := [][]int{{2, 999}, {3, 4}, {2, 5}}
+	for i, b := range batches {
+		copy(idv.Ints(), b)
+		if i+1 < len(batches) {
+			emb.Prefetch([]int64{int64(batches[i+1][0]), int64(batches[i+1][1])})
+		}
+		if err := vm.RunAll(); err != nil {
+			log.Fatal(err)
+		}
+		if err := emb.Step(opt); err != nil {
+			log.Fatal(err)
+		}
+		vm.Reset()
+	}
+	st := c.Stats()
+	fmt.Printf("cache of %d rows: %d hits, %d misses, %d of them prefetched\n", c.Slots(), st.Hits, st.Misses, st.Prefetched)
+	if err := emb.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	c, err = table.OpenCached(path, "words", cols, table.CacheOptions{Budget: 1 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	rows, err := c.Read([]int64{2, 3, 6})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%.3f\n", rows.Float32s()) // each row: 4 values, then its accumulator
+	// Output:
+	// cache of 8 rows: 1 hits, 5 misses, 3 of them prefetched
+	// [7.146 8.146 9.146 10.146 2.000 11.500 12.500 13.500 14.500 1.000 24.000 25.000 26.000 27.000 0.000]
+}

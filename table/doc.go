@@ -1,15 +1,29 @@
 // Package table holds where an embedding table's rows live when they do
-// not live in the Go heap: a table in a safetensors file, mapped into
-// memory, which may be larger than the machine's memory.
+// not live in the Go heap: a file larger than memory, behind a cache of
+// its hot rows, or any Store.
 //
-// Create makes the file, initialised as nn.NewEmbedding initialises a
-// table; Open maps it, and nn.OpenEmbedding makes an embedding of it.
+// Create makes a table file, initialised as nn.NewEmbedding initialises a
+// table; with WithState each row carries its optimiser's state beside its
+// values, and OpenCached opens it behind a cache of rows that
+// nn.CachedEmbedding trains:
 //
-//	table.Create("words.safetensors", "words", 20_000_000, 32, tensor.Float32, table.WithSeed(1))
-//	emb, _ := nn.OpenEmbedding(g, "words.safetensors", "words")
+//	opt := optim.NewRowWiseAdagrad(0.05)
+//	table.Create("words.safetensors", "words", 100_000_000, 64, tensor.Float32, table.WithSeed(1), table.WithState(opt.Columns(64)...))
+//	c, _ := table.OpenCached("words.safetensors", "words", opt.Columns(64), table.CacheOptions{Budget: 4 << 30})
+//	emb, _ := nn.CachedEmbedding(g, c)
 //	defer emb.Close()
 //
+// A Cached table reads the rows a batch misses with concurrent positioned
+// reads, prefetches the next batch's while the current one computes, and
+// writes changed rows back through a journal, so that a crash leaves the
+// table of the last Sync. NewCached puts the same cache in front of any
+// Store, such as a MemoryStore.
+//
+// Open maps a table file without state read-write instead, for
+// nn.OpenEmbedding: simpler, but each new row is a page fault, and a crash
+// between syncs leaves rows of different steps.
+//
 // Errors wrap the sentinels of package gather, checkpoint.ErrFormat for a
-// malformed file, checkpoint.ErrMismatch for a file that is not a table
-// file, or this package's ErrClosed and ErrInUse.
+// malformed file, checkpoint.ErrMismatch for a file that is not the table
+// asked for, or this package's ErrClosed, ErrInUse and ErrCapacity.
 package table

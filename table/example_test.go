@@ -43,3 +43,43 @@ func ExampleCreate() {
 	// true
 	// true
 }
+
+// A cache of 2 rows in front of a store of 5 in memory, used directly:
+// fetch a batch's rows, change them in their slots, sync them back.
+func ExampleNewCached() {
+	w := tensor.New(tensor.WithShape(5, 2), tensor.WithBacking([]float64{0, 0, 1, 1, 2, 2, 3, 3, 4, 4}))
+	store, err := table.NewMemoryStore(w)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := table.NewCached(store, "t", 2, tensor.Float64, nil, table.CacheOptions{Budget: 2 * (2*8 + 72)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	slots := make([]int32, 2)
+	for _, batch := range [][]int64{{1, 3}, {3, 4}} {
+		c.NewBatch()
+		if err := c.Fetch(batch, slots); err != nil {
+			log.Fatal(err)
+		}
+		for _, s := range slots {
+			v := c.Weight().Float64s()[2*int(s):]
+			v[0] *= 10 // the row's first value, in the cache
+			c.MarkDirty(s)
+		}
+	}
+	err = c.Fetch([]int64{0, 1, 2}, make([]int32, 3))
+	fmt.Println(errors.Is(err, table.ErrCapacity))
+	if err := c.Sync(); err != nil {
+		log.Fatal(err)
+	}
+	rows, err := c.Read([]int64{0, 1, 2, 3, 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rows.Float64s())
+	// Output:
+	// true
+	// [0 0 10 1 2 2 300 3 40 4]
+}
