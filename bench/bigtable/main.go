@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bigtable measures a table larger than memory: table.Create of a
 // rows × 64 float32 table with row-wise Adagrad's state (260-byte rows)
 // against the disk's sequential write speed (dd, in the same run), then

@@ -572,7 +572,7 @@ type FileStore struct {
 	offs     []int64
 	direct   *os.File // the file opened for direct reads, or nil
 	metaAt   int64    // the meta bytes' offset in the file
-	meta     []byte // the meta bytes as the file holds them, nil for none
+	meta     []byte   // the meta bytes as the file holds them, nil for none
 }
 
 // SetMeta makes the n bytes of the file at offset off the store's meta

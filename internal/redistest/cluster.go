@@ -1,0 +1,160 @@
+// Package redistest starts a real Redis Cluster for tests: Debian's
+// redis-server, masters and replicas on loopback ports in a temporary
+// directory, with a password.
+package redistest
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Install is the command that installs the server the tests need.
+const Install = "sudo apt-get install -y redis-server"
+
+// Require is the environment variable that makes a missing redis-server
+// a failure instead of a skip (.ci/run sets it).
+const Require = "GATHER_REQUIRE_REDIS"
+
+// A Cluster is a running local Redis Cluster.
+type Cluster struct {
+	Addrs    []string // the masters' and replicas' addresses
+	Password string
+	dir      string
+	nodes    map[string]*exec.Cmd
+}
+
+// Start starts a cluster of masters masters, each with replicas replicas,
+// and stops it when the test ends. Without redis-server on the PATH it
+// skips the test, naming the install command, unless Require is set.
+func Start(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
+	server, err1 := exec.LookPath("redis-server")
+	cli, err2 := exec.LookPath("redis-cli")
+	if err1 != nil || err2 != nil {
+		if os.Getenv(Require) != "" {
+			t.Fatalf("redis-server and redis-cli are needed (%s is set): %s", Require, Install)
+		}
+		t.Skipf("needs redis-server and redis-cli: %s", Install)
+	}
+	c := &Cluster{Password: "gathergrad-test-" + strconv.Itoa(rand.IntN(1e9)), dir: t.TempDir(), nodes: map[string]*exec.Cmd{}}
+	t.Cleanup(c.stop)
+	for range masters * (1 + replicas) {
+		port := freePort(t)
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		c.Addrs = append(c.Addrs, addr)
+		if err := c.startNode(server, port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range c.Addrs {
+		if err := waitFor(func() bool { return c.ping(cli, a) }, 10*time.Second); err != nil {
+			t.Fatalf("redis-server at %s did not start: %v", a, err)
+		}
+	}
+	args := append([]string{"-a", c.Password, "--no-auth-warning", "--cluster", "create"}, c.Addrs...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, a := range c.Addrs {
+		if err := waitFor(func() bool { return c.clusterOK(cli, a) }, 20*time.Second); err != nil {
+			t.Fatalf("the cluster did not come up at %s: %v", a, err)
+		}
+	}
+	return c
+}
+
+func (c *Cluster) startNode(server string, port int) error {
+	dir := filepath.Join(c.dir, strconv.Itoa(port))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ncluster-enabled yes\ncluster-config-file nodes.conf\n"+
+		"cluster-node-timeout 2000\ndir %s\nsave \"\"\nappendonly no\nrequirepass %s\nmasterauth %s\n"+
+		"daemonize no\nlogfile %s\n", port, dir, c.Password, c.Password, filepath.Join(dir, "log"))
+	path := filepath.Join(dir, "redis.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command(server, path)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c.nodes["127.0.0.1:"+strconv.Itoa(port)] = cmd
+	return nil
+}
+
+// Kill ends the node at addr at once (SIGKILL), as a crash would.
+func (c *Cluster) Kill(addr string) error {
+	cmd, ok := c.nodes[addr]
+	if !ok {
+		return fmt.Errorf("no node at %s", addr)
+	}
+	delete(c.nodes, addr)
+	cmd.Process.Kill()
+	return cmd.Wait()
+}
+
+func (c *Cluster) stop() {
+	for _, cmd := range c.nodes {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+}
+
+// CLI runs redis-cli against the node at addr with the cluster's password.
+func (c *Cluster) CLI(addr string, args ...string) ([]byte, error) {
+	host, port, _ := net.SplitHostPort(addr)
+	return exec.Command("redis-cli", append([]string{"-h", host, "-p", port, "-a", c.Password, "--no-auth-warning"}, args...)...).CombinedOutput()
+}
+
+func (c *Cluster) ping(cli, addr string) bool {
+	out, err := c.CLI(addr, "ping")
+	return err == nil && bytes.Contains(out, []byte("PONG"))
+}
+
+func (c *Cluster) clusterOK(cli, addr string) bool {
+	out, err := c.CLI(addr, "cluster", "info")
+	return err == nil && strings.Contains(string(out), "cluster_state:ok")
+}
+
+// freePort returns a loopback port that is free, as is the cluster bus's
+// port 10000 above it.
+func freePort(t testing.TB) int {
+	for range 100 {
+		p := 20000 + rand.IntN(30000)
+		l1, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
+		l1.Close()
+		if err != nil {
+			continue
+		}
+		l2.Close()
+		return p
+	}
+	t.Fatal("no free loopback port")
+	return 0
+}
+
+func waitFor(ok func() bool, d time.Duration) error {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if ok() {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("not within %v", d)
+}

@@ -1,0 +1,280 @@
+package table
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/opconfig"
+)
+
+// RedisOptions say how to reach a Redis Cluster.
+type RedisOptions struct {
+	// Addrs are the addresses (host:port) of some of the cluster's nodes;
+	// the client finds the others.
+	Addrs []string
+	// Username and Password authenticate (AUTH, or an ACL user).
+	Username, Password string
+	// TLS, if not nil, connects with TLS under this configuration.
+	TLS *tls.Config
+	// Timeout bounds each call to the cluster (every round trip of a
+	// ReadRows or WriteRows, retries included); 0 means 10 s. A node that
+	// does not answer within it is an error naming the node's address.
+	Timeout time.Duration
+}
+
+// A RedisStore is a Store on a Redis Cluster: each row (values, then
+// state) a little-endian binary value under the key
+// "gg:<name>:{<id mod 1024>}:<id>", so that rows spread over the
+// cluster's masters and a batch's reads or writes are one pipelined round
+// trip per master. The key "gg:<name>:meta" records the table's layout,
+// which OpenRedis checks.
+type RedisStore struct {
+	c        *redis.ClusterClient
+	name     string
+	rows     int64
+	rowBytes int
+	timeout  time.Duration
+}
+
+// redisGroups is how many hash tags a table's keys use.
+const redisGroups = 1024
+
+func (s *RedisStore) key(id int64) string {
+	return "gg:" + s.name + ":{" + strconv.FormatInt(id%redisGroups, 10) + "}:" + strconv.FormatInt(id, 10)
+}
+
+func (s *RedisStore) metaKey() string { return "gg:" + s.name + ":meta" }
+
+func newRedis(o RedisOptions) (*redis.ClusterClient, time.Duration) {
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLS,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+	}), timeout
+}
+
+// CreateRedis writes the table name to the cluster as Create writes a
+// file: vocab rows of dim values of dtype dt, from N(0, 1) with
+// WithSeed's seed (the values nn.NewEmbedding draws), WithPadding's row
+// zero, each followed by WithState's state, zeros. A table of that name
+// already on the cluster is an error unless WithReplace is given.
+func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dtype, opts ...Option) error {
+	prefix := fmt.Sprintf("table %q", name)
+	var cfg config
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	if cfg.init != nil {
+		return fmt.Errorf("%s: WithInit is for files; a table on Redis draws from N(0, 1) with WithSeed: %w", prefix, gather.ErrOption)
+	}
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
+	}
+	if vocab <= 0 || dim <= 0 || name == "" {
+		return fmt.Errorf("%s: needs a name, and a positive vocabulary (%d) and dimension (%d): %w", prefix, vocab, dim, gather.ErrShape)
+	}
+	if cfg.hasPad {
+		var err error
+		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, int(vocab)); err != nil {
+			return err
+		}
+	}
+	desc, width, err := describe(prefix, dim, cfg.state)
+	if err != nil {
+		return err
+	}
+	c, timeout := newRedis(o)
+	defer c.Close()
+	s := &RedisStore{c: c, name: name, rows: vocab, rowBytes: width * int(dt.Size()), timeout: timeout}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	n, err := c.Exists(ctx, s.metaKey()).Result()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%s: %w", prefix, redisError(err))
+	}
+	if n > 0 && !cfg.replace {
+		return fmt.Errorf("%s: the cluster holds a table of that name; give WithReplace to replace it: %w", prefix, os.ErrExist)
+	}
+	const block = kernel.NormalBlock
+	ids := make([]int64, 0, block)
+	for b0 := int64(0); b0 < vocab; b0 += block {
+		rows := int(min(block, vocab-b0))
+		if dt == tensor.Float32 {
+			err = s.writeBlock(ids, b0, rows, dim, width, fileio.LittleEndianBytes(drawn[float32](cfg, b0, rows, dim, width)))
+		} else {
+			err = s.writeBlock(ids, b0, rows, dim, width, fileio.LittleEndianBytes(drawn[float64](cfg, b0, rows, dim, width)))
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", prefix, err)
+		}
+	}
+	meta := fmt.Sprintf("%s;rows=%d;dtype=%v", desc, vocab, dt)
+	ctx, cancel = context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.Set(ctx, s.metaKey(), meta, 0).Err(); err != nil {
+		return fmt.Errorf("%s: %w", prefix, redisError(err))
+	}
+	return nil
+}
+
+// drawn returns rows rows of a table from row b0 on (a multiple of
+// kernel.NormalBlock), width values each: the dim values NewEmbedding
+// draws for cfg's seed (the padding row zero), then zeros.
+func drawn[T float32 | float64](cfg config, b0 int64, rows, dim, width int) []T {
+	v := make([]T, rows*dim)
+	kernel.Normal(v, cfg.seed, dim, int(b0))
+	if cfg.hasPad && int64(cfg.pad) >= b0 && int64(cfg.pad) < b0+int64(rows) {
+		clear(v[(int64(cfg.pad)-b0)*int64(dim):][:dim])
+	}
+	if width == dim {
+		return v
+	}
+	w := make([]T, rows*width)
+	for r := range rows {
+		copy(w[r*width:], v[r*dim:(r+1)*dim])
+	}
+	return w
+}
+
+func (s *RedisStore) writeBlock(ids []int64, b0 int64, rows, dim, width int, b []byte) error {
+	ids = ids[:0]
+	for r := range int64(rows) {
+		ids = append(ids, b0+r)
+	}
+	return s.WriteRows(ids, b)
+}
+
+// OpenRedis returns the Store of the table name that CreateRedis wrote to
+// the cluster, after checking that its rows are dim values of dtype dt
+// followed by the state cols: another layout is an error wrapping
+// checkpoint.ErrMismatch naming both, a missing table an error naming it.
+func OpenRedis(o RedisOptions, name string, dim int, dt tensor.Dtype, cols []Column) (*RedisStore, error) {
+	prefix := fmt.Sprintf("table %q", name)
+	desc, width, err := describe(prefix, dim, cols)
+	if err != nil {
+		return nil, err
+	}
+	c, timeout := newRedis(o)
+	s := &RedisStore{c: c, name: name, rowBytes: width * int(dt.Size()), timeout: timeout}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	meta, err := c.Get(ctx, s.metaKey()).Result()
+	if err != nil {
+		c.Close()
+		if errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("%s: the cluster holds no table of that name (no key %q); CreateRedis writes one: %w", prefix, s.metaKey(), errMissing)
+		}
+		return nil, fmt.Errorf("%s: %w", prefix, redisError(err))
+	}
+	var rest string
+	var rows int64
+	var dtype string
+	if i := len(desc); len(meta) > i && meta[:i] == desc && meta[i] == ';' {
+		rest = meta[i+1:]
+	}
+	if _, err := fmt.Sscanf(rest, "rows=%d;dtype=%s", &rows, &dtype); err != nil || dtype != dt.String() || rows <= 0 {
+		c.Close()
+		return nil, fmt.Errorf("%s: the cluster's table is %q; this asks for %q of %v: %w", prefix, meta, desc, dt, errMismatch)
+	}
+	s.rows = rows
+	return s, nil
+}
+
+// errMissing and errMismatch: a table not on the cluster, or not the
+// layout asked for; both wrap checkpoint.ErrMismatch.
+var (
+	errMissing  = fmt.Errorf("no such table: %w", checkpoint.ErrMismatch)
+	errMismatch = fmt.Errorf("a table of another layout: %w", checkpoint.ErrMismatch)
+)
+
+func (s *RedisStore) RowBytes() int { return s.rowBytes }
+func (s *RedisStore) Rows() int64   { return s.rows }
+
+// ReadRows reads the rows in one pipelined round trip per master. A row
+// missing from the cluster, or a value of another length than a row, is
+// an error naming its key.
+func (s *RedisStore) ReadRows(ids []int64, dst []byte) error {
+	if err := s.check(ids, dst); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	p := s.c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for k, id := range ids {
+		cmds[k] = p.Get(ctx, s.key(id))
+	}
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("table %q: reading %d rows: %w", s.name, len(ids), redisError(err))
+	}
+	for k, cmd := range cmds {
+		b, err := cmd.Bytes()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return fmt.Errorf("table %q: row %d is missing (no key %q): %w", s.name, ids[k], s.key(ids[k]), errMismatch)
+		case err != nil:
+			return fmt.Errorf("table %q: row %d: %w", s.name, ids[k], redisError(err))
+		case len(b) != s.rowBytes:
+			return fmt.Errorf("table %q: the key %q holds %d bytes; a row is %d: %w", s.name, s.key(ids[k]), len(b), s.rowBytes, errMismatch)
+		}
+		copy(dst[k*s.rowBytes:], b)
+	}
+	return nil
+}
+
+// WriteRows writes the rows in one pipelined round trip per master.
+func (s *RedisStore) WriteRows(ids []int64, src []byte) error {
+	if err := s.check(ids, src); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	p := s.c.Pipeline()
+	for k, id := range ids {
+		p.Set(ctx, s.key(id), src[k*s.rowBytes:(k+1)*s.rowBytes], 0)
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		return fmt.Errorf("table %q: writing %d rows: %w", s.name, len(ids), redisError(err))
+	}
+	return nil
+}
+
+func (s *RedisStore) check(ids []int64, buf []byte) error {
+	if len(buf) < len(ids)*s.rowBytes {
+		return fmt.Errorf("table %q: %d bytes for %d rows of %d: %w", s.name, len(buf), len(ids), s.rowBytes, gather.ErrShape)
+	}
+	for k, id := range ids {
+		if id < 0 || id >= s.rows {
+			return fmt.Errorf("table %q: ids[%d] = %d is outside [0, %d): %w", s.name, k, id, s.rows, gather.ErrIndexOutOfRange)
+		}
+	}
+	return nil
+}
+
+// Close closes the store's connections.
+func (s *RedisStore) Close() error { return s.c.Close() }
+
+// redisError returns err, saying which node timed out or refused when the
+// client's error does not.
+func redisError(err error) error {
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("a node did not answer in time: %w", err)
+	}
+	return err
+}
