@@ -2,19 +2,26 @@ package table_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/redistest"
 	"github.com/gathergrad/gather/nn"
+	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -129,3 +136,137 @@ func TestRedisStore(t *testing.T) {
 		t.Fatalf("the error does not name the node: %v", err)
 	}
 }
+
+// Row-wise Adagrad applied on the server by the library's function equals
+// optim.RowWiseAdagrad's Go step to the bit, and workers stepping the same
+// rows at once lose no update: with a gradient of ones each update adds
+// 1 to a row's accumulator, and after 100 the accumulator is 100 such
+// additions on.
+func TestRedisAdagradFunction(t *testing.T) {
+	cl := redistest.Start(t, 3, 0)
+	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	const vocab, dim = 3000, 16
+	opt := optim.NewRowWiseAdagrad(0.05)
+	opt.WeightDecay = 0.01
+	cols := opt.Columns(dim)
+	if err := table.CreateRedis(o, "ada", vocab, dim, tensor.Float32, table.WithSeed(5), table.WithState(cols...)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.OpenRedis(o, "ada", dim, tensor.Float32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.LoadFunctions(); err != nil {
+		t.Fatal(err)
+	}
+	// The Go reference: the same rows in memory, stepped by StepRows.
+	all := make([]int64, vocab)
+	for i := range all {
+		all[i] = int64(i)
+	}
+	raw := make([]byte, vocab*s.RowBytes())
+	if err := s.ReadRows(all, raw); err != nil {
+		t.Fatal(err)
+	}
+	w := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
+	sum := tensor.New(tensor.WithShape(vocab, 1), tensor.WithBacking(make([]float32, vocab)))
+	vals := float32s(raw)
+	for r := range vocab {
+		copy(w.Float32s()[r*dim:(r+1)*dim], vals[r*(dim+1):])
+	}
+	r := newRand(9)
+	for step := range 20 {
+		ids := r.Perm(vocab)[:200]
+		slices.Sort(ids)
+		grad := make([]float32, len(ids)*dim)
+		for i := range grad {
+			grad[i] = float32(r.NormFloat64())
+		}
+		ids64 := make([]int64, len(ids))
+		for k, id := range ids {
+			ids64[k] = int64(id)
+		}
+		if err := s.StepAdagrad(ids64, grad, opt.LearnRate, opt.Eps, opt.WeightDecay); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		g := &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
+		if err := opt.StepRows(optim.SlotRows{Weight: w, State: []*tensor.Dense{sum}, Slots: ids}, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.ReadRows(all, raw); err != nil {
+		t.Fatal(err)
+	}
+	vals = float32s(raw)
+	for row := range vocab {
+		for j := range dim {
+			if got, want := vals[row*(dim+1)+j], w.Float32s()[row*dim+j]; math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("row %d value %d: server %v, Go %v", row, j, got, want)
+			}
+		}
+		if got, want := vals[row*(dim+1)+dim], sum.Float32s()[row]; math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("row %d sum: server %v, Go %v", row, got, want)
+		}
+	}
+
+	// Two workers, 50 steps each, of the same 100 rows at once.
+	ids := make([]int64, 100)
+	ones := make([]float32, len(ids)*dim)
+	for k := range ids {
+		ids[k] = int64(2000 + k)
+	}
+	for i := range ones {
+		ones[i] = 1
+	}
+	if err := s.ReadRows(ids, raw[:len(ids)*s.RowBytes()]); err != nil {
+		t.Fatal(err)
+	}
+	before := float32s(raw[:len(ids)*s.RowBytes()])
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Go(func() {
+			for range 50 {
+				if err := s.StepAdagrad(ids, ones, 0.01, 1e-8, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := s.ReadRows(ids, raw[:len(ids)*s.RowBytes()]); err != nil {
+		t.Fatal(err)
+	}
+	after := float32s(raw[:len(ids)*s.RowBytes()])
+	for k := range ids {
+		want := before[k*(dim+1)+dim]
+		for range 100 {
+			want = float32(float64(want) + 1)
+		}
+		if got := after[k*(dim+1)+dim]; got != want {
+			t.Fatalf("row %d: its accumulator went from %v to %v over 100 updates, not to %v", ids[k], before[k*(dim+1)+dim], got, want)
+		}
+	}
+
+	// A gradient of the wrong length changes nothing.
+	err = s.StepAdagrad(ids[:2], ones[:dim], 0.01, 1e-8, 0)
+	if !errors.Is(err, gather.ErrShape) {
+		t.Fatalf("a short gradient: %v", err)
+	}
+}
+
+func float32s(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }

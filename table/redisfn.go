@@ -1,0 +1,126 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/fileio"
+)
+
+// redisLibrary is the Redis Function library that applies optimiser
+// steps to rows on the server, each call atomic over its keys (which
+// share a hash tag). Redis 7.0's Lua is 5.1: numbers are doubles, and
+// rows are packed and unpacked with its struct library, which the
+// library's top-level code cannot see, so the callbacks look it up.
+//
+// gg_adagrad: keys are rows of dim float32 values and one float32 sum;
+// args are the learning rate, eps, weight decay and dim, then one
+// gradient (dim float32 values) per key. It checks every row and
+// gradient before it writes any, so a call that fails changes nothing.
+// The arithmetic is optim.RowWiseAdagrad's on float32 rows, in double,
+// each stored value rounded to float32.
+const redisLibrary = `#!lua name=gathergrad
+
+local function adagrad(keys, args)
+  local struct, math, tonumber = struct, math, tonumber
+  local lr, eps, wd, dim = tonumber(args[1]), tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+  local fmt = '<' .. string.rep('f', dim)
+  local rows = {}
+  for i, key in ipairs(keys) do
+    local v = redis.call('GET', key)
+    if not v then
+      return redis.error_reply('gathergrad: no row under ' .. key)
+    end
+    if #v ~= (dim + 1) * 4 then
+      return redis.error_reply('gathergrad: ' .. key .. ' holds ' .. #v .. ' bytes; a row is ' .. (dim + 1) * 4)
+    end
+    if args[4 + i] == nil or #args[4 + i] ~= dim * 4 then
+      return redis.error_reply('gathergrad: the gradient for ' .. key .. ' is not ' .. dim .. ' float32 values')
+    end
+    rows[i] = v
+  end
+  for i, key in ipairs(keys) do
+    local w = {struct.unpack(fmt .. 'f', rows[i])}
+    local g = {struct.unpack(fmt, args[4 + i])}
+    local sq = 0.0
+    for j = 1, dim do
+      local x = g[j] + wd * w[j]
+      sq = sq + x * x
+    end
+    local s = struct.unpack('<f', struct.pack('<f', w[dim + 1] + sq / dim))
+    local step = lr / (math.sqrt(s) + eps)
+    for j = 1, dim do
+      local x = g[j] + wd * w[j]
+      w[j] = w[j] - step * x
+    end
+    w[dim + 1] = s
+    redis.call('SET', key, struct.pack(fmt .. 'f', unpack(w, 1, dim + 1)))
+  end
+  return #keys
+end
+
+redis.register_function('gg_adagrad', adagrad)
+`
+
+// LoadFunctions loads the library of server-side optimiser steps on
+// every master of the cluster (a function load reaches one node), and
+// replaces an older one.
+func (s *RedisStore) LoadFunctions() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	err := s.c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		if err := m.FunctionLoadReplace(ctx, redisLibrary).Err(); err != nil {
+			return fmt.Errorf("loading the functions on %s: %w", m.Options().Addr, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("table %q: %w", s.name, redisError(err))
+	}
+	return nil
+}
+
+// StepAdagrad applies optim.RowWiseAdagrad's step to rows on the server:
+// row ids[k] by the gradient grad[k*dim:(k+1)*dim], with learning rate
+// lr, eps and weight decay wd, for a float32 table whose rows carry
+// RowWiseAdagrad's state. Each row's update is atomic, so workers that
+// step the same rows at once lose no update; the rows of one hash tag go
+// in one call, all calls in one pipelined round trip per master. ids
+// must be distinct. LoadFunctions must have run.
+func (s *RedisStore) StepAdagrad(ids []int64, grad []float32, lr, eps, wd float64) error {
+	dim := s.rowBytes/4 - 1
+	if dim < 1 || len(grad) != len(ids)*dim {
+		return fmt.Errorf("table %q: %d gradient values for %d rows of %d: %w", s.name, len(grad), len(ids), dim, gather.ErrShape)
+	}
+	for k, id := range ids {
+		if id < 0 || id >= s.rows {
+			return fmt.Errorf("table %q: ids[%d] = %d is outside [0, %d): %w", s.name, k, id, s.rows, gather.ErrIndexOutOfRange)
+		}
+	}
+	groups := map[int64][]int{}
+	for k, id := range ids {
+		groups[id%redisGroups] = append(groups[id%redisGroups], k)
+	}
+	head := []any{strconv.FormatFloat(lr, 'g', -1, 64), strconv.FormatFloat(eps, 'g', -1, 64),
+		strconv.FormatFloat(wd, 'g', -1, 64), strconv.Itoa(dim)}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	p := s.c.Pipeline()
+	for _, ks := range groups {
+		keys := make([]string, len(ks))
+		args := append(make([]any, 0, len(head)+len(ks)), head...)
+		for i, k := range ks {
+			keys[i] = s.key(ids[k])
+			args = append(args, fileio.LittleEndianBytes(grad[k*dim:(k+1)*dim]))
+		}
+		p.FCall(ctx, "gg_adagrad", keys, args...)
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), redisError(err))
+	}
+	return nil
+}
