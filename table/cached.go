@@ -141,7 +141,6 @@ type Cached struct {
 	dirty  bool // rows or steps changed since the last Sync
 
 	file    *os.File            // OpenCached's file, else nil
-	direct  *os.File            // the file opened for direct reads, or nil
 	journal *rowcache.Journaled // its journal
 	closed  bool
 }
@@ -316,14 +315,6 @@ func openCached(f *os.File, path, name string, info checkpoint.TensorInfo, dim i
 	if err := fs.SetMeta(at, stepDigits); err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	var direct *os.File
-	if os.Getenv("GATHER_NO_DIRECT") == "" {
-		if direct, err = fileio.OpenDirect(path); err == nil {
-			fs.ReadDirect(direct)
-		} else {
-			direct = nil
-		}
-	}
 	j, err := rowcache.OpenJournaled(fs, path+".journal")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
@@ -338,7 +329,7 @@ func openCached(f *os.File, path, name string, info checkpoint.TensorInfo, dim i
 		j.Close()
 		return nil, err
 	}
-	c.steps, c.file, c.journal, c.direct = steps, f, j, direct
+	c.steps, c.file, c.journal = steps, f, j
 	return c, nil
 }
 
@@ -575,9 +566,6 @@ func (c *Cached) Close() error {
 		if e := c.file.Close(); err == nil {
 			err = e
 		}
-	}
-	if c.direct != nil {
-		c.direct.Close()
 	}
 	return err
 }

@@ -167,13 +167,12 @@ func main() {
 // A diskRef times the disk's limit for a cache of slots rows: positioned
 // reads of the rows an oracle cache misses, from a cold page cache.
 type diskRef struct {
-	f      *os.File
-	direct *os.File // f opened for direct reads, as OpenCached reads
-	start  int64
-	slots  int
-	row    int
-	depth  int
-	times  []time.Duration
+	f     *os.File
+	start int64
+	slots int
+	row   int
+	depth int
+	times []time.Duration
 }
 
 func newDiskRef(path string, slots, row, depth int) *diskRef {
@@ -185,14 +184,7 @@ func newDiskRef(path string, slots, row, depth int) *diskRef {
 	if err != nil {
 		log.Fatal(err)
 	}
-	d := &diskRef{f: f, start: infos[0].Offset, slots: slots, row: row, depth: depth}
-	if os.Getenv("GATHER_NO_DIRECT") == "" {
-		// Read as the table reads: past the page cache.
-		if d.direct, err = fileio.OpenDirect(path); err != nil {
-			d.direct = nil
-		}
-	}
-	return d
+	return &diskRef{f: f, start: infos[0].Offset, slots: slots, row: row, depth: depth}
 }
 
 // drop forgets the file's pages in the system's cache.
@@ -219,24 +211,13 @@ func (d *diskRef) read(ids []int) {
 	buf := make([]byte, len(miss)*d.row)
 	d.drop()
 	t0 := time.Now()
-	var err error
-	if d.direct != nil {
-		err = fileio.ReadRowsDirect(d.direct, offs, d.row, buf, d.depth)
-	} else {
-		err = fileio.ReadRows(d.f, offs, d.row, buf, d.depth)
-	}
-	if err != nil {
+	if err := fileio.ReadRows(d.f, offs, d.row, buf, d.depth); err != nil {
 		log.Fatal(err)
 	}
 	d.times = append(d.times, time.Since(t0))
 }
 
-func (d *diskRef) close() {
-	d.f.Close()
-	if d.direct != nil {
-		d.direct.Close()
-	}
-}
+func (d *diskRef) close() { d.f.Close() }
 
 // sweep reads 4,096 random rows of the table file (uniform ids, each a
 // 256-byte positioned read) at each queue depth, from a cold page cache

@@ -570,9 +570,8 @@ type FileStore struct {
 	rows     int64
 	depth    int
 	offs     []int64
-	direct   *os.File // the file opened for direct reads, or nil
-	metaAt   int64    // the meta bytes' offset in the file
-	meta     []byte   // the meta bytes as the file holds them, nil for none
+	metaAt   int64  // the meta bytes' offset in the file
+	meta     []byte // the meta bytes as the file holds them, nil for none
 }
 
 // SetMeta makes the n bytes of the file at offset off the store's meta
@@ -604,15 +603,8 @@ func (s *FileStore) RowBytes() int { return s.rowBytes }
 func (s *FileStore) Rows() int64   { return s.rows }
 
 func (s *FileStore) ReadRows(ids []int64, dst []byte) error {
-	if s.direct != nil {
-		return fileio.ReadRowsDirect(s.direct, s.offsets(ids), s.rowBytes, dst, s.depth)
-	}
 	return fileio.ReadRows(s.f, s.offsets(ids), s.rowBytes, dst, s.depth)
 }
-
-// ReadDirect makes ReadRows read through direct, the store's file opened
-// by fileio.OpenDirect, past the system's page cache.
-func (s *FileStore) ReadDirect(direct *os.File) { s.direct = direct }
 
 func (s *FileStore) WriteRows(ids []int64, src []byte) error {
 	return fileio.WriteRows(s.f, s.offsets(ids), s.rowBytes, src, s.depth)
