@@ -199,16 +199,19 @@ func (c *Cache) FetchMore(ids []int64, slots []int32) error {
 	// The batch's number marks the slots of the rows it names, which are
 	// then not evicted; a call that fails leaves marks that the next
 	// NewBatch makes stale.
+	// slots[k] holds a hit's slot from here on, none for a miss.
 	c.missIDs = c.missIDs[:0]
-	for _, id := range ids {
+	for k, id := range ids {
 		s, ok := c.slotOf[id]
 		switch {
 		case !ok:
 			c.missIDs = append(c.missIDs, id)
+			s = none
 		case c.batch[s] < c.calls:
 			c.batch[s] = c.calls
 			c.inBatch++
 		}
+		slots[k] = s
 	}
 	slices.Sort(c.missIDs)
 	c.missIDs = slices.Compact(c.missIDs)
@@ -224,8 +227,11 @@ func (c *Cache) FetchMore(ids []int64, slots []int32) error {
 	}
 	c.inBatch += len(c.missIDs)
 	for k, id := range ids {
-		s := c.slotOf[id]
-		slots[k] = s
+		s := slots[k]
+		if s == none {
+			s = c.slotOf[id]
+			slots[k] = s
+		}
 		c.touch(s)
 		c.uses[s]++
 	}
