@@ -217,18 +217,7 @@ func newCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column
 
 // column returns column k of cache as a [slots, width] tensor of dtype dt.
 func column(cache *rowcache.Cache, k, slots, width int, dt tensor.Dtype) (*tensor.Dense, error) {
-	if dt == tensor.Float32 {
-		v, err := fileio.Floats[float32](cache.Column(k), 0, slots*width)
-		if err != nil {
-			return nil, err
-		}
-		return tensor.New(tensor.WithShape(slots, width), tensor.WithBacking(v)), nil
-	}
-	v, err := fileio.Floats[float64](cache.Column(k), 0, slots*width)
-	if err != nil {
-		return nil, err
-	}
-	return tensor.New(tensor.WithShape(slots, width), tensor.WithBacking(v)), nil
+	return floatsAt(cache.Column(k), 0, dt, slots, width)
 }
 
 // OpenCached opens the table "<name>" with the optimiser state cols of the
@@ -471,11 +460,7 @@ func (c *Cached) Read(ids []int64) (*tensor.Dense, error) {
 			return nil, fmt.Errorf("table %q: ids[%d] = %d is outside [0, %d): %w", c.name, k, id, n, gather.ErrIndexOutOfRange)
 		}
 		if s, ok := c.cache.Slot(id); ok {
-			row := buf[k*rb : (k+1)*rb]
-			for col := range len(c.cols) + 1 {
-				w := copy(row, c.cache.Col(col, s))
-				row = row[w:]
-			}
+			c.cache.CopyRow(s, buf[k*rb:(k+1)*rb])
 			continue
 		}
 		from, at = append(from, id), append(at, k)
@@ -489,19 +474,7 @@ func (c *Cached) Read(ids []int64) (*tensor.Dense, error) {
 			copy(buf[k*rb:(k+1)*rb], tmp[i*rb:(i+1)*rb])
 		}
 	}
-	width := rb / int(c.dt.Size())
-	if c.dt == tensor.Float32 {
-		v, err := fileio.Floats[float32](buf, 0, len(ids)*width)
-		if err != nil {
-			return nil, err
-		}
-		return tensor.New(tensor.WithShape(len(ids), width), tensor.WithBacking(v)), nil
-	}
-	v, err := fileio.Floats[float64](buf, 0, len(ids)*width)
-	if err != nil {
-		return nil, err
-	}
-	return tensor.New(tensor.WithShape(len(ids), width), tensor.WithBacking(v)), nil
+	return floatsAt(buf, 0, c.dt, len(ids), rb/int(c.dt.Size()))
 }
 
 // Sync writes every changed row back to the store, with the step count.

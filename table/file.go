@@ -228,18 +228,29 @@ func Open(path, name string) (*File, error) {
 // mapped returns the [vocab, dim] tensor of format ("F32" or "F64") at
 // offset in m, and its element size.
 func mapped(m *fileio.Mapping, format string, offset int64, vocab, dim int) (*tensor.Dense, int64, error) {
+	dt := tensor.Float64
 	if format == "F32" {
-		v, err := fileio.Floats[float32](m.Bytes(), offset, vocab*dim)
+		dt = tensor.Float32
+	}
+	w, err := floatsAt(m.Bytes(), offset, dt, vocab, dim)
+	return w, int64(dt.Size()), err
+}
+
+// floatsAt returns the [rows, cols] tensor of dtype dt (Float32 or
+// Float64) whose values are the bytes of b from offset on, not a copy.
+func floatsAt(b []byte, offset int64, dt tensor.Dtype, rows, cols int) (*tensor.Dense, error) {
+	if dt == tensor.Float32 {
+		v, err := fileio.Floats[float32](b, offset, rows*cols)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		return tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(v)), 4, nil
+		return tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(v)), nil
 	}
-	v, err := fileio.Floats[float64](m.Bytes(), offset, vocab*dim)
+	v, err := fileio.Floats[float64](b, offset, rows*cols)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(v)), 8, nil
+	return tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(v)), nil
 }
 
 // Name returns the table's name.

@@ -358,8 +358,9 @@ func (c *Cache) setRow(s int32, row []byte) {
 	}
 }
 
-// getRow copies the columns of slot s into row.
-func (c *Cache) getRow(s int32, row []byte) {
+// CopyRow copies the row in slot s, its columns one after another, into
+// row (RowBytes long).
+func (c *Cache) CopyRow(s int32, row []byte) {
 	for k, w := range c.widths {
 		copy(row[:w], c.Col(k, s))
 		row = row[w:]
@@ -378,7 +379,7 @@ func (c *Cache) writeBack(slots []int32) error {
 		ids, buf = ids[:len(part)], buf[:len(part)*c.rowBytes]
 		for k, s := range part {
 			ids[k] = c.idOf[s]
-			c.getRow(s, buf[k*c.rowBytes:(k+1)*c.rowBytes])
+			c.CopyRow(s, buf[k*c.rowBytes:(k+1)*c.rowBytes])
 		}
 		if err := c.store.WriteRows(ids, buf); err != nil {
 			return fmt.Errorf("row cache: writing back %d rows: %w", len(ids), err)
