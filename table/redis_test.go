@@ -30,7 +30,7 @@ import (
 // zero state; rows written back read back; a cache in front of it trains
 // as one in front of the same rows in memory, to the bit; a value of the
 // wrong length, a table of another layout and a node that is not there are
-// errors naming them.
+// errors naming them; an ACL user reads it, a wrong password does not.
 func TestRedisStore(t *testing.T) {
 	cl := redistest.Start(t, 3, 1)
 	o := table.RedisOptions{Addrs: cl.Addrs[:1], Password: cl.Password, Timeout: 5 * time.Second}
@@ -127,6 +127,27 @@ func TestRedisStore(t *testing.T) {
 	if _, err := table.OpenRedis(o, "nothing", dim, tensor.Float32, cols); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "gg:nothing:meta") {
 		t.Fatalf("a missing table: %v", err)
 	}
+	// An ACL user limited to the tables' keys reads them; a wrong password
+	// is refused.
+	for _, addr := range cl.Addrs {
+		if out, err := cl.CLI(addr, "acl", "setuser", "trainer", "on", ">trainer-pw", "~gg:*", "+@all"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	user, err := table.OpenRedis(table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "trainer-pw", Timeout: 5 * time.Second},
+		"words", dim, tensor.Float32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := user.ReadRows(ids[:2], buf); err != nil {
+		t.Fatal(err)
+	}
+	user.Close()
+	if _, err := table.OpenRedis(table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "wrong", Timeout: 5 * time.Second},
+		"words", dim, tensor.Float32, cols); err == nil {
+		t.Fatal("a wrong password opened the table")
+	}
+
 	start := time.Now()
 	_, err = table.OpenRedis(table.RedisOptions{Addrs: []string{"127.0.0.1:1"}, Password: cl.Password, Timeout: time.Second}, "words", dim, tensor.Float32, cols)
 	if err == nil || time.Since(start) > 10*time.Second {
