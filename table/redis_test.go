@@ -291,3 +291,81 @@ func float32s(b []byte) []float32 {
 }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
+
+// SparseAdam applied on the server equals optim.SparseAdam's float32 step
+// (StepRows, the step count kept with the table) to the bit: values and
+// both moments, weight decay on.
+func TestRedisAdamFunction(t *testing.T) {
+	cl := redistest.Start(t, 3, 0)
+	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	const vocab, dim = 3000, 16
+	opt := optim.NewSparseAdam(0.01)
+	opt.WeightDecay = 0.02
+	cols := opt.Columns(dim)
+	if err := table.CreateRedis(o, "adam", vocab, dim, tensor.Float32, table.WithSeed(6), table.WithState(cols...)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.OpenRedis(o, "adam", dim, tensor.Float32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.LoadFunctions(); err != nil {
+		t.Fatal(err)
+	}
+	all := make([]int64, vocab)
+	for i := range all {
+		all[i] = int64(i)
+	}
+	raw := make([]byte, vocab*s.RowBytes())
+	if err := s.ReadRows(all, raw); err != nil {
+		t.Fatal(err)
+	}
+	// The Go reference: the rows in memory, stepped by StepRows.
+	w := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
+	m := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
+	v := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
+	vals := float32s(raw)
+	for r := range vocab {
+		copy(w.Float32s()[r*dim:(r+1)*dim], vals[r*3*dim:])
+	}
+	r := newRand(10)
+	var steps int64
+	for step := range 20 {
+		ids := r.Perm(vocab)[:300]
+		slices.Sort(ids)
+		grad := make([]float32, len(ids)*dim)
+		for i := range grad {
+			grad[i] = float32(r.NormFloat64())
+		}
+		ids64 := make([]int64, len(ids))
+		for k, id := range ids {
+			ids64[k] = int64(id)
+		}
+		a := table.AdamStep{LearnRate: opt.LearnRate, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WeightDecay: opt.WeightDecay, T: steps + 1}
+		if err := s.StepAdam(ids64, grad, a); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		g := &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
+		if err := opt.StepRows(optim.SlotRows{Weight: w, State: []*tensor.Dense{m, v}, Slots: ids, Steps: &steps}, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.ReadRows(all, raw); err != nil {
+		t.Fatal(err)
+	}
+	vals = float32s(raw)
+	for row := range vocab {
+		for j := range dim {
+			for c, want := range []*tensor.Dense{w, m, v} {
+				got := vals[row*3*dim+c*dim+j]
+				if math.Float32bits(got) != math.Float32bits(want.Float32s()[row*dim+j]) {
+					t.Fatalf("row %d, part %d, value %d: server %v, Go %v", row, c, j, got, want.Float32s()[row*dim+j])
+				}
+			}
+		}
+	}
+	if err := s.StepAdam(all[:1], make([]float32, dim), table.AdamStep{T: 0}); !errors.Is(err, gather.ErrOption) {
+		t.Fatalf("step count 0: %v", err)
+	}
+}

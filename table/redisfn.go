@@ -3,6 +3,7 @@ package table
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -17,6 +18,7 @@ import (
 // rows are packed and unpacked with its struct library, which the
 // library's top-level code cannot see, so the callbacks look it up.
 //
+// The library holds gg_adagrad and gg_adam (see the comment above each).
 // gg_adagrad: keys are rows of dim float32 values and one float32 sum;
 // args are the learning rate, eps, weight decay and dim, then one
 // gradient (dim float32 values) per key. It checks every row and
@@ -64,6 +66,52 @@ local function adagrad(keys, args)
 end
 
 redis.register_function('gg_adagrad', adagrad)
+
+-- gg_adam: keys are rows of dim float32 values, then dim of each moment;
+-- args are b1, 1-b1, b2, 1-b2, eps, the step size and the decay factor
+-- (float32 values, as SparseAdam's float32 kernel takes them) and dim,
+-- then one gradient per key. Every operation is rounded to float32, as
+-- the kernel computes: a double's +, -, *, / and sqrt of float32 values,
+-- rounded, is the float32 operation's result.
+local function adam(keys, args)
+  local struct, math, tonumber = struct, math, tonumber
+  local function f(x)
+    local y = struct.unpack('<f', struct.pack('<f', x))
+    return y
+  end
+  local b1, c1, b2, c2 = tonumber(args[1]), tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+  local eps, step, decay, dim = tonumber(args[5]), tonumber(args[6]), tonumber(args[7]), tonumber(args[8])
+  local fmt = '<' .. string.rep('f', dim)
+  local rows = {}
+  for i, key in ipairs(keys) do
+    local v = redis.call('GET', key)
+    if not v then
+      return redis.error_reply('gathergrad: no row under ' .. key)
+    end
+    if #v ~= 3 * dim * 4 then
+      return redis.error_reply('gathergrad: ' .. key .. ' holds ' .. #v .. ' bytes; a row is ' .. 3 * dim * 4)
+    end
+    if args[8 + i] == nil or #args[8 + i] ~= dim * 4 then
+      return redis.error_reply('gathergrad: the gradient for ' .. key .. ' is not ' .. dim .. ' float32 values')
+    end
+    rows[i] = v
+  end
+  for i, key in ipairs(keys) do
+    local r = {struct.unpack(fmt .. string.rep('f', 2 * dim), rows[i])}
+    local g = {struct.unpack(fmt, args[8 + i])}
+    for j = 1, dim do
+      local x = g[j]
+      local m = f(f(b1 * r[dim + j]) + f(c1 * x))
+      local v = f(f(b2 * r[2 * dim + j]) + f(f(c2 * x) * x))
+      r[dim + j], r[2 * dim + j] = m, v
+      r[j] = f(f(r[j] * decay) - f(f(step * m) / f(f(math.sqrt(v)) + eps)))
+    end
+    redis.call('SET', key, struct.pack(fmt .. string.rep('f', 2 * dim), unpack(r, 1, 3 * dim)))
+  end
+  return #keys
+end
+
+redis.register_function('gg_adam', adam)
 `
 
 // LoadFunctions loads the library of server-side optimiser steps on
@@ -84,6 +132,29 @@ func (s *RedisStore) LoadFunctions() error {
 	return nil
 }
 
+// AdamStep is one step of optim.SparseAdam: its settings and the step
+// count T of this step (1 for the first).
+type AdamStep struct {
+	LearnRate, Beta1, Beta2, Eps, WeightDecay float64
+	T                                         int64
+}
+
+// StepAdam applies s's step of optim.SparseAdam to float32 rows whose
+// state is SparseAdam's moments, on the server, as StepAdagrad applies
+// row-wise Adagrad: row ids[k] by grad[k*dim:(k+1)*dim], each row's update
+// atomic, to the same bits as SparseAdam's float32 step.
+func (s *RedisStore) StepAdam(ids []int64, grad []float32, a AdamStep) error {
+	if a.T < 1 {
+		return fmt.Errorf("table %q: Adam's step count %d must be at least 1: %w", s.name, a.T, gather.ErrOption)
+	}
+	t := float64(a.T)
+	step := a.LearnRate * math.Sqrt(1-math.Pow(a.Beta2, t)) / (1 - math.Pow(a.Beta1, t))
+	decay := 1 - a.LearnRate*a.WeightDecay
+	f := func(x float64) string { return strconv.FormatFloat(float64(float32(x)), 'g', -1, 64) }
+	head := []any{f(a.Beta1), f(1 - a.Beta1), f(a.Beta2), f(1 - a.Beta2), f(a.Eps), f(step), f(decay)}
+	return s.fcall("gg_adam", s.rowBytes/12, ids, grad, head)
+}
+
 // StepAdagrad applies optim.RowWiseAdagrad's step to rows on the server:
 // row ids[k] by the gradient grad[k*dim:(k+1)*dim], with learning rate
 // lr, eps and weight decay wd, for a float32 table whose rows carry
@@ -92,7 +163,14 @@ func (s *RedisStore) LoadFunctions() error {
 // in one call, all calls in one pipelined round trip per master. ids
 // must be distinct. LoadFunctions must have run.
 func (s *RedisStore) StepAdagrad(ids []int64, grad []float32, lr, eps, wd float64) error {
-	dim := s.rowBytes/4 - 1
+	head := []any{strconv.FormatFloat(lr, 'g', -1, 64), strconv.FormatFloat(eps, 'g', -1, 64), strconv.FormatFloat(wd, 'g', -1, 64)}
+	return s.fcall("gg_adagrad", (s.rowBytes-4)/4, ids, grad, head)
+}
+
+// fcall calls the function fn once per hash tag of ids, all calls in one
+// pipelined round trip per master, with the arguments head, dim and the
+// gradient of each key.
+func (s *RedisStore) fcall(fn string, dim int, ids []int64, grad []float32, head []any) error {
 	if dim < 1 || len(grad) != len(ids)*dim {
 		return fmt.Errorf("table %q: %d gradient values for %d rows of %d: %w", s.name, len(grad), len(ids), dim, gather.ErrShape)
 	}
@@ -105,8 +183,7 @@ func (s *RedisStore) StepAdagrad(ids []int64, grad []float32, lr, eps, wd float6
 	for k, id := range ids {
 		groups[id%redisGroups] = append(groups[id%redisGroups], k)
 	}
-	head := []any{strconv.FormatFloat(lr, 'g', -1, 64), strconv.FormatFloat(eps, 'g', -1, 64),
-		strconv.FormatFloat(wd, 'g', -1, 64), strconv.Itoa(dim)}
+	head = append(head[:len(head):len(head)], strconv.Itoa(dim))
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	p := s.c.Pipeline()
@@ -117,7 +194,7 @@ func (s *RedisStore) StepAdagrad(ids []int64, grad []float32, lr, eps, wd float6
 			keys[i] = s.key(ids[k])
 			args = append(args, fileio.LittleEndianBytes(grad[k*dim:(k+1)*dim]))
 		}
-		p.FCall(ctx, "gg_adagrad", keys, args...)
+		p.FCall(ctx, fn, keys, args...)
 	}
 	if _, err := p.Exec(ctx); err != nil {
 		return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), redisError(err))
