@@ -18,8 +18,9 @@
 // writes changed rows back through a journal, so that a crash leaves the
 // table of the last Sync. NewCached puts the same cache in front of any
 // Store, such as a MemoryStore, or a RedisStore: a table on a Redis
-// Cluster (CreateRedis, OpenRedis), whose rows row-wise Adagrad can also
-// update on the servers (StepAdagrad), atomically per row.
+// Cluster (CreateRedis, OpenRedis), whose rows row-wise Adagrad and
+// SparseAdam can also update on the servers (StepAdagrad, StepAdam),
+// atomically per row.
 //
 // Open maps a table file without state read-write instead, for
 // nn.OpenEmbedding: simpler, but each new row is a page fault, and a crash
