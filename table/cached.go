@@ -237,40 +237,10 @@ func column(cache *rowcache.Cache, k, slots, width int, dt tensor.Dtype) (*tenso
 // match its checksum, is an error naming it, and nothing is changed.
 func OpenCached(path, name string, cols []Column, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
-	infos, meta, err := checkpoint.Inspect(path)
+	info, dim, dt, err := inspectRows(path, name, cols)
 	if err != nil {
 		return nil, err
 	}
-	key := name + rowsSuffix
-	if len(infos) != 1 || infos[0].Name != key {
-		names := make([]string, 0, 4)
-		for _, in := range infos[:min(len(infos), 4)] {
-			names = append(names, strconv.Quote(in.Name))
-		}
-		return nil, fmt.Errorf("%s: %s holds %d tensors (%s), not a table with optimiser state, which holds %q alone "+
-			"(Create with WithState makes one): %w", prefix, path, len(infos), strings.Join(names, ", "), key, checkpoint.ErrMismatch)
-	}
-	info := infos[0]
-	if (info.Format != "F32" && info.Format != "F64") || len(info.Shape) != 2 || info.Shape[0] == 0 {
-		return nil, fmt.Errorf("%s: %s's %q is %s of shape %v; a table is F32 or F64 of shape [vocab, width]: %w",
-			prefix, path, key, info.Format, info.Shape, checkpoint.ErrMismatch)
-	}
-	var dim int
-	if _, err := fmt.Sscanf(meta[columnsKey], "weight:%d", &dim); err != nil || dim <= 0 {
-		return nil, fmt.Errorf("%s: %s: metadata %q = %q does not describe the rows: %w", prefix, path, columnsKey, meta[columnsKey], checkpoint.ErrFormat)
-	}
-	want, width, err := describe(prefix, dim, cols)
-	if err != nil {
-		return nil, err
-	}
-	if meta[columnsKey] != want {
-		return nil, fmt.Errorf("%s: %s holds rows of %q; the optimiser needs %q: %w", prefix, path, meta[columnsKey], want, checkpoint.ErrMismatch)
-	}
-	if info.Shape[1] != width {
-		return nil, fmt.Errorf("%s: %s's rows are %d values wide; %q makes %d: %w", prefix, path, info.Shape[1], want, width, checkpoint.ErrFormat)
-	}
-	dt := info.Dtype
-
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
@@ -281,6 +251,47 @@ func OpenCached(path, name string, cols []Column, o CacheOptions) (*Cached, erro
 		return nil, err
 	}
 	return c, nil
+}
+
+// inspectRows checks that the file at path holds the table name with the
+// state cols, as Create with WithState makes it, and returns its tensor,
+// its rows' dimension and its dtype.
+func inspectRows(path, name string, cols []Column) (checkpoint.TensorInfo, int, tensor.Dtype, error) {
+	var none checkpoint.TensorInfo
+	prefix := fmt.Sprintf("table %q", name)
+	infos, meta, err := checkpoint.Inspect(path)
+	if err != nil {
+		return none, 0, tensor.Dtype{}, err
+	}
+	key := name + rowsSuffix
+	if len(infos) != 1 || infos[0].Name != key {
+		names := make([]string, 0, 4)
+		for _, in := range infos[:min(len(infos), 4)] {
+			names = append(names, strconv.Quote(in.Name))
+		}
+		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s holds %d tensors (%s), not a table with optimiser state, which holds %q alone "+
+			"(Create with WithState makes one): %w", prefix, path, len(infos), strings.Join(names, ", "), key, checkpoint.ErrMismatch)
+	}
+	info := infos[0]
+	if (info.Format != "F32" && info.Format != "F64") || len(info.Shape) != 2 || info.Shape[0] == 0 {
+		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s's %q is %s of shape %v; a table is F32 or F64 of shape [vocab, width]: %w",
+			prefix, path, key, info.Format, info.Shape, checkpoint.ErrMismatch)
+	}
+	var dim int
+	if _, err := fmt.Sscanf(meta[columnsKey], "weight:%d", &dim); err != nil || dim <= 0 {
+		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s: metadata %q = %q does not describe the rows: %w", prefix, path, columnsKey, meta[columnsKey], checkpoint.ErrFormat)
+	}
+	want, width, err := describe(prefix, dim, cols)
+	if err != nil {
+		return none, 0, tensor.Dtype{}, err
+	}
+	if meta[columnsKey] != want {
+		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s holds rows of %q; the optimiser needs %q: %w", prefix, path, meta[columnsKey], want, checkpoint.ErrMismatch)
+	}
+	if info.Shape[1] != width {
+		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s's rows are %d values wide; %q makes %d: %w", prefix, path, info.Shape[1], want, width, checkpoint.ErrFormat)
+	}
+	return info, dim, info.Dtype, nil
 }
 
 func openCached(f *os.File, path, name string, info checkpoint.TensorInfo, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {

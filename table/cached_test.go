@@ -284,3 +284,83 @@ func TestOpenCachedBadFiles(t *testing.T) {
 	}
 	c.Close()
 }
+
+// A table trained in memory is exported to a table file, which
+// OpenCached opens with its rows and step count and Import loads into
+// another store, equal; a file of another layout or held open is refused.
+func TestExportImport(t *testing.T) {
+	dir := t.TempDir()
+	cols := kOpt.Columns(kDim)
+	store, c := kTrained(t, 12)
+	want, steps := kRead(t, c)
+	c.Close()
+
+	path := filepath.Join(dir, "t.safetensors")
+	if err := table.Export(path, store, "t", kDim, tensor.Float32, cols, steps); err != nil {
+		t.Fatal(err)
+	}
+	opened, err := kOpen(path, 1<<22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, gotSteps := kRead(t, opened)
+	if gotSteps != 12 || !bytes.Equal(got, want) {
+		t.Fatalf("the exported file holds step count %d and other rows", gotSteps)
+	}
+	if _, err := table.Import(store, path, "t", cols); !errors.Is(err, table.ErrInUse) {
+		t.Fatalf("importing a file an open table holds: %v", err)
+	}
+	opened.Close()
+
+	zero := tensor.New(tensor.WithShape(kVocab, kDim), tensor.WithBacking(make([]float32, kVocab*kDim)))
+	back, err := table.NewMemoryStore(zero, cols...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := table.Import(back, path, "t", cols)
+	if err != nil || n != 12 {
+		t.Fatalf("Import: step count %d, %v", n, err)
+	}
+	c2, err := table.NewCached(back, "t", kDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got, _ := kRead(t, c2); !bytes.Equal(got, want) {
+		t.Fatal("the imported rows differ")
+	}
+	if _, err := table.Import(back, path, "t", nil); !errors.Is(err, checkpoint.ErrMismatch) {
+		t.Fatalf("another optimiser's state: %v", err)
+	}
+	other, _ := table.NewMemoryStore(zero)
+	if _, err := table.Import(other, path, "t", cols); !errors.Is(err, checkpoint.ErrMismatch) {
+		t.Fatalf("a store of other rows: %v", err)
+	}
+}
+
+// kTrained returns a table in memory trained for steps steps by kStep
+// behind a cache of 64 rows, synced, and the cache.
+func kTrained(t *testing.T, steps int) (*table.MemoryStore, *table.Cached) {
+	cols := kOpt.Columns(kDim)
+	w := tensor.New(tensor.WithShape(kVocab, kDim), tensor.WithBacking(make([]float32, kVocab*kDim)))
+	for i := range w.Float32s() {
+		w.Float32s()[i] = float32(i%97) / 7
+	}
+	store, err := table.NewMemoryStore(w, cols...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := table.NewCached(store, "t", kDim, tensor.Float32, cols, table.CacheOptions{Budget: 64 * (3*kDim*4 + 72)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range steps {
+		if err := kStep(c, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return store, c
+}

@@ -83,3 +83,43 @@ func ExampleNewCached() {
 	// true
 	// [0 0 10 1 2 2 300 3 40 4]
 }
+
+// A table in memory, with its optimiser's state, written to a table file
+// and loaded back into another store.
+func ExampleExport() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	cols := []table.Column{{Name: "sum", Width: 1}} // optim.RowWiseAdagrad's
+	w := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
+	store, err := table.NewMemoryStore(w, cols...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	path := filepath.Join(dir, "t.safetensors")
+	if err := table.Export(path, store, "t", 2, tensor.Float32, cols, 7); err != nil {
+		log.Fatal(err)
+	}
+	other, err := table.NewMemoryStore(tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3, 2)), cols...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	steps, err := table.Import(other, path, "t", cols)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := table.NewCached(other, "t", 2, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	rows, err := c.Read([]int64{0, 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(steps, rows.Float32s())
+	// Output:
+	// 7 [1 2 0 5 6 0]
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -367,5 +368,40 @@ func TestRedisAdamFunction(t *testing.T) {
 	}
 	if err := s.StepAdam(all[:1], make([]float32, dim), table.AdamStep{T: 0}); !errors.Is(err, gather.ErrOption) {
 		t.Fatalf("step count 0: %v", err)
+	}
+}
+
+// A table trained in memory and exported loads onto the cluster (Import)
+// and comes back (Export) to the same bytes, step count included.
+func TestRedisExportImport(t *testing.T) {
+	cl := redistest.Start(t, 3, 0)
+	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	dir := t.TempDir()
+	cols := kOpt.Columns(kDim)
+	store, c := kTrained(t, 9)
+	c.Close()
+	saved, back := filepath.Join(dir, "saved.safetensors"), filepath.Join(dir, "back.safetensors")
+	if err := table.Export(saved, store, "t", kDim, tensor.Float32, cols, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := table.CreateRedis(o, "t", kVocab, kDim, tensor.Float32, table.WithState(cols...)); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := table.OpenRedis(o, "t", kDim, tensor.Float32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	steps, err := table.Import(rs, saved, "t", cols)
+	if err != nil || steps != 9 {
+		t.Fatalf("Import onto the cluster: step count %d, %v", steps, err)
+	}
+	if err := table.Export(back, rs, "t", kDim, tensor.Float32, cols, steps); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(saved)
+	b, _ := os.ReadFile(back)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatal("the table exported from the cluster differs from the one imported")
 	}
 }

@@ -1,0 +1,146 @@
+package table
+
+import (
+	"fmt"
+	"os"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/fileio"
+)
+
+// copyChunk bounds the memory of Export and Import: rows move in chunks
+// of this many bytes.
+const copyChunk = 16 << 20
+
+// Export writes every row of src, a table named name of dim values of
+// dtype dt and the state cols, and the optimiser's step count steps, to a
+// table file at path, as Create with WithState lays one out: OpenCached
+// opens it, NumPy and PyTorch's safetensors read it. It reads src in
+// chunks of 16 MB, in order, so its memory stays bounded for any table
+// (a RedisStore: one pipelined round trip per master and chunk), and
+// writes atomically, as checkpoint.Write does.
+func Export(path string, src Store, name string, dim int, dt tensor.Dtype, cols []Column, steps int64) error {
+	prefix := fmt.Sprintf("table %q", name)
+	if src == nil || (dt != tensor.Float32 && dt != tensor.Float64) || steps < 0 {
+		return fmt.Errorf("%s: Export needs a store, float32 or float64, and a step count of at least 0: %w", prefix, gather.ErrOption)
+	}
+	key, width, meta, err := layout(prefix, name, dim, cols)
+	if err != nil {
+		return err
+	}
+	if len(cols) == 0 {
+		return fmt.Errorf("%s: Export writes a table with its optimiser's state; give its columns: %w", prefix, gather.ErrOption)
+	}
+	rb := width * int(dt.Size())
+	if src.RowBytes() != rb {
+		return fmt.Errorf("%s: the store's rows are %d bytes; %d values of %v are %d: %w", prefix, src.RowBytes(), width, dt, rb, gather.ErrShape)
+	}
+	meta[stepKey] = formatSteps(steps)
+	format := "F32"
+	if dt == tensor.Float64 {
+		format = "F64"
+	}
+	rows := src.Rows()
+	header, err := checkpoint.Header(key, format, []int{int(rows), width}, meta)
+	if err != nil {
+		return err
+	}
+	return fileio.WriteAtomic(path, func(f *os.File) error {
+		if err := fileio.Reserve(f, int64(len(header))+rows*int64(rb)); err != nil {
+			return fmt.Errorf("%s: %w", prefix, err)
+		}
+		if _, err := f.WriteAt(header, 0); err != nil {
+			return err
+		}
+		return chunks(rows, rb, func(ids []int64, buf []byte) error {
+			if err := src.ReadRows(ids, buf); err != nil {
+				return err
+			}
+			_, err := f.WriteAt(buf, int64(len(header))+ids[0]*int64(rb))
+			return err
+		})
+	})
+}
+
+// Import writes every row of the table file at path (as Export or Create
+// with WithState makes it) into dst, in chunks of 16 MB, and returns the
+// optimiser's step count the file records. The file must hold the table
+// name with the state cols, as many rows as dst and rows of dst's size:
+// anything else is an error wrapping checkpoint.ErrMismatch (or
+// ErrFormat for a malformed file) before anything is written. A file an
+// open table holds is ErrInUse; a file whose journal holds changes is an
+// error: open it with OpenCached first, which applies or drops them.
+func Import(dst Store, path, name string, cols []Column) (int64, error) {
+	prefix := fmt.Sprintf("table %q", name)
+	info, _, dt, err := inspectRows(path, name, cols)
+	if err != nil {
+		return 0, err
+	}
+	rb := info.Shape[1] * int(dt.Size())
+	if dst == nil || dst.RowBytes() != rb || dst.Rows() != int64(info.Shape[0]) {
+		return 0, fmt.Errorf("%s: %s holds %d rows of %d bytes; the store takes rows of %d bytes: %w",
+			prefix, path, info.Shape[0], rb, storeRowBytes(dst), checkpoint.ErrMismatch)
+	}
+	if st, err := os.Stat(path + ".journal"); err == nil && st.Size() > 24 {
+		return 0, fmt.Errorf("%s: %s.journal holds changes; open the table with OpenCached first: %w", prefix, path, checkpoint.ErrMismatch)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", prefix, err)
+	}
+	defer f.Close()
+	if err := fileio.Lock(f); err != nil {
+		return 0, fmt.Errorf("%s: %w", prefix, err)
+	}
+	at, err := stepsOffset(f, info.Offset)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %s: %v: %w", prefix, path, err, checkpoint.ErrFormat)
+	}
+	digits := make([]byte, stepDigits)
+	if _, err := f.ReadAt(digits, at); err != nil {
+		return 0, fmt.Errorf("%s: %w", prefix, err)
+	}
+	steps, ok := parseSteps(digits)
+	if !ok {
+		return 0, fmt.Errorf("%s: %s: step count %q: %w", prefix, path, digits, checkpoint.ErrFormat)
+	}
+	err = chunks(int64(info.Shape[0]), rb, func(ids []int64, buf []byte) error {
+		if _, err := f.ReadAt(buf, info.Offset+ids[0]*int64(rb)); err != nil {
+			return err
+		}
+		return dst.WriteRows(ids, buf)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", prefix, err)
+	}
+	return steps, nil
+}
+
+func storeRowBytes(s Store) int {
+	if s == nil {
+		return 0
+	}
+	return s.RowBytes()
+}
+
+// chunks calls fn for the rows 0 to rows-1 in order, in runs of ids that
+// fill at most copyChunk bytes, with a buffer of the run's size.
+func chunks(rows int64, rowBytes int, fn func(ids []int64, buf []byte) error) error {
+	per := int64(max(1, copyChunk/rowBytes))
+	ids := make([]int64, 0, min(per, rows))
+	buf := make([]byte, min(per, rows)*int64(rowBytes))
+	for lo := int64(0); lo < rows; lo += per {
+		hi := min(lo+per, rows)
+		ids = ids[:0]
+		for id := lo; id < hi; id++ {
+			ids = append(ids, id)
+		}
+		if err := fn(ids, buf[:len(ids)*rowBytes]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
