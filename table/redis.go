@@ -28,10 +28,18 @@ type RedisOptions struct {
 	Username, Password string
 	// TLS, if not nil, connects with TLS under this configuration.
 	TLS *tls.Config
-	// Timeout bounds each call to the cluster (every round trip of a
-	// ReadRows or WriteRows, retries included); 0 means 10 s. A node that
-	// does not answer within it is an error naming the node's address.
+	// Timeout bounds each attempt of a call to the cluster; 0 means 10 s.
+	// A node that does not answer within it is an error naming the node's
+	// address.
 	Timeout time.Duration
+	// Retry is how long ReadRows and WriteRows, which may be repeated
+	// safely, keep trying a call that failed for the cluster's sake (a
+	// node down, a failover under way), reloading the cluster's layout
+	// between attempts; 0 means none. Set it above the cluster's
+	// cluster-node-timeout, which a replica waits before it takes over.
+	// A write acknowledged by a master that dies before its replica has it
+	// is lost: replication is asynchronous.
+	Retry time.Duration
 }
 
 // A RedisStore is a Store on a Redis Cluster: each row (values, then
@@ -46,6 +54,7 @@ type RedisStore struct {
 	rows     int64
 	rowBytes int
 	timeout  time.Duration
+	retry    time.Duration
 }
 
 // redisGroups is how many hash tags a table's keys use.
@@ -170,7 +179,7 @@ func OpenRedis(o RedisOptions, name string, dim int, dt tensor.Dtype, cols []Col
 		return nil, err
 	}
 	c, timeout := newRedis(o)
-	s := &RedisStore{c: c, name: name, rowBytes: width * int(dt.Size()), timeout: timeout}
+	s := &RedisStore{c: c, name: name, rowBytes: width * int(dt.Size()), timeout: timeout, retry: o.Retry}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	meta, err := c.Get(ctx, s.metaKey()).Result()
@@ -212,14 +221,19 @@ func (s *RedisStore) ReadRows(ids []int64, dst []byte) error {
 	if err := s.check(ids, dst); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	p := s.c.Pipeline()
 	cmds := make([]*redis.StringCmd, len(ids))
-	for k, id := range ids {
-		cmds[k] = p.Get(ctx, s.key(id))
-	}
-	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	err := s.again(func(ctx context.Context) error {
+		p := s.c.Pipeline()
+		for k, id := range ids {
+			cmds[k] = p.Get(ctx, s.key(id))
+		}
+		_, err := p.Exec(ctx)
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("table %q: reading %d rows: %w", s.name, len(ids), redisError(err))
 	}
 	for k, cmd := range cmds {
@@ -242,16 +256,39 @@ func (s *RedisStore) WriteRows(ids []int64, src []byte) error {
 	if err := s.check(ids, src); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	p := s.c.Pipeline()
-	for k, id := range ids {
-		p.Set(ctx, s.key(id), src[k*s.rowBytes:(k+1)*s.rowBytes], 0)
-	}
-	if _, err := p.Exec(ctx); err != nil {
+	err := s.again(func(ctx context.Context) error {
+		p := s.c.Pipeline()
+		for k, id := range ids {
+			p.Set(ctx, s.key(id), src[k*s.rowBytes:(k+1)*s.rowBytes], 0)
+		}
+		_, err := p.Exec(ctx)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("table %q: writing %d rows: %w", s.name, len(ids), redisError(err))
 	}
 	return nil
+}
+
+// again runs call, each attempt within the store's timeout, and while it
+// fails and the store's Retry allows, reloads the cluster's layout and
+// runs it again, waiting 100 ms, then up to 1 s, between attempts.
+func (s *RedisStore) again(call func(ctx context.Context) error) error {
+	end := time.Now().Add(s.retry)
+	wait := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		err := call(ctx)
+		cancel()
+		if err == nil || time.Now().Add(wait).After(end) {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+		ctx, cancel = context.WithTimeout(context.Background(), s.timeout)
+		s.c.ReloadState(ctx)
+		cancel()
+	}
 }
 
 func (s *RedisStore) check(ids []int64, buf []byte) error {

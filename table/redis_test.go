@@ -405,3 +405,77 @@ func TestRedisExportImport(t *testing.T) {
 		t.Fatal("the table exported from the cluster differs from the one imported")
 	}
 }
+
+// A master killed (SIGKILL) under a table: its replica takes over, and
+// reads and writes, retried, go on; every row written and replicated
+// before the kill reads back as it was.
+func TestRedisFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a failover")
+	}
+	cl := redistest.Start(t, 3, 1)
+	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: 60 * time.Second}
+	cols := kOpt.Columns(kDim)
+	if err := table.CreateRedis(o, "f", kVocab, kDim, tensor.Float32, table.WithSeed(2), table.WithState(cols...)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.OpenRedis(o, "f", kDim, tensor.Float32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	all := make([]int64, kVocab)
+	for i := range all {
+		all[i] = int64(i)
+	}
+	want := make([]byte, kVocab*s.RowBytes())
+	for i := range want {
+		want[i] = byte(i * 13)
+	}
+	if err := s.WriteRows(all, want); err != nil {
+		t.Fatal(err)
+	}
+	// Let the replicas catch up (replication is asynchronous).
+	for _, addr := range cl.Addrs {
+		if out, err := cl.CLI(addr, "wait", "1", "2000"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	out, err := cl.CLI(cl.Addrs[0], "cluster", "nodes")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var master string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && strings.Contains(f[2], "master") {
+			master = strings.Split(f[1], "@")[0]
+			break
+		}
+	}
+	if master == "" {
+		t.Fatalf("no master in %s", out)
+	}
+	if err := cl.Kill(master); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got := make([]byte, len(want))
+	if err := s.ReadRows(all, got); err != nil {
+		t.Fatalf("reading after the master at %s died: %v", master, err)
+	}
+	t.Logf("master %s killed: reads went on after %v", master, time.Since(start))
+	if !bytes.Equal(got, want) {
+		t.Fatal("rows written before the kill read back changed")
+	}
+	for i := range want {
+		want[i] ^= 0x5a
+	}
+	if err := s.WriteRows(all, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReadRows(all, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after the failover, rows written read back changed (%v)", err)
+	}
+}

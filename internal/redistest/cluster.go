@@ -100,8 +100,11 @@ func (c *Cluster) Kill(addr string) error {
 		return fmt.Errorf("no node at %s", addr)
 	}
 	delete(c.nodes, addr)
-	cmd.Process.Kill()
-	return cmd.Wait()
+	if err := cmd.Process.Kill(); err != nil {
+		return err
+	}
+	cmd.Wait() // "signal: killed"
+	return nil
 }
 
 func (c *Cluster) stop() {
