@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -227,11 +228,11 @@ func (s *RedisStore) ReadRows(ids []int64, dst []byte) error {
 		for k, id := range ids {
 			cmds[k] = p.Get(ctx, s.key(id))
 		}
-		_, err := p.Exec(ctx)
+		done, err := p.Exec(ctx)
 		if errors.Is(err, redis.Nil) {
 			return nil
 		}
-		return err
+		return s.atNode(done, err)
 	})
 	if err != nil {
 		return fmt.Errorf("table %q: reading %d rows: %w", s.name, len(ids), redisError(err))
@@ -261,8 +262,8 @@ func (s *RedisStore) WriteRows(ids []int64, src []byte) error {
 		for k, id := range ids {
 			p.Set(ctx, s.key(id), src[k*s.rowBytes:(k+1)*s.rowBytes], 0)
 		}
-		_, err := p.Exec(ctx)
-		return err
+		done, err := p.Exec(ctx)
+		return s.atNode(done, err)
 	})
 	if err != nil {
 		return fmt.Errorf("table %q: writing %d rows: %w", s.name, len(ids), redisError(err))
@@ -305,6 +306,44 @@ func (s *RedisStore) check(ids []int64, buf []byte) error {
 
 // Close closes the store's connections.
 func (s *RedisStore) Close() error { return s.c.Close() }
+
+// atNode returns err, the error of a pipeline whose commands were cmds,
+// naming the nodes that serve failed commands' keys and do not answer a
+// PING (a pipeline waiting for one dead node fails every command).
+func (s *RedisStore) atNode(cmds []redis.Cmder, err error) error {
+	if err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	seen := map[string]bool{}
+	var dead []string
+	for _, c := range cmds {
+		if c.Err() == nil || errors.Is(c.Err(), redis.Nil) {
+			continue
+		}
+		k := 1
+		if c.Name() == "fcall" {
+			k = 3
+		}
+		if len(c.Args()) <= k {
+			continue
+		}
+		key, _ := c.Args()[k].(string)
+		node, e := s.c.MasterForKey(ctx, key)
+		if e != nil || seen[node.Options().Addr] {
+			continue
+		}
+		seen[node.Options().Addr] = true
+		if node.Ping(ctx).Err() != nil {
+			dead = append(dead, node.Options().Addr)
+		}
+	}
+	if len(dead) == 0 {
+		return err
+	}
+	return fmt.Errorf("no answer from the node at %s: %w", strings.Join(dead, ", "), err)
+}
 
 // redisError returns err, saying which node timed out or refused when the
 // client's error does not.

@@ -406,8 +406,9 @@ func TestRedisExportImport(t *testing.T) {
 	}
 }
 
-// A master killed (SIGKILL) under a table: its replica takes over, and
-// reads and writes, retried, go on; every row written and replicated
+// A master killed (SIGKILL) under a table: a store without Retry fails
+// within its timeout, naming the dead node; with Retry, its replica takes
+// over and reads and writes go on; every row written and replicated
 // before the kill reads back as it was.
 func TestRedisFailover(t *testing.T) {
 	if testing.Short() {
@@ -457,10 +458,21 @@ func TestRedisFailover(t *testing.T) {
 	if master == "" {
 		t.Fatalf("no master in %s", out)
 	}
+	noRetry, err := table.OpenRedis(table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}, "f", kDim, tensor.Float32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noRetry.Close()
 	if err := cl.Kill(master); err != nil {
 		t.Fatal(err)
 	}
+	// Without Retry: an error within the timeout, naming the dead node.
 	start := time.Now()
+	err = noRetry.ReadRows(all, make([]byte, len(want)))
+	if err == nil || !strings.Contains(err.Error(), master) || time.Since(start) > 10*time.Second {
+		t.Fatalf("a read from the dead master at %s: %v after %v", master, err, time.Since(start))
+	}
+	start = time.Now()
 	got := make([]byte, len(want))
 	if err := s.ReadRows(all, got); err != nil {
 		t.Fatalf("reading after the master at %s died: %v", master, err)

@@ -196,8 +196,8 @@ func (s *RedisStore) fcall(fn string, dim int, ids []int64, grad []float32, head
 		}
 		p.FCall(ctx, fn, keys, args...)
 	}
-	if _, err := p.Exec(ctx); err != nil {
-		return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), redisError(err))
+	if done, err := p.Exec(ctx); err != nil {
+		return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), redisError(s.atNode(done, err)))
 	}
 	return nil
 }
