@@ -281,6 +281,26 @@ func TestRedisAdagradFunction(t *testing.T) {
 	if !errors.Is(err, gather.ErrShape) {
 		t.Fatalf("a short gradient: %v", err)
 	}
+	// Nor does a call one of whose rows is not a row: rows 1031 and 7
+	// share a hash tag, so one call takes both, and 1031 comes first.
+	pair := []int64{1031, 7}
+	if err := s.ReadRows(pair, raw[:2*s.RowBytes()]); err != nil {
+		t.Fatal(err)
+	}
+	before = slices.Clone(float32s(raw[:2*s.RowBytes()]))
+	if out, err := cl.CLI(cl.Addrs[0], "-c", "set", "gg:ada:{7}:7", "short"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	err = s.StepAdagrad(pair, ones[:2*dim], 0.01, 1e-8, 0)
+	if err == nil || !strings.Contains(err.Error(), "gg:ada:{7}:7") {
+		t.Fatalf("a short row: %v", err)
+	}
+	if err := s.ReadRows(pair[:1], raw[:s.RowBytes()]); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(float32s(raw[:s.RowBytes()]), before[:dim+1]) {
+		t.Fatal("row 1031 changed though its call failed")
+	}
 }
 
 func float32s(b []byte) []float32 {

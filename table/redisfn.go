@@ -27,23 +27,34 @@ import (
 // each stored value rounded to float32.
 const redisLibrary = `#!lua name=gathergrad
 
-local function adagrad(keys, args)
-  local struct, math, tonumber = struct, math, tonumber
-  local lr, eps, wd, dim = tonumber(args[1]), tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
-  local fmt = '<' .. string.rep('f', dim)
+-- checked returns the rows under keys, each rowBytes long, after checking
+-- that each exists and that args[head + i] is its gradient of dim float32
+-- values; or nil and the error to reply, before anything is written.
+local function checked(keys, args, head, rowBytes, dim)
   local rows = {}
   for i, key in ipairs(keys) do
     local v = redis.call('GET', key)
     if not v then
-      return redis.error_reply('gathergrad: no row under ' .. key)
+      return nil, redis.error_reply('gathergrad: no row under ' .. key)
     end
-    if #v ~= (dim + 1) * 4 then
-      return redis.error_reply('gathergrad: ' .. key .. ' holds ' .. #v .. ' bytes; a row is ' .. (dim + 1) * 4)
+    if #v ~= rowBytes then
+      return nil, redis.error_reply('gathergrad: ' .. key .. ' holds ' .. #v .. ' bytes; a row is ' .. rowBytes)
     end
-    if args[4 + i] == nil or #args[4 + i] ~= dim * 4 then
-      return redis.error_reply('gathergrad: the gradient for ' .. key .. ' is not ' .. dim .. ' float32 values')
+    if args[head + i] == nil or #args[head + i] ~= dim * 4 then
+      return nil, redis.error_reply('gathergrad: the gradient for ' .. key .. ' is not ' .. dim .. ' float32 values')
     end
     rows[i] = v
+  end
+  return rows
+end
+
+local function adagrad(keys, args)
+  local struct, math, tonumber = struct, math, tonumber
+  local lr, eps, wd, dim = tonumber(args[1]), tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+  local fmt = '<' .. string.rep('f', dim)
+  local rows, err = checked(keys, args, 4, (dim + 1) * 4, dim)
+  if not rows then
+    return err
   end
   for i, key in ipairs(keys) do
     local w = {struct.unpack(fmt .. 'f', rows[i])}
@@ -82,19 +93,9 @@ local function adam(keys, args)
   local b1, c1, b2, c2 = tonumber(args[1]), tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
   local eps, step, decay, dim = tonumber(args[5]), tonumber(args[6]), tonumber(args[7]), tonumber(args[8])
   local fmt = '<' .. string.rep('f', dim)
-  local rows = {}
-  for i, key in ipairs(keys) do
-    local v = redis.call('GET', key)
-    if not v then
-      return redis.error_reply('gathergrad: no row under ' .. key)
-    end
-    if #v ~= 3 * dim * 4 then
-      return redis.error_reply('gathergrad: ' .. key .. ' holds ' .. #v .. ' bytes; a row is ' .. 3 * dim * 4)
-    end
-    if args[8 + i] == nil or #args[8 + i] ~= dim * 4 then
-      return redis.error_reply('gathergrad: the gradient for ' .. key .. ' is not ' .. dim .. ' float32 values')
-    end
-    rows[i] = v
+  local rows, err = checked(keys, args, 8, 3 * dim * 4, dim)
+  if not rows then
+    return err
   end
   for i, key in ipairs(keys) do
     local r = {struct.unpack(fmt .. string.rep('f', 2 * dim), rows[i])}
