@@ -165,32 +165,11 @@ func TestRedisStore(t *testing.T) {
 // 1 to a row's accumulator, and after 100 the accumulator is 100 such
 // additions on.
 func TestRedisAdagradFunction(t *testing.T) {
-	cl := redistest.Start(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	const vocab, dim = 3000, 16
 	opt := optim.NewRowWiseAdagrad(0.05)
 	opt.WeightDecay = 0.01
-	cols := opt.Columns(dim)
-	if err := table.CreateRedis(o, "ada", vocab, dim, tensor.Float32, table.WithSeed(5), table.WithState(cols...)); err != nil {
-		t.Fatal(err)
-	}
-	s, err := table.OpenRedis(o, "ada", dim, tensor.Float32, cols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.LoadFunctions(); err != nil {
-		t.Fatal(err)
-	}
+	cl, s, all, raw := functionTable(t, "ada", vocab, dim, opt.Columns(dim), 5)
 	// The Go reference: the same rows in memory, stepped by StepRows.
-	all := make([]int64, vocab)
-	for i := range all {
-		all[i] = int64(i)
-	}
-	raw := make([]byte, vocab*s.RowBytes())
-	if err := s.ReadRows(all, raw); err != nil {
-		t.Fatal(err)
-	}
 	w := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
 	sum := tensor.New(tensor.WithShape(vocab, 1), tensor.WithBacking(make([]float32, vocab)))
 	vals := float32s(raw)
@@ -277,7 +256,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	}
 
 	// A gradient of the wrong length changes nothing.
-	err = s.StepAdagrad(ids[:2], ones[:dim], 0.01, 1e-8, 0)
+	err := s.StepAdagrad(ids[:2], ones[:dim], 0.01, 1e-8, 0)
 	if !errors.Is(err, gather.ErrShape) {
 		t.Fatalf("a short gradient: %v", err)
 	}
@@ -317,31 +296,10 @@ func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) 
 // (StepRows, the step count kept with the table) to the bit: values and
 // both moments, weight decay on.
 func TestRedisAdamFunction(t *testing.T) {
-	cl := redistest.Start(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	const vocab, dim = 3000, 16
 	opt := optim.NewSparseAdam(0.01)
 	opt.WeightDecay = 0.02
-	cols := opt.Columns(dim)
-	if err := table.CreateRedis(o, "adam", vocab, dim, tensor.Float32, table.WithSeed(6), table.WithState(cols...)); err != nil {
-		t.Fatal(err)
-	}
-	s, err := table.OpenRedis(o, "adam", dim, tensor.Float32, cols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.LoadFunctions(); err != nil {
-		t.Fatal(err)
-	}
-	all := make([]int64, vocab)
-	for i := range all {
-		all[i] = int64(i)
-	}
-	raw := make([]byte, vocab*s.RowBytes())
-	if err := s.ReadRows(all, raw); err != nil {
-		t.Fatal(err)
-	}
+	_, s, all, raw := functionTable(t, "adam", vocab, dim, opt.Columns(dim), 6)
 	// The Go reference: the rows in memory, stepped by StepRows.
 	w := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
 	m := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
@@ -510,4 +468,33 @@ func TestRedisFailover(t *testing.T) {
 	if err := s.ReadRows(all, got); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("after the failover, rows written read back changed (%v)", err)
 	}
+}
+
+// functionTable starts a cluster of 3 masters, writes a float32 table of
+// vocab rows of dim values and the state cols to it, loads the Function
+// library, and returns the cluster, the table's store (closed when the
+// test ends), every row id and the rows as they start.
+func functionTable(t *testing.T, name string, vocab, dim int, cols []table.Column, seed uint64) (*redistest.Cluster, *table.RedisStore, []int64, []byte) {
+	cl := redistest.Start(t, 3, 0)
+	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	if err := table.CreateRedis(o, name, int64(vocab), dim, tensor.Float32, table.WithSeed(seed), table.WithState(cols...)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.OpenRedis(o, name, dim, tensor.Float32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.LoadFunctions(); err != nil {
+		t.Fatal(err)
+	}
+	all := make([]int64, vocab)
+	for i := range all {
+		all[i] = int64(i)
+	}
+	raw := make([]byte, vocab*s.RowBytes())
+	if err := s.ReadRows(all, raw); err != nil {
+		t.Fatal(err)
+	}
+	return cl, s, all, raw
 }
