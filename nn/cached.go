@@ -51,7 +51,7 @@ func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOp
 		return nil, err
 	}
 	vocab, dim := c.Shape()
-	e := &Embedding{cfg: cfg, cached: c, vocab: int(vocab)}
+	e := &Embedding{cfg: cfg, cached: c}
 	if cfg.hasPad {
 		if e.cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, int(vocab)); err != nil {
 			return nil, err
@@ -100,7 +100,7 @@ func (e *Embedding) slotIDs(ids *gorgonia.Node, op string) (*gorgonia.Node, erro
 	for _, f := range e.fetches {
 		n += f.shape.TotalSize()
 	}
-	if min(n, e.vocab) > e.cached.Slots() {
+	if vocab, _ := e.cached.Shape(); min(int64(n), vocab) > int64(e.cached.Slots()) {
 		return nil, fmt.Errorf("%s: a run names up to %d ids over its lookups; the cache holds %d rows: give it a larger budget: %w",
 			prefix, n, e.cached.Slots(), table.ErrCapacity)
 	}
@@ -143,7 +143,8 @@ func (o *fetchOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := operand.CheckIndices(o.lbl, ix, 0, e.vocab); err != nil {
+	vocab, _ := e.cached.Shape()
+	if err := operand.CheckIndices(o.lbl, ix, 0, int(vocab)); err != nil {
 		return nil, err
 	}
 	n := ix.Shape.TotalSize()

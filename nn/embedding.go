@@ -47,11 +47,10 @@ type Embedding struct {
 	file   *table.File // the file of a table OpenEmbedding mapped, else nil
 	closed bool        // Close was called
 
-	// A CachedEmbedding's: its cache, vocabulary and padding row's slot,
+	// A CachedEmbedding's: its cache, its padding row's slot,
 	// its lookups' fetches, how many of them ran since the batch began,
 	// the next batch's ids (Prefetch), and Step's slots.
 	cached    *table.Cached
-	vocab     int
 	padSlot   int
 	fetches   []*fetchOp
 	fetched   int
@@ -641,7 +640,8 @@ func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
 	if e.cached != nil {
-		vocab = e.vocab
+		v, _ := e.cached.Shape()
+		vocab = int(v)
 	}
 	checkTaps := tapCheckDue(e.rowGrads)
 	e.rowGrads++

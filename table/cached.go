@@ -138,7 +138,6 @@ type Cached struct {
 	weight *tensor.Dense   // [slots, dim]
 	state  []*tensor.Dense // per column, [slots, width]
 	steps  int64
-	dirty  bool // rows or steps changed since the last Sync
 
 	file    *os.File            // OpenCached's file, else nil
 	journal *rowcache.Journaled // its journal
@@ -440,7 +439,6 @@ func (c *Cached) MarkDirty(s int32) {
 		return
 	}
 	c.cache.MarkDirty(s)
-	c.dirty = true
 }
 
 // Steps returns the optimiser's step count kept with the table (the t of
@@ -450,7 +448,6 @@ func (c *Cached) Steps() int64 { return c.steps }
 // SetSteps sets the step count; the optimiser's step calls it.
 func (c *Cached) SetSteps(n int64) {
 	c.steps = n
-	c.dirty = true
 }
 
 // Read returns the rows ids names as they are now, from the cache or the
@@ -505,7 +502,6 @@ func (c *Cached) Sync() error {
 	if err := c.cache.Sync(); err != nil {
 		return fmt.Errorf("table %q: %w", c.name, err)
 	}
-	c.dirty = false
 	return nil
 }
 
