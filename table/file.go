@@ -125,26 +125,10 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 		}
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*rows, min((b+1)*rows, vocab)
-			v := buf[:(r1-r0)*dim]
-			if cfg.init == nil {
-				// One block per call: kernel.Normal seeds it by its row.
-				kernel.Normal(v, cfg.seed, dim, r0)
-			} else {
-				got, ok := cfg.init(dt, r1-r0, dim).([]T)
-				if !ok || len(got) != len(v) {
-					fail(fmt.Errorf("%s: the initialiser returned a %T of %d values for a block of (%d, %d): %w", prefix, got, len(got), r1-r0, dim, gather.ErrShape))
-					return
-				}
-				copy(v, got)
-			}
-			if cfg.hasPad && cfg.pad >= r0 && cfg.pad < r1 {
-				clear(v[(cfg.pad-r0)*dim : (cfg.pad-r0+1)*dim])
-			}
-			if wide != nil {
-				for r := range r1 - r0 {
-					copy(wide[r*width:r*width+dim], v[r*dim:(r+1)*dim])
-				}
-				v = wide[:(r1-r0)*width]
+			v, err := block(cfg, prefix, dt, int64(r0), r1-r0, dim, width, buf, wide)
+			if err != nil {
+				fail(err)
+				return
 			}
 			if _, err := f.WriteAt(fileio.LittleEndianBytes(v), offset+int64(r0)*int64(width)*int64(dt.Size())); err != nil {
 				fail(err)
@@ -153,6 +137,38 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 		}
 	})
 	return first
+}
+
+// block returns the rows rows of a table from row r0 on (a multiple of
+// kernel.NormalBlock), width values each, of dtype dt (Go type T): the
+// dim values cfg's initialiser gives (WithInit's, called once for the
+// block, or N(0, 1) drawn as nn.NewEmbedding draws with WithSeed's seed;
+// WithPadding's row zero), then zeros. buf holds at least rows*dim
+// values, and wide rows*width when width > dim; the result is in one of
+// them. Errors start with prefix.
+func block[T float32 | float64](cfg config, prefix string, dt tensor.Dtype, r0 int64, rows, dim, width int, buf, wide []T) ([]T, error) {
+	v := buf[:rows*dim]
+	if cfg.init == nil {
+		// One block per call: kernel.Normal seeds it by its row.
+		kernel.Normal(v, cfg.seed, dim, int(r0))
+	} else {
+		got, ok := cfg.init(dt, rows, dim).([]T)
+		if !ok || len(got) != len(v) {
+			return nil, fmt.Errorf("%s: the initialiser returned a %T of %d values for a block of (%d, %d): %w", prefix, got, len(got), rows, dim, gather.ErrShape)
+		}
+		copy(v, got)
+	}
+	if p := int64(cfg.pad); cfg.hasPad && p >= r0 && p < r0+int64(rows) {
+		clear(v[(p-r0)*int64(dim):][:dim])
+	}
+	if width == dim {
+		return v, nil
+	}
+	w := wide[:rows*width]
+	for r := range rows {
+		copy(w[r*width:r*width+dim], v[r*dim:(r+1)*dim])
+	}
+	return w, nil
 }
 
 // A File is a table mapped read-write from a safetensors file (as Create

@@ -120,18 +120,13 @@ func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dt
 	if n > 0 && !cfg.replace {
 		return fmt.Errorf("%s: the cluster holds a table of that name; give WithReplace to replace it: %w", prefix, os.ErrExist)
 	}
-	const block = kernel.NormalBlock
-	ids := make([]int64, 0, block)
-	for b0 := int64(0); b0 < vocab; b0 += block {
-		rows := int(min(block, vocab-b0))
-		if dt == tensor.Float32 {
-			err = s.writeBlock(ids, b0, rows, dim, width, fileio.LittleEndianBytes(drawn[float32](cfg, b0, rows, dim, width)))
-		} else {
-			err = s.writeBlock(ids, b0, rows, dim, width, fileio.LittleEndianBytes(drawn[float64](cfg, b0, rows, dim, width)))
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", prefix, err)
-		}
+	if dt == tensor.Float32 {
+		err = writeBlocks[float32](s, cfg, prefix, dt, dim, width)
+	} else {
+		err = writeBlocks[float64](s, cfg, prefix, dt, dim, width)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", prefix, err)
 	}
 	meta := fmt.Sprintf("%s;rows=%d;dtype=%v", desc, vocab, dt)
 	ctx, cancel = context.WithTimeout(context.Background(), timeout)
@@ -142,31 +137,27 @@ func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dt
 	return nil
 }
 
-// drawn returns rows rows of a table from row b0 on (a multiple of
-// kernel.NormalBlock), width values each: the dim values NewEmbedding
-// draws for cfg's seed (the padding row zero), then zeros.
-func drawn[T float32 | float64](cfg config, b0 int64, rows, dim, width int) []T {
-	v := make([]T, rows*dim)
-	kernel.Normal(v, cfg.seed, dim, int(b0))
-	if cfg.hasPad && int64(cfg.pad) >= b0 && int64(cfg.pad) < b0+int64(rows) {
-		clear(v[(int64(cfg.pad)-b0)*int64(dim):][:dim])
+// writeBlocks writes the rows of s, block by block, as Create writes a
+// file's (see block).
+func writeBlocks[T float32 | float64](s *RedisStore, cfg config, prefix string, dt tensor.Dtype, dim, width int) error {
+	const rows = kernel.NormalBlock
+	buf, wide := make([]T, rows*dim), make([]T, rows*width)
+	ids := make([]int64, 0, rows)
+	for r0 := int64(0); r0 < s.rows; r0 += rows {
+		n := int(min(rows, s.rows-r0))
+		v, err := block(cfg, prefix, dt, r0, n, dim, width, buf, wide)
+		if err != nil {
+			return err
+		}
+		ids = ids[:0]
+		for r := range int64(n) {
+			ids = append(ids, r0+r)
+		}
+		if err := s.WriteRows(ids, fileio.LittleEndianBytes(v)); err != nil {
+			return err
+		}
 	}
-	if width == dim {
-		return v
-	}
-	w := make([]T, rows*width)
-	for r := range rows {
-		copy(w[r*width:], v[r*dim:(r+1)*dim])
-	}
-	return w
-}
-
-func (s *RedisStore) writeBlock(ids []int64, b0 int64, rows, dim, width int, b []byte) error {
-	ids = ids[:0]
-	for r := range int64(rows) {
-		ids = append(ids, b0+r)
-	}
-	return s.WriteRows(ids, b)
+	return nil
 }
 
 // OpenRedis returns the Store of the table name that CreateRedis wrote to
