@@ -6,17 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
-	"time"
 
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/killtest"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
@@ -149,36 +147,17 @@ func TestKillCachedTable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := rand.New(rand.NewPCG(13, 14))
 	want := map[int][]byte{}
 	wantSteps := map[int]int64{}
-	for kill := range 20 {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "t.safetensors")
-		if err := os.WriteFile(path, orig, 0o644); err != nil {
+	setup := func(dir string) {
+		if err := os.WriteFile(filepath.Join(dir, "t.safetensors"), orig, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestKillCachedTable$", "-test.count", "1")
-		cmd.Env = append(os.Environ(), "GATHER_CACHED_CHILD="+dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(30+r.IntN(400)) * time.Millisecond)
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Wait()
-
-		marker, _ := os.ReadFile(filepath.Join(dir, "marker"))
-		last, state := -1, "synced"
-		if len(marker) > 0 {
-			if _, err := fmt.Sscanf(string(marker), "%s %d", &state, &last); err != nil {
-				t.Fatalf("kill %d: marker %q", kill, marker)
-			}
-		}
-		c, err := kOpen(path, 1<<22)
+	}
+	killtest.Run(t, "TestKillCachedTable", "GATHER_CACHED_CHILD", 20, 13, setup, func(k killtest.Kill) {
+		c, err := kOpen(filepath.Join(k.Dir, "t.safetensors"), 1<<22)
 		if err != nil {
-			t.Fatalf("kill %d: reopening: %v", kill, err)
+			t.Fatalf("kill %d: reopening: %v", k.N, err)
 		}
 		got, steps := kRead(t, c)
 		c.Close()
@@ -191,15 +170,15 @@ func TestKillCachedTable(t *testing.T) {
 			}
 			return steps == wantSteps[last] && bytes.Equal(got, want[last])
 		}
-		ok := match(last)
-		if !ok && state == "syncing" {
-			ok = match(last - kSyncEvery)
+		ok := match(k.Step)
+		if !ok && k.State == "syncing" {
+			ok = match(k.Step - kSyncEvery)
 		}
 		if !ok {
-			t.Fatalf("kill %d (marker %q): the reopened table (step count %d) is not the state of a completed Sync", kill, marker, steps)
+			t.Fatalf("kill %d (%s %d): the reopened table (step count %d) is not the state of a completed Sync", k.N, k.State, k.Step, steps)
 		}
-		t.Logf("kill %d: marker %q, reopened at step count %d", kill, marker, steps)
-	}
+		t.Logf("kill %d: %s %d, reopened at step count %d", k.N, k.State, k.Step, steps)
+	})
 }
 
 // kChild trains for ever, syncing every kSyncEvery steps, and records in
@@ -214,11 +193,8 @@ func kChild(dir string) {
 	if err != nil {
 		fail(err)
 	}
-	mark := func(s string) {
-		if err := fileio.WriteAtomic(filepath.Join(dir, "marker"), func(f *os.File) error {
-			_, err := f.WriteString(s)
-			return err
-		}); err != nil {
+	mark := func(state string, n int) {
+		if err := killtest.Mark(dir, state, n); err != nil {
 			fail(err)
 		}
 	}
@@ -227,11 +203,11 @@ func kChild(dir string) {
 			fail(err)
 		}
 		if n%kSyncEvery == kSyncEvery-1 {
-			mark("syncing " + strconv.Itoa(n))
+			mark("syncing", n)
 			if err := c.Sync(); err != nil {
 				fail(err)
 			}
-			mark("synced " + strconv.Itoa(n))
+			mark("synced", n)
 		}
 	}
 }

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/killtest"
 )
 
 const (
@@ -218,49 +215,29 @@ func TestKillAtRandomMoments(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 20 processes")
 	}
-	r := rand.New(rand.NewPCG(11, 12))
 	kills := 0
-	for range 20 {
-		dir := t.TempDir()
+	setup := func(dir string) {
 		if err := os.WriteFile(filepath.Join(dir, "table"), initial(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestKillAtRandomMoments$", "-test.count", "1")
-		cmd.Env = append(os.Environ(), "GATHER_JOURNAL_CHILD="+dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(20+r.IntN(300)) * time.Millisecond)
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Wait()
+	}
+	killtest.Run(t, "TestKillAtRandomMoments", "GATHER_JOURNAL_CHILD", 20, 11, setup, func(k killtest.Kill) {
 		kills++
-
-		marker, _ := os.ReadFile(filepath.Join(dir, "marker"))
-		t.Logf("marker %q", marker)
-		f, j, _, err := openTable(dir)
+		f, j, _, err := openTable(k.Dir)
 		if err != nil {
-			t.Fatalf("kill %d: reopening: %v", kills, err)
+			t.Fatalf("kill %d: reopening: %v", k.N, err)
 		}
 		j.Close()
 		f.Close()
-		file, _ := os.ReadFile(filepath.Join(dir, "table"))
-		var last int
-		var state string
-		if len(marker) == 0 {
-			last, state = -1, "synced"
-		} else if _, err := fmt.Sscanf(string(marker), "%s %d", &state, &last); err != nil {
-			t.Fatalf("kill %d: marker %q", kills, marker)
-		}
-		ok := bytes.Equal(file, stateAt(last))
-		if state == "syncing" && !ok {
-			ok = bytes.Equal(file, stateAt(last-jSyncEvery))
+		file, _ := os.ReadFile(filepath.Join(k.Dir, "table"))
+		ok := bytes.Equal(file, stateAt(k.Step))
+		if k.State == "syncing" && !ok {
+			ok = bytes.Equal(file, stateAt(k.Step-jSyncEvery))
 		}
 		if !ok {
-			t.Fatalf("kill %d (marker %q): the reopened table is not the state of a completed Sync", kills, marker)
+			t.Fatalf("kill %d (%s %d): the reopened table is not the state of a completed Sync", k.N, k.State, k.Step)
 		}
-	}
+	})
 	t.Logf("%d kills, each reopened to the state of its last Sync", kills)
 }
 
@@ -283,11 +260,8 @@ func journalChild(dir string) {
 	}
 	defer f.Close()
 	defer j.Close()
-	mark := func(s string) {
-		if err := fileio.WriteAtomic(filepath.Join(dir, "marker"), func(f *os.File) error {
-			_, err := f.WriteString(s)
-			return err
-		}); err != nil {
+	mark := func(state string, n int) {
+		if err := killtest.Mark(dir, state, n); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
@@ -299,12 +273,12 @@ func journalChild(dir string) {
 			os.Exit(2)
 		}
 		if n%jSyncEvery == jSyncEvery-1 {
-			mark("syncing " + strconv.Itoa(n))
+			mark("syncing", n)
 			if err := c.Sync(); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(2)
 			}
-			mark("synced " + strconv.Itoa(n))
+			mark("synced", n)
 		}
 	}
 }
