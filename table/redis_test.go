@@ -178,16 +178,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	}
 	r := newRand(9)
 	for step := range 20 {
-		ids := r.Perm(vocab)[:200]
-		slices.Sort(ids)
-		grad := make([]float32, len(ids)*dim)
-		for i := range grad {
-			grad[i] = float32(r.NormFloat64())
-		}
-		ids64 := make([]int64, len(ids))
-		for k, id := range ids {
-			ids64[k] = int64(id)
-		}
+		ids, ids64, grad := randomRows(r, vocab, 200, dim)
 		if err := s.StepAdagrad(ids64, grad, opt.LearnRate, opt.Eps, opt.WeightDecay); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
@@ -311,16 +302,7 @@ func TestRedisAdamFunction(t *testing.T) {
 	r := newRand(10)
 	var steps int64
 	for step := range 20 {
-		ids := r.Perm(vocab)[:300]
-		slices.Sort(ids)
-		grad := make([]float32, len(ids)*dim)
-		for i := range grad {
-			grad[i] = float32(r.NormFloat64())
-		}
-		ids64 := make([]int64, len(ids))
-		for k, id := range ids {
-			ids64[k] = int64(id)
-		}
+		ids, ids64, grad := randomRows(r, vocab, 300, dim)
 		a := table.AdamStep{LearnRate: opt.LearnRate, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WeightDecay: opt.WeightDecay, T: steps + 1}
 		if err := s.StepAdam(ids64, grad, a); err != nil {
 			t.Fatalf("step %d: %v", step, err)
@@ -497,4 +479,20 @@ func functionTable(t *testing.T, name string, vocab, dim int, cols []table.Colum
 		t.Fatal(err)
 	}
 	return cl, s, all, raw
+}
+
+// randomRows draws n distinct rows of vocab, in order (as ints and as
+// int64s), and a gradient of dim values for each from N(0, 1).
+func randomRows(r *rand.Rand, vocab, n, dim int) ([]int, []int64, []float32) {
+	ids := r.Perm(vocab)[:n]
+	slices.Sort(ids)
+	ids64 := make([]int64, n)
+	for k, id := range ids {
+		ids64[k] = int64(id)
+	}
+	grad := make([]float32, n*dim)
+	for i := range grad {
+		grad[i] = float32(r.NormFloat64())
+	}
+	return ids, ids64, grad
 }
