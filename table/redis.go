@@ -5,9 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,8 +40,13 @@ type RedisOptions struct {
 	// between attempts; 0 means none. Set it above the cluster's
 	// cluster-node-timeout, which a replica waits before it takes over.
 	// A write acknowledged by a master that dies before its replica has it
-	// is lost: replication is asynchronous.
+	// is lost, unless Replicas asks the write to wait for its replicas.
 	Retry time.Duration
+	// Replicas, if above 0, makes WriteRows and the Step methods wait
+	// (WAIT, within half the Timeout) until that many replicas of each
+	// master they wrote to have the writes; fewer is an error (retried
+	// within Retry). A master that dies then loses none of them.
+	Replicas int
 }
 
 // A RedisStore is a Store on a Redis Cluster: each row (values, then
@@ -54,8 +60,16 @@ type RedisStore struct {
 	name     string
 	rows     int64
 	rowBytes int
+	dt       tensor.Dtype
 	timeout  time.Duration
 	retry    time.Duration
+	replicas int
+
+	// The Step methods' updates are named id (random, the store's own)
+	// and updates (counting them), one at a time.
+	stepping sync.Mutex
+	id       string
+	updates  uint64
 }
 
 // redisGroups is how many hash tags a table's keys use.
@@ -67,15 +81,23 @@ func (s *RedisStore) key(id int64) string {
 
 func (s *RedisStore) metaKey() string { return "gg:" + s.name + ":meta" }
 
-func newRedis(o RedisOptions) (*redis.ClusterClient, time.Duration) {
+// seenKey is the hash that records, for the rows of hash tag tag, the
+// last update of each store applied to them.
+func (s *RedisStore) seenKey(tag int64) string {
+	return "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:seen"
+}
+
+func newStore(o RedisOptions, name string, rowBytes int, dt tensor.Dtype) *RedisStore {
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	return redis.NewClusterClient(&redis.ClusterOptions{
+	c := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLS,
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
-	}), timeout
+	})
+	return &RedisStore{c: c, name: name, rowBytes: rowBytes, dt: dt, timeout: timeout, retry: o.Retry,
+		replicas: o.Replicas, id: strconv.FormatUint(rand.Uint64(), 36)}
 }
 
 // CreateRedis writes the table name to the cluster as Create writes a
@@ -108,11 +130,11 @@ func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dt
 	if err != nil {
 		return err
 	}
-	c, timeout := newRedis(o)
-	defer c.Close()
-	s := &RedisStore{c: c, name: name, rows: vocab, rowBytes: width * int(dt.Size()), timeout: timeout}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	n, err := c.Exists(ctx, s.metaKey()).Result()
+	s := newStore(o, name, width*int(dt.Size()), dt)
+	defer s.Close()
+	s.rows = vocab
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	n, err := s.c.Exists(ctx, s.metaKey()).Result()
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%s: %w", prefix, redisError(err))
@@ -129,9 +151,9 @@ func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dt
 		return fmt.Errorf("%s: %w", prefix, err)
 	}
 	meta := fmt.Sprintf("%s;rows=%d;dtype=%v", desc, vocab, dt)
-	ctx, cancel = context.WithTimeout(context.Background(), timeout)
+	ctx, cancel = context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	if err := c.Set(ctx, s.metaKey(), meta, 0).Err(); err != nil {
+	if err := s.c.Set(ctx, s.metaKey(), meta, 0).Err(); err != nil {
 		return fmt.Errorf("%s: %w", prefix, redisError(err))
 	}
 	return nil
@@ -170,13 +192,12 @@ func OpenRedis(o RedisOptions, name string, dim int, dt tensor.Dtype, cols []Col
 	if err != nil {
 		return nil, err
 	}
-	c, timeout := newRedis(o)
-	s := &RedisStore{c: c, name: name, rowBytes: width * int(dt.Size()), timeout: timeout, retry: o.Retry}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	s := newStore(o, name, width*int(dt.Size()), dt)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	meta, err := c.Get(ctx, s.metaKey()).Result()
+	meta, err := s.c.Get(ctx, s.metaKey()).Result()
 	if err != nil {
-		c.Close()
+		s.Close()
 		if errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("%s: the cluster holds no table of that name (no key %q); CreateRedis writes one: %w", prefix, s.metaKey(), errMissing)
 		}
@@ -189,7 +210,7 @@ func OpenRedis(o RedisOptions, name string, dim int, dt tensor.Dtype, cols []Col
 		rest = meta[i+1:]
 	}
 	if _, err := fmt.Sscanf(rest, "rows=%d;dtype=%s", &rows, &dtype); err != nil || dtype != dt.String() || rows <= 0 {
-		c.Close()
+		s.Close()
 		return nil, fmt.Errorf("%s: the cluster's table is %q; this asks for %q of %v: %w", prefix, meta, desc, dt, errMismatch)
 	}
 	s.rows = rows
@@ -213,17 +234,15 @@ func (s *RedisStore) ReadRows(ids []int64, dst []byte) error {
 	if err := s.check(ids, dst); err != nil {
 		return err
 	}
+	keys := make([]string, len(ids))
+	for k, id := range ids {
+		keys[k] = s.key(id)
+	}
 	cmds := make([]*redis.StringCmd, len(ids))
 	err := s.again(func(ctx context.Context) error {
-		p := s.c.Pipeline()
-		for k, id := range ids {
-			cmds[k] = p.Get(ctx, s.key(id))
-		}
-		done, err := p.Exec(ctx)
-		if errors.Is(err, redis.Nil) {
-			return nil
-		}
-		return s.atNode(done, err)
+		return s.onMasters(ctx, keys, false, func(ctx context.Context, p redis.Pipeliner, k int) {
+			cmds[k] = p.Get(ctx, keys[k])
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("table %q: reading %d rows: %w", s.name, len(ids), redisError(err))
@@ -232,11 +251,11 @@ func (s *RedisStore) ReadRows(ids []int64, dst []byte) error {
 		b, err := cmd.Bytes()
 		switch {
 		case errors.Is(err, redis.Nil):
-			return fmt.Errorf("table %q: row %d is missing (no key %q): %w", s.name, ids[k], s.key(ids[k]), errMismatch)
+			return fmt.Errorf("table %q: row %d is missing (no key %q): %w", s.name, ids[k], keys[k], errMismatch)
 		case err != nil:
 			return fmt.Errorf("table %q: row %d: %w", s.name, ids[k], redisError(err))
 		case len(b) != s.rowBytes:
-			return fmt.Errorf("table %q: the key %q holds %d bytes; a row is %d: %w", s.name, s.key(ids[k]), len(b), s.rowBytes, errMismatch)
+			return fmt.Errorf("table %q: the key %q holds %d bytes; a row is %d: %w", s.name, keys[k], len(b), s.rowBytes, errMismatch)
 		}
 		copy(dst[k*s.rowBytes:], b)
 	}
@@ -248,18 +267,67 @@ func (s *RedisStore) WriteRows(ids []int64, src []byte) error {
 	if err := s.check(ids, src); err != nil {
 		return err
 	}
+	keys := make([]string, len(ids))
+	for k, id := range ids {
+		keys[k] = s.key(id)
+	}
 	err := s.again(func(ctx context.Context) error {
-		p := s.c.Pipeline()
-		for k, id := range ids {
-			p.Set(ctx, s.key(id), src[k*s.rowBytes:(k+1)*s.rowBytes], 0)
-		}
-		done, err := p.Exec(ctx)
-		return s.atNode(done, err)
+		return s.onMasters(ctx, keys, true, func(ctx context.Context, p redis.Pipeliner, k int) {
+			p.Set(ctx, keys[k], src[k*s.rowBytes:(k+1)*s.rowBytes], 0)
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("table %q: writing %d rows: %w", s.name, len(ids), redisError(err))
 	}
 	return nil
+}
+
+// onMasters sends, in one pipeline to each master that serves some of
+// keys (all at once), the commands add adds for the keys it serves:
+// add(ctx, p, k) for keys[k]. After writes, with the store's Replicas,
+// each pipeline ends in a WAIT for them. A failed pipeline's error names
+// its master when the master does not answer a PING.
+func (s *RedisStore) onMasters(ctx context.Context, keys []string, writes bool, add func(ctx context.Context, p redis.Pipeliner, k int)) error {
+	by := map[*redis.Client][]int{}
+	for k, key := range keys {
+		node, err := s.c.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		by[node] = append(by[node], k)
+	}
+	errs := make(chan error, len(by))
+	for node, ks := range by {
+		go func() {
+			p := node.Pipeline()
+			for _, k := range ks {
+				add(ctx, p, k)
+			}
+			var wait *redis.Cmd
+			if writes && s.replicas > 0 {
+				wait = p.Do(ctx, "WAIT", s.replicas, (s.timeout / 2).Milliseconds())
+			}
+			_, err := p.Exec(ctx)
+			switch {
+			case errors.Is(err, redis.Nil):
+				err = nil // a missing row: the caller reads each command's error
+			case err == nil && wait != nil:
+				if n, _ := wait.Int64(); n < int64(s.replicas) {
+					err = fmt.Errorf("%d of the %d replicas asked for acknowledged the writes to %s", n, s.replicas, node.Options().Addr)
+				}
+			case err != nil && node.Ping(ctx).Err() != nil:
+				err = fmt.Errorf("no answer from the node at %s: %w", node.Options().Addr, err)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range by {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // again runs call, each attempt within the store's timeout, and while it
@@ -284,7 +352,7 @@ func (s *RedisStore) again(call func(ctx context.Context) error) error {
 }
 
 func (s *RedisStore) check(ids []int64, buf []byte) error {
-	if len(buf) < len(ids)*s.rowBytes {
+	if buf != nil && len(buf) < len(ids)*s.rowBytes {
 		return fmt.Errorf("table %q: %d bytes for %d rows of %d: %w", s.name, len(buf), len(ids), s.rowBytes, gather.ErrShape)
 	}
 	for k, id := range ids {
@@ -297,44 +365,6 @@ func (s *RedisStore) check(ids []int64, buf []byte) error {
 
 // Close closes the store's connections.
 func (s *RedisStore) Close() error { return s.c.Close() }
-
-// atNode returns err, the error of a pipeline whose commands were cmds,
-// naming the nodes that serve failed commands' keys and do not answer a
-// PING (a pipeline waiting for one dead node fails every command).
-func (s *RedisStore) atNode(cmds []redis.Cmder, err error) error {
-	if err == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	seen := map[string]bool{}
-	var dead []string
-	for _, c := range cmds {
-		if c.Err() == nil || errors.Is(c.Err(), redis.Nil) {
-			continue
-		}
-		k := 1
-		if c.Name() == "fcall" {
-			k = 3
-		}
-		if len(c.Args()) <= k {
-			continue
-		}
-		key, _ := c.Args()[k].(string)
-		node, e := s.c.MasterForKey(ctx, key)
-		if e != nil || seen[node.Options().Addr] {
-			continue
-		}
-		seen[node.Options().Addr] = true
-		if node.Ping(ctx).Err() != nil {
-			dead = append(dead, node.Options().Addr)
-		}
-	}
-	if len(dead) == 0 {
-		return err
-	}
-	return fmt.Errorf("no answer from the node at %s: %w", strings.Join(dead, ", "), err)
-}
 
 // redisError returns err, saying which node timed out or refused when the
 // client's error does not.
