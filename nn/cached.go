@@ -30,6 +30,13 @@ import (
 // batch's ids before a run, reads that batch's misses while the run and
 // its Step compute.
 //
+// A Shared table (table.CacheOptions.Shared) is trained by several
+// workers at once on a Redis Cluster: Step sends the gradient to the
+// servers, which apply the optimiser to their rows (an
+// optim.ServerStepper), and applies it to the cached rows too, which are
+// read again once CacheOptions.MaxAge batches old; Sync has nothing to
+// write.
+//
 // The optimiser given to Step must be an optim.RowStepper whose columns
 // are c's (those c was created with, such as table.WithState(opt.Columns(dim)...)).
 // Options: WithPadding (the padding row is kept in the cache for good),
@@ -174,7 +181,8 @@ func (o *fetchOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 var _ gorgonia.ADOp = (*fetchOp)(nil)
 
 // stepCached is Step for a CachedEmbedding: opt updates the rows of g
-// and their state where the cache holds them.
+// and their state where the cache holds them, and for a Shared table
+// first on the server, which holds the table.
 func (e *Embedding) stepCached(opt optim.Sparse, g *optim.RowGrad) error {
 	prefix := fmt.Sprintf("embedding %q", e.Table.Name())
 	rs, ok := opt.(optim.RowStepper)
@@ -194,6 +202,15 @@ func (e *Embedding) stepCached(opt optim.Sparse, g *optim.RowGrad) error {
 		e.stepSlots = append(e.stepSlots, int(s))
 	}
 	steps := e.cached.Steps()
+	if e.cached.Shared() {
+		ss, ok := opt.(optim.ServerStepper)
+		if !ok {
+			return fmt.Errorf("%s: a Shared table needs an optimiser a server applies (optim.ServerStepper), not %T: %w", prefix, opt, gather.ErrOption)
+		}
+		if err := ss.StepServer(e.cached.Store().(*table.RedisStore), g, steps+1); err != nil {
+			return fmt.Errorf("%s: %w", prefix, err)
+		}
+	}
 	err := rs.StepRows(optim.SlotRows{Weight: e.cached.Weight(), State: e.cached.State(), Slots: e.stepSlots, Steps: &steps}, g)
 	if err != nil {
 		return fmt.Errorf("%s: %w", prefix, err)
@@ -202,7 +219,9 @@ func (e *Embedding) stepCached(opt optim.Sparse, g *optim.RowGrad) error {
 		e.cached.SetSteps(steps)
 	}
 	for _, s := range e.stepSlots {
-		e.cached.MarkDirty(int32(s))
+		if !e.cached.Shared() {
+			e.cached.MarkDirty(int32(s))
+		}
 	}
 	e.fetched = 0
 	return nil

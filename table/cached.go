@@ -91,8 +91,8 @@ func parseSteps(b []byte) (int64, bool) {
 }
 
 // slotOverhead is the memory of a cache's index per row: its entry in
-// the map from ids to slots (in the Go heap, about 40 bytes with the
-// collector's room) and its slot's bookkeeping (33 bytes).
+// the map from ids to slots (in the Go heap, 20 to 40 bytes by the map's
+// load) and its slot's bookkeeping (41 bytes).
 const slotOverhead = 72
 
 // CacheOptions configure a Cached table.
@@ -113,6 +113,20 @@ type CacheOptions struct {
 	// and fastText's are), the rows a cache of its size should hold, so
 	// that training starts at the hit rate a long warm-up would reach.
 	Preload bool
+	// Shared says that other workers update the store's rows at the same
+	// time: a RedisStore whose Functions (LoadFunctions) apply the
+	// optimiser's steps. An embedding's Step then sends its gradient to
+	// the server (optim.ServerStepper) and applies it to the cached rows
+	// too, which it does not mark dirty: the server's rows are the table,
+	// the cache's a copy, read again once MaxAge batches old.
+	Shared bool
+	// MaxAge, if above 0, is how many batches (NewBatch) a row the cache
+	// read is served before it is read again, so that a row is at most
+	// MaxAge batches stale to this worker: the other workers' updates
+	// made since it was read are missing from it (its own are not). Rows
+	// marked dirty are kept. 0 means no limit, or 1 for a Shared table:
+	// each batch reads its rows afresh.
+	MaxAge int
 }
 
 // A Cached table keeps the hot rows of a Store, with their optimiser
@@ -135,6 +149,7 @@ type Cached struct {
 	cols   []Column
 	store  Store
 	cache  *rowcache.Cache
+	shared bool
 	weight *tensor.Dense   // [slots, dim]
 	state  []*tensor.Dense // per column, [slots, width]
 	steps  int64
@@ -173,6 +188,9 @@ func NewCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column
 func newCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	rb := int64(store.RowBytes())
+	if o.MaxAge < 0 {
+		return nil, fmt.Errorf("%s: MaxAge %d must be at least 0: %w", prefix, o.MaxAge, gather.ErrOption)
+	}
 	slots := o.Budget / (rb + slotOverhead)
 	if slots < 1 || slots > int64(^uint32(0)>>1) {
 		return nil, fmt.Errorf("%s: a cache budget of %d bytes holds %d rows of %d bytes (and %d bytes of index each); "+
@@ -192,7 +210,17 @@ func newCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache}
+	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache, shared: o.Shared}
+	if o.Shared {
+		if _, ok := store.(*RedisStore); !ok || dt != tensor.Float32 {
+			cache.Close()
+			return nil, fmt.Errorf("%s: a Shared table needs a RedisStore of float32 rows, not %T of %v: %w", prefix, store, dt, gather.ErrOption)
+		}
+		if o.MaxAge == 0 {
+			o.MaxAge = 1
+		}
+	}
+	cache.SetMaxAge(o.MaxAge)
 	if o.Preload {
 		if _, err := cache.Preload(int(slots)); err != nil {
 			cache.Close()
@@ -440,6 +468,12 @@ func (c *Cached) MarkDirty(s int32) {
 	}
 	c.cache.MarkDirty(s)
 }
+
+// Shared reports whether other workers update the table (CacheOptions.Shared).
+func (c *Cached) Shared() bool { return c.shared }
+
+// Store returns the store that holds every row.
+func (c *Cached) Store() Store { return c.store }
 
 // Steps returns the optimiser's step count kept with the table (the t of
 // SparseAdam's bias corrections): saved by Sync with the rows.

@@ -76,7 +76,9 @@ type Cache struct {
 	idOf       []int64 // per slot: its row, or none
 	dirty      []bool
 	batch      []uint64 // per slot: the Fetch that last named it
+	born       []uint64 // per slot: the Fetch that read its row
 	calls      uint64   // Fetch calls so far
+	maxAge     uint64   // batches a clean row is served before it is read again; 0: no limit
 	prev, next []int32  // the recency list, most recent at head
 	head, tail int32
 	free       []int32
@@ -95,9 +97,9 @@ type Cache struct {
 	buf                   []byte
 }
 
-// slotBytes is the bookkeeping of a slot: idOf and batch (8 bytes each),
-// prev, next, free and uses (4 each), dirty (1).
-const slotBytes = 8 + 8 + 4 + 4 + 4 + 4 + 1
+// slotBytes is the bookkeeping of a slot: idOf, batch and born (8 bytes
+// each), prev, next, free and uses (4 each), dirty (1).
+const slotBytes = 8 + 8 + 8 + 4 + 4 + 4 + 4 + 1
 
 // pinned marks, in Cache.batch, a slot Pin holds: never evicted.
 const pinned = math.MaxUint64
@@ -149,7 +151,7 @@ func New(store Store, slots int, policy Policy, widths ...int) (*Cache, error) {
 	c := &Cache{
 		store: store, rowBytes: store.RowBytes(), widths: slices.Clone(widths), cols: cols, free_: release,
 		slotOf: make(map[int64]int32, slots),
-		idOf:   kernel.Words[int64](take(8)), batch: kernel.Words[uint64](take(8)),
+		idOf: kernel.Words[int64](take(8)), batch: kernel.Words[uint64](take(8)), born: kernel.Words[uint64](take(8)),
 		prev: kernel.Words[int32](take(4)), next: kernel.Words[int32](take(4)), free: kernel.Words[int32](take(4)),
 		uses: kernel.Words[uint32](take(4)), dirty: kernel.Words[bool](take(1)),
 		head: none, tail: none, policy: policy, rng: rand.New(rand.NewPCG(uint64(slots), 1)),
@@ -159,6 +161,19 @@ func New(store Store, slots int, policy Policy, widths ...int) (*Cache, error) {
 		c.free[s] = int32(slots - 1 - s) // slot 0 first
 	}
 	return c, nil
+}
+
+// SetMaxAge makes the cache read a row again from the store once n
+// batches (NewBatch) have begun since it read it, for a store that others
+// change: a row is then at most n batches old. A row marked dirty, or
+// pinned, is kept. 0, as a new cache has, keeps rows until they are
+// evicted.
+func (c *Cache) SetMaxAge(n int) { c.maxAge = uint64(max(n, 0)) }
+
+// stale reports whether the row in slot s is to be read again
+// (SetMaxAge) by the batch numbered batch.
+func (c *Cache) stale(s int32, batch uint64) bool {
+	return c.maxAge > 0 && batch-c.born[s] >= c.maxAge && !c.dirty[s] && c.batch[s] != pinned
 }
 
 // Slots returns the number of rows the cache holds.
@@ -204,6 +219,9 @@ func (c *Cache) FetchMore(ids []int64, slots []int32) error {
 	for k, id := range ids {
 		s, ok := c.slotOf[id]
 		switch {
+		case ok && c.stale(s, c.calls):
+			c.drop(s)
+			fallthrough
 		case !ok:
 			c.missIDs = append(c.missIDs, id)
 			s = none
@@ -264,12 +282,17 @@ func (c *Cache) makeRoom(want int) error {
 		return err
 	}
 	for _, s := range c.evictSlots {
-		delete(c.slotOf, c.idOf[s])
-		c.idOf[s] = none
-		c.unlink(s)
-		c.free = append(c.free, s)
+		c.drop(s)
 	}
 	return nil
+}
+
+// drop frees slot s, forgetting its row.
+func (c *Cache) drop(s int32) {
+	delete(c.slotOf, c.idOf[s])
+	c.idOf[s] = none
+	c.unlink(s)
+	c.free = append(c.free, s)
 }
 
 // pickLFU adds n rows to evict to c.evictSlots: each the least used of
@@ -345,6 +368,7 @@ func (c *Cache) load() error {
 		c.free = c.free[:len(c.free)-1]
 		c.setRow(s, row)
 		c.slotOf[id], c.idOf[s], c.dirty[s], c.batch[s], c.uses[s] = s, id, false, c.calls, 0
+		c.born[s] = c.calls
 		c.pushFront(s)
 	}
 	return nil
@@ -465,7 +489,7 @@ func (c *Cache) Close() {
 	if c.free_ != nil {
 		c.free_()
 		c.free_ = nil
-		c.cols, c.idOf, c.batch, c.prev, c.next, c.free, c.uses, c.dirty = nil, nil, nil, nil, nil, nil, nil, nil
+		c.cols, c.idOf, c.batch, c.born, c.prev, c.next, c.free, c.uses, c.dirty = nil, nil, nil, nil, nil, nil, nil, nil, nil
 		c.slotOf = nil
 	}
 }
@@ -510,6 +534,7 @@ func (c *Cache) Preload(n int) (int, error) {
 			c.free = c.free[:len(c.free)-1]
 			c.setRow(s, b[k*c.rowBytes:(k+1)*c.rowBytes])
 			c.slotOf[id], c.idOf[s], c.dirty[s], c.batch[s], c.uses[s] = s, id, false, 0, 0
+			c.born[s] = c.calls
 			c.pushBack(s)
 			loaded++
 		}
@@ -682,7 +707,9 @@ func (c *Cache) Prefetch(ids []int64) {
 	var want []int64
 	n := c.store.Rows()
 	for _, id := range ids {
-		if _, ok := c.slotOf[id]; !ok && id >= 0 && id < n {
+		// A row that will be stale is read again, unless the current
+		// batch names it: its step may change it after the read.
+		if s, ok := c.slotOf[id]; (!ok || c.stale(s, c.calls+1) && c.batch[s] < c.calls) && id >= 0 && id < n {
 			want = append(want, id)
 		}
 	}

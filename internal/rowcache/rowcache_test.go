@@ -306,3 +306,44 @@ func TestPreload(t *testing.T) {
 		t.Fatalf("hits %d misses %d", hits, misses)
 	}
 }
+
+// With SetMaxAge(2), a row the store changes under the cache is served as
+// read for two batches and read again in the third, or by the Prefetch
+// before it (made when the current batch does not name the row, whose
+// step could change it); a dirty row is kept.
+func TestMaxAge(t *testing.T) {
+	for _, prefetch := range []bool{false, true} {
+		store := newMemStore(10, 4)
+		c, err := New(store, 8, LRU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetMaxAge(2)
+		slots := make([]int32, 2)
+		fetch := func(want ...byte) {
+			t.Helper()
+			if err := c.Fetch([]int64{1, 2}, slots); err != nil {
+				t.Fatal(err)
+			}
+			for k, s := range slots {
+				if got := c.Row(s)[0]; got != want[k] {
+					t.Fatalf("prefetch %v: row %d reads %d, want %d", prefetch, k+1, got, want[k])
+				}
+			}
+		}
+		fetch(1, 2)
+		c.Row(slots[1])[0] = 20 // row 2 changed here, marked dirty
+		c.MarkDirty(slots[1])
+		store.rows[1][0], store.rows[2][0] = 11, 22 // and both by another worker
+		fetch(1, 20)
+		if prefetch {
+			c.NewBatch() // a batch that does not name them
+			c.Prefetch([]int64{1, 2})
+		}
+		fetch(11, 20)
+		if hits, misses, staged := c.Stats(); misses != 3 || hits != 3 || prefetch != (staged == 1) {
+			t.Fatalf("prefetch %v: %d hits, %d misses, %d prefetched", prefetch, hits, misses, staged)
+		}
+		c.Close()
+	}
+}

@@ -1,0 +1,125 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/redistest"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
+)
+
+// A Shared table on a real Redis Cluster, stepped on the server by each
+// row-wise optimiser for 100 steps by one worker, equals the same table
+// trained in memory to the bit, values and state; two workers training
+// it at once (rows at most two batches stale) both finish.
+func TestSharedEqualsMemory(t *testing.T) {
+	cl := redistest.Start(t, 3, 0)
+	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	opts := map[string]func() optim.ServerStepper{
+		"sgd":     func() optim.ServerStepper { return &optim.SparseSGD{LearnRate: 0.5, WeightDecay: 0.01} },
+		"adam":    func() optim.ServerStepper { return optim.NewSparseAdam(0.05) },
+		"adagrad": func() optim.ServerStepper { return optim.NewRowWiseAdagrad(0.2) },
+	}
+	for name, newOpt := range opts {
+		t.Run(name, func(t *testing.T) {
+			const steps = 100
+			g1 := gorgonia.NewGraph()
+			mem, err := NewEmbedding(g1, "t", cmVocab, cmDim, tensor.Float32, WithSparse(), WithSeed(4))
+			require.NoError(t, err)
+			opt1, opt2 := newOpt(), newOpt()
+			cols := opt2.Columns(cmDim)
+			require.NoError(t, table.CreateRedis(o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
+			shared := func(maxAge int) (*Embedding, *gorgonia.ExprGraph, *table.Cached) {
+				s, err := table.OpenRedis(o, name, cmDim, tensor.Float32, cols)
+				require.NoError(t, err)
+				require.NoError(t, s.LoadFunctions())
+				c, err := table.NewCached(s, name, cmDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20, Shared: true, MaxAge: maxAge})
+				require.NoError(t, err)
+				g := gorgonia.NewGraph()
+				e, err := CachedEmbedding(g, c)
+				require.NoError(t, err)
+				t.Cleanup(func() { e.Close(); s.Close() })
+				return e, g, c
+			}
+			e2, g2, c := shared(0)
+			m1 := newCachedModel(t, mem, g1, tensor.Float32)
+			m2 := newCachedModel(t, e2, g2, tensor.Float32)
+			for n := range steps {
+				m1.step(t, n, opt1, false)
+				m2.step(t, n, opt2, n%2 == 0)
+			}
+			ids := make([]int64, cmVocab)
+			for i := range ids {
+				ids[i] = int64(i)
+			}
+			raw := make([]byte, cmVocab*c.Store().RowBytes())
+			require.NoError(t, c.Store().ReadRows(ids, raw))
+			got := float32sOf(raw)
+			want, err := mem.Weight()
+			require.NoError(t, err)
+			state, err := optim.State(mem, opt1).State()
+			require.NoError(t, err)
+			width := len(got) / cmVocab
+			for r := range cmVocab {
+				for j := range cmDim {
+					require.Equal(t, math.Float32bits(want.Float32s()[r*cmDim+j]), math.Float32bits(got[r*width+j]), "row %d value %d", r, j)
+				}
+				at := cmDim
+				for _, col := range cols {
+					s := state["t."+col.Name].(*tensor.Dense).Float32s()
+					for j := range col.Width {
+						require.Equal(t, math.Float32bits(s[r*col.Width+j]), math.Float32bits(got[r*width+at+j]), "row %d %s[%d]", r, col.Name, j)
+					}
+					at += col.Width
+				}
+			}
+
+			// Two workers at once, rows at most two batches old.
+			var wg sync.WaitGroup
+			errs := make(chan error, 2)
+			for w := range 2 {
+				e, g, _ := shared(2)
+				m := newCachedModel(t, e, g, tensor.Float32)
+				opt := newOpt()
+				wg.Go(func() {
+					for n := range 30 {
+						ids, bag, y := cmBatchIDs(1000*w + n)
+						copy(m.ids.Ints(), ids)
+						copy(m.bagIDs.Ints(), bag)
+						copy(m.y.Ints(), y)
+						if err := m.vm.RunAll(); err != nil {
+							errs <- fmt.Errorf("worker %d: %w", w, err)
+							return
+						}
+						if err := m.emb.Step(opt); err != nil {
+							errs <- fmt.Errorf("worker %d: %w", w, err)
+							return
+						}
+						m.vm.Reset()
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func float32sOf(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24)
+	}
+	return out
+}
