@@ -151,7 +151,7 @@ func New(store Store, slots int, policy Policy, widths ...int) (*Cache, error) {
 	c := &Cache{
 		store: store, rowBytes: store.RowBytes(), widths: slices.Clone(widths), cols: cols, free_: release,
 		slotOf: make(map[int64]int32, slots),
-		idOf: kernel.Words[int64](take(8)), batch: kernel.Words[uint64](take(8)), born: kernel.Words[uint64](take(8)),
+		idOf:   kernel.Words[int64](take(8)), batch: kernel.Words[uint64](take(8)), born: kernel.Words[uint64](take(8)),
 		prev: kernel.Words[int32](take(4)), next: kernel.Words[int32](take(4)), free: kernel.Words[int32](take(4)),
 		uses: kernel.Words[uint32](take(4)), dirty: kernel.Words[bool](take(1)),
 		head: none, tail: none, policy: policy, rng: rand.New(rand.NewPCG(uint64(slots), 1)),
