@@ -2,6 +2,7 @@ package fileio
 
 import (
 	"encoding/binary"
+	"math"
 	"unsafe"
 )
 
@@ -41,4 +42,13 @@ func LittleEndianBytes[T float32 | float64](v []T) []byte {
 		return b
 	}
 	return Swapped(b, size)
+}
+
+// Float32s returns the little-endian float32 values of b, copied.
+func Float32s(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
 }
