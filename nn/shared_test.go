@@ -11,7 +11,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/redistest"
+	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
@@ -21,7 +21,7 @@ import (
 // trained in memory to the bit, values and state; two workers training
 // it at once (rows at most two batches stale) both finish.
 func TestSharedEqualsMemory(t *testing.T) {
-	cl := redistest.Start(t, 3, 0)
+	cl := localredis.Start(t, 3, 0)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	opts := map[string]func() optim.ServerStepper{
 		"sgd":     func() optim.ServerStepper { return &optim.SparseSGD{LearnRate: 0.5, WeightDecay: 0.01} },

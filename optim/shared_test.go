@@ -10,7 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
-	"github.com/gathergrad/gather/internal/redistest"
+	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
@@ -58,7 +58,7 @@ func (m *sharedModel) run(t *testing.T) {
 // steps ahead of another waits for it, and past Wait gets ErrStale
 // naming it; a worker gone (its record expired) holds no one back.
 func TestSharedDense(t *testing.T) {
-	cl := redistest.Start(t, 3, 0)
+	cl := localredis.Start(t, 3, 0)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	opt := &optim.SparseSGD{LearnRate: 0.1}
 	m := newSharedModel(t, 1)

@@ -20,7 +20,7 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/fileio"
-	"github.com/gathergrad/gather/internal/redistest"
+	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -33,7 +33,7 @@ import (
 // wrong length, a table of another layout and a node that is not there are
 // errors naming them; an ACL user reads it, a wrong password does not.
 func TestRedisStore(t *testing.T) {
-	cl := redistest.Start(t, 3, 1)
+	cl := localredis.Start(t, 3, 1)
 	o := table.RedisOptions{Addrs: cl.Addrs[:1], Password: cl.Password, Timeout: 5 * time.Second}
 	const vocab, dim = 5000, kDim
 	cols := kOpt.Columns(dim)
@@ -334,7 +334,7 @@ func TestRedisAdamFunction(t *testing.T) {
 // A table trained in memory and exported loads onto the cluster (Import)
 // and comes back (Export) to the same bytes, step count included.
 func TestRedisExportImport(t *testing.T) {
-	cl := redistest.Start(t, 3, 0)
+	cl := localredis.Start(t, 3, 0)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	dir := t.TempDir()
 	cols := kOpt.Columns(kDim)
@@ -374,7 +374,7 @@ func TestRedisFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for a failover")
 	}
-	cl := redistest.Start(t, 3, 1)
+	cl := localredis.Start(t, 3, 1)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: 60 * time.Second}
 	cols := kOpt.Columns(kDim)
 	if err := table.CreateRedis(o, "f", kVocab, kDim, tensor.Float32, table.WithSeed(2), table.WithState(cols...)); err != nil {
@@ -456,8 +456,8 @@ func TestRedisFailover(t *testing.T) {
 // vocab rows of dim values and the state cols to it, loads the Function
 // library, and returns the cluster, the table's store (closed when the
 // test ends), every row id and the rows as they start.
-func functionTable(t *testing.T, name string, vocab, dim int, cols []table.Column, seed uint64) (*redistest.Cluster, *table.RedisStore, []int64, []byte) {
-	cl := redistest.Start(t, 3, 0)
+func functionTable(t *testing.T, name string, vocab, dim int, cols []table.Column, seed uint64) (*localredis.Cluster, *table.RedisStore, []int64, []byte) {
+	cl := localredis.Start(t, 3, 0)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	if err := table.CreateRedis(o, name, int64(vocab), dim, tensor.Float32, table.WithSeed(seed), table.WithState(cols...)); err != nil {
 		t.Fatal(err)

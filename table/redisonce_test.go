@@ -9,14 +9,14 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/redistest"
+	"github.com/gathergrad/gather/internal/localredis"
 )
 
 // An update the server applied already is not applied again: the same
 // step sent twice under the same name (as a retry after a lost answer
 // sends it) changes the rows once; the next update applies.
 func TestRedisExactlyOnce(t *testing.T) {
-	cl := redistest.Start(t, 3, 0)
+	cl := localredis.Start(t, 3, 0)
 	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
 	const vocab, dim = 2100, 4
 	if err := CreateRedis(o, "once", vocab, dim, tensor.Float32); err != nil {

@@ -13,7 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/killtest"
-	"github.com/gathergrad/gather/internal/redistest"
+	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
@@ -68,8 +68,8 @@ func TestRedisSGDFunction(t *testing.T) {
 // zeroTable starts a cluster, writes a float32 table of vocab rows of dim
 // zeros without state, loads the Functions, and returns the cluster and
 // the options that reach it.
-func zeroTable(t *testing.T, name string, replicas, vocab, dim int) (*redistest.Cluster, table.RedisOptions) {
-	cl := redistest.Start(t, 3, replicas)
+func zeroTable(t *testing.T, name string, replicas, vocab, dim int) (*localredis.Cluster, table.RedisOptions) {
+	cl := localredis.Start(t, 3, replicas)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
 	if err := table.CreateRedis(o, name, int64(vocab), dim, tensor.Float32); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestRedisStepFailover(t *testing.T) {
 }
 
 // firstMaster returns the address of a master of the cluster.
-func firstMaster(t *testing.T, cl *redistest.Cluster) string {
+func firstMaster(t *testing.T, cl *localredis.Cluster) string {
 	t.Helper()
 	out, err := cl.CLI(cl.Addrs[0], "cluster", "nodes")
 	if err != nil {

@@ -1,10 +1,11 @@
-// Package redistest starts a real Redis Cluster for tests: Debian's
-// redis-server, masters and replicas on loopback ports in a temporary
-// directory, with a password.
-package redistest
+// Package localredis starts a real Redis Cluster on this machine, for
+// tests and examples: Debian's redis-server, masters and replicas on
+// loopback ports in a directory, with a password.
+package localredis
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -24,6 +25,9 @@ const Install = "sudo apt-get install -y redis-server"
 // a failure instead of a skip (.ci/run sets it).
 const Require = "GATHER_REQUIRE_REDIS"
 
+// ErrNoServer: redis-server or redis-cli is not installed.
+var ErrNoServer = errors.New("needs redis-server and redis-cli: " + Install)
+
 // A Cluster is a running local Redis Cluster.
 type Cluster struct {
 	Addrs    []string // the masters' and replicas' addresses
@@ -37,40 +41,64 @@ type Cluster struct {
 // skips the test, naming the install command, unless Require is set.
 func Start(t testing.TB, masters, replicas int) *Cluster {
 	t.Helper()
+	c, err := Launch(t.TempDir(), masters, replicas)
+	switch {
+	case errors.Is(err, ErrNoServer) && os.Getenv(Require) == "":
+		t.Skip(err)
+	case errors.Is(err, ErrNoServer):
+		t.Fatalf("%v (%s is set)", err, Require)
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Launch starts a cluster of masters masters, each with replicas
+// replicas, keeping its files in dir, and returns once every node says
+// the cluster is ok. Stop stops it.
+func Launch(dir string, masters, replicas int) (*Cluster, error) {
 	server, err1 := exec.LookPath("redis-server")
 	cli, err2 := exec.LookPath("redis-cli")
 	if err1 != nil || err2 != nil {
-		if os.Getenv(Require) != "" {
-			t.Fatalf("redis-server and redis-cli are needed (%s is set): %s", Require, Install)
-		}
-		t.Skipf("needs redis-server and redis-cli: %s", Install)
+		return nil, ErrNoServer
 	}
-	c := &Cluster{Password: "gathergrad-test-" + strconv.Itoa(rand.IntN(1e9)), dir: t.TempDir(), nodes: map[string]*exec.Cmd{}}
-	t.Cleanup(c.stop)
+	c := &Cluster{Password: "gathergrad-" + strconv.FormatUint(rand.Uint64(), 36), dir: dir, nodes: map[string]*exec.Cmd{}}
+	if err := c.launch(server, cli, masters, replicas); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) launch(server, cli string, masters, replicas int) error {
 	for range masters * (1 + replicas) {
-		port := freePort(t)
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		c.Addrs = append(c.Addrs, addr)
 		if err := c.startNode(server, port); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	for _, a := range c.Addrs {
 		if err := waitFor(func() bool { return c.ping(cli, a) }, 10*time.Second); err != nil {
-			t.Fatalf("redis-server at %s did not start: %v", a, err)
+			return fmt.Errorf("redis-server at %s did not start: %w", a, err)
 		}
 	}
 	args := append([]string{"-a", c.Password, "--no-auth-warning", "--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
 	}
 	for _, a := range c.Addrs {
 		if err := waitFor(func() bool { return c.clusterOK(cli, a) }, 20*time.Second); err != nil {
-			t.Fatalf("the cluster did not come up at %s: %v", a, err)
+			return fmt.Errorf("the cluster did not come up at %s: %w", a, err)
 		}
 	}
-	return c
+	return nil
 }
 
 func (c *Cluster) startNode(server string, port int) error {
@@ -86,6 +114,7 @@ func (c *Cluster) startNode(server string, port int) error {
 		return err
 	}
 	cmd := exec.Command(server, path)
+	bind(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -107,7 +136,8 @@ func (c *Cluster) Kill(addr string) error {
 	return nil
 }
 
-func (c *Cluster) stop() {
+// Stop stops every node.
+func (c *Cluster) Stop() {
 	for _, cmd := range c.nodes {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -132,7 +162,7 @@ func (c *Cluster) clusterOK(cli, addr string) bool {
 
 // freePort returns a loopback port that is free, as is the cluster bus's
 // port 10000 above it.
-func freePort(t testing.TB) int {
+func freePort() (int, error) {
 	for range 100 {
 		p := 20000 + rand.IntN(30000)
 		l1, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
@@ -145,10 +175,9 @@ func freePort(t testing.TB) int {
 			continue
 		}
 		l2.Close()
-		return p
+		return p, nil
 	}
-	t.Fatal("no free loopback port")
-	return 0
+	return 0, errors.New("no free loopback port")
 }
 
 func waitFor(ok func() bool, d time.Duration) error {
