@@ -114,7 +114,6 @@ func (c *Cluster) startNode(server string, port int) error {
 		return err
 	}
 	cmd := exec.Command(server, path)
-	bind(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
