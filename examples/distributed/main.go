@@ -1,0 +1,167 @@
+// Command distributed trains a click model (three pooled embedding tables
+// and a small MLP, logistic loss) with several worker processes sharing
+// one Redis Cluster: the tables' rows and the dense learnables live on
+// the cluster, each worker trains on its shard of the examples, and the
+// servers apply every worker's updates (SparseAdam, by the Functions of
+// package table), each atomic and applied once.
+//
+// Without -redis it starts a local cluster of three masters (Debian's
+// redis-server: sudo apt-get install -y redis-server) in a temporary
+// directory, and stops it at the end. Then it trains the same model in
+// one process, in memory, on the same examples, and ends with the line
+//
+//	held-out loss: 2 workers 0.5310, one process in memory 0.5297 (0.2% apart)
+//
+// Usage:
+//
+//	go run ./examples/distributed [-workers 2] [-examples 200000] [-redis host:port,... -password P]
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/table"
+)
+
+type config struct {
+	workers, examples, heldOut, batch int
+	staleness, maxAge                 int
+	lr                                float64
+	seed                              uint64
+	name                              string
+	redis                             table.RedisOptions
+	cacheMB                           int
+}
+
+func main() {
+	log.SetFlags(0)
+	var c config
+	var addrs string
+	worker := flag.Int("worker", -1, "run as this worker (the command starts its workers with it)")
+	flag.IntVar(&c.workers, "workers", 2, "worker processes")
+	flag.IntVar(&c.examples, "examples", 200_000, "training examples, over all workers")
+	flag.IntVar(&c.heldOut, "heldout", 20_000, "held-out examples")
+	flag.IntVar(&c.batch, "batch", 256, "examples per step")
+	flag.IntVar(&c.staleness, "staleness", 2, "steps a worker may run ahead of the slowest")
+	flag.IntVar(&c.maxAge, "maxage", 1, "batches a worker's cached row is served before it is read again")
+	flag.IntVar(&c.cacheMB, "cache-mb", 64, "each worker's cache of rows, per table, in MB")
+	flag.Float64Var(&c.lr, "lr", 0.01, "Adam's learning rate, for the tables and the dense layers")
+	flag.Uint64Var(&c.seed, "seed", 1, "seed of the data and the initial weights")
+	flag.StringVar(&c.name, "name", "click", "prefix of the tables' names on the cluster")
+	flag.StringVar(&addrs, "redis", "", "addresses of a Redis Cluster's nodes (host:port,...); none starts a local one")
+	flag.StringVar(&c.redis.Username, "user", "", "the cluster's ACL user")
+	flag.StringVar(&c.redis.Password, "password", os.Getenv("GATHER_REDIS_PASSWORD"), "the cluster's password (or $GATHER_REDIS_PASSWORD)")
+	flag.Parse()
+	c.redis.Timeout, c.redis.Retry = 10*time.Second, time.Minute
+	if addrs != "" {
+		c.redis.Addrs = strings.Split(addrs, ",")
+	}
+	// Whole steps on every worker: the single process then trains on
+	// exactly the examples the workers share.
+	c.examples -= c.examples % (c.workers * c.batch)
+	if c.workers < 1 || c.examples < 1 || c.heldOut < 1 {
+		log.Fatalf("needs at least one worker, %d examples a step over them, and held-out examples", c.workers*c.batch)
+	}
+	var err error
+	if *worker >= 0 {
+		err = runWorker(c, *worker)
+	} else {
+		err = run(c)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run starts (or joins) the cluster, writes the model to it, runs the
+// workers, and compares their model with one trained in memory.
+func run(c config) error {
+	if len(c.redis.Addrs) == 0 {
+		dir, err := os.MkdirTemp("", "gathergrad-redis-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cl, err := localredis.Launch(dir, 3, 0)
+		if err != nil {
+			return fmt.Errorf("starting a local Redis Cluster: %w (or give one with -redis)", err)
+		}
+		defer cl.Stop()
+		c.redis.Addrs, c.redis.Password = cl.Addrs, cl.Password
+		fmt.Printf("a local Redis Cluster of 3 masters at %s\n", strings.Join(cl.Addrs, ", "))
+	}
+	train := examples(c.seed, 1, c.examples)
+	held := examples(c.seed, 2, c.heldOut)
+	if err := create(c); err != nil {
+		return err
+	}
+	fmt.Printf("%d examples, %d held out; %d workers, %d examples a step each\n", c.examples, c.heldOut, c.workers, c.batch)
+	start := time.Now()
+	if err := startWorkers(c); err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	onCluster, err := clusterWeights(c)
+	if err != nil {
+		return err
+	}
+	start = time.Now()
+	inMemory, err := trainInMemory(c, train)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("trained in %.1f s by %d workers, %.1f s by one process in memory\n", wall.Seconds(), c.workers, time.Since(start).Seconds())
+	d, s := onCluster.heldOutLoss(held), inMemory.heldOutLoss(held)
+	fmt.Printf("held-out loss: %d workers %.4f, one process in memory %.4f (%.1f%% apart)\n", c.workers, d, s, 100*math.Abs(d-s)/s)
+	return nil
+}
+
+// startWorkers runs the workers as processes of this command, their
+// output prefixed with their number, and waits for them.
+func startWorkers(c config) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, c.workers)
+	for w := range c.workers {
+		cmd := exec.Command(self, "-worker", strconv.Itoa(w), "-workers", strconv.Itoa(c.workers),
+			"-examples", strconv.Itoa(c.examples), "-batch", strconv.Itoa(c.batch),
+			"-staleness", strconv.Itoa(c.staleness), "-maxage", strconv.Itoa(c.maxAge), "-cache-mb", strconv.Itoa(c.cacheMB),
+			"-lr", strconv.FormatFloat(c.lr, 'g', -1, 64), "-seed", strconv.FormatUint(c.seed, 10),
+			"-name", c.name, "-redis", strings.Join(c.redis.Addrs, ","), "-user", c.redis.Username)
+		cmd.Env = append(os.Environ(), "GATHER_REDIS_PASSWORD="+c.redis.Password)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		cmd.Stderr = cmd.Stdout
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		wg.Go(func() {
+			lines := bufio.NewScanner(out)
+			for lines.Scan() {
+				fmt.Printf("worker %d: %s\n", w, lines.Text())
+			}
+			if err := cmd.Wait(); err != nil {
+				errs[w] = fmt.Errorf("worker %d: %w", w, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/nn"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
+)
+
+func tableName(c config, f int) string { return fmt.Sprintf("%s.feature%d", c.name, f) }
+func denseName(c config) string       { return c.name + ".dense" }
+
+// sparseAdam is the optimiser of every table, and of the dense
+// learnables on the cluster.
+func sparseAdam(c config) *optim.SparseAdam { return optim.NewSparseAdam(c.lr) }
+
+// create writes the model's tables, each row with SparseAdam's moments,
+// and its dense learnables to the cluster, replacing those of an earlier
+// run.
+func create(c config) error {
+	cols := sparseAdam(c).Columns(embDim)
+	for f := range vocab {
+		err := table.CreateRedis(c.redis, tableName(c, f), int64(vocab[f]), embDim, tensor.Float32,
+			table.WithSeed(tableSeed(c.seed, f)), table.WithState(cols...), table.WithReplace())
+		if err != nil {
+			return err
+		}
+	}
+	return optim.CreateSharedDense(c.redis, denseName(c), sparseAdam(c), denseParams(gorgonia.NewGraph(), c.seed), table.WithReplace())
+}
+
+// runWorker trains on worker w's shard of the examples (every
+// c.workers-th), its tables' rows in caches in front of the cluster and
+// its dense learnables read from the cluster at each step.
+func runWorker(c config, w int) error {
+	train := examples(c.seed, 1, c.examples)
+	g := gorgonia.NewGraph()
+	var tables [3]*nn.Embedding
+	cols := sparseAdam(c).Columns(embDim)
+	for f := range tables {
+		s, err := table.OpenRedis(c.redis, tableName(c, f), embDim, tensor.Float32, cols)
+		if err != nil {
+			return err
+		}
+		if err := s.LoadFunctions(); err != nil {
+			return err
+		}
+		cached, err := table.NewCached(s, tableName(c, f), embDim, tensor.Float32, cols,
+			table.CacheOptions{Budget: int64(c.cacheMB) << 20, Shared: true, MaxAge: c.maxAge})
+		if err != nil {
+			return err
+		}
+		if tables[f], err = nn.CachedEmbedding(g, cached); err != nil {
+			return err
+		}
+		defer tables[f].Close()
+		defer s.Close()
+	}
+	m, err := newModel(g, tables, c.batch, c.seed)
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	dense, err := optim.OpenSharedDense(c.redis, denseName(c), sparseAdam(c),
+		optim.SharedOptions{Worker: w, Workers: c.workers, Staleness: c.staleness}, m.params...)
+	if err != nil {
+		return err
+	}
+	defer dense.Close()
+	var opts [3]*optim.SparseAdam
+	for f := range opts {
+		opts[f] = sparseAdam(c)
+	}
+	steps := c.examples / c.workers / c.batch
+	shard := func(step int) *batch {
+		pos := make([]int, c.batch)
+		for i := range pos {
+			pos[i] = (step*c.batch+i)*c.workers + w
+		}
+		return train.slice(pos)
+	}
+	start, sum := time.Now(), 0.0
+	next := shard(0)
+	for step := range steps {
+		b := next
+		if step+1 < steps {
+			next = shard(step + 1)
+			for f, e := range tables {
+				e.Prefetch(next.ids[f])
+			}
+		}
+		if err := dense.Pull(); err != nil {
+			return err
+		}
+		loss, err := m.run(b)
+		if err != nil {
+			return err
+		}
+		for f, e := range tables {
+			if err := e.Step(opts[f]); err != nil {
+				return err
+			}
+		}
+		if err := dense.Push(); err != nil {
+			return err
+		}
+		sum += loss
+		if (step+1)%max(1, steps/5) == 0 || step+1 == steps {
+			fmt.Printf("step %d of %d: training loss %.4f, %.1f ms a step\n", step+1, steps, sum/float64(step+1), float64(time.Since(start).Microseconds())/1e3/float64(step+1))
+		}
+	}
+	for f, e := range tables {
+		st := e.Cached().Stats()
+		fmt.Printf("table %d: %d rows read, hit rate %.3f\n", f, st.Misses, st.HitRate())
+	}
+	return nil
+}
+
+// clusterWeights reads the model the workers trained from the cluster.
+func clusterWeights(c config) (*weights, error) {
+	w := &weights{}
+	cols := sparseAdam(c).Columns(embDim)
+	for f := range vocab {
+		s, err := table.OpenRedis(c.redis, tableName(c, f), embDim, tensor.Float32, cols)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]int64, vocab[f])
+		for i := range ids {
+			ids[i] = int64(i)
+		}
+		raw := make([]byte, len(ids)*s.RowBytes())
+		err = s.ReadRows(ids, raw)
+		s.Close()
+		if err != nil {
+			return nil, err
+		}
+		rows, width := fileio.Float32s(raw), s.RowBytes()/4
+		w.tables[f] = make([]float32, vocab[f]*embDim)
+		for r := range vocab[f] {
+			copy(w.tables[f][r*embDim:(r+1)*embDim], rows[r*width:])
+		}
+	}
+	params := denseParams(gorgonia.NewGraph(), c.seed)
+	d, err := optim.OpenSharedDense(c.redis, denseName(c), sparseAdam(c), optim.SharedOptions{Workers: 1}, params...)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	if err := d.Pull(); err != nil {
+		return nil, err
+	}
+	for _, p := range params {
+		w.dense = append(w.dense, p.Value().(*tensor.Dense).Float32s())
+	}
+	return w, nil
+}
+
+// trainInMemory trains the model in this process on the examples, in
+// batches, tables stepped by SparseAdam and dense learnables by Adam.
+func trainInMemory(c config, train *batch) (*weights, error) {
+	g := gorgonia.NewGraph()
+	var tables [3]*nn.Embedding
+	var opts [3]*optim.SparseAdam
+	for f := range tables {
+		var err error
+		tables[f], err = nn.NewEmbedding(g, tableName(c, f), vocab[f], embDim, tensor.Float32, nn.WithSparse(), nn.WithSeed(tableSeed(c.seed, f)))
+		if err != nil {
+			return nil, err
+		}
+		opts[f] = sparseAdam(c)
+	}
+	m, err := newModel(g, tables, c.batch, c.seed)
+	if err != nil {
+		return nil, err
+	}
+	defer m.close()
+	adam := optim.NewAdam(c.lr)
+	pos := make([]int, c.batch)
+	for step := range train.len() / c.batch {
+		for i := range pos {
+			pos[i] = step*c.batch + i
+		}
+		if _, err := m.run(train.slice(pos)); err != nil {
+			return nil, err
+		}
+		for f, e := range tables {
+			if err := e.Step(opts[f]); err != nil {
+				return nil, err
+			}
+		}
+		if err := adam.Step(gorgonia.NodesToValueGrads(m.params)); err != nil {
+			return nil, err
+		}
+	}
+	w := &weights{}
+	for f, e := range tables {
+		t, err := e.Weight()
+		if err != nil {
+			return nil, err
+		}
+		w.tables[f] = t.Float32s()
+	}
+	for _, p := range m.params {
+		w.dense = append(w.dense, p.Value().(*tensor.Dense).Float32s())
+	}
+	return w, nil
+}
