@@ -35,6 +35,10 @@ import (
 	"github.com/gathergrad/gather/table"
 )
 
+// workerEnv is set in the workers' environment (a test binary runs main
+// when it sees it).
+const workerEnv = "GATHER_DISTRIBUTED_WORKER"
+
 type config struct {
 	workers, examples, heldOut, batch int
 	staleness, maxAge                 int
@@ -78,7 +82,7 @@ func main() {
 	if *worker >= 0 {
 		err = runWorker(c, *worker)
 	} else {
-		err = run(c)
+		_, _, err = run(c)
 	}
 	if err != nil {
 		log.Fatal(err)
@@ -86,17 +90,18 @@ func main() {
 }
 
 // run starts (or joins) the cluster, writes the model to it, runs the
-// workers, and compares their model with one trained in memory.
-func run(c config) error {
+// workers, and compares their model with one trained in memory: it
+// returns both held-out losses.
+func run(c config) (workers, single float64, err error) {
 	if len(c.redis.Addrs) == 0 {
 		dir, err := os.MkdirTemp("", "gathergrad-redis-")
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		defer os.RemoveAll(dir)
 		cl, err := localredis.Launch(dir, 3, 0)
 		if err != nil {
-			return fmt.Errorf("starting a local Redis Cluster: %w (or give one with -redis)", err)
+			return 0, 0, fmt.Errorf("starting a local Redis Cluster: %w (or give one with -redis)", err)
 		}
 		defer cl.Stop()
 		c.redis.Addrs, c.redis.Password = cl.Addrs, cl.Password
@@ -105,27 +110,27 @@ func run(c config) error {
 	train := examples(c.seed, 1, c.examples)
 	held := examples(c.seed, 2, c.heldOut)
 	if err := create(c); err != nil {
-		return err
+		return 0, 0, err
 	}
 	fmt.Printf("%d examples, %d held out; %d workers, %d examples a step each\n", c.examples, c.heldOut, c.workers, c.batch)
 	start := time.Now()
 	if err := startWorkers(c); err != nil {
-		return err
+		return 0, 0, err
 	}
 	wall := time.Since(start)
 	onCluster, err := clusterWeights(c)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	start = time.Now()
 	inMemory, err := trainInMemory(c, train)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	fmt.Printf("trained in %.1f s by %d workers, %.1f s by one process in memory\n", wall.Seconds(), c.workers, time.Since(start).Seconds())
 	d, s := onCluster.heldOutLoss(held), inMemory.heldOutLoss(held)
 	fmt.Printf("held-out loss: %d workers %.4f, one process in memory %.4f (%.1f%% apart)\n", c.workers, d, s, 100*math.Abs(d-s)/s)
-	return nil
+	return d, s, nil
 }
 
 // startWorkers runs the workers as processes of this command, their
@@ -143,7 +148,7 @@ func startWorkers(c config) error {
 			"-staleness", strconv.Itoa(c.staleness), "-maxage", strconv.Itoa(c.maxAge), "-cache-mb", strconv.Itoa(c.cacheMB),
 			"-lr", strconv.FormatFloat(c.lr, 'g', -1, 64), "-seed", strconv.FormatUint(c.seed, 10),
 			"-name", c.name, "-redis", strings.Join(c.redis.Addrs, ","), "-user", c.redis.Username)
-		cmd.Env = append(os.Environ(), "GATHER_REDIS_PASSWORD="+c.redis.Password)
+		cmd.Env = append(os.Environ(), "GATHER_REDIS_PASSWORD="+c.redis.Password, workerEnv+"=1")
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			return err

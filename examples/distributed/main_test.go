@@ -1,0 +1,46 @@
+package main
+
+import (
+	"math"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/table"
+)
+
+// The workers are this test binary, run again with the command's flags.
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) != "" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Two worker processes on a real cluster train the click model to a
+// held-out loss within 3% of one process in memory on the same 10,240
+// examples, both below the loss of guessing the base rate.
+func TestWorkersMatchMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs worker processes")
+	}
+	cl := localredis.Start(t, 3, 0)
+	c := config{workers: 2, examples: 10_240, heldOut: 5_000, batch: 256, staleness: 2, maxAge: 1, lr: 0.01, seed: 3, name: "test", cacheMB: 16,
+		redis: table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 10 * time.Second, Retry: time.Minute}}
+	d, s, err := run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := examples(c.seed, 2, c.heldOut)
+	p := 0.0
+	for _, y := range held.labels {
+		p += float64(y)
+	}
+	p /= float64(held.len())
+	base := -(p*math.Log(p) + (1-p)*math.Log(1-p))
+	if math.Abs(d-s) > 0.03*s || d >= base || s >= base {
+		t.Fatalf("held-out loss: workers %.4f, one process %.4f, the base rate's %.4f", d, s, base)
+	}
+}
