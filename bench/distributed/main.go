@@ -210,7 +210,9 @@ func newBare(o table.RedisOptions) *bare {
 func (b *bare) step(batch []int64) error {
 	ctx := context.Background()
 	p := b.c.Pipeline()
-	key := func(id int64) string { return "gg:bench:{" + strconv.FormatInt(id%1024, 10) + "}:" + strconv.FormatInt(id, 10) }
+	key := func(id int64) string {
+		return "gg:bench:{" + strconv.FormatInt(id%1024, 10) + "}:" + strconv.FormatInt(id, 10)
+	}
 	for _, id := range batch {
 		p.Get(ctx, key(id))
 	}

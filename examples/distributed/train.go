@@ -14,7 +14,7 @@ import (
 )
 
 func tableName(c config, f int) string { return fmt.Sprintf("%s.feature%d", c.name, f) }
-func denseName(c config) string       { return c.name + ".dense" }
+func denseName(c config) string        { return c.name + ".dense" }
 
 // sparseAdam is the optimiser of every table, and of the dense
 // learnables on the cluster.
