@@ -281,3 +281,38 @@ func redisWorker(t *testing.T, dir, name string, vocab, dim int) {
 		}
 	}
 }
+
+// A cluster that speaks TLS alone (clients and cluster bus): a store
+// given RedisOptions.TLS writes, reads and steps its rows; one without
+// TLS is refused.
+func TestRedisTLS(t *testing.T) {
+	cl := localredis.StartTLS(t, 3, 0)
+	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, TLS: cl.TLS}
+	const vocab, dim = 2000, 4
+	if err := table.CreateRedis(o, "tls", vocab, dim, tensor.Float32); err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.OpenRedis(o, "tls", dim, tensor.Float32, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WriteRows(allIDs(vocab), make([]byte, vocab*dim*4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LoadFunctions(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StepSGD(allIDs(vocab), filled(vocab*dim, -1), 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	for r, n := range countRows(t, o, "tls", vocab, dim) {
+		if n != 1 {
+			t.Fatalf("row %d took %d steps, not 1", r, n)
+		}
+	}
+	o.TLS = nil
+	if _, err := table.OpenRedis(o, "tls", dim, tensor.Float32, nil); err == nil {
+		t.Fatal("a client without TLS read the table")
+	}
+}

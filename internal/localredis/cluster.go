@@ -5,6 +5,7 @@ package localredis
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -32,8 +33,11 @@ var ErrNoServer = errors.New("needs redis-server and redis-cli: " + Install)
 type Cluster struct {
 	Addrs    []string // the masters' and replicas' addresses
 	Password string
-	dir      string
-	nodes    map[string]*exec.Cmd
+	// TLS is, for a cluster that speaks TLS alone (StartTLS), a client
+	// configuration that trusts its certificates; else nil.
+	TLS   *tls.Config
+	dir   string
+	nodes map[string]*exec.Cmd
 }
 
 // Start starts a cluster of masters masters, each with replicas replicas,
@@ -41,7 +45,19 @@ type Cluster struct {
 // skips the test, naming the install command, unless Require is set.
 func Start(t testing.TB, masters, replicas int) *Cluster {
 	t.Helper()
-	c, err := Launch(t.TempDir(), masters, replicas)
+	return start(t, masters, replicas, false)
+}
+
+// StartTLS is Start for a cluster that speaks TLS alone, clients and
+// cluster bus, with certificates of a new authority (Cluster.TLS).
+func StartTLS(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
+	return start(t, masters, replicas, true)
+}
+
+func start(t testing.TB, masters, replicas int, withTLS bool) *Cluster {
+	t.Helper()
+	c, err := launch(t.TempDir(), masters, replicas, withTLS)
 	switch {
 	case errors.Is(err, ErrNoServer) && os.Getenv(Require) == "":
 		t.Skip(err)
@@ -58,12 +74,22 @@ func Start(t testing.TB, masters, replicas int) *Cluster {
 // replicas, keeping its files in dir, and returns once every node says
 // the cluster is ok. Stop stops it.
 func Launch(dir string, masters, replicas int) (*Cluster, error) {
+	return launch(dir, masters, replicas, false)
+}
+
+func launch(dir string, masters, replicas int, withTLS bool) (*Cluster, error) {
 	server, err1 := exec.LookPath("redis-server")
 	cli, err2 := exec.LookPath("redis-cli")
 	if err1 != nil || err2 != nil {
 		return nil, ErrNoServer
 	}
 	c := &Cluster{Password: "gathergrad-" + strconv.FormatUint(rand.Uint64(), 36), dir: dir, nodes: map[string]*exec.Cmd{}}
+	if withTLS {
+		var err error
+		if c.TLS, err = makeCerts(dir); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.launch(server, cli, masters, replicas); err != nil {
 		c.Stop()
 		return nil, err
@@ -88,7 +114,8 @@ func (c *Cluster) launch(server, cli string, masters, replicas int) error {
 			return fmt.Errorf("redis-server at %s did not start: %w", a, err)
 		}
 	}
-	args := append([]string{"-a", c.Password, "--no-auth-warning", "--cluster", "create"}, c.Addrs...)
+	args := append(c.cliAuth(), "--cluster", "create")
+	args = append(args, c.Addrs...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
@@ -106,9 +133,15 @@ func (c *Cluster) startNode(server string, port int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ncluster-enabled yes\ncluster-config-file nodes.conf\n"+
+	listen := fmt.Sprintf("port %d\n", port)
+	if c.TLS != nil {
+		listen = fmt.Sprintf("port 0\ntls-port %d\ntls-cluster yes\ntls-replication yes\ntls-auth-clients no\n"+
+			"tls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n", port,
+			filepath.Join(c.dir, "node.crt"), filepath.Join(c.dir, "node.key"), filepath.Join(c.dir, "ca.crt"))
+	}
+	conf := listen + fmt.Sprintf("bind 127.0.0.1\ncluster-enabled yes\ncluster-config-file nodes.conf\n"+
 		"cluster-node-timeout 2000\ndir %s\nsave \"\"\nappendonly no\nrequirepass %s\nmasterauth %s\n"+
-		"daemonize no\nlogfile %s\n", port, dir, c.Password, c.Password, filepath.Join(dir, "log"))
+		"daemonize no\nlogfile %s\n", dir, c.Password, c.Password, filepath.Join(dir, "log"))
 	path := filepath.Join(dir, "redis.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return err
@@ -146,7 +179,17 @@ func (c *Cluster) Stop() {
 // CLI runs redis-cli against the node at addr with the cluster's password.
 func (c *Cluster) CLI(addr string, args ...string) ([]byte, error) {
 	host, port, _ := net.SplitHostPort(addr)
-	return exec.Command("redis-cli", append([]string{"-h", host, "-p", port, "-a", c.Password, "--no-auth-warning"}, args...)...).CombinedOutput()
+	return exec.Command("redis-cli", append(append([]string{"-h", host, "-p", port}, c.cliAuth()...), args...)...).CombinedOutput()
+}
+
+// cliAuth returns redis-cli's arguments for the cluster's password and,
+// with TLS, its authority.
+func (c *Cluster) cliAuth() []string {
+	args := []string{"-a", c.Password, "--no-auth-warning"}
+	if c.TLS != nil {
+		args = append(args, "--tls", "--cacert", filepath.Join(c.dir, "ca.crt"))
+	}
+	return args
 }
 
 func (c *Cluster) ping(cli, addr string) bool {
