@@ -10,6 +10,12 @@
 //	adam := optim.NewSparseAdam(1e-3)
 //	adam.Step(table, g)
 //
+// For several workers on a Redis Cluster, the sparse optimisers are
+// ServerSteppers (a table.CacheOptions.Shared table's rows are stepped on
+// the servers), and SharedDense keeps a model's dense learnables there,
+// parameter-server style, the workers at most SharedOptions.Staleness
+// steps apart.
+//
 // Errors wrap the sentinels of package gather (gather.ErrOption for a bad
-// learning rate, ...) or ErrOtherTable.
+// learning rate, ...), ErrOtherTable or ErrStale.
 package optim

@@ -18,9 +18,10 @@
 // writes changed rows back through a journal, so that a crash leaves the
 // table of the last Sync. NewCached puts the same cache in front of any
 // Store, such as a MemoryStore, or a RedisStore: a table on a Redis
-// Cluster (CreateRedis, OpenRedis), whose rows row-wise Adagrad and
-// SparseAdam can also update on the servers (StepAdagrad, StepAdam),
-// atomically per row.
+// Cluster (CreateRedis, OpenRedis), whose rows SparseSGD, row-wise
+// Adagrad and SparseAdam can also update on the servers (StepSGD,
+// StepAdagrad, StepAdam), atomically per row and exactly once, so that
+// several workers train one table (CacheOptions.Shared).
 //
 // Open maps a table file without state read-write instead, for
 // nn.OpenEmbedding: simpler, but each new row is a page fault, and a crash
