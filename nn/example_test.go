@@ -182,6 +182,36 @@ func ExampleNLLLoss() {
 	// 0.25
 }
 
+// LogSoftmax then NLLLoss, as PyTorch users often write CrossEntropy.
+func ExampleLogSoftmax() {
+	g := gorgonia.NewGraph()
+	logits := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("logits"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{
+			2, 0, 0,
+			0, 0, 0,
+		}))))
+	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("y"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 2}))))
+	logp, err := nn.LogSoftmax(logits, -1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	loss, err := nn.NLLLoss(logp, targets)
+	if err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("log-probabilities %.4f\n", logp.Value().Data())
+	fmt.Printf("loss %.4f\n", loss.Value().Data()) // as ExampleCrossEntropy's
+	// Output:
+	// log-probabilities [-0.2395 -2.2395 -2.2395 -1.0986 -1.0986 -1.0986]
+	// loss 0.6691
+}
+
 func ExampleEmbeddingBag() {
 	g := gorgonia.NewGraph()
 	table := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("table"),

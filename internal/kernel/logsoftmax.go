@@ -1,0 +1,145 @@
+package kernel
+
+import (
+	"math"
+
+	"github.com/gathergrad/gather/internal/parallel"
+)
+
+// LogSoftmax sets dst to the log-softmax of x over the middle axis of the
+// shape [outer, n, inner] (row-major):
+//
+//	dst[o][j][i] = x[o][j][i] - m - log(Σ_k exp(x[o][k][i] - m))
+//
+// with m the largest x[o][k][i] (so that exp does not overflow), the sum
+// and the subtraction in float64. Over the last axis (inner 1) float32
+// rows are exponentiated eight at a time (Exp32, within 2 units in the
+// last place); other axes and float64 use math.Exp. dst and x may be the
+// same slice.
+func LogSoftmax[T Float](dst, x []T, outer, n, inner int) {
+	if outer*n*inner == 0 {
+		return
+	}
+	if inner == 1 {
+		parallel.For(outer, outer*n, func(lo, hi int) { logSoftmaxRows(dst, x, n, lo, hi) })
+		return
+	}
+	parallel.For(outer, outer*n*inner, func(lo, hi int) {
+		for o := lo; o < hi; o++ {
+			for i := range inner {
+				base := o*n*inner + i
+				lse := laneLogSumExp(x, base, n, inner)
+				for j := range n {
+					p := base + j*inner
+					dst[p] = T(float64(x[p]) - lse)
+				}
+			}
+		}
+	})
+}
+
+// logSoftmaxRows is LogSoftmax over rows of n for the rows [lo, hi).
+func logSoftmaxRows[T Float](dst, x []T, n, lo, hi int) {
+	sc := getBlockScratch[T](n, true)
+	defer putBlockScratch(sc)
+	e, m, s := sc.parts()
+	for r0 := lo; r0 < hi; r0 += entropyRows {
+		r1 := min(r0+entropyRows, hi)
+		expRows(e, m[:r1-r0], s, x[r0*n:r1*n], n)
+		for r := r0; r < r1; r++ {
+			lse := m[r-r0] + math.Log(s[r-r0])
+			row, out := x[r*n:(r+1)*n], dst[r*n:(r+1)*n]
+			out = out[:len(row)]
+			for j, v := range row {
+				out[j] = T(float64(v) - lse)
+			}
+		}
+	}
+}
+
+// laneLogSumExp returns m + log(Σ_k exp(x[base+k*stride] - m)) over k in
+// [0, n), m the lane's largest element (0 when it is infinite, as shift
+// says).
+func laneLogSumExp[T Float](x []T, base, n, stride int) float64 {
+	m := math.Inf(-1)
+	for k := range n {
+		if v := float64(x[base+k*stride]); v > m {
+			m = v
+		}
+	}
+	if math.IsInf(m, 0) {
+		m = 0
+	}
+	s := 0.0
+	for k := range n {
+		s += math.Exp(float64(x[base+k*stride]) - m)
+	}
+	return m + math.Log(s)
+}
+
+// LogSoftmaxGrad sets dst (or with add, adds into it) the gradient of
+// LogSoftmax with respect to x, given the upstream gradient g, over the
+// middle axis of [outer, n, inner]:
+//
+//	dst[o][j][i] = g[o][j][i] - softmax(x)[o][j][i] · Σ_k g[o][k][i]
+//
+// softmax computed from x as LogSoftmax computes it, the sum in float64.
+func LogSoftmaxGrad[T Float](dst, x, g []T, outer, n, inner int, add bool) {
+	if outer*n*inner == 0 {
+		return
+	}
+	if inner == 1 {
+		parallel.For(outer, 2*outer*n, func(lo, hi int) { logSoftmaxGradRows(dst, x, g, n, lo, hi, add) })
+		return
+	}
+	parallel.For(outer, 2*outer*n*inner, func(lo, hi int) {
+		for o := lo; o < hi; o++ {
+			for i := range inner {
+				base := o*n*inner + i
+				lse := laneLogSumExp(x, base, n, inner)
+				gs := 0.0
+				for j := range n {
+					gs += float64(g[base+j*inner])
+				}
+				for j := range n {
+					p := base + j*inner
+					d := T(float64(g[p]) - math.Exp(float64(x[p])-lse)*gs)
+					if add {
+						dst[p] += d
+					} else {
+						dst[p] = d
+					}
+				}
+			}
+		}
+	})
+}
+
+// logSoftmaxGradRows is LogSoftmaxGrad over rows of n for the rows [lo, hi).
+func logSoftmaxGradRows[T Float](dst, x, g []T, n, lo, hi int, add bool) {
+	sc := getBlockScratch[T](n, true)
+	defer putBlockScratch(sc)
+	e, m, s := sc.parts()
+	for r0 := lo; r0 < hi; r0 += entropyRows {
+		r1 := min(r0+entropyRows, hi)
+		expRows(e, m[:r1-r0], s, x[r0*n:r1*n], n)
+		for r := r0; r < r1; r++ {
+			gr, er, out := g[r*n:(r+1)*n], e[(r-r0)*n:(r-r0+1)*n], dst[r*n:(r+1)*n]
+			er, out = er[:len(gr)], out[:len(gr)]
+			gs := 0.0
+			for _, v := range gr {
+				gs += float64(v)
+			}
+			k := gs / s[r-r0]
+			if add {
+				for j, v := range gr {
+					out[j] += T(float64(v) - k*float64(er[j]))
+				}
+			} else {
+				for j, v := range gr {
+					out[j] = T(float64(v) - k*float64(er[j]))
+				}
+			}
+		}
+	}
+}
