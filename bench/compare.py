@@ -72,7 +72,7 @@ def step_round(binary, nn_binary, procs):
 
 STEPS = (["Graph/emb_50k_128"] + [f"TrainStep/{m}/rows={r}" for m in ("dense", "sparse") for r in (10_000, 100_000, 1_000_000)]
          + ["SkipGram"])
-LOSSES = ["CrossEntropy/CrossEntropy", "CrossEntropy/ignore_index", "CrossEntropy/class_weights", "BCEWithLogits/4096x16"]
+LOSSES = ["CrossEntropy/CrossEntropy", "CrossEntropy/LogSoftmax+NLLLoss", "CrossEntropy/ignore_index", "CrossEntropy/class_weights", "BCEWithLogits/4096x16"]
 
 
 def torch_round(procs):
@@ -242,7 +242,7 @@ def ab_specs():
         for rows in (10_000, 100_000, 1_000_000):
             specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$", f"TrainStep/{mode}/rows={rows}", "5x"))
     specs.append(("./nn", "^BenchmarkSkipGram$", "SkipGram", "5x"))
-    for c in ("CrossEntropy", "ignore_index", "class_weights"):
+    for c in ("CrossEntropy", "LogSoftmax+NLLLoss", "ignore_index", "class_weights"):
         specs.append(("./nn", f"^BenchmarkCrossEntropy$/^{c}$", "CrossEntropy" if c == "CrossEntropy" else f"CrossEntropy/{c}", "20x"))
     specs.append(("./nn", "^BenchmarkBCEWithLogits$", "BCEWithLogits", "20x"))
     return specs

@@ -218,15 +218,26 @@ func BenchmarkCrossEntropy(b *testing.B) {
 	for _, fused := range []bool{true, false} {
 		name := "CrossEntropy"
 		if !fused {
-			name = "LogSoftMax+NLLLoss"
+			name = "LogSoftmax+NLLLoss"
 		}
 		b.Run(name, func(b *testing.B) {
-			loss, _, err := lossGraph(tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)),
-				tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), fused)
+			g := gorgonia.NewGraph()
+			xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
+			yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), gorgonia.WithName("y"))
+			loss, err := CrossEntropy(xn, yn)
+			if !fused {
+				var lp *gorgonia.Node
+				if lp, err = LogSoftmax(xn, -1); err == nil {
+					loss, err = NLLLoss(lp, yn)
+				}
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
-			vm := gorgonia.NewTapeMachine(loss.Graph())
+			if _, err := gorgonia.Grad(loss, xn); err != nil {
+				b.Fatal(err)
+			}
+			vm := gorgonia.NewTapeMachine(g)
 			defer vm.Close()
 			ref.BenchRuns(b, vm)
 		})

@@ -225,21 +225,31 @@ func entropyGrad[T Float, I Index](dst, x []T, t []I, c int, scale float64, add 
 			k := scale / s[r-r0]
 			target := Wrap(t[r], c)
 			before := out[target]
-			if add {
-				for j, v := range er {
-					out[j] += T(k * float64(v))
-				}
-			} else {
-				for j, v := range er {
-					out[j] = T(k * float64(v))
-				}
-			}
+			scaleRow(out, er, k, add)
 			g := T(k*float64(er[target]) - scale)
 			if add {
 				g += before
 			}
 			out[target] = g
 		}
+	}
+}
+
+// scaleRow sets out[j] = k·e[j] (or with add, adds it) in T's
+// arithmetic: for float32 rows k is rounded to float32 first, so an
+// element may differ from the product rounded once by one unit in the
+// last place.
+func scaleRow[T Float](out, e []T, k float64, add bool) {
+	kt := T(k)
+	out = out[:len(e)]
+	if add {
+		for j, v := range e {
+			out[j] += kt * v
+		}
+		return
+	}
+	for j, v := range e {
+		out[j] = kt * v
 	}
 }
 
@@ -397,15 +407,7 @@ func classLossGrad[T Float, I Index](o *ClassLoss, dst, x []T, t []I, c int, sca
 			// Without smoothing: every element as if it were not the
 			// target, without a branch per element, then the target's.
 			before := out[y]
-			if add {
-				for j, v := range er {
-					out[j] += T(k * (a * (float64(v) * inv)))
-				}
-			} else {
-				for j, v := range er {
-					out[j] = T(k * (a * (float64(v) * inv)))
-				}
-			}
+			scaleRow(out, er, k*a*inv, add)
 			g := T(k * (a*(float64(er[y])*inv) - a))
 			if add {
 				g += before
