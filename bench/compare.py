@@ -243,7 +243,7 @@ def ab_specs():
             specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$", f"TrainStep/{mode}/rows={rows}", "5x"))
     specs.append(("./nn", "^BenchmarkSkipGram$", "SkipGram", "5x"))
     for c in ("CrossEntropy", "LogSoftmax+NLLLoss", "ignore_index", "class_weights"):
-        specs.append(("./nn", f"^BenchmarkCrossEntropy$/^{c}$", "CrossEntropy" if c == "CrossEntropy" else f"CrossEntropy/{c}", "20x"))
+        specs.append(("./nn", f"^BenchmarkCrossEntropy$/^{re.escape(c)}$", "CrossEntropy" if c == "CrossEntropy" else f"CrossEntropy/{c}", "20x"))
     specs.append(("./nn", "^BenchmarkBCEWithLogits$", "BCEWithLogits", "20x"))
     return specs
 

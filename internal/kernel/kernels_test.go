@@ -413,3 +413,26 @@ func TestRowSourcesLeaveTheStack(t *testing.T) {
 		t.Errorf("Take allocates %v times a call, BagPool %v; want 1 each (the table)", take, bag)
 	}
 }
+
+// sumLogs equals the sum of the logs within rounding, for row sums of up
+// to a million classes, and passes 0, +Inf and NaN on as their logs do.
+func TestSumLogs(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for _, n := range []int{0, 1, 15, 16, 17, 256, 1000} {
+		s := make([]float64, n)
+		want := 0.0
+		for i := range s {
+			s[i] = 1 + r.Float64()*1e6
+			want += math.Log(s[i])
+		}
+		if got := sumLogs(s); math.Abs(got-want) > 1e-12*max(1, math.Abs(want)) {
+			t.Fatalf("%d sums: %v, want %v", n, got, want)
+		}
+	}
+	for _, v := range []float64{0, math.Inf(1), math.NaN()} {
+		want := math.Log(2) + math.Log(v)
+		if got := sumLogs([]float64{2, v}); !(got == want || math.IsNaN(got) && math.IsNaN(want)) {
+			t.Fatalf("with %v: %v, want %v", v, got, want)
+		}
+	}
+}

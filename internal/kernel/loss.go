@@ -120,9 +120,9 @@ func EntropySum[T Float, I Index](x []T, t []I, c int) float64 {
 			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
 			var sum float64
 			for r := r0; r < r1; r++ {
-				sum += m[r-r0] + math.Log(s[r-r0]) - float64(x[r*c+Wrap(t[r], c)])
+				sum += m[r-r0] - float64(x[r*c+Wrap(t[r], c)])
 			}
-			blocks[b] = sum
+			blocks[b] = sum + sumLogs(s[:r1-r0])
 		}
 	})
 	var total float64
@@ -130,6 +130,29 @@ func EntropySum[T Float, I Index](x []T, t []I, c int) float64 {
 		total += s
 	}
 	return total
+}
+
+// sumLogs returns Σ log(s[i]), where each s[i] is a row's sum of
+// exponentials shifted by its maximum, so in [1, classes] when finite:
+// the log of the product of the s[i], renormalised every 16 factors to a
+// fraction and a power of two (math.Frexp) so that it cannot overflow,
+// one logarithm for all of them. A value outside [1, +Inf) adds its own
+// log, as the sum would.
+func sumLogs(s []float64) float64 {
+	prod, exp2, extra := 1.0, 0, 0.0
+	for i, v := range s {
+		if !(v >= 1) || math.IsInf(v, 1) {
+			extra += math.Log(v)
+			continue
+		}
+		prod *= v
+		if i%16 == 15 {
+			var e int
+			prod, e = math.Frexp(prod)
+			exp2 += e
+		}
+	}
+	return math.Log(prod) + float64(exp2)*math.Ln2 + extra
 }
 
 // expRows sets, for each row r of x (rows of c elements, len(m) rows, at
