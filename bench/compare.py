@@ -59,19 +59,19 @@ def step_round(binary, nn_binary, procs):
     env = dict(os.environ, GOMAXPROCS=str(procs))
     res = {}
     for b, pattern, benchtime in ((binary, "^BenchmarkGraph$", "10x"), (nn_binary, "^BenchmarkTrainStep$", "5x"),
-                                  (nn_binary, "^BenchmarkSkipGram$", "5x"),
+                                  (nn_binary, "^BenchmarkSkipGram$", "5x"), (nn_binary, "^BenchmarkClickModel$", "5x"),
                                   (nn_binary, "^BenchmarkCrossEntropy$|^BenchmarkBCEWithLogits$", "20x")):
         out = subprocess.run([b, "-test.run", "^$", "-test.bench", pattern, "-test.benchtime", benchtime,
                               "-test.count", "1"], env=env, check=True, capture_output=True, text=True).stdout
         for line in out.splitlines():
-            m = re.match(r"Benchmark(Graph/\S+?|TrainStep/\S+?|SkipGram|CrossEntropy/\S+?|BCEWithLogits/\S+?)(?:/tape-fwd-bwd)?(?:-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
+            m = re.match(r"Benchmark(Graph/\S+?|TrainStep/\S+?|SkipGram|ClickModel|CrossEntropy/\S+?|BCEWithLogits/\S+?)(?:/tape-fwd-bwd)?(?:-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
             if m:
                 res[m.group(1)] = (float(m.group(2)), None)
     return res
 
 
 STEPS = (["Graph/emb_50k_128"] + [f"TrainStep/{m}/rows={r}" for m in ("dense", "sparse") for r in (10_000, 100_000, 1_000_000)]
-         + ["SkipGram"])
+         + ["SkipGram", "ClickModel"])
 LOSSES = ["CrossEntropy/CrossEntropy", "CrossEntropy/LogSoftmax+NLLLoss", "CrossEntropy/ignore_index", "CrossEntropy/class_weights", "BCEWithLogits/4096x16"]
 
 
@@ -242,6 +242,7 @@ def ab_specs():
         for rows in (10_000, 100_000, 1_000_000):
             specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$", f"TrainStep/{mode}/rows={rows}", "5x"))
     specs.append(("./nn", "^BenchmarkSkipGram$", "SkipGram", "5x"))
+    specs.append(("./nn", "^BenchmarkClickModel$", "ClickModel", "5x"))
     for c in ("CrossEntropy", "LogSoftmax+NLLLoss", "ignore_index", "class_weights"):
         specs.append(("./nn", f"^BenchmarkCrossEntropy$/^{re.escape(c)}$", "CrossEntropy" if c == "CrossEntropy" else f"CrossEntropy/{c}", "20x"))
     specs.append(("./nn", "^BenchmarkBCEWithLogits$", "BCEWithLogits", "20x"))

@@ -1,0 +1,191 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/ref"
+	"github.com/gathergrad/gather/optim"
+)
+
+// The click model of BenchmarkClickModel (bench/torch_peer.py's
+// click_model): three mean bags of ids, each in a table of V+1 rows × 16
+// (row V the padding row), four dense features through Linear(4, 16) and
+// ReLU, all concatenated, Linear(64, 64), ReLU, Linear(64, 1), the
+// logistic loss against 0/1 labels; SparseAdam on the tables, SGD on the
+// dense layers.
+var (
+	clickVocab = [3]int{1_000_000, 100_000, 1_000}
+	clickK     = [3]int{4, 3, 1}
+)
+
+const (
+	clickBatch   = 512
+	clickDim     = 16
+	clickBatches = 64
+)
+
+// clickData is a batch of the click model: each feature's ids packed
+// with the padding id, its offsets, the dense features and the labels.
+type clickData struct {
+	ids, offsets [3][]int64
+	dense        []float32
+	labels       []float32
+}
+
+// clickBatchesOf draws the benchmark's batches: bag b of feature f holds
+// 1 + U[0, K) ids drawn by rand.NewZipf(r, 1.05, 2, V-1).
+func clickBatchesOf(seed uint64) []clickData {
+	r := rand.New(rand.NewPCG(seed, 1))
+	var zipf [3]*rand.Zipf
+	for f := range zipf {
+		zipf[f] = rand.NewZipf(r, 1.05, 2, uint64(clickVocab[f]-1))
+	}
+	out := make([]clickData, clickBatches)
+	for i := range out {
+		d := &out[i]
+		for f := range d.ids {
+			d.ids[f] = make([]int64, clickBatch*clickK[f])
+			for k := range d.ids[f] {
+				d.ids[f][k] = int64(clickVocab[f]) // the padding row
+			}
+			d.offsets[f] = make([]int64, clickBatch)
+			for b := range clickBatch {
+				d.offsets[f][b] = int64(b * clickK[f])
+				for k := range 1 + r.IntN(clickK[f]) {
+					d.ids[f][b*clickK[f]+k] = int64(zipf[f].Uint64())
+				}
+			}
+		}
+		d.dense = make([]float32, clickBatch*4)
+		for k := range d.dense {
+			d.dense[k] = float32(r.NormFloat64())
+		}
+		d.labels = make([]float32, clickBatch)
+		for k := range d.labels {
+			d.labels[k] = float32(r.IntN(2))
+		}
+	}
+	return out
+}
+
+// BenchmarkClickModel measures one training step of the click model on
+// batches of 512 made beforehand, used in turn: forward, backward,
+// SparseAdam (lr 0.01) on the three tables, SGD (lr 0.01) on the dense
+// layers. The tables start from N(0, 0.05), the dense layers from
+// U(-1/√fan_in, 1/√fan_in), as PyTorch's Linear.
+func BenchmarkClickModel(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	g := gorgonia.NewGraph()
+	var tables [3]*Embedding
+	var pooled []*gorgonia.Node
+	var idT, offT [3]*tensor.Dense
+	for f := range tables {
+		normal := func(dt tensor.Dtype, s ...int) any {
+			v := make([]float32, tensor.Shape(s).TotalSize())
+			for i := range v {
+				v[i] = float32(0.05 * r.NormFloat64())
+			}
+			return v
+		}
+		e, err := NewEmbedding(g, "table"+string(rune('0'+f)), clickVocab[f]+1, clickDim, tensor.Float32,
+			WithSparse(), WithPadding(clickVocab[f]), WithInit(normal))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tables[f] = e
+		idT[f] = tensor.New(tensor.WithShape(clickBatch*clickK[f]), tensor.Of(tensor.Int64))
+		offT[f] = tensor.New(tensor.WithShape(clickBatch), tensor.Of(tensor.Int64))
+		ids := gorgonia.NodeFromAny(g, idT[f], gorgonia.WithName("ids"+string(rune('0'+f))))
+		offs := gorgonia.NodeFromAny(g, offT[f], gorgonia.WithName("offsets"+string(rune('0'+f))))
+		p, err := e.Bag(ids, offs, nil, BagMean)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pooled = append(pooled, p)
+	}
+	linear := func(name string, in, out int) (*gorgonia.Node, *gorgonia.Node) {
+		bound := 1 / math.Sqrt(float64(in))
+		uniform := func(n int) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32((2*r.Float64() - 1) * bound)
+			}
+			return v
+		}
+		w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".weight"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(in, out), tensor.WithBacking(uniform(in*out)))))
+		bias := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".bias"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(1, out), tensor.WithBacking(uniform(out)))))
+		return w, bias
+	}
+	w1, b1 := linear("dense", 4, 16)
+	w2, b2 := linear("top1", 64, 64)
+	w3, b3 := linear("top2", 64, 1)
+	params := gorgonia.Nodes{w1, b1, w2, b2, w3, b3}
+	denseT := tensor.New(tensor.WithShape(clickBatch, 4), tensor.Of(tensor.Float32))
+	labelT := tensor.New(tensor.WithShape(clickBatch, 1), tensor.Of(tensor.Float32))
+	x := gorgonia.NodeFromAny(g, denseT, gorgonia.WithName("dense"))
+	y := gorgonia.NodeFromAny(g, labelT, gorgonia.WithName("labels"))
+	layer := func(in, w, bias *gorgonia.Node, relu bool) *gorgonia.Node {
+		out := gorgonia.Must(gorgonia.BroadcastAdd(gorgonia.Must(gorgonia.Mul(in, w)), bias, nil, []byte{0}))
+		if relu {
+			out = gorgonia.Must(gorgonia.Rectify(out))
+		}
+		return out
+	}
+	h := layer(x, w1, b1, true)
+	z := gorgonia.Must(gorgonia.Concat(1, append(pooled, h)...))
+	logits := layer(layer(z, w2, b2, true), w3, b3, false)
+	loss, err := BCEWithLogits(logits, y)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wrt := append(gorgonia.Nodes{}, params...)
+	for _, e := range tables {
+		wrt = append(wrt, e.GradNodes()...)
+	}
+	if _, err := gorgonia.Grad(loss, wrt...); err != nil {
+		b.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(params...))
+	defer vm.Close()
+	var adams [3]*optim.SparseAdam
+	for f := range adams {
+		adams[f] = optim.NewSparseAdam(0.01)
+	}
+	sgd := &optim.SGD{LearnRate: 0.01}
+	data := clickBatchesOf(7)
+	n := 0
+	step := func() {
+		d := &data[n%clickBatches]
+		n++
+		for f := range idT {
+			copy(idT[f].Int64s(), d.ids[f])
+			copy(offT[f].Int64s(), d.offsets[f])
+		}
+		copy(denseT.Float32s(), d.dense)
+		copy(labelT.Float32s(), d.labels)
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		for f, e := range tables {
+			if err := e.Step(adams[f]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := sgd.Step(gorgonia.NodesToValueGrads(params)); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	}
+	b.ReportAllocs()
+	ref.Steady(step)
+	for b.Loop() {
+		step()
+	}
+}
