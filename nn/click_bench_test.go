@@ -139,7 +139,10 @@ func BenchmarkClickModel(b *testing.B) {
 		return out
 	}
 	h := layer(x, w1, b1, true)
-	z := gorgonia.Must(gorgonia.Concat(1, append(pooled, h)...))
+	z, err := Concat(1, append(pooled, h)...)
+	if err != nil {
+		b.Fatal(err)
+	}
 	logits := layer(layer(z, w2, b2, true), w3, b3, false)
 	loss, err := BCEWithLogits(logits, y)
 	if err != nil {

@@ -212,6 +212,36 @@ func ExampleLogSoftmax() {
 	// loss 0.6691
 }
 
+// Pooled bags and a dense feature joined before a model's top layers.
+func ExampleConcat() {
+	g := gorgonia.NewGraph()
+	bag := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("bag"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4}))))
+	dense := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("dense"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(2, 1), tensor.WithBacking([]float64{5, 6}))))
+	z, err := nn.Concat(1, bag, dense)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var zv gorgonia.Value
+	gorgonia.Read(z, &zv) // the machine may reuse z's memory for the gradients
+	cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.Square(z))))
+	if _, err := gorgonia.Grad(cost, bag, dense); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	gd, _ := dense.Grad()
+	fmt.Println(zv.Shape(), zv.Data())
+	fmt.Println(gd.Data()) // 2·dense
+	// Output:
+	// (2, 3) [1 2 5 3 4 6]
+	// [10 12]
+}
+
 func ExampleEmbeddingBag() {
 	g := gorgonia.NewGraph()
 	table := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("table"),

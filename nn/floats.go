@@ -12,7 +12,8 @@ import (
 type floatOps struct {
 	clear        func(t *tensor.Dense)
 	addInto      func(dst, src *tensor.Dense)
-	copyAt       func(dst *tensor.Dense, off int, src *tensor.Dense) // src's values into dst from element off on
+	addBand      func(part, whole *tensor.Dense, outer, row, w, at int) // part [outer, w] += whole [outer, row]'s columns [at, at+w)
+	copyAt       func(dst *tensor.Dense, off int, src *tensor.Dense)    // src's values into dst from element off on
 	firstNonZero func(t *tensor.Dense) int
 	divideByFreq func(g *tensor.Dense, ids operand.Indices, vocab int)
 	renorm       func(table *tensor.Dense, ids operand.Indices, dim int, maxNorm float64)
@@ -33,8 +34,14 @@ func floatsFor(dt tensor.Dtype) *floatOps { return operand.PickFloat(dt, &float3
 func floatOpsOf[T kernel.Float]() floatOps {
 	f := operand.Floats[T]
 	return floatOps{
-		clear:        func(t *tensor.Dense) { kernel.Clear(f(t)) },
-		addInto:      func(dst, src *tensor.Dense) { kernel.AddInto(f(dst), f(src)) },
+		clear:   func(t *tensor.Dense) { kernel.Clear(f(t)) },
+		addInto: func(dst, src *tensor.Dense) { kernel.AddInto(f(dst), f(src)) },
+		addBand: func(part, whole *tensor.Dense, outer, row, w, at int) {
+			p, wh := f(part), f(whole)
+			for k := range outer {
+				kernel.AddInto(p[k*w:(k+1)*w], wh[k*row+at:k*row+at+w])
+			}
+		},
 		copyAt:       func(dst *tensor.Dense, off int, src *tensor.Dense) { copy(f(dst)[off:], f(src)) },
 		firstNonZero: func(t *tensor.Dense) int { return kernel.FirstNonZero(f(t)) },
 		divideByFreq: func(g *tensor.Dense, ids operand.Indices, vocab int) {

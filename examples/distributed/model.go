@@ -102,7 +102,7 @@ func newModel(g *gorgonia.ExprGraph, tables [3]*nn.Embedding, n int, seed uint64
 	if h, err = gorgonia.Rectify(h); err != nil {
 		return nil, err
 	}
-	z, err := gorgonia.Concat(1, append(pooled, h)...)
+	z, err := nn.Concat(1, append(pooled, h)...)
 	if err != nil {
 		return nil, err
 	}

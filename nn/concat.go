@@ -1,0 +1,188 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
+	"github.com/gathergrad/gather/internal/shapes"
+)
+
+// opConcat names Concat in error messages.
+const opConcat = "concat"
+
+// Concat joins xs along axis (negative counts from the back), as
+// torch.cat: every x has the first's rank, dtype and shape but on axis,
+// and the output's size on axis is the sum of theirs. It computes what
+// gorgonia.Concat computes, and its gradient gives each x its part of the
+// output's gradient, copying runs of contiguous elements where Gorgonia's
+// slices walk them one by one; the pooled bags and dense features of a
+// recommendation model join this way before its top layers:
+//
+//	z, _ := nn.Concat(1, userBag, itemBag, dense) // [batch, d1+d2+d3]
+//
+// xs are float32 or float64 nodes; gradients flow to each, in both of
+// Gorgonia's machines. It is O(size of the output) forward and backward.
+func Concat(axis int, xs ...*gorgonia.Node) (*gorgonia.Node, error) {
+	if len(xs) == 0 || xs[0] == nil {
+		return nil, fmt.Errorf("%s: needs at least one node: %w", opConcat, gather.ErrShape)
+	}
+	dt, first := xs[0].Dtype(), xs[0].Shape()
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("%s: xs must be float32 or float64, got %v: %w", opConcat, dt, gather.ErrDtype)
+	}
+	r := len(first)
+	if r == 0 {
+		return nil, fmt.Errorf("%s: xs must have rank >= 1, got a scalar: %w", opConcat, gather.ErrShape)
+	}
+	if axis < -r || axis >= r {
+		return nil, fmt.Errorf("%s: axis %d is out of range [%d, %d] for rank %d: %w", opConcat, axis, -r, r-1, r, gather.ErrAxisOutOfRange)
+	}
+	if axis < 0 {
+		axis += r
+	}
+	out := first.Clone()
+	out[axis] = 0
+	o := &concatOp{dtype: dt, outer: 1, inner: 1}
+	for _, d := range first[:axis] {
+		o.outer *= d
+	}
+	for _, d := range first[axis+1:] {
+		o.inner *= d
+	}
+	var in []hm.Type
+	for i, x := range xs {
+		if x == nil || x.Dtype() != dt || len(x.Shape()) != r {
+			return nil, fmt.Errorf("%s: xs[%d] is %v, want a node of rank %d and dtype %v: %w", opConcat, i, x, r, dt, gather.ErrShape)
+		}
+		s := x.Shape()
+		for k := range r {
+			if k != axis && s[k] != first[k] {
+				return nil, fmt.Errorf("%s: xs[%d] has shape %v, xs[0] %v: they may differ on axis %d only: %w", opConcat, i, s, first, axis, gather.ErrShape)
+			}
+		}
+		o.shapes = append(o.shapes, s.Clone())
+		o.widths = append(o.widths, s[axis]*o.inner)
+		out[axis] += s[axis]
+		in = append(in, operand.Type(r, dt))
+	}
+	o.shape = out
+	if _, err := shapes.Size(opConcat, "the output", out); err != nil {
+		return nil, err
+	}
+	diff := make([]bool, len(xs))
+	for i := range diff {
+		diff[i] = true
+	}
+	o.Op = opkit.New(opkit.Sig{Name: fmt.Sprintf("Concat{axis=%d}", axis), In: in, Dtype: dt, Shape: out, Diff: diff})
+	o.What = opConcat
+	for i := range xs {
+		g := opkit.Sig{Name: fmt.Sprintf("ConcatGrad{axis=%d, %d}", axis, i), In: append(in, operand.Type(r, dt)), Dtype: dt, Shape: o.shapes[i]}
+		o.Grads = append(o.Grads, opkit.NewGrad(g, o.grad(i), o.ID(), i))
+	}
+	n, err := gorgonia.ApplyOp(o, xs...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opConcat, errs.Graph(err))
+	}
+	return n, nil
+}
+
+// concatOp is the op of Concat: each input, seen as [outer, width] (its
+// size on the axis times the elements after it), is a band of columns of
+// the output, seen as [outer, Σ width].
+type concatOp struct {
+	opkit.Diff
+	dtype        tensor.Dtype
+	shape        tensor.Shape   // the output's
+	shapes       []tensor.Shape // the inputs'
+	widths       []int
+	outer, inner int
+}
+
+// read reads in[k] as a row-major tensor of shape want.
+func (o *concatOp) read(in []gorgonia.Value, k int, want tensor.Shape, what string) (*tensor.Dense, error) {
+	t, err := operand.Read(opConcat, what, in[k])
+	if err != nil {
+		return nil, err
+	}
+	if t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), want) {
+		return nil, fmt.Errorf("%s: %s is %v of shape %v, want %v of shape %v: %w", opConcat, what, t.Dtype(), t.Shape(), o.dtype, want, gather.ErrShape)
+	}
+	return t, nil
+}
+
+func (o *concatOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if err := operand.CheckArity(opConcat, "", len(in), len(o.shapes)); err != nil {
+		return nil, err
+	}
+	xs := make([]*tensor.Dense, len(in))
+	for i := range in {
+		var err error
+		if xs[i], err = o.read(in, i, o.shapes[i], fmt.Sprintf("xs[%d]", i)); err != nil {
+			return nil, err
+		}
+	}
+	out := operand.NewOutput(o.dtype, o.shape)
+	row, at := o.shape.TotalSize()/max(o.outer, 1), 0
+	for i, x := range xs {
+		w := o.widths[i]
+		copyBand(out, x, o.outer, row, w, at, true)
+		at += w
+	}
+	return out, nil
+}
+
+// grad returns the Run of the gradient of input i: its band of the
+// upstream gradient, written or added into dst.
+func (o *concatOp) grad(i int) opkit.Run {
+	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
+		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shapes[i]) || !operand.Writable(dst) {
+			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
+				opConcat, dst.Dtype(), dst.Shape(), o.dtype, o.shapes[i], gather.ErrShape)
+		}
+		if err := operand.CheckArity(opConcat, " gradient", len(in), len(o.shapes)+1); err != nil {
+			return err
+		}
+		g, err := o.read(in, len(o.shapes), o.shape, "upstream gradient")
+		if err != nil {
+			return err
+		}
+		at := 0
+		for _, w := range o.widths[:i] {
+			at += w
+		}
+		row := o.shape.TotalSize() / max(o.outer, 1)
+		if add {
+			floatsFor(o.dtype).addBand(dst, g, o.outer, row, o.widths[i], at)
+		} else {
+			copyBand(g, dst, o.outer, row, o.widths[i], at, false)
+		}
+		return nil
+	}
+}
+
+// copyBand copies between part, [outer, w], and the band of columns [at,
+// at+w) of whole, [outer, row]: into whole with toWhole, else into part.
+func copyBand(whole, part *tensor.Dense, outer, row, w, at int, toWhole bool) {
+	size := int(whole.Dtype().Size())
+	wb, pb := whole.Uint8s(), part.Uint8s()
+	for k := range outer {
+		ws, ps := wb[(k*row+at)*size:(k*row+at+w)*size], pb[k*w*size:(k+1)*w*size]
+		if toWhole {
+			copy(ws, ps)
+		} else {
+			copy(ps, ws)
+		}
+	}
+}
+
+var (
+	_ gorgonia.SDOp = (*concatOp)(nil)
+	_ gorgonia.ADOp = (*concatOp)(nil)
+)
