@@ -63,12 +63,16 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(idv))))
 	targets := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("y"),
 		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(tv))))
-	w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(dim, classes), gorgonia.WithName("w"), gorgonia.WithInit(init))
+	w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(classes, dim), gorgonia.WithName("w"), gorgonia.WithInit(init))
 	h, err := emb.Lookup(ids)
 	if err != nil {
 		b.Fatal(err)
 	}
-	loss, err := CrossEntropy(gorgonia.Must(gorgonia.Mul(h, w)), targets)
+	logits, err := Linear(h, w, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	loss, err := CrossEntropy(logits, targets)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -118,9 +118,9 @@ func BenchmarkClickModel(b *testing.B) {
 			return v
 		}
 		w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".weight"),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(in, out), tensor.WithBacking(uniform(in*out)))))
-		bias := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".bias"),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(1, out), tensor.WithBacking(uniform(out)))))
+			gorgonia.WithValue(tensor.New(tensor.WithShape(out, in), tensor.WithBacking(uniform(in*out)))))
+		bias := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithName(name+".bias"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(out), tensor.WithBacking(uniform(out)))))
 		return w, bias
 	}
 	w1, b1 := linear("dense", 4, 16)
@@ -132,7 +132,7 @@ func BenchmarkClickModel(b *testing.B) {
 	x := gorgonia.NodeFromAny(g, denseT, gorgonia.WithName("dense"))
 	y := gorgonia.NodeFromAny(g, labelT, gorgonia.WithName("labels"))
 	layer := func(in, w, bias *gorgonia.Node, relu bool) *gorgonia.Node {
-		out := gorgonia.Must(gorgonia.BroadcastAdd(gorgonia.Must(gorgonia.Mul(in, w)), bias, nil, []byte{0}))
+		out := gorgonia.Must(Linear(in, w, bias))
 		if relu {
 			out = gorgonia.Must(gorgonia.Rectify(out))
 		}

@@ -242,6 +242,36 @@ func ExampleConcat() {
 	// [10 12]
 }
 
+// A layer as torch.nn.Linear(2, 1) computes it, its weight [out, in].
+func ExampleLinear() {
+	g := gorgonia.NewGraph()
+	x := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("x"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4}))))
+	w := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("weight"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{0.5, -1}))))
+	b := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithName("bias"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(1), tensor.WithBacking([]float64{10}))))
+	y, err := nn.Linear(x, w, b)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var yv gorgonia.Value
+	gorgonia.Read(y, &yv)
+	if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(y)), w, b); err != nil {
+		log.Fatal(err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	gw, _ := w.Grad()
+	gb, _ := b.Grad()
+	fmt.Println(yv.Data(), gw.Data(), gb.Data())
+	// Output:
+	// [8.5 7.5] [4 6] [2]
+}
+
 func ExampleEmbeddingBag() {
 	g := gorgonia.NewGraph()
 	table := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("table"),

@@ -51,9 +51,9 @@ func denseParams(g *gorgonia.ExprGraph, seed uint64) []*gorgonia.Node {
 			return v
 		}
 		w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".weight"),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(in, out), tensor.WithBacking(draw(in*out)))))
-		b := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".bias"),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(1, out), tensor.WithBacking(draw(out)))))
+			gorgonia.WithValue(tensor.New(tensor.WithShape(out, in), tensor.WithBacking(draw(in*out)))))
+		b := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithName(name+".bias"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(out), tensor.WithBacking(draw(out)))))
 		return w, b
 	}
 	w1, b1 := layer("dense", denseFeatures, hidden1)
@@ -88,14 +88,7 @@ func newModel(g *gorgonia.ExprGraph, tables [3]*nn.Embedding, n int, seed uint64
 	x := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName("dense"), gorgonia.WithValue(m.dense))
 	y := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName("labels"), gorgonia.WithValue(m.labels))
 	p := m.params
-	linear := func(in, w, b *gorgonia.Node) (*gorgonia.Node, error) {
-		xw, err := gorgonia.Mul(in, w)
-		if err != nil {
-			return nil, err
-		}
-		return gorgonia.BroadcastAdd(xw, b, nil, []byte{0})
-	}
-	h, err := linear(x, p[0], p[1])
+	h, err := nn.Linear(x, p[0], p[1])
 	if err != nil {
 		return nil, err
 	}
@@ -106,13 +99,13 @@ func newModel(g *gorgonia.ExprGraph, tables [3]*nn.Embedding, n int, seed uint64
 	if err != nil {
 		return nil, err
 	}
-	if z, err = linear(z, p[2], p[3]); err != nil {
+	if z, err = nn.Linear(z, p[2], p[3]); err != nil {
 		return nil, err
 	}
 	if z, err = gorgonia.Rectify(z); err != nil {
 		return nil, err
 	}
-	if z, err = linear(z, p[4], p[5]); err != nil {
+	if z, err = nn.Linear(z, p[4], p[5]); err != nil {
 		return nil, err
 	}
 	loss, err := nn.BCEWithLogits(z, y)
@@ -174,14 +167,14 @@ func (w *weights) heldOutLoss(b *batch) float64 {
 		for o := range hidden1 {
 			s := float64(b1[o])
 			for j := range denseFeatures {
-				s += float64(b.dense[i*denseFeatures+j]) * float64(w1[j*hidden1+o])
+				s += float64(b.dense[i*denseFeatures+j]) * float64(w1[o*denseFeatures+j])
 			}
 			z[3*embDim+o] = max(s, 0)
 		}
 		for o := range hidden2 {
 			s := float64(b2[o])
 			for j, v := range z {
-				s += v * float64(w2[j*hidden2+o])
+				s += v * float64(w2[o*len(z)+j])
 			}
 			h[o] = max(s, 0)
 		}

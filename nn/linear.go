@@ -1,0 +1,224 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/chewxy/hm"
+	"gonum.org/v1/gonum/blas"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/opkit"
+	"github.com/gathergrad/gather/internal/shapes"
+)
+
+// opLinear names Linear in error messages.
+const opLinear = "linear"
+
+// Linear returns x·Wᵀ + b, as torch.nn.functional.linear: x is [n, in],
+// the weight w is [out, in] (PyTorch's layout, so a state dict's
+// "<layer>.weight" loads as it is), the bias b is [out] or nil, and the
+// result is [n, out]. Gradients flow to all three, in both of Gorgonia's
+// machines:
+//
+//	∂x = g·W    ∂W = gᵀ·x    ∂b = Σ_rows g
+//
+// Its products are single BLAS calls with the operands transposed in
+// place (the BLAS Gorgonia uses: gonum's, or OpenBLAS after
+// openblas.Use), where gorgonia.Mul's gradients build transposed copies;
+// the bias is added in the same pass. All are float32 or float64, of one
+// dtype.
+func Linear(x, w, b *gorgonia.Node) (*gorgonia.Node, error) {
+	dt, err := floatPair(opLinear, "x", "weight", x, w)
+	if err != nil {
+		return nil, err
+	}
+	xs, ws := x.Shape(), w.Shape()
+	if len(xs) != 2 || len(ws) != 2 || xs[1] != ws[1] {
+		return nil, fmt.Errorf("%s: x of shape %v and weight of shape %v must be [n, in] and [out, in]: %w", opLinear, xs, ws, gather.ErrShape)
+	}
+	o := &linearOp{dtype: dt, n: xs[0], in: xs[1], out: ws[0]}
+	ins := []hm.Type{operand.Type(2, dt), operand.Type(2, dt)}
+	nodes := []*gorgonia.Node{x, w}
+	if b != nil {
+		if b.Dtype() != dt || !shapes.SameShape(b.Shape(), []int{o.out}) {
+			return nil, fmt.Errorf("%s: bias is %v of shape %v, want %v of shape (%d): %w", opLinear, b.Dtype(), b.Shape(), dt, o.out, gather.ErrShape)
+		}
+		o.bias = true
+		ins = append(ins, operand.Type(1, dt))
+		nodes = append(nodes, b)
+	}
+	diff := make([]bool, len(nodes))
+	for i := range diff {
+		diff[i] = true
+	}
+	name := fmt.Sprintf("Linear{%d, %d, %d, bias=%v}", o.n, o.in, o.out, o.bias)
+	o.Op = opkit.New(opkit.Sig{Name: name, In: ins, Dtype: dt, Shape: tensor.Shape{o.n, o.out}, Diff: diff})
+	o.What = opLinear
+	for i, shape := range []tensor.Shape{{o.n, o.in}, {o.out, o.in}, {o.out}}[:len(nodes)] {
+		g := opkit.Sig{Name: fmt.Sprintf("%sGrad%d", name, i), In: append(ins, operand.Type(2, dt)), Dtype: dt, Shape: shape}
+		o.Grads = append(o.Grads, opkit.NewGrad(g, o.grad(i), o.ID(), i))
+	}
+	out, err := gorgonia.ApplyOp(o, nodes...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opLinear, errs.Graph(err))
+	}
+	return out, nil
+}
+
+// linearOp is the op of Linear: x [n, in], w [out, in] and, with bias, b
+// [out] in, [n, out] out.
+type linearOp struct {
+	opkit.Diff
+	dtype      tensor.Dtype
+	n, in, out int
+	bias       bool
+}
+
+// args reads and checks x, w and b (nil without a bias).
+func (o *linearOp) args(in []gorgonia.Value, want int) (x, w, b *tensor.Dense, err error) {
+	if err := operand.CheckArity(opLinear, "", len(in), want); err != nil {
+		return nil, nil, nil, err
+	}
+	read := func(k int, what string, shape ...int) (*tensor.Dense, error) {
+		t, err := operand.Read(opLinear, what, in[k])
+		if err != nil {
+			return nil, err
+		}
+		if t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), shape) {
+			return nil, fmt.Errorf("%s: %s is %v of shape %v, want %v of shape %v: %w", opLinear, what, t.Dtype(), t.Shape(), o.dtype, tensor.Shape(shape), gather.ErrShape)
+		}
+		return t, nil
+	}
+	if x, err = read(0, "x", o.n, o.in); err != nil {
+		return
+	}
+	if w, err = read(1, "weight", o.out, o.in); err != nil {
+		return
+	}
+	if o.bias {
+		b, err = read(2, "bias", o.out)
+	}
+	return
+}
+
+// inputs is the op's arity: x, w and the bias if it has one.
+func (o *linearOp) inputs() int {
+	if o.bias {
+		return 3
+	}
+	return 2
+}
+
+func (o *linearOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	x, w, b, err := o.args(in, o.inputs())
+	if err != nil {
+		return nil, err
+	}
+	y := operand.NewOutput(o.dtype, tensor.Shape{o.n, o.out})
+	if o.n == 0 || o.out == 0 {
+		return y, nil
+	}
+	beta := 0.0
+	switch {
+	case b != nil:
+		operand.PickFloat(o.dtype, fillRows[float32], fillRows[float64])(y, b, o.n)
+		beta = 1
+	case o.in == 0:
+		floatsFor(o.dtype).clear(y)
+	}
+	if o.in == 0 {
+		return y, nil
+	}
+	// y = x·Wᵀ (+ y)
+	gemm(o.dtype, blas.NoTrans, blas.Trans, o.n, o.out, o.in, x, o.in, w, o.in, beta, y, o.out)
+	return y, nil
+}
+
+// grad returns the Run of the gradient of input i (x, w, b).
+func (o *linearOp) grad(i int) opkit.Run {
+	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
+		want := [][]int{{o.n, o.in}, {o.out, o.in}, {o.out}}[i]
+		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
+			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
+				opLinear, dst.Dtype(), dst.Shape(), o.dtype, tensor.Shape(want), gather.ErrShape)
+		}
+		x, w, _, err := o.args(in[:len(in)-1], o.inputs())
+		if err != nil {
+			return err
+		}
+		g, err := operand.Read(opLinear, "upstream gradient", in[len(in)-1])
+		if err != nil {
+			return err
+		}
+		if g.Dtype() != o.dtype || !shapes.SameShape(g.Shape(), []int{o.n, o.out}) {
+			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
+				opLinear, g.Dtype(), g.Shape(), o.dtype, o.n, o.out, gather.ErrShape)
+		}
+		beta := 0.0
+		if add {
+			beta = 1
+		}
+		if dst.Shape().TotalSize() == 0 {
+			return nil
+		}
+		if o.n == 0 || o.out == 0 || o.in == 0 && i < 2 {
+			if !add {
+				floatsFor(o.dtype).clear(dst)
+			}
+			return nil
+		}
+		switch i {
+		case 0: // ∂x = g·W
+			gemm(o.dtype, blas.NoTrans, blas.NoTrans, o.n, o.in, o.out, g, o.out, w, o.in, beta, dst, o.in)
+		case 1: // ∂W = gᵀ·x
+			gemm(o.dtype, blas.Trans, blas.NoTrans, o.out, o.in, o.n, g, o.out, x, o.in, beta, dst, o.in)
+		default: // ∂b = Σ_rows g
+			operand.PickFloat(o.dtype, sumRowsInto[float32], sumRowsInto[float64])(dst, g, o.n, add)
+		}
+		return nil
+	}
+}
+
+// gemm is c = a·b + beta·c (each operand transposed as ta, tb say) in the
+// BLAS Gorgonia uses, on row-major tensors of dtype dt.
+func gemm(dt tensor.Dtype, ta, tb blas.Transpose, m, n, k int, a *tensor.Dense, lda int, b *tensor.Dense, ldb int, beta float64, c *tensor.Dense, ldc int) {
+	impl := gorgonia.WhichBLAS()
+	if dt == tensor.Float32 {
+		impl.Sgemm(ta, tb, m, n, k, 1, a.Float32s(), lda, b.Float32s(), ldb, float32(beta), c.Float32s(), ldc)
+		return
+	}
+	impl.Dgemm(ta, tb, m, n, k, 1, a.Float64s(), lda, b.Float64s(), ldb, beta, c.Float64s(), ldc)
+}
+
+// fillRows sets each of the n rows of y to b.
+func fillRows[T float32 | float64](y, b *tensor.Dense, n int) {
+	ys, bs := operand.Floats[T](y), operand.Floats[T](b)
+	for r := range n {
+		copy(ys[r*len(bs):(r+1)*len(bs)], bs)
+	}
+}
+
+// sumRowsInto sets dst to the sum of g's n rows (or with add, adds it),
+// summed in order.
+func sumRowsInto[T float32 | float64](dst, g *tensor.Dense, n int, add bool) {
+	d, gs := operand.Floats[T](dst), operand.Floats[T](g)
+	if !add {
+		clear(d)
+	}
+	w := len(d)
+	for r := range n {
+		row := gs[r*w : (r+1)*w]
+		for j, v := range row {
+			d[j] += v
+		}
+	}
+}
+
+var (
+	_ gorgonia.SDOp = (*linearOp)(nil)
+	_ gorgonia.ADOp = (*linearOp)(nil)
+)
