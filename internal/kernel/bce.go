@@ -59,6 +59,19 @@ func bceGradOne(x, y, p, e float64) float64 {
 	return (1+(p-1)*y)*s - p*y
 }
 
+// bceGradPlain32 is BCEGrad without pos weights or upstream gradients,
+// into dst, in float32 arithmetic as PyTorch computes it:
+// scale·(sigmoid(x) - y), with e = exp(-|x|) and sigmoid(x) = num/(1+e),
+// num chosen by x's sign bit (see bceGradOne).
+func bceGradPlain32(dst, x, y, e []float32, scale float32) {
+	dst, y, e = dst[:len(x)], y[:len(x)], e[:len(x)]
+	for i, v := range x {
+		neg := uint32(int32(math.Float32bits(v)) >> 31)
+		num := math.Float32frombits(math.Float32bits(1)&^neg | math.Float32bits(e[i])&neg)
+		dst[i] = scale * (num/(1+e[i]) - y[i])
+	}
+}
+
 // posAt returns the pos weight of column j, 1 without WithPosWeight.
 func posAt(pos []float64, j int) float64 {
 	if pos == nil {
@@ -147,6 +160,11 @@ func BCEEach[T Float](out, x, y []T, pos []float64, cols int) {
 //
 // with s_i = up[i] when up is not nil, else scale.
 func BCEGrad[T Float](dst, x, y, up []T, pos []float64, cols int, scale float64, add bool) {
+	if d32, ok := any(dst).([]float32); ok && pos == nil && up == nil && !add {
+		x32, y32 := any(x).([]float32), any(y).([]float32)
+		bceBlocks(x32, func(i0, i1 int, e []float32) { bceGradPlain32(d32[i0:i1], x32[i0:i1], y32[i0:i1], e, float32(scale)) })
+		return
+	}
 	bceBlocks(x, func(i0, i1 int, e []T) {
 		j := i0 % cols // the column of element i
 		for i := i0; i < i1; i++ {
