@@ -19,6 +19,11 @@
 //   - BatchDot: the dot products of each row of one lookup with the rows
 //     of another, as word2vec's skip-gram scores them.
 //
+//   - Linear (F.linear, weight [out, in]), Concat (torch.cat) and
+//     LogSoftmax (F.log_softmax): the dense layers a model puts on top of
+//     its pooled lookups, each one op with its gradient, where Gorgonia's
+//     own ops copy transposes or walk elements one by one.
+//
 //   - CrossEntropy (F.cross_entropy), NLLLoss (F.nll_loss) and
 //     BCEWithLogits (F.binary_cross_entropy_with_logits), with PyTorch's
 //     reductions (WithReduction), WithIgnoreIndex, WithClassWeights,
