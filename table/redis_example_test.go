@@ -1,0 +1,49 @@
+package table_test
+
+import (
+	"log"
+	"time"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/nn"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
+)
+
+// A table on a Redis Cluster, written once and then trained by each
+// worker through a Shared cache, the servers applying every worker's
+// SparseAdam steps. It needs a cluster at the addresses given, so go test
+// compiles it without running it; examples/distributed runs the same
+// calls against a local cluster.
+func ExampleCreateRedis() {
+	o := table.RedisOptions{Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, Password: "secret",
+		Retry: time.Minute, Replicas: 1}
+	opt := optim.NewSparseAdam(0.01)
+	cols := opt.Columns(16)
+	// Once, by one process:
+	if err := table.CreateRedis(o, "items", 1_000_000, 16, tensor.Float32, table.WithSeed(1), table.WithState(cols...)); err != nil {
+		log.Fatal(err)
+	}
+	// In each worker:
+	s, err := table.OpenRedis(o, "items", 16, tensor.Float32, cols)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.LoadFunctions(); err != nil {
+		log.Fatal(err)
+	}
+	c, err := table.NewCached(s, "items", 16, tensor.Float32, cols, table.CacheOptions{Budget: 64 << 20, Shared: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	emb, err := nn.CachedEmbedding(gorgonia.NewGraph(), c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emb.Close()
+	// Each step: build and run the graph on emb's lookups, then
+	// emb.Step(opt) sends the gradient to the servers.
+}
