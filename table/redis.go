@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -334,8 +335,9 @@ func (s *RedisStore) onMasters(ctx context.Context, keys []string, writes bool, 
 }
 
 // again runs call, each attempt within the store's timeout, and while it
-// fails and the store's Retry allows, reloads the cluster's layout and
-// runs it again, waiting 100 ms, then up to 1 s, between attempts.
+// fails for the cluster's sake (retryable) and the store's Retry allows,
+// reloads the cluster's layout and runs it again, waiting 100 ms, then up
+// to 1 s, between attempts.
 func (s *RedisStore) again(call func(ctx context.Context) error) error {
 	end := time.Now().Add(s.retry)
 	wait := 100 * time.Millisecond
@@ -343,7 +345,7 @@ func (s *RedisStore) again(call func(ctx context.Context) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		err := call(ctx)
 		cancel()
-		if err == nil || time.Now().Add(wait).After(end) {
+		if err == nil || !retryable(err) || time.Now().Add(wait).After(end) {
 			return err
 		}
 		time.Sleep(wait)
@@ -368,6 +370,26 @@ func (s *RedisStore) check(ids []int64, buf []byte) error {
 
 // Close closes the store's connections.
 func (s *RedisStore) Close() error { return s.c.Close() }
+
+// retryable reports whether err may pass once the cluster has settled: a
+// node that does not answer, a slot moving or a failover under way
+// (MOVED, ASK, CLUSTERDOWN, TRYAGAIN, LOADING, READONLY, MASTERDOWN), or
+// replicas that did not acknowledge in time; not a reply refusing the
+// call itself, such as a Function's error naming a row of the wrong
+// length.
+func retryable(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return true
+	}
+	msg := re.Error()
+	for _, p := range []string{"MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN", "LOADING", "READONLY", "MASTERDOWN", "NOREPLICAS"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // redisError returns err, saying which node timed out or refused when the
 // client's error does not.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +84,21 @@ func TestRedisExactlyOnce(t *testing.T) {
 	}
 	if got := read(); !slices.Equal(got, want(3)) {
 		t.Fatalf("another store's first update: rows %v", got)
+	}
+	// A call the server refuses (a row of the wrong length) is not
+	// retried: the error comes at once, though Retry allows a minute.
+	o.Retry = time.Minute
+	s3, err := OpenRedis(o, "once", dim, tensor.Float32, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	if out, err := cl.CLI(cl.Addrs[0], "-c", "set", s.key(1024), "short"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	start := time.Now()
+	err = s3.StepSGD(ids, grad, 1, 0)
+	if err == nil || !strings.Contains(err.Error(), s.key(1024)) || time.Since(start) > 5*time.Second {
+		t.Fatalf("a short row under Retry: %v after %v", err, time.Since(start))
 	}
 }
