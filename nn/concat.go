@@ -105,18 +105,6 @@ type concatOp struct {
 	outer, inner int
 }
 
-// read reads in[k] as a row-major tensor of shape want.
-func (o *concatOp) read(in []gorgonia.Value, k int, want tensor.Shape, what string) (*tensor.Dense, error) {
-	t, err := operand.Read(opConcat, what, in[k])
-	if err != nil {
-		return nil, err
-	}
-	if t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), want) {
-		return nil, fmt.Errorf("%s: %s is %v of shape %v, want %v of shape %v: %w", opConcat, what, t.Dtype(), t.Shape(), o.dtype, want, gather.ErrShape)
-	}
-	return t, nil
-}
-
 func (o *concatOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := operand.CheckArity(opConcat, "", len(in), len(o.shapes)); err != nil {
 		return nil, err
@@ -124,7 +112,7 @@ func (o *concatOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	xs := make([]*tensor.Dense, len(in))
 	for i := range in {
 		var err error
-		if xs[i], err = o.read(in, i, o.shapes[i], fmt.Sprintf("xs[%d]", i)); err != nil {
+		if xs[i], err = readShaped(opConcat, fmt.Sprintf("xs[%d]", i), in[i], o.dtype, o.shapes[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +137,7 @@ func (o *concatOp) grad(i int) opkit.Run {
 		if err := operand.CheckArity(opConcat, " gradient", len(in), len(o.shapes)+1); err != nil {
 			return err
 		}
-		g, err := o.read(in, len(o.shapes), o.shape, "upstream gradient")
+		g, err := readShaped(opConcat, "upstream gradient", in[len(o.shapes)], o.dtype, o.shape)
 		if err != nil {
 			return err
 		}

@@ -83,24 +83,14 @@ func (o *linearOp) args(in []gorgonia.Value, want int) (x, w, b *tensor.Dense, e
 	if err := operand.CheckArity(opLinear, "", len(in), want); err != nil {
 		return nil, nil, nil, err
 	}
-	read := func(k int, what string, shape ...int) (*tensor.Dense, error) {
-		t, err := operand.Read(opLinear, what, in[k])
-		if err != nil {
-			return nil, err
-		}
-		if t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), shape) {
-			return nil, fmt.Errorf("%s: %s is %v of shape %v, want %v of shape %v: %w", opLinear, what, t.Dtype(), t.Shape(), o.dtype, tensor.Shape(shape), gather.ErrShape)
-		}
-		return t, nil
-	}
-	if x, err = read(0, "x", o.n, o.in); err != nil {
+	if x, err = readShaped(opLinear, "x", in[0], o.dtype, tensor.Shape{o.n, o.in}); err != nil {
 		return
 	}
-	if w, err = read(1, "weight", o.out, o.in); err != nil {
+	if w, err = readShaped(opLinear, "weight", in[1], o.dtype, tensor.Shape{o.out, o.in}); err != nil {
 		return
 	}
 	if o.bias {
-		b, err = read(2, "bias", o.out)
+		b, err = readShaped(opLinear, "bias", in[2], o.dtype, tensor.Shape{o.out})
 	}
 	return
 }
@@ -150,13 +140,9 @@ func (o *linearOp) grad(i int) opkit.Run {
 		if err != nil {
 			return err
 		}
-		g, err := operand.Read(opLinear, "upstream gradient", in[len(in)-1])
+		g, err := readShaped(opLinear+" gradient", "upstream gradient", in[len(in)-1], o.dtype, tensor.Shape{o.n, o.out})
 		if err != nil {
 			return err
-		}
-		if g.Dtype() != o.dtype || !shapes.SameShape(g.Shape(), []int{o.n, o.out}) {
-			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
-				opLinear, g.Dtype(), g.Shape(), o.dtype, o.n, o.out, gather.ErrShape)
 		}
 		beta := 0.0
 		if add {

@@ -104,18 +104,6 @@ func logSoftmaxKernelsOf[T kernel.Float]() logSoftmaxKernels {
 	}
 }
 
-// read reads in[k] as a row-major tensor of the op's dtype and shape.
-func (o *logSoftmaxOp) read(in []gorgonia.Value, k int, what string) (*tensor.Dense, error) {
-	t, err := operand.Read(opLogSoftmax, what, in[k])
-	if err != nil {
-		return nil, err
-	}
-	if t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), o.shape) {
-		return nil, fmt.Errorf("%s: %s is %v of shape %v, want %v of shape %v: %w", opLogSoftmax, what, t.Dtype(), t.Shape(), o.dtype, o.shape, gather.ErrShape)
-	}
-	return t, nil
-}
-
 func (o *logSoftmaxOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	return o.into(nil, in)
 }
@@ -132,7 +120,7 @@ func (o *logSoftmaxOp) into(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Va
 	if err := operand.CheckArity(opLogSoftmax, "", len(in), 1); err != nil {
 		return nil, err
 	}
-	x, err := o.read(in, 0, "x")
+	x, err := readShaped(opLogSoftmax, "x", in[0], o.dtype, o.shape)
 	if err != nil {
 		return nil, err
 	}
@@ -153,11 +141,11 @@ func (o *logSoftmaxOp) grad(dst *tensor.Dense, add bool, in []gorgonia.Value) er
 	if err := operand.CheckArity(opLogSoftmax, " gradient", len(in), 2); err != nil {
 		return err
 	}
-	x, err := o.read(in, 0, "x")
+	x, err := readShaped(opLogSoftmax, "x", in[0], o.dtype, o.shape)
 	if err != nil {
 		return err
 	}
-	g, err := o.read(in, 1, "upstream gradient")
+	g, err := readShaped(opLogSoftmax, "upstream gradient", in[1], o.dtype, o.shape)
 	if err != nil {
 		return err
 	}

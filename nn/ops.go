@@ -10,6 +10,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // passGrad is embedded in the ops whose gradient is the identity: each
@@ -86,4 +87,17 @@ func floatPair(op, an, bn string, a, b *gorgonia.Node) (tensor.Dtype, error) {
 		return dt, fmt.Errorf("%s: %s are %v, %s %v: %w", op, bn, b.Dtype(), an, dt, gather.ErrDtype)
 	}
 	return dt, nil
+}
+
+// readShaped reads v, the input named what of the op named op, as a
+// row-major tensor, after checking that it has dtype dt and shape shape.
+func readShaped(op, what string, v gorgonia.Value, dt tensor.Dtype, shape tensor.Shape) (*tensor.Dense, error) {
+	t, err := operand.Read(op, what, v)
+	if err != nil {
+		return nil, err
+	}
+	if t.Dtype() != dt || !shapes.SameShape(t.Shape(), shape) {
+		return nil, fmt.Errorf("%s: %s is %v of shape %v, want %v of shape %v: %w", op, what, t.Dtype(), t.Shape(), dt, shape, gather.ErrShape)
+	}
+	return t, nil
 }
