@@ -218,8 +218,8 @@ func (e *Embedding) stepCached(opt optim.Sparse, g *optim.RowGrad) error {
 	if steps != e.cached.Steps() {
 		e.cached.SetSteps(steps)
 	}
-	for _, s := range e.stepSlots {
-		if !e.cached.Shared() {
+	if !e.cached.Shared() {
+		for _, s := range e.stepSlots {
 			e.cached.MarkDirty(int32(s))
 		}
 	}

@@ -90,14 +90,16 @@ func launch(dir string, masters, replicas int, withTLS bool) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if err := c.launch(server, cli, masters, replicas); err != nil {
+	if err := c.bringUp(server, cli, masters, replicas); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Cluster) launch(server, cli string, masters, replicas int) error {
+// bringUp starts the nodes, joins them into a cluster and waits until
+// every node says it is ok.
+func (c *Cluster) bringUp(server, cli string, masters, replicas int) error {
 	for range masters * (1 + replicas) {
 		port, err := freePort()
 		if err != nil {
