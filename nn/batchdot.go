@@ -50,13 +50,8 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 	}
 	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2], f: operand.PickFloat(dt, &batchDot32, &batchDot64)}
 	in := []hm.Type{operand.Type(2, dt), operand.Type(3, dt)}
-	o.Op = opkit.New(opkit.Sig{Name: fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d), In: in, Dtype: dt,
-		Shape: tensor.Shape{o.n, o.k}, Diff: []bool{true, true}})
-	o.What = opBatchDot
-	for w, shape := range []tensor.Shape{as, bs} {
-		grad := opkit.Sig{Name: fmt.Sprintf("%vGrad%d", o, w), In: append(in, operand.Type(2, dt)), Dtype: dt, Shape: shape}
-		o.Grads = append(o.Grads, opkit.NewGrad(grad, o.runGrad(w), o.ID(), w))
-	}
+	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d), In: in, Dtype: dt,
+		Shape: tensor.Shape{o.n, o.k}}, opBatchDot, []tensor.Shape{as, bs}, o.runGrad)
 	out, err := gorgonia.ApplyOp(o, a, b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opBatchDot, errs.Graph(err))

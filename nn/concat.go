@@ -76,16 +76,8 @@ func Concat(axis int, xs ...*gorgonia.Node) (*gorgonia.Node, error) {
 	if _, err := shapes.Size(opConcat, "the output", out); err != nil {
 		return nil, err
 	}
-	diff := make([]bool, len(xs))
-	for i := range diff {
-		diff[i] = true
-	}
-	o.Op = opkit.New(opkit.Sig{Name: fmt.Sprintf("Concat{axis=%d}", axis), In: in, Dtype: dt, Shape: out, Diff: diff})
-	o.What = opConcat
-	for i := range xs {
-		g := opkit.Sig{Name: fmt.Sprintf("ConcatGrad{axis=%d, %d}", axis, i), In: append(in, operand.Type(r, dt)), Dtype: dt, Shape: o.shapes[i]}
-		o.Grads = append(o.Grads, opkit.NewGrad(g, o.grad(i), o.ID(), i))
-	}
+	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("Concat{axis=%d}", axis), In: in, Dtype: dt, Shape: out},
+		opConcat, o.shapes, o.grad)
 	n, err := gorgonia.ApplyOp(o, xs...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opConcat, errs.Graph(err))

@@ -51,17 +51,8 @@ func Linear(x, w, b *gorgonia.Node) (*gorgonia.Node, error) {
 		ins = append(ins, operand.Type(1, dt))
 		nodes = append(nodes, b)
 	}
-	diff := make([]bool, len(nodes))
-	for i := range diff {
-		diff[i] = true
-	}
-	name := fmt.Sprintf("Linear{%d, %d, %d, bias=%v}", o.n, o.in, o.out, o.bias)
-	o.Op = opkit.New(opkit.Sig{Name: name, In: ins, Dtype: dt, Shape: tensor.Shape{o.n, o.out}, Diff: diff})
-	o.What = opLinear
-	for i, shape := range []tensor.Shape{{o.n, o.in}, {o.out, o.in}, {o.out}}[:len(nodes)] {
-		g := opkit.Sig{Name: fmt.Sprintf("%sGrad%d", name, i), In: append(ins, operand.Type(2, dt)), Dtype: dt, Shape: shape}
-		o.Grads = append(o.Grads, opkit.NewGrad(g, o.grad(i), o.ID(), i))
-	}
+	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("Linear{%d, %d, %d, bias=%v}", o.n, o.in, o.out, o.bias), In: ins,
+		Dtype: dt, Shape: tensor.Shape{o.n, o.out}}, opLinear, []tensor.Shape{{o.n, o.in}, {o.out, o.in}, {o.out}}, o.grad)
 	out, err := gorgonia.ApplyOp(o, nodes...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opLinear, errs.Graph(err))

@@ -65,10 +65,8 @@ func LogSoftmax(x *gorgonia.Node, axis int) (*gorgonia.Node, error) {
 	}
 	o.f = operand.PickFloat(dt, &logSoftmax32, &logSoftmax64)
 	in := []hm.Type{operand.Type(r, dt)}
-	o.Op = opkit.New(opkit.Sig{Name: fmt.Sprintf("LogSoftmax{axis=%d}", axis), In: in, Dtype: dt, Shape: shape, Diff: []bool{true}})
-	o.What = opLogSoftmax
-	grad := opkit.Sig{Name: fmt.Sprintf("LogSoftmaxGrad{axis=%d}", axis), In: append(in, operand.Type(r, dt)), Dtype: dt, Shape: shape}
-	o.Grads = []*opkit.Grad{opkit.NewGrad(grad, o.grad, o.ID())}
+	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("LogSoftmax{axis=%d}", axis), In: in, Dtype: dt, Shape: shape},
+		opLogSoftmax, []tensor.Shape{shape}, func(int) opkit.Run { return o.grad })
 	out, err := gorgonia.ApplyOp(o, x)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opLogSoftmax, errs.Graph(err))

@@ -279,3 +279,22 @@ func (d *Diff) check(n int) error {
 	}
 	return operand.CheckArity(d.what(), "", n, len(d.sig.In))
 }
+
+// NewDiff returns the Diff of an op of Sig s (s.Diff is ignored) each of
+// whose inputs has a gradient: input i's gradient op, named s.Name +
+// "Grad" + i, takes the op's inputs and its upstream gradient, has shape
+// shapes[i], and run(i) computes it. what names the op in errors; key is
+// as for New.
+func NewDiff(s Sig, what string, shapes []tensor.Shape, run func(i int) Run, key ...any) Diff {
+	s.Diff = make([]bool, len(s.In))
+	for i := range s.Diff {
+		s.Diff[i] = true
+	}
+	d := Diff{Op: New(s, key...), What: what}
+	up := operand.Type(len(s.Shape), s.Dtype)
+	for i := range s.In {
+		g := Sig{Name: fmt.Sprintf("%sGrad%d", s.Name, i), In: append(slices.Clip(s.In), up), Dtype: s.Dtype, Shape: shapes[i]}
+		d.Grads = append(d.Grads, NewGrad(g, run(i), d.ID(), i))
+	}
+	return d
+}
