@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -62,7 +63,7 @@ func TestSharedEqualsMemory(t *testing.T) {
 			}
 			raw := make([]byte, cmVocab*c.Store().RowBytes())
 			require.NoError(t, c.Store().ReadRows(ids, raw))
-			got := float32sOf(raw)
+			got := fileio.Float32s(raw)
 			want, err := mem.Weight()
 			require.NoError(t, err)
 			state, err := optim.State(mem, opt1).State()
@@ -114,12 +115,4 @@ func TestSharedEqualsMemory(t *testing.T) {
 			}
 		})
 	}
-}
-
-func float32sOf(b []byte) []float32 {
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24)
-	}
-	return out
 }

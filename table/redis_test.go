@@ -2,7 +2,6 @@ package table_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -172,7 +171,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	// The Go reference: the same rows in memory, stepped by StepRows.
 	w := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
 	sum := tensor.New(tensor.WithShape(vocab, 1), tensor.WithBacking(make([]float32, vocab)))
-	vals := float32s(raw)
+	vals := fileio.Float32s(raw)
 	for r := range vocab {
 		copy(w.Float32s()[r*dim:(r+1)*dim], vals[r*(dim+1):])
 	}
@@ -190,7 +189,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	if err := s.ReadRows(all, raw); err != nil {
 		t.Fatal(err)
 	}
-	vals = float32s(raw)
+	vals = fileio.Float32s(raw)
 	for row := range vocab {
 		for j := range dim {
 			if got, want := vals[row*(dim+1)+j], w.Float32s()[row*dim+j]; math.Float32bits(got) != math.Float32bits(want) {
@@ -214,7 +213,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	if err := s.ReadRows(ids, raw[:len(ids)*s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
-	before := float32s(raw[:len(ids)*s.RowBytes()])
+	before := fileio.Float32s(raw[:len(ids)*s.RowBytes()])
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	for range 2 {
@@ -235,7 +234,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	if err := s.ReadRows(ids, raw[:len(ids)*s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
-	after := float32s(raw[:len(ids)*s.RowBytes()])
+	after := fileio.Float32s(raw[:len(ids)*s.RowBytes()])
 	for k := range ids {
 		want := before[k*(dim+1)+dim]
 		for range 100 {
@@ -257,7 +256,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	if err := s.ReadRows(pair, raw[:2*s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
-	before = slices.Clone(float32s(raw[:2*s.RowBytes()]))
+	before = slices.Clone(fileio.Float32s(raw[:2*s.RowBytes()]))
 	if out, err := cl.CLI(cl.Addrs[0], "-c", "set", "gg:ada:{7}:7", "short"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -268,17 +267,9 @@ func TestRedisAdagradFunction(t *testing.T) {
 	if err := s.ReadRows(pair[:1], raw[:s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(float32s(raw[:s.RowBytes()]), before[:dim+1]) {
+	if !slices.Equal(fileio.Float32s(raw[:s.RowBytes()]), before[:dim+1]) {
 		t.Fatal("row 1031 changed though its call failed")
 	}
-}
-
-func float32s(b []byte) []float32 {
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
 }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
@@ -295,7 +286,7 @@ func TestRedisAdamFunction(t *testing.T) {
 	w := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
 	m := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
 	v := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(make([]float32, vocab*dim)))
-	vals := float32s(raw)
+	vals := fileio.Float32s(raw)
 	for r := range vocab {
 		copy(w.Float32s()[r*dim:(r+1)*dim], vals[r*3*dim:])
 	}
@@ -315,7 +306,7 @@ func TestRedisAdamFunction(t *testing.T) {
 	if err := s.ReadRows(all, raw); err != nil {
 		t.Fatal(err)
 	}
-	vals = float32s(raw)
+	vals = fileio.Float32s(raw)
 	for row := range vocab {
 		for j := range dim {
 			for c, want := range []*tensor.Dense{w, m, v} {

@@ -1,8 +1,6 @@
 package table
 
 import (
-	"encoding/binary"
-	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +8,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 )
 
@@ -44,11 +43,7 @@ func TestRedisExactlyOnce(t *testing.T) {
 		if err := s.ReadRows(ids, raw); err != nil {
 			t.Fatal(err)
 		}
-		out := make([]float32, len(raw)/4)
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
-		return out
+		return fileio.Float32s(raw)
 	}
 	want := func(v float32) []float32 {
 		w := make([]float32, len(ids)*dim)

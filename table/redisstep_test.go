@@ -12,6 +12,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/killtest"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
@@ -25,8 +26,8 @@ import (
 func TestRedisSGDFunction(t *testing.T) {
 	const vocab, dim = 3000, 16
 	_, s, all, raw := functionTable(t, "sgd", vocab, dim, nil, 7)
-	ref := float32s(raw)
-	kern := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(float32s(raw)))
+	ref := fileio.Float32s(raw)
+	kern := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(fileio.Float32s(raw)))
 	r := newRand(11)
 	for step := range 20 {
 		o := &optim.SparseSGD{LearnRate: 0.05}
@@ -55,7 +56,7 @@ func TestRedisSGDFunction(t *testing.T) {
 	if err := s.ReadRows(all, raw); err != nil {
 		t.Fatal(err)
 	}
-	for i, got := range float32s(raw) {
+	for i, got := range fileio.Float32s(raw) {
 		if math.Float32bits(got) != math.Float32bits(ref[i]) {
 			t.Fatalf("row %d value %d: server %v, Go %v", i/dim, i%dim, got, ref[i])
 		}
@@ -119,7 +120,7 @@ func countRows(t *testing.T, o table.RedisOptions, name string, vocab, dim int) 
 	if err := s.ReadRows(allIDs(vocab), raw); err != nil {
 		t.Fatal(err)
 	}
-	vals := float32s(raw)
+	vals := fileio.Float32s(raw)
 	counts := make([]int, vocab)
 	for r := range vocab {
 		row := vals[r*dim : (r+1)*dim]
