@@ -1,69 +1,73 @@
 package checkpoint
 
 import (
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/killtest"
 )
 
-// A process saving over and over, killed at random moments: after each
-// kill the file reads back whole, holding one of the saves, and the next
-// save removes the temporary file the killed one left.
+// A process saving over and over, killed at random moments (every third
+// kill the moment it starts a save): after each kill the file reads back
+// whole, holding the last save that returned or the one under way, and
+// the next save removes the temporary file a killed one left.
 func TestSaveSurvivesKill(t *testing.T) {
+	if dir := os.Getenv("GATHER_SAVE_LOOP"); dir != "" {
+		saveLoop(t, dir)
+		return
+	}
 	if testing.Short() {
 		t.Skip("starts and kills processes")
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "model.safetensors")
-	r := rand.New(rand.NewPCG(5, 6))
-	for kill := range 8 {
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestSaveSurvivesKillChild$", "-test.count", "1")
-		cmd.Env = append(os.Environ(), "GATHER_SAVE_LOOP="+path)
-		require.NoError(t, cmd.Start())
-		time.Sleep(time.Duration(20+r.IntN(150)) * time.Millisecond)
-		require.NoError(t, cmd.Process.Kill())
-		_ = cmd.Wait()
-		got, meta, err := Read(path)
-		if os.IsNotExist(err) {
-			continue // killed before its first save finished
-		}
-		require.NoError(t, err, "after kill %d", kill)
-		v := got["w"].Float32s()
-		round, err := strconv.Atoi(meta["round"])
-		require.NoError(t, err)
-		for i, x := range v {
-			require.Equal(t, float32(round), x, "after kill %d: element %d", kill, i)
-		}
-	}
-	// A save now cleans up whatever the kills left.
-	require.NoError(t, Write(path, map[string]tensor.Tensor{"w": tensor.New(tensor.WithBacking([]float32{1}))}, nil))
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	require.Len(t, entries, 1)
+	torn := 0 // kills that left a temporary file: mid-save
+	killtest.Run(t, killtest.Config{Test: "TestSaveSurvivesKill", Env: "GATHER_SAVE_LOOP", Kills: 9, Seed: 5, Window: "saving"},
+		func(string) {}, func(k killtest.Kill) {
+			path := filepath.Join(k.Dir, "model.safetensors")
+			got, meta, err := Read(path)
+			require.NoError(t, err, "after kill %d", k.N)
+			round, err := strconv.Atoi(meta["round"])
+			require.NoError(t, err)
+			if k.State == "saving" {
+				require.Contains(t, []int{k.Step - 1, k.Step}, round, "after kill %d (saving round %d)", k.N, k.Step)
+			} else {
+				require.Equal(t, k.Step, round, "after kill %d (saved round %d)", k.N, k.Step)
+			}
+			for i, x := range got["w"].Float32s() {
+				require.Equal(t, float32(round), x, "after kill %d: element %d", k.N, i)
+			}
+			if temps, _ := filepath.Glob(filepath.Join(k.Dir, ".model.safetensors.tmp-*")); len(temps) > 0 {
+				torn++
+			}
+			// A save now cleans up whatever the kill left.
+			require.NoError(t, Write(path, map[string]tensor.Tensor{"w": tensor.New(tensor.WithBacking([]float32{1}))}, nil))
+			temps, err := filepath.Glob(filepath.Join(k.Dir, ".model.safetensors.tmp-*"))
+			require.NoError(t, err)
+			require.Empty(t, temps)
+		})
+	t.Logf("%d kills left a save's temporary file", torn)
+	require.Positive(t, torn, "no kill landed while a save was writing its file")
 }
 
-// TestSaveSurvivesKillChild saves 2M values, each save with its round
-// number in every element, until it is killed.
-func TestSaveSurvivesKillChild(t *testing.T) {
-	path := os.Getenv("GATHER_SAVE_LOOP")
-	if path == "" {
-		t.Skip("run by TestSaveSurvivesKill")
-	}
+// saveLoop saves 2M values to dir/model.safetensors until it is killed,
+// each save with its round number in every element, and marks each
+// round "saving" before its save and "saved" after it.
+func saveLoop(t *testing.T, dir string) {
+	path := filepath.Join(dir, "model.safetensors")
 	v := make([]float32, 2<<20)
 	for round := 0; ; round++ {
 		for i := range v {
 			v[i] = float32(round)
 		}
-		w := tensor.New(tensor.WithBacking(v))
-		if err := Write(path, map[string]tensor.Tensor{"w": w}, map[string]string{"round": strconv.Itoa(round)}); err != nil {
-			t.Fatal(err)
+		if round > 0 {
+			require.NoError(t, killtest.Mark(dir, "saving", round))
 		}
+		w := tensor.New(tensor.WithBacking(v))
+		require.NoError(t, Write(path, map[string]tensor.Tensor{"w": w}, map[string]string{"round": strconv.Itoa(round)}))
+		require.NoError(t, killtest.Mark(dir, "saved", round))
 	}
 }

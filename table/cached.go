@@ -2,9 +2,14 @@ package table
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -43,6 +48,7 @@ const (
 	rowsSuffix = ".rows"
 	columnsKey = "gathergrad.columns" // "weight:<dim>,<name>:<width>,..."
 	stepKey    = "gathergrad.step"    // the optimiser's step count, stepDigits decimal digits
+	idKey      = "gathergrad.id"      // the table's identity, which its journal names
 	stepDigits = 20
 )
 
@@ -55,16 +61,42 @@ type Column struct {
 }
 
 // layout returns the name of the tensor of a table file of rows dim wide
-// with the state cols, its row width and its metadata.
+// with the state cols, its row width and its metadata: a new identity
+// (idKey), the step count 0 and, with state, the columns.
 func layout(prefix, name string, dim int, cols []Column) (key string, width int, meta map[string]string, err error) {
+	meta = map[string]string{idKey: newID(), stepKey: formatSteps(0)}
 	if len(cols) == 0 {
-		return name + ".weight", dim, nil, nil
+		return name + ".weight", dim, meta, nil
 	}
 	desc, width, err := describe(prefix, dim, cols)
 	if err != nil {
 		return "", 0, nil, err
 	}
-	return name + rowsSuffix, width, map[string]string{columnsKey: desc, stepKey: formatSteps(0)}, nil
+	meta[columnsKey] = desc
+	return name + rowsSuffix, width, meta, nil
+}
+
+// newID returns a new table identity: 32 random hexadecimal digits.
+func newID() string {
+	return hex.EncodeToString(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, rand.Uint64()), rand.Uint64()))
+}
+
+// journalPath returns the path of the journal of the table file at path.
+func journalPath(path string) string { return path + ".journal" }
+
+// writeTable writes a table file at path as fileio.WriteAtomic does, and
+// then removes the journal an earlier table at path left: the new file's
+// identity (idKey) differs from the one the journal names, so a crash
+// between the two leaves a journal that OpenCached refuses, never one it
+// applies to the new table.
+func writeTable(path string, write func(f *os.File) error) error {
+	if err := fileio.WriteAtomic(path, write); err != nil {
+		return err
+	}
+	if err := os.Remove(journalPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return fileio.SyncDir(filepath.Dir(path))
 }
 
 // describe returns the description of rows of dim values and the state
@@ -127,6 +159,33 @@ type CacheOptions struct {
 	// marked dirty are kept. 0 means no limit, or 1 for a Shared table:
 	// each batch reads its rows afresh.
 	MaxAge int
+	// JournalLimit bounds the journal of a table in a file (OpenCached),
+	// in bytes. Changed rows that leave the cache between syncs go to the
+	// journal, which therefore grows with every batch until Sync empties
+	// it. Once it holds more than JournalLimit bytes, the next Fetch
+	// syncs the table first, so the journal stays within the limit and
+	// one batch's evictions. 0 means 4 × Budget, and at least 64 MB; a
+	// negative limit means none.
+	JournalLimit int64
+	// ManualSync makes a Fetch that finds the journal past JournalLimit
+	// fail with an error wrapping ErrJournalFull instead of syncing, for
+	// a program that chooses its own moments to Sync.
+	ManualSync bool
+}
+
+// ErrJournalFull: the journal of a table in a file is past
+// CacheOptions.JournalLimit and CacheOptions.ManualSync is set: call Sync.
+var ErrJournalFull = errors.New("journal full")
+
+// journalLimit returns the journal bound o asks for, -1 for none.
+func (o CacheOptions) journalLimit() int64 {
+	switch {
+	case o.JournalLimit < 0:
+		return -1
+	case o.JournalLimit > 0:
+		return o.JournalLimit
+	}
+	return max(4*o.Budget, 64<<20)
 }
 
 // A Cached table keeps the hot rows of a Store, with their optimiser
@@ -154,9 +213,12 @@ type Cached struct {
 	state  []*tensor.Dense // per column, [slots, width]
 	steps  int64
 
-	file    *os.File            // OpenCached's file, else nil
-	journal *rowcache.Journaled // its journal
-	closed  bool
+	file      *os.File            // OpenCached's file, else nil
+	journal   *rowcache.Journaled // its journal
+	keepSteps bool                // the file records the step count
+	limit     int64               // the journal's bound, -1 for none
+	manual    bool                // past limit, Fetch fails instead of syncing
+	closed    bool
 }
 
 // NewCached returns a cache in front of store, whose rows are dim values
@@ -250,21 +312,26 @@ func column(cache *rowcache.Cache, k, slots, width int, dt tensor.Dtype) (*tenso
 // OpenCached opens the table "<name>" with the optimiser state cols of the
 // file at path, as Create with WithState(cols...) makes it, behind a cache
 // of o.Budget bytes. Rows are read and written with o.Depth positioned
-// reads or writes in flight, never through a mapping.
+// reads or writes in flight, never through a mapping. With no cols (a
+// rule without state, such as optim.SparseSGD) it opens a table file
+// without state, as Create without WithState makes it.
 //
-// The file's state must be cols, in order: another state, or a table
-// file without state, is an error wrapping checkpoint.ErrMismatch naming
-// both; a malformed or truncated file is checkpoint.ErrFormat. A file is
-// opened by one table at a time (ErrInUse, as Open).
+// The file's state must be cols, in order: another state is an error
+// wrapping checkpoint.ErrMismatch naming both; a malformed or truncated
+// file is checkpoint.ErrFormat. A file is opened by one table at a time
+// (ErrInUse, as Open).
 //
 // Its journal is the file path + ".journal". A journal a crash left is
 // dealt with first: if the crash came after a Sync's commit, the commit
 // is applied; otherwise the rows written since the last Sync are dropped.
-// A journal of another table, or with a committed part that does not
-// match its checksum, is an error naming it, and nothing is changed.
+// A journal names the table it belongs to (the identity Create gives the
+// file): a journal of another table, such as one a table replaced since
+// (Create with WithReplace) left, or one with a committed part that does
+// not match its checksum, is an error wrapping ErrJournal naming it, and
+// nothing is changed.
 func OpenCached(path, name string, cols []Column, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
-	info, dim, dt, err := inspectRows(path, name, cols)
+	t, err := inspectRows(path, name, cols)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +339,7 @@ func OpenCached(path, name string, cols []Column, o CacheOptions) (*Cached, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	c, err := openCached(f, path, name, info, dim, dt, cols, o)
+	c, err := openCached(f, path, name, t, cols, o)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -280,83 +347,120 @@ func OpenCached(path, name string, cols []Column, o CacheOptions) (*Cached, erro
 	return c, nil
 }
 
+// ErrJournal: OpenCached found a journal beside a table file that is not
+// that table's (another table's identity, shape, or not a journal at
+// all), or whose committed part does not match its checksum.
+var ErrJournal = rowcache.ErrJournal
+
+// A rowsFile is what inspectRows found in a table file.
+type rowsFile struct {
+	info  checkpoint.TensorInfo
+	dim   int
+	id    string // "" for a file made before tables had identities
+	steps bool   // the file records a step count
+}
+
 // inspectRows checks that the file at path holds the table name with the
-// state cols, as Create with WithState makes it, and returns its tensor,
-// its rows' dimension and its dtype.
-func inspectRows(path, name string, cols []Column) (checkpoint.TensorInfo, int, tensor.Dtype, error) {
-	var none checkpoint.TensorInfo
+// state cols, as Create with WithState makes it (or, with no cols, as
+// Create makes a table without state), and returns what it holds.
+func inspectRows(path, name string, cols []Column) (rowsFile, error) {
+	var none rowsFile
 	prefix := fmt.Sprintf("table %q", name)
 	infos, meta, err := checkpoint.Inspect(path)
 	if err != nil {
-		return none, 0, tensor.Dtype{}, err
+		return none, err
 	}
 	key := name + rowsSuffix
+	if len(cols) == 0 {
+		key = name + ".weight"
+	}
 	if len(infos) != 1 || infos[0].Name != key {
 		names := make([]string, 0, 4)
 		for _, in := range infos[:min(len(infos), 4)] {
 			names = append(names, strconv.Quote(in.Name))
 		}
-		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s holds %d tensors (%s), not a table with optimiser state, which holds %q alone "+
-			"(Create with WithState makes one): %w", prefix, path, len(infos), strings.Join(names, ", "), key, checkpoint.ErrMismatch)
+		what := "a table with optimiser state, which holds %q alone (Create with WithState makes one)"
+		if len(cols) == 0 {
+			what = "a table without optimiser state, which holds %q alone (Create without WithState makes one)"
+		}
+		return none, fmt.Errorf("%s: %s holds %d tensors (%s), not "+what+": %w", prefix, path, len(infos), strings.Join(names, ", "), key, checkpoint.ErrMismatch)
 	}
 	info := infos[0]
-	if (info.Format != "F32" && info.Format != "F64") || len(info.Shape) != 2 || info.Shape[0] == 0 {
-		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s's %q is %s of shape %v; a table is F32 or F64 of shape [vocab, width]: %w",
+	if (info.Format != "F32" && info.Format != "F64") || len(info.Shape) != 2 || info.Shape[0] == 0 || info.Shape[1] == 0 {
+		return none, fmt.Errorf("%s: %s's %q is %s of shape %v; a table is F32 or F64 of shape [vocab, width]: %w",
 			prefix, path, key, info.Format, info.Shape, checkpoint.ErrMismatch)
+	}
+	id := meta[idKey]
+	if len(id) > rowcache.IDBytes {
+		return none, fmt.Errorf("%s: %s: metadata %q = %q is not a table identity: %w", prefix, path, idKey, id, checkpoint.ErrFormat)
+	}
+	_, steps := meta[stepKey]
+	if len(cols) == 0 {
+		return rowsFile{info: info, dim: info.Shape[1], id: id, steps: steps}, nil
 	}
 	var dim int
 	if _, err := fmt.Sscanf(meta[columnsKey], "weight:%d", &dim); err != nil || dim <= 0 {
-		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s: metadata %q = %q does not describe the rows: %w", prefix, path, columnsKey, meta[columnsKey], checkpoint.ErrFormat)
+		return none, fmt.Errorf("%s: %s: metadata %q = %q does not describe the rows: %w", prefix, path, columnsKey, meta[columnsKey], checkpoint.ErrFormat)
 	}
 	want, width, err := describe(prefix, dim, cols)
 	if err != nil {
-		return none, 0, tensor.Dtype{}, err
+		return none, err
 	}
 	if meta[columnsKey] != want {
-		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s holds rows of %q; the optimiser needs %q: %w", prefix, path, meta[columnsKey], want, checkpoint.ErrMismatch)
+		return none, fmt.Errorf("%s: %s holds rows of %q; the optimiser needs %q: %w", prefix, path, meta[columnsKey], want, checkpoint.ErrMismatch)
 	}
 	if info.Shape[1] != width {
-		return none, 0, tensor.Dtype{}, fmt.Errorf("%s: %s's rows are %d values wide; %q makes %d: %w", prefix, path, info.Shape[1], want, width, checkpoint.ErrFormat)
+		return none, fmt.Errorf("%s: %s's rows are %d values wide; %q makes %d: %w", prefix, path, info.Shape[1], want, width, checkpoint.ErrFormat)
 	}
-	return info, dim, info.Dtype, nil
+	if !steps {
+		return none, fmt.Errorf("%s: %s: no step count (metadata %q): %w", prefix, path, stepKey, checkpoint.ErrFormat)
+	}
+	return rowsFile{info: info, dim: dim, id: id, steps: true}, nil
 }
 
-func openCached(f *os.File, path, name string, info checkpoint.TensorInfo, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
+func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	if err := fileio.Lock(f); err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
-	}
-	at, err := stepsOffset(f, info.Offset)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %v: %w", prefix, path, err, checkpoint.ErrFormat)
 	}
 	depth := o.Depth
 	if depth <= 0 {
 		depth = 32
 	}
-	rb := info.Shape[1] * int(dt.Size())
-	fs, err := rowcache.NewFileStore(f, info.Offset, rb, int64(info.Shape[0]), depth)
+	dt := t.info.Dtype
+	rb := t.info.Shape[1] * int(dt.Size())
+	fs, err := rowcache.NewFileStore(f, t.info.Offset, rb, int64(t.info.Shape[0]), depth)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v: %w", prefix, err, checkpoint.ErrFormat)
 	}
-	if err := fs.SetMeta(at, stepDigits); err != nil {
-		return nil, fmt.Errorf("%s: %w", prefix, err)
+	if t.steps {
+		at, err := stepsOffset(f, t.info.Offset)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %v: %w", prefix, path, err, checkpoint.ErrFormat)
+		}
+		if err := fs.SetMeta(at, stepDigits); err != nil {
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
 	}
-	j, err := rowcache.OpenJournaled(fs, path+".journal")
+	j, err := rowcache.OpenJournaled(fs, journalPath(path), t.id)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	steps, ok := parseSteps(j.Meta())
-	if !ok {
-		j.Close()
-		return nil, fmt.Errorf("%s: %s: step count %q: %w", prefix, path, j.Meta(), checkpoint.ErrFormat)
+	var steps int64
+	if t.steps {
+		var ok bool
+		if steps, ok = parseSteps(j.Meta()); !ok {
+			j.Close()
+			return nil, fmt.Errorf("%s: %s: step count %q: %w", prefix, path, j.Meta(), checkpoint.ErrFormat)
+		}
 	}
-	c, err := newCached(j, name, dim, dt, cols, o)
+	c, err := newCached(j, name, t.dim, dt, cols, o)
 	if err != nil {
 		j.Close()
 		return nil, err
 	}
-	c.steps, c.file, c.journal = steps, f, j
+	c.steps, c.file, c.journal, c.keepSteps = steps, f, j, t.steps
+	c.limit, c.manual = o.journalLimit(), o.ManualSync
 	return c, nil
 }
 
@@ -406,9 +510,21 @@ func (c *Cached) State() []*tensor.Dense { return c.state }
 // batch's rows stay in their slots until NewBatch. An id outside [0,
 // vocab), or a batch of more distinct rows than the cache holds
 // (ErrCapacity, naming both), is an error.
+//
+// For a table in a file, a Fetch that finds the journal past
+// CacheOptions.JournalLimit syncs the table first (Sync), or fails with
+// ErrJournalFull under CacheOptions.ManualSync.
 func (c *Cached) Fetch(ids []int64, slots []int32) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
+	}
+	if c.journal != nil && c.limit >= 0 && c.journal.Size() > c.limit {
+		if c.manual {
+			return fmt.Errorf("table %q: the journal holds %d bytes, past the limit of %d; call Sync: %w", c.name, c.journal.Size(), c.limit, ErrJournalFull)
+		}
+		if err := c.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := c.cache.FetchMore(ids, slots); err != nil {
 		return fmt.Errorf("table %q: %w", c.name, err)
@@ -523,12 +639,14 @@ func (c *Cached) Read(ids []int64) (*tensor.Dense, error) {
 // For a table in a file it is durable when Sync returns: the rows and the
 // step count go to the journal, which is committed (fsync), applied to
 // the file (fsync) and emptied; a crash at any moment leaves the table as
-// this Sync or the one before left it, never a mix.
+// this Sync or the one before left it, never a mix. Between syncs the
+// journal grows with the changed rows the cache evicts; a Fetch syncs on
+// its own once it passes CacheOptions.JournalLimit.
 func (c *Cached) Sync() error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
-	if c.journal != nil {
+	if c.keepSteps {
 		if err := c.journal.SetMeta([]byte(formatSteps(c.steps))); err != nil {
 			return fmt.Errorf("table %q: %w", c.name, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -27,7 +28,10 @@ var kOpt = optim.NewSparseAdam(0.01)
 
 // kStep runs training step n on c: a batch of ids (half from 20 hot
 // rows), a gradient drawn from n, SparseAdam through StepRows.
-func kStep(c *table.Cached, n int) error {
+func kStep(c *table.Cached, n int) error { return kStepWith(c, n, kOpt) }
+
+// kStepWith is kStep with the optimiser opt.
+func kStepWith(c *table.Cached, n int, opt optim.RowStepper) error {
 	r := rand.New(rand.NewPCG(uint64(n), 5))
 	ids := make([]int64, kBatch)
 	for k := range ids {
@@ -59,7 +63,7 @@ func kStep(c *table.Cached, n int) error {
 		at[k] = int(s)
 	}
 	steps := c.Steps()
-	if err := kOpt.StepRows(optim.SlotRows{Weight: c.Weight(), State: c.State(), Slots: at, Steps: &steps}, g); err != nil {
+	if err := opt.StepRows(optim.SlotRows{Weight: c.Weight(), State: c.State(), Slots: at, Steps: &steps}, g); err != nil {
 		return err
 	}
 	c.SetSteps(steps)
@@ -154,7 +158,24 @@ func TestKillCachedTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	killtest.Run(t, "TestKillCachedTable", "GATHER_CACHED_CHILD", 20, 13, setup, func(k killtest.Kill) {
+	fresh := filepath.Join(base, "fresh.safetensors")
+	if err := table.Create(fresh, "t", kVocab, kDim, tensor.Float32, table.WithSeed(4), table.WithState(kOpt.Columns(kDim)...)); err != nil {
+		t.Fatal(err)
+	}
+	c, err = kOpen(fresh, 1<<22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freshRows, _ := kRead(t, c)
+	c.Close()
+	recreated := 0
+	killtest.Run(t, killtest.Config{Test: "TestKillCachedTable", Env: "GATHER_CACHED_CHILD", Kills: 20, Seed: 13, Window: "syncing"}, setup, func(k killtest.Kill) {
+		if k.State == "syncing" {
+			// What a user may do next: create a new table at the path,
+			// which the killed table's journal must never reach.
+			recreated++
+			kRecreate(t, k.Dir, freshRows)
+		}
 		c, err := kOpen(filepath.Join(k.Dir, "t.safetensors"), 1<<22)
 		if err != nil {
 			t.Fatalf("kill %d: reopening: %v", k.N, err)
@@ -179,6 +200,37 @@ func TestKillCachedTable(t *testing.T) {
 		}
 		t.Logf("kill %d: %s %d, reopened at step count %d", k.N, k.State, k.Step, steps)
 	})
+	t.Logf("%d kills mid-Sync, each followed by a new table at a copy of its path, which opened fresh", recreated)
+}
+
+// kRecreate copies the table and the journal a kill left in dir to a new
+// directory, creates a table of seed 4 there (WithReplace), and checks
+// that it opens as a fresh table (rows freshRows, step count 0), whatever
+// the old journal held.
+func kRecreate(t *testing.T, dir string, freshRows []byte) {
+	t.Helper()
+	again := t.TempDir()
+	path := filepath.Join(again, "t.safetensors")
+	for _, name := range []string{"t.safetensors", "t.safetensors.journal"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(again, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := table.Create(path, "t", kVocab, kDim, tensor.Float32, table.WithSeed(4), table.WithState(kOpt.Columns(kDim)...), table.WithReplace()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kOpen(path, 1<<22)
+	if err != nil {
+		t.Fatalf("opening the table created over a killed one: %v", err)
+	}
+	defer c.Close()
+	if got, steps := kRead(t, c); steps != 0 || !bytes.Equal(got, freshRows) {
+		t.Fatalf("the table created over a killed one opened at step count %d, its rows fresh: %v", steps, bytes.Equal(got, freshRows))
+	}
 }
 
 // kChild trains for ever, syncing every kSyncEvery steps, and records in
@@ -237,8 +289,12 @@ func TestOpenCachedBadFiles(t *testing.T) {
 	if err := table.Create(plain, "t", 100, kDim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kOpen(plain, 1<<20); !errors.Is(err, checkpoint.ErrMismatch) {
-		t.Fatalf("a table without state: %v", err)
+	if _, err := kOpen(plain, 1<<20); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "WithState") {
+		t.Fatalf("a table without state, for an optimiser with state: %v", err)
+	}
+	if _, err := table.OpenCached(path, "t", nil, table.CacheOptions{Budget: 1 << 20}); !errors.Is(err, checkpoint.ErrMismatch) ||
+		!strings.Contains(err.Error(), "without WithState") {
+		t.Fatalf("a table with state, for an optimiser without: %v", err)
 	}
 
 	// A journal of another table.

@@ -9,6 +9,7 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/rowcache"
 )
 
 // copyChunk bounds the memory of Export and Import: rows move in chunks
@@ -48,7 +49,7 @@ func Export(path string, src Store, name string, dim int, dt tensor.Dtype, cols 
 	if err != nil {
 		return err
 	}
-	return fileio.WriteAtomic(path, func(f *os.File) error {
+	return writeTable(path, func(f *os.File) error {
 		if err := fileio.Reserve(f, int64(len(header))+rows*int64(rb)); err != nil {
 			return fmt.Errorf("%s: %w", prefix, err)
 		}
@@ -75,17 +76,18 @@ func Export(path string, src Store, name string, dim int, dt tensor.Dtype, cols 
 // error: open it with OpenCached first, which applies or drops them.
 func Import(dst Store, path, name string, cols []Column) (int64, error) {
 	prefix := fmt.Sprintf("table %q", name)
-	info, _, dt, err := inspectRows(path, name, cols)
+	t, err := inspectRows(path, name, cols)
 	if err != nil {
 		return 0, err
 	}
+	info, dt := t.info, t.info.Dtype
 	rb := info.Shape[1] * int(dt.Size())
 	if dst == nil || dst.RowBytes() != rb || dst.Rows() != int64(info.Shape[0]) {
 		return 0, fmt.Errorf("%s: %s holds %d rows of %d bytes; the store takes rows of %d bytes: %w",
 			prefix, path, info.Shape[0], rb, storeRowBytes(dst), checkpoint.ErrMismatch)
 	}
-	if st, err := os.Stat(path + ".journal"); err == nil && st.Size() > 24 {
-		return 0, fmt.Errorf("%s: %s.journal holds changes; open the table with OpenCached first: %w", prefix, path, checkpoint.ErrMismatch)
+	if rowcache.Holds(journalPath(path)) {
+		return 0, fmt.Errorf("%s: %s holds changes; open the table with OpenCached first: %w", prefix, journalPath(path), checkpoint.ErrMismatch)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {

@@ -87,7 +87,7 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	}
 	esize := int64(dt.Size())
 	size := int64(len(header)) + int64(vocab)*int64(width)*esize
-	return fileio.WriteAtomic(path, func(f *os.File) error {
+	return writeTable(path, func(f *os.File) error {
 		if err := fileio.Reserve(f, size); err != nil {
 			return fmt.Errorf("%s: reserving %d bytes for the table: %w", prefix, size, err)
 		}

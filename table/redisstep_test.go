@@ -239,7 +239,7 @@ func TestRedisKillWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	killtest.Run(t, "TestRedisKillWorker", "GATHER_REDIS_WORKER", kills, 17, setup, func(k killtest.Kill) {
+	killtest.Run(t, killtest.Config{Test: "TestRedisKillWorker", Env: "GATHER_REDIS_WORKER", Kills: kills, Seed: 17}, setup, func(k killtest.Kill) {
 		acked += k.Step + 1
 	})
 	close(stop)

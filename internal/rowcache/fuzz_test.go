@@ -12,7 +12,7 @@ import (
 // panic; either an error (a bad journal is ErrJournal), or the table is
 // left as it was or with committed rows applied, and the journal empty.
 func FuzzJournal(f *testing.F) {
-	j := &Journaled{base: &FileStore{rowBytes: jRowBytes, rows: jRows}}
+	j := &Journaled{base: &FileStore{rowBytes: jRowBytes, rows: jRows}, id: jID}
 	head := j.header()
 	f.Add([]byte{})
 	f.Add(head)

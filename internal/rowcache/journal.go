@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 
 	"github.com/gathergrad/gather/internal/fileio"
 )
@@ -19,16 +20,24 @@ import (
 var ErrJournal = errors.New("bad journal")
 
 // The journal's layout: a header (journalMagic, the row size and the row
-// count, 8 bytes each), then records of a row's id (8 bytes) and its
-// bytes, or of the id -2 and the store's meta bytes (FileStore.SetMeta),
-// then, once a Sync commits them, a trailer: the id -1, the number of
-// records, their CRC-32C and commitMagic.
+// count, 8 bytes each, then the table's identity, IDBytes bytes), then
+// records of a row's id (8 bytes) and its bytes, or of the id -2 and the
+// store's meta bytes (FileStore.SetMeta), then, once a Sync commits them,
+// a trailer: the id -1, the number of records, their CRC-32C and
+// commitMagic. A journal of the first version (magic1) has no identity:
+// its header ends after the row count.
 const (
-	journalMagic = "GGJRNL01"
+	journalMagic = "GGJRNL02"
+	magic1       = "GGJRNL01"
 	commitMagic  = "CMIT"
-	headerBytes  = 24
+	headerBytes  = 24 + IDBytes
+	header1Bytes = 24
 	trailerBytes = 24
 )
+
+// IDBytes is the size of a table's identity in a journal's header: an
+// identity is at most IDBytes bytes, kept zero-padded.
+const IDBytes = 32
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -42,6 +51,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // that had committed when the crash came): never a mix of steps.
 type Journaled struct {
 	base    *FileStore
+	id      string // the table's identity, which the header names
 	j       *os.File
 	size    int64           // bytes in the journal
 	pending map[int64]int64 // id -> offset in the journal of its latest row
@@ -54,19 +64,26 @@ type Journaled struct {
 // metaID is the id of a record of the store's meta bytes.
 const metaID = -2
 
-// OpenJournaled returns the Journaled store of base with its journal at
-// path, creating the journal if there is none. A journal a crash left is
-// dealt with first: committed records are copied into base's file, which
-// is then synced, and uncommitted ones dropped. A journal of another
-// table (another row size or count), or one whose committed records do
-// not match their checksum, is an error wrapping ErrJournal that names
-// the file, and nothing is changed.
-func OpenJournaled(base *FileStore, path string) (*Journaled, error) {
+// OpenJournaled returns the Journaled store of base, the table whose
+// identity is id (at most IDBytes bytes; "" for a table without one),
+// with its journal at path, creating the journal if there is none. A
+// journal a crash left is dealt with first: committed records are copied
+// into base's file, which is then synced, and uncommitted ones dropped.
+// A journal of another table (another identity, row size or count), one
+// that does not start with a journal's header, or one whose committed
+// records do not match their checksum, is an error wrapping ErrJournal
+// that names the file and what it holds, and nothing is changed. A
+// journal shorter than its header holds no record (a crash cut the
+// writing of its header) and is emptied.
+func OpenJournaled(base *FileStore, path, id string) (*Journaled, error) {
+	if len(id) > IDBytes {
+		return nil, fmt.Errorf("row cache: a table identity of %d bytes; at most %d", len(id), IDBytes)
+	}
 	j, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		return nil, err
 	}
-	s := &Journaled{base: base, j: j, pending: map[int64]int64{}}
+	s := &Journaled{base: base, id: id, j: j, pending: map[int64]int64{}}
 	if err := s.recover(path); err != nil {
 		j.Close()
 		return nil, err
@@ -82,19 +99,24 @@ func (s *Journaled) recover(path string) error {
 	if err != nil {
 		return err
 	}
-	if st.Size() == 0 {
+	r := bufio.NewReaderSize(io.NewSectionReader(s.j, 0, st.Size()), 1<<20)
+	head := make([]byte, min(st.Size(), headerBytes))
+	if _, err := io.ReadFull(r, head); err != nil {
+		return fmt.Errorf("row cache: reading the journal %s: %w", path, err)
+	}
+	hlen, err := s.checkHeader(path, head)
+	if err != nil {
+		return err
+	}
+	if hlen < 0 {
 		return s.reset()
 	}
-	r := bufio.NewReaderSize(io.NewSectionReader(s.j, 0, st.Size()), 1<<20)
-	head := make([]byte, headerBytes)
-	if _, err := io.ReadFull(r, head); err != nil || !bytes.Equal(head, s.header()) {
-		return fmt.Errorf("row cache: %s is not the journal of this table (%d rows of %d bytes): %w", path, s.base.rows, s.base.rowBytes, ErrJournal)
-	}
+	r.Reset(io.NewSectionReader(s.j, hlen, st.Size()-hlen))
 	latest := map[int64]int64{} // id -> offset of its row's latest record
 	metaAt := int64(-1)
 	var crc uint32
 	var n int64 // records read
-	at := int64(headerBytes)
+	at := hlen
 	rec := make([]byte, 8+max(s.base.rowBytes, len(s.base.meta), trailerBytes-8))
 	for {
 		if _, err := io.ReadFull(r, rec[:8]); err != nil {
@@ -146,7 +168,78 @@ func (s *Journaled) header() []byte {
 	copy(h, journalMagic)
 	binary.LittleEndian.PutUint64(h[8:], uint64(s.base.rowBytes))
 	binary.LittleEndian.PutUint64(h[16:], uint64(s.base.rows))
+	copy(h[24:], s.id)
 	return h
+}
+
+// checkHeader checks head, the journal's first bytes (up to headerBytes),
+// and returns the length of its header, or -1 for a journal shorter than
+// a header, which holds no record: reset writes and syncs the header
+// before any record follows it, so a shorter journal is one whose header
+// a crash cut.
+func (s *Journaled) checkHeader(path string, head []byte) (int64, error) {
+	magic := head[:min(len(head), len(journalMagic))]
+	first := string(magic) == magic1[:len(magic)]
+	if !first && string(magic) != journalMagic[:len(magic)] {
+		return 0, fmt.Errorf("row cache: %s does not start as a journal does (%q, not %q): if it is not this table's journal, "+
+			"move it away; if it is, its header was overwritten, and the table's last Sync may be lost with it: "+
+			"restore the table from a checkpoint: %w", path, magic, journalMagic, ErrJournal)
+	}
+	hlen := int64(headerBytes)
+	if first {
+		hlen = header1Bytes
+	}
+	if int64(len(head)) < hlen {
+		return -1, nil
+	}
+	rowBytes, rows := binary.LittleEndian.Uint64(head[8:]), binary.LittleEndian.Uint64(head[16:])
+	if rowBytes != uint64(s.base.rowBytes) || rows != uint64(s.base.rows) {
+		return 0, fmt.Errorf("row cache: %s is the journal of a table of %d rows of %d bytes, not of this one (%d rows of %d bytes): %w",
+			path, rows, rowBytes, s.base.rows, s.base.rowBytes, ErrJournal)
+	}
+	var id string
+	if !first {
+		id = string(bytes.TrimRight(head[24:headerBytes], "\x00"))
+	}
+	if id != s.id {
+		return 0, fmt.Errorf("row cache: %s is the journal of the table %s, not of this one (%s): "+
+			"a table created at this path since (Create) left it behind; remove it, or put back the table it belongs to: %w",
+			path, idName(id), idName(s.id), ErrJournal)
+	}
+	return hlen, nil
+}
+
+// Holds reports whether the file at path is a journal that holds records
+// beyond its header (or is not a journal at all).
+func Holds(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return true
+	}
+	magic := make([]byte, len(journalMagic))
+	if _, err := f.ReadAt(magic, 0); err != nil {
+		return st.Size() > 0
+	}
+	switch string(magic) {
+	case journalMagic:
+		return st.Size() > headerBytes
+	case magic1:
+		return st.Size() > header1Bytes
+	}
+	return true
+}
+
+// idName names a table identity in an error.
+func idName(id string) string {
+	if id == "" {
+		return "without an identity"
+	}
+	return strconv.Quote(id)
 }
 
 // reset empties the journal to its header, durably.
@@ -203,6 +296,9 @@ func (s *Journaled) apply(latest map[int64]int64, meta []byte) error {
 	}
 	return s.reset()
 }
+
+// Size returns the journal's size in bytes.
+func (s *Journaled) Size() int64 { return s.size }
 
 func (s *Journaled) RowBytes() int { return s.base.rowBytes }
 func (s *Journaled) Rows() int64   { return s.base.rows }

@@ -64,9 +64,17 @@ func expected(last int) []byte {
 	return b
 }
 
+// jID is the identity of the tests' table.
+const jID = "0123456789abcdef0123456789abcdef"
+
 // openTable opens the table file at dir/table and its journal, with a
 // cache far smaller than the rows the steps touch.
 func openTable(dir string) (*os.File, *Journaled, *Cache, error) {
+	return openTableID(dir, jID)
+}
+
+// openTableID is openTable for a table of identity id.
+func openTableID(dir, id string) (*os.File, *Journaled, *Cache, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "table"), os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, nil, err
@@ -75,8 +83,9 @@ func openTable(dir string) (*os.File, *Journaled, *Cache, error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	j, err := OpenJournaled(fs, filepath.Join(dir, "table.journal"))
+	j, err := OpenJournaled(fs, filepath.Join(dir, "table.journal"), id)
 	if err != nil {
+		f.Close()
 		return nil, nil, nil, err
 	}
 	c, err := New(j, jSlots, LRU)
@@ -128,7 +137,7 @@ func TestJournalRecovery(t *testing.T) {
 		}
 		return r
 	}
-	j := &Journaled{base: &FileStore{rowBytes: jRowBytes, rows: jRows}}
+	j := &Journaled{base: &FileStore{rowBytes: jRowBytes, rows: jRows}, id: jID}
 	commit := func(recs ...[]byte) []byte {
 		var crc uint32
 		var body []byte
@@ -152,21 +161,37 @@ func TestJournalRecovery(t *testing.T) {
 	corrupt[headerBytes+10] ^= 1
 	other := bytes.Clone(committed)
 	other[8] = 99 // another row size
+	stale := bytes.Clone(committed)
+	copy(stale[24:], "fedcba9876543210fedcba9876543210") // another table's identity
+	// A journal of the first version, without an identity, opens only for
+	// a table without one (openTableID(dir, "")).
+	v1 := append([]byte("GGJRNL01"), head[8:24]...)
+	v1 = append(v1, commit(r1, r2)...)
+	garbage := bytes.Clone(committed)
+	copy(garbage, "NOTAJRNL")
+	applied := func(b []byte) {
+		copy(b[3*jRowBytes:4*jRowBytes], r1[8:])
+		copy(b[1999*jRowBytes:], r2[8:])
+	}
 	for name, c := range map[string]struct {
 		journal []byte
+		id      string       // the table's identity, jID if ""
 		want    func([]byte) // the file it leaves
 		err     error
 	}{
-		"empty":               {nil, func(b []byte) {}, nil},
-		"records, no commit":  {append(append(bytes.Clone(head), r1...), r2...), func(b []byte) {}, nil},
-		"a record cut short":  {append(bytes.Clone(head), r1[:10]...), func(b []byte) {}, nil},
-		"a trailer cut short": {committed[:len(committed)-5], func(b []byte) {}, nil},
-		"committed, not applied": {committed, func(b []byte) {
-			copy(b[3*jRowBytes:4*jRowBytes], r1[8:])
-			copy(b[1999*jRowBytes:], r2[8:])
-		}, nil},
-		"committed, corrupt": {corrupt, nil, ErrJournal},
-		"another table's":    {other, nil, ErrJournal},
+		"a header cut short":          {head[:30], "", func(b []byte) {}, nil},
+		"a first version's, applied":  {v1, "-", applied, nil},
+		"a first version's, refused":  {v1, "", nil, ErrJournal},
+		"another table's identity":    {stale, "", nil, ErrJournal},
+		"not a journal":               {garbage, "", nil, ErrJournal},
+		"a header cut short, refused": {[]byte("GGXX"), "", nil, ErrJournal},
+		"empty":                       {nil, "", func(b []byte) {}, nil},
+		"records, no commit":          {append(append(bytes.Clone(head), r1...), r2...), "", func(b []byte) {}, nil},
+		"a record cut short":          {append(bytes.Clone(head), r1[:10]...), "", func(b []byte) {}, nil},
+		"a trailer cut short":         {committed[:len(committed)-5], "", func(b []byte) {}, nil},
+		"committed, not applied":      {committed, "", applied, nil},
+		"committed, corrupt":          {corrupt, "", nil, ErrJournal},
+		"another table's":             {other, "", nil, ErrJournal},
 	} {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "table"), initial(), 0o644); err != nil {
@@ -177,7 +202,11 @@ func TestJournalRecovery(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		f, jr, _, err := openTable(dir)
+		id := jID
+		if c.id == "-" {
+			id = ""
+		}
+		f, jr, _, err := openTableID(dir, id)
 		if c.err != nil {
 			if !errors.Is(err, c.err) || !strings.Contains(err.Error(), "table.journal") {
 				t.Fatalf("%s: want %v naming the journal, got %v", name, c.err, err)
@@ -221,7 +250,7 @@ func TestKillAtRandomMoments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	killtest.Run(t, "TestKillAtRandomMoments", "GATHER_JOURNAL_CHILD", 20, 11, setup, func(k killtest.Kill) {
+	killtest.Run(t, killtest.Config{Test: "TestKillAtRandomMoments", Env: "GATHER_JOURNAL_CHILD", Kills: 20, Seed: 11, Window: "syncing"}, setup, func(k killtest.Kill) {
 		kills++
 		f, j, _, err := openTable(k.Dir)
 		if err != nil {
