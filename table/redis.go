@@ -2,17 +2,21 @@ package table
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
@@ -47,7 +51,43 @@ type RedisOptions struct {
 	// (WAIT, within half the Timeout) until that many replicas of each
 	// master they wrote to have the writes; fewer is an error (retried
 	// within Retry). A master that dies then loses none of them.
+	//
+	// A master the cluster lists with fewer live replicas than Replicas
+	// (a replica promoted after its master died, until a node joins it as
+	// a replica) cannot give that many: by default its writes wait for
+	// every replica it has, and each such pipeline is counted in
+	// RedisStats.Degraded, so that training goes on through the loss of
+	// a node; those writes are on fewer replicas than asked, and the loss
+	// of that master too would lose them. With StrictReplicas such a
+	// write is instead an error wrapping ErrFewReplicas that names the
+	// master, at once.
 	Replicas int
+	// StrictReplicas: see Replicas.
+	StrictReplicas bool
+}
+
+// ErrFewReplicas: a master the store wrote to has fewer live replicas
+// than RedisOptions.Replicas asks for, and RedisOptions.StrictReplicas
+// is set. The writes were made on the master.
+var ErrFewReplicas = errors.New("fewer replicas than asked for")
+
+// ErrUnknownOutcome: a Step whose calls may have been applied in part or
+// in whole when its RedisOptions.Retry ran out (a node that did not
+// answer, replicas that did not acknowledge). The store keeps the
+// update's name: the same Step called again next (the same ids and
+// gradient) applies exactly what was not applied, never a call twice.
+// Any other Step in between gives the update up, and its outcome stays
+// unknown.
+var ErrUnknownOutcome = errors.New("outcome unknown")
+
+// RedisStats counts what a RedisStore met.
+type RedisStats struct {
+	// Retries counts calls made again after one failed for the
+	// cluster's sake (RedisOptions.Retry).
+	Retries uint64
+	// Degraded counts pipelines of writes acknowledged by fewer replicas
+	// than RedisOptions.Replicas, because their master had fewer.
+	Degraded uint64
 }
 
 // A RedisStore is a Store on a Redis Cluster: each row (values, then
@@ -65,12 +105,38 @@ type RedisStore struct {
 	timeout  time.Duration
 	retry    time.Duration
 	replicas int
+	strict   bool
+	closed   atomic.Bool
+	retries  atomic.Uint64
+	degraded atomic.Uint64
+	fewer    sync.Map // a master's address -> fewerUntil, for masters with fewer replicas than asked
 
 	// The Step methods' updates are named id (random, the store's own)
-	// and updates (counting them), one at a time.
+	// and updates (counting them), one at a time; pending is the update
+	// that failed last, if its outcome is unknown.
 	stepping sync.Mutex
 	id       string
 	updates  uint64
+	pending  *pendingStep
+}
+
+// fewerUntil says that a master had live replicas, fewer than a store's
+// Replicas, when last asked: its writes wait for that many until the
+// time until, when it is asked again.
+type fewerUntil struct {
+	live  int
+	until time.Time
+}
+
+// fewerFor is how long a store waits for fewer replicas of a master
+// before it asks the master again how many it has.
+const fewerFor = 5 * time.Second
+
+// A pendingStep is an update whose outcome is unknown: its number and
+// the digest of its function's name and arguments.
+type pendingStep struct {
+	update uint64
+	digest [sha256.Size]byte
 }
 
 // redisGroups is how many hash tags a table's keys use.
@@ -93,27 +159,59 @@ func newStore(o RedisOptions, name string, rowBytes int, dt tensor.Dtype) *Redis
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
+	quietOnce.Do(func() { setRedisLog(nil, false) })
 	c := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLS,
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 	})
 	return &RedisStore{c: c, name: name, rowBytes: rowBytes, dt: dt, timeout: timeout, retry: o.Retry,
-		replicas: o.Replicas, id: strconv.FormatUint(rand.Uint64(), 36)}
+		replicas: o.Replicas, strict: o.StrictReplicas, id: strconv.FormatUint(rand.Uint64(), 36)}
+}
+
+// quietOnce silences go-redis's log when the first store is made, unless
+// SetRedisLog was called before.
+var quietOnce sync.Once
+
+// SetRedisLog sends the messages of go-redis, the Redis client that
+// RedisStore uses (such as "failed to dial" while a node is down), to l,
+// or discards them if l is nil, which is what happens from the first
+// RedisStore on unless SetRedisLog was called before. The client's log
+// is one for the whole process: this changes it for every go-redis
+// client in the program.
+func SetRedisLog(l *log.Logger) { setRedisLog(l, true) }
+
+func setRedisLog(l *log.Logger, explicit bool) {
+	if explicit {
+		quietOnce.Do(func() {})
+	}
+	if l == nil {
+		redis.SetLogger(&logging.VoidLogger{})
+		return
+	}
+	redis.SetLogger(redisLog{l})
+}
+
+// redisLog passes go-redis's messages to a log.Logger.
+type redisLog struct{ l *log.Logger }
+
+func (r redisLog) Printf(_ context.Context, format string, v ...any) { r.l.Printf(format, v...) }
+
+// Stats returns what the store has met so far.
+func (s *RedisStore) Stats() RedisStats {
+	return RedisStats{Retries: s.retries.Load(), Degraded: s.degraded.Load()}
 }
 
 // CreateRedis writes the table name to the cluster as Create writes a
 // file: vocab rows of dim values of dtype dt, from N(0, 1) with
-// WithSeed's seed (the values nn.NewEmbedding draws), WithPadding's row
-// zero, each followed by WithState's state, zeros. A table of that name
+// WithSeed's seed (the values nn.NewEmbedding draws) or by WithInit's
+// initialiser, WithPadding's row zero, each followed by WithState's
+// state, zeros. A table of that name
 // already on the cluster is an error unless WithReplace is given.
 func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dtype, opts ...Option) error {
 	prefix := fmt.Sprintf("table %q", name)
 	var cfg config
 	for _, opt := range opts {
 		opt(&cfg)
-	}
-	if cfg.init != nil {
-		return fmt.Errorf("%s: WithInit is for files; a table on Redis draws from N(0, 1) with WithSeed: %w", prefix, gather.ErrOption)
 	}
 	if dt != tensor.Float32 && dt != tensor.Float64 {
 		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
@@ -308,16 +406,23 @@ func (s *RedisStore) onMasters(ctx context.Context, keys []string, writes bool, 
 				add(ctx, p, k)
 			}
 			var wait *redis.Cmd
+			replicas := s.replicas
+			if f, ok := s.fewer.Load(node.Options().Addr); ok && time.Now().Before(f.(fewerUntil).until) {
+				replicas = f.(fewerUntil).live
+			}
 			if writes && s.replicas > 0 {
-				wait = p.Do(ctx, "WAIT", s.replicas, (s.timeout / 2).Milliseconds())
+				wait = p.Do(ctx, "WAIT", replicas, (s.timeout / 2).Milliseconds())
 			}
 			_, err := p.Exec(ctx)
 			switch {
 			case errors.Is(err, redis.Nil):
 				err = nil // a missing row: the caller reads each command's error
 			case err == nil && wait != nil:
-				if n, _ := wait.Int64(); n < int64(s.replicas) {
-					err = fmt.Errorf("%d of the %d replicas asked for acknowledged the writes to %s", n, s.replicas, node.Options().Addr)
+				switch n, _ := wait.Int64(); {
+				case n < int64(replicas):
+					err = s.fewReplicas(ctx, node, int(n))
+				case replicas < s.replicas:
+					s.degraded.Add(1)
 				}
 			case err != nil && node.Ping(ctx).Err() != nil:
 				err = fmt.Errorf("no answer from the node at %s: %w", node.Options().Addr, err)
@@ -334,6 +439,45 @@ func (s *RedisStore) onMasters(ctx context.Context, keys []string, writes bool, 
 	return first
 }
 
+// fewReplicas returns the error of writes to the master at node that n
+// replicas acknowledged, fewer than the store asked for: nil if the
+// master is still a master and the cluster, as it sees it, lists fewer
+// live replicas of it than Replicas and n covers them all (a degraded
+// write, counted; the next writes to that master wait for the replicas
+// it has, for fewerFor), ErrFewReplicas for such a write if the store is
+// strict, and else an error that is retried.
+func (s *RedisStore) fewReplicas(ctx context.Context, node *redis.Client, n int) error {
+	addr := node.Options().Addr
+	short := fmt.Errorf("%d of the %d replicas asked for acknowledged the writes to %s", n, s.replicas, addr)
+	role, err := node.Do(ctx, "ROLE").Slice()
+	if err != nil || len(role) == 0 || role[0] != "master" {
+		return short // a master no more: its writes may be lost, so they are made again
+	}
+	id, err := node.ClusterMyID(ctx).Result()
+	if err != nil {
+		return short
+	}
+	lines, err := node.Do(ctx, "CLUSTER", "REPLICAS", id).StringSlice()
+	if err != nil {
+		return short
+	}
+	live := 0
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) > 2 && !strings.Contains(f[2], "fail") {
+			live++
+		}
+	}
+	switch {
+	case live >= s.replicas || n < live:
+		return short
+	case s.strict:
+		return fmt.Errorf("the master at %s has %d live replicas; the store asks for %d: %w", addr, live, s.replicas, ErrFewReplicas)
+	}
+	s.degraded.Add(1)
+	s.fewer.Store(addr, fewerUntil{live: live, until: time.Now().Add(fewerFor)})
+	return nil
+}
+
 // again runs call, each attempt within the store's timeout, and while it
 // fails for the cluster's sake (retryable) and the store's Retry allows,
 // reloads the cluster's layout and runs it again, waiting 100 ms, then up
@@ -348,6 +492,7 @@ func (s *RedisStore) again(call func(ctx context.Context) error) error {
 		if err == nil || !retryable(err) || time.Now().Add(wait).After(end) {
 			return err
 		}
+		s.retries.Add(1)
 		time.Sleep(wait)
 		wait = min(2*wait, time.Second)
 		ctx, cancel = context.WithTimeout(context.Background(), s.timeout)
@@ -357,6 +502,9 @@ func (s *RedisStore) again(call func(ctx context.Context) error) error {
 }
 
 func (s *RedisStore) check(ids []int64, buf []byte) error {
+	if s.closed.Load() {
+		return fmt.Errorf("table %q: %w", s.name, ErrClosed)
+	}
 	if buf != nil && len(buf) < len(ids)*s.rowBytes {
 		return fmt.Errorf("table %q: %d bytes for %d rows of %d: %w", s.name, len(buf), len(ids), s.rowBytes, gather.ErrShape)
 	}
@@ -368,25 +516,38 @@ func (s *RedisStore) check(ids []int64, buf []byte) error {
 	return nil
 }
 
-// Close closes the store's connections.
-func (s *RedisStore) Close() error { return s.c.Close() }
+// Close closes the store's connections. After it, every call fails at
+// once with an error wrapping ErrClosed. A second Close does nothing.
+func (s *RedisStore) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.c.Close()
+}
 
 // retryable reports whether err may pass once the cluster has settled: a
-// node that does not answer, a slot moving or a failover under way
-// (MOVED, ASK, CLUSTERDOWN, TRYAGAIN, LOADING, READONLY, MASTERDOWN), or
-// replicas that did not acknowledge in time; not a reply refusing the
-// call itself, such as a Function's error naming a row of the wrong
-// length.
+// node that does not answer, or a reply that the cluster's state causes
+// (Redis 7.0's): a slot moving (MOVED, ASK, TRYAGAIN), the cluster or a
+// master down (CLUSTERDOWN, MASTERDOWN), a node loading its data or busy
+// with a script (LOADING, BUSY), a write sent to a node that is now a
+// replica (READONLY), a WAIT ended by that change (UNBLOCKED), a node
+// refusing writes it cannot persist or replicate (MISCONF, NOREPLICAS),
+// or replicas that did not acknowledge in time. Not a reply refusing the
+// call itself (such as a Function's error naming a row of the wrong
+// length, a missing Function, a password refused), nor a closed client,
+// nor ErrFewReplicas.
 func retryable(err error) bool {
+	if errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrFewReplicas) || errors.Is(err, ErrClosed) {
+		return false
+	}
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return true
 	}
-	msg := re.Error()
-	for _, p := range []string{"MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN", "LOADING", "READONLY", "MASTERDOWN", "NOREPLICAS"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
+	code, _, _ := strings.Cut(re.Error(), " ")
+	switch code {
+	case "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "LOADING", "BUSY", "READONLY", "UNBLOCKED", "MISCONF", "NOREPLICAS":
+		return true
 	}
 	return false
 }

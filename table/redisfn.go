@@ -2,9 +2,13 @@ package table
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
@@ -257,8 +261,19 @@ func (s *RedisStore) fcall(fn string, dim int, ids []int64, grad []float32, head
 	for k, id := range ids {
 		groups[id%redisGroups] = append(groups[id%redisGroups], k)
 	}
-	s.updates++
-	head = append([]any{s.id, strconv.FormatUint(s.updates, 10)}, append(head, strconv.Itoa(dim))...)
+	head = append(head, strconv.Itoa(dim))
+	// The digest is computed only after a Step failed: the next Step may
+	// be the same one again.
+	var digest *[sha256.Size]byte
+	update := s.updates + 1
+	if s.pending != nil {
+		d := stepDigest(fn, ids, grad, head)
+		if digest = &d; d == s.pending.digest {
+			update = s.pending.update // the same Step again: its update's name again
+		}
+	}
+	s.updates = max(s.updates, update)
+	head = append([]any{s.id, strconv.FormatUint(update, 10)}, head...)
 	calls := make([]struct {
 		keys []string
 		args []any
@@ -283,8 +298,40 @@ func (s *RedisStore) fcall(fn string, dim int, ids []int64, grad []float32, head
 			p.FCall(ctx, fn, calls[k].keys, calls[k].args...)
 		})
 	})
-	if err != nil {
-		return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), redisError(err))
+	if err == nil {
+		s.pending = nil
+		return nil
 	}
-	return nil
+	if digest == nil {
+		d := stepDigest(fn, ids, grad, head[2:])
+		digest = &d
+	}
+	s.pending = &pendingStep{update: update, digest: *digest}
+	switch {
+	case strings.Contains(err.Error(), "Function not found"):
+		return fmt.Errorf("table %q: stepping %d rows: the cluster has not loaded gathergrad's Functions; call LoadFunctions once after CreateRedis: %w",
+			s.name, len(ids), err)
+	case errors.Is(err, ErrClosed) || errors.Is(err, redis.ErrClosed):
+		return fmt.Errorf("table %q: %w", s.name, ErrClosed)
+	case retryable(err) || errors.Is(err, ErrFewReplicas):
+		return fmt.Errorf("table %q: stepping %d rows: %w (some of its calls may have been applied; "+
+			"the same Step again applies the rest, exactly once): %w", s.name, len(ids), ErrUnknownOutcome, redisError(err))
+	}
+	return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), redisError(err))
+}
+
+// stepDigest returns the digest of a Step's function, rows, gradient and
+// arguments head, by which the same Step made again is known.
+func stepDigest(fn string, ids []int64, grad []float32, head []any) [sha256.Size]byte {
+	h := sha256.New()
+	fmt.Fprintln(h, fn, head)
+	b := make([]byte, 0, 8*len(ids))
+	for _, id := range ids {
+		b = binary.LittleEndian.AppendUint64(b, uint64(id))
+	}
+	h.Write(b)
+	h.Write(fileio.LittleEndianBytes(grad))
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }

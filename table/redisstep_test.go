@@ -134,49 +134,6 @@ func countRows(t *testing.T, o table.RedisOptions, name string, vocab, dim int) 
 	return counts
 }
 
-// A master killed (SIGKILL) while a worker steps rows on the server, with
-// Replicas 1 and Retry (two replicas a master, so that the one promoted
-// has one left): the worker's steps go on through the failover,
-// and every row took exactly the steps the store acknowledged, none lost
-// and none applied twice (each step adds 1 to every value of every row).
-func TestRedisStepFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for a failover")
-	}
-	const vocab, dim = 3000, 8
-	cl, o := zeroTable(t, "steps", 2, vocab, dim)
-	o.Retry, o.Replicas = 60*time.Second, 1
-	s, err := table.OpenRedis(o, "steps", dim, tensor.Float32, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	master := firstMaster(t, cl)
-	ids, grad := allIDs(vocab), filled(vocab*dim, -1)
-	acked, killedAt := 0, -1
-	var longest time.Duration
-	for step := range 60 {
-		if step == 20 {
-			if err := cl.Kill(master); err != nil {
-				t.Fatal(err)
-			}
-			killedAt = acked
-		}
-		start := time.Now()
-		if err := s.StepSGD(ids, grad, 1, 0); err != nil {
-			t.Fatalf("step %d (master %s killed after step %d): %v", step, master, killedAt, err)
-		}
-		longest = max(longest, time.Since(start))
-		acked++
-	}
-	t.Logf("master %s killed after %d steps; %d acknowledged; the longest step took %v", master, killedAt, acked, longest)
-	for r, n := range countRows(t, o, "steps", vocab, dim) {
-		if n != acked {
-			t.Fatalf("row %d took %d steps; the store acknowledged %d", r, n, acked)
-		}
-	}
-}
-
 // firstMaster returns the address of a master of the cluster.
 func firstMaster(t *testing.T, cl *localredis.Cluster) string {
 	t.Helper()

@@ -170,12 +170,102 @@ func (c *Cluster) Kill(addr string) error {
 	return nil
 }
 
-// Stop stops every node.
+// Restart starts again the node at addr that Kill ended, with its
+// configuration and the cluster's layout it saved (nodes.conf): it
+// rejoins the cluster, as a replica of the node that took its place.
+func (c *Cluster) Restart(addr string) error {
+	if _, ok := c.nodes[addr]; ok {
+		return fmt.Errorf("the node at %s is running", addr)
+	}
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		return ErrNoServer
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return err
+	}
+	if err := c.startNode(server, p); err != nil {
+		return err
+	}
+	return waitFor(func() bool { return c.ping("", addr) }, 10*time.Second)
+}
+
+// Nodes returns the cluster's nodes as the node at addr sees them: each
+// node's address, its role ("master" or "slave"), whether it is flagged
+// as failing, and, for a replica, its master's address.
+func (c *Cluster) Nodes(addr string) ([]Node, error) {
+	out, err := c.CLI(addr, "cluster", "nodes")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, out)
+	}
+	byID := map[string]string{}
+	var fields [][]string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		byID[f[0]] = strings.Split(f[1], "@")[0]
+		fields = append(fields, f)
+	}
+	var nodes []Node
+	for _, f := range fields {
+		n := Node{Addr: byID[f[0]], Failing: strings.Contains(f[2], "fail")}
+		switch {
+		case strings.Contains(f[2], "master"):
+			n.Role = "master"
+		case strings.Contains(f[2], "slave"):
+			n.Role, n.Master = "slave", byID[f[3]]
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+// A Node is one node of a cluster, as Nodes sees it.
+type Node struct {
+	Addr    string
+	Role    string // "master" or "slave"
+	Failing bool
+	Master  string // a replica's master
+}
+
+// Settled waits, up to d, until every running node says the cluster is
+// ok, each master that serves slots has a running node, and each running
+// replica's link to its master is up.
+func (c *Cluster) Settled(d time.Duration) error {
+	return waitFor(func() bool {
+		for addr := range c.nodes {
+			if !c.clusterOK("", addr) {
+				return false
+			}
+			out, err := c.CLI(addr, "info", "replication")
+			if err != nil || (strings.Contains(string(out), "role:slave") && !strings.Contains(string(out), "master_link_status:up")) {
+				return false
+			}
+		}
+		return true
+	}, d)
+}
+
+// Running reports whether the node at addr was started and not killed.
+func (c *Cluster) Running(addr string) bool {
+	_, ok := c.nodes[addr]
+	return ok
+}
+
+// Stop stops every node, paused ones too.
 func (c *Cluster) Stop() {
 	for _, cmd := range c.nodes {
 		cmd.Process.Kill()
 		cmd.Wait()
 	}
+	clear(c.nodes)
 }
 
 // CLI runs redis-cli against the node at addr with the cluster's password.

@@ -1,0 +1,267 @@
+package table_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/table"
+)
+
+// The fault tests run on the layout the README gives, three masters with
+// a replica each, and two workers that step every row of a table on the
+// servers (SGD, learning rate 1, gradient -1: each step adds 1 to every
+// value), with Replicas 1 and a Retry of a minute.
+const (
+	fVocab, fDim = 3000, 8
+	fWorkers     = 2
+)
+
+// workers steps the table name with fWorkers stores of o at once until
+// stop is called, which returns each store's acknowledged steps and the
+// first error of each worker that stopped on one.
+func workers(t *testing.T, o table.RedisOptions, name string) (stores []*table.RedisStore, stop func() ([]int, []error)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	acked := make([]int, fWorkers)
+	errs := make([]error, fWorkers)
+	for w := range fWorkers {
+		s, err := table.OpenRedis(o, name, fDim, tensor.Float32, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores = append(stores, s)
+		wg.Go(func() {
+			ids, grad := allIDs(fVocab), filled(fVocab*fDim, -1)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if errs[w] = s.StepSGD(ids, grad, 1, 0); errs[w] != nil {
+					return
+				}
+				acked[w]++
+			}
+		})
+	}
+	return stores, func() ([]int, []error) {
+		close(done)
+		wg.Wait()
+		return acked, errs
+	}
+}
+
+// faultCluster starts the README's layout with a zero table name on it
+// and returns the cluster and the options of the workers' stores.
+func faultCluster(t *testing.T, name string) (*localredis.Cluster, table.RedisOptions) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("waits for failovers")
+	}
+	cl, o := zeroTable(t, name, 1, fVocab, fDim)
+	o.Retry, o.Replicas = time.Minute, 1
+	// A replica whose first sync is not done cannot take over.
+	if err := cl.Settled(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return cl, o
+}
+
+// masterWithReplica returns a master of the cluster that has a live
+// replica, and that replica, drawn with r.
+func masterWithReplica(t *testing.T, cl *localredis.Cluster, r *rand.Rand) (master, replica string) {
+	t.Helper()
+	nodes, err := cl.Nodes(cl.Addrs[0])
+	for _, a := range cl.Addrs {
+		if cl.Running(a) {
+			nodes, err = cl.Nodes(a)
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pairs [][2]string
+	for _, n := range nodes {
+		if n.Role == "slave" && !n.Failing && cl.Running(n.Addr) && cl.Running(n.Master) {
+			pairs = append(pairs, [2]string{n.Master, n.Addr})
+		}
+	}
+	if len(pairs) == 0 {
+		t.Fatalf("no master with a live replica: %+v", nodes)
+	}
+	p := pairs[r.IntN(len(pairs))]
+	return p[0], p[1]
+}
+
+// retries returns the retries the stores made so far.
+func retries(stores []*table.RedisStore) uint64 {
+	var n uint64
+	for _, s := range stores {
+		n += s.Stats().Retries
+	}
+	return n
+}
+
+// checkSteps stops the workers and checks that none failed and that every
+// row took exactly the steps the stores acknowledged.
+func checkSteps(t *testing.T, o table.RedisOptions, name string, stop func() ([]int, []error)) int {
+	t.Helper()
+	acked, errs := stop()
+	for w, err := range errs {
+		if err != nil {
+			t.Fatalf("worker %d stopped after %d steps: %v", w, acked[w], err)
+		}
+	}
+	total := acked[0] + acked[1]
+	for r, n := range countRows(t, o, name, fVocab, fDim) {
+		if n != total {
+			t.Fatalf("row %d took %d steps; the workers' stores acknowledged %d (%v)", r, n, total, acked)
+		}
+	}
+	return total
+}
+
+// A master paused (SIGSTOP) past the cluster's node timeout while steps
+// are in flight, then resumed, five times: its replica takes over, the
+// old master comes back as a replica, no worker stops, and every row took
+// exactly the acknowledged steps. Each pause must catch steps in flight
+// (calls retried across it).
+func TestRedisPausedMaster(t *testing.T) {
+	cl, o := faultCluster(t, "paused")
+	stores, stop := workers(t, o, "paused")
+	r := rand.New(rand.NewPCG(7, 8))
+	for round := range 5 {
+		time.Sleep(time.Duration(100+r.IntN(400)) * time.Millisecond)
+		master, _ := masterWithReplica(t, cl, r)
+		before := retries(stores)
+		if err := cl.Pause(master); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second) // past the 2 s node timeout: its replica takes over
+		if err := cl.Resume(master); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Settled(time.Minute); err != nil {
+			t.Fatalf("round %d: the cluster did not settle after the master at %s came back: %v", round, master, err)
+		}
+		n := retries(stores) - before
+		if n == 0 {
+			t.Fatalf("round %d: the pause of the master at %s caught no step in flight", round, master)
+		}
+		t.Logf("round %d: master %s paused for 5 s; %d calls retried across it", round, master, n)
+	}
+	total := checkSteps(t, o, "paused", stop)
+	t.Logf("5 pauses: %d steps acknowledged, each row took each exactly once", total)
+}
+
+// A master killed (SIGKILL) at a random moment while steps are in flight,
+// five times, its replica held back (paused for 300 ms before the kill,
+// resumed after it) so that writes the master alone had are lost with
+// it: the store acknowledges no write before a replica has it, so the
+// replica taken over holds every acknowledged step, and the calls not
+// acknowledged are made again, once. The killed node restarts as a
+// replica before the next round.
+func TestRedisKillMasters(t *testing.T) {
+	cl, o := faultCluster(t, "killed")
+	stores, stop := workers(t, o, "killed")
+	r := rand.New(rand.NewPCG(9, 10))
+	for round := range 5 {
+		time.Sleep(time.Duration(100+r.IntN(400)) * time.Millisecond)
+		master, replica := masterWithReplica(t, cl, r)
+		before := retries(stores)
+		if err := cl.Pause(replica); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if err := cl.Kill(master); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Resume(replica); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Settled(time.Minute); err != nil {
+			t.Fatalf("round %d: no failover after the master at %s was killed: %v", round, master, err)
+		}
+		if err := cl.Restart(master); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Settled(time.Minute); err != nil {
+			t.Fatalf("round %d: the node at %s did not come back as a replica: %v", round, master, err)
+		}
+		n := retries(stores) - before
+		if n == 0 {
+			t.Fatalf("round %d: the kill of the master at %s caught no step in flight", round, master)
+		}
+		t.Logf("round %d: master %s killed, its replica %s held back 300 ms; %d calls retried", round, master, replica, n)
+	}
+	total := checkSteps(t, o, "killed", stop)
+	t.Logf("5 kills: %d steps acknowledged, each row took each exactly once", total)
+}
+
+// A master killed for good with the README's layout: its replica takes
+// over with no replica of its own, and training goes on, each write to
+// it degraded (RedisStats.Degraded); every row took exactly the
+// acknowledged steps. A store with StrictReplicas fails at once with
+// ErrFewReplicas naming the master, and the same Step made again is
+// applied once, whatever the errors before it.
+func TestRedisMasterLostForGood(t *testing.T) {
+	cl, o := faultCluster(t, "lost")
+	stores, stop := workers(t, o, "lost")
+	time.Sleep(300 * time.Millisecond)
+	master, replica := masterWithReplica(t, cl, rand.New(rand.NewPCG(1, 2)))
+	if err := cl.Kill(master); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Settled(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var degraded uint64
+	deadline := time.Now().Add(time.Minute)
+	for degraded < 20 && time.Now().Before(deadline) { // steps on the replica taken over, without a replica
+		time.Sleep(100 * time.Millisecond)
+		degraded = 0
+		for _, s := range stores {
+			degraded += s.Stats().Degraded
+		}
+	}
+	total := checkSteps(t, o, "lost", stop)
+	if degraded < 20 {
+		t.Fatalf("%d writes were counted as degraded in a minute after the master died for good", degraded)
+	}
+	t.Logf("master %s killed for good, %s took over: %d steps acknowledged, %d degraded pipelines", master, replica, total, degraded)
+
+	o.StrictReplicas = true
+	s, err := table.OpenRedis(o, "lost", fDim, tensor.Float32, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids, grad := allIDs(fVocab), filled(fVocab*fDim, -1)
+	for range 2 {
+		start := time.Now()
+		err := s.StepSGD(ids, grad, 1, 0)
+		if !errors.Is(err, table.ErrFewReplicas) || !errors.Is(err, table.ErrUnknownOutcome) || !strings.Contains(err.Error(), replica) {
+			t.Fatalf("a strict store stepping on a master without replicas: %v", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("the strict store took %v to fail", d)
+		}
+	}
+	o.StrictReplicas = false
+	for r, n := range countRows(t, o, "lost", fVocab, fDim) {
+		if n != total+1 {
+			t.Fatalf("row %d took %d steps; %d acknowledged and one step failed twice, applied once", r, n, total)
+		}
+	}
+}
