@@ -486,6 +486,9 @@ func (s *RedisStore) again(call func(ctx context.Context) error) error {
 	end := time.Now().Add(s.retry)
 	wait := 100 * time.Millisecond
 	for {
+		if s.closed.Load() {
+			return ErrClosed
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		err := call(ctx)
 		cancel()

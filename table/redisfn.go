@@ -183,6 +183,9 @@ redis.register_function('gg_adam', once(adam))
 // every master of the cluster (a function load reaches one node), and
 // replaces an older one.
 func (s *RedisStore) LoadFunctions() error {
+	if s.closed.Load() {
+		return fmt.Errorf("table %q: %w", s.name, ErrClosed)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	err := s.c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {

@@ -1,6 +1,10 @@
 package table
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"log"
 	"slices"
 	"strings"
 	"testing"
@@ -95,5 +99,65 @@ func TestRedisExactlyOnce(t *testing.T) {
 	err = s3.StepSGD(ids, grad, 1, 0)
 	if err == nil || !strings.Contains(err.Error(), s.key(1024)) || time.Since(start) > 5*time.Second {
 		t.Fatalf("a short row under Retry: %v after %v", err, time.Since(start))
+	}
+}
+
+// Misuse of a store says what to do: a Step before LoadFunctions names
+// it; a store used after Close fails at once with ErrClosed; go-redis's
+// messages go to the logger SetRedisLog gives, and nowhere without one.
+func TestRedisMisuse(t *testing.T) {
+	cl := localredis.Start(t, 3, 0)
+	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: time.Minute}
+	const vocab, dim = 100, 4
+	if err := CreateRedis(o, "misuse", vocab, dim, tensor.Float32); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenRedis(o, "misuse", dim, tensor.Float32, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []int64{1, 2, 3}
+	grad := make([]float32, len(ids)*dim)
+	if err := s.StepSGD(ids, grad, 1, 0); err == nil || !strings.Contains(err.Error(), "LoadFunctions") {
+		t.Fatalf("a step before LoadFunctions: %v", err)
+	}
+
+	var buf bytes.Buffer
+	SetRedisLog(log.New(&buf, "", 0))
+	defer SetRedisLog(nil)
+	bad := newStore(RedisOptions{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second}, "none", 16, tensor.Float32)
+	bad.c.Ping(context.Background())
+	bad.Close()
+	if !strings.Contains(buf.String(), "127.0.0.1:1") {
+		t.Fatalf("go-redis's messages did not reach the logger SetRedisLog gave: %q", buf.String())
+	}
+	SetRedisLog(nil)
+	buf.Reset()
+	bad = newStore(RedisOptions{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second}, "none", 16, tensor.Float32)
+	bad.c.Ping(context.Background())
+	bad.Close()
+	if buf.Len() > 0 {
+		t.Fatalf("go-redis's messages reached a logger after SetRedisLog(nil): %q", buf.String())
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for name, call := range map[string]func() error{
+		"ReadRows":  func() error { return s.ReadRows(ids, make([]byte, len(ids)*dim*4)) },
+		"WriteRows": func() error { return s.WriteRows(ids, make([]byte, len(ids)*dim*4)) },
+		"StepSGD":   func() error { return s.StepSGD(ids, grad, 1, 0) },
+		"SetClock":  func() error { return s.SetClock(0, 1, time.Second) },
+	} {
+		if err := call(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("%s after Close: %v", name, err)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("calls after Close took %v", d)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
 	}
 }
