@@ -148,13 +148,14 @@ func LoadWith(path string, o LoadOptions, parts ...Part) (Report, error) {
 	slices.Sort(r.Missing)
 	slices.Sort(r.Unexpected)
 	slices.Sort(wrong)
-	switch {
-	case len(wrong) > 0:
+	if len(r.Missing) > 0 && !o.NonStrict {
+		wrong = append(wrong, "the file has no "+strings.Join(quoted(r.Missing), ", "))
+	}
+	if len(r.Unexpected) > 0 && !o.NonStrict {
+		wrong = append(wrong, "no part holds the file's "+strings.Join(quoted(r.Unexpected), ", "))
+	}
+	if len(wrong) > 0 {
 		return Report{}, mismatch(path, "%s", strings.Join(wrong, "; "))
-	case len(r.Missing) > 0 && !o.NonStrict:
-		return Report{}, mismatch(path, "the file has no %s", strings.Join(quoted(r.Missing), ", "))
-	case len(r.Unexpected) > 0 && !o.NonStrict:
-		return Report{}, mismatch(path, "no part holds the file's %s", strings.Join(quoted(r.Unexpected), ", "))
 	}
 	// Everything fits. The small tensors are read (and checked) into new
 	// memory, the large ones checked in a pass over their data, and only

@@ -182,22 +182,22 @@ var _ gorgonia.ADOp = (*fetchOp)(nil)
 
 // stepCached is Step for a CachedEmbedding: opt updates the rows of g
 // and their state where the cache holds them, and for a Shared table
-// first on the server, which holds the table.
+// first on the server, which holds the table. Step names the embedding
+// in its errors.
 func (e *Embedding) stepCached(opt optim.Sparse, g *optim.RowGrad) error {
-	prefix := fmt.Sprintf("embedding %q", e.Table.Name())
 	rs, ok := opt.(optim.RowStepper)
 	if !ok {
-		return fmt.Errorf("%s: a cached table needs an optimiser that keeps its state by row (optim.RowStepper), not %T: %w", prefix, opt, gather.ErrOption)
+		return fmt.Errorf("a cached table needs an optimiser that keeps its state by row (optim.RowStepper), not %T: %w", opt, gather.ErrOption)
 	}
 	_, dim := e.cached.Shape()
 	if want, have := rs.Columns(dim), e.cached.Columns(); !slices.Equal(want, have) {
-		return fmt.Errorf("%s: the optimiser %T keeps %v by row; the table holds %v: %w", prefix, opt, want, have, gather.ErrOption)
+		return fmt.Errorf("the optimiser %T keeps %v by row; the table holds %v: %w", opt, want, have, gather.ErrOption)
 	}
 	e.stepSlots = e.stepSlots[:0]
 	for _, r := range g.Rows {
 		s, ok := e.cached.Slot(int64(r))
 		if !ok {
-			return fmt.Errorf("%s: row %d of the gradient is not in the cache: step after the run that looked it up: %w", prefix, r, gather.ErrGraph)
+			return fmt.Errorf("row %d of the gradient is not in the cache: step after the run that looked it up: %w", r, gather.ErrGraph)
 		}
 		e.stepSlots = append(e.stepSlots, int(s))
 	}
@@ -205,15 +205,15 @@ func (e *Embedding) stepCached(opt optim.Sparse, g *optim.RowGrad) error {
 	if e.cached.Shared() {
 		ss, ok := opt.(optim.ServerStepper)
 		if !ok {
-			return fmt.Errorf("%s: a Shared table needs an optimiser a server applies (optim.ServerStepper), not %T: %w", prefix, opt, gather.ErrOption)
+			return fmt.Errorf("a Shared table needs an optimiser a server applies (optim.ServerStepper), not %T: %w", opt, gather.ErrOption)
 		}
 		if err := ss.StepServer(e.cached.Store().(*table.RedisStore), g, steps+1); err != nil {
-			return fmt.Errorf("%s: %w", prefix, err)
+			return err
 		}
 	}
 	err := rs.StepRows(optim.SlotRows{Weight: e.cached.Weight(), State: e.cached.State(), Slots: e.stepSlots, Steps: &steps}, g)
 	if err != nil {
-		return fmt.Errorf("%s: %w", prefix, err)
+		return err
 	}
 	if steps != e.cached.Steps() {
 		e.cached.SetSteps(steps)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -346,6 +347,7 @@ func TestCachedErrors(t *testing.T) {
 	err = emb.Step(optim.NewSparseAdam(0.1))
 	require.ErrorIs(t, err, gather.ErrOption)
 	assert.Contains(t, err.Error(), "exp_avg")
+	assert.Equal(t, 1, strings.Count(err.Error(), `embedding "t"`), "the error names the embedding once: %v", err)
 	require.NoError(t, emb.Step(optim.NewRowWiseAdagrad(0.1)))
 	_, err = emb.Weight()
 	require.ErrorIs(t, err, gather.ErrOption)

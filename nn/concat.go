@@ -58,8 +58,11 @@ func Concat(axis int, xs ...*gorgonia.Node) (*gorgonia.Node, error) {
 	}
 	var in []hm.Type
 	for i, x := range xs {
-		if x == nil || x.Dtype() != dt || len(x.Shape()) != r {
-			return nil, fmt.Errorf("%s: xs[%d] is %v, want a node of rank %d and dtype %v: %w", opConcat, i, x, r, dt, gather.ErrShape)
+		switch {
+		case x == nil || len(x.Shape()) != r:
+			return nil, fmt.Errorf("%s: xs[%d] is %v, want a node of rank %d: %w", opConcat, i, x, r, gather.ErrShape)
+		case x.Dtype() != dt:
+			return nil, fmt.Errorf("%s: xs[%d] is %v, xs[0] %v: all must be of one dtype: %w", opConcat, i, x.Dtype(), dt, gather.ErrDtype)
 		}
 		s := x.Shape()
 		for k := range r {

@@ -122,7 +122,7 @@ func TestConcatErrors(t *testing.T) {
 		xs   []*gorgonia.Node
 		want error
 	}{
-		{1, []*gorgonia.Node{a, b}, gather.ErrShape}, {0, []*gorgonia.Node{a, c}, gather.ErrShape},
+		{1, []*gorgonia.Node{a, b}, gather.ErrShape}, {0, []*gorgonia.Node{a, c}, gather.ErrDtype},
 		{0, []*gorgonia.Node{i, i}, gather.ErrDtype}, {2, []*gorgonia.Node{a, a}, gather.ErrAxisOutOfRange},
 		{0, []*gorgonia.Node{a, v}, gather.ErrShape}, {0, nil, gather.ErrShape},
 	} {

@@ -44,8 +44,11 @@ func Linear(x, w, b *gorgonia.Node) (*gorgonia.Node, error) {
 	ins := []hm.Type{operand.Type(2, dt), operand.Type(2, dt)}
 	nodes := []*gorgonia.Node{x, w}
 	if b != nil {
-		if b.Dtype() != dt || !shapes.SameShape(b.Shape(), []int{o.out}) {
-			return nil, fmt.Errorf("%s: bias is %v of shape %v, want %v of shape (%d): %w", opLinear, b.Dtype(), b.Shape(), dt, o.out, gather.ErrShape)
+		if b.Dtype() != dt {
+			return nil, fmt.Errorf("%s: bias is %v, x and weight %v: %w", opLinear, b.Dtype(), dt, gather.ErrDtype)
+		}
+		if !shapes.SameShape(b.Shape(), []int{o.out}) {
+			return nil, fmt.Errorf("%s: bias has shape %v, want (%d): %w", opLinear, b.Shape(), o.out, gather.ErrShape)
 		}
 		o.bias = true
 		ins = append(ins, operand.Type(1, dt))

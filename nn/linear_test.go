@@ -134,11 +134,13 @@ func TestLinearErrors(t *testing.T) {
 	wBad := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(3, 2), gorgonia.WithName("wBad"))
 	b := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(3), gorgonia.WithName("b"))
 	w64 := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(2, 3), gorgonia.WithName("w64"))
+	b64 := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(2), gorgonia.WithName("b64"))
 	for _, c := range []struct {
 		x, w, b *gorgonia.Node
 		want    error
 	}{
 		{x, wBad, nil, gather.ErrShape}, {x, w, b, gather.ErrShape}, {x, w64, nil, gather.ErrDtype}, {nil, w, nil, gather.ErrShape},
+		{x, w, b64, gather.ErrDtype},
 	} {
 		_, err := Linear(c.x, c.w, c.b)
 		require.True(t, errors.Is(err, c.want), "%v", err)

@@ -394,6 +394,9 @@ func (d denseState) SetState(tensors map[string]*tensor.Dense) error {
 // optimiser's rate with it, sparse or dense, before each epoch:
 //
 //	opt.LearnRate = sched(base, epoch)
+//
+// The schedules here return NaN for a negative epoch, which every
+// optimiser's step refuses (ErrOption), never a rate of another epoch.
 type Schedule func(base float64, epoch int) float64
 
 // StepLR returns PyTorch's StepLR: base·gamma^⌊e/stepSize⌋. A stepSize
@@ -402,7 +405,12 @@ func StepLR(stepSize int, gamma float64) (Schedule, error) {
 	if stepSize < 1 || !(gamma >= 0) || math.IsInf(gamma, 1) {
 		return nil, fmt.Errorf("step schedule: step size %d must be at least 1 and gamma %v finite and at least 0: %w", stepSize, gamma, gather.ErrOption)
 	}
-	return func(base float64, e int) float64 { return base * math.Pow(gamma, float64(max(e, 0)/stepSize)) }, nil
+	return func(base float64, e int) float64 {
+		if e < 0 {
+			return math.NaN()
+		}
+		return base * math.Pow(gamma, float64(e/stepSize))
+	}, nil
 }
 
 // CosineLR returns PyTorch's CosineAnnealingLR over tMax epochs:
@@ -414,6 +422,9 @@ func CosineLR(tMax int, least float64) (Schedule, error) {
 		return nil, fmt.Errorf("cosine schedule: tMax %d must be at least 1 and the least rate %v finite and at least 0: %w", tMax, least, gather.ErrOption)
 	}
 	return func(base float64, e int) float64 {
+		if e < 0 {
+			return math.NaN()
+		}
 		return least + (base-least)*(1+math.Cos(math.Pi*float64(e)/float64(tMax)))/2
 	}, nil
 }
@@ -426,20 +437,30 @@ func WarmupLR(steps int, startFactor float64) (Schedule, error) {
 		return nil, fmt.Errorf("warm-up schedule: steps %d must be at least 1 and the start factor %v in (0, 1]: %w", steps, startFactor, gather.ErrOption)
 	}
 	return func(base float64, e int) float64 {
-		return base * (startFactor + (1-startFactor)*float64(min(max(e, 0), steps))/float64(steps))
+		if e < 0 {
+			return math.NaN()
+		}
+		return base * (startFactor + (1-startFactor)*float64(min(e, steps))/float64(steps))
 	}, nil
 }
 
 // Then returns first for the epochs before n and next for the rest, its
 // epochs counted from n (PyTorch's SequentialLR), e.g. a warm-up, then a
-// cosine decay.
-func Then(first Schedule, n int, next Schedule) Schedule {
+// cosine decay. A nil schedule or an n below 0 is ErrOption.
+func Then(first Schedule, n int, next Schedule) (Schedule, error) {
+	if first == nil || next == nil || n < 0 {
+		return nil, fmt.Errorf("sequential schedule: needs two schedules (%t, %t) and a switch at epoch %d of at least 0: %w",
+			first != nil, next != nil, n, gather.ErrOption)
+	}
 	return func(base float64, e int) float64 {
+		if e < 0 {
+			return math.NaN()
+		}
 		if e < n {
 			return first(base, e)
 		}
 		return next(base, e-n)
-	}
+	}, nil
 }
 
 // ClipGradNorm scales the gradients of the dense learnables dense and the

@@ -94,7 +94,10 @@ func ExampleThen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	sched := optim.Then(warm, 5, cos)
+	sched, err := optim.Then(warm, 5, cos)
+	if err != nil {
+		log.Fatal(err)
+	}
 	sgd := &optim.SGD{Momentum: 0.9}
 	for epoch := range 15 {
 		sgd.LearnRate = sched(0.1, epoch)

@@ -192,7 +192,8 @@ func TestSchedules(t *testing.T) {
 	require.NoError(t, err)
 	warm, err := WarmupLR(4, 0.25)
 	require.NoError(t, err)
-	both := Then(warm, 4, cos)
+	both, err := Then(warm, 4, cos)
+	require.NoError(t, err)
 	for _, c := range []struct {
 		s    Schedule
 		e    int
@@ -209,8 +210,18 @@ func TestSchedules(t *testing.T) {
 		func() error { _, err := StepLR(0, 0.5); return err }(),
 		func() error { _, err := CosineLR(10, math.NaN()); return err }(),
 		func() error { _, err := WarmupLR(4, 0); return err }(),
+		func() error { _, err := Then(nil, 5, cos); return err }(),
+		func() error { _, err := Then(warm, 5, nil); return err }(),
+		func() error { _, err := Then(warm, -1, cos); return err }(),
 	} {
 		require.ErrorIs(t, bad, gather.ErrOption)
+	}
+	// A negative epoch is no epoch: NaN, which a step refuses.
+	for _, s := range []Schedule{step, cos, warm, both} {
+		lr := s(1, -1)
+		require.True(t, math.IsNaN(lr), "epoch -1 gave %v", lr)
+		require.ErrorIs(t, (&SparseSGD{LearnRate: lr}).Step(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4})),
+			&RowGrad{Rows: []int{0}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 1}))}), gather.ErrOption)
 	}
 }
 

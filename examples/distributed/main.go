@@ -8,9 +8,12 @@
 // Without -redis it starts a local cluster of three masters (Debian's
 // redis-server: sudo apt-get install -y redis-server) in a temporary
 // directory, and stops it at the end. Then it trains the same model in
-// one process, in memory, on the same examples, and ends with the line
+// one process, in memory, on the same examples, and ends with the two
+// held-out losses and how far apart they are, in the form
 //
-//	held-out loss: 2 workers 0.5310, one process in memory 0.5297 (0.2% apart)
+//	held-out loss: 2 workers <loss>, one process in memory <loss> (<d>% apart)
+//
+// (the README gives the figures of a run).
 //
 // Usage:
 //
