@@ -234,6 +234,71 @@ func init() {
 		}
 		return table.Create(path, "words", 4, 2, tensor.Float32)
 	}
+	readmeErrors["a journal that another table left beside a table file"] = func() error {
+		dir, err := os.MkdirTemp("", "readme-journal")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "words.safetensors")
+		cols := optim.NewRowWiseAdagrad(0.1).Columns(2)
+		if err := table.Create(path, "words", 4, 2, tensor.Float32, table.WithState(cols...)); err != nil {
+			return err
+		}
+		// The old table's journal, as a crash leaves it: rows the cache
+		// evicted since the last Sync.
+		c, err := table.OpenCached(path, "words", cols, table.CacheOptions{Budget: 1 * (3*4 + 72)})
+		if err != nil {
+			return err
+		}
+		slots := make([]int32, 1)
+		for id := range int64(4) {
+			c.NewBatch()
+			if err := c.Fetch([]int64{id}, slots); err != nil {
+				return err
+			}
+			c.MarkDirty(slots[0])
+		}
+		journal, err := os.ReadFile(path + ".journal")
+		c.Close()
+		if err != nil {
+			return err
+		}
+		if err := table.Create(path, "words", 4, 2, tensor.Float32, table.WithState(cols...), table.WithReplace()); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path+".journal", journal, 0o644); err != nil {
+			return err
+		}
+		_, err = table.OpenCached(path, "words", cols, table.CacheOptions{Budget: 1 << 10})
+		return err
+	}
+	readmeErrors["a journal past `JournalLimit` under `ManualSync`"] = func() error {
+		dir, err := os.MkdirTemp("", "readme-journal")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "words.safetensors")
+		if err := table.Create(path, "words", 100, 2, tensor.Float32); err != nil {
+			return err
+		}
+		c, err := table.OpenCached(path, "words", nil, table.CacheOptions{Budget: 2 * (8 + 72), JournalLimit: 64, ManualSync: true})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		slots := make([]int32, 2)
+		for id := range int64(50) {
+			c.NewBatch()
+			if err := c.Fetch([]int64{2 * id, 2*id + 1}, slots); err != nil {
+				return err
+			}
+			c.MarkDirty(slots[0])
+			c.MarkDirty(slots[1])
+		}
+		return nil
+	}
 	readmeErrors["a checkpoint opened as a table"] = func() error {
 		path := filepath.Join(os.TempDir(), "readme-ckpt.safetensors")
 		defer os.Remove(path)

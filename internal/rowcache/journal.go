@@ -74,7 +74,8 @@ const metaID = -2
 // records do not match their checksum, is an error wrapping ErrJournal
 // that names the file and what it holds, and nothing is changed. A
 // journal shorter than its header holds no record (a crash cut the
-// writing of its header) and is emptied.
+// writing of its header), nor does one of another table that holds its
+// header alone: both are emptied.
 func OpenJournaled(base *FileStore, path, id string) (*Journaled, error) {
 	if len(id) > IDBytes {
 		return nil, fmt.Errorf("row cache: a table identity of %d bytes; at most %d", len(id), IDBytes)
@@ -105,6 +106,9 @@ func (s *Journaled) recover(path string) error {
 		return fmt.Errorf("row cache: reading the journal %s: %w", path, err)
 	}
 	hlen, err := s.checkHeader(path, head)
+	if err != nil && st.Size() == hlen {
+		return s.reset() // another table's header and nothing after it: nothing to lose
+	}
 	if err != nil {
 		return err
 	}
@@ -176,7 +180,8 @@ func (s *Journaled) header() []byte {
 // and returns the length of its header, or -1 for a journal shorter than
 // a header, which holds no record: reset writes and syncs the header
 // before any record follows it, so a shorter journal is one whose header
-// a crash cut.
+// a crash cut. The header of another table is an error, returned with
+// the header's length.
 func (s *Journaled) checkHeader(path string, head []byte) (int64, error) {
 	magic := head[:min(len(head), len(journalMagic))]
 	first := string(magic) == magic1[:len(magic)]
@@ -194,7 +199,7 @@ func (s *Journaled) checkHeader(path string, head []byte) (int64, error) {
 	}
 	rowBytes, rows := binary.LittleEndian.Uint64(head[8:]), binary.LittleEndian.Uint64(head[16:])
 	if rowBytes != uint64(s.base.rowBytes) || rows != uint64(s.base.rows) {
-		return 0, fmt.Errorf("row cache: %s is the journal of a table of %d rows of %d bytes, not of this one (%d rows of %d bytes): %w",
+		return hlen, fmt.Errorf("row cache: %s is the journal of a table of %d rows of %d bytes, not of this one (%d rows of %d bytes): %w",
 			path, rows, rowBytes, s.base.rows, s.base.rowBytes, ErrJournal)
 	}
 	var id string
@@ -202,7 +207,7 @@ func (s *Journaled) checkHeader(path string, head []byte) (int64, error) {
 		id = string(bytes.TrimRight(head[24:headerBytes], "\x00"))
 	}
 	if id != s.id {
-		return 0, fmt.Errorf("row cache: %s is the journal of the table %s, not of this one (%s): "+
+		return hlen, fmt.Errorf("row cache: %s is the journal of the table %s, not of this one (%s): "+
 			"a table created at this path since (Create) left it behind; remove it, or put back the table it belongs to: %w",
 			path, idName(id), idName(s.id), ErrJournal)
 	}

@@ -179,19 +179,20 @@ func TestJournalRecovery(t *testing.T) {
 		want    func([]byte) // the file it leaves
 		err     error
 	}{
-		"a header cut short":          {head[:30], "", func(b []byte) {}, nil},
-		"a first version's, applied":  {v1, "-", applied, nil},
-		"a first version's, refused":  {v1, "", nil, ErrJournal},
-		"another table's identity":    {stale, "", nil, ErrJournal},
-		"not a journal":               {garbage, "", nil, ErrJournal},
-		"a header cut short, refused": {[]byte("GGXX"), "", nil, ErrJournal},
-		"empty":                       {nil, "", func(b []byte) {}, nil},
-		"records, no commit":          {append(append(bytes.Clone(head), r1...), r2...), "", func(b []byte) {}, nil},
-		"a record cut short":          {append(bytes.Clone(head), r1[:10]...), "", func(b []byte) {}, nil},
-		"a trailer cut short":         {committed[:len(committed)-5], "", func(b []byte) {}, nil},
-		"committed, not applied":      {committed, "", applied, nil},
-		"committed, corrupt":          {corrupt, "", nil, ErrJournal},
-		"another table's":             {other, "", nil, ErrJournal},
+		"a header cut short":           {head[:30], "", func(b []byte) {}, nil},
+		"another table's header alone": {stale[:headerBytes], "", func(b []byte) {}, nil},
+		"a first version's, applied":   {v1, "-", applied, nil},
+		"a first version's, refused":   {v1, "", nil, ErrJournal},
+		"another table's identity":     {stale, "", nil, ErrJournal},
+		"not a journal":                {garbage, "", nil, ErrJournal},
+		"a header cut short, refused":  {[]byte("GGXX"), "", nil, ErrJournal},
+		"empty":                        {nil, "", func(b []byte) {}, nil},
+		"records, no commit":           {append(append(bytes.Clone(head), r1...), r2...), "", func(b []byte) {}, nil},
+		"a record cut short":           {append(bytes.Clone(head), r1[:10]...), "", func(b []byte) {}, nil},
+		"a trailer cut short":          {committed[:len(committed)-5], "", func(b []byte) {}, nil},
+		"committed, not applied":       {committed, "", applied, nil},
+		"committed, corrupt":           {corrupt, "", nil, ErrJournal},
+		"another table's":              {other, "", nil, ErrJournal},
 	} {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "table"), initial(), 0o644); err != nil {
