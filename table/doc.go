@@ -29,5 +29,8 @@
 //
 // Errors wrap the sentinels of package gather, checkpoint.ErrFormat for a
 // malformed file, checkpoint.ErrMismatch for a file that is not the table
-// asked for, or this package's ErrClosed, ErrInUse and ErrCapacity.
+// asked for, or this package's ErrClosed, ErrInUse, ErrCapacity,
+// ErrJournal (a journal beside a table file that is not its own),
+// ErrJournalFull, ErrUnknownOutcome (a server-side step that may have
+// been applied in part: make it again) and ErrFewReplicas.
 package table

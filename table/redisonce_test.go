@@ -161,3 +161,44 @@ func TestRedisMisuse(t *testing.T) {
 		t.Fatalf("a second Close: %v", err)
 	}
 }
+
+// CreateRedis takes WithInit's initialiser, as Create does: each row
+// holds its values and then zero state.
+func TestRedisCreateWithInit(t *testing.T) {
+	cl := localredis.Start(t, 3, 0)
+	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
+	const vocab, dim = 5000, 3
+	init := func(dt tensor.Dtype, s ...int) any {
+		v := make([]float32, s[0]*s[1])
+		for i := range v {
+			v[i] = float32(i%7) + 0.5
+		}
+		return v
+	}
+	cols := []Column{{Name: "sum", Width: 1}}
+	if err := CreateRedis(o, "init", vocab, dim, tensor.Float32, WithInit(init), WithState(cols...)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenRedis(o, "init", dim, tensor.Float32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids := []int64{0, 1, 4095, 4096, 4999}
+	raw := make([]byte, len(ids)*s.RowBytes())
+	if err := s.ReadRows(ids, raw); err != nil {
+		t.Fatal(err)
+	}
+	got := fileio.Float32s(raw)
+	for k, id := range ids {
+		r := id % 4096 // the initialiser is called per block of 4,096 rows
+		for j := range dim {
+			if want := float32((int(r)*dim+j)%7) + 0.5; got[k*(dim+1)+j] != want {
+				t.Fatalf("row %d value %d is %v, want %v", id, j, got[k*(dim+1)+j], want)
+			}
+		}
+		if got[k*(dim+1)+dim] != 0 {
+			t.Fatalf("row %d's state is %v", id, got[k*(dim+1)+dim])
+		}
+	}
+}
