@@ -58,7 +58,7 @@ func TestStaleJournal(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "t.safetensors")
 	cols := kOpt.Columns(kDim)
-	const vocab = 50
+	const vocab = kVocab
 	rowBytes := 3 * kDim * 4
 	if err := table.Create(path, "t", vocab, kDim, tensor.Float32, table.WithSeed(1), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestStaleJournal(t *testing.T) {
 	if err := table.Create(fresh, "t", vocab, kDim, tensor.Float32, table.WithSeed(2), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	want := readAll(t, fresh, vocab)
+	want := readAll(t, fresh)
 
 	if err := table.Create(path, "t", vocab, kDim, tensor.Float32, table.WithSeed(2), table.WithState(cols...), table.WithReplace()); err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestStaleJournal(t *testing.T) {
 	}
 	steps := c.Steps()
 	c.Close()
-	if got := readAll(t, path, vocab); steps != 0 || !bytes.Equal(got, want) {
+	if got := readAll(t, path); steps != 0 || !bytes.Equal(got, want) {
 		t.Fatalf("the new table opened at step count %d, its rows those of a fresh table: %v", steps, bytes.Equal(got, want))
 	}
 
@@ -122,22 +122,15 @@ func TestStaleJournal(t *testing.T) {
 
 // readAll returns every row, values and state, of the table file at path
 // with kOpt's state.
-func readAll(t *testing.T, path string, vocab int) []byte {
+func readAll(t *testing.T, path string) []byte {
 	t.Helper()
 	c, err := kOpen(path, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ids := make([]int64, vocab)
-	for i := range ids {
-		ids[i] = int64(i)
-	}
-	rows, err := c.Read(ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Clone(fileio.LittleEndianBytes(rows.Float32s()))
+	rows, _ := kRead(t, c)
+	return rows
 }
 
 // SparseSGD, which keeps no state, trains a table file without state

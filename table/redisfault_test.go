@@ -156,6 +156,21 @@ func checkSteps(t *testing.T, o table.RedisOptions, name string, c *crew) int {
 	return total
 }
 
+// checkFaults stops the crew, checks its steps (checkSteps), and checks
+// that each fault (what, at the moments landed) held up a step for d.
+func checkFaults(t *testing.T, o table.RedisOptions, name string, c *crew, what string, landed []time.Time, d time.Duration) {
+	t.Helper()
+	total := checkSteps(t, o, name, c)
+	for round, at := range landed {
+		n := c.heldUp(at, d)
+		if n == 0 {
+			t.Fatalf("round %d: the %s held up no step", round, what)
+		}
+		t.Logf("round %d: the %s held up %d steps", round, what, n)
+	}
+	t.Logf("%d faults (%s): %d steps acknowledged, each row took each exactly once", len(landed), what, total)
+}
+
 // A master paused (SIGSTOP) past the cluster's node timeout while steps
 // are in flight, then resumed, five times: its replica takes over, the
 // old master comes back as a replica, no worker stops, and every row took
@@ -186,15 +201,7 @@ func TestRedisPausedMaster(t *testing.T) {
 		}
 		t.Logf("round %d: master %s paused for 5 s", round, master)
 	}
-	total := checkSteps(t, o, "paused", c)
-	for round, at := range landed {
-		n := c.heldUp(at, 2*time.Second)
-		if n == 0 {
-			t.Fatalf("round %d: the pause held up no step", round)
-		}
-		t.Logf("round %d: the pause held up %d steps", round, n)
-	}
-	t.Logf("5 pauses: %d steps acknowledged, each row took each exactly once", total)
+	checkFaults(t, o, "paused", c, "pause", landed, 2*time.Second)
 }
 
 // A master killed (SIGKILL) at a random moment while steps are in flight,
@@ -242,15 +249,7 @@ func TestRedisKillMasters(t *testing.T) {
 		}
 		t.Logf("round %d: master %s killed, its replica %s cut off 300 ms before", round, master, replica)
 	}
-	total := checkSteps(t, o, "killed", c)
-	for round, at := range landed {
-		n := c.heldUp(at, time.Second)
-		if n == 0 {
-			t.Fatalf("round %d: the kill held up no step", round)
-		}
-		t.Logf("round %d: the kill held up %d steps", round, n)
-	}
-	t.Logf("5 kills: %d steps acknowledged, each row took each exactly once", total)
+	checkFaults(t, o, "killed", c, "kill", landed, time.Second)
 }
 
 // A master killed for good with the README's layout: its replica takes
