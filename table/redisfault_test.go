@@ -101,6 +101,8 @@ func faultCluster(t *testing.T, name string) (*localredis.Cluster, table.RedisOp
 	if testing.Short() {
 		t.Skip("waits for failovers")
 	}
+	// Each waits for failovers most of its time, on a cluster of its own.
+	t.Parallel()
 	cl, o := zeroTable(t, name, 1, fVocab, fDim)
 	o.Retry, o.Replicas = time.Minute, 1
 	// A replica whose first sync is not done cannot take over.

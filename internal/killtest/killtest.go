@@ -42,6 +42,16 @@ type Config struct {
 	// kills at once, and Run fails unless at least one kill landed while
 	// the child's last marker said Window.
 	Window string
+	// Inside, if not nil, narrows the window to the moments when it
+	// reports true of the child's directory (such as while a temporary
+	// file exists): an aimed kill waits for it too, and a kill counts as
+	// in the window only if it still reports true after the kill.
+	Inside func(dir string) bool
+}
+
+// in reports whether k, the marker a child left in dir, is in c's window.
+func (c Config) in(k Kill) bool {
+	return c.Window != "" && k.State == c.Window && (c.Inside == nil || c.Inside(k.Dir))
 }
 
 // progressWait bounds the wait for a child's first marker, and for a
@@ -52,8 +62,8 @@ const progressWait = time.Minute
 // set to a new directory that setup has filled. Once the child has
 // written its first marker (Mark), it kills it (SIGKILL) 0 to 300 ms
 // later, at moments drawn from c.Seed, or, every third kill with a
-// Window, as soon as the marker says Window; then it calls check with
-// what the kill left. The test sees c.Env set and does the child's work
+// Window, as soon as the marker says Window (and Inside holds); then it
+// calls check with what the kill left. The test sees c.Env set and does the child's work
 // instead.
 //
 // Run fails the test if a child exits on its own (its status and output
@@ -80,7 +90,7 @@ func Run(t *testing.T, c Config, setup func(dir string), check func(k Kill)) {
 			t.Fatalf("kill %d: the child ended on its own before it was killed (%v):\n%s", kill, err, out.Bytes())
 		}
 		aim := c.Window != "" && kill%3 == 2
-		want := func(k Kill) bool { return k.Step >= 0 && (!aim || k.State == c.Window) }
+		want := func(k Kill) bool { return k.Step >= 0 && (!aim || c.in(k)) }
 		end := time.Now().Add(progressWait)
 		for k := read(t, dir, kill); !want(k); k = read(t, dir, kill) {
 			select {
@@ -110,13 +120,17 @@ func Run(t *testing.T, c Config, setup func(dir string), check func(k Kill)) {
 			t.Fatalf("kill %d: the child was not ended by the kill (%v):\n%s", kill, err, out.Bytes())
 		}
 		k := read(t, dir, kill)
-		landed[k.State]++
-		t.Logf("kill %d landed at %s %d", kill, k.State, k.Step)
+		where := k.State
+		if c.Inside != nil && k.State == c.Window && !c.in(k) {
+			where += " (outside)"
+		}
+		landed[where]++
+		t.Logf("kill %d landed at %s %d", kill, where, k.Step)
 		check(k)
 	}
 	t.Logf("%d kills, by the child's last marker: %v", c.Kills, landed)
 	if c.Window != "" && landed[c.Window] == 0 {
-		t.Fatalf("none of %d kills landed while the child's marker said %q: %v", c.Kills, c.Window, landed)
+		t.Fatalf("none of %d kills landed in the window %q: %v", c.Kills, c.Window, landed)
 	}
 }
 
