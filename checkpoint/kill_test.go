@@ -52,12 +52,12 @@ func TestSaveSurvivesKill(t *testing.T) {
 		})
 }
 
-// saveLoop saves 2M values to dir/model.safetensors until it is killed,
+// saveLoop saves 256K values to dir/model.safetensors until it is killed,
 // each save with its round number in every element, and marks each
 // round "saving" before its save and "saved" after it.
 func saveLoop(t *testing.T, dir string) {
 	path := filepath.Join(dir, "model.safetensors")
-	v := make([]float32, 2<<20)
+	v := make([]float32, 1<<18)
 	for round := 0; ; round++ {
 		for i := range v {
 			v[i] = float32(round)
