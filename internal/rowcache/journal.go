@@ -208,7 +208,7 @@ func (s *Journaled) checkHeader(path string, head []byte) (int64, error) {
 	}
 	if id != s.id {
 		return hlen, fmt.Errorf("row cache: %s is the journal of the table %s, not of this one (%s): "+
-			"a table created at this path since (Create) left it behind; remove it, or put back the table it belongs to: %w",
+			"the table this path held before left it (Create replaced that table); remove it, or put back the table it belongs to: %w",
 			path, idName(id), idName(s.id), ErrJournal)
 	}
 	return hlen, nil
