@@ -8,6 +8,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/rowcache"
 )
@@ -116,7 +117,7 @@ func Import(dst Store, path, name string, cols []Column) (int64, error) {
 		return dst.WriteRows(ids, buf)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", prefix, err)
+		return 0, errs.Prefix(prefix, err)
 	}
 	return steps, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
@@ -247,7 +248,7 @@ func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dt
 		err = writeBlocks[float64](s, cfg, prefix, dt, dim, width)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", prefix, err)
+		return errs.Prefix(prefix, err)
 	}
 	meta := fmt.Sprintf("%s;rows=%d;dtype=%v", desc, vocab, dt)
 	ctx, cancel = context.WithTimeout(context.Background(), s.timeout)

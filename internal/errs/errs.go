@@ -31,6 +31,16 @@ var (
 
 var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph, ErrClosed, ErrInUse}
 
+// Prefix returns err with prefix and ": " before its message, unless
+// its message starts with them already (an error that names the same
+// thing), so that a message names each thing once.
+func Prefix(prefix string, err error) error {
+	if strings.HasPrefix(err.Error(), prefix+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", prefix, err)
+}
+
 // Ours returns the first error in err's chain that wraps one of the
 // sentinels, or nil. It follows Unwrap (one error or several) and, for
 // the wrappers of Gorgonia's machines, which have no Unwrap, Err.
