@@ -408,10 +408,10 @@ func (s *RedisStore) onMasters(ctx context.Context, keys []string, writes bool, 
 			}
 			var wait *redis.Cmd
 			replicas := s.replicas
-			if f, ok := s.fewer.Load(node.Options().Addr); ok && time.Now().Before(f.(fewerUntil).until) {
-				replicas = f.(fewerUntil).live
-			}
 			if writes && s.replicas > 0 {
+				if f, ok := s.fewer.Load(node.Options().Addr); ok && time.Now().Before(f.(fewerUntil).until) {
+					replicas = f.(fewerUntil).live
+				}
 				wait = p.Do(ctx, "WAIT", replicas, (s.timeout / 2).Milliseconds())
 			}
 			_, err := p.Exec(ctx)

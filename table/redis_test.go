@@ -410,21 +410,7 @@ func TestRedisFailover(t *testing.T) {
 	if err := s.WriteRows(all, want); err != nil {
 		t.Fatal(err)
 	}
-	out, err := cl.CLI(cl.Addrs[0], "cluster", "nodes")
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	var master string
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 2 && strings.Contains(f[2], "master") {
-			master = strings.Split(f[1], "@")[0]
-			break
-		}
-	}
-	if master == "" {
-		t.Fatalf("no master in %s", out)
-	}
+	master, _ := masterWithReplica(t, cl, rand.New(rand.NewPCG(3, 4)))
 	noRetry, err := table.OpenRedis(table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}, "f", kDim, tensor.Float32, cols)
 	if err != nil {
 		t.Fatal(err)

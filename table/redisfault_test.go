@@ -3,6 +3,7 @@ package table_test
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,13 +117,11 @@ func faultCluster(t *testing.T, name string) (*localredis.Cluster, table.RedisOp
 // replica, and that replica, drawn with r.
 func masterWithReplica(t *testing.T, cl *localredis.Cluster, r *rand.Rand) (master, replica string) {
 	t.Helper()
-	nodes, err := cl.Nodes(cl.Addrs[0])
-	for _, a := range cl.Addrs {
-		if cl.Running(a) {
-			nodes, err = cl.Nodes(a)
-			break
-		}
+	i := slices.IndexFunc(cl.Addrs, cl.Running) // a node to ask
+	if i < 0 {
+		t.Fatal("no node of the cluster is running")
 	}
+	nodes, err := cl.Nodes(cl.Addrs[i])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,23 +134,6 @@ func countRows(t *testing.T, o table.RedisOptions, name string, vocab, dim int) 
 	return counts
 }
 
-// firstMaster returns the address of a master of the cluster.
-func firstMaster(t *testing.T, cl *localredis.Cluster) string {
-	t.Helper()
-	out, err := cl.CLI(cl.Addrs[0], "cluster", "nodes")
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 2 && strings.Contains(f[2], "master") {
-			return strings.Split(f[1], "@")[0]
-		}
-	}
-	t.Fatalf("no master in %s", out)
-	return ""
-}
-
 // A worker killed (SIGKILL) mid-step, five times, while another steps the
 // same rows: no row is half-updated (each call is atomic), the other
 // worker goes on, and each row took the other's steps, the killed

@@ -63,8 +63,8 @@ const progressWait = time.Minute
 // written its first marker (Mark), it kills it (SIGKILL) 0 to 300 ms
 // later, at moments drawn from c.Seed, or, every third kill with a
 // Window, as soon as the marker says Window (and Inside holds); then it
-// calls check with what the kill left. The test sees c.Env set and does the child's work
-// instead.
+// calls check with what the kill left. The test sees c.Env set and does
+// the child's work instead.
 //
 // Run fails the test if a child exits on its own (its status and output
 // are printed), writes no marker within a minute, or is not ended by the

@@ -236,7 +236,7 @@ type Node struct {
 }
 
 // Settled waits, up to d, until every running node says the cluster is
-// ok, each master that serves slots has a running node, and each running
+// ok (every slot served by a master it reaches) and each running
 // replica's link to its master is up.
 func (c *Cluster) Settled(d time.Duration) error {
 	return waitFor(func() bool {
