@@ -3,6 +3,7 @@ package gather
 import (
 	"errors"
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/ref"
+	"github.com/gathergrad/gather/machine"
 )
 
 var indexDtypes = []tensor.Dtype{tensor.Int, tensor.Int32, tensor.Int64}
@@ -25,6 +27,14 @@ var machines = []struct {
 }{
 	{"tape", func(g *gorgonia.ExprGraph) gorgonia.VM { return gorgonia.NewTapeMachine(g) }},
 	{"lisp", func(g *gorgonia.ExprGraph) gorgonia.VM { return gorgonia.NewLispMachine(g, gorgonia.ExecuteFwdOnly()) }},
+	{"machine", func(g *gorgonia.ExprGraph) gorgonia.VM { return must(machine.New(g)) }},
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // graphForward builds op(data, indices, axis) on a new graph, runs it in
@@ -237,7 +247,7 @@ func TestScalarIndices(t *testing.T) {
 	out, err := Gather(d, i, 0)
 	require.NoError(t, err)
 	assert.True(t, out.IsScalar())
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	require.NoError(t, vm.RunAll())
 	assert.Equal(t, 5.0, out.Value().Data())

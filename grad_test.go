@@ -2,6 +2,7 @@ package gather_test
 
 import (
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"testing"
 
@@ -205,7 +206,7 @@ func gradsOf(t *testing.T, machine, kind string, data, indices, w *tensor.Dense,
 	run := func() []float64 {
 		switch machine {
 		case "tape":
-			vm := gorgonia.NewTapeMachine(g)
+			vm := vmtest.New(t, g)
 			defer vm.Close()
 			require.NoError(t, vm.RunAll())
 		default:
@@ -385,7 +386,7 @@ func TestWithGradScaleAndWithoutGrad(t *testing.T) {
 			if machine == "tape" {
 				_, err = gorgonia.Grad(cost, d)
 				require.NoError(t, err)
-				vm = gorgonia.NewTapeMachine(g)
+				vm = vmtest.New(t, g)
 			} else {
 				vm = gorgonia.NewLispMachine(g)
 			}
@@ -478,7 +479,7 @@ func TestEmptyGatherGradient(t *testing.T) {
 		up := gorgonia.NodeFromAny(g, upv, gorgonia.WithName("up"))
 		grads, err := gorgonia.Backpropagate(gorgonia.Nodes{out}, gorgonia.Nodes{up}, gorgonia.Nodes{d})
 		require.NoError(t, err, "shape %v", ishape)
-		vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(d))
+		vm := vmtest.Bound(t, g, d)
 		require.NoError(t, vm.RunAll(), "shape %v", ishape)
 		vm.Close()
 		gd, err := d.Grad()

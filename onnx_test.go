@@ -3,6 +3,7 @@ package gather
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"os"
 	"path/filepath"
@@ -287,7 +288,7 @@ func TestONNXBackendCases(t *testing.T) {
 			out, err := build(data, idx, c.axis)
 			require.NoError(t, err)
 			require.Equal(t, c.want.Shape(), out.Shape())
-			vm := gorgonia.NewTapeMachine(g)
+			vm := vmtest.New(t, g)
 			defer vm.Close()
 			require.NoError(t, vm.RunAll())
 			requireSameTensor(t, c.want, out.Value().(*tensor.Dense))

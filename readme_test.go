@@ -1,6 +1,7 @@
 package gather_test
 
 import (
+	"github.com/gathergrad/gather/machine"
 	"math"
 	"os"
 	"path/filepath"
@@ -351,7 +352,10 @@ func init() {
 		if _, err := gorgonia.Grad(cost, emb.GradNodes()...); err != nil {
 			return err
 		}
-		vm := gorgonia.NewTapeMachine(g)
+		vm, err := machine.New(g)
+		if err != nil {
+			return err
+		}
 		defer vm.Close()
 		if err := vm.RunAll(); err != nil {
 			return err
@@ -439,7 +443,10 @@ func runGraph(build func(*gorgonia.ExprGraph) error) error {
 	if err := build(g); err != nil {
 		return err
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		return err
+	}
 	defer vm.Close()
 	return gather.Cause(vm.RunAll())
 }

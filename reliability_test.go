@@ -2,6 +2,7 @@ package gather
 
 import (
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -301,7 +302,7 @@ func TestConcurrentUse(t *testing.T) {
 			errs[k] = err
 			return
 		}
-		vm := gorgonia.NewTapeMachine(gk)
+		vm := vmtest.New(t, gk)
 		defer vm.Close()
 		if errs[k] = vm.RunAll(); errs[k] != nil {
 			return

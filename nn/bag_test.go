@@ -3,6 +3,7 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -207,7 +208,7 @@ func TestBagMatchesReference(t *testing.T) {
 									}
 									_, err := gorgonia.Grad(cost, wrt...)
 									require.NoError(t, err)
-									vm = gorgonia.NewTapeMachine(gr)
+									vm = vmtest.New(t, gr)
 								} else {
 									vm = gorgonia.NewLispMachine(gr)
 								}
@@ -263,7 +264,7 @@ func TestBagFloat32WideRowsMatchReference(t *testing.T) {
 					// With the gradient asked for, no later op overwrites the output.
 					_, err = gorgonia.Grad(gr.AllNodes()[len(gr.AllNodes())-1], tn)
 					require.NoError(t, err)
-					vm := gorgonia.NewTapeMachine(gr)
+					vm := vmtest.New(t, gr)
 					require.NoError(t, vm.RunAll())
 					// The 600-id bag sums to about 100: float32 keeps 1e-5 of that.
 					assert.InDeltaSlice(t, want, ref.Floats(out.Value().(*tensor.Dense)), 1e-3, "dim %d %s", dim, c)
@@ -323,7 +324,7 @@ func TestBagDeterministicAcrossGOMAXPROCS(t *testing.T) {
 			cost := gr.AllNodes()[len(gr.AllNodes())-1]
 			_, err = gorgonia.Grad(cost, tn)
 			require.NoError(t, err)
-			vm := gorgonia.NewTapeMachine(gr)
+			vm := vmtest.New(t, gr)
 			require.NoError(t, vm.RunAll())
 			gt, _ := tn.Grad()
 			got := ref.Floats(gt.(*tensor.Dense))
@@ -377,7 +378,7 @@ func TestEmbeddingBagModes(t *testing.T) {
 				wrt := append(append(emb.Learnables(), emb.GradNodes()...), wn)
 				_, err = gorgonia.Grad(cost, wrt...)
 				require.NoError(t, err)
-				vm := gorgonia.NewTapeMachine(gr)
+				vm := vmtest.New(t, gr)
 				defer vm.Close()
 				require.NoError(t, vm.RunAll())
 				switch kind {
@@ -469,7 +470,7 @@ func TestEmbeddingBagErrors(t *testing.T) {
 			offs := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("offs"), gorgonia.WithValue(tensor.New(tensor.WithShape(len(c.offsets)), tensor.WithBacking(c.offsets))))
 			_, err = emb.Bag(ids, offs, nil, BagMean)
 			require.NoError(t, err)
-			vm := gorgonia.NewTapeMachine(g)
+			vm := vmtest.New(t, g)
 			defer vm.Close()
 			err = gather.Cause(vm.RunAll())
 			require.Error(t, err)
@@ -622,7 +623,7 @@ func TestBagPrealloc(t *testing.T) {
 				}
 				out, err = EmbeddingBag(ns[0], ns[1], ns[2], ns[3], c.mode, bagOpts(c)...)
 				require.NoError(t, err)
-				vm := gorgonia.NewTapeMachine(gr)
+				vm := vmtest.New(t, gr)
 				defer vm.Close()
 				require.NoError(t, vm.RunAll())
 				first := out.Value().(*tensor.Dense)

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"testing"
 
@@ -35,7 +36,7 @@ func TestBatchDot(t *testing.T) {
 		bn := gorgonia.NodeFromAny(g, ref.FloatTensor(b, []int{n, k, d}, dt), gorgonia.WithName("b"))
 		out, err := BatchDot(an, bn)
 		require.NoError(t, err)
-		vm := gorgonia.NewTapeMachine(g)
+		vm := vmtest.New(t, g)
 		require.NoError(t, vm.RunAll())
 		vm.Close()
 		assert.InEpsilonSlice(t, want, ref.Floats(out.Value().(*tensor.Dense)), 1e-5, "%v", dt)

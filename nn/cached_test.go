@@ -3,6 +3,7 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -66,7 +67,7 @@ func newCachedModel(t *testing.T, emb *Embedding, g *gorgonia.ExprGraph, dt tens
 	require.NoError(t, err)
 	_, err = gorgonia.Grad(loss, emb.GradNodes()...)
 	require.NoError(t, err)
-	m.vm = gorgonia.NewTapeMachine(g)
+	m.vm = vmtest.New(t, g)
 	t.Cleanup(func() { m.vm.Close() })
 	return m
 }
@@ -335,7 +336,7 @@ func TestCachedErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(h)), emb.GradNodes()...)
 	require.NoError(t, err)
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	err = gather.Cause(vm.RunAll())
 	var ie *gather.IndexError

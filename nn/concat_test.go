@@ -2,6 +2,7 @@ package nn
 
 import (
 	"errors"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"testing"
 
@@ -71,7 +72,7 @@ func TestConcat(t *testing.T) {
 				cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, w))))
 				_, err = gorgonia.Grad(cost, xs...)
 				require.NoError(t, err)
-				vm := gorgonia.NewTapeMachine(g)
+				vm := vmtest.New(t, g)
 				defer vm.Close()
 				require.NoError(t, vm.RunAll())
 				var grads []tensor.Tensor

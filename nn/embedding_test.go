@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestEmbeddingLookupShapes(t *testing.T) {
 	vecs, err := emb.Lookup(ids)
 	require.NoError(t, err)
 	assert.Equal(t, tensor.Shape{2, 2, 3}, vecs.Shape())
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	require.NoError(t, vm.RunAll())
 	assert.Equal(t, []float64{13, 14, 15, 1, 2, 3, 13, 14, 15, 4, 5, 6}, vecs.Value().Data())
@@ -72,7 +73,7 @@ func TestEmbeddingPaddingAndFrozen(t *testing.T) {
 		learn := append(emb.Learnables(), bias)
 		_, err = gorgonia.Grad(cost, learn...)
 		require.NoError(t, err)
-		vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
+		vm := vmtest.Bound(t, g, learn...)
 		require.NoError(t, vm.RunAll())
 		solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.5))
 		require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(learn)))
@@ -94,7 +95,7 @@ func TestNLLLoss(t *testing.T) {
 	loss, err := NLLLoss(logProbs, targets)
 	require.NoError(t, err)
 	require.True(t, loss.IsScalar())
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	require.NoError(t, vm.RunAll())
 	assert.InDelta(t, -(math.Log(0.5)+math.Log(0.7))/2, loss.Value().Data(), 1e-12)
@@ -135,7 +136,7 @@ func TestEmbeddingTrainsWithAdam(t *testing.T) {
 	learn := append(emb.Learnables(), w)
 	_, err = gorgonia.Grad(loss, learn...)
 	require.NoError(t, err)
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
+	vm := vmtest.Bound(t, g, learn...)
 	defer vm.Close()
 	solver := gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.1))
 	var first, last float64

@@ -3,6 +3,7 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -86,7 +87,7 @@ func trainTable(t *testing.T, emb *Embedding, g *gorgonia.ExprGraph, opt optim.S
 		gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(bag, wb))))))
 	_, err = gorgonia.Grad(cost, emb.GradNodes()...)
 	require.NoError(t, err)
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	for range steps {
 		for i := range ids.Ints() {
@@ -279,7 +280,7 @@ func TestFileTableRunAfterClose(t *testing.T) {
 		cost := gorgonia.Must(gorgonia.Sum(out))
 		_, err = gorgonia.Grad(cost, emb.GradNodes()...)
 		require.NoError(t, err)
-		vm := gorgonia.NewTapeMachine(g)
+		vm := vmtest.New(t, g)
 		require.NoError(t, vm.RunAll())
 		vm.Reset()
 		require.NoError(t, emb.Close())

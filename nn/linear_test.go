@@ -2,6 +2,7 @@ package nn
 
 import (
 	"errors"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"testing"
 
@@ -67,7 +68,7 @@ func TestLinear(t *testing.T) {
 				wt := gorgonia.NewMatrix(g, dt, gorgonia.WithShape(n, out), gorgonia.WithName("wt"), gorgonia.WithInit(gorgonia.RangedFrom(1)))
 				_, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(y, wt)))), xs...)
 				require.NoError(t, err)
-				vm := gorgonia.NewTapeMachine(g)
+				vm := vmtest.New(t, g)
 				defer vm.Close()
 				require.NoError(t, vm.RunAll())
 				var grads []tensor.Tensor

@@ -3,6 +3,7 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -79,7 +80,7 @@ func TestLogSoftmax(t *testing.T) {
 				xn := gorgonia.NodeFromAny(g, x, gorgonia.WithName("x"))
 				out, err := LogSoftmax(xn, axis)
 				require.NoError(t, err)
-				vm := gorgonia.NewTapeMachine(g)
+				vm := vmtest.New(t, g)
 				require.NoError(t, vm.RunAll())
 				got := out.Value().(*tensor.Dense)
 				for i := range want {
@@ -161,7 +162,7 @@ func TestLogSoftmaxNLLIsCrossEntropy(t *testing.T) {
 		require.NoError(t, err)
 		_, err = gorgonia.Grad(loss, xn)
 		require.NoError(t, err)
-		vm := gorgonia.NewTapeMachine(g)
+		vm := vmtest.New(t, g)
 		defer vm.Close()
 		require.NoError(t, vm.RunAll())
 		gv, err := xn.Grad()

@@ -3,6 +3,7 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -67,7 +68,7 @@ func runLoss(t *testing.T, x, targets *tensor.Dense, lisp bool) (float64, []floa
 	} else {
 		_, err = gorgonia.Grad(loss, xn)
 		require.NoError(t, err)
-		vm = gorgonia.NewTapeMachine(g)
+		vm = vmtest.New(t, g)
 	}
 	defer vm.Close()
 	require.NoError(t, vm.RunAll())
@@ -145,7 +146,7 @@ func TestCrossEntropyEqualsLogSoftMaxNLL(t *testing.T) {
 	run := func(fused bool) (float64, []float64) {
 		loss, xn, err := lossGraph(x.Clone().(*tensor.Dense), y, fused)
 		require.NoError(t, err)
-		vm := gorgonia.NewTapeMachine(loss.Graph())
+		vm := vmtest.New(t, loss.Graph())
 		defer vm.Close()
 		require.NoError(t, vm.RunAll())
 		gv, err := xn.Grad()
@@ -238,7 +239,7 @@ func TestCrossEntropyErrors(t *testing.T) {
 				// still reads the machine (a data race in Gorgonia).
 				vm = gorgonia.NewLispMachine(g, gorgonia.ExecuteFwdOnly())
 			} else {
-				vm = gorgonia.NewTapeMachine(g)
+				vm = vmtest.New(t, g)
 			}
 			err = vm.RunAll()
 			vm.Close()

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -78,7 +79,7 @@ func TestIgnoreIndexChecksOtherTargets(t *testing.T) {
 		yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithBacking(c.targets)), gorgonia.WithName("y"))
 		loss, err := CrossEntropy(xn, yn, WithIgnoreIndex(-100))
 		require.NoError(t, err)
-		vm := gorgonia.NewTapeMachine(g)
+		vm := vmtest.New(t, g)
 		err = vm.RunAll()
 		vm.Close()
 		if c.ok {

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"errors"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,7 +68,7 @@ func TestTapsGivenToDenseSolver(t *testing.T) {
 	wrong := emb.GradNodes() // the mistake: taps as dense learnables
 	_, err = gorgonia.Grad(cost, wrong...)
 	require.NoError(t, err)
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(wrong...))
+	vm := vmtest.Bound(t, g, wrong...)
 	defer vm.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
 	require.NoError(t, vm.RunAll())
@@ -89,7 +90,7 @@ func TestIndexErrorsNameTheirTable(t *testing.T) {
 		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 9}))))
 	_, err = words.Lookup(ids)
 	require.NoError(t, err)
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	err = vm.RunAll()
 	var ie *gather.IndexError
@@ -103,7 +104,7 @@ func TestIndexErrorsNameTheirTable(t *testing.T) {
 		gorgonia.WithValue(tensor.New(tensor.WithShape(1), tensor.WithBacking([]int{-6}))))
 	_, err = gather.Gather(data, idx, 0, gather.WithName("rows"))
 	require.NoError(t, err)
-	vm2 := gorgonia.NewTapeMachine(g2)
+	vm2 := vmtest.New(t, g2)
 	defer vm2.Close()
 	err = vm2.RunAll()
 	require.True(t, errors.As(gather.Cause(err), &ie), "%v", err)

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"testing"
 
@@ -77,7 +78,7 @@ func TestEmbeddingMaxNormSharedTable(t *testing.T) {
 			if machine == "tape" {
 				_, err = gorgonia.Grad(cost, emb.Table)
 				require.NoError(t, err)
-				vm = gorgonia.NewTapeMachine(g)
+				vm = vmtest.New(t, g)
 			} else {
 				vm = gorgonia.NewLispMachine(g)
 			}
@@ -186,7 +187,7 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 				cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(out, w))))
 				_, err = gorgonia.Grad(cost, append(emb.Learnables(), emb.GradNodes()...)...)
 				require.NoError(t, err)
-				vm := gorgonia.NewTapeMachine(g)
+				vm := vmtest.New(t, g)
 				defer vm.Close()
 				require.NoError(t, vm.RunAll())
 				got := make([]float64, vocab*dim)

@@ -3,6 +3,7 @@ package nn
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"os"
 	"strconv"
@@ -153,7 +154,7 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 	} else {
 		_, err = gorgonia.Grad(cost, xn)
 		require.NoError(t, err)
-		vm = gorgonia.NewTapeMachine(g)
+		vm = vmtest.New(t, g)
 	}
 	defer vm.Close()
 	require.NoError(t, vm.RunAll())

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -60,7 +61,7 @@ func newResumeModel(t *testing.T, seed uint64) *resumeModel {
 	require.NoError(t, err)
 	_, err = gorgonia.Grad(loss, append(gorgonia.Nodes{m.w}, append(m.adamEmb.GradNodes(), m.sgdEmb.GradNodes()...)...)...)
 	require.NoError(t, err)
-	m.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(m.w))
+	m.vm = vmtest.Bound(t, g, m.w)
 	return m
 }
 

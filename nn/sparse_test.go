@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -97,7 +98,7 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 		learn := append(emb.Learnables(), w)
 		_, err = gorgonia.Grad(loss, append(learn, emb.GradNodes()...)...)
 		require.NoError(t, err)
-		vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
+		vm := vmtest.Bound(t, g, learn...)
 		defer vm.Close()
 		var tables [][]float64
 		for range steps {
@@ -290,7 +291,7 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 	require.NoError(t, err)
 	_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(h)), emb.GradNodes()...)
 	require.NoError(t, err)
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 
 	require.NoError(t, vm.RunAll())
@@ -358,7 +359,7 @@ func TestStepTwiceWithoutRun(t *testing.T) {
 	cost := gorgonia.Must(gorgonia.Sum(out))
 	_, err = gorgonia.Grad(cost, emb.GradNodes()...)
 	require.NoError(t, err)
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	adam := optim.NewSparseAdam(0.1)
 	require.NoError(t, vm.RunAll())

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"errors"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"strconv"
 	"testing"
@@ -205,7 +206,7 @@ func TestNegativeIDs(t *testing.T) {
 				_, err = emb.Lookup(ids)
 			}
 			require.NoError(t, err)
-			vm := gorgonia.NewTapeMachine(g)
+			vm := vmtest.New(t, g)
 			err = gather.Cause(vm.RunAll())
 			vm.Close()
 			var ie *gather.IndexError
@@ -230,7 +231,7 @@ func TestNegativeIDs(t *testing.T) {
 		gorgonia.WithValue(tensor.New(tensor.WithShape(3, 1), tensor.WithBacking([]float64{10, 20, 30}))))
 	rows, err := gather.Gather(data, newIDs(g, -1, 0), 0)
 	require.NoError(t, err)
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	require.NoError(t, vm.RunAll())
 	assert.Equal(t, []float64{30, 10}, rows.Value().Data())
@@ -278,7 +279,7 @@ func TestIncludeLastOffset(t *testing.T) {
 		} else {
 			_, err = gorgonia.Grad(cost, learn...)
 			require.NoError(t, err)
-			vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
+			vm = vmtest.Bound(t, g, learn...)
 		}
 		defer vm.Close()
 		require.NoError(t, vm.RunAll())
@@ -315,7 +316,7 @@ func TestIncludeLastOffset(t *testing.T) {
 	pooled, err := EmbeddingBag(tn, in, on, nil, BagSum, WithIncludeLastOffset())
 	require.NoError(t, err)
 	assert.Equal(t, tensor.Shape{2, dim}, pooled.Shape())
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	err = gather.Cause(vm.RunAll())
 	require.ErrorIs(t, err, gather.ErrShape)
@@ -351,7 +352,7 @@ func TestEmptyBatch(t *testing.T) {
 			}
 			for _, lisp := range []bool{false, true} {
 				g, _, v := build()
-				var vm gorgonia.VM = gorgonia.NewTapeMachine(g)
+				var vm gorgonia.VM = vmtest.New(t, g)
 				if lisp {
 					vm = gorgonia.NewLispMachine(g, gorgonia.ExecuteFwdOnly())
 				}
@@ -380,7 +381,7 @@ func TestEmptyBatch(t *testing.T) {
 	require.NoError(t, err)
 	_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(pooled)), emb.Learnables()...)
 	require.NoError(t, err)
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	require.NoError(t, vm.RunAll())
 	vm.Close()
 	assert.Equal(t, []float64{0, 0, 0, 0}, pooled.Value().Data())

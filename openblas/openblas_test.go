@@ -2,6 +2,7 @@ package openblas_test
 
 import (
 	"errors"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"testing"
 
 	"gorgonia.org/gorgonia"
@@ -28,7 +29,7 @@ func TestUse(t *testing.T) {
 	b := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName("b"),
 		gorgonia.WithValue(tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float32{1, 0, 0, 1, 1, 1}))))
 	c := gorgonia.Must(gorgonia.Mul(a, b))
-	vm := gorgonia.NewTapeMachine(g)
+	vm := vmtest.New(t, g)
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package optim_test
 
 import (
 	"errors"
+	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func newSharedModel(t *testing.T, seed float32) *sharedModel {
 	if _, err := gorgonia.Grad(loss, m.w, m.b); err != nil {
 		t.Fatal(err)
 	}
-	m.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(m.w, m.b))
+	m.vm = vmtest.Bound(t, g, m.w, m.b)
 	t.Cleanup(func() { m.vm.Close() })
 	return m
 }
