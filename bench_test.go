@@ -1,7 +1,6 @@
 package gather
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -293,10 +292,14 @@ func naiveBackward(c benchCase, d benchData, dst []float32) {
 	}
 }
 
-// BenchmarkGraph measures one TapeMachine run, forward and backward, of
+// BenchmarkGraph measures one run (on each machine, see ref.Machines), forward and backward, of
 // sum(Gather(table, ids)) on the emb_50k_128 shapes, with allocations.
 func BenchmarkGraph(b *testing.B) {
 	c := benchCases[0]
+	b.Run(c.name, func(b *testing.B) { ref.OnMachines(b, func(b *testing.B, m ref.Machine) { benchGraph(b, c, m) }) })
+}
+
+func benchGraph(b *testing.B, c benchCase, m ref.Machine) {
 	d := c.make()
 	g := gorgonia.NewGraph()
 	table := gorgonia.NodeFromAny(g, d.data, gorgonia.WithName("table"))
@@ -309,7 +312,10 @@ func BenchmarkGraph(b *testing.B) {
 	if _, err := gorgonia.Grad(cost, table); err != nil {
 		b.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := m.New(g, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer vm.Close()
-	b.Run(fmt.Sprintf("%s/tape-fwd-bwd", c.name), func(b *testing.B) { ref.BenchRuns(b, vm) })
+	ref.BenchRuns(b, vm)
 }

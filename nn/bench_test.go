@@ -29,13 +29,13 @@ func BenchmarkTrainStep(b *testing.B) {
 	for _, mode := range []string{"dense", "sparse"} {
 		for _, rows := range []int{10_000, 100_000, 1_000_000} {
 			b.Run(fmt.Sprintf("%s/rows=%d", mode, rows), func(b *testing.B) {
-				benchTrainStep(b, mode == "sparse", rows)
+				ref.OnMachines(b, func(b *testing.B, m ref.Machine) { benchTrainStep(b, mode == "sparse", rows, m) })
 			})
 		}
 	}
 }
 
-func benchTrainStep(b *testing.B, sparse bool, rows int) {
+func benchTrainStep(b *testing.B, sparse bool, rows int, m ref.Machine) {
 	const batch, dim, classes = 4096, 64, 16
 	r := rand.New(rand.NewPCG(3, uint64(rows)))
 	init := func(dt tensor.Dtype, s ...int) any {
@@ -80,7 +80,10 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 	if _, err := gorgonia.Grad(loss, append(learn, emb.GradNodes()...)...); err != nil {
 		b.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(learn...))
+	vm, err := m.New(g, learn)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer vm.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
 	sgd := &optim.SparseSGD{LearnRate: 0.1}
@@ -111,7 +114,9 @@ func benchTrainStep(b *testing.B, sparse bool, rows int) {
 // and one in the output table, both 100,000 × 64, row-sparse), the
 // logistic loss (BCEWithLogits, label 1 for the context word, 0 for the
 // negatives, mean), backward, and a optim.SparseAdam step of each table.
-func BenchmarkSkipGram(b *testing.B) {
+func BenchmarkSkipGram(b *testing.B) { ref.OnMachines(b, benchSkipGram) }
+
+func benchSkipGram(b *testing.B, m ref.Machine) {
 	const vocab, dim, batch, k = 100_000, 64, 4096, 6
 	r := rand.New(rand.NewPCG(11, 12))
 	init := func(dt tensor.Dtype, s ...int) any {
@@ -165,7 +170,10 @@ func BenchmarkSkipGram(b *testing.B) {
 	if _, err := gorgonia.Grad(loss, append(in.GradNodes(), out.GradNodes()...)...); err != nil {
 		b.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := m.New(g, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer vm.Close()
 	adamIn, adamOut := optim.NewSparseAdam(0.01), optim.NewSparseAdam(0.01)
 	step := func() {
@@ -205,7 +213,7 @@ func BenchmarkRowGradient(b *testing.B) {
 	}
 }
 
-// BenchmarkCrossEntropy measures one TapeMachine run, loss and gradient, of
+// BenchmarkCrossEntropy measures one run (on each machine, see ref.Machines), loss and gradient, of
 // the cross-entropy of 4096 rows of 16 logits: the fused CrossEntropy
 // against NLLLoss after gorgonia.LogSoftMax, which compute the same values.
 func BenchmarkCrossEntropy(b *testing.B) {
@@ -225,25 +233,30 @@ func BenchmarkCrossEntropy(b *testing.B) {
 			name = "LogSoftmax+NLLLoss"
 		}
 		b.Run(name, func(b *testing.B) {
-			g := gorgonia.NewGraph()
-			xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
-			yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), gorgonia.WithName("y"))
-			loss, err := CrossEntropy(xn, yn)
-			if !fused {
-				var lp *gorgonia.Node
-				if lp, err = LogSoftmax(xn, -1); err == nil {
-					loss, err = NLLLoss(lp, yn)
+			ref.OnMachines(b, func(b *testing.B, m ref.Machine) {
+				g := gorgonia.NewGraph()
+				xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
+				yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), gorgonia.WithName("y"))
+				loss, err := CrossEntropy(xn, yn)
+				if !fused {
+					var lp *gorgonia.Node
+					if lp, err = LogSoftmax(xn, -1); err == nil {
+						loss, err = NLLLoss(lp, yn)
+					}
 				}
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := gorgonia.Grad(loss, xn); err != nil {
-				b.Fatal(err)
-			}
-			vm := gorgonia.NewTapeMachine(g)
-			defer vm.Close()
-			ref.BenchRuns(b, vm)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := gorgonia.Grad(loss, xn); err != nil {
+					b.Fatal(err)
+				}
+				vm, err := m.New(g, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer vm.Close()
+				ref.BenchRuns(b, vm)
+			})
 		})
 	}
 	// The loss with options, which runs the kernels of the general case:
@@ -265,24 +278,29 @@ func BenchmarkCrossEntropy(b *testing.B) {
 		{"class_weights", y, []LossOption{WithClassWeights(tensor.New(tensor.WithBacking(w)))}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			g := gorgonia.NewGraph()
-			xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
-			yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(c.y)), gorgonia.WithName("y"))
-			loss, err := CrossEntropy(xn, yn, c.opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := gorgonia.Grad(loss, xn); err != nil {
-				b.Fatal(err)
-			}
-			vm := gorgonia.NewTapeMachine(g)
-			defer vm.Close()
-			ref.BenchRuns(b, vm)
+			ref.OnMachines(b, func(b *testing.B, m ref.Machine) {
+				g := gorgonia.NewGraph()
+				xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
+				yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(c.y)), gorgonia.WithName("y"))
+				loss, err := CrossEntropy(xn, yn, c.opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := gorgonia.Grad(loss, xn); err != nil {
+					b.Fatal(err)
+				}
+				vm, err := m.New(g, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer vm.Close()
+				ref.BenchRuns(b, vm)
+			})
 		})
 	}
 }
 
-// BenchmarkBCEWithLogits measures one TapeMachine run, loss and gradient,
+// BenchmarkBCEWithLogits measures one run (on each machine, see ref.Machines), loss and gradient,
 // of BCEWithLogits on 4096 × 16 logits and soft targets (mean reduction).
 func BenchmarkBCEWithLogits(b *testing.B) {
 	const rows, cols = 4096, 16
@@ -291,19 +309,26 @@ func BenchmarkBCEWithLogits(b *testing.B) {
 	for i := range x {
 		x[i], y[i] = float32(2*r.NormFloat64()), float32(r.Float64())
 	}
-	g := gorgonia.NewGraph()
-	xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(x)), gorgonia.WithName("x"))
-	yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(y)), gorgonia.WithName("y"))
-	loss, err := BCEWithLogits(xn, yn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := gorgonia.Grad(loss, xn); err != nil {
-		b.Fatal(err)
-	}
-	vm := gorgonia.NewTapeMachine(g)
-	defer vm.Close()
-	b.Run("4096x16", func(b *testing.B) { ref.BenchRuns(b, vm) })
+	b.Run("4096x16", func(b *testing.B) {
+		ref.OnMachines(b, func(b *testing.B, m ref.Machine) {
+			g := gorgonia.NewGraph()
+			xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(x)), gorgonia.WithName("x"))
+			yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(y)), gorgonia.WithName("y"))
+			loss, err := BCEWithLogits(xn, yn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := gorgonia.Grad(loss, xn); err != nil {
+				b.Fatal(err)
+			}
+			vm, err := m.New(g, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer vm.Close()
+			ref.BenchRuns(b, vm)
+		})
+	})
 }
 
 // BenchmarkStreamStores measures the gather.Gather cases' forward with ordinary

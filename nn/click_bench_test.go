@@ -78,7 +78,9 @@ func clickBatchesOf(seed uint64) []clickData {
 // SparseAdam (lr 0.01) on the three tables, SGD (lr 0.01) on the dense
 // layers. The tables start from N(0, 0.05), the dense layers from
 // U(-1/√fan_in, 1/√fan_in), as PyTorch's Linear.
-func BenchmarkClickModel(b *testing.B) {
+func BenchmarkClickModel(b *testing.B) { ref.OnMachines(b, benchClickModel) }
+
+func benchClickModel(b *testing.B, m ref.Machine) {
 	r := rand.New(rand.NewPCG(5, 6))
 	g := gorgonia.NewGraph()
 	var tables [3]*Embedding
@@ -155,7 +157,10 @@ func BenchmarkClickModel(b *testing.B) {
 	if _, err := gorgonia.Grad(loss, wrt...); err != nil {
 		b.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(params...))
+	vm, err := m.New(g, params)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer vm.Close()
 	var adams [3]*optim.SparseAdam
 	for f := range adams {

@@ -41,3 +41,45 @@ func TypeName(op gorgonia.Op) string {
 	}
 	return t.String()
 }
+
+// Int returns the int field name of op's struct (op or what it points
+// to), such as the axis of Gorgonia's sizeOp.
+func Int(op gorgonia.Op, name string) (int, bool) {
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return 0, false
+	}
+	f := v.FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Int {
+		return 0, false
+	}
+	return int(f.Int()), true
+}
+
+// ScalarUnary returns the functions a Gorgonia elemUnaryOp (Neg, Exp,
+// Sigmoid...) applies to a float32 and a float64 scalar: the function its
+// Do calls for a scalar input. Either is nil where op has none.
+func ScalarUnary(op gorgonia.Op) (f32 func(float32) float32, f64 func(float64) float64) {
+	v := reflect.ValueOf(op)
+	if v.Kind() != reflect.Struct || v.NumField() == 0 {
+		return nil, nil
+	}
+	inner := v.Field(0) // the embedded ʘUnaryOperator
+	if inner.Kind() != reflect.Interface || inner.IsNil() {
+		return nil, nil
+	}
+	p := inner.Elem()
+	if p.Kind() != reflect.Pointer || p.Type().Elem().Kind() != reflect.Func {
+		return nil, nil
+	}
+	switch p.Type().Elem().String() {
+	case "gorgonia.sf32UnaryOperator":
+		return *(*func(float32) float32)(p.UnsafePointer()), nil
+	case "gorgonia.sf64UnaryOperator":
+		return nil, *(*func(float64) float64)(p.UnsafePointer())
+	}
+	return nil, nil
+}

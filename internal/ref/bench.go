@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"gorgonia.org/gorgonia"
+
+	"github.com/gathergrad/gather/machine"
 )
 
 // Steady calls f, which allocates, until the collector has finished two
@@ -55,5 +57,37 @@ func BenchRuns(b *testing.B, vm gorgonia.VM) {
 	Steady(run)
 	for b.Loop() {
 		run()
+	}
+}
+
+// A Machine is one of the machines the graph benchmarks run on.
+type Machine struct {
+	Name string // "machine" or "tape"
+	// New returns the machine for g, keeping the gradients of grads
+	// (gorgonia.BindDualValues for the TapeMachine), or of every input if
+	// grads is nil.
+	New func(g *gorgonia.ExprGraph, grads gorgonia.Nodes) (gorgonia.VM, error)
+}
+
+// Machines are machine.Machine and Gorgonia's TapeMachine.
+var Machines = []Machine{
+	{"machine", func(g *gorgonia.ExprGraph, grads gorgonia.Nodes) (gorgonia.VM, error) {
+		if grads != nil {
+			return machine.New(g, machine.WithGrads(grads...))
+		}
+		return machine.New(g)
+	}},
+	{"tape", func(g *gorgonia.ExprGraph, grads gorgonia.Nodes) (gorgonia.VM, error) {
+		if grads != nil {
+			return gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(grads...)), nil
+		}
+		return gorgonia.NewTapeMachine(g), nil
+	}},
+}
+
+// OnMachines runs bench as a sub-benchmark per machine, named by it.
+func OnMachines(b *testing.B, bench func(b *testing.B, m Machine)) {
+	for _, m := range Machines {
+		b.Run(m.Name, func(b *testing.B) { bench(b, m) })
 	}
 }
