@@ -31,6 +31,8 @@ func adapt(s *step, args gorgonia.Nodes) func(dst gorgonia.Value, in []gorgonia.
 			_, err := ud.UnsafeDo(dst)
 			return err
 		}
+	case "gorgonia.elemBinOp":
+		return binary(s, args)
 	case "gorgonia.sizeOp":
 		axis, ok := graphop.Int(op, "axis")
 		if !ok || !s.shape.IsScalar() || args[0].IsScalar() || axis >= args[0].Dims() {

@@ -87,12 +87,14 @@ func (p *planner) choose(s *step) error {
 	if s.shape.IsScalar() && s.dtype != tensor.Float64 && s.dtype != tensor.Float32 {
 		return nil
 	}
-	if pre, ok := op.(gorgonia.UsePreallocDoer); ok {
-		s.kind, s.pre = prealloc, pre
-		return nil
-	}
+	// This package's equivalents first: some of Gorgonia's UsePreallocDo
+	// allocate on every call.
 	if fn := adapt(s, p.argNodes(s)); fn != nil {
 		s.kind, s.fn = adapted, fn
+		return nil
+	}
+	if pre, ok := op.(gorgonia.UsePreallocDoer); ok {
+		s.kind, s.pre = prealloc, pre
 	}
 	return nil
 }

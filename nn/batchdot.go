@@ -49,6 +49,7 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 		return nil, fmt.Errorf("%s: a of shape %v and b of shape %v must be [n, d] and [n, k, d]: %w", opBatchDot, as, bs, gather.ErrShape)
 	}
 	o := &batchDotOp{dtype: dt, n: bs[0], k: bs[1], d: bs[2], f: operand.PickFloat(dt, &batchDot32, &batchDot64)}
+	o.shapes = [3]tensor.Shape{{o.n, o.d}, {o.n, o.k, o.d}, {o.n, o.k}}
 	in := []hm.Type{operand.Type(2, dt), operand.Type(3, dt)}
 	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d), In: in, Dtype: dt,
 		Shape: tensor.Shape{o.n, o.k}}, opBatchDot, []tensor.Shape{as, bs}, o.runGrad)
@@ -65,6 +66,7 @@ type batchDotOp struct {
 	dtype   tensor.Dtype
 	n, k, d int
 	f       *batchDotKernels // the loops for dtype
+	shapes  [3]tensor.Shape  // a, b and the output: made once, as a run checks them
 }
 
 // args reads and checks a and b.
@@ -85,15 +87,22 @@ func (o *batchDotOp) args(in []gorgonia.Value, want int) (a, b *tensor.Dense, er
 	return a, b, nil
 }
 
+// Do computes the dot products into a new tensor.
 func (o *batchDotOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	return o.UsePreallocDo(nil, in...)
+}
+
+// UsePreallocDo computes the dot products into prealloc when it can hold
+// them (see operand.Prealloc), else into a new tensor.
+func (o *batchDotOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	a, b, err := o.args(in, 2)
 	if err != nil {
 		return nil, err
 	}
-	out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(o.n, o.k))
 	if o.n*o.k == 0 {
-		return out, nil
+		return tensor.New(tensor.Of(o.dtype), tensor.WithShape(o.n, o.k)), nil
 	}
+	out := operand.Prealloc(prealloc, o.dtype, o.shapes[2], in)
 	o.f.dot(out, a, b, o.k, o.d)
 	return out, nil
 }
@@ -109,10 +118,7 @@ func (o *batchDotOp) runGrad(wrt int) opkit.Run {
 }
 
 func (o *batchDotOp) grad(wrt int, dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	want := tensor.Shape{o.n, o.d}
-	if wrt == 1 {
-		want = tensor.Shape{o.n, o.k, o.d}
-	}
+	want := o.shapes[wrt]
 	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			opBatchDot, dst.Dtype(), dst.Shape(), o.dtype, want, gather.ErrShape)
@@ -125,7 +131,7 @@ func (o *batchDotOp) grad(wrt int, dst *tensor.Dense, add bool, in []gorgonia.Va
 	if err != nil {
 		return err
 	}
-	if g.Dtype() != o.dtype || !shapes.SameShape(g.Shape(), []int{o.n, o.k}) {
+	if g.Dtype() != o.dtype || !shapes.SameShape(g.Shape(), o.shapes[2]) {
 		return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
 			opBatchDot, g.Dtype(), g.Shape(), o.dtype, o.n, o.k, gather.ErrShape)
 	}

@@ -36,6 +36,18 @@ func BenchmarkTrainStep(b *testing.B) {
 }
 
 func benchTrainStep(b *testing.B, sparse bool, rows int, m ref.Machine) {
+	vm, step := trainStep(b, sparse, rows, m)
+	defer vm.Close()
+	b.ReportAllocs()
+	ref.Steady(step)
+	for b.Loop() {
+		step()
+	}
+}
+
+// trainStep builds BenchmarkTrainStep's model on machine m and returns
+// the machine and a function that runs one step.
+func trainStep(b testing.TB, sparse bool, rows int, m ref.Machine) (gorgonia.VM, func()) {
 	const batch, dim, classes = 4096, 64, 16
 	r := rand.New(rand.NewPCG(3, uint64(rows)))
 	init := func(dt tensor.Dtype, s ...int) any {
@@ -84,7 +96,6 @@ func benchTrainStep(b *testing.B, sparse bool, rows int, m ref.Machine) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer vm.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
 	sgd := &optim.SparseSGD{LearnRate: 0.1}
 	step := func() {
@@ -101,11 +112,7 @@ func benchTrainStep(b *testing.B, sparse bool, rows int, m ref.Machine) {
 		}
 		vm.Reset()
 	}
-	b.ReportAllocs()
-	ref.Steady(step)
-	for b.Loop() {
-		step()
-	}
+	return vm, step
 }
 
 // BenchmarkSkipGram measures one training step of word2vec's skip-gram
@@ -117,6 +124,18 @@ func benchTrainStep(b *testing.B, sparse bool, rows int, m ref.Machine) {
 func BenchmarkSkipGram(b *testing.B) { ref.OnMachines(b, benchSkipGram) }
 
 func benchSkipGram(b *testing.B, m ref.Machine) {
+	vm, step := skipGram(b, m)
+	defer vm.Close()
+	b.ReportAllocs()
+	ref.Steady(step)
+	for b.Loop() {
+		step()
+	}
+}
+
+// skipGram builds BenchmarkSkipGram's model on machine m and returns the
+// machine and a function that runs one step.
+func skipGram(b testing.TB, m ref.Machine) (gorgonia.VM, func()) {
 	const vocab, dim, batch, k = 100_000, 64, 4096, 6
 	r := rand.New(rand.NewPCG(11, 12))
 	init := func(dt tensor.Dtype, s ...int) any {
@@ -174,7 +193,6 @@ func benchSkipGram(b *testing.B, m ref.Machine) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer vm.Close()
 	adamIn, adamOut := optim.NewSparseAdam(0.01), optim.NewSparseAdam(0.01)
 	step := func() {
 		if err := vm.RunAll(); err != nil {
@@ -188,11 +206,7 @@ func benchSkipGram(b *testing.B, m ref.Machine) {
 		}
 		vm.Reset()
 	}
-	b.ReportAllocs()
-	ref.Steady(step)
-	for b.Loop() {
-		step()
-	}
+	return vm, step
 }
 
 // BenchmarkRowGradient measures the row-sparse gradient of one lookup of

@@ -81,6 +81,18 @@ func clickBatchesOf(seed uint64) []clickData {
 func BenchmarkClickModel(b *testing.B) { ref.OnMachines(b, benchClickModel) }
 
 func benchClickModel(b *testing.B, m ref.Machine) {
+	vm, step := clickModel(b, m)
+	defer vm.Close()
+	b.ReportAllocs()
+	ref.Steady(step)
+	for b.Loop() {
+		step()
+	}
+}
+
+// clickModel builds BenchmarkClickModel's model on machine m and returns
+// the machine and a function that runs one step.
+func clickModel(b testing.TB, m ref.Machine) (gorgonia.VM, func()) {
 	r := rand.New(rand.NewPCG(5, 6))
 	g := gorgonia.NewGraph()
 	var tables [3]*Embedding
@@ -161,7 +173,6 @@ func benchClickModel(b *testing.B, m ref.Machine) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer vm.Close()
 	var adams [3]*optim.SparseAdam
 	for f := range adams {
 		adams[f] = optim.NewSparseAdam(0.01)
@@ -191,9 +202,5 @@ func benchClickModel(b *testing.B, m ref.Machine) {
 		}
 		vm.Reset()
 	}
-	b.ReportAllocs()
-	ref.Steady(step)
-	for b.Loop() {
-		step()
-	}
+	return vm, step
 }

@@ -100,20 +100,28 @@ type concatOp struct {
 	outer, inner int
 }
 
+// Do concatenates the inputs into a new tensor.
 func (o *concatOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	return o.UsePreallocDo(nil, in...)
+}
+
+// UsePreallocDo concatenates the inputs into prealloc when it can hold
+// them (see operand.Prealloc), else into a new tensor.
+func (o *concatOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := operand.CheckArity(opConcat, "", len(in), len(o.shapes)); err != nil {
 		return nil, err
 	}
-	xs := make([]*tensor.Dense, len(in))
 	for i := range in {
-		var err error
-		if xs[i], err = readShaped(opConcat, fmt.Sprintf("xs[%d]", i), in[i], o.dtype, o.shapes[i]); err != nil {
+		if _, err := readShaped(opConcat, "xs", in[i], o.dtype, o.shapes[i]); err != nil {
+			// Again, naming the input: a name made only on error.
+			_, err = readShaped(opConcat, fmt.Sprintf("xs[%d]", i), in[i], o.dtype, o.shapes[i])
 			return nil, err
 		}
 	}
-	out := operand.NewOutput(o.dtype, o.shape)
+	out := operand.Prealloc(prealloc, o.dtype, o.shape, in)
 	row, at := o.shape.TotalSize()/max(o.outer, 1), 0
-	for i, x := range xs {
+	for i := range in {
+		x, _ := readShaped(opConcat, "", in[i], o.dtype, o.shapes[i])
 		w := o.widths[i]
 		copyBand(out, x, o.outer, row, w, at, true)
 		at += w

@@ -12,6 +12,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
+	"github.com/gathergrad/gather/internal/parallel"
 	"github.com/gathergrad/gather/internal/shapes"
 )
 
@@ -41,6 +42,7 @@ func Linear(x, w, b *gorgonia.Node) (*gorgonia.Node, error) {
 		return nil, fmt.Errorf("%s: x of shape %v and weight of shape %v must be [n, in] and [out, in]: %w", opLinear, xs, ws, gather.ErrShape)
 	}
 	o := &linearOp{dtype: dt, n: xs[0], in: xs[1], out: ws[0]}
+	o.shapes = [4]tensor.Shape{{o.n, o.in}, {o.out, o.in}, {o.out}, {o.n, o.out}}
 	ins := []hm.Type{operand.Type(2, dt), operand.Type(2, dt)}
 	nodes := []*gorgonia.Node{x, w}
 	if b != nil {
@@ -70,6 +72,7 @@ type linearOp struct {
 	dtype      tensor.Dtype
 	n, in, out int
 	bias       bool
+	shapes     [4]tensor.Shape // x, w, b and y: made once, as a run checks them
 }
 
 // args reads and checks x, w and b (nil without a bias).
@@ -77,14 +80,14 @@ func (o *linearOp) args(in []gorgonia.Value, want int) (x, w, b *tensor.Dense, e
 	if err := operand.CheckArity(opLinear, "", len(in), want); err != nil {
 		return nil, nil, nil, err
 	}
-	if x, err = readShaped(opLinear, "x", in[0], o.dtype, tensor.Shape{o.n, o.in}); err != nil {
+	if x, err = readShaped(opLinear, "x", in[0], o.dtype, o.shapes[0]); err != nil {
 		return
 	}
-	if w, err = readShaped(opLinear, "weight", in[1], o.dtype, tensor.Shape{o.out, o.in}); err != nil {
+	if w, err = readShaped(opLinear, "weight", in[1], o.dtype, o.shapes[1]); err != nil {
 		return
 	}
 	if o.bias {
-		b, err = readShaped(opLinear, "bias", in[2], o.dtype, tensor.Shape{o.out})
+		b, err = readShaped(opLinear, "bias", in[2], o.dtype, o.shapes[2])
 	}
 	return
 }
@@ -97,12 +100,19 @@ func (o *linearOp) inputs() int {
 	return 2
 }
 
+// Do computes y = x·Wᵀ + b into a new tensor.
 func (o *linearOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	return o.UsePreallocDo(nil, in...)
+}
+
+// UsePreallocDo computes y into prealloc when it can hold it (see
+// operand.Prealloc), else into a new tensor.
+func (o *linearOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	x, w, b, err := o.args(in, o.inputs())
 	if err != nil {
 		return nil, err
 	}
-	y := operand.NewOutput(o.dtype, tensor.Shape{o.n, o.out})
+	y := operand.Prealloc(prealloc, o.dtype, o.shapes[3], in)
 	if o.n == 0 || o.out == 0 {
 		return y, nil
 	}
@@ -125,16 +135,16 @@ func (o *linearOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 // grad returns the Run of the gradient of input i (x, w, b).
 func (o *linearOp) grad(i int) opkit.Run {
 	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-		want := [][]int{{o.n, o.in}, {o.out, o.in}, {o.out}}[i]
+		want := o.shapes[i]
 		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
 			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
-				opLinear, dst.Dtype(), dst.Shape(), o.dtype, tensor.Shape(want), gather.ErrShape)
+				opLinear, dst.Dtype(), dst.Shape(), o.dtype, want, gather.ErrShape)
 		}
 		x, w, _, err := o.args(in[:len(in)-1], o.inputs())
 		if err != nil {
 			return err
 		}
-		g, err := readShaped(opLinear+" gradient", "upstream gradient", in[len(in)-1], o.dtype, tensor.Shape{o.n, o.out})
+		g, err := readShaped(opLinear+" gradient", "upstream gradient", in[len(in)-1], o.dtype, o.shapes[3])
 		if err != nil {
 			return err
 		}
@@ -164,14 +174,61 @@ func (o *linearOp) grad(i int) opkit.Run {
 }
 
 // gemm is c = a·b + beta·c (each operand transposed as ta, tb say) in the
-// BLAS Gorgonia uses, on row-major tensors of dtype dt.
+// BLAS Gorgonia uses, on row-major tensors of dtype dt. It cuts c into
+// slabs of gemmRows rows (and, when c is wider than gemmCols, into tiles
+// gemmCols wide), each one call of the BLAS, and runs them in parallel:
+// gonum's BLAS, given a whole large product, starts goroutines and
+// channels of its own on each call; given a tile of fewer than four of its
+// 64 × 64 blocks, it computes it on the calling goroutine.
 func gemm(dt tensor.Dtype, ta, tb blas.Transpose, m, n, k int, a *tensor.Dense, lda int, b *tensor.Dense, ldb int, beta float64, c *tensor.Dense, ldc int) {
-	impl := gorgonia.WhichBLAS()
+	t := gemmTask{impl: gorgonia.WhichBLAS(), ta: ta, tb: tb, m: m, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, beta: beta}
 	if dt == tensor.Float32 {
-		impl.Sgemm(ta, tb, m, n, k, 1, a.Float32s(), lda, b.Float32s(), ldb, float32(beta), c.Float32s(), ldc)
-		return
+		t.a32, t.b32, t.c32 = a.Float32s(), b.Float32s(), c.Float32s()
+	} else {
+		t.a64, t.b64, t.c64 = a.Float64s(), b.Float64s(), c.Float64s()
 	}
-	impl.Dgemm(ta, tb, m, n, k, 1, a.Float64s(), lda, b.Float64s(), ldb, beta, c.Float64s(), ldc)
+	slabs := (m + gemmRows - 1) / gemmRows
+	parallel.Run(slabs, m*n*k/8, t)
+}
+
+const (
+	gemmRows = 64
+	gemmCols = 192
+)
+
+// gemmTask is gemm on the slabs [lo, hi) of c's rows.
+type gemmTask struct {
+	impl          gorgonia.BLAS
+	ta, tb        blas.Transpose
+	m, n, k       int
+	lda, ldb, ldc int
+	beta          float64
+	a32, b32, c32 []float32
+	a64, b64, c64 []float64
+}
+
+func (t gemmTask) Part(lo, hi int) int {
+	for i0 := lo * gemmRows; i0 < min(hi*gemmRows, t.m); i0 += gemmRows {
+		rows := min(gemmRows, t.m-i0)
+		for j0 := 0; j0 < t.n; j0 += gemmCols {
+			cols := min(gemmCols, t.n-j0)
+			// The tile's first element of op(A) (row i0), op(B) (column
+			// j0) and C.
+			ao, bo, co := i0*t.lda, j0, i0*t.ldc+j0
+			if t.ta == blas.Trans {
+				ao = i0
+			}
+			if t.tb == blas.Trans {
+				bo = j0 * t.ldb
+			}
+			if t.c32 != nil {
+				t.impl.Sgemm(t.ta, t.tb, rows, cols, t.k, 1, t.a32[ao:], t.lda, t.b32[bo:], t.ldb, float32(t.beta), t.c32[co:], t.ldc)
+			} else {
+				t.impl.Dgemm(t.ta, t.tb, rows, cols, t.k, 1, t.a64[ao:], t.lda, t.b64[bo:], t.ldb, t.beta, t.c64[co:], t.ldc)
+			}
+		}
+	}
+	return -1
 }
 
 // fillRows sets each of the n rows of y to b.

@@ -258,6 +258,13 @@ func (o *crossEntropyOp) outShape() tensor.Shape {
 // Do returns the loss: one of Gorgonia's scalar values, or a tensor for
 // ReduceNone.
 func (o *crossEntropyOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	return o.UsePreallocDo(nil, in...)
+}
+
+// UsePreallocDo returns the loss in prealloc when it can hold it (a
+// scalar of the op's dtype, or see operand.Prealloc for ReduceNone), else
+// in a new value.
+func (o *crossEntropyOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := operand.CheckArity(o.op, "", len(in), 2); err != nil {
 		return nil, err
 	}
@@ -269,9 +276,9 @@ func (o *crossEntropyOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 		per := make([]float64, a.rows)
 		o.k.rows(&o.ClassLoss, a.logits, a.targets, a.classes, per)
 		if len(o.shape) == 1 {
-			return o.scalar(per[0]), nil
+			return operand.ScalarOut(prealloc, o.dtype, per[0]), nil
 		}
-		out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(o.outShape()...))
+		out := operand.Prealloc(prealloc, o.dtype, o.outShape(), in)
 		floatsFor(o.dtype).fromFloat64(out, per)
 		return out, nil
 	}
@@ -288,15 +295,7 @@ func (o *crossEntropyOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 			loss = sum / denom // NaN when nothing is counted, as in PyTorch
 		}
 	}
-	return o.scalar(loss), nil
-}
-
-// scalar returns v as one of Gorgonia's scalar values of the op's dtype.
-func (o *crossEntropyOp) scalar(v float64) gorgonia.Value {
-	if o.dtype == tensor.Float32 {
-		return gorgonia.NewF32(float32(v))
-	}
-	return gorgonia.NewF64(v)
+	return operand.ScalarOut(prealloc, o.dtype, loss), nil
 }
 
 // name returns the op's name, e.g. "CrossEntropy" or
@@ -503,14 +502,22 @@ func (o *bceOp) outShape() tensor.Shape {
 	return tensor.ScalarShape()
 }
 
-func (o *bceOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+func (o *bceOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return o.UsePreallocDo(nil, in...) }
+
+// UsePreallocDo returns the loss in prealloc when it can hold it (a
+// scalar of the op's dtype, or see operand.Prealloc for ReduceNone), else
+// in a new value.
+func (o *bceOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	a, err := o.args(in, 2)
 	if err != nil {
 		return nil, err
 	}
 	n := o.shape.TotalSize()
 	if o.reduction == ReduceNone {
-		out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(o.shape.Clone()...))
+		if n == 0 {
+			return tensor.New(tensor.Of(o.dtype), tensor.WithShape(o.shape.Clone()...)), nil
+		}
+		out := operand.Prealloc(prealloc, o.dtype, o.shape, in)
 		if n > 0 {
 			o.f.each(out, a.x, a.y, o.pos, a.cols)
 		}
@@ -523,10 +530,7 @@ func (o *bceOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if o.reduction == ReduceMean {
 		sum /= float64(n) // NaN for no elements, as a mean over nothing is
 	}
-	if o.dtype == tensor.Float32 {
-		return gorgonia.NewF32(float32(sum)), nil
-	}
-	return gorgonia.NewF64(sum), nil
+	return operand.ScalarOut(prealloc, o.dtype, sum), nil
 }
 
 // name returns the op's name, e.g. "BCEWithLogits{mean}".

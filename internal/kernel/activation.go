@@ -21,21 +21,44 @@ func LogSoftmax[T Float](dst, x []T, outer, n, inner int) {
 		return
 	}
 	if inner == 1 {
-		parallel.For(outer, outer*n, func(lo, hi int) { logSoftmaxRows(dst, x, n, lo, hi) })
+		parallel.Run(outer, outer*n, rangeTask[logSoftmaxLast[T]]{logSoftmaxLast[T]{dst, x, n}})
 		return
 	}
-	parallel.For(outer, outer*n*inner, func(lo, hi int) {
-		for o := lo; o < hi; o++ {
-			for i := range inner {
-				base := o*n*inner + i
-				lse := laneLogSumExp(x, base, n, inner)
-				for j := range n {
-					p := base + j*inner
-					dst[p] = T(float64(x[p]) - lse)
-				}
+	parallel.Run(outer, outer*n*inner, rangeTask[logSoftmaxLanes[T]]{logSoftmaxLanes[T]{dst, x, n, inner}})
+}
+
+// logSoftmaxLanes is the work of LogSoftmax on [lo, hi).
+type logSoftmaxLanes[T Float] struct {
+	dst   []T
+	x     []T
+	n     int
+	inner int
+}
+
+func (t logSoftmaxLanes[T]) rows(lo, hi int) {
+	dst, x, n, inner := t.dst, t.x, t.n, t.inner
+	for o := lo; o < hi; o++ {
+		for i := range inner {
+			base := o*n*inner + i
+			lse := laneLogSumExp(x, base, n, inner)
+			for j := range n {
+				p := base + j*inner
+				dst[p] = T(float64(x[p]) - lse)
 			}
 		}
-	})
+	}
+}
+
+// logSoftmaxLast is the work of LogSoftmax on [lo, hi).
+type logSoftmaxLast[T Float] struct {
+	dst []T
+	x   []T
+	n   int
+}
+
+func (t logSoftmaxLast[T]) rows(lo, hi int) {
+	dst, x, n := t.dst, t.x, t.n
+	logSoftmaxRows(dst, x, n, lo, hi)
 }
 
 // logSoftmaxRows is LogSoftmax over rows of n for the rows [lo, hi).
@@ -89,30 +112,57 @@ func LogSoftmaxGrad[T Float](dst, x, g []T, outer, n, inner int, add bool) {
 		return
 	}
 	if inner == 1 {
-		parallel.For(outer, 2*outer*n, func(lo, hi int) { logSoftmaxGradRows(dst, x, g, n, lo, hi, add) })
+		parallel.Run(outer, 2*outer*n, rangeTask[logSoftmaxGradLast[T]]{logSoftmaxGradLast[T]{dst, x, g, n, add}})
 		return
 	}
-	parallel.For(outer, 2*outer*n*inner, func(lo, hi int) {
-		for o := lo; o < hi; o++ {
-			for i := range inner {
-				base := o*n*inner + i
-				lse := laneLogSumExp(x, base, n, inner)
-				gs := 0.0
-				for j := range n {
-					gs += float64(g[base+j*inner])
-				}
-				for j := range n {
-					p := base + j*inner
-					d := T(float64(g[p]) - math.Exp(float64(x[p])-lse)*gs)
-					if add {
-						dst[p] += d
-					} else {
-						dst[p] = d
-					}
+	parallel.Run(outer, 2*outer*n*inner, rangeTask[logSoftmaxGradLanes[T]]{logSoftmaxGradLanes[T]{dst, x, g, n, inner, add}})
+}
+
+// logSoftmaxGradLanes is the work of LogSoftmaxGrad on [lo, hi).
+type logSoftmaxGradLanes[T Float] struct {
+	dst   []T
+	x     []T
+	g     []T
+	n     int
+	inner int
+	add   bool
+}
+
+func (t logSoftmaxGradLanes[T]) rows(lo, hi int) {
+	dst, x, g, n, inner, add := t.dst, t.x, t.g, t.n, t.inner, t.add
+	for o := lo; o < hi; o++ {
+		for i := range inner {
+			base := o*n*inner + i
+			lse := laneLogSumExp(x, base, n, inner)
+			gs := 0.0
+			for j := range n {
+				gs += float64(g[base+j*inner])
+			}
+			for j := range n {
+				p := base + j*inner
+				d := T(float64(g[p]) - math.Exp(float64(x[p])-lse)*gs)
+				if add {
+					dst[p] += d
+				} else {
+					dst[p] = d
 				}
 			}
 		}
-	})
+	}
+}
+
+// logSoftmaxGradLast is the work of LogSoftmaxGrad on [lo, hi).
+type logSoftmaxGradLast[T Float] struct {
+	dst []T
+	x   []T
+	g   []T
+	n   int
+	add bool
+}
+
+func (t logSoftmaxGradLast[T]) rows(lo, hi int) {
+	dst, x, g, n, add := t.dst, t.x, t.g, t.n, t.add
+	logSoftmaxGradRows(dst, x, g, n, lo, hi, add)
 }
 
 // logSoftmaxGradRows is LogSoftmaxGrad over rows of n for the rows [lo, hi).

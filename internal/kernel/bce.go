@@ -103,55 +103,90 @@ func negAbsExp[T Float](e, x []T) {
 	}
 }
 
-// bceBlocks calls f(i0, i1, e) for the blocks [i0, i1) of n elements in
-// parallel, with e[:i1-i0] = exp(-|x[i0:i1]|).
-func bceBlocks[T Float](x []T, f func(i0, i1 int, e []T)) int {
+// bceBlocker is the work of a BCE kernel on the elements [i0, i1), with
+// e[:i1-i0] = exp(-|x[i0:i1]|).
+type bceBlocker[T Float] interface{ block(i0, i1 int, e []T) }
+
+// bceBlocks runs k on the blocks of bceBlock elements of x in parallel and
+// returns how many there are.
+func bceBlocks[T Float, K bceBlocker[T]](x []T, k K) int {
 	nb := (len(x) + bceBlock - 1) / bceBlock
-	parallel.For(nb, len(x), func(lo, hi int) {
-		e := make([]T, bceBlock)
-		for b := lo; b < hi; b++ {
-			i0, i1 := b*bceBlock, min((b+1)*bceBlock, len(x))
-			negAbsExp(e, x[i0:i1])
-			f(i0, i1, e)
-		}
-	})
+	parallel.Run(nb, len(x), bceTask[T, K]{x, k})
 	return nb
+}
+
+// bceTask is the Task of bceBlocks.
+type bceTask[T Float, K bceBlocker[T]] struct {
+	x []T
+	k K
+}
+
+func (t bceTask[T, K]) Part(lo, hi int) int {
+	sc := floatScratch[T]()
+	e := sc.Get(bceBlock)
+	defer sc.Put(e)
+	for b := lo; b < hi; b++ {
+		i0, i1 := b*bceBlock, min((b+1)*bceBlock, len(t.x))
+		negAbsExp(*e, t.x[i0:i1])
+		t.k.block(i0, i1, *e)
+	}
+	return -1
 }
 
 // BCESum returns the sum of the elements' losses.
 func BCESum[T Float](x, y []T, pos []float64, cols int) float64 {
-	blocks := make([]float64, (len(x)+bceBlock-1)/bceBlock)
-	bceBlocks(x, func(i0, i1 int, e []T) {
-		log1pBlock(e[:i1-i0])
-		var s float64
-		j := i0 % cols // the column of element i
-		for i := i0; i < i1; i++ {
-			s += bceOne(float64(x[i]), float64(y[i]), posAt(pos, j), float64(e[i-i0]))
-			if j++; j == cols {
-				j = 0
-			}
-		}
-		blocks[i0/bceBlock] = s
-	})
+	blocks := sums.Get((len(x) + bceBlock - 1) / bceBlock)
+	defer sums.Put(blocks)
+	bceBlocks(x, bceSum[T]{x, y, pos, cols, *blocks})
 	var total float64
-	for _, s := range blocks {
+	for _, s := range *blocks {
 		total += s
 	}
 	return total
 }
 
+// bceSum is BCESum's work: the sum of each block into blocks.
+type bceSum[T Float] struct {
+	x, y   []T
+	pos    []float64
+	cols   int
+	blocks []float64
+}
+
+func (k bceSum[T]) block(i0, i1 int, e []T) {
+	log1pBlock(e[:i1-i0])
+	var s float64
+	j := i0 % k.cols // the column of element i
+	for i := i0; i < i1; i++ {
+		s += bceOne(float64(k.x[i]), float64(k.y[i]), posAt(k.pos, j), float64(e[i-i0]))
+		if j++; j == k.cols {
+			j = 0
+		}
+	}
+	k.blocks[i0/bceBlock] = s
+}
+
 // BCEEach sets out[i] to the loss of element i.
 func BCEEach[T Float](out, x, y []T, pos []float64, cols int) {
-	bceBlocks(x, func(i0, i1 int, e []T) {
-		log1pBlock(e[:i1-i0])
-		j := i0 % cols // the column of element i
-		for i := i0; i < i1; i++ {
-			out[i] = T(bceOne(float64(x[i]), float64(y[i]), posAt(pos, j), float64(e[i-i0])))
-			if j++; j == cols {
-				j = 0
-			}
+	bceBlocks(x, bceEach[T]{out, x, y, pos, cols})
+}
+
+// bceEach is BCEEach's work.
+type bceEach[T Float] struct {
+	out, x, y []T
+	pos       []float64
+	cols      int
+}
+
+func (k bceEach[T]) block(i0, i1 int, e []T) {
+	log1pBlock(e[:i1-i0])
+	j := i0 % k.cols // the column of element i
+	for i := i0; i < i1; i++ {
+		k.out[i] = T(bceOne(float64(k.x[i]), float64(k.y[i]), posAt(k.pos, j), float64(e[i-i0])))
+		if j++; j == k.cols {
+			j = 0
 		}
-	})
+	}
 }
 
 // bceGrad is
@@ -162,25 +197,47 @@ func BCEEach[T Float](out, x, y []T, pos []float64, cols int) {
 func BCEGrad[T Float](dst, x, y, up []T, pos []float64, cols int, scale float64, add bool) {
 	if d32, ok := any(dst).([]float32); ok && pos == nil && up == nil && !add {
 		x32, y32 := any(x).([]float32), any(y).([]float32)
-		bceBlocks(x32, func(i0, i1 int, e []float32) { bceGradPlain32(d32[i0:i1], x32[i0:i1], y32[i0:i1], e, float32(scale)) })
+		bceBlocks(x32, bceGradPlain{d32, x32, y32, float32(scale)})
 		return
 	}
-	bceBlocks(x, func(i0, i1 int, e []T) {
-		j := i0 % cols // the column of element i
-		for i := i0; i < i1; i++ {
-			s := scale
-			if up != nil {
-				s = float64(up[i])
-			}
-			g := T(s * bceGradOne(float64(x[i]), float64(y[i]), posAt(pos, j), float64(e[i-i0])))
-			if add {
-				dst[i] += g
-			} else {
-				dst[i] = g
-			}
-			if j++; j == cols {
-				j = 0
-			}
+	bceBlocks(x, bceGrad[T]{dst, x, y, up, pos, cols, scale, add})
+}
+
+// bceGradPlain is BCEGrad's work for float32 without weights, upstream
+// gradients or add.
+type bceGradPlain struct {
+	dst, x, y []float32
+	scale     float32
+}
+
+func (k bceGradPlain) block(i0, i1 int, e []float32) {
+	bceGradPlain32(k.dst[i0:i1], k.x[i0:i1], k.y[i0:i1], e, k.scale)
+}
+
+// bceGrad is BCEGrad's work.
+type bceGrad[T Float] struct {
+	dst, x, y, up []T
+	pos           []float64
+	cols          int
+	scale         float64
+	add           bool
+}
+
+func (k bceGrad[T]) block(i0, i1 int, e []T) {
+	j := i0 % k.cols // the column of element i
+	for i := i0; i < i1; i++ {
+		s := k.scale
+		if k.up != nil {
+			s = float64(k.up[i])
 		}
-	})
+		g := T(s * bceGradOne(float64(k.x[i]), float64(k.y[i]), posAt(k.pos, j), float64(e[i-i0])))
+		if k.add {
+			k.dst[i] += g
+		} else {
+			k.dst[i] = g
+		}
+		if j++; j == k.cols {
+			j = 0
+		}
+	}
 }

@@ -110,26 +110,41 @@ func (sc *blockScratch[T]) parts() (e []T, m, s []float64) {
 // with t's values checked to lie in [-c, c-1]. Each row is shifted by its
 // maximum before exp, so large logits do not overflow.
 func EntropySum[T Float, I Index](x []T, t []I, c int) float64 {
-	blocks := make([]float64, (len(t)+entropyRows-1)/entropyRows)
-	parallel.For(len(blocks), len(x), func(lo, hi int) {
-		sc := getBlockScratch[T](c, true)
-		defer putBlockScratch(sc)
-		e, m, s := sc.parts()
-		for b := lo; b < hi; b++ {
-			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
-			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
-			var sum float64
-			for r := r0; r < r1; r++ {
-				sum += m[r-r0] - float64(x[r*c+Wrap(t[r], c)])
-			}
-			blocks[b] = sum + sumLogs(s[:r1-r0])
-		}
-	})
+	nb := (len(t) + entropyRows - 1) / entropyRows
+	blocks := sums.Get(nb)
+	defer sums.Put(blocks)
+	parallel.Run(nb, len(x), entropySum[T, I]{x, t, c, *blocks})
 	var total float64
-	for _, s := range blocks {
+	for _, s := range *blocks {
 		total += s
 	}
 	return total
+}
+
+// entropySum is the Task of EntropySum: the sum of each block of
+// entropyRows rows into blocks.
+type entropySum[T Float, I Index] struct {
+	x      []T
+	t      []I
+	c      int
+	blocks []float64
+}
+
+func (k entropySum[T, I]) Part(lo, hi int) int {
+	x, t, c := k.x, k.t, k.c
+	sc := getBlockScratch[T](c, true)
+	defer putBlockScratch(sc)
+	e, m, s := sc.parts()
+	for b := lo; b < hi; b++ {
+		r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
+		expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+		var sum float64
+		for r := r0; r < r1; r++ {
+			sum += m[r-r0] - float64(x[r*c+Wrap(t[r], c)])
+		}
+		k.blocks[b] = sum + sumLogs(s[:r1-r0])
+	}
+	return -1
 }
 
 // sumLogs returns Σ log(s[i]), where each s[i] is a row's sum of
@@ -230,7 +245,21 @@ func shift[T Float](row []T) (float64, bool) {
 // or dst[r*c+j] += the same with add. Every element is computed on its own,
 // so the result does not depend on how the rows are split.
 func EntropyGrad[T Float, I Index](dst, x []T, t []I, c int, scale float64, add bool) {
-	parallel.For(len(t), len(x), func(lo, hi int) { entropyGrad(dst, x, t, c, scale, add, lo, hi) })
+	parallel.Run(len(t), len(x), entropyGradTask[T, I]{dst, x, t, c, scale, add})
+}
+
+// entropyGradTask is the Task of EntropyGrad.
+type entropyGradTask[T Float, I Index] struct {
+	dst, x []T
+	t      []I
+	c      int
+	scale  float64
+	add    bool
+}
+
+func (k entropyGradTask[T, I]) Part(lo, hi int) int {
+	entropyGrad(k.dst, k.x, k.t, k.c, k.scale, k.add, lo, hi)
+	return -1
 }
 
 // entropyGrad is EntropyGrad for the rows [lo, hi).
@@ -300,58 +329,75 @@ func FirstBadTarget[I Index](t []I, classes int, ignore int64) int {
 // so the result is the same for any GOMAXPROCS.
 func ClassLossRows[T Float, I Index](o *ClassLoss, x []T, t []I, c int, per []float64) (float64, float64) {
 	nb := (len(t) + entropyRows - 1) / entropyRows
-	sums, dens := make([]float64, nb), make([]float64, nb)
-	ce := o.Entropy
-	eps := o.Smoothing
-	parallel.For(nb, len(x), func(lo, hi int) {
-		sc := getBlockScratch[T](c, ce)
-		defer putBlockScratch(sc)
-		e, m, s := sc.parts()
-		for b := lo; b < hi; b++ {
-			r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
-			if ce {
-				expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
-			}
-			var ls, ds float64
-			for r := r0; r < r1; r++ {
-				y := int64(t[r])
-				if !o.counted(y) {
-					if per != nil {
-						per[r] = 0
-					}
-					continue
-				}
-				row := x[r*c : (r+1)*c]
-				wy := o.weight(int(y))
-				var l float64
-				if ce {
-					lse := m[r-r0] + math.Log(s[r-r0])
-					l = wy * (lse - float64(row[y]))
-					if eps != 0 {
-						var sm float64
-						for j, v := range row {
-							sm += o.weight(j) * (lse - float64(v))
-						}
-						l = (1-eps)*l + eps/float64(c)*sm
-					}
-				} else {
-					l = -wy * float64(row[y])
-				}
-				ls += l
-				ds += wy
-				if per != nil {
-					per[r] = l
-				}
-			}
-			sums[b], dens[b] = ls, ds
-		}
-	})
+	ls, ds := sums.Get(nb), sums.Get(nb)
+	defer sums.Put(ls)
+	defer sums.Put(ds)
+	parallel.Run(nb, len(x), classLossRows[T, I]{o, x, t, c, per, *ls, *ds})
 	var sum, denom float64
-	for b := range sums {
-		sum += sums[b]
-		denom += dens[b]
+	for b := range *ls {
+		sum += (*ls)[b]
+		denom += (*ds)[b]
 	}
 	return sum, denom
+}
+
+// classLossRows is the Task of ClassLossRows: the sums of each block of
+// entropyRows rows into sums and dens.
+type classLossRows[T Float, I Index] struct {
+	o          *ClassLoss
+	x          []T
+	t          []I
+	c          int
+	per        []float64
+	sums, dens []float64
+}
+
+func (k classLossRows[T, I]) Part(lo, hi int) int {
+	o, x, t, c, per := k.o, k.x, k.t, k.c, k.per
+	ce := o.Entropy
+	eps := o.Smoothing
+	sc := getBlockScratch[T](c, ce)
+	defer putBlockScratch(sc)
+	e, m, s := sc.parts()
+	for b := lo; b < hi; b++ {
+		r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
+		if ce {
+			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+		}
+		var ls, ds float64
+		for r := r0; r < r1; r++ {
+			y := int64(t[r])
+			if !o.counted(y) {
+				if per != nil {
+					per[r] = 0
+				}
+				continue
+			}
+			row := x[r*c : (r+1)*c]
+			wy := o.weight(int(y))
+			var l float64
+			if ce {
+				lse := m[r-r0] + math.Log(s[r-r0])
+				l = wy * (lse - float64(row[y]))
+				if eps != 0 {
+					var sm float64
+					for j, v := range row {
+						sm += o.weight(j) * (lse - float64(v))
+					}
+					l = (1-eps)*l + eps/float64(c)*sm
+				}
+			} else {
+				l = -wy * float64(row[y])
+			}
+			ls += l
+			ds += wy
+			if per != nil {
+				per[r] = l
+			}
+		}
+		k.sums[b], k.dens[b] = ls, ds
+	}
+	return -1
 }
 
 // ClassLossGrad writes (or with add adds) into dst the gradient of the
@@ -364,7 +410,23 @@ func ClassLossRows[T Float, I Index](o *ClassLoss, x []T, t []I, c int, per []fl
 //
 // An ignored row's gradient is zero.
 func ClassLossGrad[T Float, I Index](o *ClassLoss, dst, x []T, t []I, c int, scale float64, ups []float64, add bool) {
-	parallel.For(len(t), len(x), func(lo, hi int) { classLossGrad(o, dst, x, t, c, scale, ups, add, lo, hi) })
+	parallel.Run(len(t), len(x), classLossGradTask[T, I]{o, dst, x, t, c, scale, ups, add})
+}
+
+// classLossGradTask is the Task of ClassLossGrad.
+type classLossGradTask[T Float, I Index] struct {
+	o      *ClassLoss
+	dst, x []T
+	t      []I
+	c      int
+	scale  float64
+	ups    []float64
+	add    bool
+}
+
+func (k classLossGradTask[T, I]) Part(lo, hi int) int {
+	classLossGrad(k.o, k.dst, k.x, k.t, k.c, k.scale, k.ups, k.add, lo, hi)
+	return -1
 }
 
 // classLossGrad is ClassLossGrad for the rows [lo, hi).
@@ -438,4 +500,48 @@ func classLossGrad[T Float, I Index](o *ClassLoss, dst, x []T, t []I, c int, sca
 			out[y] = g
 		}
 	}
+}
+
+// sums holds scratch slices of float64 for the sums of blocks.
+var sums = newScratch[float64]()
+
+// scratch32 and scratch64 hold scratch slices of float32 and float64
+// elements; floatScratch returns T's.
+var scratch32, scratch64 = newScratch[float32](), newScratch[float64]()
+
+func floatScratch[T Float]() scratch[T] {
+	if sc, ok := any(scratch32).(scratch[T]); ok {
+		return sc
+	}
+	return any(scratch64).(scratch[T])
+}
+
+// scratch is a free list of slices of T, so that a kernel called on
+// every run of a graph takes its scratch without allocating.
+type scratch[T any] struct{ list parallel.List[[]T] }
+
+func newScratch[T any]() scratch[T] { return scratch[T]{parallel.NewList[[]T](16)} }
+
+// Get returns a slice of n elements (not cleared) from the list, or a new
+// one.
+func (sc scratch[T]) Get(n int) *[]T {
+	p := sc.list.Get()
+	if cap(*p) < n {
+		*p = make([]T, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// Put gives p back.
+func (sc scratch[T]) Put(p *[]T) { sc.list.Put(p) }
+
+// rangeTask is the parallel.Task of a kernel's work on a range: a struct
+// of what it reads, with a rows method, so that a parallel call of it
+// allocates nothing (a closure handed to parallel.For is allocated).
+type rangeTask[K interface{ rows(lo, hi int) }] struct{ k K }
+
+func (t rangeTask[K]) Part(lo, hi int) int {
+	t.k.rows(lo, hi)
+	return -1
 }

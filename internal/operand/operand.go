@@ -432,6 +432,12 @@ func ParseFuncOpts(opts []tensor.FuncOpt) FuncOpts {
 // Scalar returns the value of a float scalar (or a one-element float
 // tensor) as a float64; what names it in the error.
 func Scalar(what string, v gorgonia.Value) (float64, error) {
+	switch x := v.(type) { // without Data, which boxes a scalar
+	case *gorgonia.F32:
+		return float64(*x), nil
+	case *gorgonia.F64:
+		return float64(*x), nil
+	}
 	switch x := v.Data().(type) {
 	case float64:
 		return x, nil
@@ -508,4 +514,44 @@ func Floats[T kernel.Float](t *tensor.Dense) []T {
 	}
 	v, _ := any(t.Float64s()).([]T)
 	return v
+}
+
+// Prealloc returns prealloc as the output of an op of dtype dt and the
+// given shape if it can hold it: a row-major tensor of that dtype and
+// shape, in Go memory, sharing no memory with the inputs in. Else it
+// returns NewOutput(dt, shape). An op's UsePreallocDo writes into it only
+// after checking every input.
+func Prealloc(prealloc gorgonia.Value, dt tensor.Dtype, shape tensor.Shape, in []gorgonia.Value) *tensor.Dense {
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || out.Dtype() != dt || !shapes.SameShape(out.Shape(), shape) || !Writable(out) {
+		return NewOutput(dt, shape)
+	}
+	for _, v := range in {
+		if t, ok := v.(*tensor.Dense); ok && Overlaps(out, t) {
+			return NewOutput(dt, shape)
+		}
+	}
+	return out
+}
+
+// ScalarOut returns v as a Gorgonia scalar of dtype dt (float32 or
+// float64): prealloc itself, set to v, if it is one of that dtype, else a
+// new one.
+func ScalarOut(prealloc gorgonia.Value, dt tensor.Dtype, v float64) gorgonia.Value {
+	switch p := prealloc.(type) {
+	case *gorgonia.F32:
+		if dt == tensor.Float32 {
+			*p = gorgonia.F32(float32(v))
+			return p
+		}
+	case *gorgonia.F64:
+		if dt == tensor.Float64 {
+			*p = gorgonia.F64(v)
+			return p
+		}
+	}
+	if dt == tensor.Float32 {
+		return gorgonia.NewF32(float32(v))
+	}
+	return gorgonia.NewF64(v)
 }

@@ -1,0 +1,118 @@
+package nn
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/ref"
+	"github.com/gathergrad/gather/machine"
+)
+
+// TestMachineRunAllocs checks that a run of machine.Machine allocates
+// nothing once it has run, on the graphs of the step and loss benchmarks.
+func TestMachineRunAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the benchmarks' models")
+	}
+	m := ref.Machines[0]
+	if m.Name != "machine" {
+		t.Fatalf("ref.Machines[0] is %q", m.Name)
+	}
+	check := func(t *testing.T, vm gorgonia.VM, step func()) {
+		t.Helper()
+		defer vm.Close()
+		step()
+		step()
+		run := func() {
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := testing.AllocsPerRun(5, run); n != 0 {
+			t.Errorf("a run allocates %v times", n)
+		}
+		t.Logf("a whole step allocates %v times", testing.AllocsPerRun(3, step))
+	}
+	for _, sparse := range []bool{false, true} {
+		name := "dense"
+		if sparse {
+			name = "sparse"
+		}
+		t.Run("TrainStep/"+name, func(t *testing.T) {
+			vm, step := trainStep(t, sparse, 10_000, m)
+			check(t, vm, step)
+		})
+	}
+	t.Run("SkipGram", func(t *testing.T) {
+		vm, step := skipGram(t, m)
+		check(t, vm, step)
+	})
+	t.Run("ClickModel", func(t *testing.T) {
+		vm, step := clickModel(t, m)
+		check(t, vm, step)
+	})
+	r := rand.New(rand.NewPCG(4, 5))
+	const rows, classes = 256, 16
+	x := make([]float32, rows*classes)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]int, rows)
+	for i := range y {
+		y[i] = r.IntN(classes)
+	}
+	yf := make([]float32, rows*classes)
+	for i := range yf {
+		yf[i] = float32(r.Float64())
+	}
+	for _, c := range []struct {
+		name string
+		loss func(x, y, yf *gorgonia.Node) (*gorgonia.Node, error)
+	}{
+		{"CrossEntropy", func(x, y, _ *gorgonia.Node) (*gorgonia.Node, error) { return CrossEntropy(x, y) }},
+		{"CrossEntropy/ignore_index", func(x, y, _ *gorgonia.Node) (*gorgonia.Node, error) {
+			return CrossEntropy(x, y, WithIgnoreIndex(3))
+		}},
+		{"CrossEntropy/class_weights", func(x, y, _ *gorgonia.Node) (*gorgonia.Node, error) {
+			w := make([]float32, classes)
+			for i := range w {
+				w[i] = 0.5 + float32(i)/classes
+			}
+			return CrossEntropy(x, y, WithClassWeights(tensor.New(tensor.WithBacking(w))))
+		}},
+		{"LogSoftmax+NLLLoss", func(x, y, _ *gorgonia.Node) (*gorgonia.Node, error) {
+			lp, err := LogSoftmax(x, -1)
+			if err != nil {
+				return nil, err
+			}
+			return NLLLoss(lp, y)
+		}},
+		{"BCEWithLogits", func(x, _, yf *gorgonia.Node) (*gorgonia.Node, error) { return BCEWithLogits(x, yf) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := gorgonia.NewGraph()
+			xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
+			yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), gorgonia.WithName("y"))
+			yfn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(yf)), gorgonia.WithName("yf"))
+			loss, err := c.loss(xn, yn, yfn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gorgonia.Grad(loss, xn); err != nil {
+				t.Fatal(err)
+			}
+			vm, err := machine.New(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, vm, func() {
+				if err := vm.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
