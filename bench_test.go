@@ -296,10 +296,33 @@ func naiveBackward(c benchCase, d benchData, dst []float32) {
 // sum(Gather(table, ids)) on the emb_50k_128 shapes, with allocations.
 func BenchmarkGraph(b *testing.B) {
 	c := benchCases[0]
-	b.Run(c.name, func(b *testing.B) { ref.OnMachines(b, func(b *testing.B, m ref.Machine) { benchGraph(b, c, m) }) })
+	b.Run(c.name, func(b *testing.B) {
+		ref.OnMachines(b, func(b *testing.B, m ref.Machine) {
+			vm := graphRun(b, c, m)
+			defer vm.Close()
+			ref.BenchRuns(b, vm)
+		})
+	})
 }
 
-func benchGraph(b *testing.B, c benchCase, m ref.Machine) {
+// TestGraphRunAllocs checks that a run of BenchmarkGraph's graph on
+// machine.Machine allocates nothing once it has run.
+func TestGraphRunAllocs(t *testing.T) {
+	vm := graphRun(t, benchCases[0], ref.Machines[0])
+	defer vm.Close()
+	run := func() {
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	if n := testing.AllocsPerRun(5, run); n != 0 {
+		t.Errorf("a run allocates %v times", n)
+	}
+}
+
+// graphRun returns machine m for BenchmarkGraph's graph of case c.
+func graphRun(b testing.TB, c benchCase, m ref.Machine) gorgonia.VM {
 	d := c.make()
 	g := gorgonia.NewGraph()
 	table := gorgonia.NodeFromAny(g, d.data, gorgonia.WithName("table"))
@@ -316,6 +339,5 @@ func benchGraph(b *testing.B, c benchCase, m ref.Machine) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer vm.Close()
-	ref.BenchRuns(b, vm)
+	return vm
 }

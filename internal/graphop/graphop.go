@@ -83,3 +83,24 @@ func ScalarUnary(op gorgonia.Op) (f32 func(float32) float32, f64 func(float64) f
 	}
 	return nil, nil
 }
+
+// Ints returns the []int field name (or a named slice of int) of op's
+// struct, such as the axes of Gorgonia's sumOp.
+func Ints(op gorgonia.Op, name string) ([]int, bool) {
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil, false
+	}
+	f := v.FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Int {
+		return nil, false
+	}
+	out := make([]int, f.Len())
+	for i := range out {
+		out[i] = int(f.Index(i).Int())
+	}
+	return out, true
+}
