@@ -44,6 +44,23 @@ func adapt(s *step, args gorgonia.Nodes) func(dst gorgonia.Value, in []gorgonia.
 		return func(dst gorgonia.Value, in []gorgonia.Value) error { return copyInto(dst, in[0]) }
 	case "gorgonia.repeatOp":
 		return repeat(s, args[0])
+	case "gorgonia.sliceIncrOp":
+		// The gradient of Slice: Do adds the upstream gradient into a
+		// slice of a new tensor of zeros; UsePreallocDo adds it into the
+		// buffer as it finds it, so the buffer is cleared first.
+		pre, ok := op.(gorgonia.UsePreallocDoer)
+		if !ok || s.shape.IsScalar() {
+			return nil
+		}
+		return func(dst gorgonia.Value, in []gorgonia.Value) error {
+			d, ok := dst.(*tensor.Dense)
+			if !ok {
+				return fmt.Errorf("a slice's gradient into a %T", dst)
+			}
+			d.Zero()
+			_, err := pre.UsePreallocDo(d, in...)
+			return err
+		}
 	case "gorgonia.sizeOp":
 		axis, ok := graphop.Int(op, "axis")
 		if !ok || !s.shape.IsScalar() || args[0].IsScalar() || axis >= args[0].Dims() {
