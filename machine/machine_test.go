@@ -38,18 +38,28 @@ var ops = []struct {
 		z = must(gorgonia.HadamardDiv(z, must(gorgonia.Add(must(gorgonia.Square(y)), gorgonia.NewConstant(float64(1))))))
 		return sumOf(z, nil)
 	}},
-	{"Rectify", func(x, w *gorgonia.Node) (*gorgonia.Node, error) { return sumOf(gorgonia.Rectify(must(gorgonia.Mul(x, w)))) }},
-	{"Sigmoid", func(x, w *gorgonia.Node) (*gorgonia.Node, error) { return sumOf(gorgonia.Sigmoid(must(gorgonia.Mul(x, w)))) }},
-	{"Tanh", func(x, w *gorgonia.Node) (*gorgonia.Node, error) { return sumOf(gorgonia.Tanh(must(gorgonia.Mul(x, w)))) }},
+	{"Rectify", func(x, w *gorgonia.Node) (*gorgonia.Node, error) {
+		return sumOf(gorgonia.Rectify(must(gorgonia.Mul(x, w))))
+	}},
+	{"Sigmoid", func(x, w *gorgonia.Node) (*gorgonia.Node, error) {
+		return sumOf(gorgonia.Sigmoid(must(gorgonia.Mul(x, w))))
+	}},
+	{"Tanh", func(x, w *gorgonia.Node) (*gorgonia.Node, error) {
+		return sumOf(gorgonia.Tanh(must(gorgonia.Mul(x, w))))
+	}},
 	{"Exp/Log/Neg", func(x, w *gorgonia.Node) (*gorgonia.Node, error) {
 		y := must(gorgonia.Exp(must(gorgonia.Mul(x, w))))
 		return sumOf(gorgonia.Neg(must(gorgonia.Log(y))))
 	}},
-	{"Square", func(x, w *gorgonia.Node) (*gorgonia.Node, error) { return sumOf(gorgonia.Square(must(gorgonia.Mul(x, w)))) }},
+	{"Square", func(x, w *gorgonia.Node) (*gorgonia.Node, error) {
+		return sumOf(gorgonia.Square(must(gorgonia.Mul(x, w))))
+	}},
 	{"Sum/axis", func(x, w *gorgonia.Node) (*gorgonia.Node, error) {
 		return sumOf(gorgonia.Sum(must(gorgonia.Square(must(gorgonia.Mul(x, w)))), 1))
 	}},
-	{"Mean", func(x, w *gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Mean(must(gorgonia.Square(must(gorgonia.Mul(x, w))))) }},
+	{"Mean", func(x, w *gorgonia.Node) (*gorgonia.Node, error) {
+		return gorgonia.Mean(must(gorgonia.Square(must(gorgonia.Mul(x, w)))))
+	}},
 	{"Reshape", func(x, w *gorgonia.Node) (*gorgonia.Node, error) {
 		y := must(gorgonia.Reshape(must(gorgonia.Mul(x, w)), tensor.Shape{2, 10}))
 		return sumOf(gorgonia.Square(y))
