@@ -14,6 +14,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
+	"github.com/gathergrad/gather/machine"
 )
 
 // ErrMismatch: an analytic gradient differs from the numeric one by more
@@ -47,8 +48,8 @@ func WithTolerance(rtol, atol float64) Option {
 func WithStep(h float64) Option { return func(c *checkConfig) { c.step = h } }
 
 // WithLispMachine computes the analytic gradients with a LispMachine, which
-// calls each op's DoDiff, instead of gorgonia.Grad and a TapeMachine, which
-// use SymDiff.
+// calls each op's DoDiff, instead of gorgonia.Grad on a TapeMachine and on
+// machine.Machine, which use SymDiff.
 func WithLispMachine() Option { return func(c *checkConfig) { c.lisp = true } }
 
 // Check compares the symbolic gradient of a scalar Gorgonia expression
@@ -63,6 +64,10 @@ func WithLispMachine() Option { return func(c *checkConfig) { c.lisp = true } }
 // The differences are taken on a float64 copy of the expression (float32
 // inputs promoted) when build accepts float64 inputs, else in the inputs'
 // own dtypes; the tolerances are those of the inputs' dtypes.
+//
+// The analytic gradients are computed on a TapeMachine and on
+// machine.Machine, which must agree bit for bit (else an error wrapping
+// gather.ErrGraph names the first element where they differ).
 //
 // It returns nil if every element matches within tolerance, else an error
 // naming the input, the position, the analytic and the numeric value of the
@@ -80,9 +85,19 @@ func Check(build func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Nod
 	if build == nil {
 		return fmt.Errorf("gradcheck: build is nil: %w", gather.ErrGraph)
 	}
-	analytic, err := analyticGrads(build, inputs, cfg.lisp)
+	analytic, err := analyticGrads(build, inputs, cfg.lisp, false)
 	if err != nil {
 		return err
+	}
+	if !cfg.lisp {
+		// The same gradients on machine.Machine, bit for bit.
+		planned, err := analyticGrads(build, inputs, false, true)
+		if err != nil {
+			return err
+		}
+		if err := sameGrads(analytic, planned); err != nil {
+			return err
+		}
 	}
 
 	// The numeric side runs on its own forward-only graph, over copies of
@@ -209,10 +224,25 @@ func buildCopy(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.Node
 	return g, append(nodes, cost), vals, nil
 }
 
+// sameGrads returns an error naming the first element where the
+// TapeMachine's gradients a and machine.Machine's b differ in a bit.
+func sameGrads(a, b [][]float64) error {
+	for k := range a {
+		for p := range a[k] {
+			if math.Float64bits(a[k][p]) != math.Float64bits(b[k][p]) {
+				return fmt.Errorf("gradcheck: the gradient of input %d at %d is %v on the TapeMachine and %v on machine.Machine: %w",
+					k, p, a[k][p], b[k][p], gather.ErrGraph)
+			}
+		}
+	}
+	return nil
+}
+
 // analyticGrads returns the gradient of the cost with respect to each float
-// input, flattened, and nil for other inputs.
+// input, flattened, and nil for other inputs: by a LispMachine with lisp,
+// else by gorgonia.Grad and a TapeMachine, or machine.Machine with planned.
 func analyticGrads(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.Node, error),
-	inputs []tensor.Tensor, lisp bool) ([][]float64, error) {
+	inputs []tensor.Tensor, lisp, planned bool) ([][]float64, error) {
 	g, nodes, vals, err := buildCopy(build, inputs, false)
 	if err != nil {
 		return nil, err
@@ -235,6 +265,11 @@ func analyticGrads(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.
 			return nil, fmt.Errorf("gradcheck: gorgonia.Grad: %w", errs.Graph(err))
 		}
 		vm = gorgonia.NewTapeMachine(g)
+		if planned {
+			if vm, err = machine.New(g); err != nil {
+				return nil, fmt.Errorf("gradcheck: %w", err)
+			}
+		}
 	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
