@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/nn"
 )
 
@@ -55,7 +56,9 @@ func newModel(vocab, dim, k, classes int, lr float64) (*model, error) {
 	if _, err := gorgonia.Grad(m.loss, m.learn...); err != nil {
 		return nil, fmt.Errorf("building gradients: %w", err)
 	}
-	m.vm = gorgonia.NewTapeMachine(m.g, gorgonia.BindDualValues(m.learn...))
+	if m.vm, err = machine.New(m.g, machine.WithGrads(m.learn...)); err != nil {
+		return nil, err
+	}
 	m.solver = gorgonia.NewAdamSolver(gorgonia.WithLearnRate(lr))
 
 	// The prediction graph: the same values, no gradients.
@@ -67,7 +70,9 @@ func newModel(vocab, dim, k, classes int, lr float64) (*model, error) {
 		return nil, err
 	}
 	m.evalScores = gorgonia.Must(gorgonia.Mul(eh, w))
-	m.evalVM = gorgonia.NewTapeMachine(m.eval)
+	if m.evalVM, err = machine.New(m.eval); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

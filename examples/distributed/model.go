@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/nn"
 )
 
@@ -120,7 +121,9 @@ func newModel(g *gorgonia.ExprGraph, tables [3]*nn.Embedding, n int, seed uint64
 	if _, err := gorgonia.Grad(loss, wrt...); err != nil {
 		return nil, err
 	}
-	m.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(p...))
+	if m.vm, err = machine.New(g, machine.WithGrads(p...)); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

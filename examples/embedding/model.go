@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -111,7 +112,9 @@ func newModel(cfg config, vocab int) (*model, error) {
 	if _, err := gorgonia.Grad(m.loss, append(m.learn, m.emb.GradNodes()...)...); err != nil {
 		return nil, fmt.Errorf("building gradients: %w", err)
 	}
-	m.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(m.learn...))
+	if m.vm, err = machine.New(g, machine.WithGrads(m.learn...)); err != nil {
+		return nil, err
+	}
 	m.solver = optim.NewAdam(cfg.lr)
 	if cfg.solver == "sgd" {
 		m.solver = &optim.SGD{LearnRate: cfg.lr}
