@@ -6,6 +6,7 @@ import (
 	"log"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/machine"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -31,7 +32,10 @@ func ExampleGather() {
 		log.Fatal(err)
 	}
 
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -74,7 +78,10 @@ func ExampleGatherElements() {
 	if _, err := gorgonia.Grad(cost, scores); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
 )
@@ -34,7 +35,10 @@ func ExampleNewEmbedding() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -71,7 +75,10 @@ func ExampleWithSparse() {
 	if _, err := gorgonia.Grad(loss, append(dense, emb.GradNodes()...)...); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(dense...))
+	vm, err := machine.New(g, machine.WithGrads(dense...))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	solver := gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.01))
 	adam := optim.NewSparseAdam(0.01)
@@ -116,7 +123,10 @@ func ExampleEmbedding_RowGrad() {
 	if _, err := gorgonia.Grad(cost, emb.GradNodes()...); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -146,7 +156,10 @@ func ExampleCrossEntropy() {
 	if _, err := gorgonia.Grad(loss, logits); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -172,7 +185,10 @@ func ExampleNLLLoss() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -200,7 +216,10 @@ func ExampleLogSoftmax() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -229,7 +248,10 @@ func ExampleConcat() {
 	if _, err := gorgonia.Grad(cost, bag, dense); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -260,7 +282,10 @@ func ExampleLinear() {
 	if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(y)), w, b); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -297,7 +322,10 @@ func ExampleEmbeddingBag() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -339,7 +367,10 @@ func ExamplePackBags() {
 	if _, err := gorgonia.Grad(loss, emb.Learnables()...); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(emb.Learnables()...))
+	vm, err := machine.New(g, machine.WithGrads(emb.Learnables()...))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.5))
 
@@ -404,7 +435,10 @@ func Example_evaluation() {
 	}
 
 	// Training: the whole graph, gradients bound to the learnables.
-	train := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(emb.Learnables()...))
+	train, err := machine.New(g, machine.WithGrads(emb.Learnables()...))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer train.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(1))
 	for range 20 {
@@ -418,7 +452,10 @@ func Example_evaluation() {
 	}
 
 	// Evaluation: only the nodes scores needs, on new ids.
-	eval := gorgonia.NewTapeMachine(g.SubgraphRoots(scores))
+	eval, err := machine.New(g.SubgraphRoots(scores))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer eval.Close()
 	if err := gorgonia.Let(ids, tensor.New(tensor.WithBacking([]int{2, 2, 0, 3}))); err != nil {
 		log.Fatal(err)
@@ -460,7 +497,10 @@ func ExampleBCEWithLogits() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -487,7 +527,10 @@ func ExampleWithIgnoreIndex() {
 	if _, err := gorgonia.Grad(loss, logits); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -40,7 +41,10 @@ func ExampleOpenEmbedding() {
 	if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(h)), emb.GradNodes()...); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
 	}
@@ -82,7 +86,10 @@ func ExampleEmbedding_StepWith() {
 	if _, err := gorgonia.Grad(cost, emb.GradNodes()...); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
@@ -137,7 +144,10 @@ func ExampleCachedEmbedding() {
 	if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(h)), emb.GradNodes()...); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	batches := [][]int{{2, 999}, {3, 4}, {2, 5}}
 	for i, b := range batches {

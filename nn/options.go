@@ -168,11 +168,12 @@ func WithFrozen() EmbeddingOption {
 // O(vocab × dim). The table is then not differentiated by gorgonia.Grad;
 // the graph differentiates GradNodes instead, and Step hands the rows a
 // run touched to a row-sparse optimiser (optim.SparseSGD, optim.SparseAdam). GradNodes
-// go to gorgonia.Grad only: the dense solver and BindDualValues get the
-// other learnables (RowGrad fails if a solver moved them):
+// go to gorgonia.Grad only: the dense solver and machine.WithGrads (or a
+// TapeMachine's BindDualValues) get the other learnables (RowGrad fails
+// if a solver moved them):
 //
 //	gorgonia.Grad(loss, append(dense, emb.GradNodes()...)...)
-//	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(dense...))
+//	vm, err := machine.New(g, machine.WithGrads(dense...))
 //	adam := optim.NewSparseAdam(1e-3)
 //	for ... {
 //		vm.RunAll()

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/optim"
 )
 
@@ -25,7 +26,10 @@ func fitLine(opt optim.Dense) (*gorgonia.Node, func()) {
 	if _, err := gorgonia.Grad(loss, w); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(w))
+	vm, err := machine.New(g, machine.WithGrads(w))
+	if err != nil {
+		log.Fatal(err)
+	}
 	return w, func() {
 		if err := vm.RunAll(); err != nil {
 			log.Fatal(err)
@@ -117,7 +121,10 @@ func ExampleClipGradNorm() {
 	if _, err := gorgonia.Grad(cost, w); err != nil {
 		log.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(w))
+	vm, err := machine.New(g, machine.WithGrads(w))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
