@@ -54,8 +54,10 @@ def bag_round(binary, procs):
 
 
 def step_round(binary, nn_binary, procs):
-    """BenchmarkGraph (root) and BenchmarkTrainStep (nn), keyed as the peer
-    prints them: Graph/emb_50k_128, TrainStep/<mode>/rows=<N>."""
+    """BenchmarkGraph (root), the steps and the losses (nn), each on
+    machine.Machine, keyed as the peer prints them (Graph/emb_50k_128,
+    TrainStep/<mode>/rows=<N>...), and on the TapeMachine, the same key with
+    "@tape"; each (ns/op, allocs/op)."""
     env = dict(os.environ, GOMAXPROCS=str(procs))
     res = {}
     for b, pattern, benchtime in ((binary, "^BenchmarkGraph$", "10x"), (nn_binary, "^BenchmarkTrainStep$", "5x"),
@@ -64,9 +66,11 @@ def step_round(binary, nn_binary, procs):
         out = subprocess.run([b, "-test.run", "^$", "-test.bench", pattern, "-test.benchtime", benchtime,
                               "-test.count", "1"], env=env, check=True, capture_output=True, text=True).stdout
         for line in out.splitlines():
-            m = re.match(r"Benchmark(Graph/\S+?|TrainStep/\S+?|SkipGram|ClickModel|CrossEntropy/\S+?|BCEWithLogits/\S+?)(?:/tape-fwd-bwd)?(?:-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
+            m = re.match(r"Benchmark(Graph/\S+?|TrainStep/\S+?|SkipGram|ClickModel|CrossEntropy/\S+?|BCEWithLogits/\S+?)"
+                         r"/(machine|tape)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+[\d.]+ B/op\s+([\d.]+) allocs/op)?", line)
             if m:
-                res[m.group(1)] = (float(m.group(2)), None)
+                key = m.group(1) + ("@tape" if m.group(2) == "tape" else "")
+                res[key] = (float(m.group(3)), float(m.group(4)) if m.group(4) else None)
     return res
 
 
@@ -102,11 +106,26 @@ def ratio_table(heading, keys, gos, torches):
     print()
 
 
+def machine_table(heading, keys, gos, torches):
+    """Prints, for each key, the medians on machine.Machine (ours), on the
+    TapeMachine and PyTorch's, PyTorch's over each, the TapeMachine's over
+    ours, and the allocations of a run on each."""
+    print(f"| {heading} | ours ns/op | TapeMachine ns/op | PyTorch ns/op | PyTorch/ours | PyTorch/TapeMachine "
+          f"| TapeMachine/ours | allocs/op ours, TapeMachine |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for key in keys:
+        ours, tape, peer = med(gos, key, 0), med(gos, key + "@tape", 0), med(torches, key)
+        ra, rb, rc = (f"{x / y:.2f}x" if x and y else "n/a" for x, y in ((peer, ours), (peer, tape), (tape, ours)))
+        allocs = f"{n(med(gos, key, 1))}, {n(med(gos, key + '@tape', 1))}"
+        print(f"| `{key}` | {n(ours)} | {n(tape)} | {n(peer)} | {ra} | {rb} | {rc} | {allocs} |")
+    print()
+
+
 def table(procs, gos, torches):
     gc = "".join(f", {k}={os.environ[k]}" for k in ("GOGC", "GOMEMLIMIT") if k in os.environ)
     print(f"\nGOMAXPROCS={procs}{gc}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
-    ratio_table("graph run or training step", STEPS, gos, torches)
-    ratio_table("loss, forward and backward", LOSSES, gos, torches)
+    machine_table("graph run or training step", STEPS, gos, torches)
+    machine_table("loss, forward and backward", LOSSES, gos, torches)
     ratio_table("bag case", [f"{c}/{d}" for c in BAGS for d in ("fwd", "fwd-reuse", "bwd")], gos, torches)
     print("| case | ours ns/op | PyTorch ns/op | PyTorch/ours | ours GB/s | of `copy` GB/s |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -234,18 +253,18 @@ def ab_specs():
     for c in CASES:
         for d in ("fwd", "fwd-reuse", "bwd"):
             specs.append((".", f"^BenchmarkCases$/^{c}$/^{d}$", f"{c}/{d}", "20x"))
-    specs.append((".", "^BenchmarkGraph$", "Graph/emb_50k_128", "10x"))
+    specs.append((".", "^BenchmarkGraph$/^emb_50k_128$/^machine$", "Graph/emb_50k_128", "10x"))
     for c in BAGS:
         for d in ("fwd", "fwd-reuse", "bwd"):
             specs.append(("./nn", f"^BenchmarkBag$/^{c}$/^{d}$", f"{c}/{d}", "10x"))
     for mode in ("dense", "sparse"):
         for rows in (10_000, 100_000, 1_000_000):
-            specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$", f"TrainStep/{mode}/rows={rows}", "5x"))
-    specs.append(("./nn", "^BenchmarkSkipGram$", "SkipGram", "5x"))
-    specs.append(("./nn", "^BenchmarkClickModel$", "ClickModel", "5x"))
+            specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$/^machine$", f"TrainStep/{mode}/rows={rows}", "5x"))
+    specs.append(("./nn", "^BenchmarkSkipGram$/^machine$", "SkipGram", "5x"))
+    specs.append(("./nn", "^BenchmarkClickModel$/^machine$", "ClickModel", "5x"))
     for c in ("CrossEntropy", "LogSoftmax+NLLLoss", "ignore_index", "class_weights"):
-        specs.append(("./nn", f"^BenchmarkCrossEntropy$/^{re.escape(c)}$", "CrossEntropy" if c == "CrossEntropy" else f"CrossEntropy/{c}", "20x"))
-    specs.append(("./nn", "^BenchmarkBCEWithLogits$", "BCEWithLogits", "20x"))
+        specs.append(("./nn", f"^BenchmarkCrossEntropy$/^{re.escape(c)}$/^machine$", "CrossEntropy" if c == "CrossEntropy" else f"CrossEntropy/{c}", "20x"))
+    specs.append(("./nn", "^BenchmarkBCEWithLogits$/^4096x16$/^machine$", "BCEWithLogits", "20x"))
     return specs
 
 

@@ -42,49 +42,130 @@ func binary(s *step, args gorgonia.Nodes) func(dst gorgonia.Value, in []gorgonia
 }
 
 // binaryFunc returns the loop of the op sym: out[i] = a[i] op b[i], an
-// operand of length 1 standing for each element.
+// operand of length 1 standing for each element. The arithmetic loops are
+// written out, as a call per element costs more than the operation.
 func binaryFunc[T float32 | float64](sym string) func(out, a, b []T) {
-	var f func(x, y T) T
 	switch sym {
 	case "+":
-		f = func(x, y T) T { return x + y }
+		return func(out, a, b []T) {
+			switch {
+			case len(a) == len(out) && len(b) == len(out):
+				b = b[:len(a)]
+				for i := range a {
+					out[i] = a[i] + b[i]
+				}
+			case len(a) == len(out):
+				for i, y := 0, b[0]; i < len(a); i++ {
+					out[i] = a[i] + y
+				}
+			default:
+				for i, x := 0, a[0]; i < len(b); i++ {
+					out[i] = x + b[i]
+				}
+			}
+		}
 	case "-":
-		f = func(x, y T) T { return x - y }
+		return func(out, a, b []T) {
+			switch {
+			case len(a) == len(out) && len(b) == len(out):
+				b = b[:len(a)]
+				for i := range a {
+					out[i] = a[i] - b[i]
+				}
+			case len(a) == len(out):
+				for i, y := 0, b[0]; i < len(a); i++ {
+					out[i] = a[i] - y
+				}
+			default:
+				for i, x := 0, a[0]; i < len(b); i++ {
+					out[i] = x - b[i]
+				}
+			}
+		}
 	case "⊙":
-		f = func(x, y T) T { return x * y }
+		return func(out, a, b []T) {
+			switch {
+			case len(a) == len(out) && len(b) == len(out):
+				b = b[:len(a)]
+				for i := range a {
+					out[i] = a[i] * b[i]
+				}
+			case len(a) == len(out):
+				for i, y := 0, b[0]; i < len(a); i++ {
+					out[i] = a[i] * y
+				}
+			default:
+				for i, x := 0, a[0]; i < len(b); i++ {
+					out[i] = x * b[i]
+				}
+			}
+		}
 	case "÷":
-		f = func(x, y T) T { return x / y }
+		return func(out, a, b []T) {
+			switch {
+			case len(a) == len(out) && len(b) == len(out):
+				b = b[:len(a)]
+				for i := range a {
+					out[i] = a[i] / b[i]
+				}
+			case len(a) == len(out):
+				for i, y := 0, b[0]; i < len(a); i++ {
+					out[i] = a[i] / y
+				}
+			default:
+				for i, x := 0, a[0]; i < len(b); i++ {
+					out[i] = x / b[i]
+				}
+			}
+		}
+	}
+	if sym == ">=" { // Rectify's comparison, x >= 0
+		return func(out, a, b []T) {
+			if len(a) == len(out) && len(b) == 1 {
+				for i, y := 0, b[0]; i < len(a); i++ {
+					out[i] = 0
+					if a[i] >= y {
+						out[i] = 1
+					}
+				}
+				return
+			}
+			compare(out, a, b, func(x, y T) T { return one[T](x >= y) })
+		}
+	}
+	var f func(x, y T) T
+	switch sym {
 	case "<":
 		f = func(x, y T) T { return one[T](x < y) }
 	case ">":
 		f = func(x, y T) T { return one[T](x > y) }
 	case "<=":
 		f = func(x, y T) T { return one[T](x <= y) }
-	case ">=":
-		f = func(x, y T) T { return one[T](x >= y) }
 	case "==":
 		f = func(x, y T) T { return one[T](x == y) }
 	case "!=":
 		f = func(x, y T) T { return one[T](x != y) }
 	}
-	return func(out, a, b []T) {
-		switch {
-		case len(a) == len(out) && len(b) == len(out):
-			for i := range out {
-				out[i] = f(a[i], b[i])
-			}
-		case len(a) == len(out):
-			y := b[0]
-			for i := range out {
-				out[i] = f(a[i], y)
-			}
-		case len(b) == len(out):
-			x := a[0]
-			for i := range out {
-				out[i] = f(x, b[i])
-			}
-		default:
-			out[0] = f(a[0], b[0])
+	return func(out, a, b []T) { compare(out, a, b, f) }
+}
+
+// compare is out[i] = f(a[i], b[i]), an operand of length 1 standing for
+// each element.
+func compare[T float32 | float64](out, a, b []T, f func(x, y T) T) {
+	switch {
+	case len(a) == len(out) && len(b) == len(out):
+		for i := range out {
+			out[i] = f(a[i], b[i])
+		}
+	case len(a) == len(out):
+		y := b[0]
+		for i := range out {
+			out[i] = f(a[i], y)
+		}
+	default:
+		x := a[0]
+		for i := range out {
+			out[i] = f(x, b[i])
 		}
 	}
 }

@@ -35,6 +35,11 @@ func TestMachineRunAllocs(t *testing.T) {
 			t.Errorf("a run allocates %v times", n)
 		}
 		t.Logf("a whole step allocates %v times", testing.AllocsPerRun(3, step))
+		if m, ok := vm.(*machine.Machine); ok {
+			st := m.Stats()
+			t.Logf("buffers: %d of %d bytes for %d bytes of values (%d nodes, %d run through Do)",
+				st.Buffers, st.Bytes, st.Unshared, st.Nodes, st.Fallback)
+		}
 	}
 	for _, sparse := range []bool{false, true} {
 		name := "dense"
