@@ -172,9 +172,27 @@ func repeatFn[T float32 | float64](data func(*tensor.Dense) []T, dt tensor.Dtype
 		src, ok2 := elems(in[0], one[:], data, dt, true)
 		if ok && ok2 && d.Dtype() == dt && len(src) == outer*m*inner {
 			out := data(d)
-			for o := range outer {
-				for j := range n {
-					copy(out[(o*n+j)*inner:(o*n+j+1)*inner], src[(o*m+j/r)*inner:(o*m+j/r+1)*inner])
+			switch {
+			case len(src) == 1:
+				v := src[0]
+				for i := range out {
+					out[i] = v
+				}
+			case inner == 1:
+				for o := range outer {
+					row, in := out[o*n:(o+1)*n], src[o*m:(o+1)*m]
+					for k, v := range in {
+						run := row[k*r : (k+1)*r]
+						for j := range run {
+							run[j] = v
+						}
+					}
+				}
+			default:
+				for o := range outer {
+					for j := range n {
+						copy(out[(o*n+j)*inner:(o*n+j+1)*inner], src[(o*m+j/r)*inner:(o*m+j/r+1)*inner])
+					}
 				}
 			}
 			return nil
