@@ -22,8 +22,8 @@ func init() { _ = openblas.Use() }
 // BenchmarkTrainStep measures one training step of an embedding model, dense
 // against row-sparse: a lookup of 4096 ids in a table of N rows × 64, a
 // linear head to 16 classes, CrossEntropy, backward, and an SGD
-// update (gorgonia.VanillaSolver for everything dense; optim.SparseSGD for the
-// sparse table). A dense step touches the whole table (its gradient, the
+// update (optim.SGD, torch.optim.SGD's peer, for everything dense;
+// optim.SparseSGD for the sparse table). A dense step touches the whole table (its gradient, the
 // update); a sparse step only the rows in the batch.
 func BenchmarkTrainStep(b *testing.B) {
 	for _, mode := range []string{"dense", "sparse"} {
@@ -96,7 +96,7 @@ func trainStep(b testing.TB, sparse bool, rows int, m ref.Machine) (gorgonia.VM,
 	if err != nil {
 		b.Fatal(err)
 	}
-	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
+	solver := &optim.SGD{LearnRate: 0.1}
 	sgd := &optim.SparseSGD{LearnRate: 0.1}
 	step := func() {
 		if err := vm.RunAll(); err != nil {

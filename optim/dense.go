@@ -157,8 +157,7 @@ func (o *SGD) Step(vgs []gorgonia.ValueGrad) error {
 	s.step++
 	for _, l := range ls {
 		buf := s.of(l)[0]
-		operand.PickFloat(l.w.Dtype(), sgdMomentum[float32], sgdMomentum[float64])(l.w, l.g, buf, o, first)
-		l.g.Zero()
+		operand.PickFloat(l.w.Dtype(), sgdMomentum[float32], sgdMomentum[float64])(l.w, l.g, buf, o, first) // and clears g
 	}
 	return nil
 }

@@ -1,13 +1,18 @@
 package kernel
 
-import "math"
+import (
+	"math"
+
+	"github.com/gathergrad/gather/internal/parallel"
+)
 
 // The updates of the dense optimisers, PyTorch's torch.optim arithmetic
 // element by element in the parameters' type T, each product rounded
-// before it is added. Each is O(len(w)), on the calling goroutine.
+// before it is added. Each is O(len(w)), on the calling goroutine but
+// SGDMomentum.
 
 // SGDMomentum is PyTorch's SGD step on w with gradient g and momentum
-// buffer buf (all one length):
+// buffer buf (all one length), which then sets g to zero:
 //
 //	d := g + wd*w
 //	if mom != 0 {
@@ -15,24 +20,60 @@ import "math"
 //		d = d + mom*buf with nesterov, else buf
 //	}
 //	w -= lr * d
+//	g = 0
+//
+// in parallel over blocks of w (each element on its own, so the result
+// does not depend on the split).
 func SGDMomentum[T Float](w, g, buf []T, lr, mom, damp, wd T, nesterov, first bool) {
-	g, buf = g[:len(w)], buf[:len(w)]
+	t := denseSGDTask[T]{w: w, g: g[:len(w)], buf: buf, lr: lr, mom: mom, damp: damp, wd: wd, nesterov: nesterov, first: first}
+	if mom != 0 {
+		t.buf = buf[:len(w)]
+	}
+	parallel.Run((len(w)+sgdBlock-1)/sgdBlock, 3*len(w), t)
+}
+
+// sgdBlock is the number of elements a part of SGDMomentum takes at once.
+const sgdBlock = 1 << 14
+
+// denseSGDTask is the Task of SGDMomentum over blocks of sgdBlock elements.
+type denseSGDTask[T Float] struct {
+	w, g, buf         []T
+	lr, mom, damp, wd T
+	nesterov, first   bool
+}
+
+func (t denseSGDTask[T]) Part(lo, hi int) int {
+	i0, i1 := lo*sgdBlock, min(hi*sgdBlock, len(t.w))
+	w, g := t.w[i0:i1], t.g[i0:i1]
+	g = g[:len(w)]
+	lr, wd := t.lr, t.wd
+	if t.mom == 0 {
+		for i, x := range w {
+			d := g[i] + T(wd*x)
+			w[i] = x - T(lr*d)
+			g[i] = 0
+		}
+		return -1
+	}
+	buf := t.buf[i0:i1]
+	buf = buf[:len(w)]
+	mom, damp := t.mom, t.damp
 	for i, x := range w {
 		d := g[i] + T(wd*x)
-		if mom != 0 {
-			if first {
-				buf[i] = d
-			} else {
-				buf[i] = T(mom*buf[i]) + T((1-damp)*d)
-			}
-			if nesterov {
-				d += T(mom * buf[i])
-			} else {
-				d = buf[i]
-			}
+		if t.first {
+			buf[i] = d
+		} else {
+			buf[i] = T(mom*buf[i]) + T((1-damp)*d)
+		}
+		if t.nesterov {
+			d += T(mom * buf[i])
+		} else {
+			d = buf[i]
 		}
 		w[i] = x - T(lr*d)
+		g[i] = 0
 	}
+	return -1
 }
 
 // AdamDense is PyTorch's Adam (AdamW with decoupled) step number step
