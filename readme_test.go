@@ -1,7 +1,6 @@
 package gather_test
 
 import (
-	"github.com/gathergrad/gather/machine"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -361,6 +361,37 @@ func init() {
 			return err
 		}
 		return emb.Step(&optim.SparseSGD{LearnRate: 0.1, CheckFinite: true})
+	}
+	readmeErrors["an input with no value, on `machine.Machine`"] = func() error {
+		g := gorgonia.NewGraph()
+		x := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(3), gorgonia.WithName("x"))
+		gorgonia.Must(gorgonia.Sum(x))
+		vm, err := machine.New(g)
+		if err != nil {
+			return err
+		}
+		return vm.RunAll()
+	}
+	readmeErrors["an input reshaped after `Let`, on `machine.Machine`"] = func() error {
+		g := gorgonia.NewGraph()
+		xv := f64(2, 3)
+		x := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithName("x"), gorgonia.WithValue(xv))
+		gorgonia.Must(gorgonia.Sum(x))
+		vm, err := machine.New(g)
+		if err != nil {
+			return err
+		}
+		if err := xv.Reshape(3, 2); err != nil {
+			return err
+		}
+		return vm.RunAll()
+	}
+	readmeErrors["a graph with `gorgonia.Set`, on `machine.Machine`"] = func() error {
+		g := gorgonia.NewGraph()
+		a := gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("a"), gorgonia.WithValue(1.0))
+		gorgonia.Set(a, gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("b"), gorgonia.WithValue(2.0)))
+		_, err := machine.New(g)
+		return err
 	}
 }
 
