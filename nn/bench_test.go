@@ -251,8 +251,11 @@ func BenchmarkCrossEntropy(b *testing.B) {
 				g := gorgonia.NewGraph()
 				xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
 				yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), gorgonia.WithName("y"))
-				loss, err := CrossEntropy(xn, yn)
-				if !fused {
+				var loss *gorgonia.Node
+				var err error
+				if fused {
+					loss, err = CrossEntropy(xn, yn)
+				} else {
 					var lp *gorgonia.Node
 					if lp, err = LogSoftmax(xn, -1); err == nil {
 						loss, err = NLLLoss(lp, yn)

@@ -67,6 +67,7 @@ func LogSoftmax(x *gorgonia.Node, axis int) (*gorgonia.Node, error) {
 	in := []hm.Type{operand.Type(r, dt)}
 	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("LogSoftmax{axis=%d}", axis), In: in, Dtype: dt, Shape: shape},
 		opLogSoftmax, []tensor.Shape{shape}, func(int) opkit.Run { return o.grad })
+	o.FromOutput = true // the gradient reads the log-probabilities, as PyTorch's
 	out, err := gorgonia.ApplyOp(o, x)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opLogSoftmax, errs.Graph(err))
@@ -87,7 +88,7 @@ type logSoftmaxOp struct {
 // logSoftmaxKernels are LogSoftmax's loops for one dtype.
 type logSoftmaxKernels struct {
 	fwd  func(dst, x *tensor.Dense, outer, n, inner int)
-	grad func(dst, x, g *tensor.Dense, outer, n, inner int, add bool)
+	grad func(dst, y, g *tensor.Dense, outer, n, inner int, add bool)
 }
 
 var logSoftmax32, logSoftmax64 = logSoftmaxKernelsOf[float32](), logSoftmaxKernelsOf[float64]()
@@ -96,8 +97,8 @@ func logSoftmaxKernelsOf[T kernel.Float]() logSoftmaxKernels {
 	f := operand.Floats[T]
 	return logSoftmaxKernels{
 		fwd: func(dst, x *tensor.Dense, outer, n, inner int) { kernel.LogSoftmax(f(dst), f(x), outer, n, inner) },
-		grad: func(dst, x, g *tensor.Dense, outer, n, inner int, add bool) {
-			kernel.LogSoftmaxGrad(f(dst), f(x), f(g), outer, n, inner, add)
+		grad: func(dst, y, g *tensor.Dense, outer, n, inner int, add bool) {
+			kernel.LogSoftmaxGrad(f(dst), f(y), f(g), outer, n, inner, add)
 		},
 	}
 }
@@ -129,8 +130,9 @@ func (o *logSoftmaxOp) into(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Va
 	return out, nil
 }
 
-// grad writes (or with add, adds) the gradient of x into dst, from x and
-// the upstream gradient, after checking every argument.
+// grad writes (or with add, adds) the gradient of x into dst, from the
+// op's output y (in[0]) and the upstream gradient, after checking every
+// argument.
 func (o *logSoftmaxOp) grad(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
@@ -139,7 +141,7 @@ func (o *logSoftmaxOp) grad(dst *tensor.Dense, add bool, in []gorgonia.Value) er
 	if err := operand.CheckArity(opLogSoftmax, " gradient", len(in), 2); err != nil {
 		return err
 	}
-	x, err := readShaped(opLogSoftmax, "x", in[0], o.dtype, o.shape)
+	y, err := readShaped(opLogSoftmax, "output", in[0], o.dtype, o.shape)
 	if err != nil {
 		return err
 	}
@@ -147,7 +149,7 @@ func (o *logSoftmaxOp) grad(dst *tensor.Dense, add bool, in []gorgonia.Value) er
 	if err != nil {
 		return err
 	}
-	o.f.grad(dst, x, g, o.outer, o.n, o.inner, add)
+	o.f.grad(dst, y, g, o.outer, o.n, o.inner, add)
 	return nil
 }
 

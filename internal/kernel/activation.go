@@ -101,47 +101,47 @@ func laneLogSumExp[T Float](x []T, base, n, stride int) float64 {
 }
 
 // LogSoftmaxGrad sets dst (or with add, adds into it) the gradient of
-// LogSoftmax with respect to x, given the upstream gradient g, over the
-// middle axis of [outer, n, inner]:
+// LogSoftmax with respect to its input, given its output y (the
+// log-probabilities) and the upstream gradient g, over the middle axis of
+// [outer, n, inner]:
 //
-//	dst[o][j][i] = g[o][j][i] - softmax(x)[o][j][i] · Σ_k g[o][k][i]
+//	dst[o][j][i] = g[o][j][i] - exp(y[o][j][i]) · Σ_k g[o][k][i]
 //
-// softmax computed from x as LogSoftmax computes it, the sum in float64.
-func LogSoftmaxGrad[T Float](dst, x, g []T, outer, n, inner int, add bool) {
+// the sum and the products in float64, as PyTorch's log_softmax backward
+// computes it from the output. Over the last axis (inner 1) float32
+// rows are exponentiated eight at a time (Exp32, within 2 units in the
+// last place); other axes and float64 use math.Exp.
+func LogSoftmaxGrad[T Float](dst, y, g []T, outer, n, inner int, add bool) {
 	if outer*n*inner == 0 {
 		return
 	}
 	if inner == 1 {
-		parallel.Run(outer, 2*outer*n, rangeTask[logSoftmaxGradLast[T]]{logSoftmaxGradLast[T]{dst, x, g, n, add}})
+		parallel.Run(outer, 2*outer*n, rangeTask[logSoftmaxGradLast[T]]{logSoftmaxGradLast[T]{dst, y, g, n, add}})
 		return
 	}
-	parallel.Run(outer, 2*outer*n*inner, rangeTask[logSoftmaxGradLanes[T]]{logSoftmaxGradLanes[T]{dst, x, g, n, inner, add}})
+	parallel.Run(outer, 2*outer*n*inner, rangeTask[logSoftmaxGradLanes[T]]{logSoftmaxGradLanes[T]{dst, y, g, n, inner, add}})
 }
 
-// logSoftmaxGradLanes is the work of LogSoftmaxGrad on [lo, hi).
+// logSoftmaxGradLanes is the work of LogSoftmaxGrad on [lo, hi) of outer.
 type logSoftmaxGradLanes[T Float] struct {
-	dst   []T
-	x     []T
-	g     []T
-	n     int
-	inner int
-	add   bool
+	dst, y, g []T
+	n, inner  int
+	add       bool
 }
 
 func (t logSoftmaxGradLanes[T]) rows(lo, hi int) {
-	dst, x, g, n, inner, add := t.dst, t.x, t.g, t.n, t.inner, t.add
+	dst, y, g, n, inner := t.dst, t.y, t.g, t.n, t.inner
 	for o := lo; o < hi; o++ {
 		for i := range inner {
 			base := o*n*inner + i
-			lse := laneLogSumExp(x, base, n, inner)
 			gs := 0.0
 			for j := range n {
 				gs += float64(g[base+j*inner])
 			}
 			for j := range n {
 				p := base + j*inner
-				d := T(float64(g[p]) - math.Exp(float64(x[p])-lse)*gs)
-				if add {
+				d := T(float64(g[p]) - math.Exp(float64(y[p]))*gs)
+				if t.add {
 					dst[p] += d
 				} else {
 					dst[p] = d
@@ -151,28 +151,23 @@ func (t logSoftmaxGradLanes[T]) rows(lo, hi int) {
 	}
 }
 
-// logSoftmaxGradLast is the work of LogSoftmaxGrad on [lo, hi).
+// logSoftmaxGradLast is the work of LogSoftmaxGrad on the rows [lo, hi)
+// of n elements (inner 1).
 type logSoftmaxGradLast[T Float] struct {
-	dst []T
-	x   []T
-	g   []T
-	n   int
-	add bool
+	dst, y, g []T
+	n         int
+	add       bool
 }
 
 func (t logSoftmaxGradLast[T]) rows(lo, hi int) {
-	dst, x, g, n, add := t.dst, t.x, t.g, t.n, t.add
-	logSoftmaxGradRows(dst, x, g, n, lo, hi, add)
-}
-
-// logSoftmaxGradRows is LogSoftmaxGrad over rows of n for the rows [lo, hi).
-func logSoftmaxGradRows[T Float](dst, x, g []T, n, lo, hi int, add bool) {
-	sc := getBlockScratch[T](n, true)
-	defer putBlockScratch(sc)
-	e, m, s := sc.parts()
+	dst, y, g, n := t.dst, t.y, t.g, t.n
+	sc := floatScratch[T]()
+	ep := sc.Get(entropyRows * n)
+	defer sc.Put(ep)
+	e := *ep
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
-		expRows(e, m[:r1-r0], s, x[r0*n:r1*n], n)
+		exps(e[:(r1-r0)*n], y[r0*n:r1*n])
 		for r := r0; r < r1; r++ {
 			gr, er, out := g[r*n:(r+1)*n], e[(r-r0)*n:(r-r0+1)*n], dst[r*n:(r+1)*n]
 			er, out = er[:len(gr)], out[:len(gr)]
@@ -180,16 +175,27 @@ func logSoftmaxGradRows[T Float](dst, x, g []T, n, lo, hi int, add bool) {
 			for _, v := range gr {
 				gs += float64(v)
 			}
-			k := gs / s[r-r0]
-			if add {
+			if t.add {
 				for j, v := range gr {
-					out[j] += T(float64(v) - k*float64(er[j]))
+					out[j] += T(float64(v) - float64(er[j])*gs)
 				}
 			} else {
 				for j, v := range gr {
-					out[j] = T(float64(v) - k*float64(er[j]))
+					out[j] = T(float64(v) - float64(er[j])*gs)
 				}
 			}
 		}
+	}
+}
+
+// exps sets e[i] = exp(x[i]): by Exp32 for float32, else math.Exp.
+func exps[T Float](e, x []T) {
+	if e32, ok := any(e).([]float32); ok {
+		Exp32(e32, any(x).([]float32))
+		return
+	}
+	e = e[:len(x)]
+	for i, v := range x {
+		e[i] = T(math.Exp(float64(v)))
 	}
 }

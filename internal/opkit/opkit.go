@@ -199,6 +199,10 @@ type Diff struct {
 	// Err, when set, is what SymDiff and DoDiff return: the op has no
 	// gradient (data of a dtype that is not differentiable).
 	Err error
+	// FromOutput makes the gradient ops of a one-input op take the op's
+	// output in place of its input (LogSoftmax's gradient is computed
+	// from the log-probabilities).
+	FromOutput bool
 }
 
 func (d *Diff) what() string {
@@ -230,6 +234,9 @@ func (d *Diff) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorg
 		return nil, err
 	}
 	args := append(append(make(gorgonia.Nodes, 0, len(inputs)+1), inputs...), grad)
+	if d.FromOutput {
+		args = gorgonia.Nodes{output, grad}
+	}
 	for i, g := range d.Grads {
 		if g == nil {
 			continue
@@ -258,6 +265,9 @@ func (d *Diff) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, outp
 		in = append(in, n.Value())
 	}
 	in = append(in, up)
+	if d.FromOutput {
+		in = []gorgonia.Value{output.Value(), up}
+	}
 	for i, g := range d.Grads {
 		if g == nil {
 			continue
