@@ -5,6 +5,7 @@ import (
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -174,21 +175,22 @@ func (o *linearOp) grad(i int) opkit.Run {
 }
 
 // gemm is c = a·b + beta·c (each operand transposed as ta, tb say) in the
-// BLAS Gorgonia uses, on row-major tensors of dtype dt. It cuts c into
-// slabs of gemmRows rows (and, when c is wider than gemmCols, into tiles
-// gemmCols wide), each one call of the BLAS, and runs them in parallel:
-// gonum's BLAS, given a whole large product, starts goroutines and
-// channels of its own on each call; given a tile of fewer than four of its
-// 64 × 64 blocks, it computes it on the calling goroutine.
+// BLAS Gorgonia uses, on row-major tensors of dtype dt. It cuts c's rows
+// into one range per worker (parallel.RunRanges), each one call of the
+// BLAS; with gonum's BLAS, which starts goroutines and channels of its own
+// on each call of a product of four or more of its 64 × 64 blocks, each
+// range is cut further into tiles of gemmRows × gemmCols, which it
+// computes on the calling goroutine.
 func gemm(dt tensor.Dtype, ta, tb blas.Transpose, m, n, k int, a *tensor.Dense, lda int, b *tensor.Dense, ldb int, beta float64, c *tensor.Dense, ldc int) {
-	t := gemmTask{impl: gorgonia.WhichBLAS(), ta: ta, tb: tb, m: m, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, beta: beta}
+	impl := gorgonia.WhichBLAS()
+	_, tile := impl.(gonum.Implementation)
+	t := gemmTask{impl: impl, tile: tile, ta: ta, tb: tb, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, beta: beta}
 	if dt == tensor.Float32 {
 		t.a32, t.b32, t.c32 = a.Float32s(), b.Float32s(), c.Float32s()
 	} else {
 		t.a64, t.b64, t.c64 = a.Float64s(), b.Float64s(), c.Float64s()
 	}
-	slabs := (m + gemmRows - 1) / gemmRows
-	parallel.Run(slabs, m*n*k/8, t)
+	parallel.RunRanges(m, m*n*k/8, t)
 }
 
 const (
@@ -196,11 +198,12 @@ const (
 	gemmCols = 192
 )
 
-// gemmTask is gemm on the slabs [lo, hi) of c's rows.
+// gemmTask is gemm on the rows [lo, hi) of c.
 type gemmTask struct {
 	impl          gorgonia.BLAS
+	tile          bool // cut the rows into tiles of gemmRows × gemmCols
 	ta, tb        blas.Transpose
-	m, n, k       int
+	n, k          int
 	lda, ldb, ldc int
 	beta          float64
 	a32, b32, c32 []float32
@@ -208,27 +211,34 @@ type gemmTask struct {
 }
 
 func (t gemmTask) Part(lo, hi int) int {
-	for i0 := lo * gemmRows; i0 < min(hi*gemmRows, t.m); i0 += gemmRows {
-		rows := min(gemmRows, t.m-i0)
-		for j0 := 0; j0 < t.n; j0 += gemmCols {
-			cols := min(gemmCols, t.n-j0)
-			// The tile's first element of op(A) (row i0), op(B) (column
-			// j0) and C.
-			ao, bo, co := i0*t.lda, j0, i0*t.ldc+j0
-			if t.ta == blas.Trans {
-				ao = i0
-			}
-			if t.tb == blas.Trans {
-				bo = j0 * t.ldb
-			}
-			if t.c32 != nil {
-				t.impl.Sgemm(t.ta, t.tb, rows, cols, t.k, 1, t.a32[ao:], t.lda, t.b32[bo:], t.ldb, float32(t.beta), t.c32[co:], t.ldc)
-			} else {
-				t.impl.Dgemm(t.ta, t.tb, rows, cols, t.k, 1, t.a64[ao:], t.lda, t.b64[bo:], t.ldb, t.beta, t.c64[co:], t.ldc)
-			}
+	rows, cols := hi-lo, t.n
+	if t.tile {
+		rows, cols = gemmRows, gemmCols
+	}
+	for i0 := lo; i0 < hi; i0 += rows {
+		for j0 := 0; j0 < t.n; j0 += cols {
+			t.call(i0, min(rows, hi-i0), j0, min(cols, t.n-j0))
 		}
 	}
 	return -1
+}
+
+// call computes the tile of c of r rows from row i0 and w columns from
+// column j0.
+func (t gemmTask) call(i0, r, j0, w int) {
+	// The tile's first element of op(A) (row i0), op(B) (column j0) and C.
+	ao, bo, co := i0*t.lda, j0, i0*t.ldc+j0
+	if t.ta == blas.Trans {
+		ao = i0
+	}
+	if t.tb == blas.Trans {
+		bo = j0 * t.ldb
+	}
+	if t.c32 != nil {
+		t.impl.Sgemm(t.ta, t.tb, r, w, t.k, 1, t.a32[ao:], t.lda, t.b32[bo:], t.ldb, float32(t.beta), t.c32[co:], t.ldc)
+	} else {
+		t.impl.Dgemm(t.ta, t.tb, r, w, t.k, 1, t.a64[ao:], t.lda, t.b64[bo:], t.ldb, t.beta, t.c64[co:], t.ldc)
+	}
 }
 
 // fillRows sets each of the n rows of y to b.
