@@ -47,14 +47,21 @@
 //
 // # Ops
 //
-// An op with UsePreallocDo runs into its buffer. The ops of Gorgonia that
-// have none and that a training graph uses run through equivalents kept
-// here (the unary maths functions such as Exp and Sigmoid, Sum, Reshape,
-// Slice, Concat...), each writing what the op's Do returns into the
-// buffer; any other op runs through its Do on each run, and its result,
-// which may share an input's memory, is used as it is. Statements other
-// than Read (Gorgonia's Let and Set) are an error from New naming the node
-// and its op.
+// Gorgonia's elementwise ops (Add, Sub, HadamardProd, HadamardDiv and the
+// comparisons Rectify uses, between tensors of one size or with a
+// scalar; Exp, Log, Neg, Sigmoid, Tanh, Square and the other unary
+// functions), Sum over every axis, Reshape, Repeat (which BroadcastAdd
+// and the gradients of Sum and Mean use), SizeOf and the gradient of Slice
+// run through equivalents in this package that write into the buffer what
+// the op's Do computes, with the same arithmetic in the same order: their
+// UsePreallocDo, where they have one, allocates on every call (and
+// Slice's gradient adds into a buffer it does not clear). Every other op
+// with UsePreallocDo (MatMul, SoftMax, this module's ops) runs through it.
+// An op with neither (Gorgonia's Slice, Concat and Transpose, Sum over
+// some axes) runs through its Do on every run, which allocates, and its
+// result, which may share an input's memory, is used as it is (Stats
+// counts them). Statements other than Read (Gorgonia's Let and Set) are an
+// error from New naming the node and its op.
 //
 // # Concurrency
 //
