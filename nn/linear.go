@@ -175,20 +175,23 @@ func (o *linearOp) grad(i int) opkit.Run {
 }
 
 // gemm is c = a·b + beta·c (each operand transposed as ta, tb say) in the
-// BLAS Gorgonia uses, on row-major tensors of dtype dt. It cuts c's rows
-// into one range per worker (parallel.RunRanges), each one call of the
-// BLAS; with gonum's BLAS, which starts goroutines and channels of its own
-// on each call of a product of four or more of its 64 × 64 blocks, each
-// range is cut further into tiles of gemmRows × gemmCols, which it
-// computes on the calling goroutine.
+// BLAS Gorgonia uses, on row-major tensors of dtype dt: one call of the
+// BLAS, but for gonum's, which starts goroutines and channels of its own
+// on each call of a product of four or more of its 64 × 64 blocks: c is
+// then cut into one range of rows per worker (parallel.RunRanges), each
+// computed in tiles of gemmRows × gemmCols, which gonum computes on the
+// calling goroutine.
 func gemm(dt tensor.Dtype, ta, tb blas.Transpose, m, n, k int, a *tensor.Dense, lda int, b *tensor.Dense, ldb int, beta float64, c *tensor.Dense, ldc int) {
 	impl := gorgonia.WhichBLAS()
-	_, tile := impl.(gonum.Implementation)
-	t := gemmTask{impl: impl, tile: tile, ta: ta, tb: tb, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, beta: beta}
+	t := gemmTask{impl: impl, ta: ta, tb: tb, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, beta: beta}
 	if dt == tensor.Float32 {
 		t.a32, t.b32, t.c32 = a.Float32s(), b.Float32s(), c.Float32s()
 	} else {
 		t.a64, t.b64, t.c64 = a.Float64s(), b.Float64s(), c.Float64s()
+	}
+	if _, ok := impl.(gonum.Implementation); !ok {
+		t.call(0, m, 0, n)
+		return
 	}
 	parallel.RunRanges(m, m*n*k/8, t)
 }
@@ -198,10 +201,9 @@ const (
 	gemmCols = 192
 )
 
-// gemmTask is gemm on the rows [lo, hi) of c.
+// gemmTask is gemm on the rows [lo, hi) of c, in tiles.
 type gemmTask struct {
 	impl          gorgonia.BLAS
-	tile          bool // cut the rows into tiles of gemmRows × gemmCols
 	ta, tb        blas.Transpose
 	n, k          int
 	lda, ldb, ldc int
@@ -211,13 +213,9 @@ type gemmTask struct {
 }
 
 func (t gemmTask) Part(lo, hi int) int {
-	rows, cols := hi-lo, t.n
-	if t.tile {
-		rows, cols = gemmRows, gemmCols
-	}
-	for i0 := lo; i0 < hi; i0 += rows {
-		for j0 := 0; j0 < t.n; j0 += cols {
-			t.call(i0, min(rows, hi-i0), j0, min(cols, t.n-j0))
+	for i0 := lo; i0 < hi; i0 += gemmRows {
+		for j0 := 0; j0 < t.n; j0 += gemmCols {
+			t.call(i0, min(gemmRows, hi-i0), j0, min(gemmCols, t.n-j0))
 		}
 	}
 	return -1
