@@ -218,7 +218,7 @@ func (p *planner) buffers(m *Machine) {
 				if free := pool[k]; len(free) > 0 {
 					back, pool[k] = free[len(free)-1], free[:len(free)-1]
 				} else {
-					back = newBacking(s.dtype, k.size, m.stats.Buffers)
+					back = tensor.New(tensor.Of(s.dtype), tensor.WithShape(k.size)).Data()
 					m.stats.Buffers++
 					m.stats.Bytes += int64(k.size) * int64(s.dtype.Size())
 				}
@@ -234,29 +234,4 @@ func (p *planner) buffers(m *Machine) {
 			}
 		}
 	}
-}
-
-// newBacking returns the backing slice of a buffer of n elements of dtype
-// dt, the nth made: it starts nth cache lines (mod 64) into its memory.
-// Go places large allocations at the start of a page, and an op that
-// reads one buffer while it writes another at the same offset in its
-// page stalls on every store (the processor takes the load for one that
-// may depend on the store: 4K aliasing); staggered, the buffers of a
-// step never share an offset.
-func newBacking(dt tensor.Dtype, n, nth int) any {
-	skip := (nth % 64) * 64 / int(dt.Size())
-	full := tensor.New(tensor.Of(dt), tensor.WithShape(n+skip)).Data()
-	switch f := full.(type) {
-	case []float32:
-		return f[skip : skip+n]
-	case []float64:
-		return f[skip : skip+n]
-	case []int:
-		return f[skip : skip+n]
-	case []int64:
-		return f[skip : skip+n]
-	case []int32:
-		return f[skip : skip+n]
-	}
-	return tensor.New(tensor.Of(dt), tensor.WithShape(n)).Data()
 }
