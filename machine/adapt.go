@@ -97,12 +97,7 @@ func sum(s *step, x *gorgonia.Node) func(dst gorgonia.Value, in []gorgonia.Value
 	return func(dst gorgonia.Value, in []gorgonia.Value) error {
 		t, ok := in[0].(*tensor.Dense)
 		if !ok || t.IsMaterializable() || t.Dtype() != s.dtype {
-			v, err := do(in...)
-			if err != nil {
-				return err
-			}
-			_, err = gorgonia.Copy(dst, v)
-			return err
+			return doInto(dst, in, do)
 		}
 		switch d := dst.(type) {
 		case *gorgonia.F32:
@@ -197,12 +192,7 @@ func repeatFn[T float32 | float64](data func(*tensor.Dense) []T, dt tensor.Dtype
 			}
 			return nil
 		}
-		v, err := do(in...)
-		if err != nil {
-			return err
-		}
-		_, err = gorgonia.Copy(dst, v)
-		return err
+		return doInto(dst, in, do)
 	}
 }
 
@@ -227,6 +217,17 @@ func scalarUnary(op gorgonia.Op) func(dst gorgonia.Value, in []gorgonia.Value) e
 		}
 		return fmt.Errorf("a scalar op on %v (%v) into %v", in[0], in[0].Dtype(), dst.Dtype())
 	}
+}
+
+// doInto runs an op's Do on in and copies the result into dst: an
+// equivalent's way for operands of a form it does not read.
+func doInto(dst gorgonia.Value, in []gorgonia.Value, do func(...gorgonia.Value) (gorgonia.Value, error)) error {
+	v, err := do(in...)
+	if err != nil {
+		return err
+	}
+	_, err = gorgonia.Copy(dst, v)
+	return err
 }
 
 // setScalar writes v into a scalar buffer.

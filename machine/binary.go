@@ -191,12 +191,7 @@ func apply[T float32 | float64](f func(out, a, b []T), sc *[3]T, data func(*tens
 		}
 		return nil
 	}
-	v, err := do(in...)
-	if err != nil {
-		return err
-	}
-	_, err = gorgonia.Copy(dst, v)
-	return err
+	return doInto(dst, in, do)
 }
 
 // elems returns v's elements in row-major order: a row-major tensor's

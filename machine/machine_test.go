@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -156,22 +158,13 @@ func TestUnsupported(t *testing.T) {
 		t.Fatalf("New of a graph with gorgonia.Set: %v, want ErrGraph", err)
 	}
 	for _, want := range []string{`"a :: float64 = b :: float64"`, "letOp"} {
-		if !contains(err.Error(), want) {
+		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
 	}
 	if _, err := machine.New(gorgonia.NewGraph()); !errors.Is(err, errs.ErrGraph) {
 		t.Errorf("New of an empty graph: %v, want ErrGraph", err)
 	}
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }
 
 // TestInputs checks the errors of inputs that cannot be read, and that
@@ -185,7 +178,7 @@ func TestInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if err := m.RunAll(); !errors.Is(err, errs.ErrGraph) || !contains(err.Error(), `"x"`) {
+	if err := m.RunAll(); !errors.Is(err, errs.ErrGraph) || !strings.Contains(err.Error(), `"x"`) {
 		t.Errorf("RunAll with x unbound: %v, want ErrGraph naming x", err)
 	}
 	xv := tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))
@@ -202,7 +195,7 @@ func TestInputs(t *testing.T) {
 	if err := xv.Reshape(3, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.RunAll(); !errors.Is(err, errs.ErrShape) || !contains(err.Error(), `"x"`) {
+	if err := m.RunAll(); !errors.Is(err, errs.ErrShape) || !strings.Contains(err.Error(), `"x"`) {
 		t.Errorf("RunAll with x of shape (3, 2): %v, want ErrShape naming x", err)
 	}
 	if got := y.Value().Data(); got != 91.0 {
@@ -353,7 +346,7 @@ func TestReuse(t *testing.T) {
 	if grad2 != grad {
 		t.Error("the gradient of x is another value after a second run; it should be overwritten in place")
 	}
-	if !equal(before.Float64s(), grad2.(*tensor.Dense).Float64s()) || cost.Value().Data().(float64) != c0 {
+	if !slices.Equal(before.Float64s(), grad2.(*tensor.Dense).Float64s()) || cost.Value().Data().(float64) != c0 {
 		t.Error("a second run on the same inputs gives other values")
 	}
 	kept := map[*gorgonia.Node]bool{}
@@ -363,18 +356,6 @@ func TestReuse(t *testing.T) {
 	if !kept[cost] || !kept[x.Deriv()] || !kept[y] {
 		t.Errorf("Kept() = %v: want the cost, y and the gradient of x among them", m.Kept())
 	}
-}
-
-func equal(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // ExampleNew trains y = 2x with one weight: each run computes the loss

@@ -37,12 +37,7 @@ func BenchmarkTrainStep(b *testing.B) {
 
 func benchTrainStep(b *testing.B, sparse bool, rows int, m ref.Machine) {
 	vm, step := trainStep(b, sparse, rows, m)
-	defer vm.Close()
-	b.ReportAllocs()
-	ref.Steady(step)
-	for b.Loop() {
-		step()
-	}
+	ref.BenchSteps(b, vm, step)
 }
 
 // trainStep builds BenchmarkTrainStep's model on machine m and returns
@@ -125,12 +120,7 @@ func BenchmarkSkipGram(b *testing.B) { ref.OnMachines(b, benchSkipGram) }
 
 func benchSkipGram(b *testing.B, m ref.Machine) {
 	vm, step := skipGram(b, m)
-	defer vm.Close()
-	b.ReportAllocs()
-	ref.Steady(step)
-	for b.Loop() {
-		step()
-	}
+	ref.BenchSteps(b, vm, step)
 }
 
 // skipGram builds BenchmarkSkipGram's model on machine m and returns the

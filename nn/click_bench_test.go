@@ -82,12 +82,7 @@ func BenchmarkClickModel(b *testing.B) { ref.OnMachines(b, benchClickModel) }
 
 func benchClickModel(b *testing.B, m ref.Machine) {
 	vm, step := clickModel(b, m)
-	defer vm.Close()
-	b.ReportAllocs()
-	ref.Steady(step)
-	for b.Loop() {
-		step()
-	}
+	ref.BenchSteps(b, vm, step)
 }
 
 // clickModel builds BenchmarkClickModel's model on machine m and returns

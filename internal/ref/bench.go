@@ -60,6 +60,17 @@ func BenchRuns(b *testing.B, vm gorgonia.VM) {
 	}
 }
 
+// BenchSteps times calls of step, a whole training step, with their
+// allocations, once Steady has run it, and closes vm after.
+func BenchSteps(b *testing.B, vm gorgonia.VM, step func()) {
+	defer vm.Close()
+	b.ReportAllocs()
+	Steady(step)
+	for b.Loop() {
+		step()
+	}
+}
+
 // A Machine is one of the machines the graph benchmarks run on.
 type Machine struct {
 	Name string // "machine" or "tape"
