@@ -236,31 +236,13 @@ func BenchmarkCrossEntropy(b *testing.B) {
 		if !fused {
 			name = "LogSoftmax+NLLLoss"
 		}
+		loss := func(x, t *gorgonia.Node) (*gorgonia.Node, error) { return CrossEntropy(x, t) }
+		if !fused {
+			loss = logSoftmaxNLL
+		}
 		b.Run(name, func(b *testing.B) {
 			ref.OnMachines(b, func(b *testing.B, m ref.Machine) {
-				g := gorgonia.NewGraph()
-				xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
-				yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), gorgonia.WithName("y"))
-				var loss *gorgonia.Node
-				var err error
-				if fused {
-					loss, err = CrossEntropy(xn, yn)
-				} else {
-					var lp *gorgonia.Node
-					if lp, err = LogSoftmax(xn, -1); err == nil {
-						loss, err = NLLLoss(lp, yn)
-					}
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := gorgonia.Grad(loss, xn); err != nil {
-					b.Fatal(err)
-				}
-				vm, err := m.New(g, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
+				vm := lossVM(b, m, x, rows, classes, tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), loss)
 				defer vm.Close()
 				ref.BenchRuns(b, vm)
 			})
@@ -286,20 +268,8 @@ func BenchmarkCrossEntropy(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ref.OnMachines(b, func(b *testing.B, m ref.Machine) {
-				g := gorgonia.NewGraph()
-				xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
-				yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(c.y)), gorgonia.WithName("y"))
-				loss, err := CrossEntropy(xn, yn, c.opts...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := gorgonia.Grad(loss, xn); err != nil {
-					b.Fatal(err)
-				}
-				vm, err := m.New(g, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
+				vm := lossVM(b, m, x, rows, classes, tensor.New(tensor.WithShape(rows), tensor.WithBacking(c.y)),
+					func(x, t *gorgonia.Node) (*gorgonia.Node, error) { return CrossEntropy(x, t, c.opts...) })
 				defer vm.Close()
 				ref.BenchRuns(b, vm)
 			})
@@ -318,24 +288,45 @@ func BenchmarkBCEWithLogits(b *testing.B) {
 	}
 	b.Run("4096x16", func(b *testing.B) {
 		ref.OnMachines(b, func(b *testing.B, m ref.Machine) {
-			g := gorgonia.NewGraph()
-			xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(x)), gorgonia.WithName("x"))
-			yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(y)), gorgonia.WithName("y"))
-			loss, err := BCEWithLogits(xn, yn)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := gorgonia.Grad(loss, xn); err != nil {
-				b.Fatal(err)
-			}
-			vm, err := m.New(g, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
+			vm := lossVM(b, m, x, rows, cols, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(y)), bce)
 			defer vm.Close()
 			ref.BenchRuns(b, vm)
 		})
 	})
+}
+
+// lossVM builds loss(x, target) and the gradient of x on a new graph, x
+// being rows × cols logits, and returns machine m for it.
+func lossVM(tb testing.TB, m ref.Machine, x []float32, rows, cols int, target *tensor.Dense,
+	loss func(x, target *gorgonia.Node) (*gorgonia.Node, error)) gorgonia.VM {
+	tb.Helper()
+	g := gorgonia.NewGraph()
+	xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(x)), gorgonia.WithName("x"))
+	tn := gorgonia.NodeFromAny(g, target, gorgonia.WithName("target"))
+	l, err := loss(xn, tn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(l, xn); err != nil {
+		tb.Fatal(err)
+	}
+	vm, err := m.New(g, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return vm
+}
+
+// bce is BCEWithLogits with its default options.
+func bce(x, target *gorgonia.Node) (*gorgonia.Node, error) { return BCEWithLogits(x, target) }
+
+// logSoftmaxNLL is NLLLoss after LogSoftmax over the last axis.
+func logSoftmaxNLL(x, target *gorgonia.Node) (*gorgonia.Node, error) {
+	lp, err := LogSoftmax(x, -1)
+	if err != nil {
+		return nil, err
+	}
+	return NLLLoss(lp, target)
 }
 
 // BenchmarkStreamStores measures the gather.Gather cases' forward with ordinary

@@ -76,46 +76,29 @@ func TestMachineRunAllocs(t *testing.T) {
 	for i := range yf {
 		yf[i] = float32(r.Float64())
 	}
+	w := make([]float32, classes)
+	for i := range w {
+		w[i] = 0.5 + float32(i)/classes
+	}
+	ys := tensor.New(tensor.WithShape(rows), tensor.WithBacking(y))
+	yfs := tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(yf))
 	for _, c := range []struct {
-		name string
-		loss func(x, y, yf *gorgonia.Node) (*gorgonia.Node, error)
+		name   string
+		target *tensor.Dense
+		loss   func(x, target *gorgonia.Node) (*gorgonia.Node, error)
 	}{
-		{"CrossEntropy", func(x, y, _ *gorgonia.Node) (*gorgonia.Node, error) { return CrossEntropy(x, y) }},
-		{"CrossEntropy/ignore_index", func(x, y, _ *gorgonia.Node) (*gorgonia.Node, error) {
-			return CrossEntropy(x, y, WithIgnoreIndex(3))
+		{"CrossEntropy", ys, func(x, t *gorgonia.Node) (*gorgonia.Node, error) { return CrossEntropy(x, t) }},
+		{"CrossEntropy/ignore_index", ys, func(x, t *gorgonia.Node) (*gorgonia.Node, error) {
+			return CrossEntropy(x, t, WithIgnoreIndex(3))
 		}},
-		{"CrossEntropy/class_weights", func(x, y, _ *gorgonia.Node) (*gorgonia.Node, error) {
-			w := make([]float32, classes)
-			for i := range w {
-				w[i] = 0.5 + float32(i)/classes
-			}
-			return CrossEntropy(x, y, WithClassWeights(tensor.New(tensor.WithBacking(w))))
+		{"CrossEntropy/class_weights", ys, func(x, t *gorgonia.Node) (*gorgonia.Node, error) {
+			return CrossEntropy(x, t, WithClassWeights(tensor.New(tensor.WithBacking(w))))
 		}},
-		{"LogSoftmax+NLLLoss", func(x, y, _ *gorgonia.Node) (*gorgonia.Node, error) {
-			lp, err := LogSoftmax(x, -1)
-			if err != nil {
-				return nil, err
-			}
-			return NLLLoss(lp, y)
-		}},
-		{"BCEWithLogits", func(x, _, yf *gorgonia.Node) (*gorgonia.Node, error) { return BCEWithLogits(x, yf) }},
+		{"LogSoftmax+NLLLoss", ys, logSoftmaxNLL},
+		{"BCEWithLogits", yfs, bce},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := gorgonia.NewGraph()
-			xn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(x)), gorgonia.WithName("x"))
-			yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows), tensor.WithBacking(y)), gorgonia.WithName("y"))
-			yfn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(yf)), gorgonia.WithName("yf"))
-			loss, err := c.loss(xn, yn, yfn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := gorgonia.Grad(loss, xn); err != nil {
-				t.Fatal(err)
-			}
-			vm, err := machine.New(g)
-			if err != nil {
-				t.Fatal(err)
-			}
+			vm := lossVM(t, m, x, rows, classes, c.target, c.loss)
 			check(t, vm, func() {
 				if err := vm.RunAll(); err != nil {
 					t.Fatal(err)
