@@ -262,13 +262,14 @@ func copyInto(dst, src gorgonia.Value) error {
 			return nil
 		}
 	}
-	if s, ok := src.(*tensor.Dense); ok && !s.IsMaterializable() && s.Dtype() == d.Dtype() && s.Shape().TotalSize() == d.Shape().TotalSize() {
-		switch sd := s.Data().(type) {
-		case []float32:
-			copy(d.Float32s(), sd)
+	// Float32s and Float64s rather than Data, which allocates.
+	if s, ok := src.(*tensor.Dense); ok && !s.IsMaterializable() && !s.Shape().IsScalar() && s.Dtype() == d.Dtype() && s.Shape().TotalSize() == d.Shape().TotalSize() {
+		switch s.Dtype() {
+		case tensor.Float32:
+			copy(d.Float32s(), s.Float32s())
 			return nil
-		case []float64:
-			copy(d.Float64s(), sd)
+		case tensor.Float64:
+			copy(d.Float64s(), s.Float64s())
 			return nil
 		}
 	}
