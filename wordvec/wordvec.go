@@ -126,9 +126,11 @@ func parseHeader(line string) (v, d int64, ok bool) {
 
 // isBinaryVectors reports whether the data after a header is word2vec
 // binary rather than text: whether its first line is not a word and d
-// numbers.
+// numbers. It looks at up to the reader's 1 MB: a text line's word may
+// be 64 KB long (as long as the binary reader takes), and a shorter look
+// cuts such a line and calls it binary.
 func isBinaryVectors(r *bufio.Reader, d int64) bool {
-	peek, _ := r.Peek(int(min(d*4+4096, 1<<20)))
+	peek, _ := r.Peek(min(r.Size(), 1<<20))
 	line, _, _ := bytes.Cut(peek, []byte{'\n'})
 	fields := strings.Fields(string(line))
 	if int64(len(fields)) < d+1 {
