@@ -1,6 +1,7 @@
 package gather_test
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -163,7 +164,7 @@ var readmeErrors = map[string]func() error{
 		return emb.Step(&optim.SparseSGD{LearnRate: 0.1})
 	},
 	"learning rate negative or not finite": func() error {
-		return (&optim.SparseSGD{LearnRate: math.NaN()}).Step(f64(2, 2), &optim.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
+		return (&optim.SparseSGD{LearnRate: math.NaN()}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
 	},
 	"decreasing bag offsets": func() error {
 		return runGraph(func(g *gorgonia.ExprGraph) error {
@@ -186,19 +187,19 @@ var readmeErrors = map[string]func() error{
 			return err
 		})
 	},
-	"one `SparseAdam` stepped on a second table": func() error {
-		adam := optim.NewSparseAdam(0.1)
+	"a table stepped by a second optimiser": func() error {
 		g := &optim.RowGrad{Rows: []int{0}, Values: f32(1, 4)}
-		if err := adam.Step(f32(10, 4), g); err != nil {
+		tab, err := optim.NewTable(f32(10, 4), optim.NewSparseAdam(0.1))
+		if err != nil {
 			return err
 		}
-		return adam.Step(f32(10, 4), g)
+		return tab.Step(optim.NewRowWiseAdagrad(0.1), g)
 	},
 	"`SparseAdam` literal without `Eps`": func() error {
-		return (&optim.SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999}).Step(f64(2, 2), &optim.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
+		return (&optim.SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
 	},
 	"row gradient of another dtype than the table": func() error {
-		return (&optim.SparseSGD{LearnRate: 0.1}).Step(f64(2, 2), &optim.RowGrad{Rows: []int{0}, Values: f32(1, 2)})
+		return (&optim.SparseSGD{LearnRate: 0.1}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int{0}, Values: f32(1, 2)})
 	},
 	"`CrossEntropy` targets not shaped like the logits' rows (exactly: `(2, 1)` is not `(2)`)": func() error {
 		g := gorgonia.NewGraph()
@@ -255,7 +256,7 @@ func init() {
 		slots := make([]int32, 1)
 		for id := range int64(4) {
 			c.NewBatch()
-			if err := c.Fetch([]int64{id}, slots); err != nil {
+			if err := c.Fetch(context.Background(), []int64{id}, slots); err != nil {
 				return err
 			}
 			c.MarkDirty(slots[0])
@@ -292,7 +293,7 @@ func init() {
 		slots := make([]int32, 2)
 		for id := range int64(50) {
 			c.NewBatch()
-			if err := c.Fetch([]int64{2 * id, 2*id + 1}, slots); err != nil {
+			if err := c.Fetch(context.Background(), []int64{2 * id, 2*id + 1}, slots); err != nil {
 				return err
 			}
 			c.MarkDirty(slots[0])

@@ -51,14 +51,17 @@ func TestExportedFunctionsDoNotPanic(t *testing.T) {
 			_, err := nn.EmbeddingBag(gorgonia.NewScalar(g, tensor.Float64), gorgonia.NewScalar(g, tensor.Int), nil, nil, nn.BagSum)
 			return err
 		},
-		"EmbeddingBag(float ids)": func() error { _, err := nn.EmbeddingBag(f, f, nil, nil, nn.BagSum); return err },
-		"SparseSGD.Step(nil)":     func() error { return (&optim.SparseSGD{}).Step(nil, nil) },
-		"SparseAdam.Step(nil)":    func() error { return optim.NewSparseAdam(1).Step(nil, &optim.RowGrad{}) },
-		"NewEmbedding(huge)":      func() error { _, err := nn.NewEmbedding(g, "h", math.MaxInt/2, 4, tensor.Float32); return err },
-		"(*Embedding).Step(nil)":  sparse,
-		"PackBags(nil)":           func() error { return nn.PackBags(nil, nil, nil, 0) },
-		"NewEmbedding(nil graph)": func() error { _, err := nn.NewEmbedding(nil, "x", 3, 2, tensor.Float64); return err },
-		"NewEmbedding(bad dtype)": func() error { _, err := nn.NewEmbedding(g, "i", 3, 2, tensor.Int); return err },
+		"EmbeddingBag(float ids)":  func() error { _, err := nn.EmbeddingBag(f, f, nil, nil, nn.BagSum); return err },
+		"SparseSGD.StepRows(nil)":  func() error { return (&optim.SparseSGD{}).StepRows(optim.Rows{}, nil) },
+		"SparseAdam.StepRows(nil)": func() error { return optim.NewSparseAdam(1).StepRows(optim.Rows{}, &optim.RowGrad{}) },
+		"SparseAdagrad.ServerRule": func() error { _, err := optim.NewSparseAdagrad(1).ServerRule(1, nil); return err },
+		"NewTable(nil)":            func() error { _, err := optim.NewTable(nil, &optim.SparseSGD{}); return err },
+		"(*Table).Step(nil)":       func() error { return (&optim.Table{}).Step(&optim.SparseSGD{}, nil) },
+		"NewEmbedding(huge)":       func() error { _, err := nn.NewEmbedding(g, "h", math.MaxInt/2, 4, tensor.Float32); return err },
+		"(*Embedding).Step(nil)":   sparse,
+		"PackBags(nil)":            func() error { return nn.PackBags(nil, nil, nil, 0) },
+		"NewEmbedding(nil graph)":  func() error { _, err := nn.NewEmbedding(nil, "x", 3, 2, tensor.Float64); return err },
+		"NewEmbedding(bad dtype)":  func() error { _, err := nn.NewEmbedding(g, "i", 3, 2, tensor.Int); return err },
 		"NewEmbedding(zero option)": func() error {
 			_, err := nn.NewEmbedding(g, "z", 3, 2, tensor.Float64, nn.EmbeddingOption{})
 			return err

@@ -13,7 +13,6 @@ import (
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -32,13 +31,12 @@ import (
 //
 // A Shared table (table.CacheOptions.Shared) is trained by several
 // workers at once on a Redis Cluster: Step sends the gradient to the
-// servers, which apply the optimiser to their rows (an
-// optim.ServerStepper), and applies it to the cached rows too, which are
-// read again once CacheOptions.MaxAge batches old; Sync has nothing to
-// write.
+// servers, which apply the optimiser to their rows (its ServerRule, which
+// a table.RuleStore applies), and applies it to the cached rows too,
+// which are read again once CacheOptions.MaxAge batches old; Sync has
+// nothing to write.
 //
-// The optimiser given to Step must be an optim.RowStepper whose columns
-// are c's (those c was created with, such as table.WithState(opt.Columns(dim)...)).
+// The optimiser given to Step must keep the columns c holds (those c was created with, such as table.WithState(opt.Columns(dim)...)).
 // Options: WithPadding (the padding row is kept in the cache for good),
 // WithMaxNorm, WithScaleGradByFreq and WithFrozen; WithSparse is implied.
 // The ids of one run, over all lookups and bags of the table, must fit
@@ -58,16 +56,17 @@ func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOp
 		return nil, err
 	}
 	vocab, dim := c.Shape()
-	e := &Embedding{cfg: cfg, cached: c}
+	h := &cached{c: c}
+	e := &Embedding{cfg: cfg, home: h}
 	if cfg.hasPad {
 		if e.cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, int(vocab)); err != nil {
 			return nil, err
 		}
-		s, err := c.Pin(int64(e.cfg.pad))
+		s, err := c.Pin(e.context(), int64(e.cfg.pad))
 		if err != nil {
 			return nil, fmt.Errorf("%s: keeping the padding row in the cache: %w", prefix, err)
 		}
-		e.padSlot = int(s)
+		h.padSlot = int(s)
 	}
 	if !cfg.frozen {
 		e.cfg.sparse = true
@@ -78,45 +77,42 @@ func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOp
 }
 
 // Cached returns the cache of a CachedEmbedding, else nil.
-func (e *Embedding) Cached() *table.Cached { return e.cached }
+func (e *Embedding) Cached() *table.Cached {
+	if h, ok := e.home.(*cached); ok {
+		return h.c
+	}
+	return nil
+}
 
 // Prefetch gives a CachedEmbedding the ids of the next batch, one slice
 // per lookup or bag (in any order): the run after this one reads their
 // rows that the cache misses while it and its Step compute, once its own
 // rows are fetched. It is a hint and changes no result. For a table not
 // in a cache it does nothing.
-func (e *Embedding) Prefetch(ids ...[]int64) {
-	if e.cached == nil {
-		return
-	}
-	e.next = e.next[:0]
-	for _, s := range ids {
-		e.next = append(e.next, s...)
-	}
-}
+func (e *Embedding) Prefetch(ids ...[]int64) { e.home.prefetch(ids) }
 
-// slotIDs returns the node of the cache slots of ids, a lookup's ids in a
-// CachedEmbedding (see fetchOp), after checking that the run's ids fit
-// the cache.
-func (e *Embedding) slotIDs(ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
+// slotIDs returns the node of the cache slots of ids, a lookup's ids in
+// the cache h (see fetchOp), after checking that the run's ids fit the
+// cache.
+func (e *Embedding) slotIDs(h *cached, ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
 	prefix := fmt.Sprintf("embedding %q", e.Table.Name())
 	if err := operand.CheckIndexDtype(op, "ids", ids.Dtype()); err != nil {
 		return nil, err
 	}
 	n := ids.Shape().TotalSize()
-	for _, f := range e.fetches {
+	for _, f := range h.fetches {
 		n += f.shape.TotalSize()
 	}
-	if vocab, _ := e.cached.Shape(); min(int64(n), vocab) > int64(e.cached.Slots()) {
+	if vocab, _ := h.c.Shape(); min(int64(n), vocab) > int64(h.c.Slots()) {
 		return nil, fmt.Errorf("%s: a run names up to %d ids over its lookups; the cache holds %d rows: give it a larger budget: %w",
-			prefix, n, e.cached.Slots(), table.ErrCapacity)
+			prefix, n, h.c.Slots(), table.ErrCapacity)
 	}
-	o := &fetchOp{e: e, shape: ids.Shape().Clone(), idType: ids.Dtype(),
+	o := &fetchOp{e: e, h: h, shape: ids.Shape().Clone(), idType: ids.Dtype(),
 		lbl: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
 	o.passGrad = passGrad{what: prefix + ": fetch", Op: opkit.New(opkit.Sig{
-		Name: fmt.Sprintf("Fetch{%q, %d}", e.Table.Name(), len(e.fetches)), Diff: []bool{false},
+		Name: fmt.Sprintf("Fetch{%q, %d}", e.Table.Name(), len(h.fetches)), Diff: []bool{false},
 		In: []hm.Type{operand.Type(ids.Dims(), ids.Dtype())}, Dtype: tensor.Int, Shape: o.shape}, fmt.Sprintf("%p", o))}
-	e.fetches = append(e.fetches, o)
+	h.fetches = append(h.fetches, o)
 	t, err := gorgonia.ApplyOp(o, ids)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, errs.Graph(err))
@@ -131,6 +127,7 @@ func (e *Embedding) slotIDs(ids *gorgonia.Node, op string) (*gorgonia.Node, erro
 type fetchOp struct {
 	passGrad
 	e      *Embedding
+	h      *cached
 	shape  tensor.Shape
 	idType tensor.Dtype
 	lbl    opconfig.Label
@@ -142,7 +139,7 @@ func (o *fetchOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := operand.CheckArity(o.lbl.Op, " fetch", len(in), 1); err != nil {
 		return nil, err
 	}
-	e := o.e
+	e, h := o.e, o.h
 	if e.closed {
 		return nil, fmt.Errorf("embedding %q: the graph ran after Close: %w", o.lbl.Name, table.ErrClosed)
 	}
@@ -150,7 +147,7 @@ func (o *fetchOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	vocab, _ := e.cached.Shape()
+	vocab, _ := h.c.Shape()
 	if err := operand.CheckIndices(o.lbl, ix, 0, int(vocab)); err != nil {
 		return nil, err
 	}
@@ -159,17 +156,17 @@ func (o *fetchOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	for p := range n {
 		o.ids[p] = ix.At(p)
 	}
-	if e.fetched == 0 || e.fetched >= len(e.fetches) {
-		e.cached.NewBatch()
-		e.fetched = 0
+	if h.fetched == 0 || h.fetched >= len(h.fetches) {
+		h.c.NewBatch()
+		h.fetched = 0
 	}
-	if err := e.cached.Fetch(o.ids, o.slots); err != nil {
+	if err := h.c.Fetch(e.context(), o.ids, o.slots); err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", o.lbl.Name, err)
 	}
-	e.fetched++
-	if e.fetched == len(e.fetches) && len(e.next) > 0 {
-		e.cached.Prefetch(e.next)
-		e.next = e.next[:0]
+	h.fetched++
+	if h.fetched == len(h.fetches) && len(h.next) > 0 {
+		h.c.Prefetch(e.context(), h.next)
+		h.next = h.next[:0]
 	}
 	out := make([]int, n)
 	for p, s := range o.slots {
@@ -179,50 +176,3 @@ func (o *fetchOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 }
 
 var _ gorgonia.ADOp = (*fetchOp)(nil)
-
-// stepCached is Step for a CachedEmbedding: opt updates the rows of g
-// and their state where the cache holds them, and for a Shared table
-// first on the server, which holds the table. Step names the embedding
-// in its errors.
-func (e *Embedding) stepCached(opt optim.Sparse, g *optim.RowGrad) error {
-	rs, ok := opt.(optim.RowStepper)
-	if !ok {
-		return fmt.Errorf("a cached table needs an optimiser that keeps its state by row (optim.RowStepper), not %T: %w", opt, gather.ErrOption)
-	}
-	_, dim := e.cached.Shape()
-	if want, have := rs.Columns(dim), e.cached.Columns(); !slices.Equal(want, have) {
-		return fmt.Errorf("the optimiser %T keeps %v by row; the table holds %v: %w", opt, want, have, gather.ErrOption)
-	}
-	e.stepSlots = e.stepSlots[:0]
-	for _, r := range g.Rows {
-		s, ok := e.cached.Slot(int64(r))
-		if !ok {
-			return fmt.Errorf("row %d of the gradient is not in the cache: step after the run that looked it up: %w", r, gather.ErrGraph)
-		}
-		e.stepSlots = append(e.stepSlots, int(s))
-	}
-	steps := e.cached.Steps()
-	if e.cached.Shared() {
-		ss, ok := opt.(optim.ServerStepper)
-		if !ok {
-			return fmt.Errorf("a Shared table needs an optimiser a server applies (optim.ServerStepper), not %T: %w", opt, gather.ErrOption)
-		}
-		if err := ss.StepServer(e.cached.Store().(*table.RedisStore), g, steps+1); err != nil {
-			return err
-		}
-	}
-	err := rs.StepRows(optim.SlotRows{Weight: e.cached.Weight(), State: e.cached.State(), Slots: e.stepSlots, Steps: &steps}, g)
-	if err != nil {
-		return err
-	}
-	if steps != e.cached.Steps() {
-		e.cached.SetSteps(steps)
-	}
-	if !e.cached.Shared() {
-		for _, s := range e.stepSlots {
-			e.cached.MarkDirty(int32(s))
-		}
-	}
-	e.fetched = 0
-	return nil
-}

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"github.com/gathergrad/gather/internal/vmtest"
@@ -120,10 +121,10 @@ func (m *cachedModel) step(t *testing.T, n int, opt optim.Sparse, prefetch bool)
 // prefetch, equals the same table in memory to the bit: values and
 // optimiser state.
 func TestCachedEqualsMemory(t *testing.T) {
-	opts := map[string]func() optim.RowStepper{
-		"sgd":     func() optim.RowStepper { return &optim.SparseSGD{LearnRate: 0.3, WeightDecay: 0.01} },
-		"adam":    func() optim.RowStepper { return optim.NewSparseAdam(0.05) },
-		"adagrad": func() optim.RowStepper { return optim.NewRowWiseAdagrad(0.2) },
+	opts := map[string]func() optim.Sparse{
+		"sgd":     func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.3, WeightDecay: 0.01} },
+		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.05) },
+		"adagrad": func() optim.Sparse { return optim.NewRowWiseAdagrad(0.2) },
 	}
 	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 		for name, newOpt := range opts {
@@ -136,7 +137,7 @@ func TestCachedEqualsMemory(t *testing.T) {
 	}
 }
 
-func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.RowStepper, prefetch bool) {
+func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.Sparse, prefetch bool) {
 	const steps, slots = 40, 3 * cmBatch // 36 ids a step: every step evicts
 	g1 := gorgonia.NewGraph()
 	mem, err := NewEmbedding(g1, "t", cmVocab, cmDim, dt, WithSparse(), WithSeed(4))
@@ -151,7 +152,7 @@ func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.RowSt
 	for _, c := range cols {
 		width += c.Width
 	}
-	c, err := table.NewCached(store, "t", cmDim, dt, cols, table.CacheOptions{Budget: int64(slots * (width*int(dt.Size()) + 72))})
+	c, err := table.NewCached(context.Background(), store, "t", cmDim, dt, cols, table.CacheOptions{Budget: int64(slots * (width*int(dt.Size()) + 72))})
 	require.NoError(t, err)
 	require.Equal(t, slots, c.Slots())
 	g2 := gorgonia.NewGraph()
@@ -178,7 +179,7 @@ func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.RowSt
 	for i := range ids {
 		ids[i] = int64(i)
 	}
-	got, err := c.Read(ids)
+	got, err := c.Read(context.Background(), ids)
 	require.NoError(t, err)
 	want, err := mem.Weight()
 	require.NoError(t, err)
@@ -214,7 +215,7 @@ func TestCachedPadding(t *testing.T) {
 	opt1, opt2 := optim.NewRowWiseAdagrad(0.2), optim.NewRowWiseAdagrad(0.2)
 	store, err := table.NewMemoryStore(w0.Clone().(*tensor.Dense), opt2.Columns(cmDim)...)
 	require.NoError(t, err)
-	c, err := table.NewCached(store, "t", cmDim, tensor.Float64, opt2.Columns(cmDim), table.CacheOptions{Budget: 40 * ((cmDim+1)*8 + 72)})
+	c, err := table.NewCached(context.Background(), store, "t", cmDim, tensor.Float64, opt2.Columns(cmDim), table.CacheOptions{Budget: 40 * ((cmDim+1)*8 + 72)})
 	require.NoError(t, err)
 	g2 := gorgonia.NewGraph()
 	cached, err := CachedEmbedding(g2, c, WithPadding(7))
@@ -239,7 +240,7 @@ func TestCachedPadding(t *testing.T) {
 	require.NoError(t, cached.Sync())
 	want, _ := mem.Weight()
 	for r := range cmVocab {
-		got, err := c.Read([]int64{int64(r)})
+		got, err := c.Read(context.Background(), []int64{int64(r)})
 		require.NoError(t, err)
 		for j := range cmDim {
 			require.Equal(t, want.Get(r*cmDim+j), got.Get(j), "row %d", r)
@@ -296,7 +297,7 @@ func TestCachedFile(t *testing.T) {
 	for i := range ids {
 		ids[i] = int64(i)
 	}
-	got, err := c.Read(ids)
+	got, err := c.Read(context.Background(), ids)
 	require.NoError(t, err)
 	for r := range cmVocab {
 		for j := range cmDim {
@@ -313,13 +314,13 @@ func TestCachedErrors(t *testing.T) {
 	cols := optim.NewRowWiseAdagrad(0.1).Columns(cmDim)
 	store, err := table.NewMemoryStore(w, cols...)
 	require.NoError(t, err)
-	_, err = table.NewCached(store, "t", cmDim, tensor.Float64, cols, table.CacheOptions{Budget: 10})
+	_, err = table.NewCached(context.Background(), store, "t", cmDim, tensor.Float64, cols, table.CacheOptions{Budget: 10})
 	require.ErrorIs(t, err, table.ErrCapacity)
 	assert.Contains(t, err.Error(), "10 bytes")
-	_, err = table.NewCached(store, "t", cmDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20})
+	_, err = table.NewCached(context.Background(), store, "t", cmDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20})
 	require.ErrorIs(t, err, gather.ErrShape, "rows of another size")
 
-	c, err := table.NewCached(store, "t", cmDim, tensor.Float64, cols, table.CacheOptions{Budget: 20 * ((cmDim+1)*8 + 72)})
+	c, err := table.NewCached(context.Background(), store, "t", cmDim, tensor.Float64, cols, table.CacheOptions{Budget: 20 * ((cmDim+1)*8 + 72)})
 	require.NoError(t, err)
 	g := gorgonia.NewGraph()
 	emb, err := CachedEmbedding(g, c)

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -44,18 +45,9 @@ type Embedding struct {
 	runs    atomic.Int64
 	stepped int64
 
-	file   *table.File // the file of a table OpenEmbedding mapped, else nil
-	closed bool        // Close was called
-
-	// A CachedEmbedding's: its cache, its padding row's slot,
-	// its lookups' fetches, how many of them ran since the batch began,
-	// the next batch's ids (Prefetch), and Step's slots.
-	cached    *table.Cached
-	padSlot   int
-	fetches   []*fetchOp
-	fetched   int
-	next      []int64
-	stepSlots []int
+	home   home            // where the rows live
+	ctx    context.Context // what calls to a store run under (SetContext)
+	closed bool            // Close was called
 }
 
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -107,7 +99,7 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 		row.Zero()
 	}
 	table := gorgonia.NewMatrix(g, dt, gorgonia.WithShape(vocab, dim), gorgonia.WithName(name), gorgonia.WithValue(w))
-	return &Embedding{Table: table, cfg: cfg}, nil
+	return &Embedding{Table: table, cfg: cfg, home: &heap{w: w}}, nil
 }
 
 // checkNewNode reports an error unless g is a graph with no node named name.
@@ -205,11 +197,9 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (_ *gorgonia.Node, err error) {
 	if ids == nil {
 		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
 	}
-	idx := ids // the ids of the table's rows: for a cache, their slots
-	if e.cached != nil {
-		if idx, err = e.slotIDs(ids, "embedding"); err != nil {
-			return nil, err
-		}
+	idx, err := e.home.index(e, ids, "embedding") // for a cache, the slots
+	if err != nil {
+		return nil, err
 	}
 	table, err := e.renormed(idx, "embedding")
 	if err != nil {
@@ -243,11 +233,9 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 	if ids == nil {
 		return nil, fmt.Errorf("%s: ids must be a node: %w", prefix, gather.ErrShape)
 	}
-	idx := ids // the ids of the table's rows: for a cache, their slots
-	if e.cached != nil {
-		if idx, err = e.slotIDs(ids, opBag); err != nil {
-			return nil, err
-		}
+	idx, err := e.home.index(e, ids, opBag) // for a cache, the slots
+	if err != nil {
+		return nil, err
 	}
 	table, err := e.renormed(idx, opBag)
 	if err != nil {
@@ -269,10 +257,7 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 func (e *Embedding) opConfig(op string) opconfig.Config {
 	c := opconfig.Config{GradScale: 1, Layer: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
 	if e.cfg.hasPad {
-		c.HasPad, c.Pad = true, e.cfg.pad
-		if e.cached != nil {
-			c.Pad = e.padSlot
-		}
+		c.HasPad, c.Pad = true, e.home.padRow(e.cfg.pad)
 	}
 	if e.cfg.frozen || e.cfg.sparse {
 		c.NoGrad = true
@@ -288,11 +273,11 @@ func (e *Embedding) options(op string) []gather.Option {
 	return []gather.Option{func(d *opconfig.Config) { *d = c }}
 }
 
-// renormed returns the table as a lookup of ids should read it: for a
-// file table, after a willNeedOp over those ids; with WithMaxNorm, the
-// output of a renormOp over them; else the table itself.
+// renormed returns the table as a lookup of ids should read it: as its
+// home reads it (for a file table, after a willNeedOp over those ids);
+// with WithMaxNorm, the output of a renormOp over them.
 func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
-	table, err := e.prefetched(e.Table, ids)
+	table, err := e.home.read(e, ids)
 	if err != nil || e.cfg.maxNorm == 0 {
 		return table, err
 	}
@@ -383,15 +368,47 @@ func (e *Embedding) Weight() (*tensor.Dense, error) {
 	if e.closed {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
 	}
-	if e.cached != nil {
-		return nil, fmt.Errorf("embedding %q: its rows live in a cache in front of their store, not in one tensor; "+
-			"read rows with Cached().Read, keep them with Sync: %w", e.Table.Name(), gather.ErrOption)
-	}
-	t, ok := e.Table.Value().(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("embedding %q: the table holds a %T: %w", e.Table.Name(), e.Table.Value(), gather.ErrDtype)
+	t, err := e.home.weight()
+	if err != nil {
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
 	return t, nil
+}
+
+// Rows returns the table with the state of opt, the optimiser that steps
+// it, and its step count (optim.Param, for optim.State): the state is
+// made, at its columns' Init values, by the first call or Step. A table
+// is stepped by one optimiser: another's state is an error wrapping
+// gather.ErrOption. A CachedEmbedding's state lives with its rows in the
+// store (an error here).
+func (e *Embedding) Rows(opt optim.Sparse) (*optim.Table, error) {
+	if e.closed {
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
+	}
+	if opt == nil {
+		return nil, fmt.Errorf("embedding %q: Rows needs an optimiser: %w", e.Table.Name(), gather.ErrOption)
+	}
+	t, err := e.home.rows(e.Table.Name(), opt)
+	if err != nil {
+		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
+	}
+	return t, nil
+}
+
+// SetContext sets the context of the embedding's calls to the store that
+// holds its rows (a CachedEmbedding's): the fetches of each run of the
+// graph (which Gorgonia's machines run without a context), Step and Sync.
+// A done context stops them with an error wrapping its error
+// (context.Canceled or context.DeadlineExceeded). Without it they run
+// under context.Background().
+func (e *Embedding) SetContext(ctx context.Context) { e.ctx = ctx }
+
+// context returns the context of the embedding's calls to its store.
+func (e *Embedding) context() context.Context {
+	if e.ctx == nil {
+		return context.Background()
+	}
+	return e.ctx
 }
 
 // OpenEmbedding maps the table "<name>.weight" of the safetensors file at
@@ -449,7 +466,7 @@ func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...EmbeddingOp
 		cfg.sparse = true
 	}
 	t := gorgonia.NewMatrix(g, w.Dtype(), gorgonia.WithShape(w.Shape()...), gorgonia.WithName(name), gorgonia.WithValue(w))
-	return &Embedding{Table: t, cfg: cfg, file: f}, nil
+	return &Embedding{Table: t, cfg: cfg, home: &mapped{heap: heap{w: w}, file: f}}, nil
 }
 
 // Sync makes every update of a table in a file durable: for
@@ -458,19 +475,13 @@ func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...EmbeddingOp
 // store (table.Cached.Sync). For a table in memory it is an error
 // wrapping gather.ErrOption: save it with checkpoint.Save.
 func (e *Embedding) Sync() error {
-	if e.cached != nil {
-		if e.closed {
-			return fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
-		}
-		return e.cached.Sync()
-	}
-	if e.file == nil {
-		return fmt.Errorf("embedding %q lives in memory, not in a file; keep it with checkpoint.Save: %w", e.Table.Name(), gather.ErrOption)
-	}
 	if e.closed {
 		return fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
 	}
-	return e.file.Sync()
+	if err := e.home.sync(e.context()); err != nil {
+		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
+	}
+	return nil
 }
 
 // Close syncs and unmaps a table OpenEmbedding mapped, or syncs and closes
@@ -483,15 +494,11 @@ func (e *Embedding) Close() error {
 	if e.closed {
 		return nil
 	}
-	switch {
-	case e.cached != nil:
-		e.closed = true
-		return e.cached.Close()
-	case e.file != nil:
-		e.closed = true
-		return e.file.Close()
+	if _, inHeap := e.home.(*heap); inHeap {
+		return nil
 	}
-	return nil
+	e.closed = true
+	return e.home.close()
 }
 
 // willNeedOp asks the system to bring in, all at once, the rows of a file
@@ -533,23 +540,23 @@ func (o *willNeedOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 
 var _ gorgonia.ADOp = (*willNeedOp)(nil)
 
-// prefetched returns table as a lookup of ids in a file table should read
-// it: after a willNeedOp. Tables in memory are returned as they are.
-func (e *Embedding) prefetched(table, ids *gorgonia.Node) (*gorgonia.Node, error) {
-	if e.file == nil || ids == nil {
-		return table, nil
+// willNeed returns the table as a lookup of ids in the mapped file f
+// should read it: after a willNeedOp.
+func (e *Embedding) willNeed(f *table.File, ids *gorgonia.Node) (*gorgonia.Node, error) {
+	if ids == nil {
+		return e.Table, nil
 	}
 	if err := operand.CheckIndexDtype("embedding", "ids", ids.Dtype()); err != nil {
 		return nil, err
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
-	o := &willNeedOp{file: e.file, dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim, idDims: ids.Dims(), name: e.Table.Name()}
+	o := &willNeedOp{file: f, dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim, idDims: ids.Dims(), name: e.Table.Name()}
 	// The gradient is the identity: a file table is row-sparse or frozen,
 	// so none reaches it through here in practice.
 	o.passGrad = passGrad{what: fmt.Sprintf("embedding %q: prefetch", o.name), Op: opkit.New(opkit.Sig{
 		Name: fmt.Sprintf("WillNeed{%q}", o.name), PassThrough: true, Diff: []bool{true, false},
 		In: []hm.Type{operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType)}, Dtype: o.dtype, Shape: tensor.Shape{vocab, dim}}, fmt.Sprintf("%p", o.file))}
-	t, err := gorgonia.ApplyOp(o, table, ids)
+	t, err := gorgonia.ApplyOp(o, e.Table, ids)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
 	}
@@ -638,11 +645,7 @@ func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
 	if len(e.lookups) == 0 {
 		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), gather.ErrGraph)
 	}
-	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
-	if e.cached != nil {
-		v, _ := e.cached.Shape()
-		vocab = int(v)
-	}
+	vocab, dim := e.home.vocab(), e.Table.Shape()[1]
 	checkTaps := tapCheckDue(e.rowGrads)
 	e.rowGrads++
 	idss, grads, taps := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
@@ -769,19 +772,7 @@ func (e *Embedding) step(opt optim.Sparse, g *optim.RowGrad) error {
 			return err
 		}
 	}
-	switch {
-	case e.cached != nil:
-		err = e.stepCached(opt, g)
-	case e.file != nil:
-		// A table in a file: an I/O error on its mapping is an error here,
-		// not the end of the process (see OpenEmbedding).
-		w, _ := e.Weight()
-		err = e.file.Guard(func() error { return opt.Step(w, g) })
-	default:
-		w, _ := e.Weight()
-		err = opt.Step(w, g)
-	}
-	if err != nil {
+	if err := e.home.step(e.context(), e.Table.Name(), opt, g); err != nil {
 		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
 	e.stepped = runs

@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
@@ -174,7 +175,7 @@ func ExampleCachedEmbedding() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	rows, err := c.Read([]int64{2, 3, 6})
+	rows, err := c.Read(context.Background(), []int64{2, 3, 6})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -253,7 +253,7 @@ func TestFileTableFaultIsAnError(t *testing.T) {
 	w, err := emb.Weight()
 	require.NoError(t, err)
 	grad := &optim.RowGrad{Rows: []int{vocab - 1}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float32, dim)))}
-	err = fileio.Guard(func() error { return (&optim.SparseSGD{LearnRate: 1}).Step(w, grad) })
+	err = fileio.Guard(func() error { return stepOnce(&optim.SparseSGD{LearnRate: 1}, w, grad) })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "fault")
 }

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -24,10 +25,10 @@ import (
 func TestSharedEqualsMemory(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
-	opts := map[string]func() optim.ServerStepper{
-		"sgd":     func() optim.ServerStepper { return &optim.SparseSGD{LearnRate: 0.5, WeightDecay: 0.01} },
-		"adam":    func() optim.ServerStepper { return optim.NewSparseAdam(0.05) },
-		"adagrad": func() optim.ServerStepper { return optim.NewRowWiseAdagrad(0.2) },
+	opts := map[string]func() optim.Sparse{
+		"sgd":     func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.5, WeightDecay: 0.01} },
+		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.05) },
+		"adagrad": func() optim.Sparse { return optim.NewRowWiseAdagrad(0.2) },
 	}
 	for name, newOpt := range opts {
 		t.Run(name, func(t *testing.T) {
@@ -37,12 +38,11 @@ func TestSharedEqualsMemory(t *testing.T) {
 			require.NoError(t, err)
 			opt1, opt2 := newOpt(), newOpt()
 			cols := opt2.Columns(cmDim)
-			require.NoError(t, table.CreateRedis(o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
+			require.NoError(t, table.CreateRedis(context.Background(), o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
 			shared := func(maxAge int) (*Embedding, *gorgonia.ExprGraph, *table.Cached) {
-				s, err := table.OpenRedis(o, name, cmDim, tensor.Float32, cols)
+				s, err := table.OpenRedis(context.Background(), o, name, cmDim, tensor.Float32, cols)
 				require.NoError(t, err)
-				require.NoError(t, s.LoadFunctions())
-				c, err := table.NewCached(s, name, cmDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20, Shared: true, MaxAge: maxAge})
+				c, err := table.NewCached(context.Background(), s, name, cmDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20, Shared: true, MaxAge: maxAge})
 				require.NoError(t, err)
 				g := gorgonia.NewGraph()
 				e, err := CachedEmbedding(g, c)
@@ -62,7 +62,7 @@ func TestSharedEqualsMemory(t *testing.T) {
 				ids[i] = int64(i)
 			}
 			raw := make([]byte, cmVocab*c.Store().RowBytes())
-			require.NoError(t, c.Store().ReadRows(ids, raw))
+			require.NoError(t, c.Store().ReadRows(context.Background(), ids, raw))
 			got := fileio.Float32s(raw)
 			want, err := mem.Weight()
 			require.NoError(t, err)

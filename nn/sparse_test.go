@@ -17,6 +17,7 @@ import (
 	"github.com/gathergrad/gather/internal/parallel"
 	"github.com/gathergrad/gather/internal/ref"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
 func TestRowGradientMatchesIndexAdd(t *testing.T) {
@@ -59,7 +60,7 @@ func TestRowGradientMatchesIndexAdd(t *testing.T) {
 // The model: a lookup of a [batch] id tensor and, with twoLookups, of a
 // [batch, 2] one too, summed; a linear head, LogSoftMax and NLLLoss.
 // newSolver makes the solver for the dense learnables of each run.
-func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSolver func() gorgonia.Solver, sparseStep func(*tensor.Dense, *optim.RowGrad) error) (dense, sparse [][]float64) {
+func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSolver func() gorgonia.Solver, opt optim.Sparse) (dense, sparse [][]float64) {
 	t.Helper()
 	const vocab, dim, batch = 12, 3, 5
 	run := func(sparseMode bool) [][]float64 {
@@ -115,7 +116,7 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 			if sparseMode {
 				// Embedding.Step, which reuses its row gradient's memory
 				// from step to step, as the number of rows touched varies.
-				require.NoError(t, emb.Step(stepFunc(sparseStep)))
+				require.NoError(t, emb.Step(opt))
 				require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(gorgonia.Nodes{w})))
 			} else {
 				require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(learn)))
@@ -128,10 +129,20 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 	return run(false), run(true)
 }
 
-// stepFunc is a optim.Sparse that calls a function.
+// stepFunc is an optim.Sparse without state that calls a function with
+// the table and the gradient.
 type stepFunc func(*tensor.Dense, *optim.RowGrad) error
 
-func (f stepFunc) Step(table *tensor.Dense, g *optim.RowGrad) error { return f(table, g) }
+func (f stepFunc) Columns(int) []table.Column                    { return nil }
+func (f stepFunc) StepRows(r optim.Rows, g *optim.RowGrad) error { return f(r.Weight, g) }
+func (f stepFunc) ServerRule(int64, *optim.RowGrad) (table.Rule, error) {
+	return table.Rule{}, gather.ErrOption
+}
+
+// stepOnce steps w by the optimiser without state o.
+func stepOnce(o optim.Sparse, w *tensor.Dense, g *optim.RowGrad) error {
+	return o.StepRows(optim.Rows{Weight: w, Step: 1}, g)
+}
 
 // Without weight decay, sparse SGD is dense SGD (gorgonia.VanillaSolver):
 // exactly for one lookup per step. With two lookups of the table, Gorgonia
@@ -140,13 +151,13 @@ func (f stepFunc) Step(table *tensor.Dense, g *optim.RowGrad) error { return f(t
 func TestSparseSGDEqualsDense(t *testing.T) {
 	vanilla := func() gorgonia.Solver { return gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.3)) }
 	for _, dt := range floatDtypes {
-		dense, sparse := trainPair(t, dt, 6, false, vanilla, (&optim.SparseSGD{LearnRate: 0.3}).Step)
+		dense, sparse := trainPair(t, dt, 6, false, vanilla, &optim.SparseSGD{LearnRate: 0.3})
 		for s := range dense {
 			assert.Equal(t, dense[s], sparse[s], "%v step %d", dt, s)
 		}
 		assert.Equal(t, []float64{0, 0, 0}, dense[len(dense)-1][:3], "the padding row never moves")
 
-		dense, sparse = trainPair(t, dt, 6, true, vanilla, (&optim.SparseSGD{LearnRate: 0.3}).Step)
+		dense, sparse = trainPair(t, dt, 6, true, vanilla, &optim.SparseSGD{LearnRate: 0.3})
 		tol := 1e-12
 		if dt == tensor.Float32 {
 			tol = 1e-5
@@ -167,6 +178,8 @@ func TestSparseAdamSemantics(t *testing.T) {
 	table := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float64)
 	opt := optim.NewSparseAdam(0.01)
 	opt.WeightDecay = 0.1
+	tab, err := optim.NewTable(table, opt)
+	require.NoError(t, err)
 	expected := append([]float64{}, w0...)
 	m, v := make([]float64, vocab*dim), make([]float64, vocab*dim)
 	for step := 1; step <= 5; step++ {
@@ -174,7 +187,7 @@ func TestSparseAdamSemantics(t *testing.T) {
 		up := ref.RandFloats(r, 4*dim)
 		rg, err := optim.RowGradient(ref.CastIndices(ids, []int{4}, tensor.Int64), ref.FloatTensor(up, []int{4, dim}, tensor.Float64), vocab, -1)
 		require.NoError(t, err)
-		require.NoError(t, opt.Step(table, rg))
+		require.NoError(t, tab.Step(opt, rg))
 
 		// Reference: dense gradient, update only rows with a gradient entry.
 		gd := ref.IndexAdd([]int{vocab, dim}, ids, []int{4}, 0, up)
@@ -202,26 +215,21 @@ func TestSparseAdamSemantics(t *testing.T) {
 		}
 	}
 
-	// Another table, even of the same shape, or a bad gradient, is an error.
-	err := opt.Step(ref.FloatTensor(make([]float64, 4), []int{2, 2}, tensor.Float64), &optim.RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
-	assert.ErrorIs(t, err, optim.ErrOtherTable)
-	err = opt.Step(ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float64), &optim.RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})
-	assert.ErrorIs(t, err, optim.ErrOtherTable)
-	assert.Contains(t, err.Error(), "use one SparseAdam per table")
-	err = (&optim.SparseSGD{LearnRate: 1}).Step(table, &optim.RowGrad{Rows: []int{7}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, dim))})
+	// A bad gradient is an error.
+	err = stepOnce(&optim.SparseSGD{LearnRate: 1}, table, &optim.RowGrad{Rows: []int{7}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, dim))})
 	assert.ErrorIs(t, err, gather.ErrIndexOutOfRange)
 	// An integer table is refused, not silently left alone.
 	ints := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(vocab, dim))
-	err = (&optim.SparseSGD{LearnRate: 1}).Step(ints, &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
+	err = stepOnce(&optim.SparseSGD{LearnRate: 1}, ints, &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
 	assert.ErrorIs(t, err, gather.ErrDtype)
-	err = optim.NewSparseAdam(0.1).Step(ints, &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
+	_, err = optim.NewTable(ints, optim.NewSparseAdam(0.1))
 	assert.ErrorIs(t, err, gather.ErrDtype)
 }
 
 // optim.SparseAdam also trains the full model (and moves only touched rows).
 func TestSparseAdamTrains(t *testing.T) {
 	adam := func() gorgonia.Solver { return gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.05)) }
-	_, sparse := trainPair(t, tensor.Float32, 3, true, adam, optim.NewSparseAdam(0.05).Step)
+	_, sparse := trainPair(t, tensor.Float32, 3, true, adam, optim.NewSparseAdam(0.05))
 	assert.NotEqual(t, sparse[0], sparse[2])
 	assert.Equal(t, []float64{0, 0, 0}, sparse[2][:3], "the padding row never moves")
 }
@@ -256,11 +264,13 @@ func TestSparseOptimisersParallel(t *testing.T) {
 	for _, procs := range []int{1, 4} {
 		runtime.GOMAXPROCS(procs)
 		sgdT := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float32)
-		require.NoError(t, (&optim.SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}).Step(sgdT, rg))
+		require.NoError(t, stepOnce(&optim.SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}, sgdT, rg))
 		adamT := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float32)
 		adam := optim.NewSparseAdam(0.001)
-		require.NoError(t, adam.Step(adamT, rg))
-		require.NoError(t, adam.Step(adamT, rg))
+		tab, err := optim.NewTable(adamT, adam)
+		require.NoError(t, err)
+		require.NoError(t, tab.Step(adam, rg))
+		require.NoError(t, tab.Step(adam, rg))
 		if procs == 1 {
 			want = [2][]float64{ref.Floats(sgdT), ref.Floats(adamT)}
 			continue
@@ -308,7 +318,7 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 		assert.Equal(t, rows, g.Rows)
 		seen = append(seen, g.Values.Float32s())
 		assert.Equal(t, values, g.Values.Float32s())
-		return sgd.Step(table, g)
+		return stepOnce(sgd, table, g)
 	})
 	for range 3 {
 		vm.Reset()

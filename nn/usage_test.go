@@ -155,10 +155,15 @@ func TestOptimisersRefuseBadRates(t *testing.T) {
 			{"sgd decay", &optim.SparseSGD{LearnRate: 0.1, WeightDecay: v}},
 			{"adam rate", optim.NewSparseAdam(v)},
 			{"adam decay", &optim.SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: v}},
+			{"rowwise adagrad rate", optim.NewRowWiseAdagrad(v)},
+			{"adagrad rate", optim.NewSparseAdagrad(v)},
+			{"adagrad decay", &optim.SparseAdagrad{LearnRate: 0.1, Eps: 1e-10, LRDecay: v}},
 		} {
 			table := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))
 			g := &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 1}))}
-			err := opt.o.Step(table, g)
+			tab, err := optim.NewTable(table, opt.o)
+			require.NoError(t, err)
+			err = tab.Step(opt.o, g)
 			require.ErrorIs(t, err, gather.ErrOption, "%s %v", opt.name, v)
 			assert.Equal(t, []float64{1, 2, 3, 4, 5, 6}, table.Float64s(), "%s %v", opt.name, v)
 		}

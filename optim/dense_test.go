@@ -220,7 +220,7 @@ func TestSchedules(t *testing.T) {
 	for _, s := range []Schedule{step, cos, warm, both} {
 		lr := s(1, -1)
 		require.True(t, math.IsNaN(lr), "epoch -1 gave %v", lr)
-		require.ErrorIs(t, (&SparseSGD{LearnRate: lr}).Step(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4})),
+		require.ErrorIs(t, (&SparseSGD{LearnRate: lr}).StepRows(Rows{Weight: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4})), Step: 1},
 			&RowGrad{Rows: []int{0}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 1}))}), gather.ErrOption)
 	}
 }

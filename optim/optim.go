@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"embed"
 	"errors"
 	"fmt"
 	"math"
@@ -10,65 +11,191 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/internal/shapes"
+	"github.com/gathergrad/gather/table"
 )
 
-// A Sparse optimiser updates a table in place from its row gradient:
-// SparseSGD, SparseAdam and RowWiseAdagrad. Its Step must not keep g
-// after it returns: nn's Embedding.Step reuses g's memory for the next
-// step.
+// A Sparse optimiser is a row rule: the state each row of a table
+// carries beside its values (Columns), the update of the rows a gradient
+// names, wherever they are held (StepRows), and the same update as a
+// store applies it on its servers (ServerRule). SparseSGD, SparseAdam,
+// RowWiseAdagrad and SparseAdagrad are Sparse. An optimiser keeps no
+// state of its own: the table keeps it, in its columns, with one step
+// count, so one optimiser value may step any number of tables.
 type Sparse interface {
-	Step(table *tensor.Dense, g *RowGrad) error
+	// Columns returns the state each row of a table dim wide carries,
+	// for Table, table.WithState and table.OpenCached.
+	Columns(dim int) []table.Column
+	// StepRows updates the rows g names, and their state, where r
+	// holds them. It must not keep g after it returns.
+	StepRows(r Rows, g *RowGrad) error
+	// ServerRule returns step t (from 1) of the rule for the gradient g
+	// as a table.Rule, which a table.RuleStore applies to float32 rows
+	// on its servers, to the bits StepRows computes on float32 rows,
+	// after checking g as StepRows would (float32 values).
+	ServerRule(t int64, g *RowGrad) (table.Rule, error)
+}
+
+// Rows are rows of a table as StepRows updates them: row g.Rows[k] of the
+// table, with its state, is row Slots[k] of Weight and of each State
+// tensor, or row g.Rows[k] itself when Slots is nil.
+type Rows struct {
+	Weight *tensor.Dense   // [n, dim], the rows' values
+	State  []*tensor.Dense // one per column of Columns, [n, width], the rows' state
+	Slots  []int           // one per row of the gradient, distinct; nil: the rows themselves
+	Step   int64           // this step's number, from 1: the table's step count plus one
+}
+
+// A Table is a table in memory with the state of the optimiser that steps
+// it and its step count: what nn.Embedding keeps for a table in memory
+// or mapped from a file, and what a program that steps a tensor directly
+// keeps.
+//
+//	tab, _ := optim.NewTable(weights, adam)
+//	tab.Step(adam, g)
+type Table struct {
+	Weight *tensor.Dense   // [vocab, dim]
+	State  []*tensor.Dense // one per column, [vocab, width], the column's Init to start
+	Steps  int64           // the steps taken
+}
+
+// NewTable returns the table weights, a [vocab, dim] float32 or float64
+// matrix (not copied), with the state opt keeps, its Init values, and no
+// step taken.
+func NewTable(weights *tensor.Dense, opt Sparse) (*Table, error) {
+	if weights == nil || opt == nil {
+		return nil, fmt.Errorf("optim: NewTable needs weights and an optimiser: %w", gather.ErrOption)
+	}
+	if err := operand.CheckFloat("optim", "the table", weights.Dtype()); err != nil {
+		return nil, err
+	}
+	sh := weights.Shape()
+	if len(sh) != 2 || !operand.Writable(weights) {
+		return nil, fmt.Errorf("optim: the table of shape %v must be a row-major matrix that is not a view: %w", sh, gather.ErrShape)
+	}
+	t := &Table{Weight: weights}
+	for _, c := range opt.Columns(sh[1]) {
+		st := tensor.New(tensor.Of(weights.Dtype()), tensor.WithShape(sh[0], c.Width))
+		if c.Init != 0 {
+			if err := st.Memset(operand.PickFloat(weights.Dtype(), any(float32(c.Init)), any(c.Init))); err != nil {
+				return nil, err
+			}
+		}
+		t.State = append(t.State, st)
+	}
+	return t, nil
+}
+
+// Step updates the table by opt from g, and counts the step. On error
+// nothing changed.
+func (t *Table) Step(opt Sparse, g *RowGrad) error {
+	if opt == nil {
+		return fmt.Errorf("optim: Step needs an optimiser: %w", gather.ErrOption)
+	}
+	if err := opt.StepRows(Rows{Weight: t.Weight, State: t.State, Step: t.Steps + 1}, g); err != nil {
+		return err
+	}
+	t.Steps++
+	return nil
 }
 
 // ErrNotFinite: an optimiser asked to check (CheckFinite) was given a
 // gradient holding a NaN or an infinity.
 var ErrNotFinite = errors.New("gradient is not finite")
 
-// checkRowGrad checks that g can update table and, with finite, that its
-// values are finite.
-func checkRowGrad(op string, table *tensor.Dense, g *RowGrad, finite bool) (dim int, err error) {
-	return checkRows(op, table, g, true, finite)
-}
-
-// checkRows is checkRowGrad; with ordered false, g's rows (a cache's
-// slots) must lie in the table but may come in any order.
-func checkRows(op string, table *tensor.Dense, g *RowGrad, ordered, finite bool) (dim int, err error) {
-	if table == nil || g == nil || g.Values == nil {
-		return 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, gather.ErrShape)
+// checkRows checks that g can update the rows r holds, with the state
+// cols(dim) of the optimiser op, and returns g with its rows replaced by
+// their slots (g itself without slots), and dim. With finite, g's values
+// must be finite. The rows of g must be in increasing order and in the
+// table; slots may come in any order.
+func checkRows(op string, r Rows, g *RowGrad, cols func(int) []table.Column, finite bool) (*RowGrad, int, error) {
+	w := r.Weight
+	if w == nil || g == nil || g.Values == nil {
+		return nil, 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, gather.ErrShape)
 	}
-	if dt := table.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
-		return 0, fmt.Errorf("%s: table must be float32 or float64, got %v: %w", op, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(op, "the table", w.Dtype()); err != nil {
+		return nil, 0, err
 	}
-	ts := table.Shape()
-	if len(ts) != 2 || !operand.Writable(table) {
-		return 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ts, gather.ErrShape)
+	ws := w.Shape()
+	if len(ws) != 2 || !operand.Writable(w) {
+		return nil, 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ws, gather.ErrShape)
 	}
-	if table.Dtype() != g.Values.Dtype() {
-		return 0, fmt.Errorf("%s: the gradient holds %v values, the table %v: %w",
-			op, g.Values.Dtype(), table.Dtype(), gather.ErrDtype)
+	n, dim := ws[0], ws[1]
+	if w.Dtype() != g.Values.Dtype() {
+		return nil, 0, fmt.Errorf("%s: the gradient holds %v values, the table %v: %w", op, g.Values.Dtype(), w.Dtype(), gather.ErrDtype)
 	}
-	if !shapes.SameShape(g.Values.Shape(), []int{len(g.Rows), ts[1]}) {
-		return 0, fmt.Errorf("%s: gradient of %d rows has values of shape %v; the table needs shape (%d, %d): %w",
-			op, len(g.Rows), g.Values.Shape(), len(g.Rows), ts[1], gather.ErrShape)
+	if gs := g.Values.Shape(); len(gs) != 2 || gs[0] != len(g.Rows) || gs[1] != dim {
+		return nil, 0, fmt.Errorf("%s: gradient of %d rows has values of shape %v; the table needs shape (%d, %d): %w",
+			op, len(g.Rows), gs, len(g.Rows), dim, gather.ErrShape)
 	}
-	for k, r := range g.Rows {
-		if r < 0 || r >= ts[0] || ordered && k > 0 && r <= g.Rows[k-1] {
-			return 0, fmt.Errorf("%s: gradient row %d at position %d is out of order or out of range [0, %d]: %w",
-				op, r, k, ts[0]-1, gather.ErrIndexOutOfRange)
+	for k, row := range g.Rows {
+		if row < 0 || k > 0 && row <= g.Rows[k-1] || r.Slots == nil && row >= n {
+			return nil, 0, fmt.Errorf("%s: gradient row %d at position %d is out of order or out of range: %w", op, row, k, gather.ErrIndexOutOfRange)
 		}
+	}
+	sg := g
+	if r.Slots != nil {
+		if len(r.Slots) != len(g.Rows) {
+			return nil, 0, fmt.Errorf("%s: %d slots for a gradient of %d rows: %w", op, len(r.Slots), len(g.Rows), gather.ErrShape)
+		}
+		for k, s := range r.Slots {
+			if s < 0 || s >= n {
+				return nil, 0, fmt.Errorf("%s: slot %d of gradient row %d is outside [0, %d): %w", op, s, g.Rows[k], n, gather.ErrIndexOutOfRange)
+			}
+		}
+		sg = &RowGrad{Rows: r.Slots, Values: g.Values}
+	}
+	want := cols(dim)
+	if len(r.State) != len(want) {
+		return nil, 0, fmt.Errorf("%s: the table keeps %d state tensors, this optimiser %d; a table is stepped by one optimiser: %w", op, len(r.State), len(want), gather.ErrShape)
+	}
+	for k, c := range want {
+		st := r.State[k]
+		if st == nil || st.Dtype() != w.Dtype() || len(st.Shape()) != 2 || st.Shape()[0] != n || st.Shape()[1] != c.Width || !operand.Writable(st) {
+			return nil, 0, fmt.Errorf("%s: state %q must be a [%d, %d] %v tensor: %w", op, c.Name, n, c.Width, w.Dtype(), gather.ErrShape)
+		}
+	}
+	if r.Step < 1 {
+		return nil, 0, fmt.Errorf("%s: step number %d; a table's steps count from 1: %w", op, r.Step, gather.ErrOption)
 	}
 	if finite {
-		if p := operand.PickFloat(table.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g.Values); p >= 0 {
-			return 0, fmt.Errorf("%s: the gradient of row %d holds %v at column %d; nothing was updated: %w",
-				op, g.Rows[p/ts[1]], g.Values.Get(p), p%ts[1], ErrNotFinite)
+		if p := operand.PickFloat(w.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g.Values); p >= 0 {
+			return nil, 0, fmt.Errorf("%s: the gradient of row %d holds %v at column %d; nothing was updated: %w",
+				op, g.Rows[p/dim], g.Values.Get(p), p%dim, ErrNotFinite)
 		}
 	}
-	return ts[1], nil
+	return sg, dim, nil
 }
 
 func firstNonFinite[T kernel.Float](t *tensor.Dense) int {
 	return kernel.FirstNonFinite(operand.Floats[T](t))
+}
+
+// checkServer checks g, a gradient for a server's step, as checkRows
+// does: float32 values of shape [len(g.Rows), dim], rows in increasing
+// order, and, with finite, finite values.
+func checkServer(op string, g *RowGrad, finite bool) error {
+	if g == nil || g.Values == nil {
+		return fmt.Errorf("%s: the gradient must not be nil: %w", op, gather.ErrShape)
+	}
+	if dt := g.Values.Dtype(); dt != tensor.Float32 {
+		return fmt.Errorf("%s: a server steps float32 rows; the gradient holds %v: %w", op, dt, gather.ErrDtype)
+	}
+	gs := g.Values.Shape()
+	if len(gs) != 2 || gs[0] != len(g.Rows) || !operand.Writable(g.Values) {
+		return fmt.Errorf("%s: gradient of %d rows has values of shape %v: %w", op, len(g.Rows), gs, gather.ErrShape)
+	}
+	for k, row := range g.Rows {
+		if row < 0 || k > 0 && row <= g.Rows[k-1] {
+			return fmt.Errorf("%s: gradient row %d at position %d is out of order or negative: %w", op, row, k, gather.ErrIndexOutOfRange)
+		}
+	}
+	if finite {
+		if p := firstNonFinite[float32](g.Values); p >= 0 {
+			return fmt.Errorf("%s: the gradient of row %d holds %v at column %d; nothing was updated: %w",
+				op, g.Rows[p/gs[1]], g.Values.Get(p), p%gs[1], ErrNotFinite)
+		}
+	}
+	return nil
 }
 
 // checkRates reports an error unless the learning rate lr and the weight
@@ -83,22 +210,22 @@ func checkRates(op string, lr, wd float64) error {
 	return nil
 }
 
-// zeros returns n zeros of dtype dt, Float32 ([]float32) or else Float64
-// ([]float64): an optimiser's state for a table of that dtype.
-func zeros(dt tensor.Dtype, n int) any {
-	if dt == tensor.Float32 {
-		return make([]float32, n)
+// luaRules holds each optimiser's update of one row for a Redis Cluster
+// (table.RedisStore.ApplyRule): lua/<name>.lua.
+//
+//go:embed lua/*.lua
+var luaRules embed.FS
+
+// serverRule returns the table.Rule named name, its Lua read from
+// lua/<name>.lua, with the parameters args.
+func serverRule(name string, args ...float64) (table.Rule, error) {
+	b, err := luaRules.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		return table.Rule{}, fmt.Errorf("optim: no server rule %q: %w", name, gather.ErrOption)
 	}
-	return make([]float64, n)
+	return table.Rule{Name: name, Lua: string(b), Args: args}, nil
 }
 
-// momentLen returns the length of a moment buffer.
-func momentLen(m any) int {
-	switch m := m.(type) {
-	case []float32:
-		return len(m)
-	case []float64:
-		return len(m)
-	}
-	return -1
-}
+// f32 returns x rounded to float32, as a rule's float32 kernel takes its
+// settings.
+func f32(x float64) float64 { return float64(float32(x)) }

@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -23,7 +24,7 @@ const sharedChunk = 256
 // A SharedDense holds dense learnables (a model's weights and biases) on
 // a Redis Cluster for several workers, parameter-server style: each
 // worker reads them at the start of a step (Pull) and sends its gradient
-// at the end (Push), which the servers apply with a ServerStepper, each
+// at the end (Push), which the servers apply by the optimiser's ServerRule, each
 // update atomic and applied exactly once. The learnables are kept, one
 // after another, in rows of 256 float32 values (the last row padded with
 // zeros) of a table, with the optimiser's state beside each row; with
@@ -35,8 +36,8 @@ const sharedChunk = 256
 // every worker's updates up to then, and its gradient, computed from
 // them, lands at most Staleness steps of each other worker late.
 type SharedDense struct {
-	store  *table.RedisStore
-	opt    ServerStepper
+	store  sharedStore
+	opt    Sparse
 	nodes  []*gorgonia.Node
 	so     SharedOptions
 	rows   int
@@ -65,7 +66,7 @@ type SharedOptions struct {
 // as they are, to the cluster as the table name, each row with opt's
 // state, zeros. A table of that name already there is an error unless
 // table.WithReplace is given.
-func CreateSharedDense(o table.RedisOptions, name string, opt ServerStepper, nodes []*gorgonia.Node, opts ...table.Option) error {
+func CreateSharedDense(ctx context.Context, o table.RedisOptions, name string, opt Sparse, nodes []*gorgonia.Node, opts ...table.Option) error {
 	prefix := fmt.Sprintf("shared dense %q", name)
 	n, err := sharedSize(prefix, nodes)
 	if err != nil {
@@ -73,10 +74,10 @@ func CreateSharedDense(o table.RedisOptions, name string, opt ServerStepper, nod
 	}
 	rows := (n + sharedChunk - 1) / sharedChunk
 	cols := opt.Columns(sharedChunk)
-	if err := table.CreateRedis(o, name, int64(rows), sharedChunk, tensor.Float32, append(opts, table.WithState(cols...))...); err != nil {
+	if err := table.CreateRedis(ctx, o, name, int64(rows), sharedChunk, tensor.Float32, append(opts, table.WithState(cols...))...); err != nil {
 		return err
 	}
-	d, err := OpenSharedDense(o, name, opt, SharedOptions{Workers: 1}, nodes...)
+	d, err := OpenSharedDense(ctx, o, name, opt, SharedOptions{Workers: 1}, nodes...)
 	if err != nil {
 		return err
 	}
@@ -90,14 +91,14 @@ func CreateSharedDense(o table.RedisOptions, name string, opt ServerStepper, nod
 			at++
 		}
 	}
-	return d.store.WriteRows(d.ids, fileio.LittleEndianBytes(vals))
+	return d.store.WriteRows(ctx, d.ids, fileio.LittleEndianBytes(vals))
 }
 
 // OpenSharedDense returns the learnables nodes as the table name on the
 // cluster holds them, stepped by opt, for the worker so places, which it
 // records as at step 0: a table of another size or layout is an error
-// wrapping checkpoint.ErrMismatch. It loads the server's Functions.
-func OpenSharedDense(o table.RedisOptions, name string, opt ServerStepper, so SharedOptions, nodes ...*gorgonia.Node) (*SharedDense, error) {
+// wrapping checkpoint.ErrMismatch.
+func OpenSharedDense(ctx context.Context, o table.RedisOptions, name string, opt Sparse, so SharedOptions, nodes ...*gorgonia.Node) (*SharedDense, error) {
 	prefix := fmt.Sprintf("shared dense %q", name)
 	if so.Workers < 1 || so.Worker < 0 || so.Worker >= so.Workers || so.Staleness < 0 || so.Wait < 0 || so.Gone < 0 {
 		return nil, fmt.Errorf("%s: worker %d of %d, staleness %d, wait %v, gone %v: %w", prefix, so.Worker, so.Workers, so.Staleness, so.Wait, so.Gone, gather.ErrOption)
@@ -112,7 +113,7 @@ func OpenSharedDense(o table.RedisOptions, name string, opt ServerStepper, so Sh
 	if err != nil {
 		return nil, err
 	}
-	s, err := table.OpenRedis(o, name, sharedChunk, tensor.Float32, opt.Columns(sharedChunk))
+	s, err := table.OpenRedis(ctx, o, name, sharedChunk, tensor.Float32, opt.Columns(sharedChunk))
 	if err != nil {
 		return nil, err
 	}
@@ -121,10 +122,6 @@ func OpenSharedDense(o table.RedisOptions, name string, opt ServerStepper, so Sh
 		s.Close()
 		return nil, fmt.Errorf("%s: the cluster's table has %d rows of %d values; the learnables need %d: %w", prefix, s.Rows(), sharedChunk, rows, checkpoint.ErrMismatch)
 	}
-	if err := s.LoadFunctions(); err != nil {
-		s.Close()
-		return nil, err
-	}
 	d := &SharedDense{store: s, opt: opt, nodes: nodes, so: so, rows: rows,
 		ids: make([]int64, rows), buf: make([]byte, rows*s.RowBytes()), gradID: make([]int, rows),
 		grad: tensor.New(tensor.WithShape(rows, sharedChunk), tensor.Of(tensor.Float32))}
@@ -132,7 +129,7 @@ func OpenSharedDense(o table.RedisOptions, name string, opt ServerStepper, so Sh
 		d.ids[r], d.gradID[r] = int64(r), r
 	}
 	if so.Workers > 1 {
-		if err := s.SetClock(so.Worker, 0, so.Gone); err != nil {
+		if err := s.SetClock(ctx, so.Worker, 0, so.Gone); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -161,17 +158,28 @@ func sharedSize(prefix string, nodes []*gorgonia.Node) (int, error) {
 func (d *SharedDense) Steps() int64 { return d.steps }
 
 // Store returns the table that holds the learnables.
-func (d *SharedDense) Store() *table.RedisStore { return d.store }
+func (d *SharedDense) Store() table.Store { return d.store }
+
+// sharedStore is what a SharedDense needs of the store of its table (a
+// table.RedisStore): rules applied on the servers, and the workers'
+// clocks.
+type sharedStore interface {
+	table.RuleStore
+	Name() string
+	SetClock(ctx context.Context, worker int, steps int64, ttl time.Duration) error
+	Clocks(ctx context.Context, workers int) ([]int64, error)
+	Close() error
+}
 
 // Pull waits until no worker is more than Staleness steps behind this
 // one, then reads the learnables into the nodes' values. Waiting longer
 // than SharedOptions.Wait is an error naming the slowest worker.
-func (d *SharedDense) Pull() error {
+func (d *SharedDense) Pull(ctx context.Context) error {
 	if d.so.Workers > 1 {
 		end := time.Now().Add(d.so.Wait)
 		pause := time.Millisecond
 		for {
-			clocks, err := d.store.Clocks(d.so.Workers)
+			clocks, err := d.store.Clocks(ctx, d.so.Workers)
 			if err != nil {
 				return err
 			}
@@ -188,11 +196,15 @@ func (d *SharedDense) Pull() error {
 				return fmt.Errorf("shared dense %q: worker %d has pushed %d steps, this one (%d) %d: waited %v for it to come within %d: %w",
 					d.store.Name(), slow, at, d.so.Worker, d.steps, d.so.Wait, d.so.Staleness, ErrStale)
 			}
-			time.Sleep(pause)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("shared dense %q: waiting for worker %d: %w", d.store.Name(), slow, ctx.Err())
+			case <-time.After(pause):
+			}
 			pause = min(2*pause, 50*time.Millisecond)
 		}
 	}
-	if err := d.store.ReadRows(d.ids, d.buf); err != nil {
+	if err := d.store.ReadRows(ctx, d.ids, d.buf); err != nil {
 		return err
 	}
 	width := d.store.RowBytes() / 4
@@ -211,7 +223,7 @@ func (d *SharedDense) Pull() error {
 // Push sends the nodes' gradients (bound with gorgonia.BindDualValues)
 // to the servers, which apply the optimiser's step, sets the gradients
 // to zero, and records this worker's step count.
-func (d *SharedDense) Push() error {
+func (d *SharedDense) Push(ctx context.Context) error {
 	g := d.grad.Float32s()
 	clear(g)
 	at := 0
@@ -226,7 +238,11 @@ func (d *SharedDense) Push() error {
 		}
 		at += copy(g[at:], gt.Float32s())
 	}
-	if err := d.opt.StepServer(d.store, &RowGrad{Rows: d.gradID, Values: d.grad}, d.steps+1); err != nil {
+	rule, err := d.opt.ServerRule(d.steps+1, &RowGrad{Rows: d.gradID, Values: d.grad})
+	if err != nil {
+		return err
+	}
+	if err := d.store.ApplyRule(ctx, rule, d.ids, sharedChunk, fileio.LittleEndianBytes(g)); err != nil {
 		return err
 	}
 	for _, nd := range d.nodes {
@@ -235,7 +251,7 @@ func (d *SharedDense) Push() error {
 	}
 	d.steps++
 	if d.so.Workers > 1 {
-		return d.store.SetClock(d.so.Worker, d.steps, d.so.Gone)
+		return d.store.SetClock(ctx, d.so.Worker, d.steps, d.so.Gone)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package optim_test
 
 import (
+	"context"
 	"errors"
 	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
@@ -64,15 +65,15 @@ func TestSharedDense(t *testing.T) {
 	opt := &optim.SparseSGD{LearnRate: 0.1}
 	m := newSharedModel(t, 1)
 	nodes := []*gorgonia.Node{m.w, m.b}
-	if err := optim.CreateSharedDense(o, "mlp", opt, nodes); err != nil {
+	if err := optim.CreateSharedDense(context.Background(), o, "mlp", opt, nodes); err != nil {
 		t.Fatal(err)
 	}
-	d, err := optim.OpenSharedDense(o, "mlp", opt, optim.SharedOptions{Workers: 1}, nodes...)
+	d, err := optim.OpenSharedDense(context.Background(), o, "mlp", opt, optim.SharedOptions{Workers: 1}, nodes...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.Pull(); err != nil {
+	if err := d.Pull(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// The reference: the same model stepped in memory by dense SGD.
@@ -80,10 +81,10 @@ func TestSharedDense(t *testing.T) {
 	ref := newSharedModel(t, 1)
 	for step := range 5 {
 		m.run(t)
-		if err := d.Push(); err != nil {
+		if err := d.Push(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Pull(); err != nil {
+		if err := d.Pull(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		ref.run(t)
@@ -102,66 +103,66 @@ func TestSharedDense(t *testing.T) {
 
 	// Two workers, staleness 1: worker 0 two steps ahead waits.
 	so := optim.SharedOptions{Worker: 0, Workers: 2, Staleness: 1, Wait: 300 * time.Millisecond, Gone: time.Second}
-	if _, err := optim.OpenSharedDense(o, "mlp", opt, so, newSharedModel(t, 0).b); !errors.Is(err, checkpoint.ErrMismatch) {
+	if _, err := optim.OpenSharedDense(context.Background(), o, "mlp", opt, so, newSharedModel(t, 0).b); !errors.Is(err, checkpoint.ErrMismatch) {
 		t.Fatalf("learnables of another size: %v", err)
 	}
 	m0, m1 := newSharedModel(t, 0), newSharedModel(t, 0)
-	w0, err := optim.OpenSharedDense(o, "mlp", opt, so, m0.w, m0.b)
+	w0, err := optim.OpenSharedDense(context.Background(), o, "mlp", opt, so, m0.w, m0.b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w0.Close()
 	so.Worker = 1
-	w1, err := optim.OpenSharedDense(o, "mlp", opt, so, m1.w, m1.b)
+	w1, err := optim.OpenSharedDense(context.Background(), o, "mlp", opt, so, m1.w, m1.b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w1.Close()
 	for range 2 {
-		if err := w0.Pull(); err != nil {
+		if err := w0.Pull(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		m0.run(t)
-		if err := w0.Push(); err != nil {
+		if err := w0.Push(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start := time.Now()
-	if err := w0.Pull(); !errors.Is(err, optim.ErrStale) || time.Since(start) < 300*time.Millisecond {
+	if err := w0.Pull(context.Background()); !errors.Is(err, optim.ErrStale) || time.Since(start) < 300*time.Millisecond {
 		t.Fatalf("two steps ahead of worker 1 with staleness 1: %v after %v", err, time.Since(start))
 	}
 	m1.run(t)
-	if err := w1.Push(); err != nil {
+	if err := w1.Push(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := w0.Pull(); err != nil {
+	if err := w0.Pull(context.Background()); err != nil {
 		t.Fatalf("worker 1 one step behind: %v", err)
 	}
 	// A worker that never pushes: its record expires after Gone, and
 	// the worker waiting for it goes on.
-	if err := optim.CreateSharedDense(o, "mlp2", opt, nodes); err != nil {
+	if err := optim.CreateSharedDense(context.Background(), o, "mlp2", opt, nodes); err != nil {
 		t.Fatal(err)
 	}
 	so = optim.SharedOptions{Worker: 1, Workers: 2, Staleness: 1, Wait: 5 * time.Second, Gone: 500 * time.Millisecond}
-	idle, err := optim.OpenSharedDense(o, "mlp2", opt, so, m1.w, m1.b)
+	idle, err := optim.OpenSharedDense(context.Background(), o, "mlp2", opt, so, m1.w, m1.b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer idle.Close()
 	start = time.Now()
 	so.Worker = 0
-	w0, err = optim.OpenSharedDense(o, "mlp2", opt, so, m0.w, m0.b)
+	w0, err = optim.OpenSharedDense(context.Background(), o, "mlp2", opt, so, m0.w, m0.b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w0.Close()
 	for range 2 {
 		m0.run(t)
-		if err := w0.Push(); err != nil {
+		if err := w0.Push(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w0.Pull(); err != nil || time.Since(start) < 400*time.Millisecond {
+	if err := w0.Pull(context.Background()); err != nil || time.Since(start) < 400*time.Millisecond {
 		t.Fatalf("worker 1 gone: %v after %v", err, time.Since(start))
 	}
 }

@@ -11,25 +11,27 @@ import (
 
 // A Param is a table an optimiser's state belongs to: an *nn.Embedding.
 // Name is the table's name, which the state's tensors' names begin with;
-// Weight returns the table itself (an error once the table is closed).
+// Rows returns the table with opt's state and its step count (an error
+// once the table is closed, or for a table whose rows live in a store,
+// which keeps the state with them).
 type Param interface {
 	Name() string
-	Weight() (*tensor.Dense, error)
+	Rows(opt Sparse) (*Table, error)
 }
 
-// State returns the state of opt for the table p as a
-// checkpoint.Part, so that checkpoint.Save keeps it and checkpoint.Load
-// restores it for an exact resume. Its tensors' names begin with the
-// table's name:
+// State returns the state of opt for the table p as a checkpoint.Part,
+// so that checkpoint.Save keeps it and checkpoint.Load restores it for an
+// exact resume. Its tensors are PyTorch's: each column of opt.Columns
+// under "<name>.<column>", of shape [vocab, width] ([vocab] for a column
+// one value wide), and the step count under "<name>.step" (an I64 scalar):
 //
 //	SparseSGD:      none (it keeps no state)
-//	SparseAdam:     "<name>.exp_avg", "<name>.exp_avg_sq" (the moments, the table's shape and dtype), "<name>.step" (I64 scalar)
-//	RowWiseAdagrad: "<name>.sum" (one value per row, the table's dtype)
+//	SparseAdam:     "<name>.exp_avg", "<name>.exp_avg_sq", "<name>.step"
+//	SparseAdagrad:  "<name>.sum", "<name>.step"
+//	RowWiseAdagrad: "<name>.sum" ([vocab]; its steps are not counted)
 //
-// An optimiser not yet stepped saves zero moments and step 0, which is the
-// state it starts from; Load binds a fresh one to p's table. An
-// optimiser bound to another table is an error wrapping ErrOtherTable, as
-// is any optimiser type this package does not know (ErrOption).
+// A table not yet stepped saves its state's Init values and step 0,
+// which is the state it starts from.
 func State(p Param, opt Sparse) checkpoint.Part {
 	return optimizerState{p: p, opt: opt}
 }
@@ -40,69 +42,72 @@ type optimizerState struct {
 	opt Sparse
 }
 
-// A stateful optimiser saves and restores its state for a table.
-type stateful interface {
-	state(name string, table *tensor.Dense) (map[string]tensor.Tensor, error)
-	setState(name string, table *tensor.Dense, tensors map[string]*tensor.Dense) error
+// table returns the table of s and the name of its step count's tensor,
+// "" for none.
+func (s optimizerState) table() (*Table, string, error) {
+	if s.p == nil || s.opt == nil {
+		return nil, "", fmt.Errorf("optimizer state: needs a table and an optimiser: %w", gather.ErrOption)
+	}
+	t, err := s.p.Rows(s.opt)
+	if err != nil {
+		return nil, "", err
+	}
+	step := s.p.Name() + ".step"
+	if _, ok := s.opt.(interface{ stepless() }); ok || len(t.State) == 0 {
+		step = ""
+	}
+	return t, step, nil
 }
 
 func (s optimizerState) State() (map[string]tensor.Tensor, error) {
-	if s.p == nil || s.opt == nil {
-		return nil, fmt.Errorf("optimizer state: needs a table and an optimiser: %w", gather.ErrOption)
-	}
-	table, err := s.p.Weight()
+	t, step, err := s.table()
 	if err != nil {
 		return nil, err
 	}
-	switch o := s.opt.(type) {
-	case *SparseSGD:
-		return map[string]tensor.Tensor{}, nil
-	case stateful:
-		return o.state(s.p.Name(), table)
+	out := map[string]tensor.Tensor{}
+	for k, c := range s.opt.Columns(t.Weight.Shape()[1]) {
+		st := t.State[k]
+		if c.Width == 1 {
+			st = tensor.New(tensor.WithShape(st.Shape()[0]), tensor.WithBacking(st.Data()))
+		}
+		out[s.p.Name()+"."+c.Name] = st
 	}
-	return nil, fmt.Errorf("table %q: State does not know the optimiser %T: %w", s.p.Name(), s.opt, gather.ErrOption)
+	if step != "" {
+		out[step] = tensor.New(tensor.FromScalar(t.Steps))
+	}
+	return out, nil
 }
 
 func (s optimizerState) SetState(tensors map[string]*tensor.Dense) error {
-	if s.p == nil || s.opt == nil {
-		return fmt.Errorf("optimizer state: needs a table and an optimiser: %w", gather.ErrOption)
-	}
-	table, err := s.p.Weight()
+	t, step, err := s.table()
 	if err != nil {
 		return err
 	}
-	if o, ok := s.opt.(stateful); ok {
-		return o.setState(s.p.Name(), table, tensors)
+	var steps int64
+	if step != "" {
+		n, ok := tensors[step].Data().(int64)
+		if !ok || n < 0 {
+			return fmt.Errorf("table %q: step %v is not a count: %w", s.p.Name(), tensors[step].Data(), checkpoint.ErrFormat)
+		}
+		steps = n
 	}
-	return nil
-}
-
-// state returns Adam's moments and step count for table; the moments are
-// zeros before the first Step.
-func (o *SparseAdam) state(name string, table *tensor.Dense) (map[string]tensor.Tensor, error) {
-	if o.table != 0 && o.table != table.Uintptr() {
-		return nil, fmt.Errorf("sparse adam: its state belongs to another table than %q: %w", name, ErrOtherTable)
+	cols := s.opt.Columns(t.Weight.Shape()[1])
+	for k, c := range cols {
+		src := tensors[s.p.Name()+"."+c.Name]
+		if src == nil || src.Shape().TotalSize() != t.State[k].Shape().TotalSize() {
+			return fmt.Errorf("table %q: no state %q of %v: %w", s.p.Name(), c.Name, t.State[k].Shape(), checkpoint.ErrFormat)
+		}
 	}
-	m, v := o.m, o.v
-	if m == nil {
-		n := table.Shape().TotalSize()
-		m, v = zeros(table.Dtype(), n), zeros(table.Dtype(), n)
+	for k, c := range cols {
+		src := tensors[s.p.Name()+"."+c.Name]
+		dst := t.State[k]
+		if c.Width == 1 {
+			dst = tensor.New(tensor.WithShape(dst.Shape()[0]), tensor.WithBacking(dst.Data()))
+		}
+		if err := checkpoint.CopyInto(dst, src); err != nil {
+			return fmt.Errorf("table %q: %w", s.p.Name(), err)
+		}
 	}
-	shape := table.Shape().Clone()
-	return map[string]tensor.Tensor{
-		name + ".exp_avg":    tensor.New(tensor.WithShape(shape...), tensor.WithBacking(m)),
-		name + ".exp_avg_sq": tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v)),
-		name + ".step":       tensor.New(tensor.FromScalar(int64(o.t))),
-	}, nil
-}
-
-// setState binds o to table with the moments and step count given.
-func (o *SparseAdam) setState(name string, table *tensor.Dense, tensors map[string]*tensor.Dense) error {
-	step, ok := tensors[name+".step"].Data().(int64)
-	if !ok || step < 0 {
-		return fmt.Errorf("sparse adam: step %v of %q is not a count: %w", tensors[name+".step"].Data(), name, checkpoint.ErrFormat)
-	}
-	m, v := tensors[name+".exp_avg"].Data(), tensors[name+".exp_avg_sq"].Data()
-	o.m, o.v, o.t, o.table = m, v, int(step), table.Uintptr()
+	t.Steps = steps
 	return nil
 }

@@ -2,11 +2,13 @@ package table
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -24,20 +26,21 @@ import (
 // A Store holds every row of a table: each row's values and, beside them,
 // its optimiser state (WithState), RowBytes bytes in all, little-endian.
 // A Cached table keeps the hot rows of a Store in memory. FileStore-backed
-// tables come from OpenCached; MemoryStore holds the rows in memory; a
-// remote store implements the same four methods.
-type Store interface {
-	// RowBytes returns the size of a row.
-	RowBytes() int
-	// Rows returns the number of rows; ids lie in [0, Rows()).
-	Rows() int64
-	// ReadRows reads the rows ids names into dst, row k at
-	// dst[k*RowBytes():].
-	ReadRows(ids []int64, dst []byte) error
-	// WriteRows writes the rows ids names from src, row k from
-	// src[k*RowBytes():].
-	WriteRows(ids []int64, src []byte) error
-}
+// tables come from OpenCached; MemoryStore holds the rows in memory;
+// RedisStore on a Redis Cluster. A store with more to offer says so by
+// implementing more methods: a RuleStore applies optimiser steps on its
+// servers.
+//
+// Its methods:
+//
+//	RowBytes() int  // the size of a row
+//	Rows() int64    // the number of rows; ids lie in [0, Rows())
+//	ReadRows(ctx context.Context, ids []int64, dst []byte) error   // row k into dst[k*RowBytes():]
+//	WriteRows(ctx context.Context, ids []int64, src []byte) error  // row k from src[k*RowBytes():]
+//
+// A read or write stops when ctx is done and returns an error wrapping
+// ctx.Err().
+type Store = rowcache.Store
 
 // ErrCapacity: a batch names more distinct rows than a Cached table
 // holds, or a cache budget is smaller than one row.
@@ -54,10 +57,12 @@ const (
 
 // A Column is one part of the optimiser state each row of a table carries
 // beside its values (WithState): Width values of the table's dtype, named
-// Name.
+// Name, each Init in a new row (Create, CreateRedis, NewMemoryStore).
+// Package optim's sparse optimisers name theirs (optim.Sparse.Columns).
 type Column struct {
 	Name  string
 	Width int
+	Init  float64
 }
 
 // layout returns the name of the tensor of a table file of rows dim wide
@@ -105,9 +110,9 @@ func describe(prefix string, dim int, cols []Column) (string, int, error) {
 	parts := []string{fmt.Sprintf("weight:%d", dim)}
 	width := dim
 	for _, c := range cols {
-		if c.Name == "" || c.Name == "weight" || strings.ContainsAny(c.Name, ",:") || c.Width <= 0 {
+		if c.Name == "" || c.Name == "weight" || strings.ContainsAny(c.Name, ",:") || c.Width <= 0 || math.IsNaN(c.Init) || math.IsInf(c.Init, 0) {
 			return "", 0, fmt.Errorf("%s: state column %+v: a column needs a name other than \"weight\", without ',' or ':', "+
-				"and a width of at least 1: %w", prefix, c, gather.ErrOption)
+				"a width of at least 1 and a finite Init: %w", prefix, c, gather.ErrOption)
 		}
 		parts = append(parts, fmt.Sprintf("%s:%d", c.Name, c.Width))
 		width += c.Width
@@ -146,9 +151,9 @@ type CacheOptions struct {
 	// that training starts at the hit rate a long warm-up would reach.
 	Preload bool
 	// Shared says that other workers update the store's rows at the same
-	// time: a RedisStore whose Functions (LoadFunctions) apply the
+	// time: a RuleStore, such as a RedisStore, whose servers apply the
 	// optimiser's steps. An embedding's Step then sends its gradient to
-	// the server (optim.ServerStepper) and applies it to the cached rows
+	// the server (optim.Sparse) and applies it to the cached rows
 	// too, which it does not mark dirty: the server's rows are the table,
 	// the cache's a copy, read again once MaxAge batches old.
 	Shared bool
@@ -225,7 +230,7 @@ type Cached struct {
 // of dtype dt (Float32 or Float64) followed by the state cols, holding as
 // many rows as o.Budget allows. The store's rows start with step count 0
 // (see Steps).
-func NewCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
+func NewCached(ctx context.Context, store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	if store == nil {
 		return nil, fmt.Errorf("%s: needs a store: %w", prefix, gather.ErrOption)
@@ -244,10 +249,10 @@ func NewCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column
 		return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d values of %v (%d of them state) are %d: %w",
 			prefix, store.RowBytes(), width, dt, width-dim, rb, gather.ErrShape)
 	}
-	return newCached(store, name, dim, dt, cols, o)
+	return newCached(ctx, store, name, dim, dt, cols, o)
 }
 
-func newCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
+func newCached(ctx context.Context, store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	rb := int64(store.RowBytes())
 	if o.MaxAge < 0 {
@@ -274,9 +279,9 @@ func newCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column
 	}
 	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache, shared: o.Shared}
 	if o.Shared {
-		if _, ok := store.(*RedisStore); !ok || dt != tensor.Float32 {
+		if _, ok := store.(RuleStore); !ok {
 			cache.Close()
-			return nil, fmt.Errorf("%s: a Shared table needs a RedisStore of float32 rows, not %T of %v: %w", prefix, store, dt, gather.ErrOption)
+			return nil, fmt.Errorf("%s: a Shared table needs a store that applies steps on its servers (a RuleStore), not %T: %w", prefix, store, gather.ErrOption)
 		}
 		if o.MaxAge == 0 {
 			o.MaxAge = 1
@@ -284,7 +289,7 @@ func newCached(store Store, name string, dim int, dt tensor.Dtype, cols []Column
 	}
 	cache.SetMaxAge(o.MaxAge)
 	if o.Preload {
-		if _, err := cache.Preload(int(slots)); err != nil {
+		if _, err := cache.Preload(ctx, int(slots)); err != nil {
 			cache.Close()
 			return nil, fmt.Errorf("%s: %w", prefix, err)
 		}
@@ -454,7 +459,7 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 			return nil, fmt.Errorf("%s: %s: step count %q: %w", prefix, path, j.Meta(), checkpoint.ErrFormat)
 		}
 	}
-	c, err := newCached(j, name, t.dim, dt, cols, o)
+	c, err := newCached(context.Background(), j, name, t.dim, dt, cols, o)
 	if err != nil {
 		j.Close()
 		return nil, err
@@ -514,7 +519,7 @@ func (c *Cached) State() []*tensor.Dense { return c.state }
 // For a table in a file, a Fetch that finds the journal past
 // CacheOptions.JournalLimit syncs the table first (Sync), or fails with
 // ErrJournalFull under CacheOptions.ManualSync.
-func (c *Cached) Fetch(ids []int64, slots []int32) error {
+func (c *Cached) Fetch(ctx context.Context, ids []int64, slots []int32) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
@@ -522,11 +527,11 @@ func (c *Cached) Fetch(ids []int64, slots []int32) error {
 		if c.manual {
 			return fmt.Errorf("table %q: the journal holds %d bytes, past the limit of %d; call Sync: %w", c.name, c.journal.Size(), c.limit, ErrJournalFull)
 		}
-		if err := c.Sync(); err != nil {
+		if err := c.Sync(ctx); err != nil {
 			return err
 		}
 	}
-	if err := c.cache.FetchMore(ids, slots); err != nil {
+	if err := c.cache.FetchMore(ctx, ids, slots); err != nil {
 		return fmt.Errorf("table %q: %w", c.name, err)
 	}
 	return nil
@@ -546,9 +551,9 @@ func (c *Cached) NewBatch() {
 // reads enter the cache only at the Fetch that names them. While it
 // reads, the caller may read and change the slots (lookups, optimiser
 // steps); Fetch, Sync, Read and Close wait for it.
-func (c *Cached) Prefetch(ids []int64) {
+func (c *Cached) Prefetch(ctx context.Context, ids []int64) {
 	if !c.closed {
-		c.cache.Prefetch(ids)
+		c.cache.Prefetch(ctx, ids)
 	}
 }
 
@@ -565,11 +570,11 @@ func (c *Cached) Slot(id int64) (int32, bool) {
 
 // Pin fetches row id and keeps it in the cache until Close, such as a
 // padding row every batch may name; call it before the first Fetch.
-func (c *Cached) Pin(id int64) (int32, error) {
+func (c *Cached) Pin(ctx context.Context, id int64) (int32, error) {
 	if c.closed {
 		return 0, fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
-	s, err := c.cache.Pin(id)
+	s, err := c.cache.Pin(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("table %q: %w", c.name, err)
 	}
@@ -591,6 +596,22 @@ func (c *Cached) Shared() bool { return c.shared }
 // Store returns the store that holds every row.
 func (c *Cached) Store() Store { return c.store }
 
+// ApplyRule has the store apply r to the rows ids names on its servers
+// (RuleStore), each by its gradient, grad[k*dim:(k+1)*dim] in the table's
+// values: the step of a Shared table. The cache's copies of the rows
+// are not changed. A store that is not a RuleStore is an error wrapping
+// gather.ErrOption.
+func (c *Cached) ApplyRule(ctx context.Context, r Rule, ids []int64, grad []byte) error {
+	if c.closed {
+		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
+	}
+	rs, ok := c.store.(RuleStore)
+	if !ok {
+		return fmt.Errorf("table %q: its store, %T, applies no rule on its servers: %w", c.name, c.store, gather.ErrOption)
+	}
+	return rs.ApplyRule(ctx, r, ids, c.dim, grad)
+}
+
 // Steps returns the optimiser's step count kept with the table (the t of
 // SparseAdam's bias corrections): saved by Sync with the rows.
 func (c *Cached) Steps() int64 { return c.steps }
@@ -603,7 +624,7 @@ func (c *Cached) SetSteps(n int64) {
 // Read returns the rows ids names as they are now, from the cache or the
 // store, without bringing them into the cache: a [len(ids), width] tensor,
 // each row its dim values and then its state.
-func (c *Cached) Read(ids []int64) (*tensor.Dense, error) {
+func (c *Cached) Read(ctx context.Context, ids []int64) (*tensor.Dense, error) {
 	if c.closed {
 		return nil, fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
@@ -625,7 +646,7 @@ func (c *Cached) Read(ids []int64) (*tensor.Dense, error) {
 	}
 	if len(from) > 0 {
 		tmp := make([]byte, len(from)*rb)
-		if err := c.store.ReadRows(from, tmp); err != nil {
+		if err := c.store.ReadRows(ctx, from, tmp); err != nil {
 			return nil, fmt.Errorf("table %q: %w", c.name, err)
 		}
 		for i, k := range at {
@@ -642,7 +663,7 @@ func (c *Cached) Read(ids []int64) (*tensor.Dense, error) {
 // this Sync or the one before left it, never a mix. Between syncs the
 // journal grows with the changed rows the cache evicts; a Fetch syncs on
 // its own once it passes CacheOptions.JournalLimit.
-func (c *Cached) Sync() error {
+func (c *Cached) Sync(ctx context.Context) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
@@ -651,7 +672,7 @@ func (c *Cached) Sync() error {
 			return fmt.Errorf("table %q: %w", c.name, err)
 		}
 	}
-	if err := c.cache.Sync(); err != nil {
+	if err := c.cache.Sync(ctx); err != nil {
 		return fmt.Errorf("table %q: %w", c.name, err)
 	}
 	return nil
@@ -686,7 +707,7 @@ func (c *Cached) Close() error {
 	if c.closed {
 		return nil
 	}
-	err := c.Sync()
+	err := c.Sync(context.Background())
 	c.closed = true
 	c.cache.Close()
 	if c.journal != nil {
@@ -712,7 +733,7 @@ type MemoryStore struct {
 
 // NewMemoryStore returns a MemoryStore of the rows of weights, a [vocab,
 // dim] Float32 or Float64 tensor (copied), each followed by the state
-// cols, zeros.
+// cols, each value its column's Init.
 func NewMemoryStore(weights *tensor.Dense, cols ...Column) (*MemoryStore, error) {
 	if weights == nil || len(weights.Shape()) != 2 {
 		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] tensor: %w", gather.ErrShape)
@@ -734,8 +755,19 @@ func NewMemoryStore(weights *tensor.Dense, cols ...Column) (*MemoryStore, error)
 	} else {
 		src = fileio.LittleEndianBytes(weights.Float64s())
 	}
+	state := make([]byte, s.rowBytes-dim*es)
+	if dt == tensor.Float32 {
+		v := make([]float32, width-dim)
+		initState(v, cols)
+		copy(state, fileio.LittleEndianBytes(v))
+	} else {
+		v := make([]float64, width-dim)
+		initState(v, cols)
+		copy(state, fileio.LittleEndianBytes(v))
+	}
 	for r := range vocab {
 		copy(s.data[r*s.rowBytes:], src[r*dim*es:(r+1)*dim*es])
+		copy(s.data[r*s.rowBytes+dim*es:(r+1)*s.rowBytes], state)
 	}
 	return s, nil
 }
@@ -743,8 +775,8 @@ func NewMemoryStore(weights *tensor.Dense, cols ...Column) (*MemoryStore, error)
 func (s *MemoryStore) RowBytes() int { return s.rowBytes }
 func (s *MemoryStore) Rows() int64   { return s.rows }
 
-func (s *MemoryStore) ReadRows(ids []int64, dst []byte) error {
-	if err := s.check(ids, dst); err != nil {
+func (s *MemoryStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
+	if err := s.check(ctx, ids, dst); err != nil {
 		return err
 	}
 	for k, id := range ids {
@@ -753,8 +785,8 @@ func (s *MemoryStore) ReadRows(ids []int64, dst []byte) error {
 	return nil
 }
 
-func (s *MemoryStore) WriteRows(ids []int64, src []byte) error {
-	if err := s.check(ids, src); err != nil {
+func (s *MemoryStore) WriteRows(ctx context.Context, ids []int64, src []byte) error {
+	if err := s.check(ctx, ids, src); err != nil {
 		return err
 	}
 	for k, id := range ids {
@@ -763,7 +795,10 @@ func (s *MemoryStore) WriteRows(ids []int64, src []byte) error {
 	return nil
 }
 
-func (s *MemoryStore) check(ids []int64, buf []byte) error {
+func (s *MemoryStore) check(ctx context.Context, ids []int64, buf []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if len(buf) < len(ids)*s.rowBytes {
 		return fmt.Errorf("memory store: %d bytes for %d rows of %d: %w", len(buf), len(ids), s.rowBytes, gather.ErrShape)
 	}

@@ -2,6 +2,7 @@ package table_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -31,7 +32,7 @@ var kOpt = optim.NewSparseAdam(0.01)
 func kStep(c *table.Cached, n int) error { return kStepWith(c, n, kOpt) }
 
 // kStepWith is kStep with the optimiser opt.
-func kStepWith(c *table.Cached, n int, opt optim.RowStepper) error {
+func kStepWith(c *table.Cached, n int, opt optim.Sparse) error {
 	r := rand.New(rand.NewPCG(uint64(n), 5))
 	ids := make([]int64, kBatch)
 	for k := range ids {
@@ -43,7 +44,7 @@ func kStepWith(c *table.Cached, n int, opt optim.RowStepper) error {
 	}
 	c.NewBatch()
 	slots := make([]int32, kBatch)
-	if err := c.Fetch(ids, slots); err != nil {
+	if err := c.Fetch(context.Background(), ids, slots); err != nil {
 		return err
 	}
 	rows := make([]int, len(ids))
@@ -62,8 +63,8 @@ func kStepWith(c *table.Cached, n int, opt optim.RowStepper) error {
 		s, _ := c.Slot(int64(row))
 		at[k] = int(s)
 	}
-	steps := c.Steps()
-	if err := opt.StepRows(optim.SlotRows{Weight: c.Weight(), State: c.State(), Slots: at, Steps: &steps}, g); err != nil {
+	steps := c.Steps() + 1
+	if err := opt.StepRows(optim.Rows{Weight: c.Weight(), State: c.State(), Slots: at, Step: steps}, g); err != nil {
 		return err
 	}
 	c.SetSteps(steps)
@@ -85,7 +86,7 @@ func kWant(t *testing.T, initial *tensor.Dense, last int) ([]byte, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := table.NewCached(store, "t", kDim, tensor.Float32, kOpt.Columns(kDim), table.CacheOptions{Budget: 1 << 22})
+	c, err := table.NewCached(context.Background(), store, "t", kDim, tensor.Float32, kOpt.Columns(kDim), table.CacheOptions{Budget: 1 << 22})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func kRead(t *testing.T, c *table.Cached) ([]byte, int64) {
 	for i := range ids {
 		ids[i] = int64(i)
 	}
-	rows, err := c.Read(ids)
+	rows, err := c.Read(context.Background(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestKillCachedTable(t *testing.T) {
 	for i := range ids {
 		ids[i] = int64(i)
 	}
-	all, err := c.Read(ids)
+	all, err := c.Read(context.Background(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func kChild(dir string) {
 		}
 		if n%kSyncEvery == kSyncEvery-1 {
 			mark("syncing", n)
-			if err := c.Sync(); err != nil {
+			if err := c.Sync(context.Background()); err != nil {
 				fail(err)
 			}
 			mark("synced", n)
@@ -328,7 +329,7 @@ func TestExportImport(t *testing.T) {
 	c.Close()
 
 	path := filepath.Join(dir, "t.safetensors")
-	if err := table.Export(path, store, "t", kDim, tensor.Float32, cols, steps); err != nil {
+	if err := table.Export(context.Background(), path, store, "t", kDim, tensor.Float32, cols, steps); err != nil {
 		t.Fatal(err)
 	}
 	opened, err := kOpen(path, 1<<22)
@@ -339,7 +340,7 @@ func TestExportImport(t *testing.T) {
 	if gotSteps != 12 || !bytes.Equal(got, want) {
 		t.Fatalf("the exported file holds step count %d and other rows", gotSteps)
 	}
-	if _, err := table.Import(store, path, "t", cols); !errors.Is(err, table.ErrInUse) {
+	if _, err := table.Import(context.Background(), store, path, "t", cols); !errors.Is(err, table.ErrInUse) {
 		t.Fatalf("importing a file an open table holds: %v", err)
 	}
 	opened.Close()
@@ -349,11 +350,11 @@ func TestExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := table.Import(back, path, "t", cols)
+	n, err := table.Import(context.Background(), back, path, "t", cols)
 	if err != nil || n != 12 {
 		t.Fatalf("Import: step count %d, %v", n, err)
 	}
-	c2, err := table.NewCached(back, "t", kDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20})
+	c2, err := table.NewCached(context.Background(), back, "t", kDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,11 +362,11 @@ func TestExportImport(t *testing.T) {
 	if got, _ := kRead(t, c2); !bytes.Equal(got, want) {
 		t.Fatal("the imported rows differ")
 	}
-	if _, err := table.Import(back, path, "t", nil); !errors.Is(err, checkpoint.ErrMismatch) {
+	if _, err := table.Import(context.Background(), back, path, "t", nil); !errors.Is(err, checkpoint.ErrMismatch) {
 		t.Fatalf("another optimiser's state: %v", err)
 	}
 	other, _ := table.NewMemoryStore(zero)
-	if _, err := table.Import(other, path, "t", cols); !errors.Is(err, checkpoint.ErrMismatch) {
+	if _, err := table.Import(context.Background(), other, path, "t", cols); !errors.Is(err, checkpoint.ErrMismatch) {
 		t.Fatalf("a store of other rows: %v", err)
 	}
 }
@@ -382,7 +383,7 @@ func kTrained(t *testing.T, steps int) (*table.MemoryStore, *table.Cached) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := table.NewCached(store, "t", kDim, tensor.Float32, cols, table.CacheOptions{Budget: 64 * (3*kDim*4 + 72)})
+	c, err := table.NewCached(context.Background(), store, "t", kDim, tensor.Float32, cols, table.CacheOptions{Budget: 64 * (3*kDim*4 + 72)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +392,7 @@ func kTrained(t *testing.T, steps int) (*table.MemoryStore, *table.Cached) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Sync(); err != nil {
+	if err := c.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return store, c

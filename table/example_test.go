@@ -1,6 +1,7 @@
 package table_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -52,7 +53,7 @@ func ExampleNewCached() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := table.NewCached(store, "t", 2, tensor.Float64, nil, table.CacheOptions{Budget: 2 * (2*8 + 72)})
+	c, err := table.NewCached(context.Background(), store, "t", 2, tensor.Float64, nil, table.CacheOptions{Budget: 2 * (2*8 + 72)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func ExampleNewCached() {
 	slots := make([]int32, 2)
 	for _, batch := range [][]int64{{1, 3}, {3, 4}} {
 		c.NewBatch()
-		if err := c.Fetch(batch, slots); err != nil {
+		if err := c.Fetch(context.Background(), batch, slots); err != nil {
 			log.Fatal(err)
 		}
 		for _, s := range slots {
@@ -69,12 +70,12 @@ func ExampleNewCached() {
 			c.MarkDirty(s)
 		}
 	}
-	err = c.Fetch([]int64{0, 1, 2}, make([]int32, 3))
+	err = c.Fetch(context.Background(), []int64{0, 1, 2}, make([]int32, 3))
 	fmt.Println(errors.Is(err, table.ErrCapacity))
-	if err := c.Sync(); err != nil {
+	if err := c.Sync(context.Background()); err != nil {
 		log.Fatal(err)
 	}
-	rows, err := c.Read([]int64{0, 1, 2, 3, 4})
+	rows, err := c.Read(context.Background(), []int64{0, 1, 2, 3, 4})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -99,23 +100,23 @@ func ExampleExport() {
 		log.Fatal(err)
 	}
 	path := filepath.Join(dir, "t.safetensors")
-	if err := table.Export(path, store, "t", 2, tensor.Float32, cols, 7); err != nil {
+	if err := table.Export(context.Background(), path, store, "t", 2, tensor.Float32, cols, 7); err != nil {
 		log.Fatal(err)
 	}
 	other, err := table.NewMemoryStore(tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3, 2)), cols...)
 	if err != nil {
 		log.Fatal(err)
 	}
-	steps, err := table.Import(other, path, "t", cols)
+	steps, err := table.Import(context.Background(), other, path, "t", cols)
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := table.NewCached(other, "t", 2, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 10})
+	c, err := table.NewCached(context.Background(), other, "t", 2, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 10})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	rows, err := c.Read([]int64{0, 2})
+	rows, err := c.Read(context.Background(), []int64{0, 2})
 	if err != nil {
 		log.Fatal(err)
 	}

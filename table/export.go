@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -24,7 +25,7 @@ const copyChunk = 16 << 20
 // chunks of 16 MB, in order, so its memory stays bounded for any table
 // (a RedisStore: one pipelined round trip per master and chunk), and
 // writes atomically, as checkpoint.Write does.
-func Export(path string, src Store, name string, dim int, dt tensor.Dtype, cols []Column, steps int64) error {
+func Export(ctx context.Context, path string, src Store, name string, dim int, dt tensor.Dtype, cols []Column, steps int64) error {
 	prefix := fmt.Sprintf("table %q", name)
 	if src == nil || (dt != tensor.Float32 && dt != tensor.Float64) || steps < 0 {
 		return fmt.Errorf("%s: Export needs a store, float32 or float64, and a step count of at least 0: %w", prefix, gather.ErrOption)
@@ -58,7 +59,7 @@ func Export(path string, src Store, name string, dim int, dt tensor.Dtype, cols 
 			return err
 		}
 		return chunks(rows, rb, func(ids []int64, buf []byte) error {
-			if err := src.ReadRows(ids, buf); err != nil {
+			if err := src.ReadRows(ctx, ids, buf); err != nil {
 				return err
 			}
 			_, err := f.WriteAt(buf, int64(len(header))+ids[0]*int64(rb))
@@ -75,7 +76,7 @@ func Export(path string, src Store, name string, dim int, dt tensor.Dtype, cols 
 // ErrFormat for a malformed file) before anything is written. A file an
 // open table holds is ErrInUse; a file whose journal holds changes is an
 // error: open it with OpenCached first, which applies or drops them.
-func Import(dst Store, path, name string, cols []Column) (int64, error) {
+func Import(ctx context.Context, dst Store, path, name string, cols []Column) (int64, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	t, err := inspectRows(path, name, cols)
 	if err != nil {
@@ -114,7 +115,7 @@ func Import(dst Store, path, name string, cols []Column) (int64, error) {
 		if _, err := f.ReadAt(buf, info.Offset+ids[0]*int64(rb)); err != nil {
 			return err
 		}
-		return dst.WriteRows(ids, buf)
+		return dst.WriteRows(ctx, ids, buf)
 	})
 	if err != nil {
 		return 0, errs.Prefix(prefix, err)

@@ -143,7 +143,7 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 // kernel.NormalBlock), width values each, of dtype dt (Go type T): the
 // dim values cfg's initialiser gives (WithInit's, called once for the
 // block, or N(0, 1) drawn as nn.NewEmbedding draws with WithSeed's seed;
-// WithPadding's row zero), then zeros. buf holds at least rows*dim
+// WithPadding's row zero), then the state's Init values. buf holds at least rows*dim
 // values, and wide rows*width when width > dim; the result is in one of
 // them. Errors start with prefix.
 func block[T float32 | float64](cfg config, prefix string, dt tensor.Dtype, r0 int64, rows, dim, width int, buf, wide []T) ([]T, error) {
@@ -167,8 +167,20 @@ func block[T float32 | float64](cfg config, prefix string, dt tensor.Dtype, r0 i
 	w := wide[:rows*width]
 	for r := range rows {
 		copy(w[r*width:r*width+dim], v[r*dim:(r+1)*dim])
+		initState(w[r*width+dim:(r+1)*width], cfg.state)
 	}
 	return w, nil
+}
+
+// initState sets the state of a new row, the values after its dim
+// values, to each column's Init.
+func initState[T float32 | float64](state []T, cols []Column) {
+	for _, c := range cols {
+		for j := range c.Width {
+			state[j] = T(c.Init)
+		}
+		state = state[c.Width:]
+	}
 }
 
 // A File is a table mapped read-write from a safetensors file (as Create

@@ -2,6 +2,7 @@ package table_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -72,7 +73,7 @@ func TestStaleJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.Read([]int64{7}); err != nil || c.Steps() != 1500 || got.Float32s()[0] != math.Float32frombits(0x41414141) {
+	if got, err := c.Read(context.Background(), []int64{7}); err != nil || c.Steps() != 1500 || got.Float32s()[0] != math.Float32frombits(0x41414141) {
 		t.Fatalf("the old table did not apply its committed journal: step count %d, %v", c.Steps(), err)
 	}
 	c.Close()
@@ -155,7 +156,7 @@ func TestCachedWithoutState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := table.NewCached(store, "t", kDim, tensor.Float32, nil, table.CacheOptions{Budget: 1 << 22})
+	mem, err := table.NewCached(context.Background(), store, "t", kDim, tensor.Float32, nil, table.CacheOptions{Budget: 1 << 22})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestJournalLimit(t *testing.T) {
 	if !errors.Is(err, table.ErrJournalFull) || !strings.Contains(err.Error(), "Sync") {
 		t.Fatalf("past the limit with ManualSync: %v after %d steps", err, n)
 	}
-	if err := manual.Sync(); err != nil {
+	if err := manual.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := kStep(manual, n); err != nil {

@@ -35,10 +35,10 @@ func WithPadding(i int) Option { return func(c *config) { c.hasPad, c.pad = true
 // it, an existing file is an error wrapping os.ErrExist.
 func WithReplace() Option { return func(c *config) { c.replace = true } }
 
-// WithState gives each row of the table the optimiser state cols, zeros
-// to start, stored beside its values: the file then holds
+// WithState gives each row of the table the optimiser state cols, each
+// value its column's Init to start, stored beside its values: the file then holds
 // "<name>.rows", a [vocab, dim + the columns' widths] tensor, each row its
 // dim values and then its state, so that one read brings both in. Open
-// such a file with OpenCached. optim's row-wise optimisers give their
-// columns (optim.RowWiseAdagrad.Columns, ...).
+// such a file with OpenCached. optim's sparse optimisers give their
+// columns (optim.SparseAdam.Columns, ...).
 func WithState(cols ...Column) Option { return func(c *config) { c.state = cols } }

@@ -102,6 +102,7 @@ type RedisStore struct {
 	name     string
 	rows     int64
 	rowBytes int
+	dim      int // the values of a row, before its state (OpenRedis)
 	dt       tensor.Dtype
 	timeout  time.Duration
 	retry    time.Duration
@@ -206,9 +207,9 @@ func (s *RedisStore) Stats() RedisStats {
 // file: vocab rows of dim values of dtype dt, from N(0, 1) with
 // WithSeed's seed (the values nn.NewEmbedding draws) or by WithInit's
 // initialiser, WithPadding's row zero, each followed by WithState's
-// state, zeros. A table of that name
+// state, each value its column's Init. A table of that name
 // already on the cluster is an error unless WithReplace is given.
-func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dtype, opts ...Option) error {
+func CreateRedis(ctx context.Context, o RedisOptions, name string, vocab int64, dim int, dt tensor.Dtype, opts ...Option) error {
 	prefix := fmt.Sprintf("table %q", name)
 	var cfg config
 	for _, opt := range opts {
@@ -233,9 +234,11 @@ func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dt
 	s := newStore(o, name, width*int(dt.Size()), dt)
 	defer s.Close()
 	s.rows = vocab
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	n, err := s.c.Exists(ctx, s.metaKey()).Result()
-	cancel()
+	var n int64
+	err = s.again(ctx, func(ctx context.Context) (err error) {
+		n, err = s.c.Exists(ctx, s.metaKey()).Result()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", prefix, redisError(err))
 	}
@@ -243,17 +246,18 @@ func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dt
 		return fmt.Errorf("%s: the cluster holds a table of that name; give WithReplace to replace it: %w", prefix, os.ErrExist)
 	}
 	if dt == tensor.Float32 {
-		err = writeBlocks[float32](s, cfg, prefix, dt, dim, width)
+		err = writeBlocks[float32](ctx, s, cfg, prefix, dt, dim, width)
 	} else {
-		err = writeBlocks[float64](s, cfg, prefix, dt, dim, width)
+		err = writeBlocks[float64](ctx, s, cfg, prefix, dt, dim, width)
 	}
 	if err != nil {
 		return errs.Prefix(prefix, err)
 	}
 	meta := fmt.Sprintf("%s;rows=%d;dtype=%v", desc, vocab, dt)
-	ctx, cancel = context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	if err := s.c.Set(ctx, s.metaKey(), meta, 0).Err(); err != nil {
+	err = s.again(ctx, func(ctx context.Context) error {
+		return s.c.Set(ctx, s.metaKey(), meta, 0).Err()
+	})
+	if err != nil {
 		return fmt.Errorf("%s: %w", prefix, redisError(err))
 	}
 	return nil
@@ -261,7 +265,7 @@ func CreateRedis(o RedisOptions, name string, vocab int64, dim int, dt tensor.Dt
 
 // writeBlocks writes the rows of s, block by block, as Create writes a
 // file's (see block).
-func writeBlocks[T float32 | float64](s *RedisStore, cfg config, prefix string, dt tensor.Dtype, dim, width int) error {
+func writeBlocks[T float32 | float64](ctx context.Context, s *RedisStore, cfg config, prefix string, dt tensor.Dtype, dim, width int) error {
 	const rows = kernel.NormalBlock
 	buf, wide := make([]T, rows*dim), make([]T, rows*width)
 	ids := make([]int64, 0, rows)
@@ -275,7 +279,7 @@ func writeBlocks[T float32 | float64](s *RedisStore, cfg config, prefix string, 
 		for r := range int64(n) {
 			ids = append(ids, r0+r)
 		}
-		if err := s.WriteRows(ids, fileio.LittleEndianBytes(v)); err != nil {
+		if err := s.WriteRows(ctx, ids, fileio.LittleEndianBytes(v)); err != nil {
 			return err
 		}
 	}
@@ -286,16 +290,18 @@ func writeBlocks[T float32 | float64](s *RedisStore, cfg config, prefix string, 
 // the cluster, after checking that its rows are dim values of dtype dt
 // followed by the state cols: another layout is an error wrapping
 // checkpoint.ErrMismatch naming both, a missing table an error naming it.
-func OpenRedis(o RedisOptions, name string, dim int, dt tensor.Dtype, cols []Column) (*RedisStore, error) {
+func OpenRedis(ctx context.Context, o RedisOptions, name string, dim int, dt tensor.Dtype, cols []Column) (*RedisStore, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	desc, width, err := describe(prefix, dim, cols)
 	if err != nil {
 		return nil, err
 	}
 	s := newStore(o, name, width*int(dt.Size()), dt)
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	meta, err := s.c.Get(ctx, s.metaKey()).Result()
+	var meta string
+	err = s.again(ctx, func(ctx context.Context) (err error) {
+		meta, err = s.c.Get(ctx, s.metaKey()).Result()
+		return err
+	})
 	if err != nil {
 		s.Close()
 		if errors.Is(err, redis.Nil) {
@@ -313,7 +319,7 @@ func OpenRedis(o RedisOptions, name string, dim int, dt tensor.Dtype, cols []Col
 		s.Close()
 		return nil, fmt.Errorf("%s: the cluster's table is %q; this asks for %q of %v: %w", prefix, meta, desc, dt, errMismatch)
 	}
-	s.rows = rows
+	s.rows, s.dim = rows, dim
 	return s, nil
 }
 
@@ -333,7 +339,7 @@ func (s *RedisStore) Rows() int64   { return s.rows }
 // ReadRows reads the rows in one pipelined round trip per master. A row
 // missing from the cluster, or a value of another length than a row, is
 // an error naming its key.
-func (s *RedisStore) ReadRows(ids []int64, dst []byte) error {
+func (s *RedisStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
 	if err := s.check(ids, dst); err != nil {
 		return err
 	}
@@ -342,7 +348,7 @@ func (s *RedisStore) ReadRows(ids []int64, dst []byte) error {
 		keys[k] = s.key(id)
 	}
 	cmds := make([]*redis.StringCmd, len(ids))
-	err := s.again(func(ctx context.Context) error {
+	err := s.again(ctx, func(ctx context.Context) error {
 		return s.onMasters(ctx, keys, false, func(ctx context.Context, p redis.Pipeliner, k int) {
 			cmds[k] = p.Get(ctx, keys[k])
 		})
@@ -366,7 +372,7 @@ func (s *RedisStore) ReadRows(ids []int64, dst []byte) error {
 }
 
 // WriteRows writes the rows in one pipelined round trip per master.
-func (s *RedisStore) WriteRows(ids []int64, src []byte) error {
+func (s *RedisStore) WriteRows(ctx context.Context, ids []int64, src []byte) error {
 	if err := s.check(ids, src); err != nil {
 		return err
 	}
@@ -374,7 +380,7 @@ func (s *RedisStore) WriteRows(ids []int64, src []byte) error {
 	for k, id := range ids {
 		keys[k] = s.key(id)
 	}
-	err := s.again(func(ctx context.Context) error {
+	err := s.again(ctx, func(ctx context.Context) error {
 		return s.onMasters(ctx, keys, true, func(ctx context.Context, p redis.Pipeliner, k int) {
 			p.Set(ctx, keys[k], src[k*s.rowBytes:(k+1)*s.rowBytes], 0)
 		})
@@ -479,28 +485,39 @@ func (s *RedisStore) fewReplicas(ctx context.Context, node *redis.Client, n int)
 	return nil
 }
 
-// again runs call, each attempt within the store's timeout, and while it
-// fails for the cluster's sake (retryable) and the store's Retry allows,
-// reloads the cluster's layout and runs it again, waiting 100 ms, then up
-// to 1 s, between attempts.
-func (s *RedisStore) again(call func(ctx context.Context) error) error {
+// again runs call, each attempt within ctx and the store's timeout, and
+// while it fails for the cluster's sake (retryable) and the store's Retry
+// allows, reloads the cluster's layout and runs it again, waiting 100 ms,
+// then up to 1 s, between attempts. Once ctx is done it stops, and its
+// error wraps ctx's (context.Canceled or context.DeadlineExceeded).
+func (s *RedisStore) again(ctx context.Context, call func(ctx context.Context) error) error {
 	end := time.Now().Add(s.retry)
 	wait := 100 * time.Millisecond
 	for {
 		if s.closed.Load() {
 			return ErrClosed
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		err := call(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		at, cancel := context.WithTimeout(ctx, s.timeout)
+		err := call(at)
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
 		if err == nil || !retryable(err) || time.Now().Add(wait).After(end) {
 			return err
 		}
 		s.retries.Add(1)
-		time.Sleep(wait)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
 		wait = min(2*wait, time.Second)
-		ctx, cancel = context.WithTimeout(context.Background(), s.timeout)
-		s.c.ReloadState(ctx)
+		at, cancel = context.WithTimeout(ctx, s.timeout)
+		s.c.ReloadState(at)
 		cancel()
 	}
 }
@@ -575,8 +592,8 @@ func (s *RedisStore) clockKey(worker int) string {
 // SetClock records that worker has done step steps, for a bound on how
 // far workers drift apart (Clocks); the record expires after ttl unless
 // set again, so that a worker that died holds no one back for longer.
-func (s *RedisStore) SetClock(worker int, steps int64, ttl time.Duration) error {
-	err := s.again(func(ctx context.Context) error {
+func (s *RedisStore) SetClock(ctx context.Context, worker int, steps int64, ttl time.Duration) error {
+	err := s.again(ctx, func(ctx context.Context) error {
 		return s.c.Set(ctx, s.clockKey(worker), steps, ttl).Err()
 	})
 	if err != nil {
@@ -588,13 +605,13 @@ func (s *RedisStore) SetClock(worker int, steps int64, ttl time.Duration) error 
 // Clocks returns the step count SetClock recorded for each of the
 // workers 0 to workers-1, -1 for a worker with none (not started, or
 // expired).
-func (s *RedisStore) Clocks(workers int) ([]int64, error) {
+func (s *RedisStore) Clocks(ctx context.Context, workers int) ([]int64, error) {
 	keys := make([]string, workers)
 	for w := range keys {
 		keys[w] = s.clockKey(w)
 	}
 	var vals []any
-	err := s.again(func(ctx context.Context) (err error) {
+	err := s.again(ctx, func(ctx context.Context) (err error) {
 		vals, err = s.c.MGet(ctx, keys...).Result()
 		return err
 	})

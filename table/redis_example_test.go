@@ -1,6 +1,7 @@
 package table_test
 
 import (
+	"context"
 	"log"
 	"time"
 
@@ -23,19 +24,16 @@ func ExampleCreateRedis() {
 	opt := optim.NewSparseAdam(0.01)
 	cols := opt.Columns(16)
 	// Once, by one process:
-	if err := table.CreateRedis(o, "items", 1_000_000, 16, tensor.Float32, table.WithSeed(1), table.WithState(cols...)); err != nil {
+	if err := table.CreateRedis(context.Background(), o, "items", 1_000_000, 16, tensor.Float32, table.WithSeed(1), table.WithState(cols...)); err != nil {
 		log.Fatal(err)
 	}
 	// In each worker:
-	s, err := table.OpenRedis(o, "items", 16, tensor.Float32, cols)
+	s, err := table.OpenRedis(context.Background(), o, "items", 16, tensor.Float32, cols)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.LoadFunctions(); err != nil {
-		log.Fatal(err)
-	}
-	c, err := table.NewCached(s, "items", 16, tensor.Float32, cols, table.CacheOptions{Budget: 64 << 20, Shared: true})
+	c, err := table.NewCached(context.Background(), s, "items", 16, tensor.Float32, cols, table.CacheOptions{Budget: 64 << 20, Shared: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package table_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"maps"
 	"math"
@@ -37,13 +38,13 @@ func TestRedisStore(t *testing.T) {
 	o := table.RedisOptions{Addrs: cl.Addrs[:1], Password: cl.Password, Timeout: 5 * time.Second}
 	const vocab, dim = 5000, kDim
 	cols := kOpt.Columns(dim)
-	if err := table.CreateRedis(o, "words", vocab, dim, tensor.Float32, table.WithSeed(3), table.WithState(cols...)); err != nil {
+	if err := table.CreateRedis(context.Background(), o, "words", vocab, dim, tensor.Float32, table.WithSeed(3), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	if err := table.CreateRedis(o, "words", vocab, dim, tensor.Float32); !errors.Is(err, os.ErrExist) {
+	if err := table.CreateRedis(context.Background(), o, "words", vocab, dim, tensor.Float32); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("a second CreateRedis: %v", err)
 	}
-	s, err := table.OpenRedis(o, "words", dim, tensor.Float32, cols)
+	s, err := table.OpenRedis(context.Background(), o, "words", dim, tensor.Float32, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestRedisStore(t *testing.T) {
 	w, _ := mem.Weight()
 	ids := []int64{0, 1, 4095, 4096, 4999}
 	buf := make([]byte, len(ids)*s.RowBytes())
-	if err := s.ReadRows(ids, buf); err != nil {
+	if err := s.ReadRows(context.Background(), ids, buf); err != nil {
 		t.Fatal(err)
 	}
 	for k, id := range ids {
@@ -76,12 +77,12 @@ func TestRedisStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := int64(64 * (s.RowBytes() + 72))
-	onRedis, err := table.NewCached(s, "words", dim, tensor.Float32, cols, table.CacheOptions{Budget: budget})
+	onRedis, err := table.NewCached(context.Background(), s, "words", dim, tensor.Float32, cols, table.CacheOptions{Budget: budget})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer onRedis.Close()
-	inMemory, err := table.NewCached(store, "words", dim, tensor.Float32, cols, table.CacheOptions{Budget: budget})
+	inMemory, err := table.NewCached(context.Background(), store, "words", dim, tensor.Float32, cols, table.CacheOptions{Budget: budget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,18 +95,18 @@ func TestRedisStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := onRedis.Sync(); err != nil {
+	if err := onRedis.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	all := make([]int64, vocab)
 	for i := range all {
 		all[i] = int64(i)
 	}
-	a, err := onRedis.Read(all)
+	a, err := onRedis.Read(context.Background(), all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := inMemory.Read(all)
+	b, err := inMemory.Read(context.Background(), all)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +119,14 @@ func TestRedisStore(t *testing.T) {
 	if out, err := cl.CLI(cl.Addrs[0], "-c", "set", key, "short"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	err = s.ReadRows([]int64{7}, buf)
+	err = s.ReadRows(context.Background(), []int64{7}, buf)
 	if !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), key) {
 		t.Fatalf("a short value: %v", err)
 	}
-	if _, err := table.OpenRedis(o, "words", dim, tensor.Float32, nil); !errors.Is(err, checkpoint.ErrMismatch) {
+	if _, err := table.OpenRedis(context.Background(), o, "words", dim, tensor.Float32, nil); !errors.Is(err, checkpoint.ErrMismatch) {
 		t.Fatalf("another layout: %v", err)
 	}
-	if _, err := table.OpenRedis(o, "nothing", dim, tensor.Float32, cols); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "gg:nothing:meta") {
+	if _, err := table.OpenRedis(context.Background(), o, "nothing", dim, tensor.Float32, cols); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "gg:nothing:meta") {
 		t.Fatalf("a missing table: %v", err)
 	}
 	// An ACL user limited to the tables' keys reads them; a wrong password
@@ -135,22 +136,22 @@ func TestRedisStore(t *testing.T) {
 			t.Fatalf("%v: %s", err, out)
 		}
 	}
-	user, err := table.OpenRedis(table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "trainer-pw", Timeout: 5 * time.Second},
+	user, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "trainer-pw", Timeout: 5 * time.Second},
 		"words", dim, tensor.Float32, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := user.ReadRows(ids[:2], buf); err != nil {
+	if err := user.ReadRows(context.Background(), ids[:2], buf); err != nil {
 		t.Fatal(err)
 	}
 	user.Close()
-	if _, err := table.OpenRedis(table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "wrong", Timeout: 5 * time.Second},
+	if _, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "wrong", Timeout: 5 * time.Second},
 		"words", dim, tensor.Float32, cols); err == nil {
 		t.Fatal("a wrong password opened the table")
 	}
 
 	start := time.Now()
-	_, err = table.OpenRedis(table.RedisOptions{Addrs: []string{"127.0.0.1:1"}, Password: cl.Password, Timeout: time.Second}, "words", dim, tensor.Float32, cols)
+	_, err = table.OpenRedis(context.Background(), table.RedisOptions{Addrs: []string{"127.0.0.1:1"}, Password: cl.Password, Timeout: time.Second}, "words", dim, tensor.Float32, cols)
 	if err == nil || time.Since(start) > 10*time.Second {
 		t.Fatalf("no node: %v after %v", err, time.Since(start))
 	}
@@ -179,15 +180,15 @@ func TestRedisAdagradFunction(t *testing.T) {
 	r := newRand(9)
 	for step := range 20 {
 		ids, ids64, grad := randomRows(r, vocab, 200, dim)
-		if err := s.StepAdagrad(ids64, grad, opt.LearnRate, opt.Eps, opt.WeightDecay); err != nil {
+		if err := serverStep(s, opt, ids64, grad, 1); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 		g := &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
-		if err := opt.StepRows(optim.SlotRows{Weight: w, State: []*tensor.Dense{sum}, Slots: ids}, g); err != nil {
+		if err := opt.StepRows(optim.Rows{Weight: w, State: []*tensor.Dense{sum}, Slots: ids, Step: 1}, g); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.ReadRows(all, raw); err != nil {
+	if err := s.ReadRows(context.Background(), all, raw); err != nil {
 		t.Fatal(err)
 	}
 	vals = fileio.Float32s(raw)
@@ -211,7 +212,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	for i := range ones {
 		ones[i] = 1
 	}
-	if err := s.ReadRows(ids, raw[:len(ids)*s.RowBytes()]); err != nil {
+	if err := s.ReadRows(context.Background(), ids, raw[:len(ids)*s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
 	before := fileio.Float32s(raw[:len(ids)*s.RowBytes()])
@@ -220,7 +221,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for range 50 {
-				if err := s.StepAdagrad(ids, ones, 0.01, 1e-8, 0); err != nil {
+				if err := serverStep(s, &optim.RowWiseAdagrad{LearnRate: 0.01, Eps: 1e-8, WeightDecay: 0}, ids, ones, 1); err != nil {
 					errs <- err
 					return
 				}
@@ -232,7 +233,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if err := s.ReadRows(ids, raw[:len(ids)*s.RowBytes()]); err != nil {
+	if err := s.ReadRows(context.Background(), ids, raw[:len(ids)*s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
 	after := fileio.Float32s(raw[:len(ids)*s.RowBytes()])
@@ -247,25 +248,25 @@ func TestRedisAdagradFunction(t *testing.T) {
 	}
 
 	// A gradient of the wrong length changes nothing.
-	err := s.StepAdagrad(ids[:2], ones[:dim], 0.01, 1e-8, 0)
+	err := serverStep(s, &optim.RowWiseAdagrad{LearnRate: 0.01, Eps: 1e-8, WeightDecay: 0}, ids[:2], ones[:dim], 1)
 	if !errors.Is(err, gather.ErrShape) {
 		t.Fatalf("a short gradient: %v", err)
 	}
 	// Nor does a call one of whose rows is not a row: rows 1031 and 7
 	// share a hash tag, so one call takes both, and 1031 comes first.
 	pair := []int64{1031, 7}
-	if err := s.ReadRows(pair, raw[:2*s.RowBytes()]); err != nil {
+	if err := s.ReadRows(context.Background(), pair, raw[:2*s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
 	before = slices.Clone(fileio.Float32s(raw[:2*s.RowBytes()]))
 	if out, err := cl.CLI(cl.Addrs[0], "-c", "set", "gg:ada:{7}:7", "short"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	err = s.StepAdagrad(pair, ones[:2*dim], 0.01, 1e-8, 0)
+	err = serverStep(s, &optim.RowWiseAdagrad{LearnRate: 0.01, Eps: 1e-8, WeightDecay: 0}, pair, ones[:2*dim], 1)
 	if err == nil || !strings.Contains(err.Error(), "gg:ada:{7}:7") {
 		t.Fatalf("a short row: %v", err)
 	}
-	if err := s.ReadRows(pair[:1], raw[:s.RowBytes()]); err != nil {
+	if err := s.ReadRows(context.Background(), pair[:1], raw[:s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(fileio.Float32s(raw[:s.RowBytes()]), before[:dim+1]) {
@@ -295,16 +296,16 @@ func TestRedisAdamFunction(t *testing.T) {
 	var steps int64
 	for step := range 20 {
 		ids, ids64, grad := randomRows(r, vocab, 300, dim)
-		a := table.AdamStep{LearnRate: opt.LearnRate, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WeightDecay: opt.WeightDecay, T: steps + 1}
-		if err := s.StepAdam(ids64, grad, a); err != nil {
+		if err := serverStep(s, opt, ids64, grad, steps+1); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 		g := &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
-		if err := opt.StepRows(optim.SlotRows{Weight: w, State: []*tensor.Dense{m, v}, Slots: ids, Steps: &steps}, g); err != nil {
+		if err := opt.StepRows(optim.Rows{Weight: w, State: []*tensor.Dense{m, v}, Slots: ids, Step: steps + 1}, g); err != nil {
 			t.Fatal(err)
 		}
+		steps++
 	}
-	if err := s.ReadRows(all, raw); err != nil {
+	if err := s.ReadRows(context.Background(), all, raw); err != nil {
 		t.Fatal(err)
 	}
 	vals = fileio.Float32s(raw)
@@ -318,7 +319,7 @@ func TestRedisAdamFunction(t *testing.T) {
 			}
 		}
 	}
-	if err := s.StepAdam(all[:1], make([]float32, dim), table.AdamStep{T: 0}); !errors.Is(err, gather.ErrOption) {
+	if err := serverStep(s, optim.NewSparseAdam(0.1), all[:1], make([]float32, dim), 0); !errors.Is(err, gather.ErrOption) {
 		t.Fatalf("step count 0: %v", err)
 	}
 }
@@ -333,22 +334,22 @@ func TestRedisExportImport(t *testing.T) {
 	store, c := kTrained(t, 9)
 	c.Close()
 	saved, back := filepath.Join(dir, "saved.safetensors"), filepath.Join(dir, "back.safetensors")
-	if err := table.Export(saved, store, "t", kDim, tensor.Float32, cols, 9); err != nil {
+	if err := table.Export(context.Background(), saved, store, "t", kDim, tensor.Float32, cols, 9); err != nil {
 		t.Fatal(err)
 	}
-	if err := table.CreateRedis(o, "t", kVocab, kDim, tensor.Float32, table.WithState(cols...)); err != nil {
+	if err := table.CreateRedis(context.Background(), o, "t", kVocab, kDim, tensor.Float32, table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := table.OpenRedis(o, "t", kDim, tensor.Float32, cols)
+	rs, err := table.OpenRedis(context.Background(), o, "t", kDim, tensor.Float32, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	steps, err := table.Import(rs, saved, "t", cols)
+	steps, err := table.Import(context.Background(), rs, saved, "t", cols)
 	if err != nil || steps != 9 {
 		t.Fatalf("Import onto the cluster: step count %d, %v", steps, err)
 	}
-	if err := table.Export(back, rs, "t", kDim, tensor.Float32, cols, steps); err != nil {
+	if err := table.Export(context.Background(), back, rs, "t", kDim, tensor.Float32, cols, steps); err != nil {
 		t.Fatal(err)
 	}
 	if !sameTable(t, saved, back) {
@@ -391,10 +392,10 @@ func TestRedisFailover(t *testing.T) {
 	cl := localredis.Start(t, 3, 1)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: 60 * time.Second, Replicas: 1}
 	cols := kOpt.Columns(kDim)
-	if err := table.CreateRedis(o, "f", kVocab, kDim, tensor.Float32, table.WithSeed(2), table.WithState(cols...)); err != nil {
+	if err := table.CreateRedis(context.Background(), o, "f", kVocab, kDim, tensor.Float32, table.WithSeed(2), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(o, "f", kDim, tensor.Float32, cols)
+	s, err := table.OpenRedis(context.Background(), o, "f", kDim, tensor.Float32, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,11 +408,11 @@ func TestRedisFailover(t *testing.T) {
 	for i := range want {
 		want[i] = byte(i * 13)
 	}
-	if err := s.WriteRows(all, want); err != nil {
+	if err := s.WriteRows(context.Background(), all, want); err != nil {
 		t.Fatal(err)
 	}
 	master, _ := masterWithReplica(t, cl, rand.New(rand.NewPCG(3, 4)))
-	noRetry, err := table.OpenRedis(table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}, "f", kDim, tensor.Float32, cols)
+	noRetry, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}, "f", kDim, tensor.Float32, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,13 +422,13 @@ func TestRedisFailover(t *testing.T) {
 	}
 	// Without Retry: an error within the timeout, naming the dead node.
 	start := time.Now()
-	err = noRetry.ReadRows(all, make([]byte, len(want)))
+	err = noRetry.ReadRows(context.Background(), all, make([]byte, len(want)))
 	if err == nil || !strings.Contains(err.Error(), master) || time.Since(start) > 10*time.Second {
 		t.Fatalf("a read from the dead master at %s: %v after %v", master, err, time.Since(start))
 	}
 	start = time.Now()
 	got := make([]byte, len(want))
-	if err := s.ReadRows(all, got); err != nil {
+	if err := s.ReadRows(context.Background(), all, got); err != nil {
 		t.Fatalf("reading after the master at %s died: %v", master, err)
 	}
 	t.Logf("master %s killed: reads went on after %v", master, time.Since(start))
@@ -437,10 +438,10 @@ func TestRedisFailover(t *testing.T) {
 	for i := range want {
 		want[i] ^= 0x5a
 	}
-	if err := s.WriteRows(all, want); err != nil {
+	if err := s.WriteRows(context.Background(), all, want); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReadRows(all, got); err != nil || !bytes.Equal(got, want) {
+	if err := s.ReadRows(context.Background(), all, got); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("after the failover, rows written read back changed (%v)", err)
 	}
 }
@@ -452,23 +453,20 @@ func TestRedisFailover(t *testing.T) {
 func functionTable(t *testing.T, name string, vocab, dim int, cols []table.Column, seed uint64) (*localredis.Cluster, *table.RedisStore, []int64, []byte) {
 	cl := localredis.Start(t, 3, 0)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
-	if err := table.CreateRedis(o, name, int64(vocab), dim, tensor.Float32, table.WithSeed(seed), table.WithState(cols...)); err != nil {
+	if err := table.CreateRedis(context.Background(), o, name, int64(vocab), dim, tensor.Float32, table.WithSeed(seed), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(o, name, dim, tensor.Float32, cols)
+	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.LoadFunctions(); err != nil {
-		t.Fatal(err)
-	}
 	all := make([]int64, vocab)
 	for i := range all {
 		all[i] = int64(i)
 	}
 	raw := make([]byte, vocab*s.RowBytes())
-	if err := s.ReadRows(all, raw); err != nil {
+	if err := s.ReadRows(context.Background(), all, raw); err != nil {
 		t.Fatal(err)
 	}
 	return cl, s, all, raw
@@ -488,4 +486,17 @@ func randomRows(r *rand.Rand, vocab, n, dim int) ([]int, []int64, []float32) {
 		grad[i] = float32(r.NormFloat64())
 	}
 	return ids, ids64, grad
+}
+
+// serverStep applies step t of opt to the rows ids of s on its servers,
+// each by its gradient in grad, as a Shared table's Step does.
+func serverStep(s *table.RedisStore, opt optim.Sparse, ids []int64, grad []float32, t int64) error {
+	dim := len(grad) / max(len(ids), 1)
+	// The rule's settings do not depend on the gradient: a one-row one
+	// passes its checks whatever the order of ids.
+	rule, err := opt.ServerRule(t, &optim.RowGrad{Rows: []int{0}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float32, dim)))})
+	if err != nil {
+		return err
+	}
+	return s.ApplyRule(context.Background(), rule, ids, dim, fileio.LittleEndianBytes(grad))
 }

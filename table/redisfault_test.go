@@ -1,6 +1,7 @@
 package table_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -44,7 +46,7 @@ func workers(t *testing.T, o table.RedisOptions, name string) *crew {
 	t.Helper()
 	c := &crew{done: make(chan struct{}), acked: make([]int, fWorkers), errs: make([]error, fWorkers)}
 	for w := range fWorkers {
-		s, err := table.OpenRedis(o, name, fDim, tensor.Float32, nil)
+		s, err := table.OpenRedis(context.Background(), o, name, fDim, tensor.Float32, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +61,7 @@ func workers(t *testing.T, o table.RedisOptions, name string) *crew {
 				default:
 				}
 				start := time.Now()
-				if c.errs[w] = s.StepSGD(ids, grad, 1, 0); c.errs[w] != nil {
+				if c.errs[w] = serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad, 1); c.errs[w] != nil {
 					return
 				}
 				c.acked[w]++
@@ -286,7 +288,7 @@ func TestRedisMasterLostForGood(t *testing.T) {
 	t.Logf("master %s killed for good, %s took over: %d steps acknowledged, %d degraded pipelines", master, replica, total, degraded)
 
 	o.StrictReplicas = true
-	s, err := table.OpenRedis(o, "lost", fDim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, "lost", fDim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +296,7 @@ func TestRedisMasterLostForGood(t *testing.T) {
 	ids, grad := allIDs(fVocab), filled(fVocab*fDim, -1)
 	for range 2 {
 		start := time.Now()
-		err := s.StepSGD(ids, grad, 1, 0)
+		err := serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad, 1)
 		if !errors.Is(err, table.ErrFewReplicas) || !errors.Is(err, table.ErrUnknownOutcome) || !strings.Contains(err.Error(), replica) {
 			t.Fatalf("a strict store stepping on a master without replicas: %v", err)
 		}

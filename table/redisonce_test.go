@@ -16,6 +16,14 @@ import (
 	"github.com/gathergrad/gather/internal/localredis"
 )
 
+// testSGD is SGD as a rule: w -= p[1]*g.
+const testSGD = "return function(w, g, p, dim, f) for j = 1, dim do w[j] = f(w[j] - f(p[1] * g[j])) end end"
+
+// stepSGD applies testSGD with learning rate 1 to the rows of s.
+func stepSGD(s *RedisStore, ids []int64, grad []float32) error {
+	return s.ApplyRule(context.Background(), Rule{Name: "test_sgd", Lua: testSGD, Args: []float64{1}}, ids, len(grad)/len(ids), fileio.LittleEndianBytes(grad))
+}
+
 // An update the server applied already is not applied again: the same
 // step sent twice under the same name (as a retry after a lost answer
 // sends it) changes the rows once; the next update applies.
@@ -23,19 +31,16 @@ func TestRedisExactlyOnce(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
 	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
 	const vocab, dim = 2100, 4
-	if err := CreateRedis(o, "once", vocab, dim, tensor.Float32); err != nil {
+	if err := CreateRedis(context.Background(), o, "once", vocab, dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRedis(o, "once", dim, tensor.Float32, nil)
+	s, err := OpenRedis(context.Background(), o, "once", dim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.LoadFunctions(); err != nil {
-		t.Fatal(err)
-	}
 	ids := []int64{0, 1, 1024, 2048, 2099}
-	if err := s.WriteRows(ids, make([]byte, len(ids)*dim*4)); err != nil {
+	if err := s.WriteRows(context.Background(), ids, make([]byte, len(ids)*dim*4)); err != nil {
 		t.Fatal(err)
 	}
 	grad := make([]float32, len(ids)*dim)
@@ -44,7 +49,7 @@ func TestRedisExactlyOnce(t *testing.T) {
 	}
 	read := func() []float32 {
 		raw := make([]byte, len(ids)*dim*4)
-		if err := s.ReadRows(ids, raw); err != nil {
+		if err := s.ReadRows(context.Background(), ids, raw); err != nil {
 			t.Fatal(err)
 		}
 		return fileio.Float32s(raw)
@@ -56,29 +61,29 @@ func TestRedisExactlyOnce(t *testing.T) {
 		}
 		return w
 	}
-	if err := s.StepSGD(ids, grad, 1, 0); err != nil {
+	if err := stepSGD(s, ids, grad); err != nil {
 		t.Fatal(err)
 	}
 	s.updates-- // the same update again
-	if err := s.StepSGD(ids, grad, 1, 0); err != nil {
+	if err := stepSGD(s, ids, grad); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); !slices.Equal(got, want(1)) {
 		t.Fatalf("one update sent twice: rows %v", got)
 	}
-	if err := s.StepSGD(ids, grad, 1, 0); err != nil {
+	if err := stepSGD(s, ids, grad); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); !slices.Equal(got, want(2)) {
 		t.Fatalf("after the next update: rows %v", got)
 	}
 	// Another store's updates are its own, numbered from 1 again.
-	s2, err := OpenRedis(o, "once", dim, tensor.Float32, nil)
+	s2, err := OpenRedis(context.Background(), o, "once", dim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	if err := s2.StepSGD(ids, grad, 1, 0); err != nil {
+	if err := stepSGD(s2, ids, grad); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); !slices.Equal(got, want(3)) {
@@ -87,7 +92,7 @@ func TestRedisExactlyOnce(t *testing.T) {
 	// A call the server refuses (a row of the wrong length) is not
 	// retried: the error comes at once, though Retry allows a minute.
 	o.Retry = time.Minute
-	s3, err := OpenRedis(o, "once", dim, tensor.Float32, nil)
+	s3, err := OpenRedis(context.Background(), o, "once", dim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,30 +101,29 @@ func TestRedisExactlyOnce(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	start := time.Now()
-	err = s3.StepSGD(ids, grad, 1, 0)
+	err = stepSGD(s3, ids, grad)
 	if err == nil || !strings.Contains(err.Error(), s.key(1024)) || time.Since(start) > 5*time.Second {
 		t.Fatalf("a short row under Retry: %v after %v", err, time.Since(start))
 	}
 }
 
-// Misuse of a store says what to do: a Step before LoadFunctions names
-// it; a store used after Close fails at once with ErrClosed; go-redis's
+// A rule's first step loads its Function; a store used after Close fails at once with ErrClosed; go-redis's
 // messages go to the logger SetRedisLog gives, and nowhere without one.
 func TestRedisMisuse(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
 	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: time.Minute}
 	const vocab, dim = 100, 4
-	if err := CreateRedis(o, "misuse", vocab, dim, tensor.Float32); err != nil {
+	if err := CreateRedis(context.Background(), o, "misuse", vocab, dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRedis(o, "misuse", dim, tensor.Float32, nil)
+	s, err := OpenRedis(context.Background(), o, "misuse", dim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := []int64{1, 2, 3}
 	grad := make([]float32, len(ids)*dim)
-	if err := s.StepSGD(ids, grad, 1, 0); err == nil || !strings.Contains(err.Error(), "LoadFunctions") {
-		t.Fatalf("a step before LoadFunctions: %v", err)
+	if err := stepSGD(s, ids, grad); err != nil {
+		t.Fatalf("the first step of a rule loads its Function: %v", err)
 	}
 
 	var buf bytes.Buffer
@@ -145,10 +149,10 @@ func TestRedisMisuse(t *testing.T) {
 	}
 	start := time.Now()
 	for name, call := range map[string]func() error{
-		"ReadRows":  func() error { return s.ReadRows(ids, make([]byte, len(ids)*dim*4)) },
-		"WriteRows": func() error { return s.WriteRows(ids, make([]byte, len(ids)*dim*4)) },
-		"StepSGD":   func() error { return s.StepSGD(ids, grad, 1, 0) },
-		"SetClock":  func() error { return s.SetClock(0, 1, time.Second) },
+		"ReadRows":  func() error { return s.ReadRows(context.Background(), ids, make([]byte, len(ids)*dim*4)) },
+		"WriteRows": func() error { return s.WriteRows(context.Background(), ids, make([]byte, len(ids)*dim*4)) },
+		"StepSGD":   func() error { return stepSGD(s, ids, grad) },
+		"SetClock":  func() error { return s.SetClock(context.Background(), 0, 1, time.Second) },
 	} {
 		if err := call(); !errors.Is(err, ErrClosed) {
 			t.Fatalf("%s after Close: %v", name, err)
@@ -176,17 +180,17 @@ func TestRedisCreateWithInit(t *testing.T) {
 		return v
 	}
 	cols := []Column{{Name: "sum", Width: 1}}
-	if err := CreateRedis(o, "init", vocab, dim, tensor.Float32, WithInit(init), WithState(cols...)); err != nil {
+	if err := CreateRedis(context.Background(), o, "init", vocab, dim, tensor.Float32, WithInit(init), WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRedis(o, "init", dim, tensor.Float32, cols)
+	s, err := OpenRedis(context.Background(), o, "init", dim, tensor.Float32, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	ids := []int64{0, 1, 4095, 4096, 4999}
 	raw := make([]byte, len(ids)*s.RowBytes())
-	if err := s.ReadRows(ids, raw); err != nil {
+	if err := s.ReadRows(context.Background(), ids, raw); err != nil {
 		t.Fatal(err)
 	}
 	got := fileio.Float32s(raw)

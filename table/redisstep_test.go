@@ -1,6 +1,7 @@
 package table_test
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ func TestRedisSGDFunction(t *testing.T) {
 			o.WeightDecay = 0.01
 		}
 		ids, ids64, grad := randomRows(r, vocab, 300, dim)
-		if err := s.StepSGD(ids64, grad, o.LearnRate, o.WeightDecay); err != nil {
+		if err := serverStep(s, &optim.SparseSGD{LearnRate: o.LearnRate, WeightDecay: o.WeightDecay}, ids64, grad, 1); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 		lr, wd := float32(o.LearnRate), float32(o.WeightDecay)
@@ -49,11 +50,11 @@ func TestRedisSGDFunction(t *testing.T) {
 			}
 		}
 		g := &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
-		if err := o.Step(kern, g); err != nil {
+		if err := o.StepRows(optim.Rows{Weight: kern, Step: 1}, g); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.ReadRows(all, raw); err != nil {
+	if err := s.ReadRows(context.Background(), all, raw); err != nil {
 		t.Fatal(err)
 	}
 	for i, got := range fileio.Float32s(raw) {
@@ -72,18 +73,15 @@ func TestRedisSGDFunction(t *testing.T) {
 func zeroTable(t *testing.T, name string, replicas, vocab, dim int) (*localredis.Cluster, table.RedisOptions) {
 	cl := localredis.Start(t, 3, replicas)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
-	if err := table.CreateRedis(o, name, int64(vocab), dim, tensor.Float32); err != nil {
+	if err := table.CreateRedis(context.Background(), o, name, int64(vocab), dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(o, name, dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.WriteRows(allIDs(vocab), make([]byte, vocab*dim*4)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.LoadFunctions(); err != nil {
+	if err := s.WriteRows(context.Background(), allIDs(vocab), make([]byte, vocab*dim*4)); err != nil {
 		t.Fatal(err)
 	}
 	return cl, o
@@ -111,13 +109,13 @@ func filled(n int, v float32) []float32 {
 // not whole steps.
 func countRows(t *testing.T, o table.RedisOptions, name string, vocab, dim int) []int {
 	t.Helper()
-	s, err := table.OpenRedis(o, name, dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	raw := make([]byte, vocab*dim*4)
-	if err := s.ReadRows(allIDs(vocab), raw); err != nil {
+	if err := s.ReadRows(context.Background(), allIDs(vocab), raw); err != nil {
 		t.Fatal(err)
 	}
 	vals := fileio.Float32s(raw)
@@ -148,7 +146,7 @@ func TestRedisKillWorker(t *testing.T) {
 		t.Skip("runs child workers")
 	}
 	cl, o := zeroTable(t, name, 0, vocab, dim)
-	s, err := table.OpenRedis(o, name, dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +163,7 @@ func TestRedisKillWorker(t *testing.T) {
 				return
 			default:
 			}
-			if otherErr = s.StepSGD(ids, grad, 1, 0); otherErr != nil {
+			if otherErr = serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad, 1); otherErr != nil {
 				return
 			}
 			other++
@@ -208,13 +206,13 @@ func redisWorker(t *testing.T, dir, name string, vocab, dim int) {
 	}
 	addrs, password, _ := strings.Cut(string(conf), "\n")
 	o := table.RedisOptions{Addrs: strings.Split(addrs, ","), Password: password, Timeout: 2 * time.Second}
-	s, err := table.OpenRedis(o, name, dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids, grad := allIDs(vocab), filled(vocab*dim, -1)
 	for step := 0; ; step++ {
-		if err := s.StepSGD(ids, grad, 1, 0); err != nil {
+		if err := serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad, 1); err != nil {
 			t.Fatal(err)
 		}
 		if err := killtest.Mark(dir, "synced", step); err != nil {
@@ -230,21 +228,18 @@ func TestRedisTLS(t *testing.T) {
 	cl := localredis.StartTLS(t, 3, 0)
 	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, TLS: cl.TLS}
 	const vocab, dim = 2000, 4
-	if err := table.CreateRedis(o, "tls", vocab, dim, tensor.Float32); err != nil {
+	if err := table.CreateRedis(context.Background(), o, "tls", vocab, dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(o, "tls", dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, "tls", dim, tensor.Float32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.WriteRows(allIDs(vocab), make([]byte, vocab*dim*4)); err != nil {
+	if err := s.WriteRows(context.Background(), allIDs(vocab), make([]byte, vocab*dim*4)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.LoadFunctions(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.StepSGD(allIDs(vocab), filled(vocab*dim, -1), 1, 0); err != nil {
+	if err := serverStep(s, &optim.SparseSGD{LearnRate: 1}, allIDs(vocab), filled(vocab*dim, -1), 1); err != nil {
 		t.Fatal(err)
 	}
 	for r, n := range countRows(t, o, "tls", vocab, dim) {
@@ -253,7 +248,7 @@ func TestRedisTLS(t *testing.T) {
 		}
 	}
 	o.TLS = nil
-	if _, err := table.OpenRedis(o, "tls", dim, tensor.Float32, nil); err == nil {
+	if _, err := table.OpenRedis(context.Background(), o, "tls", dim, tensor.Float32, nil); err == nil {
 		t.Fatal("a client without TLS read the table")
 	}
 }

@@ -81,7 +81,7 @@ func run(o table.RedisOptions, rounds, steps, workers, examples int) error {
 	opt := optim.NewRowWiseAdagrad(0.01)
 	cols := opt.Columns(dim)
 	fmt.Printf("writing a table of %d rows of %d float32 values and an Adagrad sum\n", vocab, dim)
-	if err := table.CreateRedis(o, "bench", vocab, dim, tensor.Float32, table.WithState(cols...), table.WithReplace()); err != nil {
+	if err := table.CreateRedis(context.Background(), o, "bench", vocab, dim, tensor.Float32, table.WithState(cols...), table.WithReplace()); err != nil {
 		return err
 	}
 	ours, err := newWorker(o, opt, 1)
@@ -89,7 +89,15 @@ func run(o table.RedisOptions, rounds, steps, workers, examples int) error {
 		return err
 	}
 	defer ours.close()
-	bare := newBare(o)
+	// The first step loads the rule's Function, which bare then calls.
+	if err := ours.step(); err != nil {
+		return err
+	}
+	rule, err := opt.ServerRule(1, &optim.RowGrad{Rows: []int{0}, Values: tensor.New(tensor.WithShape(1, dim), tensor.Of(tensor.Float32))})
+	if err != nil {
+		return err
+	}
+	bare := newBare(o, rule.RedisFunction())
 	defer bare.c.Close()
 	var tOurs, tBare []float64
 	for round := range rounds {
@@ -140,14 +148,11 @@ type worker struct {
 }
 
 func newWorker(o table.RedisOptions, opt *optim.RowWiseAdagrad, seed uint64) (*worker, error) {
-	s, err := table.OpenRedis(o, "bench", dim, tensor.Float32, opt.Columns(dim))
+	s, err := table.OpenRedis(context.Background(), o, "bench", dim, tensor.Float32, opt.Columns(dim))
 	if err != nil {
 		return nil, err
 	}
-	if err := s.LoadFunctions(); err != nil {
-		return nil, err
-	}
-	c, err := table.NewCached(s, "bench", dim, tensor.Float32, opt.Columns(dim), table.CacheOptions{Budget: 64 << 20, Shared: true})
+	c, err := table.NewCached(context.Background(), s, "bench", dim, tensor.Float32, opt.Columns(dim), table.CacheOptions{Budget: 64 << 20, Shared: true})
 	if err != nil {
 		return nil, err
 	}
@@ -174,14 +179,18 @@ func (w *worker) step() error {
 	}
 	slices.Sort(w.ids)
 	w.c.NewBatch()
-	if err := w.c.Fetch(w.ids, w.slots); err != nil {
+	if err := w.c.Fetch(context.Background(), w.ids, w.slots); err != nil {
 		return err
 	}
 	for k, id := range w.ids {
 		w.g.Rows[k] = int(id)
 	}
 	w.stepNo++
-	return w.opt.StepServer(w.s, w.g, w.stepNo)
+	rule, err := w.opt.ServerRule(w.stepNo, w.g)
+	if err != nil {
+		return err
+	}
+	return w.c.ApplyRule(context.Background(), rule, w.ids, fileio.LittleEndianBytes(w.g.Values.Float32s()))
 }
 
 func (w *worker) close() {
@@ -194,16 +203,17 @@ func (w *worker) close() {
 // in one pipeline.
 type bare struct {
 	c    *redis.ClusterClient
+	fn   string // the Function of RowWiseAdagrad's rule
 	grad []byte
 	n    uint64
 }
 
-func newBare(o table.RedisOptions) *bare {
+func newBare(o table.RedisOptions, fn string) *bare {
 	g := make([]float32, dim)
 	for i := range g {
 		g[i] = 1e-3
 	}
-	return &bare{c: redis.NewClusterClient(&redis.ClusterOptions{Addrs: o.Addrs, Password: o.Password}),
+	return &bare{c: redis.NewClusterClient(&redis.ClusterOptions{Addrs: o.Addrs, Password: o.Password}), fn: fn,
 		grad: slices.Clone(fileio.LittleEndianBytes(g))}
 }
 
@@ -227,13 +237,13 @@ func (b *bare) step(batch []int64) error {
 	p = b.c.Pipeline()
 	for tag, g := range groups {
 		keys := make([]string, 0, len(g)+1)
-		args := []any{"bare", b.n, 0.01, 1e-8, 0.0, dim}
+		args := []any{"bare", b.n, dim, 3, 0.01, 1e-8, 0.0}
 		for _, id := range g {
 			keys = append(keys, key(id))
 			args = append(args, b.grad)
 		}
 		keys = append(keys, "gg:bench:{"+strconv.FormatInt(tag, 10)+"}:seen")
-		p.FCall(ctx, "gg_adagrad", keys, args...)
+		p.FCall(ctx, b.fn, keys, args...)
 	}
 	_, err := p.Exec(ctx)
 	return err

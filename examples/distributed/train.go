@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -26,13 +27,13 @@ func sparseAdam(c config) *optim.SparseAdam { return optim.NewSparseAdam(c.lr) }
 func create(c config) error {
 	cols := sparseAdam(c).Columns(embDim)
 	for f := range vocab {
-		err := table.CreateRedis(c.redis, tableName(c, f), int64(vocab[f]), embDim, tensor.Float32,
+		err := table.CreateRedis(context.Background(), c.redis, tableName(c, f), int64(vocab[f]), embDim, tensor.Float32,
 			table.WithSeed(tableSeed(c.seed, f)), table.WithState(cols...), table.WithReplace())
 		if err != nil {
 			return err
 		}
 	}
-	return optim.CreateSharedDense(c.redis, denseName(c), sparseAdam(c), denseParams(gorgonia.NewGraph(), c.seed), table.WithReplace())
+	return optim.CreateSharedDense(context.Background(), c.redis, denseName(c), sparseAdam(c), denseParams(gorgonia.NewGraph(), c.seed), table.WithReplace())
 }
 
 // runWorker trains on worker w's shard of the examples (every
@@ -44,14 +45,11 @@ func runWorker(c config, w int) error {
 	var tables [3]*nn.Embedding
 	cols := sparseAdam(c).Columns(embDim)
 	for f := range tables {
-		s, err := table.OpenRedis(c.redis, tableName(c, f), embDim, tensor.Float32, cols)
+		s, err := table.OpenRedis(context.Background(), c.redis, tableName(c, f), embDim, tensor.Float32, cols)
 		if err != nil {
 			return err
 		}
-		if err := s.LoadFunctions(); err != nil {
-			return err
-		}
-		cached, err := table.NewCached(s, tableName(c, f), embDim, tensor.Float32, cols,
+		cached, err := table.NewCached(context.Background(), s, tableName(c, f), embDim, tensor.Float32, cols,
 			table.CacheOptions{Budget: int64(c.cacheMB) << 20, Shared: true, MaxAge: c.maxAge})
 		if err != nil {
 			return err
@@ -67,7 +65,7 @@ func runWorker(c config, w int) error {
 		return err
 	}
 	defer m.close()
-	dense, err := optim.OpenSharedDense(c.redis, denseName(c), sparseAdam(c),
+	dense, err := optim.OpenSharedDense(context.Background(), c.redis, denseName(c), sparseAdam(c),
 		optim.SharedOptions{Worker: w, Workers: c.workers, Staleness: c.staleness}, m.params...)
 	if err != nil {
 		return err
@@ -95,7 +93,7 @@ func runWorker(c config, w int) error {
 				e.Prefetch(next.ids[f])
 			}
 		}
-		if err := dense.Pull(); err != nil {
+		if err := dense.Pull(context.Background()); err != nil {
 			return err
 		}
 		loss, err := m.run(b)
@@ -107,7 +105,7 @@ func runWorker(c config, w int) error {
 				return err
 			}
 		}
-		if err := dense.Push(); err != nil {
+		if err := dense.Push(context.Background()); err != nil {
 			return err
 		}
 		sum += loss
@@ -127,7 +125,7 @@ func clusterWeights(c config) (*weights, error) {
 	w := &weights{}
 	cols := sparseAdam(c).Columns(embDim)
 	for f := range vocab {
-		s, err := table.OpenRedis(c.redis, tableName(c, f), embDim, tensor.Float32, cols)
+		s, err := table.OpenRedis(context.Background(), c.redis, tableName(c, f), embDim, tensor.Float32, cols)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +134,7 @@ func clusterWeights(c config) (*weights, error) {
 			ids[i] = int64(i)
 		}
 		raw := make([]byte, len(ids)*s.RowBytes())
-		err = s.ReadRows(ids, raw)
+		err = s.ReadRows(context.Background(), ids, raw)
 		s.Close()
 		if err != nil {
 			return nil, err
@@ -148,12 +146,12 @@ func clusterWeights(c config) (*weights, error) {
 		}
 	}
 	params := denseParams(gorgonia.NewGraph(), c.seed)
-	d, err := optim.OpenSharedDense(c.redis, denseName(c), sparseAdam(c), optim.SharedOptions{Workers: 1}, params...)
+	d, err := optim.OpenSharedDense(context.Background(), c.redis, denseName(c), sparseAdam(c), optim.SharedOptions{Workers: 1}, params...)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	if err := d.Pull(); err != nil {
+	if err := d.Pull(context.Background()); err != nil {
 		return nil, err
 	}
 	for _, p := range params {

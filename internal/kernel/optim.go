@@ -159,3 +159,38 @@ func (t adagradTask[T]) Part(lo, hi int) int {
 	}
 	return -1
 }
+
+// SparseAdagradRows is PyTorch's Adagrad on the named rows, elementwise,
+// in T's arithmetic: for each row r and each of its elements,
+//
+//	s = s + g*g
+//	w = w + nclr * (g / (sqrt(s) + eps))
+//
+// each operation rounded to T (no product fused with a sum); s is the
+// row's sums (w's shape) and nclr the negated learning rate of the step.
+func SparseAdagradRows[T Float](w, g, s []T, rows []int, dim int, nclr, eps T) {
+	parallel.Run(len(rows), len(rows)*dim, sparseAdagradTask[T]{w, g, s, rows, dim, nclr, eps})
+}
+
+type sparseAdagradTask[T Float] struct {
+	w, g, s   []T
+	rows      []int
+	dim       int
+	nclr, eps T
+}
+
+func (t sparseAdagradTask[T]) Part(lo, hi int) int {
+	dim := t.dim
+	for k := lo; k < hi; k++ {
+		prefetchAhead(t.rows, k, hi, dim, t.w, t.s)
+		r := t.rows[k]
+		wr, gr, sr := t.w[r*dim:(r+1)*dim], t.g[k*dim:(k+1)*dim], t.s[r*dim:(r+1)*dim]
+		gr, sr = gr[:len(wr)], sr[:len(wr)]
+		for j, x := range gr {
+			s := sr[j] + T(x*x)
+			sr[j] = s
+			wr[j] += T(t.nclr * T(x/(T(math.Sqrt(float64(s)))+t.eps)))
+		}
+	}
+	return -1
+}

@@ -555,3 +555,13 @@ func ScalarOut(prealloc gorgonia.Value, dt tensor.Dtype, v float64) gorgonia.Val
 	}
 	return gorgonia.NewF64(v)
 }
+
+// CheckFloat reports an error wrapping gather.ErrDtype, naming op and
+// what has the dtype, unless dt is Float32 or Float64: the dtypes of
+// tables, gradients and the layers that compute in floats.
+func CheckFloat(op, what string, dt tensor.Dtype) error {
+	if dt == tensor.Float32 || dt == tensor.Float64 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s must be float32 or float64, got %v: %w", op, what, dt, errs.ErrDtype)
+}

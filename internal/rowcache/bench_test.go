@@ -1,6 +1,7 @@
 package rowcache
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -10,10 +11,10 @@ import (
 // hit rates alone are measured.
 type nullStore struct{ rows int64 }
 
-func (s nullStore) RowBytes() int                           { return 8 }
-func (s nullStore) Rows() int64                             { return s.rows }
-func (s nullStore) ReadRows(ids []int64, dst []byte) error  { return nil }
-func (s nullStore) WriteRows(ids []int64, src []byte) error { return nil }
+func (s nullStore) RowBytes() int                                                { return 8 }
+func (s nullStore) Rows() int64                                                  { return s.rows }
+func (s nullStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error  { return nil }
+func (s nullStore) WriteRows(ctx context.Context, ids []int64, src []byte) error { return nil }
 
 // BenchmarkHitRate reports the cache's hit rate over batches of 4,096 ids
 // drawn from Zipf (s = 1.05, as bench/bigtable draws them) and uniformly
@@ -52,7 +53,7 @@ func BenchmarkHitRate(b *testing.B) {
 				if i == warm {
 					c.hits, c.misses = 0, 0
 				}
-				if err := c.Fetch(ids, got); err != nil {
+				if err := c.Fetch(context.Background(), ids, got); err != nil {
 					b.Fatal(err)
 				}
 				if i >= warm {

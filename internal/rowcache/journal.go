@@ -3,6 +3,7 @@ package rowcache
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -286,7 +287,7 @@ func (s *Journaled) apply(latest map[int64]int64, meta []byte) error {
 		if err := fileio.ReadRows(s.j, offs[:len(part)], s.base.rowBytes, b, s.base.depth); err != nil {
 			return fmt.Errorf("row cache: applying the journal: %w", err)
 		}
-		if err := s.base.WriteRows(part, b); err != nil {
+		if err := s.base.WriteRows(context.Background(), part, b); err != nil {
 			return fmt.Errorf("row cache: applying the journal: %w", err)
 		}
 	}
@@ -310,7 +311,10 @@ func (s *Journaled) Rows() int64   { return s.base.rows }
 
 // ReadRows reads the rows written since the last Sync from the journal and
 // the others from the file.
-func (s *Journaled) ReadRows(ids []int64, dst []byte) error {
+func (s *Journaled) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	size := s.base.rowBytes
 	var fromFile []int64
 	var at []int
@@ -328,7 +332,7 @@ func (s *Journaled) ReadRows(ids []int64, dst []byte) error {
 		return nil
 	}
 	buf := make([]byte, len(fromFile)*size)
-	if err := s.base.ReadRows(fromFile, buf); err != nil {
+	if err := s.base.ReadRows(ctx, fromFile, buf); err != nil {
 		return err
 	}
 	for i, k := range at {
@@ -339,7 +343,7 @@ func (s *Journaled) ReadRows(ids []int64, dst []byte) error {
 
 // ReadRange reads the n rows from row first on: from the file in one run
 // if the journal holds none of them, else row by row.
-func (s *Journaled) ReadRange(first int64, n int, dst []byte) error {
+func (s *Journaled) ReadRange(ctx context.Context, first int64, n int, dst []byte) error {
 	ids := make([]int64, n)
 	pending := false
 	for k := range ids {
@@ -348,14 +352,17 @@ func (s *Journaled) ReadRange(first int64, n int, dst []byte) error {
 		pending = pending || ok
 	}
 	if pending {
-		return s.ReadRows(ids, dst)
+		return s.ReadRows(ctx, ids, dst)
 	}
-	return s.base.ReadRange(first, n, dst)
+	return s.base.ReadRange(ctx, first, n, dst)
 }
 
 // WriteRows appends the rows to the journal; the file is not written
 // until Sync.
-func (s *Journaled) WriteRows(ids []int64, src []byte) error {
+func (s *Journaled) WriteRows(ctx context.Context, ids []int64, src []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	size := s.base.rowBytes
 	recBytes := 8 + size
 	s.rec = slices.Grow(s.rec[:0], len(ids)*recBytes)[:len(ids)*recBytes]
@@ -392,8 +399,13 @@ func (s *Journaled) Meta() []byte { return slices.Clone(s.base.meta) }
 
 // Sync commits the rows written since the last Sync, and the meta bytes
 // SetMeta gave, and copies them into the file: once the commit's fsync
-// returns they survive any crash.
-func (s *Journaled) Sync() error {
+// returns they survive any crash. A ctx done before the commit is
+// returned with nothing committed; once committed, the copy into the file
+// runs to its end.
+func (s *Journaled) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if s.meta != nil {
 		id := int64(metaID)
 		rec := binary.LittleEndian.AppendUint64(nil, uint64(id))

@@ -2,6 +2,7 @@ package rowcache
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -30,7 +31,7 @@ func initial() []byte {
 // gets one added to one of its bytes, as many times as it is named.
 func step(c *Cache, n int, slots []int32) error {
 	ids := batchIDs(n)
-	if err := c.Fetch(ids, slots); err != nil {
+	if err := c.Fetch(context.Background(), ids, slots); err != nil {
 		return err
 	}
 	for k := range ids {
@@ -115,7 +116,7 @@ func TestJournaledSync(t *testing.T) {
 	if !bytes.Equal(file, initial()) {
 		t.Fatal("the file changed before Sync")
 	}
-	if err := c.Sync(); err != nil {
+	if err := c.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	file, _ = os.ReadFile(filepath.Join(dir, "table"))
@@ -304,7 +305,7 @@ func journalChild(dir string) {
 		}
 		if n%jSyncEvery == jSyncEvery-1 {
 			mark("syncing", n)
-			if err := c.Sync(); err != nil {
+			if err := c.Sync(context.Background()); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(2)
 			}

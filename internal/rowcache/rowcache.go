@@ -10,6 +10,7 @@
 package rowcache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -29,10 +30,10 @@ type Store interface {
 	Rows() int64
 	// ReadRows reads the rows ids names into dst, row k at
 	// dst[k*RowBytes():].
-	ReadRows(ids []int64, dst []byte) error
+	ReadRows(ctx context.Context, ids []int64, dst []byte) error
 	// WriteRows writes the rows ids names from src, row k from
 	// src[k*RowBytes():].
-	WriteRows(ids []int64, src []byte) error
+	WriteRows(ctx context.Context, ids []int64, src []byte) error
 }
 
 // A Policy chooses the rows a Cache evicts.
@@ -180,9 +181,9 @@ func (c *Cache) stale(s int32, batch uint64) bool {
 func (c *Cache) Slots() int { return len(c.idOf) }
 
 // Fetch starts a batch and fetches its rows: NewBatch, then FetchMore.
-func (c *Cache) Fetch(ids []int64, slots []int32) error {
+func (c *Cache) Fetch(ctx context.Context, ids []int64, slots []int32) error {
 	c.NewBatch()
-	return c.FetchMore(ids, slots)
+	return c.FetchMore(ctx, ids, slots)
 }
 
 // NewBatch ends the current batch: the rows it named may be evicted from
@@ -200,7 +201,7 @@ func (c *Cache) NewBatch() {
 // outside the store's rows, or a batch of more distinct rows than the
 // cache has slots not pinned (ErrCapacity, naming both), is an error,
 // and then the cache is as it was, but for rows already written back.
-func (c *Cache) FetchMore(ids []int64, slots []int32) error {
+func (c *Cache) FetchMore(ctx context.Context, ids []int64, slots []int32) error {
 	c.Wait()
 	if len(slots) < len(ids) {
 		return fmt.Errorf("row cache: %d slots for %d ids", len(slots), len(ids))
@@ -237,10 +238,10 @@ func (c *Cache) FetchMore(ids []int64, slots []int32) error {
 		return fmt.Errorf("row cache: the batch names %d distinct rows, the cache holds %d (%d of them pinned): %w",
 			distinct, len(c.idOf), c.pinned, ErrCapacity)
 	}
-	if err := c.makeRoom(len(c.missIDs)); err != nil {
+	if err := c.makeRoom(ctx, len(c.missIDs)); err != nil {
 		return err
 	}
-	if err := c.load(); err != nil {
+	if err := c.load(ctx); err != nil {
 		return err
 	}
 	c.inBatch += len(c.missIDs)
@@ -260,7 +261,7 @@ func (c *Cache) FetchMore(ids []int64, slots []int32) error {
 
 // makeRoom frees want slots, evicting from the tail of the recency list
 // rows no row of this batch is, and writing back the dirty ones first.
-func (c *Cache) makeRoom(want int) error {
+func (c *Cache) makeRoom(ctx context.Context, want int) error {
 	c.evictIDs, c.evictSlots = c.evictIDs[:0], c.evictSlots[:0]
 	if c.policy == LFU {
 		c.pickLFU(want - len(c.free))
@@ -278,7 +279,7 @@ func (c *Cache) makeRoom(want int) error {
 			dirty = append(dirty, s)
 		}
 	}
-	if err := c.writeBack(dirty); err != nil {
+	if err := c.writeBack(ctx, dirty); err != nil {
 		return err
 	}
 	for _, s := range c.evictSlots {
@@ -339,7 +340,7 @@ func (c *Cache) firstEvictable() int32 {
 
 // load reads the missed rows into free slots: those a Prefetch read from
 // its buffer, the others from the store, together.
-func (c *Cache) load() error {
+func (c *Cache) load(ctx context.Context) error {
 	if len(c.missIDs) == 0 {
 		return nil
 	}
@@ -351,7 +352,7 @@ func (c *Cache) load() error {
 	}
 	c.buf = slices.Grow(c.buf[:0], len(read)*c.rowBytes)[:len(read)*c.rowBytes]
 	if len(read) > 0 {
-		if err := c.store.ReadRows(read, c.buf); err != nil {
+		if err := c.store.ReadRows(ctx, read, c.buf); err != nil {
 			return fmt.Errorf("row cache: reading %d rows: %w", len(read), err)
 		}
 	}
@@ -392,7 +393,7 @@ func (c *Cache) CopyRow(s int32, row []byte) {
 }
 
 // writeBack writes the rows of slots to the store and marks them clean.
-func (c *Cache) writeBack(slots []int32) error {
+func (c *Cache) writeBack(ctx context.Context, slots []int32) error {
 	// In chunks of chunkBytes, so that a Sync of a large cache needs no
 	// second copy of it.
 	per := max(1, chunkBytes/c.rowBytes)
@@ -405,7 +406,7 @@ func (c *Cache) writeBack(slots []int32) error {
 			ids[k] = c.idOf[s]
 			c.CopyRow(s, buf[k*c.rowBytes:(k+1)*c.rowBytes])
 		}
-		if err := c.store.WriteRows(ids, buf); err != nil {
+		if err := c.store.WriteRows(ctx, ids, buf); err != nil {
 			return fmt.Errorf("row cache: writing back %d rows: %w", len(ids), err)
 		}
 		for _, s := range part {
@@ -441,9 +442,9 @@ func (c *Cache) Slot(id int64) (int32, bool) {
 // until Close: it is never evicted. It returns the row's slot. Call it
 // before the batches: it fetches the row as a batch of its own, so the
 // rows of the last Fetch are no longer kept.
-func (c *Cache) Pin(id int64) (int32, error) {
+func (c *Cache) Pin(ctx context.Context, id int64) (int32, error) {
 	var slot [1]int32
-	if err := c.Fetch([]int64{id}, slot[:]); err != nil {
+	if err := c.Fetch(ctx, []int64{id}, slot[:]); err != nil {
 		return 0, err
 	}
 	if c.batch[slot[0]] != pinned {
@@ -460,7 +461,7 @@ func (c *Cache) MarkDirty(s int32) { c.dirty[s] = true }
 
 // Sync writes every dirty row back to the store and then, if the store
 // has a Sync method (Journaled), calls it.
-func (c *Cache) Sync() error {
+func (c *Cache) Sync(ctx context.Context) error {
 	c.Wait()
 	var dirty []int32
 	for s, d := range c.dirty {
@@ -468,11 +469,11 @@ func (c *Cache) Sync() error {
 			dirty = append(dirty, int32(s))
 		}
 	}
-	if err := c.writeBack(dirty); err != nil {
+	if err := c.writeBack(ctx, dirty); err != nil {
 		return err
 	}
-	if s, ok := c.store.(interface{ Sync() error }); ok {
-		return s.Sync()
+	if s, ok := c.store.(interface{ Sync(context.Context) error }); ok {
+		return s.Sync(ctx)
 	}
 	return nil
 }
@@ -500,7 +501,7 @@ func (c *Cache) Close() {
 // oldest last: row 0 is evicted after every other. For a table whose ids
 // are numbered by frequency, as a vocabulary usually is, they are the rows
 // a cache of its size would hold most often.
-func (c *Cache) Preload(n int) (int, error) {
+func (c *Cache) Preload(ctx context.Context, n int) (int, error) {
 	c.Wait()
 	n = int(min(int64(min(n, len(c.free))), c.store.Rows()))
 	per := max(1, chunkBytes/c.rowBytes)
@@ -519,12 +520,12 @@ func (c *Cache) Preload(n int) (int, error) {
 		}
 		var err error
 		if rr, ok := c.store.(interface {
-			ReadRange(first int64, n int, dst []byte) error
+			ReadRange(ctx context.Context, first int64, n int, dst []byte) error
 		}); ok && len(ids) == hi-lo {
-			err = rr.ReadRange(int64(lo), hi-lo, b)
+			err = rr.ReadRange(ctx, int64(lo), hi-lo, b)
 		} else {
 			b = b[:len(ids)*c.rowBytes]
-			err = c.store.ReadRows(ids, b)
+			err = c.store.ReadRows(ctx, ids, b)
 		}
 		if err != nil {
 			return loaded, fmt.Errorf("row cache: preloading rows %d to %d: %w", lo, hi-1, err)
@@ -634,17 +635,26 @@ func NewFileStore(f *os.File, offset int64, rowBytes int, rows int64, depth int)
 func (s *FileStore) RowBytes() int { return s.rowBytes }
 func (s *FileStore) Rows() int64   { return s.rows }
 
-func (s *FileStore) ReadRows(ids []int64, dst []byte) error {
+func (s *FileStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return fileio.ReadRows(s.f, s.offsets(ids), s.rowBytes, dst, s.depth)
 }
 
-func (s *FileStore) WriteRows(ids []int64, src []byte) error {
+func (s *FileStore) WriteRows(ctx context.Context, ids []int64, src []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return fileio.WriteRows(s.f, s.offsets(ids), s.rowBytes, src, s.depth)
 }
 
 // ReadRange reads the n rows from row first on into dst, in one run of
 // reads of the file.
-func (s *FileStore) ReadRange(first int64, n int, dst []byte) error {
+func (s *FileStore) ReadRange(ctx context.Context, first int64, n int, dst []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if first < 0 || n < 0 || first+int64(n) > s.rows {
 		return fmt.Errorf("row cache: rows %d to %d of a store of %d", first, first+int64(n)-1, s.rows)
 	}
@@ -701,7 +711,7 @@ func (p *prefetch) take(id int64, n int) ([]byte, bool) {
 // enter the cache before a Fetch names them, so no row is evicted for
 // them before the batch that needs them. See Cache for what the caller
 // may do while it runs.
-func (c *Cache) Prefetch(ids []int64) {
+func (c *Cache) Prefetch(ctx context.Context, ids []int64) {
 	c.Wait()
 	c.dropStaged()
 	var want []int64
@@ -723,7 +733,7 @@ func (c *Cache) Prefetch(ids []int64) {
 	go func() {
 		defer close(p.done)
 		buf := make([]byte, len(want)*c.rowBytes)
-		if err := c.store.ReadRows(want, buf); err != nil {
+		if err := c.store.ReadRows(ctx, want, buf); err != nil {
 			return // the next Fetch reads them, and reports the error
 		}
 		p.ids = make(map[int64]int, len(want))

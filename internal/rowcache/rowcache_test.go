@@ -2,6 +2,7 @@ package rowcache
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -25,14 +26,14 @@ func newMemStore(n, size int) *memStore {
 
 func (s *memStore) RowBytes() int { return len(s.rows[0]) }
 func (s *memStore) Rows() int64   { return int64(len(s.rows)) }
-func (s *memStore) ReadRows(ids []int64, dst []byte) error {
+func (s *memStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
 	for k, id := range ids {
 		copy(dst[k*s.RowBytes():], s.rows[id])
 	}
 	s.reads += len(ids)
 	return nil
 }
-func (s *memStore) WriteRows(ids []int64, src []byte) error {
+func (s *memStore) WriteRows(ctx context.Context, ids []int64, src []byte) error {
 	for k, id := range ids {
 		copy(s.rows[id], src[k*s.RowBytes():(k+1)*s.RowBytes()])
 	}
@@ -69,7 +70,7 @@ func cacheEqualsTable(t *testing.T, policy Policy) {
 				ids[k] = int64(r.IntN(rows))
 			}
 		}
-		if err := c.Fetch(ids, got); err != nil {
+		if err := c.Fetch(context.Background(), ids, got); err != nil {
 			t.Fatal(err)
 		}
 		for k, id := range ids {
@@ -85,7 +86,7 @@ func cacheEqualsTable(t *testing.T, policy Policy) {
 			}
 		}
 	}
-	if err := c.Sync(); err != nil {
+	if err := c.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for id := range rows {
@@ -111,19 +112,19 @@ func TestCacheRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	slots := make([]int32, 4)
-	if err := c.Fetch([]int64{1, 2, 1}, slots); err != nil {
+	if err := c.Fetch(context.Background(), []int64{1, 2, 1}, slots); err != nil {
 		t.Fatal(err)
 	}
 	c.Row(slots[0])[0] = 99
 	c.MarkDirty(slots[0])
-	err = c.Fetch([]int64{5, 6, 7, 8}, slots)
+	err = c.Fetch(context.Background(), []int64{5, 6, 7, 8}, slots)
 	if !errors.Is(err, ErrCapacity) {
 		t.Fatalf("four rows in three slots: %v", err)
 	}
-	if err := c.Fetch([]int64{100}, slots); err == nil {
+	if err := c.Fetch(context.Background(), []int64{100}, slots); err == nil {
 		t.Fatal("an id outside the store: want an error")
 	}
-	if err := c.Fetch([]int64{1, 9}, slots); err != nil {
+	if err := c.Fetch(context.Background(), []int64{1, 9}, slots); err != nil {
 		t.Fatal(err)
 	}
 	if c.Row(slots[0])[0] != 99 {
@@ -143,12 +144,12 @@ func TestCacheEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := make([]int32, 2)
-	if err := c.Fetch([]int64{1}, s); err != nil {
+	if err := c.Fetch(context.Background(), []int64{1}, s); err != nil {
 		t.Fatal(err)
 	}
 	c.Row(s[0])[1] = 42
 	c.MarkDirty(s[0])
-	if err := c.Fetch([]int64{2, 3}, s); err != nil { // evicts row 1
+	if err := c.Fetch(context.Background(), []int64{2, 3}, s); err != nil { // evicts row 1
 		t.Fatal(err)
 	}
 	if store.rows[1][1] != 42 || store.writes != 1 {
@@ -186,7 +187,7 @@ func TestFileStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := make([]int32, 2)
-	if err := c.Fetch([]int64{3, 49}, s); err != nil {
+	if err := c.Fetch(context.Background(), []int64{3, 49}, s); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(c.Row(s[1]), data[16+49*8:16+50*8]) {
@@ -194,7 +195,7 @@ func TestFileStore(t *testing.T) {
 	}
 	copy(c.Row(s[0]), "ABCDEFGH")
 	c.MarkDirty(s[0])
-	if err := c.Sync(); err != nil {
+	if err := c.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(path)
@@ -218,16 +219,16 @@ func TestPrefetchTakenOnce(t *testing.T) {
 	}
 	defer c.Close()
 	s := make([]int32, 2)
-	c.Prefetch([]int64{5})
-	if err := c.Fetch([]int64{5}, s); err != nil {
+	c.Prefetch(context.Background(), []int64{5})
+	if err := c.Fetch(context.Background(), []int64{5}, s); err != nil {
 		t.Fatal(err)
 	}
 	c.Row(s[0])[0] = 99
 	c.MarkDirty(s[0])
-	if err := c.Fetch([]int64{1, 2}, s); err != nil { // evicts row 5, writing it back
+	if err := c.Fetch(context.Background(), []int64{1, 2}, s); err != nil { // evicts row 5, writing it back
 		t.Fatal(err)
 	}
-	if err := c.Fetch([]int64{5}, s); err != nil {
+	if err := c.Fetch(context.Background(), []int64{5}, s); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.Row(s[0])[0]; got != 99 {
@@ -248,17 +249,17 @@ func TestPinAndFetchMore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	p, err := c.Pin(9)
+	p, err := c.Pin(context.Background(), 9)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := make([]int32, 2)
 	for b := range 5 {
 		c.NewBatch()
-		if err := c.FetchMore([]int64{int64(b)}, s); err != nil {
+		if err := c.FetchMore(context.Background(), []int64{int64(b)}, s); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.FetchMore([]int64{int64(b + 1)}, s[1:]); err != nil {
+		if err := c.FetchMore(context.Background(), []int64{int64(b + 1)}, s[1:]); err != nil {
 			t.Fatal(err)
 		}
 		if s[0] == s[1] || s[0] == p || s[1] == p {
@@ -269,7 +270,7 @@ func TestPinAndFetchMore(t *testing.T) {
 		}
 	}
 	c.NewBatch()
-	if err := c.FetchMore([]int64{1, 2, 3}, make([]int32, 3)); !errors.Is(err, ErrCapacity) {
+	if err := c.FetchMore(context.Background(), []int64{1, 2, 3}, make([]int32, 3)); !errors.Is(err, ErrCapacity) {
 		t.Fatalf("3 rows in 2 unpinned slots: %v", err)
 	}
 }
@@ -283,7 +284,7 @@ func TestPreload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	n, err := c.Preload(100)
+	n, err := c.Preload(context.Background(), 100)
 	if err != nil || n != 4 {
 		t.Fatalf("preloaded %d rows, %v; want 4", n, err)
 	}
@@ -295,7 +296,7 @@ func TestPreload(t *testing.T) {
 	}
 	s := make([]int32, 1)
 	for _, id := range []int64{7, 8, 9} {
-		if err := c.Fetch([]int64{id}, s); err != nil {
+		if err := c.Fetch(context.Background(), []int64{id}, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -322,7 +323,7 @@ func TestMaxAge(t *testing.T) {
 		slots := make([]int32, 2)
 		fetch := func(want ...byte) {
 			t.Helper()
-			if err := c.Fetch([]int64{1, 2}, slots); err != nil {
+			if err := c.Fetch(context.Background(), []int64{1, 2}, slots); err != nil {
 				t.Fatal(err)
 			}
 			for k, s := range slots {
@@ -338,7 +339,7 @@ func TestMaxAge(t *testing.T) {
 		fetch(1, 20)
 		if prefetch {
 			c.NewBatch() // a batch that does not name them
-			c.Prefetch([]int64{1, 2})
+			c.Prefetch(context.Background(), []int64{1, 2})
 		}
 		fetch(11, 20)
 		if hits, misses, staged := c.Stats(); misses != 3 || hits != 3 || prefetch != (staged == 1) {
