@@ -125,6 +125,9 @@ func TestCachedEqualsMemory(t *testing.T) {
 		"sgd":     func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.3, WeightDecay: 0.01} },
 		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.05) },
 		"adagrad": func() optim.Sparse { return optim.NewRowWiseAdagrad(0.2) },
+		"sparse adagrad": func() optim.Sparse {
+			return &optim.SparseAdagrad{LearnRate: 0.2, LRDecay: 0.01, InitialAccumulatorValue: 0.1, Eps: 1e-10}
+		},
 	}
 	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 		for name, newOpt := range opts {

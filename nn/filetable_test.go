@@ -103,7 +103,7 @@ func trainTable(t *testing.T, emb *Embedding, g *gorgonia.ExprGraph, opt optim.S
 // the same ids and optimiser, through lookups and bags, are bit-identical.
 func TestFileTableEqualsMemory(t *testing.T) {
 	for _, dt := range floatDtypes {
-		for _, name := range []string{"sgd", "adam", "adagrad"} {
+		for _, name := range []string{"sgd", "adam", "adagrad", "sparse adagrad"} {
 			t.Run(fmt.Sprintf("%v/%s", dt, name), func(t *testing.T) {
 				newOpt := func() optim.Sparse {
 					switch name {
@@ -111,6 +111,8 @@ func TestFileTableEqualsMemory(t *testing.T) {
 						return &optim.SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}
 					case "adam":
 						return optim.NewSparseAdam(0.05)
+					case "sparse adagrad":
+						return &optim.SparseAdagrad{LearnRate: 0.2, LRDecay: 0.01, InitialAccumulatorValue: 0.1, Eps: 1e-10}
 					}
 					return &optim.RowWiseAdagrad{LearnRate: 0.2, Eps: 1e-8, WeightDecay: 0.01}
 				}

@@ -29,6 +29,9 @@ func TestSharedEqualsMemory(t *testing.T) {
 		"sgd":     func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.5, WeightDecay: 0.01} },
 		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.05) },
 		"adagrad": func() optim.Sparse { return optim.NewRowWiseAdagrad(0.2) },
+		"sparse adagrad": func() optim.Sparse {
+			return &optim.SparseAdagrad{LearnRate: 0.2, LRDecay: 0.01, InitialAccumulatorValue: 0.1, Eps: 1e-10}
+		},
 	}
 	for name, newOpt := range opts {
 		t.Run(name, func(t *testing.T) {

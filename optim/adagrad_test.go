@@ -2,9 +2,11 @@ package optim
 
 import (
 	"math"
+	"path/filepath"
 	"testing"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -103,4 +105,58 @@ func TestSparseAdagradTorch(t *testing.T) {
 		assert.ErrorIs(t, err, gather.ErrOption, "%+v", *bad)
 	}
 	assert.Equal(t, 1e-10, NewSparseAdagrad(0.1).Eps)
+}
+
+// tableParam is a Param of a Table in memory.
+type tableParam struct {
+	name string
+	tab  *Table
+}
+
+func (p tableParam) Name() string                    { return p.name }
+func (p tableParam) Rows(opt Sparse) (*Table, error) { return p.tab, nil }
+
+// SparseAdagrad's state, its sums and step count, saved after 3 steps and
+// loaded into another table resumes to the bits of 6 steps uninterrupted,
+// under PyTorch's keys.
+func TestSparseAdagradResume(t *testing.T) {
+	const vocab, dim = 7, 4
+	o := &SparseAdagrad{LearnRate: 0.3, LRDecay: 0.05, InitialAccumulatorValue: 0.2, Eps: 1e-10}
+	newTab := func() *Table {
+		w := make([]float32, vocab*dim)
+		for i := range w {
+			w[i] = float32(math.Sin(float64(i)))
+		}
+		tab, err := NewTable(tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(w)), o)
+		require.NoError(t, err)
+		return tab
+	}
+	grad := func(step int) *RowGrad {
+		v := make([]float32, 2*dim)
+		for i := range v {
+			v[i] = float32(math.Cos(float64(step*3 + i)))
+		}
+		return &RowGrad{Rows: []int{step % 3, 3 + step%4}, Values: tensor.New(tensor.WithShape(2, dim), tensor.WithBacking(v))}
+	}
+	a, b := newTab(), newTab()
+	for s := range 3 {
+		require.NoError(t, a.Step(o, grad(s)))
+	}
+	path := filepath.Join(t.TempDir(), "state.safetensors")
+	require.NoError(t, checkpoint.Save(path, nil, State(tableParam{"emb", a}, o)))
+	saved, _, err := checkpoint.Read(path)
+	require.NoError(t, err)
+	assert.Equal(t, []int{vocab, dim}, []int(saved["emb.sum"].Shape()))
+	assert.Equal(t, int64(3), saved["emb.step"].Data())
+
+	_, err = checkpoint.Load(path, State(tableParam{"emb", b}, NewSparseAdagrad(0.3)))
+	require.NoError(t, err)
+	copy(b.Weight.Float32s(), a.Weight.Float32s()) // the table's values travel as the embedding's own part
+	for s := 3; s < 6; s++ {
+		require.NoError(t, a.Step(o, grad(s)))
+		require.NoError(t, b.Step(o, grad(s)))
+	}
+	assert.Equal(t, a.Weight.Float32s(), b.Weight.Float32s())
+	assert.Equal(t, a.State[0].Float32s(), b.State[0].Float32s())
+	assert.Equal(t, int64(6), b.Steps)
 }

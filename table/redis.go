@@ -165,6 +165,7 @@ func newStore(o RedisOptions, name string, rowBytes int, dt tensor.Dtype) *Redis
 	c := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLS,
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+		ContextTimeoutEnabled: true, // a call's deadline bounds its reads and writes
 	})
 	return &RedisStore{c: c, name: name, rowBytes: rowBytes, dt: dt, timeout: timeout, retry: o.Retry,
 		replicas: o.Replicas, strict: o.StrictReplicas, id: strconv.FormatUint(rand.Uint64(), 36)}
@@ -500,9 +501,7 @@ func (s *RedisStore) again(ctx context.Context, call func(ctx context.Context) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		at, cancel := context.WithTimeout(ctx, s.timeout)
-		err := call(at)
-		cancel()
+		err := s.attempt(ctx, call)
 		if err != nil && ctx.Err() != nil {
 			return fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
@@ -516,7 +515,7 @@ func (s *RedisStore) again(ctx context.Context, call func(ctx context.Context) e
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
-		at, cancel = context.WithTimeout(ctx, s.timeout)
+		at, cancel := context.WithTimeout(ctx, s.timeout)
 		s.c.ReloadState(at)
 		cancel()
 	}
@@ -544,6 +543,28 @@ func (s *RedisStore) Close() error {
 		return nil
 	}
 	return s.c.Close()
+}
+
+// attempt runs call once within ctx and the store's timeout, and returns
+// when it does or when ctx is done, whichever comes first: go-redis
+// bounds a call's reads by its deadline but does not stop one that waits
+// on a hung node when its context is cancelled. A call left running
+// ends by the store's timeout; its writes may land (a step it carried is
+// then one whose outcome the caller was told is unknown, and the same
+// step again is applied once).
+func (s *RedisStore) attempt(ctx context.Context, call func(ctx context.Context) error) error {
+	at, cancel := context.WithTimeout(ctx, s.timeout)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		done <- call(at)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // retryable reports whether err may pass once the cluster has settled: a

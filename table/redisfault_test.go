@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -309,5 +312,119 @@ func TestRedisMasterLostForGood(t *testing.T) {
 		if n != total+1 {
 			t.Fatalf("row %d took %d steps; %d acknowledged and one step failed twice, applied once", r, n, total)
 		}
+	}
+}
+
+// Every call that reaches the servers stops when its context is done,
+// however long the store's Timeout and Retry would wait, and returns
+// the context's error: reads, writes, rule steps, a cache's fetch and
+// sync, Export, and a SharedDense's Pull and Push, against masters that
+// hang (SIGSTOP). Once they resume, the store works again.
+func TestRedisContext(t *testing.T) {
+	cl := localredis.Start(t, 3, 0)
+	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 20 * time.Second, Retry: time.Minute}
+	ctx := context.Background()
+	const vocab, dim = 500, 4
+	opt := optim.NewSparseAdam(0.1)
+	cols := opt.Columns(dim)
+	if err := table.CreateRedis(ctx, o, "ctx", vocab, dim, tensor.Float32, table.WithState(cols...)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := table.OpenRedis(ctx, o, "ctx", dim, tensor.Float32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := table.NewCached(ctx, s, "ctx", dim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g := gorgonia.NewGraph()
+	w := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(10), gorgonia.WithName("w"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(10), tensor.Of(tensor.Float32))))
+	if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(w)), w); err != nil {
+		t.Fatal(err)
+	}
+	if err := optim.CreateSharedDense(ctx, o, "ctxdense", opt, []*gorgonia.Node{w}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := optim.OpenSharedDense(ctx, o, "ctxdense", opt, optim.SharedOptions{Workers: 1}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(w))
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil { // w's gradient, which Push sends
+		t.Fatal(err)
+	}
+	ids := []int64{1, 2, 3}
+	grad := make([]float32, len(ids)*dim)
+	rule, err := opt.ServerRule(1, &optim.RowGrad{Rows: []int{1, 2, 3}, Values: tensor.New(tensor.WithShape(3, dim), tensor.WithBacking(grad))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyRule(ctx, rule, ids, fileio.LittleEndianBytes(grad)); err != nil {
+		t.Fatal(err) // loads the rule's Function before the masters hang
+	}
+
+	for _, addr := range cl.Addrs {
+		if err := cl.Pause(addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed := false
+	resume := func() {
+		if resumed {
+			return
+		}
+		resumed = true
+		for _, addr := range cl.Addrs {
+			if err := cl.Resume(addr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer resume()
+	buf := make([]byte, len(ids)*s.RowBytes())
+	calls := map[string]func(ctx context.Context) error{
+		"ReadRows":  func(ctx context.Context) error { return s.ReadRows(ctx, ids, buf) },
+		"WriteRows": func(ctx context.Context) error { return s.WriteRows(ctx, ids, buf) },
+		"ApplyRule": func(ctx context.Context) error { return c.ApplyRule(ctx, rule, ids, fileio.LittleEndianBytes(grad)) },
+		"Fetch": func(ctx context.Context) error {
+			c.NewBatch()
+			return c.Fetch(ctx, []int64{7, 8}, make([]int32, 2))
+		},
+		"Read": func(ctx context.Context) error { _, err := c.Read(ctx, []int64{9}); return err },
+		"Export": func(ctx context.Context) error {
+			return table.Export(ctx, filepath.Join(t.TempDir(), "x"), s, "ctx", dim, tensor.Float32, cols, 0)
+		},
+		"Pull": func(ctx context.Context) error { return d.Pull(ctx) },
+		"Push": func(ctx context.Context) error { return d.Push(ctx) },
+	}
+	for name, call := range calls {
+		for _, cancel := range []bool{false, true} {
+			cctx, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+			want := context.DeadlineExceeded
+			if cancel {
+				cctx, stop = context.WithCancel(ctx)
+				time.AfterFunc(300*time.Millisecond, stop)
+				want = context.Canceled
+			}
+			start := time.Now()
+			err := call(cctx)
+			stop()
+			if !errors.Is(err, want) || time.Since(start) > 5*time.Second {
+				t.Errorf("%s (cancel %v) with the masters hung: %v after %v, want %v within the context's time", name, cancel, err, time.Since(start), want)
+			}
+		}
+	}
+	resume()
+	if err := cl.Settled(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReadRows(ctx, ids, buf); err != nil {
+		t.Fatalf("after the masters resumed: %v", err)
 	}
 }
