@@ -107,3 +107,34 @@ var (
 	_ gorgonia.SDOp            = (*gatherOp)(nil)
 	_ gorgonia.ADOp            = (*gatherOp)(nil)
 )
+
+// IndexAdd adds src into dst at the positions that Take(dst, indices, axis)
+// reads: it is the gradient of Gather with respect to data. For axis 0 and
+// rows of n elements it is
+//
+//	for i, j := range indices { dst[j*n:(j+1)*n] += src[i*n:(i+1)*n] }
+//
+// and likewise for each block before axis. Repeated indices accumulate;
+// negative ones add into the row they name. dst must be a row-major float32
+// or float64 tensor (not a view); src must have dst's dtype and the shape
+// Take would return. On error dst is unchanged. The sum into each element
+// runs in index order whatever the number of threads, so the result does
+// not depend on GOMAXPROCS. It is O(size of src).
+func IndexAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
+	return backward(opGather, dst, indices, src, axis, 1, -1, label{Op: opGather.String()}, false)
+}
+
+func (gatherer) add(a addPlan, c float64, pad int, zero bool) {
+	outer, s, inner := split(a.dst.Shape(), a.axis)
+	operand.PickFloatIndex(a.dst.Dtype(), a.ix.Dtype, indexAdds32, indexAdds64)(a.dst, a.src, a.ix, outer, s, inner, c, pad, zero)
+}
+
+// The instances of indexAdd for each data and index dtype.
+var (
+	indexAdds32 = [3]func(dst, src *tensor.Dense, ix operand.Indices, outer, s, inner int, c float64, pad int, zero bool){indexAdd[float32, int], indexAdd[float32, int32], indexAdd[float32, int64]}
+	indexAdds64 = [3]func(dst, src *tensor.Dense, ix operand.Indices, outer, s, inner int, c float64, pad int, zero bool){indexAdd[float64, int], indexAdd[float64, int32], indexAdd[float64, int64]}
+)
+
+func indexAdd[T kernel.Float, I kernel.Index](dst, src *tensor.Dense, ix operand.Indices, outer, s, inner int, c float64, pad int, zero bool) {
+	kernel.IndexAdd(operand.Floats[T](dst), operand.Floats[T](src), operand.Slice[I](ix), outer, s, inner, T(c), pad, zero)
+}

@@ -98,3 +98,40 @@ func takeAlong[T any, I kernel.Index](out, data *tensor.Dense, ix operand.Indice
 func takeAlongAdd[T kernel.Number, I kernel.Index](out, data *tensor.Dense, ix operand.Indices, g kernel.Along) {
 	kernel.TakeAlongAdd(operand.Elems[T](out), operand.Elems[T](data), operand.Slice[I](ix), &g)
 }
+
+// ScatterAdd adds src into dst at the positions that TakeAlongAxis(dst,
+// indices, axis) reads: it is the gradient of GatherElements with respect to
+// data (ONNX ScatterElements with reduction "add", PyTorch scatter_add_).
+// For a matrix and axis 1 it is
+//
+//	for i, row := range indices { for j, k := range row { dst[i][k] += src[i][j] } }
+//
+// Repeated indices accumulate. dst must be a row-major float32 or float64
+// tensor (not a view); src must have dst's dtype and the shape of indices.
+// On error dst is unchanged. The result does not depend on GOMAXPROCS.
+// It is O(size of src).
+func ScatterAdd(dst *tensor.Dense, indices, src tensor.Tensor, axis int) error {
+	return backward(opGatherElements, dst, indices, src, axis, 1, -1, label{Op: opGatherElements.String()}, false)
+}
+
+func (elementPicker) add(a addPlan, c float64, _ int, zero bool) {
+	if a.src.Shape().TotalSize() == 0 {
+		if zero {
+			operand.PickFloat(a.dst.Dtype(), clearFloats[float32], clearFloats[float64])(a.dst)
+		}
+		return
+	}
+	g := kernel.NewAlong(a.dst.Shape(), a.ix.Shape, a.axis)
+	operand.PickFloatIndex(a.dst.Dtype(), a.ix.Dtype, scatterAdds32, scatterAdds64)(a.dst, a.src, a.ix, g, c, zero)
+}
+
+// The instances of scatterAdd for each data and index dtype.
+var (
+	scatterAdds32 = [3]func(dst, src *tensor.Dense, ix operand.Indices, g kernel.Along, c float64, zero bool){scatterAdd[float32, int], scatterAdd[float32, int32], scatterAdd[float32, int64]}
+	scatterAdds64 = [3]func(dst, src *tensor.Dense, ix operand.Indices, g kernel.Along, c float64, zero bool){scatterAdd[float64, int], scatterAdd[float64, int32], scatterAdd[float64, int64]}
+)
+
+// scatterAdd takes g by value, as takeAlong does.
+func scatterAdd[T kernel.Float, I kernel.Index](dst, src *tensor.Dense, ix operand.Indices, g kernel.Along, c float64, zero bool) {
+	kernel.ScatterAdd(operand.Floats[T](dst), operand.Floats[T](src), operand.Slice[I](ix), &g, T(c), zero)
+}

@@ -17,7 +17,6 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
@@ -128,7 +127,7 @@ type headerEntry struct {
 // leaves the previous file or the new one, never a torn one.
 func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string) error {
 	if _, ok := meta[checksumKey]; ok {
-		return fmt.Errorf("checkpoint: the metadata key %q is the checksums': %w", checksumKey, gather.ErrOption)
+		return fmt.Errorf("checkpoint: the metadata key %q is the checksums': %w", checksumKey, errs.ErrOption)
 	}
 	names := make([]string, 0, len(tensors))
 	for name := range tensors {
@@ -141,15 +140,15 @@ func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string
 	var offset int64
 	for i, name := range names {
 		if name == "" || name == metadataKey {
-			return fmt.Errorf("checkpoint: a tensor may not be named %q: %w", name, gather.ErrOption)
+			return fmt.Errorf("checkpoint: a tensor may not be named %q: %w", name, errs.ErrOption)
 		}
 		t := tensors[name]
 		if t == nil {
-			return fmt.Errorf("checkpoint: tensor %q is nil: %w", name, gather.ErrShape)
+			return fmt.Errorf("checkpoint: tensor %q is nil: %w", name, errs.ErrShape)
 		}
 		f, ok := formatOf(t.Dtype())
 		if !ok {
-			return fmt.Errorf("checkpoint: tensor %q has dtype %v, which the format cannot hold: %w", name, t.Dtype(), gather.ErrDtype)
+			return fmt.Errorf("checkpoint: tensor %q has dtype %v, which the format cannot hold: %w", name, t.Dtype(), errs.ErrDtype)
 		}
 		b, err := rawBytes(t, f)
 		if err != nil {
@@ -675,17 +674,17 @@ func Inspect(path string) ([]TensorInfo, map[string]string, error) {
 func Header(name, f string, shape []int, meta map[string]string) ([]byte, error) {
 	ft, ok := formatNamed(f)
 	if !ok || ft.name == "F16" || ft.name == "BF16" {
-		return nil, fmt.Errorf("checkpoint: header of %q: format %q: %w", name, f, gather.ErrDtype)
+		return nil, fmt.Errorf("checkpoint: header of %q: format %q: %w", name, f, errs.ErrDtype)
 	}
 	n := int64(ft.size)
 	for _, d := range shape {
 		if d < 0 || (d > 0 && n > math.MaxInt64/int64(d)) {
-			return nil, fmt.Errorf("checkpoint: header of %q: shape %v: %w", name, shape, gather.ErrShape)
+			return nil, fmt.Errorf("checkpoint: header of %q: shape %v: %w", name, shape, errs.ErrShape)
 		}
 		n *= int64(d)
 	}
 	if _, ok := meta[checksumKey]; ok {
-		return nil, fmt.Errorf("checkpoint: the metadata key %q is the checksums': %w", checksumKey, gather.ErrOption)
+		return nil, fmt.Errorf("checkpoint: the metadata key %q is the checksums': %w", checksumKey, errs.ErrOption)
 	}
 	entries := map[string]any{name: headerEntry{Dtype: f, Shape: int64s(shape), DataOffsets: []int64{0, n}}}
 	if len(meta) > 0 {

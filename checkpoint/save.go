@@ -8,7 +8,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
@@ -45,7 +45,7 @@ func states(parts []Part) (map[string]tensor.Tensor, []map[string]tensor.Tensor,
 	each := make([]map[string]tensor.Tensor, len(parts))
 	for i, p := range parts {
 		if p == nil {
-			return nil, nil, fmt.Errorf("checkpoint: part %d is nil: %w", i, gather.ErrOption)
+			return nil, nil, fmt.Errorf("checkpoint: part %d is nil: %w", i, errs.ErrOption)
 		}
 		st, err := p.State()
 		if err != nil {
@@ -53,7 +53,7 @@ func states(parts []Part) (map[string]tensor.Tensor, []map[string]tensor.Tensor,
 		}
 		for name, t := range st {
 			if _, dup := all[name]; dup {
-				return nil, nil, fmt.Errorf("checkpoint: two parts hold a tensor named %q: %w", name, gather.ErrOption)
+				return nil, nil, fmt.Errorf("checkpoint: two parts hold a tensor named %q: %w", name, errs.ErrOption)
 			}
 			all[name] = t
 		}
@@ -297,10 +297,10 @@ func (p nodesPart) State() (map[string]tensor.Tensor, error) {
 	out := make(map[string]tensor.Tensor, len(p))
 	for i, n := range p {
 		if n == nil {
-			return nil, fmt.Errorf("checkpoint: node %d is nil: %w", i, gather.ErrShape)
+			return nil, fmt.Errorf("checkpoint: node %d is nil: %w", i, errs.ErrShape)
 		}
 		if _, dup := out[n.Name()]; dup {
-			return nil, fmt.Errorf("checkpoint: two nodes are named %q: %w", n.Name(), gather.ErrOption)
+			return nil, fmt.Errorf("checkpoint: two nodes are named %q: %w", n.Name(), errs.ErrOption)
 		}
 		switch v := n.Value().(type) {
 		case *tensor.Dense:
@@ -308,7 +308,7 @@ func (p nodesPart) State() (map[string]tensor.Tensor, error) {
 		case gorgonia.Scalar:
 			out[n.Name()] = tensor.New(tensor.FromScalar(v.Data()))
 		default:
-			return nil, fmt.Errorf("checkpoint: node %q has no tensor value (%T): %w", n.Name(), n.Value(), gather.ErrShape)
+			return nil, fmt.Errorf("checkpoint: node %q has no tensor value (%T): %w", n.Name(), n.Value(), errs.ErrShape)
 		}
 	}
 	return out, nil
@@ -333,10 +333,10 @@ func (p nodesPart) SetState(tensors map[string]*tensor.Dense) error {
 			case float32:
 				s = gorgonia.NewF32(x)
 			default:
-				return fmt.Errorf("checkpoint: node %q: a scalar of %v: %w", n.Name(), t.Dtype(), gather.ErrDtype)
+				return fmt.Errorf("checkpoint: node %q: a scalar of %v: %w", n.Name(), t.Dtype(), errs.ErrDtype)
 			}
 			if err := gorgonia.Let(n, s); err != nil {
-				return fmt.Errorf("checkpoint: node %q: %v: %w", n.Name(), err, gather.ErrGraph)
+				return fmt.Errorf("checkpoint: node %q: %v: %w", n.Name(), err, errs.ErrGraph)
 			}
 		}
 	}
@@ -347,13 +347,13 @@ func (p nodesPart) SetState(tensors map[string]*tensor.Dense) error {
 // and shape, dst row-major and not a view. Parts use it in SetState.
 func CopyInto(dst, src *tensor.Dense) error {
 	if dst == nil || src == nil {
-		return fmt.Errorf("checkpoint: copy into or from nil: %w", gather.ErrShape)
+		return fmt.Errorf("checkpoint: copy into or from nil: %w", errs.ErrShape)
 	}
 	if dst.Dtype() != src.Dtype() || !shapes.SameShape(dst.Shape(), src.Shape()) {
-		return fmt.Errorf("checkpoint: copying %v of shape %v into %v of shape %v: %w", src.Dtype(), src.Shape(), dst.Dtype(), dst.Shape(), gather.ErrShape)
+		return fmt.Errorf("checkpoint: copying %v of shape %v into %v of shape %v: %w", src.Dtype(), src.Shape(), dst.Dtype(), dst.Shape(), errs.ErrShape)
 	}
 	if !operand.Writable(dst) {
-		return fmt.Errorf("checkpoint: the destination of shape %v is a view or not row-major: %w", dst.Shape(), gather.ErrShape)
+		return fmt.Errorf("checkpoint: the destination of shape %v is a view or not row-major: %w", dst.Shape(), errs.ErrShape)
 	}
 	if dst == src || dst.Shape().TotalSize() > 0 && dst.Uintptr() == src.Uintptr() {
 		return nil // Load read the values into dst itself

@@ -218,8 +218,8 @@ func buildCopy(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.Node
 	if cost == nil || !cost.IsScalar() {
 		return nil, nil, nil, fmt.Errorf("gradcheck: the cost must be a scalar node, got %v: %w", cost, gather.ErrShape)
 	}
-	if dt := cost.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, nil, nil, fmt.Errorf("gradcheck: the cost must be float32 or float64, got %v: %w", dt, gather.ErrDtype)
+	if err := operand.CheckFloat("gradcheck", "the cost", cost.Dtype()); err != nil {
+		return nil, nil, nil, err
 	}
 	return g, append(nodes, cost), vals, nil
 }

@@ -154,8 +154,8 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opc
 		return nil, fmt.Errorf("%s: gradient scaling by frequency applies to sum and mean bags, not max: %w", opBag, gather.ErrOption)
 	}
 	dt := table.Dtype()
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("%s: table must be float32 or float64, got %v: %w", opBag, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(opBag, "table", dt); err != nil {
+		return nil, err
 	}
 	ts := table.Shape()
 	if len(ts) != 2 {

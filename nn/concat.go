@@ -34,8 +34,8 @@ func Concat(axis int, xs ...*gorgonia.Node) (*gorgonia.Node, error) {
 		return nil, fmt.Errorf("%s: needs at least one node: %w", opConcat, gather.ErrShape)
 	}
 	dt, first := xs[0].Dtype(), xs[0].Shape()
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("%s: xs must be float32 or float64, got %v: %w", opConcat, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(opConcat, "xs", dt); err != nil {
+		return nil, err
 	}
 	r := len(first)
 	if r == 0 {

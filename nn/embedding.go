@@ -74,8 +74,8 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 	if err != nil {
 		return nil, err
 	}
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(prefix, "dtype", dt); err != nil {
+		return nil, err
 	}
 	if cfg.hasPad {
 		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, vocab); err != nil {

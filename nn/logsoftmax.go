@@ -39,8 +39,8 @@ func LogSoftmax(x *gorgonia.Node, axis int) (*gorgonia.Node, error) {
 		return nil, fmt.Errorf("%s: x must be a node: %w", opLogSoftmax, gather.ErrShape)
 	}
 	dt := x.Dtype()
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("%s: x must be float32 or float64, got %v: %w", opLogSoftmax, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(opLogSoftmax, "x", dt); err != nil {
+		return nil, err
 	}
 	shape := x.Shape().Clone()
 	r := len(shape)

@@ -84,8 +84,8 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 		return nil, fmt.Errorf("%s: %s and targets must be nodes: %w", op, what, gather.ErrShape)
 	}
 	dt := scores.Dtype()
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("%s: %s must be float32 or float64, got %v: %w", op, what, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(op, what, dt); err != nil {
+		return nil, err
 	}
 	if err := operand.CheckIndexDtype(op, "targets", targets.Dtype()); err != nil {
 		return nil, err

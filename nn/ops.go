@@ -80,8 +80,8 @@ func floatPair(op, an, bn string, a, b *gorgonia.Node) (tensor.Dtype, error) {
 		return tensor.Dtype{}, fmt.Errorf("%s: %s and %s must be nodes: %w", op, an, bn, gather.ErrShape)
 	}
 	dt := a.Dtype()
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return dt, fmt.Errorf("%s: %s must be float32 or float64, got %v: %w", op, an, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(op, an, dt); err != nil {
+		return dt, err
 	}
 	if b.Dtype() != dt {
 		return dt, fmt.Errorf("%s: %s are %v, %s %v: %w", op, bn, b.Dtype(), an, dt, gather.ErrDtype)

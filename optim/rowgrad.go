@@ -93,8 +93,8 @@ func rowGradient(ids, grad tensor.Tensor, vocab, pad int, buf *rowBuf) (*RowGrad
 	if err != nil {
 		return nil, err
 	}
-	if dt := g.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("row gradient: gradient must be float32 or float64, got %v: %w", dt, gather.ErrDtype)
+	if err := operand.CheckFloat("row gradient", "gradient", g.Dtype()); err != nil {
+		return nil, err
 	}
 	gs := g.Shape()
 	if len(gs) != len(ix.Shape)+1 || !shapes.SameShape(gs[:len(gs)-1], ix.Shape) {

@@ -17,9 +17,10 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/rowcache"
 )
 
@@ -112,7 +113,7 @@ func describe(prefix string, dim int, cols []Column) (string, int, error) {
 	for _, c := range cols {
 		if c.Name == "" || c.Name == "weight" || strings.ContainsAny(c.Name, ",:") || c.Width <= 0 || math.IsNaN(c.Init) || math.IsInf(c.Init, 0) {
 			return "", 0, fmt.Errorf("%s: state column %+v: a column needs a name other than \"weight\", without ',' or ':', "+
-				"a width of at least 1 and a finite Init: %w", prefix, c, gather.ErrOption)
+				"a width of at least 1 and a finite Init: %w", prefix, c, errs.ErrOption)
 		}
 		parts = append(parts, fmt.Sprintf("%s:%d", c.Name, c.Width))
 		width += c.Width
@@ -233,13 +234,13 @@ type Cached struct {
 func NewCached(ctx context.Context, store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	if store == nil {
-		return nil, fmt.Errorf("%s: needs a store: %w", prefix, gather.ErrOption)
+		return nil, fmt.Errorf("%s: needs a store: %w", prefix, errs.ErrOption)
 	}
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(prefix, "dtype", dt); err != nil {
+		return nil, err
 	}
 	if dim <= 0 {
-		return nil, fmt.Errorf("%s: dimension %d must be positive: %w", prefix, dim, gather.ErrShape)
+		return nil, fmt.Errorf("%s: dimension %d must be positive: %w", prefix, dim, errs.ErrShape)
 	}
 	_, width, err := describe(prefix, dim, cols)
 	if err != nil {
@@ -247,7 +248,7 @@ func NewCached(ctx context.Context, store Store, name string, dim int, dt tensor
 	}
 	if rb := width * int(dt.Size()); store.RowBytes() != rb {
 		return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d values of %v (%d of them state) are %d: %w",
-			prefix, store.RowBytes(), width, dt, width-dim, rb, gather.ErrShape)
+			prefix, store.RowBytes(), width, dt, width-dim, rb, errs.ErrShape)
 	}
 	return newCached(ctx, store, name, dim, dt, cols, o)
 }
@@ -256,7 +257,7 @@ func newCached(ctx context.Context, store Store, name string, dim int, dt tensor
 	prefix := fmt.Sprintf("table %q", name)
 	rb := int64(store.RowBytes())
 	if o.MaxAge < 0 {
-		return nil, fmt.Errorf("%s: MaxAge %d must be at least 0: %w", prefix, o.MaxAge, gather.ErrOption)
+		return nil, fmt.Errorf("%s: MaxAge %d must be at least 0: %w", prefix, o.MaxAge, errs.ErrOption)
 	}
 	slots := o.Budget / (rb + slotOverhead)
 	if slots < 1 || slots > int64(^uint32(0)>>1) {
@@ -281,7 +282,7 @@ func newCached(ctx context.Context, store Store, name string, dim int, dt tensor
 	if o.Shared {
 		if _, ok := store.(RuleStore); !ok {
 			cache.Close()
-			return nil, fmt.Errorf("%s: a Shared table needs a store that applies steps on its servers (a RuleStore), not %T: %w", prefix, store, gather.ErrOption)
+			return nil, fmt.Errorf("%s: a Shared table needs a store that applies steps on its servers (a RuleStore), not %T: %w", prefix, store, errs.ErrOption)
 		}
 		if o.MaxAge == 0 {
 			o.MaxAge = 1
@@ -607,7 +608,7 @@ func (c *Cached) ApplyRule(ctx context.Context, r Rule, ids []int64, grad []byte
 	}
 	rs, ok := c.store.(RuleStore)
 	if !ok {
-		return fmt.Errorf("table %q: its store, %T, applies no rule on its servers: %w", c.name, c.store, gather.ErrOption)
+		return fmt.Errorf("table %q: its store, %T, applies no rule on its servers: %w", c.name, c.store, errs.ErrOption)
 	}
 	return rs.ApplyRule(ctx, r, ids, c.dim, grad)
 }
@@ -636,7 +637,7 @@ func (c *Cached) Read(ctx context.Context, ids []int64) (*tensor.Dense, error) {
 	n := c.store.Rows()
 	for k, id := range ids {
 		if id < 0 || id >= n {
-			return nil, fmt.Errorf("table %q: ids[%d] = %d is outside [0, %d): %w", c.name, k, id, n, gather.ErrIndexOutOfRange)
+			return nil, fmt.Errorf("table %q: ids[%d] = %d is outside [0, %d): %w", c.name, k, id, n, errs.ErrIndexOutOfRange)
 		}
 		if s, ok := c.cache.Slot(id); ok {
 			c.cache.CopyRow(s, buf[k*rb:(k+1)*rb])
@@ -736,11 +737,11 @@ type MemoryStore struct {
 // cols, each value its column's Init.
 func NewMemoryStore(weights *tensor.Dense, cols ...Column) (*MemoryStore, error) {
 	if weights == nil || len(weights.Shape()) != 2 {
-		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] tensor: %w", gather.ErrShape)
+		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] tensor: %w", errs.ErrShape)
 	}
 	dt := weights.Dtype()
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return nil, fmt.Errorf("memory store: dtype must be float32 or float64, got %v: %w", dt, gather.ErrDtype)
+	if err := operand.CheckFloat("memory store", "dtype", dt); err != nil {
+		return nil, err
 	}
 	vocab, dim := weights.Shape()[0], weights.Shape()[1]
 	_, width, err := describe("memory store", dim, cols)
@@ -800,11 +801,11 @@ func (s *MemoryStore) check(ctx context.Context, ids []int64, buf []byte) error 
 		return err
 	}
 	if len(buf) < len(ids)*s.rowBytes {
-		return fmt.Errorf("memory store: %d bytes for %d rows of %d: %w", len(buf), len(ids), s.rowBytes, gather.ErrShape)
+		return fmt.Errorf("memory store: %d bytes for %d rows of %d: %w", len(buf), len(ids), s.rowBytes, errs.ErrShape)
 	}
 	for k, id := range ids {
 		if id < 0 || id >= s.rows {
-			return fmt.Errorf("memory store: ids[%d] = %d is outside [0, %d): %w", k, id, s.rows, gather.ErrIndexOutOfRange)
+			return fmt.Errorf("memory store: ids[%d] = %d is outside [0, %d): %w", k, id, s.rows, errs.ErrIndexOutOfRange)
 		}
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
@@ -28,18 +27,18 @@ const copyChunk = 16 << 20
 func Export(ctx context.Context, path string, src Store, name string, dim int, dt tensor.Dtype, cols []Column, steps int64) error {
 	prefix := fmt.Sprintf("table %q", name)
 	if src == nil || (dt != tensor.Float32 && dt != tensor.Float64) || steps < 0 {
-		return fmt.Errorf("%s: Export needs a store, float32 or float64, and a step count of at least 0: %w", prefix, gather.ErrOption)
+		return fmt.Errorf("%s: Export needs a store, float32 or float64, and a step count of at least 0: %w", prefix, errs.ErrOption)
 	}
 	key, width, meta, err := layout(prefix, name, dim, cols)
 	if err != nil {
 		return err
 	}
 	if len(cols) == 0 {
-		return fmt.Errorf("%s: Export writes a table with its optimiser's state; give its columns: %w", prefix, gather.ErrOption)
+		return fmt.Errorf("%s: Export writes a table with its optimiser's state; give its columns: %w", prefix, errs.ErrOption)
 	}
 	rb := width * int(dt.Size())
 	if src.RowBytes() != rb {
-		return fmt.Errorf("%s: the store's rows are %d bytes; %d values of %v are %d: %w", prefix, src.RowBytes(), width, dt, rb, gather.ErrShape)
+		return fmt.Errorf("%s: the store's rows are %d bytes; %d values of %v are %d: %w", prefix, src.RowBytes(), width, dt, rb, errs.ErrShape)
 	}
 	meta[stepKey] = formatSteps(steps)
 	format := "F32"

@@ -9,7 +9,6 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
@@ -55,10 +54,10 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 		o(&cfg)
 	}
 	if name == "" {
-		return fmt.Errorf("%s: the table needs a name: %w", prefix, gather.ErrOption)
+		return fmt.Errorf("%s: the table needs a name: %w", prefix, errs.ErrOption)
 	}
 	if vocab <= 0 || dim <= 0 {
-		return fmt.Errorf("%s: vocabulary %d and dimension %d must be positive: %w", prefix, vocab, dim, gather.ErrShape)
+		return fmt.Errorf("%s: vocabulary %d and dimension %d must be positive: %w", prefix, vocab, dim, errs.ErrShape)
 	}
 	format := "F32"
 	switch dt {
@@ -66,7 +65,7 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	case tensor.Float64:
 		format = "F64"
 	default:
-		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
+		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, errs.ErrDtype)
 	}
 	if cfg.hasPad {
 		var err error
@@ -154,7 +153,7 @@ func block[T float32 | float64](cfg config, prefix string, dt tensor.Dtype, r0 i
 	} else {
 		got, ok := cfg.init(dt, rows, dim).([]T)
 		if !ok || len(got) != len(v) {
-			return nil, fmt.Errorf("%s: the initialiser returned a %T of %d values for a block of (%d, %d): %w", prefix, got, len(got), rows, dim, gather.ErrShape)
+			return nil, fmt.Errorf("%s: the initialiser returned a %T of %d values for a block of (%d, %d): %w", prefix, got, len(got), rows, dim, errs.ErrShape)
 		}
 		copy(v, got)
 	}

@@ -19,12 +19,12 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // RedisOptions say how to reach a Redis Cluster.
@@ -216,11 +216,11 @@ func CreateRedis(ctx context.Context, o RedisOptions, name string, vocab int64, 
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	if dt != tensor.Float32 && dt != tensor.Float64 {
-		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(prefix, "dtype", dt); err != nil {
+		return err
 	}
 	if vocab <= 0 || dim <= 0 || name == "" {
-		return fmt.Errorf("%s: needs a name, and a positive vocabulary (%d) and dimension (%d): %w", prefix, vocab, dim, gather.ErrShape)
+		return fmt.Errorf("%s: needs a name, and a positive vocabulary (%d) and dimension (%d): %w", prefix, vocab, dim, errs.ErrShape)
 	}
 	if cfg.hasPad {
 		var err error
@@ -526,11 +526,11 @@ func (s *RedisStore) check(ids []int64, buf []byte) error {
 		return fmt.Errorf("table %q: %w", s.name, ErrClosed)
 	}
 	if buf != nil && len(buf) < len(ids)*s.rowBytes {
-		return fmt.Errorf("table %q: %d bytes for %d rows of %d: %w", s.name, len(buf), len(ids), s.rowBytes, gather.ErrShape)
+		return fmt.Errorf("table %q: %d bytes for %d rows of %d: %w", s.name, len(buf), len(ids), s.rowBytes, errs.ErrShape)
 	}
 	for k, id := range ids {
 		if id < 0 || id >= s.rows {
-			return fmt.Errorf("table %q: ids[%d] = %d is outside [0, %d): %w", s.name, k, id, s.rows, gather.ErrIndexOutOfRange)
+			return fmt.Errorf("table %q: ids[%d] = %d is outside [0, %d): %w", s.name, k, id, s.rows, errs.ErrIndexOutOfRange)
 		}
 	}
 	return nil

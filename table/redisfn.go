@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/errs"
 )
 
 // A Rule is an update of rows by their gradients that a RuleStore
@@ -176,11 +176,11 @@ func (s *RedisStore) load(ctx context.Context, library string) error {
 // to float32 rows only (its other rows it reads and writes).
 func (s *RedisStore) ApplyRule(ctx context.Context, r Rule, ids []int64, dim int, grad []byte) error {
 	if s.dt != tensor.Float32 {
-		return fmt.Errorf("table %q: a Redis Cluster applies rules to float32 rows; the table's are %v: %w", s.name, s.dt, gather.ErrDtype)
+		return fmt.Errorf("table %q: a Redis Cluster applies rules to float32 rows; the table's are %v: %w", s.name, s.dt, errs.ErrDtype)
 	}
 	if dim != s.dim || len(grad) != len(ids)*dim*4 || r.Name == "" || r.Lua == "" {
 		return fmt.Errorf("table %q: rule %q: %d gradient bytes for %d rows of %d float32 values; the table's rows are %d wide: %w",
-			s.name, r.Name, len(grad), len(ids), dim, s.dim, gather.ErrShape)
+			s.name, r.Name, len(grad), len(ids), dim, s.dim, errs.ErrShape)
 	}
 	fn, library := redisFunction(r)
 	head := []any{strconv.Itoa(dim), strconv.Itoa(len(r.Args))}

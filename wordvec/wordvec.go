@@ -14,8 +14,8 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
 )
@@ -309,7 +309,7 @@ func readBinaryVectors(path string, r *bufio.Reader, v, d, size int64) ([]string
 // as checkpoint.Write writes.
 func Write(path string, words []string, vectors tensor.Tensor, binaryFormat bool) error {
 	if vectors == nil {
-		return fmt.Errorf("write vectors: vectors are nil: %w", gather.ErrShape)
+		return fmt.Errorf("write vectors: vectors are nil: %w", errs.ErrShape)
 	}
 	d, err := operand.Read("write vectors", "vectors", vectors)
 	if err != nil {
@@ -317,7 +317,7 @@ func Write(path string, words []string, vectors tensor.Tensor, binaryFormat bool
 	}
 	s := d.Shape()
 	if len(s) != 2 || s[0] != len(words) {
-		return fmt.Errorf("write vectors: vectors of shape %v for %d words; want (%d, dim): %w", s, len(words), len(words), gather.ErrShape)
+		return fmt.Errorf("write vectors: vectors of shape %v for %d words; want (%d, dim): %w", s, len(words), len(words), errs.ErrShape)
 	}
 	var vals []float32
 	switch d.Dtype() {
@@ -329,11 +329,11 @@ func Write(path string, words []string, vectors tensor.Tensor, binaryFormat bool
 			vals[i] = float32(v)
 		}
 	default:
-		return fmt.Errorf("write vectors: vectors must be float32 or float64, got %v: %w", d.Dtype(), gather.ErrDtype)
+		return fmt.Errorf("write vectors: vectors must be float32 or float64, got %v: %w", d.Dtype(), errs.ErrDtype)
 	}
 	for i, w := range words {
 		if w == "" || strings.IndexFunc(w, unicode.IsSpace) >= 0 {
-			return fmt.Errorf("write vectors: word %d (%q) is empty or holds whitespace: %w", i, w, gather.ErrOption)
+			return fmt.Errorf("write vectors: word %d (%q) is empty or holds whitespace: %w", i, w, errs.ErrOption)
 		}
 	}
 	dim := s[1]
