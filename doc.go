@@ -43,7 +43,7 @@
 // written: a failed call leaves its output buffer untouched and never
 // modifies its inputs. Errors wrap one of the sentinels
 // ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption and
-// ErrGraph (packages nn, checkpoint and gradcheck add ErrOtherTable,
+// ErrGraph (packages nn, checkpoint and gradcheck add
 // ErrClosed, ErrInUse, ErrFormat and ErrMismatch); an out-of-range index is an
 // *IndexError. Gorgonia's machines hide the error an op returned behind a
 // wrapper without Unwrap; Cause recovers it.

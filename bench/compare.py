@@ -262,6 +262,7 @@ def ab_specs():
             specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$/^machine$", f"TrainStep/{mode}/rows={rows}", "5x"))
     specs.append(("./nn", "^BenchmarkSkipGram$/^machine$", "SkipGram", "5x"))
     specs.append(("./nn", "^BenchmarkClickModel$/^machine$", "ClickModel", "5x"))
+    specs.append(("./nn", "^BenchmarkCachedStep$/^machine$", "CachedStep", "5x"))
     for c in ("CrossEntropy", "LogSoftmax+NLLLoss", "ignore_index", "class_weights"):
         specs.append(("./nn", f"^BenchmarkCrossEntropy$/^{re.escape(c)}$/^machine$", "CrossEntropy" if c == "CrossEntropy" else f"CrossEntropy/{c}", "20x"))
     specs.append(("./nn", "^BenchmarkBCEWithLogits$/^4096x16$/^machine$", "BCEWithLogits", "20x"))

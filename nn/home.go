@@ -44,8 +44,9 @@ type home interface {
 // heap is a table in the Go heap: the tensor of e.Table, and the state of
 // the optimiser that steps it.
 type heap struct {
-	w   *tensor.Dense
-	tab *optim.Table // made by the first step or State, for its optimiser
+	w    *tensor.Dense
+	tab  *optim.Table   // made by the first step or State, for its optimiser
+	cols []table.Column // the columns of tab's state
 }
 
 func (h *heap) index(_ *Embedding, ids *gorgonia.Node, _ string) (*gorgonia.Node, error) {
@@ -66,23 +67,19 @@ func (h *heap) rows(name string, opt optim.Sparse) (*optim.Table, error) {
 		if err != nil {
 			return nil, err
 		}
-		h.tab = t
+		h.tab, h.cols = t, opt.Columns(h.w.Shape()[1])
 	}
 	dim := h.w.Shape()[1]
-	if want := opt.Columns(dim); len(want) != len(h.tab.State) || !sameColumns(want, h.tab.State) {
+	if want := opt.Columns(dim); !sameColumns(want, h.cols) {
 		return nil, fmt.Errorf("the table keeps the state of another optimiser than %T; use one optimiser per table: %w", opt, gather.ErrOption)
 	}
 	return h.tab, nil
 }
 
-// sameColumns reports whether state holds the columns cols.
-func sameColumns(cols []table.Column, state []*tensor.Dense) bool {
-	for k, c := range cols {
-		if state[k].Shape()[1] != c.Width {
-			return false
-		}
-	}
-	return true
+// sameColumns reports whether a and b name the same columns of the same
+// widths (their Init values may differ: they only start a table).
+func sameColumns(a, b []table.Column) bool {
+	return slices.EqualFunc(a, b, func(x, y table.Column) bool { return x.Name == y.Name && x.Width == y.Width })
 }
 
 func (h *heap) step(_ context.Context, name string, opt optim.Sparse, g *optim.RowGrad) error {
@@ -160,7 +157,7 @@ func (h *cached) prefetch(ids [][]int64) {
 // table.
 func (h *cached) step(ctx context.Context, _ string, opt optim.Sparse, g *optim.RowGrad) error {
 	_, dim := h.c.Shape()
-	if want, have := opt.Columns(dim), h.c.Columns(); !slices.Equal(want, have) {
+	if want, have := opt.Columns(dim), h.c.Columns(); !sameColumns(want, have) {
 		return fmt.Errorf("the optimiser %T keeps %v by row; the table holds %v: %w", opt, want, have, gather.ErrOption)
 	}
 	h.slots = h.slots[:0]

@@ -54,3 +54,39 @@ func ExampleState() {
 	// same table: true
 	// [words.exp_avg words.exp_avg_sq words.step words.weight]
 }
+
+// A tensor stepped directly: the Table keeps SparseAdagrad's sums, which
+// start at InitialAccumulatorValue, and counts the steps (LRDecay uses
+// the count).
+func ExampleNewTable() {
+	weights := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 1, 2, 2, 3, 3}))
+	ada := &optim.SparseAdagrad{LearnRate: 0.5, LRDecay: 0.1, InitialAccumulatorValue: 1, Eps: 1e-10}
+	tab, err := optim.NewTable(weights, ada)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The gradient of rows 0 and 2 (RowGradient builds one from a lookup's).
+	g := &optim.RowGrad{Rows: []int{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{3, 0, -3, 0}))}
+	for range 2 {
+		if err := tab.Step(ada, g); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Printf("weights %.4f\n", weights.Float64s())
+	fmt.Printf("sums %v, steps %d\n", tab.State[0].Float64s(), tab.Steps)
+	// Output:
+	// weights [0.2128 1.0000 2.0000 2.0000 3.7872 3.0000]
+	// sums [19 1 1 1 19 1], steps 2
+}
+
+// SparseAdagrad is torch.optim.Adagrad for a sparse embedding: its state
+// is one accumulator per value, the column "sum", which a table file or
+// a Redis table keeps beside each row.
+func ExampleNewSparseAdagrad() {
+	ada := optim.NewSparseAdagrad(0.01)
+	fmt.Printf("%+v\n", ada.Columns(64))
+	fmt.Println(ada.Eps)
+	// Output:
+	// [{Name:sum Width:64 Init:0}]
+	// 1e-10
+}

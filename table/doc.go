@@ -18,16 +18,21 @@
 // writes changed rows back through a journal, so that a crash leaves the
 // table of the last Sync. NewCached puts the same cache in front of any
 // Store, such as a MemoryStore, or a RedisStore: a table on a Redis
-// Cluster (CreateRedis, OpenRedis), whose rows SparseSGD, row-wise
-// Adagrad and SparseAdam can also update on the servers (StepSGD,
-// StepAdagrad, StepAdam), atomically per row and exactly once, so that
-// several workers train one table (CacheOptions.Shared).
+// Cluster (CreateRedis, OpenRedis). A Store that applies an optimiser's
+// Rule on its servers is a RuleStore (a RedisStore is: each row's update
+// atomic and applied exactly once), so that several workers train one
+// table (CacheOptions.Shared). Every call that reaches a store takes a
+// context first and stops when it is done.
+//
+// The package knows no optimiser: a row's state is Columns, which
+// package optim's optimisers name, and a server's update a Rule, which
+// they make.
 //
 // Open maps a table file without state read-write instead, for
 // nn.OpenEmbedding: simpler, but each new row is a page fault, and a crash
 // between syncs leaves rows of different steps.
 //
-// Errors wrap the sentinels of package gather, checkpoint.ErrFormat for a
+// Errors wrap the sentinels of package gather (gather.ErrShape, ...), checkpoint.ErrFormat for a
 // malformed file, checkpoint.ErrMismatch for a file that is not the table
 // asked for, or this package's ErrClosed, ErrInUse, ErrCapacity,
 // ErrJournal (a journal beside a table file that is not its own),
