@@ -388,7 +388,7 @@ func (e *Embedding) Rows(opt optim.Sparse) (*optim.Table, error) {
 	if opt == nil {
 		return nil, fmt.Errorf("embedding %q: Rows needs an optimiser: %w", e.Table.Name(), gather.ErrOption)
 	}
-	t, err := e.home.rows(e.Table.Name(), opt)
+	t, err := e.home.rows(opt)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
@@ -772,7 +772,7 @@ func (e *Embedding) step(opt optim.Sparse, g *optim.RowGrad) error {
 			return err
 		}
 	}
-	if err := e.home.step(e.context(), e.Table.Name(), opt, g); err != nil {
+	if err := e.home.step(e.context(), opt, g); err != nil {
 		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
 	e.stepped = runs

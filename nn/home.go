@@ -32,9 +32,9 @@ type home interface {
 	// weight returns the table in memory.
 	weight() (*tensor.Dense, error)
 	// rows returns the table in memory with opt's state (optim.Param).
-	rows(name string, opt optim.Sparse) (*optim.Table, error)
+	rows(opt optim.Sparse) (*optim.Table, error)
 	// step updates the rows of g by opt.
-	step(ctx context.Context, name string, opt optim.Sparse, g *optim.RowGrad) error
+	step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error
 	// prefetch gives the ids of the next run.
 	prefetch(ids [][]int64)
 	sync(ctx context.Context) error
@@ -61,7 +61,7 @@ func (h *heap) prefetch([][]int64)                                          {}
 
 // rows returns the table with opt's state, made at the first call: a
 // table is stepped by one optimiser, with one set of columns.
-func (h *heap) rows(name string, opt optim.Sparse) (*optim.Table, error) {
+func (h *heap) rows(opt optim.Sparse) (*optim.Table, error) {
 	if h.tab == nil {
 		t, err := optim.NewTable(h.w, opt)
 		if err != nil {
@@ -82,8 +82,8 @@ func sameColumns(a, b []table.Column) bool {
 	return slices.EqualFunc(a, b, func(x, y table.Column) bool { return x.Name == y.Name && x.Width == y.Width })
 }
 
-func (h *heap) step(_ context.Context, name string, opt optim.Sparse, g *optim.RowGrad) error {
-	t, err := h.rows(name, opt)
+func (h *heap) step(_ context.Context, opt optim.Sparse, g *optim.RowGrad) error {
+	t, err := h.rows(opt)
 	if err != nil {
 		return err
 	}
@@ -108,8 +108,8 @@ func (m *mapped) read(e *Embedding, idx *gorgonia.Node) (*gorgonia.Node, error) 
 	return e.willNeed(m.file, idx)
 }
 
-func (m *mapped) step(ctx context.Context, name string, opt optim.Sparse, g *optim.RowGrad) error {
-	return m.file.Guard(func() error { return m.heap.step(ctx, name, opt, g) })
+func (m *mapped) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error {
+	return m.file.Guard(func() error { return m.heap.step(ctx, opt, g) })
 }
 
 func (m *mapped) sync(context.Context) error { return m.file.Sync() }
@@ -140,7 +140,7 @@ func (h *cached) weight() (*tensor.Dense, error) {
 		"read rows with Cached().Read, keep them with Sync: %w", gather.ErrOption)
 }
 
-func (h *cached) rows(string, optim.Sparse) (*optim.Table, error) {
+func (h *cached) rows(optim.Sparse) (*optim.Table, error) {
 	_, err := h.weight()
 	return nil, err
 }
@@ -155,7 +155,7 @@ func (h *cached) prefetch(ids [][]int64) {
 // step updates the rows of g and their state where the cache holds them,
 // and, for a Shared table, first on the store's servers, which hold the
 // table.
-func (h *cached) step(ctx context.Context, _ string, opt optim.Sparse, g *optim.RowGrad) error {
+func (h *cached) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error {
 	_, dim := h.c.Shape()
 	if want, have := opt.Columns(dim), h.c.Columns(); !sameColumns(want, have) {
 		return fmt.Errorf("the optimiser %T keeps %v by row; the table holds %v: %w", opt, want, have, gather.ErrOption)
@@ -178,7 +178,7 @@ func (h *cached) step(ctx context.Context, _ string, opt optim.Sparse, g *optim.
 		for k, r := range g.Rows {
 			ids[k] = int64(r)
 		}
-		if err := h.c.ApplyRule(ctx, rule, ids, fileio.LittleEndianBytes(g.Values.Float32s())); err != nil {
+		if err := h.c.ApplyRule(ctx, rule, ids, valueBytes(g.Values)); err != nil {
 			return err
 		}
 	}
@@ -197,3 +197,12 @@ func (h *cached) step(ctx context.Context, _ string, opt optim.Sparse, g *optim.
 
 func (h *cached) sync(ctx context.Context) error { return h.c.Sync(ctx) }
 func (h *cached) close() error                   { return h.c.Close() }
+
+// valueBytes returns the values of t, a float32 or float64 tensor, as
+// little-endian bytes (t's own memory on a little-endian machine).
+func valueBytes(t *tensor.Dense) []byte {
+	if t.Dtype() == tensor.Float32 {
+		return fileio.LittleEndianBytes(t.Float32s())
+	}
+	return fileio.LittleEndianBytes(t.Float64s())
+}

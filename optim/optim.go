@@ -29,9 +29,8 @@ type Sparse interface {
 	// holds them. It must not keep g after it returns.
 	StepRows(r Rows, g *RowGrad) error
 	// ServerRule returns step t (from 1) of the rule for the gradient g
-	// as a table.Rule, which a table.RuleStore applies to float32 rows
-	// on its servers, to the bits StepRows computes on float32 rows,
-	// after checking g as StepRows would (float32 values).
+	// as a table.Rule, which a table.RuleStore applies on its servers, to
+	// the bits StepRows computes, after checking g as StepRows would.
 	ServerRule(t int64, g *RowGrad) (table.Rule, error)
 }
 
@@ -171,14 +170,15 @@ func firstNonFinite[T kernel.Float](t *tensor.Dense) int {
 }
 
 // checkServer checks g, a gradient for a server's step, as checkRows
-// does: float32 values of shape [len(g.Rows), dim], rows in increasing
-// order, and, with finite, finite values.
+// does: float values of shape [len(g.Rows), dim], rows in increasing
+// order, and, with finite, finite values. (The store says which dtypes
+// its servers step.)
 func checkServer(op string, g *RowGrad, finite bool) error {
 	if g == nil || g.Values == nil {
 		return fmt.Errorf("%s: the gradient must not be nil: %w", op, gather.ErrShape)
 	}
-	if dt := g.Values.Dtype(); dt != tensor.Float32 {
-		return fmt.Errorf("%s: a server steps float32 rows; the gradient holds %v: %w", op, dt, gather.ErrDtype)
+	if err := operand.CheckFloat(op, "the gradient", g.Values.Dtype()); err != nil {
+		return err
 	}
 	gs := g.Values.Shape()
 	if len(gs) != 2 || gs[0] != len(g.Rows) || !operand.Writable(g.Values) {
@@ -190,7 +190,7 @@ func checkServer(op string, g *RowGrad, finite bool) error {
 		}
 	}
 	if finite {
-		if p := firstNonFinite[float32](g.Values); p >= 0 {
+		if p := operand.PickFloat(g.Values.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g.Values); p >= 0 {
 			return fmt.Errorf("%s: the gradient of row %d holds %v at column %d; nothing was updated: %w",
 				op, g.Rows[p/gs[1]], g.Values.Get(p), p%gs[1], ErrNotFinite)
 		}

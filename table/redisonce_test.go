@@ -12,6 +12,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 )
@@ -124,6 +125,19 @@ func TestRedisMisuse(t *testing.T) {
 	grad := make([]float32, len(ids)*dim)
 	if err := stepSGD(s, ids, grad); err != nil {
 		t.Fatalf("the first step of a rule loads its Function: %v", err)
+	}
+	// A Redis Cluster steps float32 rows only.
+	if err := CreateRedis(context.Background(), o, "misuse64", vocab, dim, tensor.Float64); err != nil {
+		t.Fatal(err)
+	}
+	s64, err := OpenRedis(context.Background(), o, "misuse64", dim, tensor.Float64, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s64.Close()
+	err = s64.ApplyRule(context.Background(), Rule{Name: "test_sgd", Lua: testSGD, Args: []float64{1}}, ids, dim, make([]byte, len(ids)*dim*8))
+	if !errors.Is(err, errs.ErrDtype) {
+		t.Fatalf("a rule on float64 rows: %v", err)
 	}
 
 	var buf bytes.Buffer

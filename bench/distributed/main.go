@@ -20,6 +20,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"math/rand/v2"
 	"os"
@@ -137,7 +138,7 @@ func run(o table.RedisOptions, rounds, steps, workers, examples int) error {
 // A worker is the store's part of a training step: a Shared cache's
 // fetch of a batch's rows, and the server's update of them.
 type worker struct {
-	s      *table.RedisStore
+	s      io.Closer // the store
 	c      *table.Cached
 	opt    *optim.RowWiseAdagrad
 	r      *rand.Rand
