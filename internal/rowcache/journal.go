@@ -287,7 +287,7 @@ func (s *Journaled) apply(latest map[int64]int64, meta []byte) error {
 		if err := fileio.ReadRows(s.j, offs[:len(part)], s.base.rowBytes, b, s.base.depth); err != nil {
 			return fmt.Errorf("row cache: applying the journal: %w", err)
 		}
-		if err := s.base.WriteRows(context.Background(), part, b); err != nil {
+		if err := s.base.WriteSorted(part, b); err != nil {
 			return fmt.Errorf("row cache: applying the journal: %w", err)
 		}
 	}

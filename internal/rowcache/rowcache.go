@@ -10,6 +10,7 @@
 package rowcache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
@@ -647,6 +650,92 @@ func (s *FileStore) WriteRows(ctx context.Context, ids []int64, src []byte) erro
 		return err
 	}
 	return fileio.WriteRows(s.f, s.offsets(ids), s.rowBytes, src, s.depth)
+}
+
+// Spans of a sorted write (WriteSorted): rows at most spanGap bytes
+// apart go out in one write of at most spanBytes, the bytes between them
+// read first. A write-back of rows scattered over pages that are not in
+// memory then costs runs of sequential reads and writes, not a
+// read-modify-write of a page, at a random place, per row.
+const (
+	spanGap   = 64 << 10
+	spanBytes = 1 << 20
+)
+
+// WriteSorted writes the rows ids names, in increasing order and
+// distinct, from src, row k from src[k*RowBytes():], in spans (spanGap,
+// spanBytes), up to the store's depth of them at once. A failed write
+// may leave some rows written and others not; a span's bytes between its
+// rows are written back as they were read.
+func (s *FileStore) WriteSorted(ids []int64, src []byte) error {
+	rb := int64(s.rowBytes)
+	if len(src) < len(ids)*s.rowBytes {
+		return fmt.Errorf("row cache: %d bytes for %d rows of %d", len(src), len(ids), s.rowBytes)
+	}
+	var spans [][2]int // [lo, hi) of ids
+	for k := 0; k < len(ids); {
+		if ids[k] < 0 || ids[k] >= s.rows || k > 0 && ids[k] <= ids[k-1] {
+			return fmt.Errorf("row cache: ids[%d] = %d is out of order or outside the store's %d rows", k, ids[k], s.rows)
+		}
+		j := k + 1
+		for j < len(ids) && ids[j] > ids[j-1] && ids[j] < s.rows && (ids[j]-ids[j-1]-1)*rb <= spanGap && (ids[j]-ids[k]+1)*rb <= spanBytes {
+			j++
+		}
+		spans = append(spans, [2]int{k, j})
+		k = j
+	}
+	var (
+		next  atomic.Int64
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	for range min(max(s.depth, 1), len(spans)) {
+		wg.Go(func() {
+			var buf []byte
+			for {
+				n := int(next.Add(1) - 1)
+				if n >= len(spans) {
+					return
+				}
+				if err := s.writeSpan(ids, src, spans[n][0], spans[n][1], &buf); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// writeSpan writes the rows ids[lo:hi] from src: as they are in src when
+// they are adjacent in the file, else into the span's bytes read into
+// *buf first.
+func (s *FileStore) writeSpan(ids []int64, src []byte, lo, hi int, buf *[]byte) error {
+	rb := int64(s.rowBytes)
+	at := s.offset + ids[lo]*rb
+	rows := ids[hi-1] - ids[lo] + 1
+	if rows == int64(hi-lo) {
+		if _, err := s.f.WriteAt(src[int64(lo)*rb:int64(hi)*rb], at); err != nil {
+			return fmt.Errorf("row cache: writing rows %d to %d of %s: %w", ids[lo], ids[hi-1], s.f.Name(), err)
+		}
+		return nil
+	}
+	b := slices.Grow((*buf)[:0], int(rows*rb))[:rows*rb]
+	*buf = b
+	if _, err := s.f.ReadAt(b, at); err != nil {
+		return fmt.Errorf("row cache: reading rows %d to %d of %s: %w", ids[lo], ids[hi-1], s.f.Name(), err)
+	}
+	for k := lo; k < hi; k++ {
+		copy(b[(ids[k]-ids[lo])*rb:], src[int64(k)*rb:int64(k+1)*rb])
+	}
+	if _, err := s.f.WriteAt(b, at); err != nil {
+		return fmt.Errorf("row cache: writing rows %d to %d of %s: %w", ids[lo], ids[hi-1], s.f.Name(), err)
+	}
+	return nil
 }
 
 // ReadRange reads the n rows from row first on into dst, in one run of

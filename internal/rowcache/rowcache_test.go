@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -346,5 +347,75 @@ func TestMaxAge(t *testing.T) {
 			t.Fatalf("prefetch %v: %d hits, %d misses, %d prefetched", prefetch, hits, misses, staged)
 		}
 		c.Close()
+	}
+}
+
+// WriteSorted leaves the file as a row-by-row write of the same rows
+// would: rows alone, adjacent runs, gaps below and above spanGap, spans
+// cut at spanBytes, the first and last rows; out-of-order or
+// out-of-range ids are refused.
+func TestWriteSorted(t *testing.T) {
+	const rowBytes, rows, header = 260, 12_000, 24
+	r := rand.New(rand.NewPCG(3, 4))
+	data := make([]byte, header+rows*rowBytes)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	path := filepath.Join(t.TempDir(), "rows")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fs, err := NewFileStore(f, header, rowBytes, rows, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for id := int64(0); id < rows; {
+		ids = append(ids, id)
+		switch r.IntN(4) {
+		case 0:
+			id++ // adjacent
+		case 1:
+			id += 1 + r.Int64N(spanGap/rowBytes) // within a span's gap
+		case 2:
+			id += spanGap/rowBytes + 1 + r.Int64N(200) // past it
+		default:
+			id += 1 + r.Int64N(8)
+		}
+	}
+	if ids[len(ids)-1] != rows-1 {
+		ids = append(ids, rows-1)
+	}
+	src := make([]byte, len(ids)*rowBytes)
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	want := slices.Clone(data)
+	for k, id := range ids {
+		copy(want[header+id*rowBytes:], src[k*rowBytes:(k+1)*rowBytes])
+	}
+	if err := fs.WriteSorted(ids, src); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("byte %d (row %d) differs from a row-by-row write", i, (i-header)/rowBytes)
+			}
+		}
+	}
+	for _, bad := range [][]int64{{3, 2}, {4, 4}, {-1}, {rows}} {
+		if err := fs.WriteSorted(bad, make([]byte, len(bad)*rowBytes)); err == nil {
+			t.Errorf("ids %v: want an error", bad)
+		}
 	}
 }
