@@ -267,8 +267,8 @@ func (s *Journaled) reset() error {
 // apply copies committed records into the file: for each row, the
 // record at latest[row] in the journal, and the meta bytes if not nil;
 // then it syncs the file and empties the journal. It works in chunks, in
-// the order of the file, so that memory stays bounded and the writes go
-// out near one another.
+// the order of the file, so that memory stays bounded, each chunk written
+// in spans (FileStore.WriteSorted).
 func (s *Journaled) apply(latest map[int64]int64, meta []byte) error {
 	ids := make([]int64, 0, len(latest))
 	for id := range latest {
