@@ -15,12 +15,22 @@
 // depth and from a cold page cache, of the distinct rows of that step
 // that an oracle cache would miss, one holding the most frequent ids (for
 // this Zipf, ids below the cache's row count; for uniform ids, any as
-// many). It prints step times (median and 90th percentile), hit rates,
-// the Go heap and the resident memory, and one line a check reads:
+// many). After each stream's steps it times Close, which writes back
+// every row the steps changed (the cache has no journal limit here, so
+// that no Sync comes between), and, for the uniform stream, the disk's
+// limit for that write set: a loop of 4 KB positioned writes of the
+// pages those rows touch, at the cache's depth, into a scratch file of
+// the table's size (space reserved first), then fsync. Then the Zipf
+// stream again without Preload (cold-hit: its hit rate after the same
+// steps), and the same model on an in-memory table of -mem-rows rows on
+// each stream (ids drawn over its rows). It prints step times (median and
+// 90th percentile), hit rates, the Go heap and the resident memory, and
+// one line a check reads:
 //
-//	bigtable: zipf <ms> uniform <ms> memory <ms> disk-zipf <ms> disk-uniform <ms> hit <fraction> oracle <fraction>
+//	bigtable: zipf <ms> uniform <ms> memory-zipf <ms> memory-uniform <ms> disk-zipf <ms> disk-uniform <ms> hit <f> oracle <f> cold-hit <f> close <s> close-limit <s>
 //
-// (medians; hit and oracle under Zipf).
+// (medians; hit, oracle and cold-hit under Zipf; close and close-limit
+// after the uniform steps).
 //
 //	go run ./bench/bigtable -dir /path/on/the/disk [-rows 100000000] [-cache 4294967296] [-warmup 3000] [-steps 1000] [-preload=false]
 //
@@ -32,6 +42,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -41,6 +52,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -80,6 +93,7 @@ func main() {
 	streams := flag.String("streams", "zipf,uniform", "id streams to train on, in order")
 	depths := flag.String("qd", "", "if set, a comma-separated list of queue depths: measure positioned reads of random rows at each, from a cold cache, after the table exists, and skip the training")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the training to this file")
+	cold := flag.Bool("cold", true, "train the Zipf stream again without Preload, for its hit rate (cold-hit)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -121,16 +135,21 @@ func main() {
 	}
 
 	medians := map[string]float64{}
-	var hit, oracle float64
-	for _, stream := range strings.Split(*streams, ",") {
-		memory(fmt.Sprintf("before the %s steps", stream))
+	var hit, oracle, coldHit, closeS, closeLimit float64
+	runs := strings.Split(*streams, ",")
+	if *cold && slices.Contains(runs, "zipf") {
+		runs = append(runs, "zipf-cold")
+	}
+	for _, run1 := range runs {
+		stream, load := strings.TrimSuffix(run1, "-cold"), *preload && !strings.HasSuffix(run1, "-cold")
+		memory(fmt.Sprintf("before the %s steps", run1))
 		t0 := time.Now()
-		c, err := table.OpenCached(path, name, cols, table.CacheOptions{Budget: *budget, Depth: *depth, Preload: *preload, LFU: *lfu})
+		c, err := table.OpenCached(path, name, cols, table.CacheOptions{Budget: *budget, Depth: *depth, Preload: load, LFU: *lfu, JournalLimit: -1})
 		if err != nil {
 			log.Fatal(err)
 		}
 		fmt.Printf("%s: cache of %d rows (%.2f GB), queue depth %d, preload %v, lfu %v, prefetch %v: opened in %.1f s\n",
-			stream, c.Slots(), float64(*budget)/1e9, *depth, *preload, *lfu, *prefetch, time.Since(t0).Seconds())
+			run1, c.Slots(), float64(*budget)/1e9, *depth, load, *lfu, *prefetch, time.Since(t0).Seconds())
 		g := gorgonia.NewGraph()
 		emb, err := nn.CachedEmbedding(g, c)
 		if err != nil {
@@ -138,30 +157,108 @@ func main() {
 		}
 		ref := newDiskRef(path, c.Slots(), width*4, *depth)
 		res := run(g, emb, *rows, *warmup, *steps, stream, ref, *prefetch)
-		memory(fmt.Sprintf("after %d %s steps on the cached table", *warmup+*steps, stream))
+		memory(fmt.Sprintf("after %d %s steps on the cached table", *warmup+*steps, run1))
 		t0 = time.Now()
 		if err := emb.Close(); err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s: Close (Sync of the dirty rows, the journal applied) %.1f s\n", stream, time.Since(t0).Seconds())
+		closed := time.Since(t0)
+		fmt.Printf("%s: Close (Sync of the %d rows changed, the journal applied) %.1f s\n", run1, res.touched.count(), closed.Seconds())
 		ref.close()
 		fmt.Printf("%s: cached table %s; hit rate %.3f (oracle %.3f), %d of %d misses prefetched; disk limit %s\n",
-			stream, summary(res.times), res.hit, res.oracle, res.prefetched, res.misses, summary(ref.times))
-		medians[stream], medians["disk-"+stream] = ms(median(res.times)), ms(median(ref.times))
-		if stream == "zipf" {
+			run1, summary(res.times), res.hit, res.oracle, res.prefetched, res.misses, summary(ref.times))
+		switch run1 {
+		case "zipf-cold":
+			coldHit = res.hit
+			continue
+		case "zipf":
 			hit, oracle = res.hit, res.oracle
+		case "uniform":
+			closeS = closed.Seconds()
+			closeLimit = writeLimit(*dir, ref.start, int64(width*4), size, res.touched, *depth).Seconds()
+			fmt.Printf("uniform: the disk's limit for Close's write set: %.1f s\n", closeLimit)
+		}
+		medians[stream], medians["disk-"+stream] = ms(median(res.times)), ms(median(ref.times))
+	}
+	for _, stream := range strings.Split(*streams, ",") {
+		g := gorgonia.NewGraph()
+		mem, err := nn.NewEmbedding(g, name, *memRows, dim, tensor.Float32, nn.WithSparse(), nn.WithSeed(1))
+		if err != nil {
+			log.Fatal(err)
+		}
+		res := run(g, mem, *memRows, 50, *steps, stream, nil, false)
+		fmt.Printf("memory: %d rows, %s ids: %s\n", *memRows, stream, summary(res.times))
+		medians["memory-"+stream] = ms(median(res.times))
+	}
+	fmt.Printf("bigtable: zipf %.2f uniform %.2f memory-zipf %.2f memory-uniform %.2f disk-zipf %.2f disk-uniform %.2f hit %.3f oracle %.3f cold-hit %.3f close %.1f close-limit %.1f\n",
+		medians["zipf"], medians["uniform"], medians["memory-zipf"], medians["memory-uniform"], medians["disk-zipf"], medians["disk-uniform"],
+		hit, oracle, coldHit, closeS, closeLimit)
+}
+
+// A bitset is a set of rows.
+type bitset []uint64
+
+func (b bitset) add(i int) { b[i/64] |= 1 << (i % 64) }
+
+func (b bitset) count() int {
+	n := 0
+	for _, w := range b {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// writeLimit times the disk's write of the pages the rows of touched
+// cover in a file whose rows of row bytes start at start: 4 KB positioned
+// writes, depth at a time, into a scratch file of size bytes in dir, its
+// space reserved first, then fsync.
+func writeLimit(dir string, start, row, size int64, touched bitset, depth int) time.Duration {
+	const page = 4096
+	var offs []int64
+	last := int64(-1)
+	for w, word := range touched {
+		for word != 0 {
+			id := int64(w*64 + bits.TrailingZeros64(word))
+			word &= word - 1
+			for p := (start + id*row) / page; p <= (start+(id+1)*row-1)/page; p++ {
+				if p != last {
+					offs, last = append(offs, p*page), p
+				}
+			}
 		}
 	}
-	g := gorgonia.NewGraph()
-	mem, err := nn.NewEmbedding(g, name, *memRows, dim, tensor.Float32, nn.WithSparse(), nn.WithSeed(1))
+	f, err := os.CreateTemp(dir, "close-limit")
 	if err != nil {
 		log.Fatal(err)
 	}
-	res := run(g, mem, *memRows, 50, *steps, "uniform", nil, false)
-	fmt.Printf("memory: %d rows, uniform ids: %s\n", *memRows, summary(res.times))
-	medians["memory"] = ms(median(res.times))
-	fmt.Printf("bigtable: zipf %.2f uniform %.2f memory %.2f disk-zipf %.2f disk-uniform %.2f hit %.3f oracle %.3f\n",
-		medians["zipf"], medians["uniform"], medians["memory"], medians["disk-zipf"], medians["disk-uniform"], hit, oracle)
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, start+size); err != nil {
+		log.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		log.Fatal(err)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for range depth {
+		wg.Go(func() {
+			buf := make([]byte, page)
+			for k := next.Add(1) - 1; k < int64(len(offs)); k = next.Add(1) - 1 {
+				if _, err := f.WriteAt(buf, offs[k]); err != nil {
+					log.Fatal(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := f.Sync(); err != nil {
+		log.Fatal(err)
+	}
+	el := time.Since(t0)
+	fmt.Printf("close-limit: %d pages of 4 KB (%.1f GB) written at depth %d and synced: %.1f s\n", len(offs), float64(len(offs)*page)/1e9, depth, el.Seconds())
+	return el
 }
 
 // A diskRef times the disk's limit for a cache of slots rows: positioned
@@ -275,6 +372,7 @@ type result struct {
 	times              []time.Duration
 	hit, oracle        float64
 	misses, prefetched uint64
+	touched            bitset // the rows the steps changed
 }
 
 // run trains warmup and then steps steps, prefetching each step's next
@@ -319,7 +417,7 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 	defer vm.Close()
 	solver := gorgonia.NewVanillaSolver(gorgonia.WithLearnRate(0.1))
 	opt := optim.NewRowWiseAdagrad(0.05)
-	var res result
+	res := result{touched: make(bitset, (rows+63)/64)}
 	var before table.CacheStats
 	var oracleHits, all int
 	next := draw()
@@ -359,6 +457,9 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 		}
 		if err := emb.Step(opt); err != nil {
 			log.Fatal(err)
+		}
+		for _, id := range cur {
+			res.touched.add(id)
 		}
 		if err := solver.Step(gorgonia.NodesToValueGrads(gorgonia.Nodes{w})); err != nil {
 			log.Fatal(err)
