@@ -18,9 +18,9 @@
 // many). After each stream's steps it times Close, which writes back
 // every row the steps changed (the cache has no journal limit here, so
 // that no Sync comes between), and, for the uniform stream, the disk's
-// limit for that write set: a loop of 4 KB positioned writes of the
-// pages those rows touch, at the cache's depth, into a scratch file of
-// the table's size (space reserved first), then fsync. Then the Zipf
+// limit for that write set, measured last: a loop of 4 KB positioned
+// writes of the pages those rows touch, at the cache's depth, into the
+// table file (with -keep, a scratch file of its size), then fsync. Then the Zipf
 // stream again without Preload (cold-hit: its hit rate after the same
 // steps), and the same model on an in-memory table of -mem-rows rows on
 // each stream (ids drawn over its rows). It prints step times (median and
@@ -136,6 +136,8 @@ func main() {
 
 	medians := map[string]float64{}
 	var hit, oracle, coldHit, closeS, closeLimit float64
+	var written bitset // the rows the uniform steps changed, which Close wrote
+	var start int64    // the offset of the table's first row in its file
 	runs := strings.Split(*streams, ",")
 	if *cold && slices.Contains(runs, "zipf") {
 		runs = append(runs, "zipf-cold")
@@ -174,9 +176,7 @@ func main() {
 		case "zipf":
 			hit, oracle = res.hit, res.oracle
 		case "uniform":
-			closeS = closed.Seconds()
-			closeLimit = writeLimit(*dir, ref.start, int64(width*4), size, res.touched, *depth).Seconds()
-			fmt.Printf("uniform: the disk's limit for Close's write set: %.1f s\n", closeLimit)
+			closeS, written, start = closed.Seconds(), res.touched, ref.start
 		}
 		medians[stream], medians["disk-"+stream] = ms(median(res.times)), ms(median(ref.times))
 	}
@@ -189,6 +189,10 @@ func main() {
 		res := run(g, mem, *memRows, 50, *steps, stream, nil, false)
 		fmt.Printf("memory: %d rows, %s ids: %s\n", *memRows, stream, summary(res.times))
 		medians["memory-"+stream] = ms(median(res.times))
+	}
+	if written != nil {
+		// Last, as it writes into the table file (unless -keep).
+		closeLimit = writeLimit(path, *keep, start, int64(width*4), size, written, *depth).Seconds()
 	}
 	fmt.Printf("bigtable: zipf %.2f uniform %.2f memory-zipf %.2f memory-uniform %.2f disk-zipf %.2f disk-uniform %.2f hit %.3f oracle %.3f cold-hit %.3f close %.1f close-limit %.1f\n",
 		medians["zipf"], medians["uniform"], medians["memory-zipf"], medians["memory-uniform"], medians["disk-zipf"], medians["disk-uniform"],
@@ -209,10 +213,12 @@ func (b bitset) count() int {
 }
 
 // writeLimit times the disk's write of the pages the rows of touched
-// cover in a file whose rows of row bytes start at start: 4 KB positioned
-// writes, depth at a time, into a scratch file of size bytes in dir, its
-// space reserved first, then fsync.
-func writeLimit(dir string, start, row, size int64, touched bitset, depth int) time.Duration {
+// cover in the table file at path, whose rows of row bytes start at
+// start: 4 KB positioned writes of zeros, depth at a time, from a cold
+// page cache, then fsync. They go into the table file itself, whose
+// blocks they overwrite, unless keep: then into a scratch file beside it
+// of the same size, its space reserved first.
+func writeLimit(path string, keep bool, start, row, size int64, touched bitset, depth int) time.Duration {
 	const page = 4096
 	var offs []int64
 	last := int64(-1)
@@ -227,16 +233,24 @@ func writeLimit(dir string, start, row, size int64, touched bitset, depth int) t
 			}
 		}
 	}
-	f, err := os.CreateTemp(dir, "close-limit")
-	if err != nil {
+	var f *os.File
+	var err error
+	if keep {
+		if f, err = os.CreateTemp(filepath.Dir(path), "close-limit"); err != nil {
+			log.Fatal(err)
+		}
+		defer os.Remove(f.Name())
+		if err := unix.Fallocate(int(f.Fd()), 0, 0, start+size); err != nil {
+			log.Fatal(err)
+		}
+	} else if f, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
 		log.Fatal(err)
 	}
-	defer os.Remove(f.Name())
 	defer f.Close()
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, start+size); err != nil {
+	if err := f.Sync(); err != nil {
 		log.Fatal(err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		log.Fatal(err)
 	}
 	var next atomic.Int64
