@@ -9,6 +9,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -377,6 +378,9 @@ func (s *RedisStore) WriteRows(ctx context.Context, ids []int64, src []byte) err
 	if err := s.check(ids, src); err != nil {
 		return err
 	}
+	// A call given up when ctx is done goes on sending (see attempt):
+	// it sends a copy, not the caller's memory.
+	src = slices.Clone(src[:len(ids)*s.rowBytes])
 	keys := make([]string, len(ids))
 	for k, id := range ids {
 		keys[k] = s.key(id)
@@ -551,7 +555,9 @@ func (s *RedisStore) Close() error {
 // on a hung node when its context is cancelled. A call left running
 // ends by the store's timeout; its writes may land (a step it carried is
 // then one whose outcome the caller was told is unknown, and the same
-// step again is applied once).
+// step again is applied once). So a call must not read or write memory
+// its caller keeps: the writes send copies, and the reads fill memory of
+// their own, copied out only when the call returns in time.
 func (s *RedisStore) attempt(ctx context.Context, call func(ctx context.Context) error) error {
 	at, cancel := context.WithTimeout(ctx, s.timeout)
 	done := make(chan error, 1)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -204,6 +205,7 @@ func (s *RedisStore) fcall(ctx context.Context, fn string, dim int, ids []int64,
 	if err := s.check(ids, nil); err != nil {
 		return err
 	}
+	grad = slices.Clone(grad) // sent on by a call given up (see attempt), not the caller's
 	s.stepping.Lock()
 	defer s.stepping.Unlock()
 	groups := map[int64][]int{}
