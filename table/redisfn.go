@@ -188,14 +188,21 @@ func (s *RedisStore) ApplyRule(ctx context.Context, r Rule, ids []int64, dim int
 	for _, a := range r.Args {
 		head = append(head, strconv.FormatFloat(a, 'g', -1, 64))
 	}
-	err := s.fcall(ctx, fn, dim, ids, grad, head)
-	if err != nil && strings.Contains(err.Error(), "Function not found") {
+	// A master may lack the Function: the first call of a rule, or a
+	// master a failover made of a node that never had it. The masters as
+	// the cluster lists them now then load it, and the call goes again.
+	for tries := 0; ; tries++ {
+		err := s.fcall(ctx, fn, dim, ids, grad, head)
+		if err == nil || !strings.Contains(err.Error(), "Function not found") || tries == 3 {
+			return err
+		}
+		at, cancel := context.WithTimeout(ctx, s.timeout)
+		s.c.ReloadState(at)
+		cancel()
 		if err := s.load(ctx, library); err != nil {
 			return fmt.Errorf("table %q: rule %q: %w", s.name, r.Name, redisError(err))
 		}
-		err = s.fcall(ctx, fn, dim, ids, grad, head)
 	}
-	return err
 }
 
 // fcall calls the function fn once per hash tag of ids, all calls in one
