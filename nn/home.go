@@ -9,7 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
@@ -178,7 +178,7 @@ func (h *cached) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) e
 		for k, r := range g.Rows {
 			ids[k] = int64(r)
 		}
-		if err := h.c.ApplyRule(ctx, rule, ids, valueBytes(g.Values)); err != nil {
+		if err := h.c.ApplyRule(ctx, rule, ids, operand.LittleEndianBytes(g.Values)); err != nil {
 			return err
 		}
 	}
@@ -197,12 +197,3 @@ func (h *cached) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) e
 
 func (h *cached) sync(ctx context.Context) error { return h.c.Sync(ctx) }
 func (h *cached) close() error                   { return h.c.Close() }
-
-// valueBytes returns the values of t, a float32 or float64 tensor, as
-// little-endian bytes (t's own memory on a little-endian machine).
-func valueBytes(t *tensor.Dense) []byte {
-	if t.Dtype() == tensor.Float32 {
-		return fileio.LittleEndianBytes(t.Float32s())
-	}
-	return fileio.LittleEndianBytes(t.Float64s())
-}

@@ -157,12 +157,23 @@ func checkRows(op string, r Rows, g *RowGrad, cols func(int) []table.Column, fin
 		return nil, 0, fmt.Errorf("%s: step number %d; a table's steps count from 1: %w", op, r.Step, gather.ErrOption)
 	}
 	if finite {
-		if p := operand.PickFloat(w.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g.Values); p >= 0 {
-			return nil, 0, fmt.Errorf("%s: the gradient of row %d holds %v at column %d; nothing was updated: %w",
-				op, g.Rows[p/dim], g.Values.Get(p), p%dim, ErrNotFinite)
+		if err := checkFinite(op, g); err != nil {
+			return nil, 0, err
 		}
 	}
 	return sg, dim, nil
+}
+
+// checkFinite reports an error wrapping ErrNotFinite, naming the row and
+// column, if g, a float32 or float64 gradient of shape [len(g.Rows),
+// dim], holds a NaN or an infinity.
+func checkFinite(op string, g *RowGrad) error {
+	if p := operand.PickFloat(g.Values.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g.Values); p >= 0 {
+		dim := g.Values.Shape()[1]
+		return fmt.Errorf("%s: the gradient of row %d holds %v at column %d; nothing was updated: %w",
+			op, g.Rows[p/dim], g.Values.Get(p), p%dim, ErrNotFinite)
+	}
+	return nil
 }
 
 func firstNonFinite[T kernel.Float](t *tensor.Dense) int {
@@ -190,10 +201,7 @@ func checkServer(op string, g *RowGrad, finite bool) error {
 		}
 	}
 	if finite {
-		if p := operand.PickFloat(g.Values.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g.Values); p >= 0 {
-			return fmt.Errorf("%s: the gradient of row %d holds %v at column %d; nothing was updated: %w",
-				op, g.Rows[p/gs[1]], g.Values.Get(p), p%gs[1], ErrNotFinite)
-		}
+		return checkFinite(op, g)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/table"
 )
 
 // A Param is a table an optimiser's state belongs to: an *nn.Embedding.
@@ -66,11 +67,7 @@ func (s optimizerState) State() (map[string]tensor.Tensor, error) {
 	}
 	out := map[string]tensor.Tensor{}
 	for k, c := range s.opt.Columns(t.Weight.Shape()[1]) {
-		st := t.State[k]
-		if c.Width == 1 {
-			st = tensor.New(tensor.WithShape(st.Shape()[0]), tensor.WithBacking(st.Data()))
-		}
-		out[s.p.Name()+"."+c.Name] = st
+		out[s.p.Name()+"."+c.Name] = saved(c, t.State[k])
 	}
 	if step != "" {
 		out[step] = tensor.New(tensor.FromScalar(t.Steps))
@@ -100,14 +97,20 @@ func (s optimizerState) SetState(tensors map[string]*tensor.Dense) error {
 	}
 	for k, c := range cols {
 		src := tensors[s.p.Name()+"."+c.Name]
-		dst := t.State[k]
-		if c.Width == 1 {
-			dst = tensor.New(tensor.WithShape(dst.Shape()[0]), tensor.WithBacking(dst.Data()))
-		}
-		if err := checkpoint.CopyInto(dst, src); err != nil {
+		if err := checkpoint.CopyInto(saved(c, t.State[k]), src); err != nil {
 			return fmt.Errorf("table %q: %w", s.p.Name(), err)
 		}
 	}
 	t.Steps = steps
 	return nil
+}
+
+// saved returns the state st of the column c as a checkpoint holds it:
+// itself, or, for a column one value wide, a [vocab] view of its memory
+// (PyTorch's shape for a row-wise accumulator).
+func saved(c table.Column, st *tensor.Dense) *tensor.Dense {
+	if c.Width != 1 {
+		return st
+	}
+	return tensor.New(tensor.WithShape(st.Shape()[0]), tensor.WithBacking(st.Data()))
 }

@@ -750,12 +750,7 @@ func NewMemoryStore(weights *tensor.Dense, cols ...Column) (*MemoryStore, error)
 	}
 	es := int(dt.Size())
 	s := &MemoryStore{rows: int64(vocab), rowBytes: width * es, data: make([]byte, vocab*width*es)}
-	var src []byte
-	if dt == tensor.Float32 {
-		src = fileio.LittleEndianBytes(weights.Float32s())
-	} else {
-		src = fileio.LittleEndianBytes(weights.Float64s())
-	}
+	src := operand.LittleEndianBytes(weights)
 	state := make([]byte, s.rowBytes-dim*es)
 	if dt == tensor.Float32 {
 		v := make([]float32, width-dim)

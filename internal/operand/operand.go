@@ -14,6 +14,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/shapes"
@@ -564,4 +565,14 @@ func CheckFloat(op, what string, dt tensor.Dtype) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %s must be float32 or float64, got %v: %w", op, what, dt, errs.ErrDtype)
+}
+
+// LittleEndianBytes returns the values of t, a float32 or float64
+// tensor, as little-endian bytes: t's own memory on a little-endian
+// machine (fileio.LittleEndianBytes).
+func LittleEndianBytes(t *tensor.Dense) []byte {
+	if t.Dtype() == tensor.Float32 {
+		return fileio.LittleEndianBytes(t.Float32s())
+	}
+	return fileio.LittleEndianBytes(t.Float64s())
 }

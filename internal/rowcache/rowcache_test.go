@@ -162,12 +162,11 @@ func TestCacheEviction(t *testing.T) {
 }
 
 // A FileStore reads and writes the rows of its file.
-func TestFileStore(t *testing.T) {
+// rowsFile writes data to a new file in a temporary directory and
+// returns its path and the file, open read-write until the test ends.
+func rowsFile(t *testing.T, data []byte) (string, *os.File) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "rows")
-	data := make([]byte, 16+50*8)
-	for i := range data {
-		data[i] = byte(i)
-	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +174,16 @@ func TestFileStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
+	return path, f
+}
+
+func TestFileStore(t *testing.T) {
+	data := make([]byte, 16+50*8)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	path, f := rowsFile(t, data)
 	if _, err := NewFileStore(f, 16, 8, 51, 4); err == nil {
 		t.Fatal("51 rows in a file of 50: want an error")
 	}
@@ -361,15 +369,7 @@ func TestWriteSorted(t *testing.T) {
 	for i := range data {
 		data[i] = byte(r.Uint32())
 	}
-	path := filepath.Join(t.TempDir(), "rows")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	path, f := rowsFile(t, data)
 	fs, err := NewFileStore(f, header, rowBytes, rows, 8)
 	if err != nil {
 		t.Fatal(err)
