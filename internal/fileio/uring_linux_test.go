@@ -13,4 +13,3 @@ func TestRingUsed(t *testing.T) {
 		t.Fatal("a ring can be made, but ReadRows would not use one")
 	}
 }
-
