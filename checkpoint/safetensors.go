@@ -667,13 +667,13 @@ func Inspect(path string) ([]TensorInfo, map[string]string, error) {
 }
 
 // Header returns the bytes that start a safetensors file holding one
-// tensor of format f ("F32", "F64", ...) and shape, with the metadata
+// tensor of format f ("F32", "F16", "U8", ...) and shape, with the metadata
 // meta (nil for none): the length, then the JSON header padded to 8
 // bytes. The tensor's data follows at offset len(Header(...)). Package
 // table uses it to lay out a table file that it then fills in place.
 func Header(name, f string, shape []int, meta map[string]string) ([]byte, error) {
 	ft, ok := formatNamed(f)
-	if !ok || ft.name == "F16" || ft.name == "BF16" {
+	if !ok {
 		return nil, fmt.Errorf("checkpoint: header of %q: format %q: %w", name, f, errs.ErrDtype)
 	}
 	n := int64(ft.size)

@@ -2,13 +2,13 @@ package optim
 
 import (
 	"embed"
-	"errors"
 	"fmt"
 	"math"
 
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/table"
@@ -98,8 +98,8 @@ func (t *Table) Step(opt Sparse, g *RowGrad) error {
 }
 
 // ErrNotFinite: an optimiser asked to check (CheckFinite) was given a
-// gradient holding a NaN or an infinity.
-var ErrNotFinite = errors.New("gradient is not finite")
+// gradient holding a NaN or an infinity (or serve.Quantize a table).
+var ErrNotFinite = errs.ErrNotFinite
 
 // checkRows checks that g can update the rows r holds, with the state
 // cols(dim) of the optimiser op, and returns g with its rows replaced by

@@ -27,6 +27,8 @@ var (
 	ErrClosed = errors.New("the table's file is closed")
 	// ErrInUse is table.ErrInUse and checkpoint.ErrInUse.
 	ErrInUse = errors.New("the file is in use by an open table")
+	// ErrNotFinite is optim.ErrNotFinite.
+	ErrNotFinite = errors.New("value is not finite")
 )
 
 var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph, ErrClosed, ErrInUse}

@@ -22,6 +22,33 @@ import (
 type Mapping struct {
 	f    *os.File
 	data []byte // the whole file
+	ro   bool   // mapped by MapRead
+}
+
+// MapRead opens path read-only and maps it whole, read-only and shared:
+// any number of processes may map one file at once, and a write to the
+// slice faults. It takes no lock.
+func MapRead(path string) (*Mapping, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.Size() == 0 || int64(int(st.Size())) != st.Size() {
+		f.Close()
+		return nil, fmt.Errorf("%s: a file of %d bytes cannot be mapped", path, st.Size())
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mapping %s: %w", path, err)
+	}
+	_ = unix.Madvise(data, unix.MADV_RANDOM)
+	return &Mapping{f: f, data: data, ro: true}, nil
 }
 
 // Map opens path read-write, locks it and maps it whole.
@@ -76,6 +103,9 @@ func (m *Mapping) Sync() error {
 	if m.data == nil {
 		return errors.New("the mapping is closed")
 	}
+	if m.ro {
+		return nil
+	}
 	if err := unix.Msync(m.data, unix.MS_SYNC); err != nil {
 		return fmt.Errorf("msync %s: %w", m.f.Name(), err)
 	}
@@ -92,8 +122,12 @@ func (m *Mapping) Close() error {
 		return nil
 	}
 	err := m.Sync()
+	prot := unix.PROT_READ | unix.PROT_WRITE
+	if m.ro {
+		prot = unix.PROT_READ
+	}
 	_, e := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(m.data)), uintptr(len(m.data)),
-		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+		prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
 	if e != nil {
 		e = unix.Munmap(m.data)
 	}

@@ -13,6 +13,7 @@ type Mapping struct{}
 var errNoMmap = errors.New("file-backed tables need a Unix system (mmap)")
 
 func Map(path string) (*Mapping, error)                                      { return nil, errNoMmap }
+func MapRead(path string) (*Mapping, error)                                  { return nil, errNoMmap }
 func Lock(f *os.File) error                                                  { return nil }
 func (m *Mapping) Bytes() []byte                                             { return nil }
 func (m *Mapping) Sync() error                                               { return errNoMmap }

@@ -1,0 +1,15 @@
+// Package serve answers requests with trained embedding tables outside any
+// graph: read-only tables of float32 or float16 rows, or of FBGEMM's
+// row-wise 8-bit and 4-bit rows (PyTorch's quantized embedding bags), in
+// memory or mapped from a file, with lookups and bags into buffers the
+// caller owns.
+package serve
+
+import "github.com/gathergrad/gather/internal/errs"
+
+// The sentinels this package's errors wrap (package gather's).
+var (
+	ErrIndexOutOfRange = errs.ErrIndexOutOfRange
+	ErrShape           = errs.ErrShape
+	ErrOption          = errs.ErrOption
+)

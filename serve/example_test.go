@@ -1,0 +1,72 @@
+package serve_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gathergrad/gather/serve"
+)
+
+// A float32 table quantized to FBGEMM's 8-bit rows, then a mean bag of
+// two of its rows and a lookup.
+func ExampleQuantize() {
+	w := []float32{
+		0, 0.5, 1, 1.5, // row 0
+		-1, 0, 1, 2, // row 1
+		4, 4, 4, 4, // row 2
+	}
+	tb, err := serve.Quantize(w, 4, serve.Int8)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(tb.Format(), tb.Rows(), "rows of", serve.Int8.RowBytes(4), "bytes")
+	mean := make([]float32, 4)
+	if err := tb.Bag(mean, []int64{0, 1}, []int64{0}, serve.BagOptions{Mode: serve.Mean}); err != nil {
+		panic(err)
+	}
+	fmt.Printf("%.3f\n", mean)
+	row := make([]float32, 4)
+	if err := tb.Lookup(row, []int64{2}); err != nil {
+		panic(err)
+	}
+	fmt.Println(row)
+	// Output:
+	// int8-rowwise 3 rows of 12 bytes
+	// [-0.500 0.250 1.000 1.750]
+	// [4 4 4 4]
+}
+
+// A table saved as a 4-bit file and served mapped from it.
+func ExampleOpen() {
+	dir, err := os.MkdirTemp("", "serve")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	w := make([]float32, 1000*16)
+	for i := range w {
+		w[i] = float32(i%16) / 8
+	}
+	tb, err := serve.Quantize(w, 16, serve.Int4)
+	if err != nil {
+		panic(err)
+	}
+	path := filepath.Join(dir, "emb.safetensors")
+	if err := tb.Save(path, "emb"); err != nil {
+		panic(err)
+	}
+	mapped, err := serve.Open(path, "emb")
+	if err != nil {
+		panic(err)
+	}
+	defer mapped.Close()
+	sums := make([]float32, 2*16)
+	// Two bags: rows 1, 2 and 3, and row 999.
+	if err := mapped.Bag(sums, []int64{1, 2, 3, 999}, []int64{0, 3}, serve.BagOptions{}); err != nil {
+		panic(err)
+	}
+	fmt.Println(mapped.Format(), mapped.Rows(), sums[:4], sums[16:20])
+	// Output:
+	// int4-rowwise 1000 [0 0.375 0.75 1.125] [0 0.125 0.25 0.375]
+}

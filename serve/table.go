@@ -1,0 +1,324 @@
+package serve
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/parallel"
+)
+
+// A Format is how a table stores its rows.
+type Format int
+
+// The formats. Int8 and Int4 are FBGEMM's row-wise formats, the bytes
+// torch.ops.quantized.embedding_bag_byte_prepack and
+// embedding_bag_4bit_prepack make: a row of dim values is dim bytes then
+// its scale and bias as float32 (Int8), or (dim+1)/2 bytes, two values a
+// byte with the even column in the low nibble, then its scale and bias as
+// float16 (Int4); a value is scale·q + bias.
+const (
+	Float32 Format = iota // 4·dim bytes a row, little-endian
+	Float16               // 2·dim bytes a row, little-endian IEEE half precision
+	Int8                  // dim+8 bytes a row
+	Int4                  // (dim+1)/2+4 bytes a row
+)
+
+var formatNames = [...]string{"float32", "float16", "int8-rowwise", "int4-rowwise"}
+
+func (f Format) String() string {
+	if f < 0 || int(f) >= len(formatNames) {
+		return fmt.Sprintf("Format(%d)", int(f))
+	}
+	return formatNames[f]
+}
+
+// ParseFormat returns the format String names s.
+func ParseFormat(s string) (Format, error) {
+	for f, name := range formatNames {
+		if name == s {
+			return Format(f), nil
+		}
+	}
+	return 0, fmt.Errorf("serve: no format %q (float32, float16, int8-rowwise, int4-rowwise): %w", s, errs.ErrOption)
+}
+
+// RowBytes returns the bytes of a row of dim values in format f.
+func (f Format) RowBytes(dim int) int {
+	switch f {
+	case Float32:
+		return 4 * dim
+	case Float16:
+		return 2 * dim
+	case Int8:
+		return kernel.Row8Bytes(dim)
+	case Int4:
+		return kernel.Row4Bytes(dim)
+	}
+	return 0
+}
+
+// addRow returns the kernel that adds w times a row of format f to acc.
+func (f Format) addRow() func(acc []float32, row []byte, w float32) {
+	return [...]func([]float32, []byte, float32){kernel.AddRow32, kernel.AddRowHalf, kernel.AddRow8, kernel.AddRow4}[f]
+}
+
+// A Table is a read-only embedding table for answering requests: rows of
+// one format, in memory or mapped from a file (Open). Its methods write
+// into buffers the caller owns, allocate nothing, and may be called from
+// any number of goroutines at once.
+type Table struct {
+	format    Format
+	rows, dim int
+	rowBytes  int
+	stride    int // bytes from a row to the next: more than rowBytes when rows carry optimiser state
+	data      []byte
+	add       func(acc []float32, row []byte, w float32)
+	m         *fileio.Mapping // the file's mapping, for Open's tables
+}
+
+// Quantize returns the table of w's rows (rows of dim values, one after
+// another) in format f. Int8 and Int4 rows are byte for byte those of
+// PyTorch's embedding_bag_byte_prepack and embedding_bag_4bit_prepack for
+// the same float32 rows (which packs 4-bit rows of an even dim only);
+// Float16 rounds to nearest even. A row holding NaN or an infinity, or
+// whose range overflows float32, is an error naming it that wraps
+// optim.ErrNotFinite.
+func Quantize(w []float32, dim int, f Format) (*Table, error) {
+	if dim <= 0 || len(w)%dim != 0 {
+		return nil, fmt.Errorf("serve: %d values are not rows of %d: %w", len(w), dim, errs.ErrShape)
+	}
+	if f.RowBytes(dim) == 0 {
+		return nil, fmt.Errorf("serve: quantizing to %v: %w", f, errs.ErrOption)
+	}
+	rows := len(w) / dim
+	data := make([]byte, rows*f.RowBytes(dim))
+	if err := quantizeRows(data, w, dim, f, 0); err != nil {
+		return nil, err
+	}
+	return newTable(f, dim, data), nil
+}
+
+// quantizeRows writes the rows of w, the first of them row first of the
+// table, into data in format f.
+func quantizeRows(data []byte, w []float32, dim int, f Format, first int) error {
+	rb := f.RowBytes(dim)
+	for r := range len(w) / dim {
+		x := w[r*dim : (r+1)*dim]
+		if p := kernel.FirstNonFinite(x); p >= 0 {
+			return fmt.Errorf("serve: row %d holds %v at column %d: %w", first+r, x[p], p, errs.ErrNotFinite)
+		}
+		dst := data[r*rb : (r+1)*rb]
+		switch f {
+		case Float32:
+			copy(dst, fileio.LittleEndianBytes(x))
+		case Float16:
+			kernel.HalfRow(dst, x)
+		case Int8, Int4:
+			lo, hi := x[0], x[0]
+			for _, v := range x {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			if math.IsInf(float64(hi-lo), 0) {
+				return fmt.Errorf("serve: row %d spans %v to %v, a range float32 cannot hold: %w", first+r, lo, hi, errs.ErrNotFinite)
+			}
+			if f == Int8 {
+				kernel.QuantizeRow8(dst, x)
+			} else {
+				kernel.QuantizeRow4(dst, x)
+			}
+		}
+	}
+	return nil
+}
+
+// FromBytes returns the table of rows of dim values in format f that
+// data holds, such as the prepacked rows of PyTorch's
+// embedding_bag_byte_prepack (Int8) or embedding_bag_4bit_prepack (Int4).
+// The table uses data, which the caller must not change.
+func FromBytes(f Format, dim int, data []byte) (*Table, error) {
+	rb := f.RowBytes(dim)
+	if dim <= 0 || rb == 0 || len(data)%rb != 0 {
+		return nil, fmt.Errorf("serve: %d bytes are not rows of %d values in %v (%d bytes each): %w", len(data), dim, f, rb, errs.ErrShape)
+	}
+	return newTable(f, dim, data), nil
+}
+
+func newTable(f Format, dim int, data []byte) *Table {
+	rb := f.RowBytes(dim)
+	return &Table{format: f, rows: len(data) / rb, dim: dim, rowBytes: rb, stride: rb, data: data, add: f.addRow()}
+}
+
+// Format, Rows and Dim describe the table.
+func (t *Table) Format() Format { return t.format }
+func (t *Table) Rows() int      { return t.rows }
+func (t *Table) Dim() int       { return t.dim }
+
+// Bytes returns the table's rows in its format, one after another: the
+// table's own memory, not to be changed; nil for a table Open mapped from
+// a table file whose rows carry optimiser state between them.
+func (t *Table) Bytes() []byte {
+	if t.stride != t.rowBytes {
+		return nil
+	}
+	return t.data
+}
+
+// Close releases a table Open mapped; its methods then fail. It does
+// nothing to a table in memory.
+func (t *Table) Close() error {
+	if t.m == nil {
+		return nil
+	}
+	t.data, t.rows = nil, 0
+	err := t.m.Close()
+	t.m = nil
+	return err
+}
+
+// checkIDs returns an error naming the first id outside [0, rows).
+func (t *Table) checkIDs(ids []int64) error {
+	for k, id := range ids {
+		if uint64(id) >= uint64(t.rows) {
+			return fmt.Errorf("serve: ids[%d] = %d is outside the table's %d rows: %w", k, id, t.rows, errs.ErrIndexOutOfRange)
+		}
+	}
+	return nil
+}
+
+// Lookup writes the values of rows ids into dst (len(ids)·Dim values):
+// row ids[k] as float32 into dst[k·Dim:]. An id outside [0, Rows) is an
+// error naming it, and dst is then unchanged.
+func (t *Table) Lookup(dst []float32, ids []int64) error {
+	if len(dst) != len(ids)*t.dim {
+		return fmt.Errorf("serve: lookup of %d ids of %d values into %d: %w", len(ids), t.dim, len(dst), errs.ErrShape)
+	}
+	if err := t.checkIDs(ids); err != nil {
+		return err
+	}
+	for k, id := range ids {
+		out := dst[k*t.dim : (k+1)*t.dim]
+		clear(out)
+		t.add(out, t.row(id), 1)
+	}
+	return nil
+}
+
+func (t *Table) row(id int64) []byte {
+	at := int(id) * t.stride
+	return t.data[at : at+t.rowBytes]
+}
+
+// A Mode is how Bag pools a bag's rows.
+type Mode int
+
+// The pooling modes: a sum, or a mean (the sum over the bag's number of
+// ids that are not padding; an empty bag pools to zeros).
+const (
+	Sum Mode = iota
+	Mean
+)
+
+// BagOptions are Bag's options: the zero value sums, with no weights, no
+// padding, and offsets without the last one.
+type BagOptions struct {
+	Mode Mode
+	// Weights is nil or one weight per id: each row is multiplied by
+	// its weight before pooling, in either mode.
+	Weights []float32
+	// IncludeLastOffset: offsets has one entry more than there are
+	// bags, the last equal to len(ids) (PyTorch's include_last_offset).
+	IncludeLastOffset bool
+	// Padding, when not nil, names an id that is skipped: not pooled and
+	// not counted in a mean.
+	Padding *int64
+}
+
+// Bag pools bags of rows into dst (one row of Dim values per bag), as
+// PyTorch's F.embedding_bag and torch.ops.quantized's
+// embedding_bag_byte_rowwise_offsets and embedding_bag_4bit_rowwise_offsets
+// do: bag b is ids[offsets[b]:offsets[b+1]], the last running to
+// len(ids). offsets[0] must be 0, and offsets non-decreasing and at most
+// len(ids). A bad id, offset or weight count is an error naming it, and
+// dst is then unchanged. Bag runs on up to GOMAXPROCS goroutines for large
+// batches.
+func (t *Table) Bag(dst []float32, ids, offsets []int64, o BagOptions) error {
+	bags := len(offsets)
+	if o.IncludeLastOffset {
+		bags--
+		if bags < 0 {
+			return fmt.Errorf("serve: IncludeLastOffset with no offsets: %w", errs.ErrShape)
+		}
+		if last := offsets[bags]; last != int64(len(ids)) {
+			return fmt.Errorf("serve: the last offset is %d, not len(ids) = %d: %w", last, len(ids), errs.ErrIndexOutOfRange)
+		}
+	}
+	if len(dst) != bags*t.dim {
+		return fmt.Errorf("serve: %d bags of %d values into %d: %w", bags, t.dim, len(dst), errs.ErrShape)
+	}
+	if o.Weights != nil && len(o.Weights) != len(ids) {
+		return fmt.Errorf("serve: %d weights for %d ids: %w", len(o.Weights), len(ids), errs.ErrShape)
+	}
+	if o.Mode != Sum && o.Mode != Mean {
+		return fmt.Errorf("serve: bag mode %d: %w", o.Mode, errs.ErrOption)
+	}
+	for b, v := range offsets[:bags] {
+		if b == 0 && v != 0 || b > 0 && v < offsets[b-1] || v > int64(len(ids)) {
+			return fmt.Errorf("serve: offsets[%d] = %d: offsets start at 0 and rise to at most len(ids) = %d: %w", b, v, len(ids), errs.ErrIndexOutOfRange)
+		}
+	}
+	if err := t.checkIDs(ids); err != nil {
+		return err
+	}
+	pad := int64(-1)
+	if o.Padding != nil {
+		pad = *o.Padding
+	}
+	parallel.Run(bags, len(ids)*t.dim, bagTask{t, dst, ids, offsets[:bags], o.Weights, pad, o.Mode})
+	return nil
+}
+
+// A bagTask pools a range of bags.
+type bagTask struct {
+	t       *Table
+	dst     []float32
+	ids     []int64
+	offsets []int64 // the bags' starts
+	w       []float32
+	pad     int64
+	mode    Mode
+}
+
+func (k bagTask) Part(lo, hi int) int {
+	t := k.t
+	for b := lo; b < hi; b++ {
+		end := int64(len(k.ids))
+		if b+1 < len(k.offsets) {
+			end = k.offsets[b+1]
+		}
+		out := k.dst[b*t.dim : (b+1)*t.dim]
+		clear(out)
+		n := 0
+		for i := k.offsets[b]; i < end; i++ {
+			id := k.ids[i]
+			if id == k.pad {
+				continue
+			}
+			w := float32(1)
+			if k.w != nil {
+				w = k.w[i]
+			}
+			t.add(out, t.row(id), w)
+			n++
+		}
+		if k.mode == Mean && n > 1 {
+			inv := 1 / float32(n)
+			for j := range out {
+				out[j] *= inv
+			}
+		}
+	}
+	return -1
+}

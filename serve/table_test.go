@@ -1,0 +1,244 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/x448/float16"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/optim"
+)
+
+// fixtures reads testdata/quant.safetensors, which testdata/quant.py makes
+// with PyTorch's FBGEMM ops.
+func fixtures(t *testing.T) map[string]*tensor.Dense {
+	t.Helper()
+	ts, _, err := checkpoint.Read("testdata/quant.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+var tags = []struct {
+	name      string
+	rows, dim int
+}{{"300x16", 300, 16}, {"200x64", 200, 64}, {"100x7", 100, 7}, {"100x6", 100, 6}, {"50x1", 50, 1}}
+
+// Quantize's rows are PyTorch's prepacked rows byte for byte: random rows,
+// constant ones, zeros, two distinct values, wide and narrow ranges.
+func TestQuantizeTorch(t *testing.T) {
+	ts := fixtures(t)
+	for _, tag := range tags {
+		w := ts[tag.name+".weight"].Data().([]float32)
+		for _, f := range []Format{Int8, Int4} {
+			want, ok := ts[fmt.Sprintf("%s.%s", tag.name, f.String()[:4])]
+			if !ok {
+				continue // PyTorch packs 4-bit rows of an even dim only
+			}
+			q, err := Quantize(w, tag.dim, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wb := want.Data().([]uint8)
+			if q.Rows() != tag.rows || !bytes.Equal(q.Bytes(), wb) {
+				rb := f.RowBytes(tag.dim)
+				for r := range tag.rows {
+					if g, w := q.Bytes()[r*rb:(r+1)*rb], wb[r*rb:(r+1)*rb]; !bytes.Equal(g, w) {
+						t.Fatalf("%s %v: row %d (%v):\n got %v\nwant %v", tag.name, f, r, w, g, w)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Bags of PyTorch's prepacked rows are its *_rowwise_offsets results to
+// float32 rounding: sums and means, with and without weights, offsets
+// with and without the last one, empty bags.
+func TestBagTorch(t *testing.T) {
+	ts := fixtures(t)
+	for _, tag := range tags {
+		ids := ts[tag.name+".ids"].Data().([]int64)
+		offs := ts[tag.name+".offsets"].Data().([]int64)
+		weights := ts[tag.name+".weights"].Data().([]float32)
+		for _, f := range []Format{Int8, Int4} {
+			packed, ok := ts[fmt.Sprintf("%s.%s", tag.name, f.String()[:4])]
+			if !ok {
+				continue
+			}
+			tb, err := FromBytes(f, tag.dim, packed.Data().([]uint8))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bags := len(offs) - 1
+			for _, mode := range []Mode{Sum, Mean} {
+				for _, weighted := range []bool{false, true} {
+					name := fmt.Sprintf("%s.%s.%s", tag.name, f.String()[:4], [...]string{"sum", "mean"}[mode])
+					o := BagOptions{Mode: mode}
+					if weighted {
+						name += ".weighted"
+						o.Weights = weights
+					}
+					want := ts[name].Data().([]float32)
+					for _, last := range []bool{true, false} {
+						o.IncludeLastOffset = last
+						off := offs
+						if !last {
+							off = offs[:bags]
+						}
+						got := make([]float32, bags*tag.dim)
+						if err := tb.Bag(got, ids, off, o); err != nil {
+							t.Fatal(err)
+						}
+						for b := range bags {
+							n := offs[b+1] - offs[b]
+							// Σ|w|·(|value|+2|bias|) bounds the terms each
+							// rounding is relative to.
+							bound := make([]float32, tag.dim)
+							row := make([]float32, tag.dim)
+							for i := offs[b]; i < offs[b+1]; i++ {
+								if err := tb.Lookup(row, ids[i:i+1]); err != nil {
+									t.Fatal(err)
+								}
+								w := float32(1)
+								if weighted {
+									w = weights[i]
+								}
+								bias := biasOf(tb, ids[i])
+								for j, v := range row {
+									bound[j] += float32(math.Abs(float64(w)) * (math.Abs(float64(v)) + 2*math.Abs(float64(bias))))
+								}
+							}
+							for j := range tag.dim {
+								wv := want[b*tag.dim+j]
+								if mode == Mean && n > 0 {
+									// PyTorch 1.13's quantized ops return the sum for mode 1.
+									wv /= float32(n)
+									bound[j] /= float32(n)
+								}
+								if d := math.Abs(float64(got[b*tag.dim+j] - wv)); d > 4e-7*float64(bound[j])*float64(n+1)+1e-30 {
+									t.Fatalf("%s last=%v: bag %d column %d: %v, PyTorch %v", name, last, b, j, got[b*tag.dim+j], wv)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// biasOf returns the bias of row id of an Int8 or Int4 table.
+func biasOf(tb *Table, id int64) float32 {
+	row := tb.row(id)
+	if tb.Format() == Int8 {
+		return math.Float32frombits(binary.LittleEndian.Uint32(row[len(row)-4:]))
+	}
+	return float16.Frombits(binary.LittleEndian.Uint16(row[len(row)-2:])).Float32()
+}
+
+// Every format's lookups are its rows' values: Float32 exactly, Float16
+// to half precision, Int8 and Int4 to half their step.
+func TestFormats(t *testing.T) {
+	const rows, dim = 40, 10
+	w := make([]float32, rows*dim)
+	for i := range w {
+		w[i] = float32(math.Sin(float64(i)*0.7)) * float32(1+i%5)
+	}
+	ids := []int64{3, 0, 39, 3}
+	for _, f := range []Format{Float32, Float16, Int8, Int4} {
+		tb, err := Quantize(w, dim, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tb.Bytes()) != rows*f.RowBytes(dim) {
+			t.Fatalf("%v: %d bytes", f, len(tb.Bytes()))
+		}
+		got := make([]float32, len(ids)*dim)
+		if err := tb.Lookup(got, ids); err != nil {
+			t.Fatal(err)
+		}
+		for k, id := range ids {
+			x := w[id*dim : (id+1)*dim]
+			lo, hi := x[0], x[0]
+			for _, v := range x {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			tol := map[Format]float64{Float32: 0, Float16: 1.0 / 1024 * 5, Int8: float64(hi-lo) / 255 / 2 * 1.01, Int4: float64(hi-lo)/15/2*1.01 + 0.01}[f]
+			for j, v := range x {
+				if d := math.Abs(float64(got[k*dim+j] - v)); d > tol {
+					t.Fatalf("%v: row %d column %d: %v, want %v within %v", f, id, j, got[k*dim+j], v, tol)
+				}
+			}
+		}
+	}
+}
+
+// Padding is skipped and not counted; a bag of padding pools to zeros.
+func TestBagPadding(t *testing.T) {
+	w := []float32{1, 2, 3, 4, 5, 6} // three rows of 2
+	tb, err := Quantize(w, 2, Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := int64(1)
+	got := make([]float32, 6)
+	err = tb.Bag(got, []int64{0, 1, 2, 1, 1}, []int64{0, 3, 3}, BagOptions{Mode: Mean, Padding: &pad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{3, 4, 0, 0, 0, 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// Bad input is an error naming the value, and the output is unchanged.
+func TestBadInput(t *testing.T) {
+	tb, err := Quantize([]float32{1, 2, 3, 4}, 2, Int8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := []float32{7, 7, 7, 7}
+	for _, c := range []struct {
+		err  error
+		want string
+		call func() error
+	}{
+		{optim.ErrNotFinite, "row 1 holds NaN at column 0", func() error {
+			_, err := Quantize([]float32{1, 2, float32(math.NaN()), 0}, 2, Int4)
+			return err
+		}},
+		{optim.ErrNotFinite, "row 0 spans", func() error {
+			_, err := Quantize([]float32{-3e38, 3e38}, 2, Int8)
+			return err
+		}},
+		{ErrIndexOutOfRange, "ids[1] = 2 is outside the table's 2 rows", func() error { return tb.Lookup(dst, []int64{0, 2}) }},
+		{ErrIndexOutOfRange, "ids[0] = -1", func() error { return tb.Bag(dst[:2], []int64{-1}, []int64{0}, BagOptions{}) }},
+		{ErrIndexOutOfRange, "offsets[1] = 3", func() error { return tb.Bag(dst, []int64{0, 1}, []int64{0, 3}, BagOptions{}) }},
+		{ErrIndexOutOfRange, "offsets[0] = 1", func() error { return tb.Bag(dst, []int64{0, 1}, []int64{1, 2}, BagOptions{}) }},
+		{ErrIndexOutOfRange, "the last offset is 1", func() error {
+			return tb.Bag(dst[:2], []int64{0, 1}, []int64{0, 1}, BagOptions{IncludeLastOffset: true})
+		}},
+		{ErrShape, "1 weights for 2 ids", func() error {
+			return tb.Bag(dst[:2], []int64{0, 1}, []int64{0}, BagOptions{Weights: []float32{1}})
+		}},
+		{ErrShape, "2 bags of 2 values into 3", func() error { return tb.Bag(dst[:3], []int64{0}, []int64{0, 1}, BagOptions{}) }},
+		{ErrShape, "not rows of 2 values in int8-rowwise", func() error { _, err := FromBytes(Int8, 2, make([]byte, 11)); return err }},
+	} {
+		err := c.call()
+		if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want %v naming %q, got %v", c.err, c.want, err)
+		}
+		if fmt.Sprint(dst) != "[7 7 7 7]" {
+			t.Fatalf("%q: the output changed: %v", c.want, dst)
+		}
+	}
+}
