@@ -51,8 +51,8 @@ func TestQuantizeTorch(t *testing.T) {
 			if q.Rows() != tag.rows || !bytes.Equal(q.Bytes(), wb) {
 				rb := f.RowBytes(tag.dim)
 				for r := range tag.rows {
-					if g, w := q.Bytes()[r*rb:(r+1)*rb], wb[r*rb:(r+1)*rb]; !bytes.Equal(g, w) {
-						t.Fatalf("%s %v: row %d (%v):\n got %v\nwant %v", tag.name, f, r, w, g, w)
+					if g, wr := q.Bytes()[r*rb:(r+1)*rb], wb[r*rb:(r+1)*rb]; !bytes.Equal(g, wr) {
+						t.Fatalf("%s %v: row %d (%v):\n got %v\nwant %v", tag.name, f, r, w[r*tag.dim:(r+1)*tag.dim], g, wr)
 					}
 				}
 			}

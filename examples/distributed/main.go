@@ -13,11 +13,19 @@
 //
 //	held-out loss: 2 workers <loss>, one process in memory <loss> (<d>% apart)
 //
-// (the README gives the figures of a run).
+// (the README gives the figures of a run). With -workers 0 it trains in
+// memory only, and needs no Redis.
+//
+// The model trained in memory is then served in each of package serve's
+// formats (its tables quantized, the MLP as trained): the command prints
+// the held-out loss and the bytes per row of each. -save writes that
+// model to a safetensors file (each table as "feature<f>.weight", the MLP
+// as "dense.*", "top1.*" and "top2.*"), which examples/serve answers
+// requests with.
 //
 // Usage:
 //
-//	go run ./examples/distributed [-workers 2] [-examples 200000] [-redis host:port,... -password P]
+//	go run ./examples/distributed [-workers 2] [-examples 200000] [-redis host:port,... -password P] [-save click.safetensors]
 package main
 
 import (
@@ -50,6 +58,7 @@ type config struct {
 	name                              string
 	redis                             table.RedisOptions
 	cacheMB                           int
+	save                              string
 }
 
 func main() {
@@ -70,6 +79,7 @@ func main() {
 	flag.StringVar(&addrs, "redis", "", "addresses of a Redis Cluster's nodes (host:port,...); none starts a local one")
 	flag.StringVar(&c.redis.Username, "user", "", "the cluster's ACL user")
 	flag.StringVar(&c.redis.Password, "password", os.Getenv("GATHER_REDIS_PASSWORD"), "the cluster's password (or $GATHER_REDIS_PASSWORD)")
+	flag.StringVar(&c.save, "save", "", "write the model trained in memory to this safetensors file")
 	flag.Parse()
 	c.redis.Timeout, c.redis.Retry = 10*time.Second, time.Minute
 	if addrs != "" {
@@ -77,9 +87,9 @@ func main() {
 	}
 	// Whole steps on every worker: the single process then trains on
 	// exactly the examples the workers share.
-	c.examples -= c.examples % (c.workers * c.batch)
-	if c.workers < 1 || c.examples < 1 || c.heldOut < 1 {
-		log.Fatalf("needs at least one worker, %d examples a step over them, and held-out examples", c.workers*c.batch)
+	c.examples -= c.examples % (max(c.workers, 1) * c.batch)
+	if c.workers < 0 || c.examples < 1 || c.heldOut < 1 {
+		log.Fatalf("needs zero workers or more, %d examples a step over them, and held-out examples", max(c.workers, 1)*c.batch)
 	}
 	var err error
 	if *worker >= 0 {
@@ -96,6 +106,18 @@ func main() {
 // workers, and compares their model with one trained in memory: it
 // returns both held-out losses.
 func run(c config) (workers, single float64, err error) {
+	train := examples(c.seed, 1, c.examples)
+	held := examples(c.seed, 2, c.heldOut)
+	if c.workers == 0 {
+		fmt.Printf("%d examples, %d held out; one process in memory\n", c.examples, c.heldOut)
+		inMemory, err := trainInMemory(c, train)
+		if err != nil {
+			return 0, 0, err
+		}
+		s := inMemory.heldOutLoss(held)
+		fmt.Printf("held-out loss: one process in memory %.4f\n", s)
+		return s, s, served(c, inMemory, held)
+	}
 	if len(c.redis.Addrs) == 0 {
 		dir, err := os.MkdirTemp("", "gathergrad-redis-")
 		if err != nil {
@@ -110,8 +132,6 @@ func run(c config) (workers, single float64, err error) {
 		c.redis.Addrs, c.redis.Password = cl.Addrs, cl.Password
 		fmt.Printf("a local Redis Cluster of 3 masters at %s\n", strings.Join(cl.Addrs, ", "))
 	}
-	train := examples(c.seed, 1, c.examples)
-	held := examples(c.seed, 2, c.heldOut)
 	if err := create(c); err != nil {
 		return 0, 0, err
 	}
@@ -133,7 +153,7 @@ func run(c config) (workers, single float64, err error) {
 	fmt.Printf("trained in %.1f s by %d workers, %.1f s by one process in memory\n", wall.Seconds(), c.workers, time.Since(start).Seconds())
 	d, s := onCluster.heldOutLoss(held), inMemory.heldOutLoss(held)
 	fmt.Printf("held-out loss: %d workers %.4f, one process in memory %.4f (%.1f%% apart)\n", c.workers, d, s, 100*math.Abs(d-s)/s)
-	return d, s, nil
+	return d, s, served(c, inMemory, held)
 }
 
 // startWorkers runs the workers as processes of this command, their

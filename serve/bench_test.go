@@ -1,0 +1,57 @@
+package serve
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkQuantBag is bench/quant_peer.py's cases: 8-bit and 4-bit bags
+// on 1M x 64 and 100k x 16 tables, 4,096 bags of 1-20 Zipf ids (exponent
+// 1.1), sum and mean, with and without weights, into a reused output.
+func BenchmarkQuantBag(b *testing.B) {
+	for _, c := range []struct {
+		tag       string
+		rows, dim int
+	}{{"1Mx64", 1_000_000, 64}, {"100kx16", 100_000, 16}} {
+		r := rand.New(rand.NewPCG(1, 2))
+		w := make([]float32, c.rows*c.dim)
+		for i := range w {
+			w[i] = float32(r.NormFloat64())
+		}
+		z := rand.NewZipf(r, 1.1, 1, uint64(c.rows-1))
+		var ids, offsets []int64
+		var weights []float32
+		for range 4096 {
+			offsets = append(offsets, int64(len(ids)))
+			for range 1 + r.IntN(20) {
+				ids = append(ids, int64(z.Uint64()))
+				weights = append(weights, r.Float32())
+			}
+		}
+		for _, f := range []Format{Int8, Int4} {
+			tb, err := Quantize(w, c.dim, f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out := make([]float32, 4096*c.dim)
+			for _, mode := range []Mode{Sum, Mean} {
+				for _, weighted := range []bool{false, true} {
+					o := BagOptions{Mode: mode}
+					name := "plain"
+					if weighted {
+						o.Weights, name = weights, "weighted"
+					}
+					b.Run(fmt.Sprintf("%s/%s/%s/%s", f.String()[:4], c.tag, [...]string{"sum", "mean"}[mode], name), func(b *testing.B) {
+						b.ReportAllocs()
+						for b.Loop() {
+							if err := tb.Bag(out, ids, offsets, o); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
