@@ -12,4 +12,5 @@ var (
 	ErrIndexOutOfRange = errs.ErrIndexOutOfRange
 	ErrShape           = errs.ErrShape
 	ErrOption          = errs.ErrOption
+	ErrClosed          = errs.ErrClosed // a call on a table after its Close
 )

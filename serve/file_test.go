@@ -71,7 +71,7 @@ func TestSaveOpen(t *testing.T) {
 			if err := tb.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := tb.Lookup(got, ids); !errors.Is(err, ErrIndexOutOfRange) {
+			if err := tb.Lookup(got, ids); !errors.Is(err, ErrClosed) {
 				t.Fatalf("a lookup after Close: want an error, got %v", err)
 			}
 		}

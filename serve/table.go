@@ -77,6 +77,7 @@ type Table struct {
 	data      []byte
 	add       func(acc []float32, row []byte, w float32)
 	m         *fileio.Mapping // the file's mapping, for Open's tables
+	closed    bool
 }
 
 // Quantize returns the table of w's rows (rows of dim values, one after
@@ -166,13 +167,14 @@ func (t *Table) Bytes() []byte {
 	return t.data
 }
 
-// Close releases a table Open mapped; its methods then fail. It does
-// nothing to a table in memory.
+// Close releases a table Open mapped: its methods then return errors
+// wrapping ErrClosed. It does nothing to a table in memory. It must not
+// run while another call on the table does.
 func (t *Table) Close() error {
 	if t.m == nil {
 		return nil
 	}
-	t.data, t.rows = nil, 0
+	t.data, t.closed = nil, true
 	err := t.m.Close()
 	t.m = nil
 	return err
@@ -180,6 +182,9 @@ func (t *Table) Close() error {
 
 // checkIDs returns an error naming the first id outside [0, rows).
 func (t *Table) checkIDs(ids []int64) error {
+	if t.closed {
+		return fmt.Errorf("serve: %w", errs.ErrClosed)
+	}
 	for k, id := range ids {
 		if uint64(id) >= uint64(t.rows) {
 			return fmt.Errorf("serve: ids[%d] = %d is outside the table's %d rows: %w", k, id, t.rows, errs.ErrIndexOutOfRange)

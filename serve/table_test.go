@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/x448/float16"
@@ -241,4 +243,52 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("%q: the output changed: %v", c.want, dst)
 		}
 	}
+}
+
+// Lookups and bags allocate nothing, and many goroutines may call them at
+// once (run with -race).
+func TestNoAllocsConcurrent(t *testing.T) {
+	const rows, dim = 1000, 32
+	w := make([]float32, rows*dim)
+	for i := range w {
+		w[i] = float32(math.Cos(float64(i)))
+	}
+	tb, err := Quantize(w, dim, Int4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, 4096*5)
+	for i := range ids {
+		ids[i] = int64(i*7919) % rows
+	}
+	offsets := make([]int64, 4096)
+	for b := range offsets {
+		offsets[b] = int64(5 * b)
+	}
+	out := make([]float32, 4096*dim)
+	o := BagOptions{Mode: Mean}
+	if err := tb.Bag(out, ids, offsets, o); err != nil { // fills the runner's free lists
+		t.Fatal(err)
+	}
+	if a := testing.AllocsPerRun(20, func() { tb.Bag(out, ids, offsets, o) }); a != 0 {
+		t.Fatalf("Bag: %v allocations a call", a)
+	}
+	row := make([]float32, 3*dim)
+	if a := testing.AllocsPerRun(20, func() { tb.Lookup(row, ids[:3]) }); a != 0 {
+		t.Fatalf("Lookup: %v allocations a call", a)
+	}
+	want := slices.Clone(out)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			mine := make([]float32, len(out))
+			for range 5 {
+				if err := tb.Bag(mine, ids, offsets, o); err != nil || !slices.Equal(mine, want) {
+					t.Errorf("a concurrent Bag: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
