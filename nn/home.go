@@ -185,6 +185,7 @@ func (h *cached) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) e
 	if err := opt.StepRows(optim.Rows{Weight: h.c.Weight(), State: h.c.State(), Slots: h.slots, Step: t}, g); err != nil {
 		return err
 	}
+	h.c.Round(h.slots, t) // to a half table's format
 	h.c.SetSteps(t)
 	if !h.c.Shared() {
 		for _, s := range h.slots {

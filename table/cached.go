@@ -177,6 +177,20 @@ type CacheOptions struct {
 	// fail with an error wrapping ErrJournalFull instead of syncing, for
 	// a program that chooses its own moments to Sync.
 	ManualSync bool
+	// Half, for NewCached, says that the store holds each row's values in
+	// this half format (NewHalfMemoryStore's rows); OpenCached reads it
+	// from the file (Create with WithHalf). The cache holds them as
+	// float32, which the graph reads and the optimiser steps, its state
+	// in float32; after each step the changed values are rounded to the
+	// format (Round), so that the store holds them exactly.
+	Half HalfFormat
+	// NearestRounding rounds a half table's stepped values to nearest
+	// even. Without it they are rounded stochastically (up or down at
+	// random, unbiased), from a hash of RoundingSeed, the step, the row
+	// and the column: the same on any store. Small updates then survive
+	// on average where rounding to nearest would drop them.
+	NearestRounding bool
+	RoundingSeed    uint64
 }
 
 // ErrJournalFull: the journal of a table in a file is past
@@ -225,6 +239,10 @@ type Cached struct {
 	limit     int64               // the journal's bound, -1 for none
 	manual    bool                // past limit, Fetch fails instead of syncing
 	closed    bool
+
+	half    HalfFormat // the store's values, 0 for full precision
+	nearest bool       // round stepped values to nearest, not stochastically
+	seed    uint64     // the stochastic rounding's
 }
 
 // NewCached returns a cache in front of store, whose rows are dim values
@@ -246,7 +264,16 @@ func NewCached(ctx context.Context, store Store, name string, dim int, dt tensor
 	if err != nil {
 		return nil, err
 	}
-	if rb := width * int(dt.Size()); store.RowBytes() != rb {
+	if o.Half != 0 {
+		if halfNames[o.Half] == "" || dt != tensor.Float32 || o.Shared {
+			return nil, fmt.Errorf("%s: a half table (format %d) is float32 and not Shared: %w", prefix, o.Half, errs.ErrOption)
+		}
+		if rb := 2*dim + 4*(width-dim); store.RowBytes() != rb {
+			return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d half values and %d float32 of state are %d: %w",
+				prefix, store.RowBytes(), dim, width-dim, rb, errs.ErrShape)
+		}
+		store = &halfStore{inner: store, f: o.Half, dim: dim}
+	} else if rb := width * int(dt.Size()); store.RowBytes() != rb {
 		return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d values of %v (%d of them state) are %d: %w",
 			prefix, store.RowBytes(), width, dt, width-dim, rb, errs.ErrShape)
 	}
@@ -278,7 +305,8 @@ func newCached(ctx context.Context, store Store, name string, dim int, dt tensor
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache, shared: o.Shared}
+	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache, shared: o.Shared,
+		half: o.Half, nearest: o.NearestRounding, seed: o.RoundingSeed}
 	if o.Shared {
 		if _, ok := store.(RuleStore); !ok {
 			cache.Close()
@@ -362,6 +390,7 @@ var ErrJournal = rowcache.ErrJournal
 type rowsFile struct {
 	info  checkpoint.TensorInfo
 	dim   int
+	half  HalfFormat // the values' format, 0 for the tensor's own
 	id    string // "" for a file made before tables had identities
 	steps bool   // the file records a step count
 }
@@ -392,9 +421,28 @@ func inspectRows(path, name string, cols []Column) (rowsFile, error) {
 		return none, fmt.Errorf("%s: %s holds %d tensors (%s), not "+what+": %w", prefix, path, len(infos), strings.Join(names, ", "), key, checkpoint.ErrMismatch)
 	}
 	info := infos[0]
-	if (info.Format != "F32" && info.Format != "F64") || len(info.Shape) != 2 || info.Shape[0] == 0 || info.Shape[1] == 0 {
-		return none, fmt.Errorf("%s: %s's %q is %s of shape %v; a table is F32 or F64 of shape [vocab, width]: %w",
-			prefix, path, key, info.Format, info.Shape, checkpoint.ErrMismatch)
+	var half HalfFormat
+	if v, ok := meta[valuesKey]; ok {
+		for f, name := range halfNames {
+			if name == v {
+				half = f
+			}
+		}
+		want := v
+		if len(cols) > 0 {
+			want = "U8"
+		}
+		if half == 0 || info.Format != want {
+			return none, fmt.Errorf("%s: %s: metadata %q = %q for a tensor of %s: %w", prefix, path, valuesKey, v, info.Format, checkpoint.ErrFormat)
+		}
+		info.Dtype = tensor.Float32
+	} else if info.Format != "F32" && info.Format != "F64" {
+		return none, fmt.Errorf("%s: %s's %q is %s; a table is F32 or F64, or half (Create with WithHalf): %w",
+			prefix, path, key, info.Format, checkpoint.ErrMismatch)
+	}
+	if len(info.Shape) != 2 || info.Shape[0] == 0 || info.Shape[1] == 0 {
+		return none, fmt.Errorf("%s: %s's %q has shape %v; a table is [vocab, width]: %w",
+			prefix, path, key, info.Shape, checkpoint.ErrMismatch)
 	}
 	id := meta[idKey]
 	if len(id) > rowcache.IDBytes {
@@ -402,7 +450,7 @@ func inspectRows(path, name string, cols []Column) (rowsFile, error) {
 	}
 	_, steps := meta[stepKey]
 	if len(cols) == 0 {
-		return rowsFile{info: info, dim: info.Shape[1], id: id, steps: steps}, nil
+		return rowsFile{info: info, dim: info.Shape[1], half: half, id: id, steps: steps}, nil
 	}
 	var dim int
 	if _, err := fmt.Sscanf(meta[columnsKey], "weight:%d", &dim); err != nil || dim <= 0 {
@@ -415,13 +463,16 @@ func inspectRows(path, name string, cols []Column) (rowsFile, error) {
 	if meta[columnsKey] != want {
 		return none, fmt.Errorf("%s: %s holds rows of %q; the optimiser needs %q: %w", prefix, path, meta[columnsKey], want, checkpoint.ErrMismatch)
 	}
-	if info.Shape[1] != width {
+	if half != 0 && info.Shape[1] != 2*dim+4*(width-dim) {
+		return none, fmt.Errorf("%s: %s's rows are %d bytes; %q of half values makes %d: %w", prefix, path, info.Shape[1], want, 2*dim+4*(width-dim), checkpoint.ErrFormat)
+	}
+	if half == 0 && info.Shape[1] != width {
 		return none, fmt.Errorf("%s: %s's rows are %d values wide; %q makes %d: %w", prefix, path, info.Shape[1], want, width, checkpoint.ErrFormat)
 	}
 	if !steps {
 		return none, fmt.Errorf("%s: %s: no step count (metadata %q): %w", prefix, path, stepKey, checkpoint.ErrFormat)
 	}
-	return rowsFile{info: info, dim: dim, id: id, steps: true}, nil
+	return rowsFile{info: info, dim: dim, half: half, id: id, steps: true}, nil
 }
 
 func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o CacheOptions) (*Cached, error) {
@@ -434,7 +485,10 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 		depth = 32
 	}
 	dt := t.info.Dtype
-	rb := t.info.Shape[1] * int(dt.Size())
+	rb := int(t.info.Size) / t.info.Shape[0]
+	if o.Half != 0 && o.Half != t.half {
+		return nil, fmt.Errorf("%s: %s holds values of format %d, not CacheOptions.Half = %d: %w", prefix, path, t.half, o.Half, checkpoint.ErrMismatch)
+	}
 	fs, err := rowcache.NewFileStore(f, t.info.Offset, rb, int64(t.info.Shape[0]), depth)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v: %w", prefix, err, checkpoint.ErrFormat)
@@ -460,7 +514,15 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 			return nil, fmt.Errorf("%s: %s: step count %q: %w", prefix, path, j.Meta(), checkpoint.ErrFormat)
 		}
 	}
-	c, err := newCached(context.Background(), j, name, t.dim, dt, cols, o)
+	var store Store = j
+	if t.half != 0 {
+		if o.Shared {
+			j.Close()
+			return nil, fmt.Errorf("%s: a half table is not Shared: %w", prefix, errs.ErrOption)
+		}
+		store, o.Half = &halfStore{inner: j, f: t.half, dim: t.dim}, t.half
+	}
+	c, err := newCached(context.Background(), store, name, t.dim, dt, cols, o)
 	if err != nil {
 		j.Close()
 		return nil, err

@@ -67,6 +67,9 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	default:
 		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, errs.ErrDtype)
 	}
+	if cfg.half != 0 && (halfNames[cfg.half] == "" || dt != tensor.Float32) {
+		return fmt.Errorf("%s: half format %d for a %v table; WithHalf takes Float16 or BFloat16 for a float32 table: %w", prefix, cfg.half, dt, errs.ErrOption)
+	}
 	if cfg.hasPad {
 		var err error
 		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, vocab); err != nil {
@@ -80,12 +83,21 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	if err != nil {
 		return err
 	}
-	header, err := checkpoint.Header(key, format, []int{vocab, width}, meta)
+	shape := []int{vocab, width}
+	rowBytes := int64(width) * int64(dt.Size())
+	if cfg.half != 0 {
+		meta[valuesKey] = halfNames[cfg.half]
+		format = halfNames[cfg.half]
+		rowBytes = int64(2*dim + 4*(width-dim))
+		if width > dim {
+			format, shape = "U8", []int{vocab, int(rowBytes)}
+		}
+	}
+	header, err := checkpoint.Header(key, format, shape, meta)
 	if err != nil {
 		return err
 	}
-	esize := int64(dt.Size())
-	size := int64(len(header)) + int64(vocab)*int64(width)*esize
+	size := int64(len(header)) + int64(vocab)*rowBytes
 	return writeTable(path, func(f *os.File) error {
 		if err := fileio.Reserve(f, size); err != nil {
 			return fmt.Errorf("%s: reserving %d bytes for the table: %w", prefix, size, err)
@@ -94,17 +106,18 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 			return err
 		}
 		if dt == tensor.Float32 {
-			return fill[float32](f, int64(len(header)), prefix, vocab, dim, width, dt, cfg)
+			return fill[float32](f, int64(len(header)), prefix, vocab, dim, width, rowBytes, dt, cfg)
 		}
-		return fill[float64](f, int64(len(header)), prefix, vocab, dim, width, dt, cfg)
+		return fill[float64](f, int64(len(header)), prefix, vocab, dim, width, rowBytes, dt, cfg)
 	})
 }
 
 // fill writes the table's initial values (of dtype dt, whose Go type is
 // T), block by block in parallel, to f from offset on, each row's dim
-// values followed by width-dim zeros (its optimiser state); errors start
-// with prefix.
-func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, dim, width int, dt tensor.Dtype, cfg config) error {
+// values followed by width-dim zeros (its optimiser state), rowBytes a
+// row (the values in cfg.half's format, if set); errors start with
+// prefix.
+func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, dim, width int, rowBytes int64, dt tensor.Dtype, cfg config) error {
 	const rows = kernel.NormalBlock
 	blocks := (vocab + rows - 1) / rows
 	var mu sync.Mutex
@@ -129,7 +142,11 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 				fail(err)
 				return
 			}
-			if _, err := f.WriteAt(fileio.LittleEndianBytes(v), offset+int64(r0)*int64(width)*int64(dt.Size())); err != nil {
+			b := fileio.LittleEndianBytes(v)
+			if cfg.half != 0 {
+				b = halfBlock(cfg.half, b, r1-r0, dim, rowBytes)
+			}
+			if _, err := f.WriteAt(b, offset+int64(r0)*rowBytes); err != nil {
 				fail(err)
 				return
 			}
@@ -235,7 +252,7 @@ func Open(path, name string) (*File, error) {
 	info := infos[0]
 	switch {
 	case info.Format != "F32" && info.Format != "F64":
-		return nil, fmt.Errorf("%s: %s's %q is %s; a table is F32 or F64: %w", prefix, path, key, info.Format, checkpoint.ErrMismatch)
+		return nil, fmt.Errorf("%s: %s's %q is %s; a table Open maps is F32 or F64 (OpenCached opens a half one): %w", prefix, path, key, info.Format, checkpoint.ErrMismatch)
 	case len(info.Shape) != 2 || info.Shape[0] == 0 || info.Shape[1] == 0:
 		return nil, fmt.Errorf("%s: %s's %q has shape %v; a table is [vocab, dim]: %w", prefix, path, key, info.Shape, checkpoint.ErrMismatch)
 	}

@@ -13,6 +13,7 @@ type config struct {
 	pad     int
 	replace bool
 	state   []Column
+	half    HalfFormat
 }
 
 // WithInit sets the initialiser: fn(dt, rows, dim) is called once per
@@ -42,3 +43,12 @@ func WithReplace() Option { return func(c *config) { c.replace = true } }
 // such a file with OpenCached. optim's sparse optimisers give their
 // columns (optim.SparseAdam.Columns, ...).
 func WithState(cols ...Column) Option { return func(c *config) { c.state = cols } }
+
+// WithHalf stores the table's values in the half format f, two bytes
+// each, rounded to nearest from the initial values (float32 tables only):
+// without state the file holds "<name>.weight" as F16 or BF16, which
+// PyTorch's safetensors loads as torch.half or torch.bfloat16; with
+// state, "<name>.rows" as bytes (U8), each row its dim half values and
+// then its float32 state. OpenCached trains it, its steps computed in
+// float32 and rounded back (CacheOptions.NearestRounding).
+func WithHalf(f HalfFormat) Option { return func(c *config) { c.half = f } }

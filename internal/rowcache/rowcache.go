@@ -458,6 +458,9 @@ func (c *Cache) Pin(ctx context.Context, id int64) (int32, error) {
 	return slot[0], nil
 }
 
+// ID returns the row slot s holds, or -1 for none.
+func (c *Cache) ID(s int32) int64 { return c.idOf[s] }
+
 // MarkDirty records that the row in slot s changed, so that it is written
 // back before it leaves the cache and on Sync.
 func (c *Cache) MarkDirty(s int32) { c.dirty[s] = true }

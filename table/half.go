@@ -1,0 +1,162 @@
+package table
+
+import (
+	"context"
+	"fmt"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/fileio"
+)
+
+// A HalfFormat is how a half-precision table stores its values: two
+// bytes each, little-endian.
+type HalfFormat = kernel.HalfFormat
+
+// The half formats: IEEE float16 (PyTorch's torch.half, safetensors'
+// F16) and bfloat16 (torch.bfloat16, BF16: a float32's top 16 bits).
+const (
+	Float16  = kernel.Float16
+	BFloat16 = kernel.BFloat16
+)
+
+// halfNames are the formats' safetensors dtypes.
+var halfNames = map[HalfFormat]string{Float16: "F16", BFloat16: "BF16"}
+
+// valuesKey is the metadata entry of a table file whose values are half
+// precision: "F16" or "BF16".
+const valuesKey = "gathergrad.values"
+
+// A halfStore is a store of rows of dim half-precision values followed by
+// the rest of the row (the optimiser state, float32) shown as rows of dim
+// float32 values followed by the same rest: what a Cached table's graph
+// and optimisers work on.
+type halfStore struct {
+	inner Store
+	f     HalfFormat
+	dim   int
+}
+
+func (s *halfStore) RowBytes() int { return s.inner.RowBytes() + 2*s.dim }
+func (s *halfStore) Rows() int64   { return s.inner.Rows() }
+
+func (s *halfStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
+	in, out := s.inner.RowBytes(), s.RowBytes()
+	if len(dst) < len(ids)*out {
+		return fmt.Errorf("half store: %d bytes for %d rows of %d: %w", len(dst), len(ids), out, errs.ErrShape)
+	}
+	buf := make([]byte, len(ids)*in)
+	if err := s.inner.ReadRows(ctx, ids, buf); err != nil {
+		return err
+	}
+	for k := range ids {
+		src, row := buf[k*in:(k+1)*in], dst[k*out:(k+1)*out]
+		kernel.HalfToFloatBytes(s.f, row[:4*s.dim], src[:2*s.dim])
+		copy(row[4*s.dim:], src[2*s.dim:])
+	}
+	return nil
+}
+
+// WriteRows writes rows whose values the format holds exactly (Cached
+// rounds a row's values as it steps it); others are rounded to nearest.
+func (s *halfStore) WriteRows(ctx context.Context, ids []int64, src []byte) error {
+	in, out := s.inner.RowBytes(), s.RowBytes()
+	if len(src) < len(ids)*out {
+		return fmt.Errorf("half store: %d bytes for %d rows of %d: %w", len(src), len(ids), out, errs.ErrShape)
+	}
+	buf := make([]byte, len(ids)*in)
+	for k := range ids {
+		row, dst := src[k*out:(k+1)*out], buf[k*in:(k+1)*in]
+		kernel.FloatBytesToHalf(s.f, dst[:2*s.dim], row[:4*s.dim])
+		copy(dst[2*s.dim:], row[4*s.dim:])
+	}
+	return s.inner.WriteRows(ctx, ids, buf)
+}
+
+// Sync syncs the store under it, if it syncs (a table file's journal):
+// the row cache calls it after writing its dirty rows back.
+func (s *halfStore) Sync(ctx context.Context) error {
+	if inner, ok := s.inner.(interface{ Sync(context.Context) error }); ok {
+		return inner.Sync(ctx)
+	}
+	return nil
+}
+
+// halfRows returns rows (one per row of weights, a [vocab, dim] float32
+// tensor) of dim values of f, rounded to nearest, each followed by the
+// state cols at their Init, float32.
+func halfRows(weights *tensor.Dense, f HalfFormat, cols []Column) ([]byte, int, error) {
+	vocab, dim := weights.Shape()[0], weights.Shape()[1]
+	_, width, err := describe("memory store", dim, cols)
+	if err != nil {
+		return nil, 0, err
+	}
+	rb := 2*dim + 4*(width-dim)
+	state := make([]float32, width-dim)
+	initState(state, cols)
+	w := weights.Float32s()
+	data := make([]byte, vocab*rb)
+	for r := range vocab {
+		row := data[r*rb : (r+1)*rb]
+		kernel.ToHalf(f, row[:2*dim], w[r*dim:(r+1)*dim])
+		copy(row[2*dim:], fileio.LittleEndianBytes(state))
+	}
+	return data, rb, nil
+}
+
+// NewHalfMemoryStore returns a Store in memory of the rows of weights, a
+// [vocab, dim] Float32 tensor, held as half-precision values of format f
+// (rounded to nearest), each followed by the state cols (float32, each
+// its Init): half the memory of a float32 table's values. NewCached with
+// CacheOptions.Half = f trains it, its steps computed in float32.
+func NewHalfMemoryStore(weights *tensor.Dense, f HalfFormat, cols ...Column) (Store, error) {
+	if weights == nil || len(weights.Shape()) != 2 || weights.Dtype() != tensor.Float32 {
+		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] float32 tensor: %w", errs.ErrShape)
+	}
+	if halfNames[f] == "" {
+		return nil, fmt.Errorf("memory store: half format %d: %w", f, errs.ErrOption)
+	}
+	data, rb, err := halfRows(weights, f, cols)
+	if err != nil {
+		return nil, err
+	}
+	return &MemoryStore{rows: int64(weights.Shape()[0]), rowBytes: rb, data: data}, nil
+}
+
+// Round rounds the values of the rows in slots, just stepped as step t,
+// to the table's half format (CacheOptions.Half): stochastically with
+// CacheOptions.RoundingSeed unless CacheOptions.NearestRounding. It does
+// nothing to a table of full precision.
+func (c *Cached) Round(slots []int, t int64) {
+	if c.half == 0 {
+		return
+	}
+	w := c.weight.Float32s()
+	for _, s := range slots {
+		id := c.cache.ID(int32(s))
+		kernel.RoundRow(c.half, w[s*c.dim:(s+1)*c.dim], !c.nearest, c.seed, t, id)
+	}
+}
+
+// Half returns the table's half format, or 0 for a table of full
+// precision.
+func (c *Cached) Half() HalfFormat { return c.half }
+
+// halfBlock returns the rows of b (little-endian float32 rows, each dim
+// values and then state) with their values in format f: rowBytes a row.
+func halfBlock(f HalfFormat, b []byte, rows, dim int, rowBytes int64) []byte {
+	in := len(b) / rows
+	out := make([]byte, int64(rows)*rowBytes)
+	for r := range rows {
+		src, dst := b[r*in:(r+1)*in], out[int64(r)*rowBytes:int64(r+1)*rowBytes]
+		kernel.FloatBytesToHalf(f, dst[:2*dim], src[:4*dim])
+		copy(dst[2*dim:], src[4*dim:])
+	}
+	return out
+}
+
+// RoundValues rounds x to the nearest values of format f, ties to even,
+// saturating at its largest finite value.
+func RoundValues(f HalfFormat, x []float32) { kernel.RoundRow(f, x, false, 0, 0, 0) }
