@@ -391,8 +391,8 @@ type rowsFile struct {
 	info  checkpoint.TensorInfo
 	dim   int
 	half  HalfFormat // the values' format, 0 for the tensor's own
-	id    string // "" for a file made before tables had identities
-	steps bool   // the file records a step count
+	id    string     // "" for a file made before tables had identities
+	steps bool       // the file records a step count
 }
 
 // inspectRows checks that the file at path holds the table name with the

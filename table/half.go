@@ -7,8 +7,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/kernel"
 )
 
 // A HalfFormat is how a half-precision table stores its values: two
