@@ -14,7 +14,9 @@
 //	held-out loss: 2 workers <loss>, one process in memory <loss> (<d>% apart)
 //
 // (the README gives the figures of a run). With -workers 0 it trains in
-// memory only, and needs no Redis.
+// memory only, and needs no Redis; -half float16 (or bfloat16) holds the
+// in-memory model's tables in half precision, its updates rounded
+// stochastically (-nearest: to nearest).
 //
 // The model trained in memory is then served in each of package serve's
 // formats (its tables quantized, the MLP as trained): the command prints
@@ -25,7 +27,7 @@
 //
 // Usage:
 //
-//	go run ./examples/distributed [-workers 2] [-examples 200000] [-redis host:port,... -password P] [-save click.safetensors]
+//	go run ./examples/distributed [-workers 2] [-examples 200000] [-redis host:port,... -password P] [-save click.safetensors] [-half float16 [-nearest]]
 package main
 
 import (
@@ -59,6 +61,8 @@ type config struct {
 	redis                             table.RedisOptions
 	cacheMB                           int
 	save                              string
+	half                              table.HalfFormat // the in-memory tables' values, 0 for float32
+	nearest                           bool             // round them to nearest, not stochastically
 }
 
 func main() {
@@ -80,7 +84,18 @@ func main() {
 	flag.StringVar(&c.redis.Username, "user", "", "the cluster's ACL user")
 	flag.StringVar(&c.redis.Password, "password", os.Getenv("GATHER_REDIS_PASSWORD"), "the cluster's password (or $GATHER_REDIS_PASSWORD)")
 	flag.StringVar(&c.save, "save", "", "write the model trained in memory to this safetensors file")
+	half := flag.String("half", "", "hold the in-memory model's tables in float16 or bfloat16")
+	flag.BoolVar(&c.nearest, "nearest", false, "with -half, round the tables' updates to nearest instead of stochastically")
 	flag.Parse()
+	switch *half {
+	case "":
+	case "float16":
+		c.half = table.Float16
+	case "bfloat16":
+		c.half = table.BFloat16
+	default:
+		log.Fatalf("-half takes float16 or bfloat16, not %q", *half)
+	}
 	c.redis.Timeout, c.redis.Retry = 10*time.Second, time.Minute
 	if addrs != "" {
 		c.redis.Addrs = strings.Split(addrs, ",")
@@ -115,7 +130,7 @@ func run(c config) (workers, single float64, err error) {
 			return 0, 0, err
 		}
 		s := inMemory.heldOutLoss(held)
-		fmt.Printf("held-out loss: one process in memory %.4f\n", s)
+		fmt.Printf("held-out loss: one process in memory %.5f\n", s)
 		return s, s, served(c, inMemory, held)
 	}
 	if len(c.redis.Addrs) == 0 {

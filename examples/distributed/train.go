@@ -161,18 +161,49 @@ func clusterWeights(c config) (*weights, error) {
 }
 
 // trainInMemory trains the model in this process on the examples, in
-// batches, tables stepped by SparseAdam and dense learnables by Adam.
+// batches, tables stepped by SparseAdam and dense learnables by Adam. With
+// c.half the tables hold their values in that half format (behind caches
+// of all their rows), rounded stochastically after each step unless
+// c.nearest.
 func trainInMemory(c config, train *batch) (*weights, error) {
 	g := gorgonia.NewGraph()
 	var tables [3]*nn.Embedding
 	var opts [3]*optim.SparseAdam
+	var cached [3]*table.Cached
 	for f := range tables {
-		var err error
-		tables[f], err = nn.NewEmbedding(g, tableName(c, f), vocab[f], embDim, tensor.Float32, nn.WithSparse(), nn.WithSeed(tableSeed(c.seed, f)))
+		opts[f] = sparseAdam(c)
+		if c.half == 0 {
+			var err error
+			tables[f], err = nn.NewEmbedding(g, tableName(c, f), vocab[f], embDim, tensor.Float32, nn.WithSparse(), nn.WithSeed(tableSeed(c.seed, f)))
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// The same initial values, held in half precision.
+		init, err := nn.NewEmbedding(gorgonia.NewGraph(), tableName(c, f), vocab[f], embDim, tensor.Float32, nn.WithSeed(tableSeed(c.seed, f)))
 		if err != nil {
 			return nil, err
 		}
-		opts[f] = sparseAdam(c)
+		w0, err := init.Weight()
+		if err != nil {
+			return nil, err
+		}
+		cols := opts[f].Columns(embDim)
+		s, err := table.NewHalfMemoryStore(w0, c.half, cols...)
+		if err != nil {
+			return nil, err
+		}
+		budget := int64(vocab[f]) * int64(s.RowBytes()+2*embDim+72) // every row, as float32 in the cache
+		cached[f], err = table.NewCached(context.Background(), s, tableName(c, f), embDim, tensor.Float32, cols,
+			table.CacheOptions{Budget: budget, Half: c.half, NearestRounding: c.nearest, RoundingSeed: c.seed})
+		if err != nil {
+			return nil, err
+		}
+		if tables[f], err = nn.CachedEmbedding(g, cached[f]); err != nil {
+			return nil, err
+		}
+		defer tables[f].Close()
 	}
 	m, err := newModel(g, tables, c.batch, c.seed)
 	if err != nil {
@@ -199,11 +230,26 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 	}
 	w := &weights{}
 	for f, e := range tables {
-		t, err := e.Weight()
+		if cached[f] == nil {
+			t, err := e.Weight()
+			if err != nil {
+				return nil, err
+			}
+			w.tables[f] = t.Float32s()
+			continue
+		}
+		ids := make([]int64, vocab[f])
+		for i := range ids {
+			ids[i] = int64(i)
+		}
+		rows, err := cached[f].Read(context.Background(), ids) // values, then SparseAdam's moments
 		if err != nil {
 			return nil, err
 		}
-		w.tables[f] = t.Float32s()
+		width := rows.Shape()[1]
+		for r := range vocab[f] {
+			w.tables[f] = append(w.tables[f], rows.Float32s()[r*width:r*width+embDim]...)
+		}
 	}
 	for _, p := range m.params {
 		w.dense = append(w.dense, p.Value().(*tensor.Dense).Float32s())
