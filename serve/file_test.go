@@ -254,3 +254,24 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// An 8-bit or 4-bit table is for serving: package table opens it neither
+// to map nor to train, with an error naming the file.
+func TestQuantizedNotForTraining(t *testing.T) {
+	tb, err := Quantize(sines(64), 8, Int8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "emb.safetensors")
+	if err := tb.Save(path, "emb.weight"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = table.Open(path, "emb")
+	if !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "U8") {
+		t.Errorf("table.Open: want ErrMismatch naming the file and U8, got %v", err)
+	}
+	_, err = table.OpenCached(path, "emb", nil, table.CacheOptions{Budget: 1 << 20})
+	if !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "U8") {
+		t.Errorf("table.OpenCached: want ErrMismatch naming the file and U8, got %v", err)
+	}
+}

@@ -124,3 +124,70 @@ func ExampleExport() {
 	// Output:
 	// 7 [1 2 0 5 6 0]
 }
+
+// A float16 table with row-wise Adagrad's state: its file holds two bytes
+// a value; the cache shows the values as float32, and rounds each row a
+// step changes back to float16 (Cached.Round, which nn's Step calls).
+func ExampleWithHalf() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "items.safetensors")
+	sum := table.Column{Name: "sum", Width: 1} // optim.NewRowWiseAdagrad(0.1).Columns(8)
+	err = table.Create(path, "items", 1000, 8, tensor.Float32, table.WithSeed(1), table.WithHalf(table.Float16), table.WithState(sum))
+	if err != nil {
+		log.Fatal(err)
+	}
+	infos, _, err := checkpoint.Inspect(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(infos[0].Name, infos[0].Format, infos[0].Shape) // 8 values of 2 bytes and a float32 sum
+	c, err := table.OpenCached(path, "items", []table.Column{sum}, table.CacheOptions{Budget: 1 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	slots := make([]int32, 1)
+	if err := c.Fetch(context.Background(), []int64{7}, slots); err != nil {
+		log.Fatal(err)
+	}
+	w := c.Weight().Float32s()[int(slots[0])*8:][:8]
+	w[0] += 0.0001 // a step too small for float16's spacing near this value
+	c.Round([]int{int(slots[0])}, 1)
+	fmt.Println(c.Half() == table.Float16, w[0] == float16Of(w[0]))
+	// Output:
+	// items.rows U8 [1000 20]
+	// true true
+}
+
+// float16Of returns v rounded to float16, as float32.
+func float16Of(v float32) float32 {
+	x := []float32{v}
+	table.RoundValues(table.Float16, x)
+	return x[0]
+}
+
+// A bfloat16 table in memory: two bytes a value in the store, float32 in
+// the cache.
+func ExampleNewHalfMemoryStore() {
+	w := tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float32{1, 1.0 / 3, -2.5, 1000.1, 0, 3e-5}))
+	s, err := table.NewHalfMemoryStore(w, table.BFloat16)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := table.NewCached(context.Background(), s, "t", 3, tensor.Float32, nil, table.CacheOptions{Budget: 1 << 10, Half: table.BFloat16})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	rows, err := c.Read(context.Background(), []int64{0, 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.RowBytes(), "bytes a row:", rows.Float32s())
+	// Output:
+	// 6 bytes a row: [1 0.33398438 -2.5 1000 0 3.0040741e-05]
+}
