@@ -28,6 +28,13 @@
 // package optim's optimisers name, and a server's update a Rule, which
 // they make.
 //
+// A half-precision table (Create with WithHalf, NewHalfMemoryStore)
+// stores two bytes a value, float16 or bfloat16, its optimiser state in
+// float32. Its cache holds the values as float32, which the graph reads
+// and the optimiser steps; each row a step changes is then rounded back
+// to the format (Cached.Round), stochastically by default, so that
+// updates smaller than the format's spacing survive on average.
+//
 // Open maps a table file without state read-write instead, for
 // nn.OpenEmbedding: simpler, but each new row is a page fault, and a crash
 // between syncs leaves rows of different steps.
