@@ -62,6 +62,21 @@ func BenchmarkWriteBack(b *testing.B) {
 		}{
 			{"rows", func() error { return fs.WriteRows(context.Background(), ids, src) }},
 			{"spans", func() error { return fs.WriteSorted(ids, src) }},
+			{"spans-gap4k", func() error {
+				defer func(g int64) { spanGap = g }(spanGap)
+				spanGap = 4 << 10
+				return fs.WriteSorted(ids, src)
+			}},
+			{"spans-gap16k", func() error {
+				defer func(g int64) { spanGap = g }(spanGap)
+				spanGap = 16 << 10
+				return fs.WriteSorted(ids, src)
+			}},
+			{"spans-4m", func() error {
+				defer func(n int64) { spanBytes = n }(spanBytes)
+				spanBytes = 4 << 20
+				return fs.WriteSorted(ids, src)
+			}},
 		} {
 			b.Run(fmt.Sprintf("dirty=%d/%s", dirty, way.name), func(b *testing.B) {
 				b.SetBytes(int64(dirty * rowBytes))
