@@ -419,3 +419,68 @@ func TestWriteSorted(t *testing.T) {
 		}
 	}
 }
+
+// With read-around, a cache that starts cold and is fed a stream whose
+// ids are numbered by frequency (Zipf ranks) hits more often, every row
+// it shows is the row a table changed in place holds, and after Sync the
+// store is that table, though rows entered unasked and left.
+func TestReadAround(t *testing.T) {
+	const rows, size, slots, batch = 1000, 12, 300, 40
+	hitRate := func(around int) float64 {
+		store := newMemStore(rows, size)
+		want := newMemStore(rows, size)
+		c, err := New(store, slots, LRU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadAround(around)
+		r := rand.New(rand.NewPCG(5, 6))
+		z := rand.NewZipf(r, 1.1, 1, rows-1)
+		stream := make([][]int64, 301)
+		for step := range stream {
+			stream[step] = make([]int64, batch)
+			for k := range stream[step] {
+				stream[step][k] = int64(z.Uint64())
+			}
+		}
+		got := make([]int32, batch)
+		for step := range 300 {
+			ids := stream[step]
+			if err := c.Fetch(context.Background(), ids, got); err != nil {
+				t.Fatal(err)
+			}
+			c.Prefetch(context.Background(), stream[step+1])
+			for k, id := range ids {
+				if !bytes.Equal(c.Row(got[k]), want.rows[id]) {
+					t.Fatalf("around %d, step %d: row %d in slot %d differs from the table's", around, step, id, got[k])
+				}
+			}
+			for k, id := range ids {
+				if k%2 == 0 {
+					c.Row(got[k])[step%size]++
+					want.rows[id][step%size]++
+					c.MarkDirty(got[k])
+				}
+			}
+		}
+		if err := c.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for id := range rows {
+			if !bytes.Equal(store.rows[id], want.rows[id]) {
+				t.Fatalf("around %d: after Sync the store's row %d differs", around, id)
+			}
+		}
+		if (c.AroundIn() > 0) != (around > 1) {
+			t.Fatalf("around %d: %d rows came in around misses", around, c.AroundIn())
+		}
+		hits, misses, _ := c.Stats()
+		return float64(hits) / float64(hits+misses)
+	}
+	off, on := hitRate(0), hitRate(8)
+	if on <= off {
+		t.Fatalf("hit rate %.3f with read-around, %.3f without", on, off)
+	}
+	t.Logf("hit rate %.3f with read-around of 8, %.3f without", on, off)
+}
