@@ -3,6 +3,7 @@ package serve
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
@@ -84,9 +85,10 @@ type Table struct {
 // another) in format f. Int8 and Int4 rows are byte for byte those of
 // PyTorch's embedding_bag_byte_prepack and embedding_bag_4bit_prepack for
 // the same float32 rows (which packs 4-bit rows of an even dim only);
-// Float16 rounds to nearest even. A row holding NaN or an infinity, or
-// whose range overflows float32, is an error naming it that wraps
-// optim.ErrNotFinite.
+// Float16 rounds to nearest even. A row holding NaN or an infinity, a
+// Float16 row with a value beyond 65504 (float16's largest), or an Int8
+// or Int4 row whose range overflows float32, is an error naming it that
+// wraps optim.ErrNotFinite.
 func Quantize(w []float32, dim int, f Format) (*Table, error) {
 	if dim <= 0 || len(w)%dim != 0 {
 		return nil, fmt.Errorf("serve: %d values are not rows of %d: %w", len(w), dim, errs.ErrShape)
@@ -116,12 +118,17 @@ func quantizeRows(data []byte, w []float32, dim int, f Format, first int) error 
 		case Float32:
 			copy(dst, fileio.LittleEndianBytes(x))
 		case Float16:
-			kernel.HalfRow(dst, x)
-		case Int8, Int4:
-			lo, hi := x[0], x[0]
-			for _, v := range x {
-				lo, hi = min(lo, v), max(hi, v)
+			lo, hi := kernel.MinMax(x)
+			if big := max(-lo, hi); big > kernel.MaxFloat16 {
+				j := slices.Index(x, hi)
+				if -lo > hi {
+					j = slices.Index(x, lo)
+				}
+				return fmt.Errorf("serve: row %d holds %v at column %d, beyond float16's largest value, %d: %w", first+r, x[j], j, kernel.MaxFloat16, errs.ErrNotFinite)
 			}
+			kernel.ToHalf(kernel.Float16, dst, x)
+		case Int8, Int4:
+			lo, hi := kernel.MinMax(x)
 			if math.IsInf(float64(hi-lo), 0) {
 				return fmt.Errorf("serve: row %d spans %v to %v, a range float32 cannot hold: %w", first+r, lo, hi, errs.ErrNotFinite)
 			}

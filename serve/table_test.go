@@ -218,6 +218,10 @@ func TestBadInput(t *testing.T) {
 			_, err := Quantize([]float32{1, 2, float32(math.NaN()), 0}, 2, Int4)
 			return err
 		}},
+		{optim.ErrNotFinite, "row 1 holds -70000 at column 1, beyond float16's largest value, 65504", func() error {
+			_, err := Quantize([]float32{1, 2, 3, -70000}, 2, Float16)
+			return err
+		}},
 		{optim.ErrNotFinite, "row 0 spans", func() error {
 			_, err := Quantize([]float32{-3e38, 3e38}, 2, Int8)
 			return err

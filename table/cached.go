@@ -190,7 +190,9 @@ type CacheOptions struct {
 	// from the file (Create with WithHalf). The cache holds them as
 	// float32, which the graph reads and the optimiser steps, its state
 	// in float32; after each step the changed values are rounded to the
-	// format (Round), so that the store holds them exactly.
+	// format (Round), so that the store holds them exactly. A float16
+	// value a step takes beyond 65504, the format's largest, is held at
+	// ±65504.
 	Half HalfFormat
 	// NearestRounding rounds a half table's stepped values to nearest
 	// even. Without it they are rounded stochastically (up or down at

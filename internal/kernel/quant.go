@@ -23,7 +23,7 @@ func Row4Bytes(dim int) int { return (dim+1)/2 + 4 }
 // QuantizeRow8 writes x's 8-bit row into dst (Row8Bytes(len(x)) bytes):
 // scale = (max-min)/255, bias = min, q = round-half-even((x-min)·255/(max-min+1e-8)).
 func QuantizeRow8(dst []byte, x []float32) {
-	lo, hi := minMax(x)
+	lo, hi := MinMax(x)
 	span := hi - lo
 	inv := 255 / (span + 1e-8)
 	for j, v := range x {
@@ -38,7 +38,7 @@ func QuantizeRow8(dst []byte, x []float32) {
 // float16 (1 when that is 0 or its inverse overflows), q =
 // round-half-even((x-bias)/scale) clamped to [0, 15].
 func QuantizeRow4(dst []byte, x []float32) {
-	lo, hi := minMax(x)
+	lo, hi := MinMax(x)
 	bias := float16.Fromfloat32(lo)
 	lo = bias.Float32()
 	span := hi - lo
@@ -64,7 +64,8 @@ func QuantizeRow4(dst []byte, x []float32) {
 	binary.LittleEndian.PutUint16(dst[n+2:], uint16(bias))
 }
 
-func minMax(x []float32) (lo, hi float32) {
+// MinMax returns the smallest and the largest of x (not empty).
+func MinMax(x []float32) (lo, hi float32) {
 	lo, hi = x[0], x[0]
 	for _, v := range x[1:] {
 		lo, hi = min(lo, v), max(hi, v)
@@ -112,13 +113,5 @@ func AddRowHalf(acc []float32, row []byte, w float32) {
 func AddRow32(acc []float32, row []byte, w float32) {
 	for j := range acc {
 		acc[j] += w * math.Float32frombits(binary.LittleEndian.Uint32(row[4*j:]))
-	}
-}
-
-// HalfRow writes x as little-endian float16 values, rounded to nearest
-// even, into dst (2·len(x) bytes).
-func HalfRow(dst []byte, x []float32) {
-	for j, v := range x {
-		binary.LittleEndian.PutUint16(dst[2*j:], uint16(float16.Fromfloat32(v)))
 	}
 }
