@@ -92,8 +92,8 @@ type Cache struct {
 
 	hits, misses, staged uint64
 	aroundIn             uint64 // rows read around misses that entered the cache
-	inBatch              int // slots the current batch names
-	pinned               int // slots Pin holds
+	inBatch              int    // slots the current batch names
+	pinned               int    // slots Pin holds
 
 	pre *prefetch // the Prefetch in flight or done, nil without one
 
