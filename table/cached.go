@@ -151,14 +151,6 @@ type CacheOptions struct {
 	// and fastText's are), the rows a cache of its size should hold, so
 	// that training starts at the hit rate a long warm-up would reach.
 	Preload bool
-	// ReadAround, if above 1, makes a prefetch read with each row it
-	// misses the other rows of its block of ReadAround ids, while the
-	// cache has free slots for them, and puts them in the cache to be
-	// evicted first. For a table whose ids are numbered by frequency (as
-	// Preload assumes), a row's neighbours are about as likely to be
-	// asked for, and in a file they share its pages: a cache that starts
-	// cold fills at the cost of its misses' reads. Not for Shared tables.
-	ReadAround int
 	// Shared says that other workers update the store's rows at the same
 	// time: a RuleStore, such as a RedisStore, whose servers apply the
 	// optimiser's steps. An embedding's Step then sends its gradient to
@@ -327,7 +319,6 @@ func newCached(ctx context.Context, store Store, name string, dim int, dt tensor
 		}
 	}
 	cache.SetMaxAge(o.MaxAge)
-	cache.SetReadAround(o.ReadAround)
 	if o.Preload {
 		if _, err := cache.Preload(ctx, int(slots)); err != nil {
 			cache.Close()
@@ -757,7 +748,6 @@ func (c *Cached) Sync(ctx context.Context) error {
 // (Prefetched).
 type CacheStats struct {
 	Hits, Misses, Prefetched uint64
-	Around                   uint64 // rows read around misses that entered the cache (ReadAround)
 }
 
 // HitRate returns Hits / (Hits + Misses), 0 before any Fetch.
@@ -771,7 +761,7 @@ func (s CacheStats) HitRate() float64 {
 // Stats returns what the cache's Fetches found so far.
 func (c *Cached) Stats() CacheStats {
 	h, m, p := c.cache.Stats()
-	return CacheStats{Hits: h, Misses: m, Prefetched: p, Around: c.cache.AroundIn()}
+	return CacheStats{Hits: h, Misses: m, Prefetched: p}
 }
 
 // Close syncs the table, frees the cache's memory and, for a file, closes

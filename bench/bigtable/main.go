@@ -93,7 +93,6 @@ func main() {
 	streams := flag.String("streams", "zipf,uniform", "id streams to train on, in order")
 	depths := flag.String("qd", "", "if set, a comma-separated list of queue depths: measure positioned reads of random rows at each, from a cold cache, after the table exists, and skip the training")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the training to this file")
-	around := flag.Int("around", 0, "read the other rows of each miss's block of this many ids while the cache has room (CacheOptions.ReadAround)")
 	cold := flag.Bool("cold", true, "train the Zipf stream again without Preload, for its hit rate (cold-hit)")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -147,7 +146,7 @@ func main() {
 		stream, load := strings.TrimSuffix(run1, "-cold"), *preload && !strings.HasSuffix(run1, "-cold")
 		memory(fmt.Sprintf("before the %s steps", run1))
 		t0 := time.Now()
-		c, err := table.OpenCached(path, name, cols, table.CacheOptions{Budget: *budget, Depth: *depth, Preload: load, LFU: *lfu, JournalLimit: -1, ReadAround: *around})
+		c, err := table.OpenCached(path, name, cols, table.CacheOptions{Budget: *budget, Depth: *depth, Preload: load, LFU: *lfu, JournalLimit: -1})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -168,8 +167,8 @@ func main() {
 		closed := time.Since(t0)
 		fmt.Printf("%s: Close (Sync of the %d rows changed, the journal applied) %.1f s\n", run1, res.touched.count(), closed.Seconds())
 		ref.close()
-		fmt.Printf("%s: cached table %s; hit rate %.3f (oracle %.3f), %d of %d misses prefetched, %d rows read around them; disk limit %s\n",
-			run1, summary(res.times), res.hit, res.oracle, res.prefetched, res.misses, emb.Cached().Stats().Around, summary(ref.times))
+		fmt.Printf("%s: cached table %s; hit rate %.3f (oracle %.3f), %d of %d misses prefetched; disk limit %s\n",
+			run1, summary(res.times), res.hit, res.oracle, res.prefetched, res.misses, summary(ref.times))
 		switch run1 {
 		case "zipf-cold":
 			coldHit = res.hit

@@ -83,7 +83,6 @@ type Cache struct {
 	born       []uint64 // per slot: the Fetch that read its row
 	calls      uint64   // Fetch calls so far
 	maxAge     uint64   // batches a clean row is served before it is read again; 0: no limit
-	around     int64    // ids in a block that Prefetch reads around a miss (SetReadAround); 0: none
 	prev, next []int32  // the recency list, most recent at head
 	head, tail int32
 	free       []int32
@@ -91,9 +90,8 @@ type Cache struct {
 	rng        *rand.Rand
 
 	hits, misses, staged uint64
-	aroundIn             uint64 // rows read around misses that entered the cache
-	inBatch              int    // slots the current batch names
-	pinned               int    // slots Pin holds
+	inBatch              int // slots the current batch names
+	pinned               int // slots Pin holds
 
 	pre *prefetch // the Prefetch in flight or done, nil without one
 
@@ -168,15 +166,6 @@ func New(store Store, slots int, policy Policy, widths ...int) (*Cache, error) {
 	}
 	return c, nil
 }
-
-// SetReadAround makes Prefetch, while the cache has free slots, read with
-// each row it misses the other rows of its block of n ids (ids id/n·n to
-// id/n·n+n-1), and the next Fetch put them in free slots, to be evicted
-// first. For a store whose ids are numbered by frequency, as a
-// vocabulary's are, a row's neighbours are about as likely to be asked
-// for as it is, and in a file they share its pages, so a cold cache warms
-// up for the reads of its misses alone. 0 or 1 turns it off (the default).
-func (c *Cache) SetReadAround(n int) { c.around = int64(max(n, 0)) }
 
 // SetMaxAge makes the cache read a row again from the store once n
 // batches (NewBatch) have begun since it read it, for a store that others
@@ -386,27 +375,6 @@ func (c *Cache) load(ctx context.Context) error {
 		c.born[s] = c.calls
 		c.pushFront(s)
 	}
-	// The rows Prefetch read around its misses, into free slots, at the
-	// tail of the recency list: evicted before any row a batch named.
-	if c.pre != nil {
-		for _, id := range c.pre.around {
-			if len(c.free) == 0 {
-				break
-			}
-			row, ok := c.pre.take(id, c.rowBytes)
-			if _, in := c.slotOf[id]; !ok || in {
-				continue
-			}
-			s := c.free[len(c.free)-1]
-			c.free = c.free[:len(c.free)-1]
-			c.setRow(s, row)
-			c.slotOf[id], c.idOf[s], c.dirty[s], c.batch[s], c.uses[s] = s, id, false, 0, 0
-			c.born[s] = c.calls
-			c.pushBack(s)
-			c.aroundIn++
-		}
-		c.pre.around = nil
-	}
 	return nil
 }
 
@@ -519,10 +487,6 @@ func (c *Cache) Sync(ctx context.Context) error {
 // Stats returns how many ids Fetch found in the cache, how many it missed,
 // and how many of the misses a Prefetch had read.
 func (c *Cache) Stats() (hits, misses, prefetched uint64) { return c.hits, c.misses, c.staged }
-
-// AroundIn returns how many rows read around misses (SetReadAround)
-// entered the cache.
-func (c *Cache) AroundIn() uint64 { return c.aroundIn }
 
 // Close waits for a Prefetch in flight and frees the cache's memory. The
 // cache must not be used after it; dirty rows not synced are dropped.
@@ -805,9 +769,6 @@ type prefetch struct {
 	done chan struct{}
 	ids  map[int64]int // row id -> its index in buf, once done
 	buf  []byte
-	// around lists the rows read around the misses (SetReadAround), in
-	// buf too, which a Fetch puts in free slots.
-	around []int64
 }
 
 // row returns the bytes, n of them, a done prefetch read for row id.
@@ -860,21 +821,6 @@ func (c *Cache) Prefetch(ctx context.Context, ids []int64) {
 		return
 	}
 	p := &prefetch{done: make(chan struct{})}
-	if room := len(c.free) - len(want); c.around > 1 && c.maxAge == 0 && room > 0 {
-		// The other rows of the misses' blocks, as many as free slots
-		// remain for: read with them, in the same pages of a file.
-		misses := len(want)
-		for _, id := range want[:misses] {
-			for nb := id / c.around * c.around; nb < min(id/c.around*c.around+c.around, n) && len(p.around) < room; nb++ {
-				if _, in := c.slotOf[nb]; !in && nb != id {
-					p.around = append(p.around, nb)
-				}
-			}
-		}
-		want = append(want, p.around...)
-		slices.Sort(want)
-		want = slices.Compact(want)
-	}
 	c.pre = p
 	go func() {
 		defer close(p.done)
