@@ -200,7 +200,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"examples": [{"features": [[1], [2]], "dense": [0, 0, 0, 0]}]}`, 400, "examples[0].features: 2 bags, not 3"},
 		{`{"examples": [{"features": [[1], [2], [3]], "dense": [0, 0]}]}`, 400, "examples[0].dense: 2 values, not 4"},
 		{`{"examples": [{"features": [[1], [2], [3]], "dense": [0, 0, 0, 0], "extra": 1}]}`, 400, `unknown field "extra"`},
-		{`{"examples": [{"features": [["a"], [2], [3]], "dense": [0, 0, 0, 0]}]}`, 400, "examples.features"},
+		{`{"examples": [{"features": [["a"], [2], [3]], "dense": [0, 0, 0, 0]}]}`, 400, "features"}, // encoding/json's words vary by Go version
 		{`{"examples": []}`, 400, "examples: 0 of them"},
 		{`{"examples": [` + ok + `]} {}`, 400, "more than one JSON value"},
 		{`{"examples": [`, 400, "reading the request"},
