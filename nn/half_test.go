@@ -40,7 +40,7 @@ func TestHalfTables(t *testing.T) {
 	}
 	for _, f := range []table.HalfFormat{table.Float16, table.BFloat16} {
 		for name, newOpt := range opts {
-			t.Run(fmt.Sprintf("%d/%s", f, name), func(t *testing.T) { halfTables(t, f, newOpt) })
+			t.Run(fmt.Sprintf("%v/%s", f, name), func(t *testing.T) { halfTables(t, f, newOpt) })
 		}
 	}
 }

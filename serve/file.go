@@ -17,7 +17,6 @@ const (
 	formatKey  = "gathergrad.format"
 	dimKey     = "gathergrad.dim"
 	columnsKey = "gathergrad.columns" // a table file's row layout, package table's
-
 )
 
 // Save writes the table to path as a safetensors file holding one tensor,

@@ -268,7 +268,7 @@ func NewCached(ctx context.Context, store Store, name string, dim int, dt tensor
 	}
 	if o.Half != 0 {
 		if halfNames[o.Half] == "" || dt != tensor.Float32 || o.Shared {
-			return nil, fmt.Errorf("%s: a half table (format %d) is float32 and not Shared: %w", prefix, o.Half, errs.ErrOption)
+			return nil, fmt.Errorf("%s: a half table (%v) is float32 and not Shared: %w", prefix, o.Half, errs.ErrOption)
 		}
 		if rb := 2*dim + 4*(width-dim); store.RowBytes() != rb {
 			return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d half values and %d float32 of state are %d: %w",
@@ -489,7 +489,7 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 	dt := t.info.Dtype
 	rb := int(t.info.Size) / t.info.Shape[0]
 	if o.Half != 0 && o.Half != t.half {
-		return nil, fmt.Errorf("%s: %s holds values of format %d, not CacheOptions.Half = %d: %w", prefix, path, t.half, o.Half, checkpoint.ErrMismatch)
+		return nil, fmt.Errorf("%s: %s holds values of %v, not CacheOptions.Half = %v: %w", prefix, path, t.half, o.Half, checkpoint.ErrMismatch)
 	}
 	fs, err := rowcache.NewFileStore(f, t.info.Offset, rb, int64(t.info.Shape[0]), depth)
 	if err != nil {

@@ -68,7 +68,7 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, errs.ErrDtype)
 	}
 	if cfg.half != 0 && (halfNames[cfg.half] == "" || dt != tensor.Float32) {
-		return fmt.Errorf("%s: half format %d for a %v table; WithHalf takes Float16 or BFloat16 for a float32 table: %w", prefix, cfg.half, dt, errs.ErrOption)
+		return fmt.Errorf("%s: half format %v for a %v table; WithHalf takes Float16 or BFloat16 for a float32 table: %w", prefix, cfg.half, dt, errs.ErrOption)
 	}
 	if cfg.hasPad {
 		var err error

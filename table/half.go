@@ -116,7 +116,7 @@ func NewHalfMemoryStore(weights *tensor.Dense, f HalfFormat, cols ...Column) (St
 		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] float32 tensor: %w", errs.ErrShape)
 	}
 	if halfNames[f] == "" {
-		return nil, fmt.Errorf("memory store: half format %d: %w", f, errs.ErrOption)
+		return nil, fmt.Errorf("memory store: half format %v: %w", f, errs.ErrOption)
 	}
 	data, rb, err := halfRows(weights, f, cols)
 	if err != nil {

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/x448/float16"
@@ -18,6 +19,16 @@ const (
 	Float16 HalfFormat = iota + 1
 	BFloat16
 )
+
+func (f HalfFormat) String() string {
+	switch f {
+	case Float16:
+		return "float16"
+	case BFloat16:
+		return "bfloat16"
+	}
+	return fmt.Sprintf("HalfFormat(%d)", int(f))
+}
 
 // MaxFloat16 is the largest finite float16; rounding saturates to it.
 const MaxFloat16 = 65504
