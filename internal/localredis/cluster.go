@@ -101,20 +101,11 @@ func launch(dir string, masters, replicas int, withTLS bool) (*Cluster, error) {
 // every node says it is ok.
 func (c *Cluster) bringUp(server, cli string, masters, replicas int) error {
 	for range masters * (1 + replicas) {
-		port, err := freePort()
+		addr, err := c.startFree(server, cli)
 		if err != nil {
 			return err
 		}
-		addr := "127.0.0.1:" + strconv.Itoa(port)
 		c.Addrs = append(c.Addrs, addr)
-		if err := c.startNode(server, port); err != nil {
-			return err
-		}
-	}
-	for _, a := range c.Addrs {
-		if err := waitFor(func() bool { return c.ping(cli, a) }, 10*time.Second); err != nil {
-			return fmt.Errorf("redis-server at %s did not start: %w", a, err)
-		}
 	}
 	args := append(c.cliAuth(), "--cluster", "create")
 	args = append(args, c.Addrs...)
@@ -154,6 +145,35 @@ func (c *Cluster) startNode(server string, port int) error {
 	}
 	c.nodes["127.0.0.1:"+strconv.Itoa(port)] = cmd
 	return nil
+}
+
+// startFree starts a node on a free port and waits until it answers. A
+// port another process took between freePort and the node's bind (the
+// node's log says so) is given up for another, up to five times.
+func (c *Cluster) startFree(server, cli string) (string, error) {
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return "", err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		if err := c.startNode(server, port); err != nil {
+			return "", err
+		}
+		log := filepath.Join(c.dir, strconv.Itoa(port), "log")
+		taken := func() bool {
+			b, _ := os.ReadFile(log)
+			return bytes.Contains(b, []byte("Address already in use"))
+		}
+		if err := waitFor(func() bool { return c.ping(cli, addr) || taken() }, 10*time.Second); err != nil {
+			return "", fmt.Errorf("redis-server at %s did not start: %w", addr, err)
+		}
+		if !taken() {
+			return addr, nil
+		}
+		c.Kill(addr)
+	}
+	return "", errors.New("redis-server: five free ports were taken before it could bind them")
 }
 
 // Kill ends the node at addr at once (SIGKILL), as a crash would.
@@ -298,7 +318,9 @@ func (c *Cluster) clusterOK(cli, addr string) bool {
 // port 10000 above it.
 func freePort() (int, error) {
 	for range 100 {
-		p := 20000 + rand.IntN(30000)
+		// Below Linux's ephemeral ports (32768 up), with the bus port,
+		// so that no outgoing connection takes one before the node binds.
+		p := 20000 + rand.IntN(2700)
 		l1, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			continue
