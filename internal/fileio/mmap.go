@@ -33,22 +33,7 @@ func MapRead(path string) (*Mapping, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if st.Size() == 0 || int64(int(st.Size())) != st.Size() {
-		f.Close()
-		return nil, fmt.Errorf("%s: a file of %d bytes cannot be mapped", path, st.Size())
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("mapping %s: %w", path, err)
-	}
-	_ = unix.Madvise(data, unix.MADV_RANDOM)
-	return &Mapping{f: f, data: data, ro: true}, nil
+	return mapWhole(f, path, unix.PROT_READ)
 }
 
 // Map opens path read-write, locks it and maps it whole.
@@ -61,6 +46,12 @@ func Map(path string) (*Mapping, error) {
 		f.Close()
 		return nil, err
 	}
+	return mapWhole(f, path, unix.PROT_READ|unix.PROT_WRITE)
+}
+
+// mapWhole maps the file f (opened from path) whole and shared with
+// protection prot, or closes it and returns an error.
+func mapWhole(f *os.File, path string, prot int) (*Mapping, error) {
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -70,7 +61,7 @@ func Map(path string) (*Mapping, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: a file of %d bytes cannot be mapped", path, st.Size())
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), prot, unix.MAP_SHARED)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("mapping %s: %w", path, err)
@@ -78,7 +69,7 @@ func Map(path string) (*Mapping, error) {
 	// The rows a batch names are scattered: reading ahead of each page
 	// fault would fetch pages no one asked for.
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
-	return &Mapping{f: f, data: data}, nil
+	return &Mapping{f: f, data: data, ro: prot&unix.PROT_WRITE == 0}, nil
 }
 
 // Lock locks f (flock, exclusive) for as long as it is open, or returns
