@@ -3,6 +3,7 @@ package machine
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"gorgonia.org/gorgonia"
@@ -192,12 +193,17 @@ func (s *step) bound() (gorgonia.Value, error) {
 	return v, nil
 }
 
-// fail returns err naming the step's node and op.
+// fail returns err naming the step's node: by its name and op, or, for
+// a node with no name of its own (Gorgonia then names it by its op and
+// inputs), by that alone.
 func (s *step) fail(err error) error {
 	if s.kind == input {
 		return fmt.Errorf("machine: %w", err)
 	}
-	return fmt.Errorf("machine: node %q (%v): %w", s.n.Name(), s.op, err)
+	if name := s.n.Name(); !strings.HasPrefix(name, s.op.String()) {
+		return fmt.Errorf("machine: node %q (%v): %w", name, s.op, err)
+	}
+	return fmt.Errorf("machine: node %s: %w", s.n.Name(), err)
 }
 
 // sameShape reports whether a and b are equal, a scalar's shape () and a

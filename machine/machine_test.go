@@ -398,3 +398,58 @@ func ExampleNew() {
 	// step 30: loss 0.0017, w 1.9847
 	// w 1.9970
 }
+
+// New refuses a WithGrads or Keep node that is nil, of another graph,
+// outside a subgraph's roots, or (for WithGrads) without a gradient: an
+// ErrGraph error naming it, never a panic.
+func TestOptionNodes(t *testing.T) {
+	g := gorgonia.NewGraph()
+	x := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(2, 2), gorgonia.WithName("x"), gorgonia.WithInit(gorgonia.Ones()))
+	w := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(2, 2), gorgonia.WithName("w"), gorgonia.WithInit(gorgonia.Ones()))
+	y := must(gorgonia.Mul(x, w))
+	cost := must(gorgonia.Sum(y))
+	if _, err := gorgonia.Grad(cost, w); err != nil {
+		t.Fatal(err)
+	}
+	other := gorgonia.NewGraph()
+	stranger := gorgonia.NewMatrix(other, tensor.Float64, gorgonia.WithShape(2, 2), gorgonia.WithName("stranger"), gorgonia.WithInit(gorgonia.Ones()))
+	if _, err := gorgonia.Grad(must(gorgonia.Sum(stranger)), stranger); err != nil {
+		t.Fatal(err)
+	}
+	// The forward subgraph holds x, w, y and cost, not w's gradient.
+	forward := g.SubgraphRoots(cost)
+	cases := []struct {
+		name  string
+		g     *gorgonia.ExprGraph
+		opt   machine.Option
+		names string // what the error must say
+	}{
+		{"WithGrads(nil)", g, machine.WithGrads(nil), "node 0 of 1 is nil"},
+		{"WithGrads(w, nil)", g, machine.WithGrads(w, nil), "node 1 of 2 is nil"},
+		{"Keep(nil)", g, machine.Keep(nil), "Keep: node 0 of 1 is nil"},
+		{"WithGrads of another graph", g, machine.WithGrads(stranger), `"stranger" is not in the graph`},
+		{"Keep of another graph", g, machine.Keep(stranger), `Keep: node "stranger" is not in the graph`},
+		{"WithGrads without a gradient", g, machine.WithGrads(x), `"x" has no gradient`},
+		{"WithGrads of a gradient outside a subgraph", forward, machine.WithGrads(w), `the gradient of node "w" is not in the graph`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := machine.New(c.g, c.opt)
+			if !errors.Is(err, errs.ErrGraph) {
+				t.Fatalf("New: %v, want an ErrGraph error", err)
+			}
+			if !strings.Contains(err.Error(), c.names) {
+				t.Errorf("New: %q does not say %q", err, c.names)
+			}
+		})
+	}
+	for _, opt := range []machine.Option{machine.WithGrads(w), machine.Keep(y), machine.WithGrads()} {
+		m, err := machine.New(g, opt)
+		if err != nil {
+			t.Fatalf("New with nodes of the graph: %v", err)
+		}
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

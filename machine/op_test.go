@@ -1,14 +1,20 @@
 package machine_test
 
 import (
+	"errors"
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"strings"
 	"sync"
+	"testing"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/machine"
 )
 
 // waitOp is a scalar op whose Do closes started (once) and waits for
@@ -38,3 +44,29 @@ func (o *waitOp) Hashcode() uint32 {
 	return h.Sum32()
 }
 func (o *waitOp) String() string { return "wait" }
+
+// A run's error names the failing node once: a node without a name of its
+// own is printed as Gorgonia names it, by its op and inputs, not with its
+// op a second time.
+func TestErrorNamesNodeOnce(t *testing.T) {
+	g := gorgonia.NewGraph()
+	data := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(3, 2), gorgonia.WithName("data"), gorgonia.WithInit(gorgonia.Ones()))
+	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(2), gorgonia.WithName("ids"),
+		gorgonia.WithValue(tensor.New(tensor.WithBacking([]int{0, 7}))))
+	out, err := gather.Gather(data, ids, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gorgonia.Must(gorgonia.Sum(out))
+	m, err := machine.New(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.RunAll()
+	if !errors.Is(gather.Cause(err), gather.ErrIndexOutOfRange) {
+		t.Fatalf("RunAll: %v, want an index error", err)
+	}
+	if n := strings.Count(err.Error(), out.Op().String()); n != 1 {
+		t.Errorf("RunAll: %q names the op %d times, want once", err, n)
+	}
+}

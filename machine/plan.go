@@ -28,6 +28,9 @@ func (p *planner) plan() (*Machine, error) {
 		p.at[n] = i
 		p.group[i] = i
 	}
+	if err := p.checkOptions(); err != nil {
+		return nil, err
+	}
 	for i, n := range p.nodes {
 		s := &m.steps[i]
 		s.n, s.op = n, n.Op()
@@ -56,6 +59,35 @@ func (p *planner) plan() (*Machine, error) {
 	m.stats.Nodes = len(p.nodes)
 	p.buffers(m)
 	return m, nil
+}
+
+// checkOptions reports an error naming the first node of WithGrads or
+// Keep that is nil or not in the graph, or, in WithGrads, has no
+// gradient in it.
+func (p *planner) checkOptions() error {
+	check := func(opt string, ns []*gorgonia.Node, grad bool) error {
+		for k, n := range ns {
+			if n == nil {
+				return fmt.Errorf("machine: %s: node %d of %d is nil: %w", opt, k, len(ns), errs.ErrGraph)
+			}
+			if _, ok := p.at[n]; !ok {
+				return fmt.Errorf("machine: %s: node %q is not in the graph (a node of another graph, or outside a subgraph's roots): %w", opt, n.Name(), errs.ErrGraph)
+			}
+			if !grad {
+				continue
+			}
+			if d := n.Deriv(); d == nil {
+				return fmt.Errorf("machine: %s: node %q has no gradient; differentiate with respect to it (gorgonia.Grad) first: %w", opt, n.Name(), errs.ErrGraph)
+			} else if _, ok := p.at[d]; !ok {
+				return fmt.Errorf("machine: %s: the gradient of node %q is not in the graph: %w", opt, n.Name(), errs.ErrGraph)
+			}
+		}
+		return nil
+	}
+	if err := check("WithGrads", p.cfg.grads, true); err != nil {
+		return err
+	}
+	return check("Keep", p.cfg.keep, false)
 }
 
 // choose decides how step s runs.

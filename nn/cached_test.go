@@ -30,6 +30,7 @@ type cachedModel struct {
 	ids, bagIDs *tensor.Dense
 	y           *tensor.Dense
 	vm          gorgonia.VM
+	loss        *gorgonia.Node
 }
 
 const cmBatch, cmDim, cmVocab = 12, 6, 300
@@ -66,6 +67,7 @@ func newCachedModel(t *testing.T, emb *Embedding, g *gorgonia.ExprGraph, dt tens
 	require.NoError(t, err)
 	loss, err := CrossEntropy(gorgonia.Must(gorgonia.Mul(gorgonia.Must(gorgonia.Add(h, b)), wn)), yn)
 	require.NoError(t, err)
+	m.loss = loss
 	_, err = gorgonia.Grad(loss, emb.GradNodes()...)
 	require.NoError(t, err)
 	m.vm = vmtest.New(t, g)

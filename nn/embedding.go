@@ -3,7 +3,6 @@ package nn
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
@@ -40,10 +39,6 @@ type Embedding struct {
 	// rowGrads counts the row gradients built, which decides when the
 	// taps are checked (see tapCheckDue).
 	rowGrads int
-	// runs counts the forward runs of the lookups' taps; stepped is its
-	// value at the last Step, so that a Step with no run since is refused.
-	runs    atomic.Int64
-	stepped int64
 
 	home   home            // where the rows live
 	ctx    context.Context // what calls to a store run under (SetContext)
@@ -209,7 +204,7 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (_ *gorgonia.Node, err error) {
 	if err != nil || e.cfg.frozen || !e.cfg.sparse {
 		return vecs, err
 	}
-	return e.tap(vecs, sparseLookup{ids: ids, freq: e.cfg.freq})
+	return e.tap(vecs, &capture{ids: ids, freq: e.cfg.freq})
 }
 
 // Bag returns the pooled lookup of bags of ids in the table, as
@@ -249,7 +244,7 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 		return pooled, nil
 	}
 	in := bagOpInputs(table, idx, offsets, weights)
-	return e.tap(pooled, sparseLookup{ids: ids, bag: pooled.Op().(*bagOp), inputs: in, freq: e.cfg.freq})
+	return e.tap(pooled, &capture{ids: ids, bag: pooled.Op().(*bagOp), inputs: in, freq: e.cfg.freq})
 }
 
 // opConfig returns the configuration of the op of a lookup (op
@@ -301,18 +296,24 @@ func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, err
 }
 
 // tap routes the gradient of out, the output of a lookup of a sparse
-// embedding, to a new input of zeros (see tapOp), and records the lookup
-// for RowGrad.
-func (e *Embedding) tap(out *gorgonia.Node, l sparseLookup) (*gorgonia.Node, error) {
+// embedding, to a new input of zeros (see tapOp), whose gradient captures
+// the run's ids and row gradient in c, and records the lookup for
+// RowGrad.
+func (e *Embedding) tap(out *gorgonia.Node, c *capture) (*gorgonia.Node, error) {
 	g := e.Table.Graph()
 	name := fmt.Sprintf("%s/tap%d", e.Table.Name(), len(e.lookups))
 	zeros := tensor.New(tensor.Of(e.Table.Dtype()), tensor.WithShape(out.Shape().Clone()...))
+	l := sparseLookup{cap: c}
 	l.tap = gorgonia.NewTensor(g, e.Table.Dtype(), out.Dims(), gorgonia.WithShape(out.Shape().Clone()...),
 		gorgonia.WithName(name), gorgonia.WithValue(zeros))
-	tap := &tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone(), table: fmt.Sprintf("embedding %q", e.Table.Name()), runs: &e.runs}
+	c.table, c.vocab = fmt.Sprintf("embedding %q", e.Table.Name()), e.home.vocab()
+	if c.bag != nil {
+		c.shape = append(c.bag.idShape.Clone(), c.bag.dim)
+	}
+	tap := &tapOp{dtype: e.Table.Dtype(), shape: out.Shape().Clone(), cap: c}
 	t := operand.Type(out.Dims(), tap.dtype)
-	tap.passGrad = passGrad{what: tap.table, Op: opkit.New(opkit.Sig{Name: "Tap", PassThrough: true, Diff: []bool{true, true},
-		In: []hm.Type{t, t}, Dtype: tap.dtype, Shape: tap.shape}, fmt.Sprintf("%p", tap.runs))}
+	tap.passGrad = passGrad{what: c.table, Op: opkit.New(opkit.Sig{Name: "Tap", PassThrough: true, Diff: []bool{true, true},
+		In: []hm.Type{t, t}, Dtype: tap.dtype, Shape: tap.shape}, fmt.Sprintf("%p", c))}
 	passed, err := gorgonia.ApplyOp(tap, out, l.tap)
 	if err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
@@ -563,51 +564,11 @@ func (e *Embedding) willNeed(f *table.File, ids *gorgonia.Node) (*gorgonia.Node,
 	return t, nil
 }
 
-// sparseLookup is one lookup of a sparse embedding: its ids and the zero
-// "tap" added to its output, whose gradient is the output's gradient.
+// sparseLookup is one lookup of a sparse embedding: the zero "tap"
+// added to its output, and the capture its gradient fills.
 type sparseLookup struct {
-	ids, tap *gorgonia.Node
-	bag      *bagOp         // for a bag: its op, whose output the tap follows
-	inputs   gorgonia.Nodes // for a bag: the op's inputs
-	freq     bool           // WithScaleGradByFreq
-}
-
-// grad returns the gradient of l's rows by position, shaped ids.shape +
-// [dim], from the gradient of its tap: the tap's gradient itself for a
-// lookup, what each position's row received for a bag.
-func (l sparseLookup) grad(tapGrad *tensor.Dense, vocab int) (*tensor.Dense, error) {
-	if l.bag == nil {
-		if !l.freq {
-			return tapGrad, nil
-		}
-		ix, err := operand.ReadIndices("embedding", "ids", l.ids.Value())
-		if err != nil {
-			return nil, err
-		}
-		g := tapGrad.Clone().(*tensor.Dense)
-		floatsFor(g.Dtype()).divideByFreq(g, ix, vocab)
-		return g, nil
-	}
-	vals := make([]gorgonia.Value, len(l.inputs))
-	for k, n := range l.inputs {
-		vals[k] = n.Value()
-	}
-	a, err := l.bag.args(vals)
-	if err != nil {
-		return nil, err
-	}
-	defer a.release()
-	o := l.bag
-	out := tensor.New(tensor.Of(o.dtype), tensor.WithShape(append(o.idShape.Clone(), o.dim)...))
-	if out.Shape().TotalSize() == 0 {
-		return out, nil
-	}
-	floatsFor(o.dtype).positionGrad(out, tapGrad, a.table, a, o.vocab, o.dim)
-	if l.freq {
-		floatsFor(o.dtype).divideByFreq(out, a.ids, vocab)
-		return out, nil
-	}
-	return out, nil
+	tap *gorgonia.Node
+	cap *capture
 }
 
 // GradNodes returns the nodes of a sparse embedding to differentiate with
@@ -628,59 +589,33 @@ func (e *Embedding) GradNodes() gorgonia.Nodes {
 
 // RowGrad returns the gradient of a sparse embedding's table after a run of
 // the graph: the rows its lookups touched and their summed gradients (the
-// padding row left out). It reads the ids and the gradients of GradNodes and
-// clears the latter, so that a machine that accumulates gradients across
-// runs does not add this run's into the next. On its first 8 calls (Step's
-// included) and every 64th after them it also checks that GradNodes still
-// hold zeros: a dense solver given them moves them, which is an error
-// wrapping gather.ErrGraph.
+// padding row left out). It is built from what the backward pass of the
+// last run that computed the gradient captured: that run's ids and
+// gradients, whatever was bound or run since (an evaluation machine, the
+// next batch's ids). Before such a run it is an error wrapping
+// gather.ErrGraph. On its first 8 calls (Step's included)
+// and every 64th after them it also checks that GradNodes still hold
+// zeros: a dense solver given them moves them, which is an error wrapping
+// gather.ErrGraph.
 func (e *Embedding) RowGrad() (*optim.RowGrad, error) { return e.rowGrad(nil) }
 
 // rowGrad is RowGrad, built in buf's memory (optim.RowGrad.Set) when buf
 // is not nil.
 func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
-	if !e.cfg.sparse || e.cfg.frozen {
-		return nil, fmt.Errorf("embedding %q: RowGrad needs a sparse, trainable embedding: %w", e.Table.Name(), gather.ErrOption)
-	}
-	if len(e.lookups) == 0 {
-		return nil, fmt.Errorf("embedding %q: RowGrad before any Lookup: %w", e.Table.Name(), gather.ErrGraph)
+	if err := e.checkCaptured("RowGrad", false); err != nil {
+		return nil, err
 	}
 	vocab, dim := e.home.vocab(), e.Table.Shape()[1]
 	checkTaps := tapCheckDue(e.rowGrads)
 	e.rowGrads++
-	idss, grads, taps := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
-	// Whatever happens, this run's tap gradients are cleared, so that a
-	// machine that accumulates gradients does not add them into the next.
-	defer func() {
-		for _, g := range taps {
-			if g != nil {
-				floatsFor(g.Dtype()).clear(g)
-			}
-		}
-	}()
+	idss, grads := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
 	for k, l := range e.lookups {
-		gv, err := l.tap.Grad()
-		if err != nil {
-			return nil, fmt.Errorf("embedding %q: no gradient for %v; was it passed to gorgonia.Grad? %w", e.Table.Name(), l.tap.Name(), errs.Graph(err))
-		}
-		if gv == nil || l.ids.Value() == nil {
-			return nil, fmt.Errorf("embedding %q: the graph has not run: run it (vm.RunAll) before Step or RowGrad, "+
-				"so that the lookups' ids and gradients are there: %w", e.Table.Name(), gather.ErrGraph)
-		}
-		if idss[k], err = operand.Read("embedding", "ids", l.ids.Value()); err != nil {
-			return nil, err
-		}
 		if checkTaps {
 			if err := checkTap(e.Table.Name(), l.tap); err != nil {
 				return nil, err
 			}
 		}
-		if taps[k], err = operand.Read("embedding", "gradient", gv); err != nil {
-			return nil, err
-		}
-		if grads[k], err = l.grad(taps[k], vocab); err != nil {
-			return nil, err
-		}
+		idss[k], grads[k] = l.cap.idv, l.cap.grad
 	}
 	if len(e.lookups) == 1 {
 		return rowGradient(buf, idss[0], grads[0], vocab, e.padding())
@@ -732,14 +667,20 @@ func rowGradient(buf *optim.RowGrad, ids, grad tensor.Tensor, vocab, pad int) (*
 //	solver.Step(gorgonia.NodesToValueGrads(dense))  // the rest of the model
 //	vm.Reset()
 //
+// The rows and gradients are those the backward pass of the last run that
+// computed the gradient captured (see RowGrad): binding the next batch's
+// ids, or running an evaluation machine on other ids, between RunAll and
+// Step changes nothing trained. A run that computes the gradient again
+// (a second training machine on the same graph) replaces it.
+//
 // Step builds the row gradient (its rows, its values and the sort's
 // scratch) in memory it keeps for the next step, where RowGrad allocates
 // them anew; opt must not keep the gradient after its Step returns
 // (optim.SparseSGD and optim.SparseAdam do not). Steps of one Embedding
-// must not run concurrently. A second Step with no run of the graph since
-// the first is an error wrapping gather.ErrGraph and changes nothing: the
-// run's gradient was used, and stepping again would move rows by an
-// optimiser's momentum alone.
+// must not run concurrently. A Step with no run that computed the
+// gradient since the last Step is an error wrapping gather.ErrGraph and
+// changes nothing: the run's gradient was used, and stepping again would
+// move rows by an optimiser's momentum alone.
 func (e *Embedding) Step(opt optim.Sparse) error {
 	return e.step(opt, nil)
 }
@@ -762,9 +703,8 @@ func (e *Embedding) step(opt optim.Sparse, g *optim.RowGrad) error {
 	if e.closed {
 		return fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
 	}
-	runs := e.runs.Load()
-	if runs > 0 && runs == e.stepped {
-		return fmt.Errorf("embedding %q: Step again with no run of the graph since the last: the gradient was used; run the graph first: %w", e.Table.Name(), gather.ErrGraph)
+	if err := e.checkCaptured("Step", true); err != nil {
+		return err
 	}
 	var err error
 	if g == nil {
@@ -775,7 +715,27 @@ func (e *Embedding) step(opt optim.Sparse, g *optim.RowGrad) error {
 	if err := e.home.step(e.context(), opt, g); err != nil {
 		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
-	e.stepped = runs
+	for _, l := range e.lookups {
+		l.cap.fresh = false
+	}
+	return nil
+}
+
+// checkCaptured reports an error unless e is a sparse, trainable
+// embedding whose every lookup captured a gradient, since the last Step
+// if fresh is set. method names the caller in the error.
+func (e *Embedding) checkCaptured(method string, fresh bool) error {
+	if !e.cfg.sparse || e.cfg.frozen {
+		return fmt.Errorf("embedding %q: %s needs a sparse, trainable embedding: %w", e.Table.Name(), method, gather.ErrOption)
+	}
+	if len(e.lookups) == 0 {
+		return fmt.Errorf("embedding %q: %s before any Lookup: %w", e.Table.Name(), method, gather.ErrGraph)
+	}
+	for _, l := range e.lookups {
+		if err := l.cap.check(fresh); err != nil {
+			return fmt.Errorf("%w (lookup %s)", err, l.tap.Name())
+		}
+	}
 	return nil
 }
 

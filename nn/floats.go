@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"slices"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/kernel"
@@ -21,7 +23,7 @@ type floatOps struct {
 	fromFloat64  func(dst *tensor.Dense, src []float64)
 	pool         func(out, table *tensor.Dense, a bagArgs, dim int)
 	bagGrad      func(dst, g, table *tensor.Dense, a bagArgs, dim int, wrtTable bool, c float64, freq bool)
-	positionGrad func(out, g, table *tensor.Dense, a bagArgs, vocab, dim int)
+	positionGrad func(out, g, table *tensor.Dense, a bagArgs, vocab, dim int, s *argScratch)
 }
 
 var float32Ops, float64Ops = floatOpsOf[float32](), floatOpsOf[float64]()
@@ -63,9 +65,9 @@ func floatOpsOf[T kernel.Float]() floatOps {
 			operand.Pick(a.ids.Dtype, bagGrad[T, int], bagGrad[T, int32], bagGrad[T, int64])(
 				f(dst), f(g), f(table), a.ids, f(a.w), dim, a.bg, wrtTable, T(c), freq)
 		},
-		positionGrad: func(out, g, table *tensor.Dense, a bagArgs, vocab, dim int) {
+		positionGrad: func(out, g, table *tensor.Dense, a bagArgs, vocab, dim int, s *argScratch) {
 			operand.Pick(a.ids.Dtype, positionGrad[T, int], positionGrad[T, int32], positionGrad[T, int64])(
-				f(out), f(g), f(table), a.ids, f(a.w), vocab, dim, a.bg)
+				f(out), f(g), f(table), a.ids, f(a.w), vocab, dim, a.bg, s)
 		},
 	}
 }
@@ -100,11 +102,21 @@ func bagGrad[T kernel.Float, I kernel.Index](dst, g, table []T, ix operand.Indic
 	kernel.AddInto(dst, gw)
 }
 
-func positionGrad[T kernel.Float, I kernel.Index](out, g, table []T, ix operand.Indices, w []T, vocab, dim int, b kernel.Bags) {
+// argScratch is the memory positionGrad finds a max bag's argmax in,
+// kept from call to call.
+type argScratch struct {
+	arg  []int32
+	best []float64
+}
+
+func positionGrad[T kernel.Float, I kernel.Index](out, g, table []T, ix operand.Indices, w []T, vocab, dim int, b kernel.Bags, s *argScratch) {
 	ids, bg := operand.Slice[I](ix), &b
 	var arg []int32
 	if bg.Mode == kernel.BagMax {
-		arg = kernel.BagArgmax(table, ids, w, dim, bg)
+		n := bg.N() * dim
+		s.arg, s.best = slices.Grow(s.arg[:0], n)[:n], slices.Grow(s.best[:0], n)[:n]
+		kernel.BagArgmaxInto(s.arg, s.best, table, ids, w, dim, bg)
+		arg = s.arg
 	}
 	kernel.BagPositionGrad(out, g, ids, w, vocab, dim, bg, arg)
 }

@@ -252,30 +252,50 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 // non-padding position i of bag b with the largest r(i)[d], or -1 for an
 // empty bag. It is O(n × dim).
 func BagArgmax[T Float, I Index](table []T, ids []I, w []T, dim int, bg *Bags) []int32 {
-	vocab := len(table) / max(dim, 1)
 	arg := make([]int32, bg.N()*dim)
-	best := make([]T, bg.N()*dim)
-	parallel.For(bg.N(), len(ids)*dim, func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			a, m := arg[b*dim:(b+1)*dim], best[b*dim:(b+1)*dim]
-			for d := range a {
-				a[d] = -1
+	BagArgmaxInto(arg, make([]float64, bg.N()*dim), table, ids, w, dim, bg)
+	return arg
+}
+
+// BagArgmaxInto is BagArgmax into arg, with best as scratch, both of
+// length bags × dim.
+func BagArgmaxInto[T Float, I Index](arg []int32, best []float64, table []T, ids []I, w []T, dim int, bg *Bags) {
+	parallel.Run(bg.N(), len(ids)*dim, argmaxTask[T, I]{arg: arg, best: best, table: table, ids: ids, w: w, dim: dim, bg: *bg})
+}
+
+// argmaxTask is BagArgmaxInto's work for parallel.Run: the bags lo..hi-1.
+type argmaxTask[T Float, I Index] struct {
+	arg      []int32
+	best     []float64
+	table, w []T
+	ids      []I
+	dim      int
+	bg       Bags
+}
+
+func (t argmaxTask[T, I]) Part(lo, hi int) int {
+	table, ids, w, dim, bg := t.table, t.ids, t.w, t.dim, &t.bg
+	vocab := len(table) / max(dim, 1)
+	for b := lo; b < hi; b++ {
+		a, m := t.arg[b*dim:(b+1)*dim], t.best[b*dim:(b+1)*dim]
+		for d := range a {
+			a[d] = -1
+		}
+		for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
+			j := Wrap(ids[i], vocab)
+			if j == bg.Pad {
+				continue
 			}
-			for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
-				j := Wrap(ids[i], vocab)
-				if j == bg.Pad {
-					continue
-				}
-				row, c := table[j*dim:(j+1)*dim], weight(w, i)
-				for d := range a {
-					if v := c * row[d]; a[d] < 0 || v > m[d] {
-						a[d], m[d] = int32(i), v
-					}
+			row, c := table[j*dim:(j+1)*dim], weight(w, i)
+			for d := range a {
+				// float64 holds every T exactly, in the same order.
+				if v := float64(c * row[d]); a[d] < 0 || v > m[d] {
+					a[d], m[d] = int32(i), v
 				}
 			}
 		}
-	})
-	return arg
+	}
+	return -1
 }
 
 // bagCoefs returns, for BagSum and BagMean, each position's factor in its
@@ -407,25 +427,35 @@ func BagWeightGrad[T Float, I Index](gw, g, table []T, ids []I, dim int, bg *Bag
 // and zeros for padding; summed by row id, these give BagTableGrad's rows.
 // It is O(n × dim).
 func BagPositionGrad[T Float, I Index](out, g []T, ids []I, w []T, vocab, dim int, bg *Bags, arg []int32) {
-	coef, bagOf := bagCoefs(ids, w, vocab, bg)
-	for i := range ids {
-		o, b := out[i*dim:(i+1)*dim], int(bagOf[i])
-		gb := g[b*dim : (b+1)*dim]
-		gb = gb[:len(o)]
-		switch {
-		case Wrap(ids[i], vocab) == bg.Pad:
-			clear(o)
-		case bg.Mode == BagMax:
-			a, wi := arg[b*dim:(b+1)*dim], weight(w, i)
-			for d := range o {
-				o[d] = 0
-				if a[d] == int32(i) {
-					o[d] = wi * gb[d]
-				}
+	nb := bg.N()
+	clear(out[bg.Bounds[nb]*dim:]) // positions after the last bag
+	for b := range nb {
+		inv := T(1)
+		if bg.Mode == BagMean {
+			if m := count(bg, ids, vocab, b); m > 0 {
+				inv = 1 / T(m)
 			}
-		default:
-			for d := range o {
-				o[d] = coef[i] * gb[d]
+		}
+		gb := g[b*dim : (b+1)*dim]
+		for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
+			o := out[i*dim : (i+1)*dim]
+			gb := gb[:len(o)]
+			switch {
+			case Wrap(ids[i], vocab) == bg.Pad:
+				clear(o)
+			case bg.Mode == BagMax:
+				a, wi := arg[b*dim:(b+1)*dim], weight(w, i)
+				for d := range o {
+					o[d] = 0
+					if a[d] == int32(i) {
+						o[d] = wi * gb[d]
+					}
+				}
+			default:
+				c := weight(w, i) * inv
+				for d := range o {
+					o[d] = c * gb[d]
+				}
 			}
 		}
 	}
