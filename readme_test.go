@@ -17,6 +17,7 @@ import (
 	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/serve"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -162,6 +163,78 @@ var readmeErrors = map[string]func() error{
 			return err
 		}
 		return emb.Step(&optim.SparseSGD{LearnRate: 0.1})
+	},
+	"`Step` again with no run since": func() error {
+		g := gorgonia.NewGraph()
+		emb, err := nn.NewEmbedding(g, "words", 5, 2, tensor.Float64, nn.WithSparse())
+		if err != nil {
+			return err
+		}
+		ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(2), gorgonia.WithName("ids"), gorgonia.WithValue(ints([]int{2}, 1, 3)))
+		v, err := emb.Lookup(ids)
+		if err != nil {
+			return err
+		}
+		if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(v)), emb.GradNodes()...); err != nil {
+			return err
+		}
+		vm, err := machine.New(g)
+		if err != nil {
+			return err
+		}
+		if err := vm.RunAll(); err != nil {
+			return err
+		}
+		sgd := &optim.SparseSGD{LearnRate: 0.1}
+		if err := emb.Step(sgd); err != nil {
+			return err
+		}
+		return emb.Step(sgd)
+	},
+	"a nil node in `WithGrads`": func() error {
+		g := gorgonia.NewGraph()
+		gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("x"), gorgonia.WithValue(1.0))
+		_, err := machine.New(g, machine.WithGrads(nil))
+		return err
+	},
+	"a node of another graph in `WithGrads` / `Keep`": func() error {
+		g := gorgonia.NewGraph()
+		gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("x"), gorgonia.WithValue(1.0))
+		w := gorgonia.NewScalar(gorgonia.NewGraph(), tensor.Float64, gorgonia.WithName("w"), gorgonia.WithValue(1.0))
+		_, err := machine.New(g, machine.WithGrads(w))
+		return err
+	},
+	"a write onto its source under another name": func() error {
+		dir, err := os.MkdirTemp("", "readme-same")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "t.safetensors")
+		if err := table.Create(path, "t", 4, 2, tensor.Float32); err != nil {
+			return err
+		}
+		if err := os.Link(path, filepath.Join(dir, "hard")); err != nil {
+			return err
+		}
+		return serve.QuantizeFile(filepath.Join(dir, "hard"), path, "t.weight", serve.Int8)
+	},
+	"a tensor the file lacks": func() error {
+		dir, err := os.MkdirTemp("", "readme-lacks")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "t.safetensors")
+		if err := table.Create(path, "words", 4, 2, tensor.Float32); err != nil {
+			return err
+		}
+		_, err = serve.Open(path, "emb")
+		return err
+	},
+	"an int4 row whose float16 bias would overflow": func() error {
+		_, err := serve.Quantize([]float32{1, 2, 3, -70000}, 2, serve.Int4)
+		return err
 	},
 	"learning rate negative or not finite": func() error {
 		return (&optim.SparseSGD{LearnRate: math.NaN()}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int{0}, Values: f64(1, 2)})

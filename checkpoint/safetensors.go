@@ -37,6 +37,14 @@ var ErrMismatch = errors.New("checkpoint does not match the model")
 // left untouched. It is table.ErrInUse.
 var ErrInUse = errs.ErrInUse
 
+// ErrSameFile: Write or Save onto a file this process reads, under any
+// of its names (the same path spelt another way, a hard or symbolic
+// link): an open table's file (nn.OpenEmbedding, table.OpenCached,
+// serve.Open). The error names both; nothing is written. It is
+// table.ErrSameFile and serve.ErrSameFile; wordvec.Write's error wraps
+// it too.
+var ErrSameFile = errs.ErrSameFile
+
 // MaxHeader is the largest header Read accepts, in bytes, as the
 // safetensors library does: a longer header length is an ErrFormat error,
 // and nothing of that size is allocated.

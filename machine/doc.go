@@ -4,7 +4,9 @@
 // shape and dtype, and reuses a buffer for a later node once everything
 // that reads it has run; RunAll then calls each op's UsePreallocDo into
 // its buffer, in the order Gorgonia's TapeMachine uses, on the calling
-// goroutine. After the first run a run allocates nothing of its own: the
+// goroutine. After the first run a run allocates nothing of its own (each
+// of Gorgonia's unary functions on a tensor, Exp, Log, Neg, Sigmoid, Tanh,
+// Square and the others, adds the 3 allocations of its in-place call): the
 // time a TapeMachine spends allocating every intermediate again (its
 // Reset clears every register) and handing the tape to a goroutine of its
 // own is gone. Values are bit for bit those of a TapeMachine on the same

@@ -13,4 +13,8 @@ var (
 	ErrShape           = errs.ErrShape
 	ErrOption          = errs.ErrOption
 	ErrClosed          = errs.ErrClosed // a call on a table after its Close
+	// ErrSameFile: Save or QuantizeFile onto their source, or onto
+	// another file this process reads, under any of its names; the
+	// error names both and nothing is written.
+	ErrSameFile = errs.ErrSameFile
 )

@@ -25,11 +25,18 @@ const (
 // torch.frombuffer of the tensor's bytes, reshaped, feeds its
 // *_rowwise_offsets ops), with the format and dim in the metadata
 // ("gathergrad.format", "gathergrad.dim"). The file is replaced
-// atomically: a crash leaves the old file or the new one.
+// atomically: a crash leaves the old file or the new one. A path that is
+// the file the table was opened from, or another file this process
+// reads, under any name, is an error wrapping ErrSameFile naming both.
 func (t *Table) Save(path, name string) error {
 	head, err := header(name, t.format, t.rows, t.dim)
 	if err != nil {
 		return err
+	}
+	if t.m != nil {
+		if err := fileio.Distinct(path, t.m.Name()); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	return fileio.WriteAtomic(path, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 1<<20)
@@ -120,7 +127,11 @@ func inspect(path, name string) (checkpoint.TensorInfo, map[string]string, error
 	}
 	k := slices.IndexFunc(infos, func(e checkpoint.TensorInfo) bool { return e.Name == name })
 	if k < 0 {
-		return checkpoint.TensorInfo{}, nil, fmt.Errorf("serve: %s holds no tensor %q: %w", path, name, checkpoint.ErrMismatch)
+		held := make([]string, len(infos))
+		for i, e := range infos {
+			held[i] = strconv.Quote(e.Name)
+		}
+		return checkpoint.TensorInfo{}, nil, fmt.Errorf("serve: %s holds no tensor %q; it holds %s: %w", path, name, strings.Join(held, ", "), checkpoint.ErrMismatch)
 	}
 	return infos[k], meta, nil
 }
@@ -129,8 +140,13 @@ func inspect(path, name string) (checkpoint.TensorInfo, map[string]string, error
 // [rows, dim] (a table file, a checkpoint), to dst in format f, as Save
 // writes a table, reading src mapped a block of rows at a time: the table
 // need not fit in memory. A row that is not finite is an error naming it,
-// and dst is then untouched.
+// and dst is then untouched. A dst that is src, or another file this
+// process reads, under any name (a hard or symbolic link), is an error
+// wrapping ErrSameFile naming both, and nothing is written.
 func QuantizeFile(dst, src, name string, f Format) error {
+	if err := fileio.Distinct(dst, src); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	e, meta, err := inspect(src, name)
 	if err != nil {
 		return err

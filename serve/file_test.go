@@ -193,7 +193,7 @@ func TestBadFiles(t *testing.T) {
 		want       string
 	}{
 		{write("truncated", data[:len(data)-3]), "emb", checkpoint.ErrFormat, "truncated"},
-		{good, "other", checkpoint.ErrMismatch, `good holds no tensor "other"`},
+		{good, "other", checkpoint.ErrMismatch, `good holds no tensor "other"; it holds "emb"`},
 		{tensorFile("bytes", map[string]tensor.Tensor{"emb": u8}, nil), "emb", checkpoint.ErrMismatch, `format "" in its metadata`},
 		{tensorFile("dim", map[string]tensor.Tensor{"emb": u8}, map[string]string{formatKey: "int8-rowwise", dimKey: "9"}), "emb", checkpoint.ErrFormat, "rows of 16 bytes"},
 		{tensorFile("f64", map[string]tensor.Tensor{"emb": tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4}))}, nil), "emb", checkpoint.ErrMismatch, "is F64"},

@@ -86,9 +86,11 @@ type Table struct {
 // PyTorch's embedding_bag_byte_prepack and embedding_bag_4bit_prepack for
 // the same float32 rows (which packs 4-bit rows of an even dim only);
 // Float16 rounds to nearest even. A row holding NaN or an infinity, a
-// Float16 row with a value beyond 65504 (float16's largest), or an Int8
-// or Int4 row whose range overflows float32, is an error naming it that
-// wraps optim.ErrNotFinite.
+// Float16 row with a value beyond 65504 (float16's largest), an Int8 or
+// Int4 row whose range overflows float32, or an Int4 row whose float16
+// bias (its smallest value, rounded) or scale ((largest - bias)/15,
+// rounded) overflows float16, is an error naming it that wraps
+// optim.ErrNotFinite: no row reads back NaN or an infinity.
 func Quantize(w []float32, dim int, f Format) (*Table, error) {
 	if dim <= 0 || len(w)%dim != 0 {
 		return nil, fmt.Errorf("serve: %d values are not rows of %d: %w", len(w), dim, errs.ErrShape)
@@ -135,6 +137,14 @@ func quantizeRows(data []byte, w []float32, dim int, f Format, first int) error 
 			if f == Int8 {
 				kernel.QuantizeRow8(dst, x)
 			} else {
+				if bias, _, ok := kernel.Row4Fits(lo, hi); !ok {
+					if math.IsInf(float64(bias), 0) {
+						return fmt.Errorf("serve: row %d holds %v at column %d: int4's float16 bias, the row's smallest value, would overflow (float16's largest value is %d): %w",
+							first+r, lo, slices.Index(x, lo), kernel.MaxFloat16, errs.ErrNotFinite)
+					}
+					return fmt.Errorf("serve: row %d spans %v to %v: int4's float16 scale, (%v - %v)/15 = %v, would overflow (float16's largest value is %d): %w",
+						first+r, lo, hi, hi, bias, (hi-bias)/15, kernel.MaxFloat16, errs.ErrNotFinite)
+				}
 				kernel.QuantizeRow4(dst, x)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/optim"
 )
 
@@ -295,4 +298,63 @@ func TestNoAllocsConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// Int4 rows whose float16 bias or scale would overflow are refused, at
+// the edges: -65504 (float16's largest magnitude) is a bias that fits,
+// -65520 (which float16 rounds to -Inf) is not; a range whose scale,
+// (max - bias)/15, rounds to 65504 fits, one that rounds to Inf does not.
+// Every row that is accepted reads back finite, and within one step of
+// the scale of its values. QuantizeFile of a refused table leaves no file.
+func TestInt4Range(t *testing.T) {
+	const big = 65504 * 15 // a scale of exactly 65504 from a bias of 0
+	for _, c := range []struct {
+		name string
+		row  []float32
+		want string // "" for a row that fits
+	}{
+		{"bias -65504", []float32{-65504, 0}, ""},
+		{"bias just above -65520", []float32{-65519.99, 0}, ""},
+		{"bias -65520", []float32{-65520, 0}, "row 0 holds -65520 at column 0: int4's float16 bias"},
+		{"bias -1e6", []float32{3, -1e6}, "row 0 holds -1e+06 at column 1: int4's float16 bias"},
+		{"scale 65504", []float32{0, big}, ""},
+		{"scale just below 65520", []float32{0, 65519.99 * 15}, ""},
+		{"scale 65520", []float32{0, 65520 * 15}, "row 0 spans 0 to 982800: int4's float16 scale"},
+		{"range above 15 x 65504 from a negative bias", []float32{-60000, 1e6}, "row 0 spans -60000 to 1e+06"},
+		{"large but fine", []float32{-60000, 60000}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb, err := Quantize(c.row, 2, Int4)
+			if c.want != "" {
+				if !errors.Is(err, optim.ErrNotFinite) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("Quantize: %v, want ErrNotFinite naming %q", err, c.want)
+				}
+				dir := t.TempDir()
+				src, dst := filepath.Join(dir, "t.safetensors"), filepath.Join(dir, "q.safetensors")
+				if err := checkpoint.Write(src, map[string]tensor.Tensor{"w": tensor.New(tensor.WithShape(1, 2), tensor.WithBacking(c.row))}, nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := QuantizeFile(dst, src, "w", Int4); !errors.Is(err, optim.ErrNotFinite) {
+					t.Fatalf("QuantizeFile: %v, want ErrNotFinite", err)
+				}
+				if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("QuantizeFile left %s: %v", dst, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, 2)
+			if err := tb.Lookup(got, []int64{0}); err != nil {
+				t.Fatal(err)
+			}
+			_, scale, _ := kernel.Row4Fits(min(c.row[0], c.row[1]), max(c.row[0], c.row[1]))
+			for j, v := range got {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || math.Abs(float64(v-c.row[j])) > float64(scale) {
+					t.Errorf("value %d reads %v, was %v (scale %v)", j, v, c.row[j], scale)
+				}
+			}
+		})
+	}
 }

@@ -236,6 +236,7 @@ type Cached struct {
 	steps  int64
 
 	file      *os.File            // OpenCached's file, else nil
+	release   func()              // fileio.Hold's, for file
 	journal   *rowcache.Journaled // its journal
 	keepSteps bool                // the file records the step count
 	limit     int64               // the journal's bound, -1 for none
@@ -531,6 +532,7 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 	}
 	c.steps, c.file, c.journal, c.keepSteps = steps, f, j, t.steps
 	c.limit, c.manual = o.journalLimit(), o.ManualSync
+	c.release = fileio.Hold(path, f)
 	return c, nil
 }
 
@@ -781,6 +783,7 @@ func (c *Cached) Close() error {
 		}
 	}
 	if c.file != nil {
+		c.release()
 		if e := c.file.Close(); err == nil {
 			err = e
 		}

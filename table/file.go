@@ -28,6 +28,12 @@ var ErrClosed = errs.ErrClosed
 // is checkpoint.ErrInUse.
 var ErrInUse = errs.ErrInUse
 
+// ErrSameFile: Create or Export onto a file this process reads, under
+// any of its names (the same path spelt another way, a hard or symbolic
+// link), such as an open table's file. The error names both; nothing is
+// written. It is checkpoint.ErrSameFile.
+var ErrSameFile = errs.ErrSameFile
+
 // Create creates at path a safetensors file holding one tensor,
 // "<name>.weight", a [vocab, dim] table of dtype dt (Float32 or Float64)
 // for Open, initialised as nn.NewEmbedding initialises a table: from

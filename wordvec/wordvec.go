@@ -306,7 +306,8 @@ func readBinaryVectors(path string, r *bufio.Reader, v, d, size int64) ([]string
 // text). Every file Write writes reads back exactly. float64 values are rounded to
 // float32, as the formats hold. A word that is empty or holds whitespace
 // is an error wrapping gather.ErrOption. The file is written atomically,
-// as checkpoint.Write writes.
+// as checkpoint.Write writes; a path of a file this process reads (an
+// open table's, by any name) is an error wrapping checkpoint.ErrSameFile.
 func Write(path string, words []string, vectors tensor.Tensor, binaryFormat bool) error {
 	if vectors == nil {
 		return fmt.Errorf("write vectors: vectors are nil: %w", errs.ErrShape)

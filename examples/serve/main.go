@@ -9,9 +9,14 @@
 //	{"probabilities":[0.31]}
 //
 // A bad request is answered 400 with a message naming the field (and the
-// id, for an id outside its feature's table). GET /stats answers the
-// number of requests and the median and 99th percentile of the model's
-// time per request, JSON decoding excluded.
+// id, for an id outside its feature's table), an empty body 400 "empty
+// body". A request holds at most 4,096 examples and 65,536 ids (1,024 in
+// a bag); its body may be as large as the largest such batch written
+// compactly, and a larger one is answered 413, before it is read when
+// its Content-Length says so. GET /stats answers the number of requests
+// answered 200, those answered otherwise by status, and the median and
+// 99th percentile of the model's time per request, JSON decoding
+// excluded.
 //
 // Usage:
 //

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -8,12 +9,14 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gorgonia.org/tensor"
 
@@ -186,9 +189,11 @@ func TestBadRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(newServer(m))
+	srv := newServer(m)
+	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	ok := `{"features": [[1], [2], [3]], "dense": [0, 0, 0, 0]}`
+	limit := fmt.Sprintf("over %d bytes", srv.maxBody)
 	for _, c := range []struct {
 		body string
 		code int
@@ -206,7 +211,9 @@ func TestBadRequests(t *testing.T) {
 		{`{"examples": [`, 400, "reading the request"},
 		{`{"examples": [{"features": [[` + strings.Repeat("1,", 2000) + `1], [2], [3]], "dense": [0, 0, 0, 0]}]}`, 400, "examples[0].features[0]: 2001 ids, over 1024"},
 		{`{"examples": [` + strings.Repeat(ok+",", 4096) + ok + `]}`, 400, "examples: 4097 of them"},
-		{`{"examples": "` + strings.Repeat("x", maxBody) + `"}`, 413, "over 8388608 bytes"},
+		{`{"examples": "` + strings.Repeat("x", int(srv.maxBody)) + `"}`, 413, limit},
+		{``, 400, "empty body"},
+		{`{"examples": [` + strings.Repeat(`{"features": [[`+strings.Repeat("1,", 1000)+`1], [2], [3]], "dense": [0, 0, 0, 0]},`, 66) + ok + `]}`, 400, "examples[65].features[0]: the request's ids pass 65536"},
 	} {
 		code, out := post(t, ts.URL+"/predict", []byte(c.body))
 		var msg struct{ Error string }
@@ -225,6 +232,82 @@ func TestBadRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET /predict: %d", resp.StatusCode)
 	}
+	if code, _ := post(t, ts.URL+"/stats", []byte("{}")); code != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /stats: %d, want 405", code)
+	}
+
+	// A body four times the limit, its length given: the client reads
+	// the 413, with no error from its write.
+	code, out := post(t, ts.URL+"/predict", bytes.Repeat([]byte(" "), 4*int(srv.maxBody)))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(out), limit) {
+		t.Fatalf("an oversized body: %d %s", code, out)
+	}
+
+	// A client that asks before sending its body (Expect: 100-continue,
+	// as curl does for a large one) gets the 413 without sending it.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", 1<<30)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.Contains(status, "413") {
+		t.Fatalf("a 1 GB body announced: the server answered %q (%v), want 413 before the body", status, err)
+	}
+
+	// /stats counts the failed requests, by status.
+	resp, err = http.Get(ts.URL + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Requests int            `json:"requests"`
+		Failed   map[string]int `json:"failed"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Requests != 1 || st.Failed["400"] != 13 || st.Failed["413"] != 3 || st.Failed["405"] != 2 {
+		t.Fatalf("/stats: %+v, want 1 answered, 13 400s, 3 413s, 2 405s", st)
+	}
+}
+
+// The body limit admits the largest batch within the request limits,
+// written as encoding/json writes it, with the longest ids and values.
+func TestBodyLimitFitsLargestBatch(t *testing.T) {
+	const dense = 4
+	ex := make([]example, maxExamples)
+	left := maxIDs
+	for i := range ex {
+		ex[i].Features = make([][]int64, features)
+		for f := range features {
+			n := min(maxBagIDs, left/((maxExamples-i)*features-f))
+			left -= n
+			bag := make([]int64, n)
+			for k := range bag {
+				bag[k] = math.MinInt64
+			}
+			ex[i].Features[f] = bag
+		}
+		ex[i].Dense = make([]float32, dense)
+		for k := range ex[i].Dense {
+			ex[i].Dense[k] = -math.SmallestNonzeroFloat32 * 3
+		}
+	}
+	if left != 0 {
+		t.Fatalf("%d ids left over", left)
+	}
+	b, err := json.Marshal(request{Examples: ex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(b)) > bodyLimit(dense) {
+		t.Fatalf("the largest batch takes %d bytes, over the limit of %d", len(b), bodyLimit(dense))
+	}
+	t.Logf("the largest batch takes %d bytes of %d", len(b), bodyLimit(dense))
 }
 
 // A file that is not such a model is an error naming it and the tensor.

@@ -29,6 +29,9 @@ var (
 	ErrInUse = errors.New("the file is in use by an open table")
 	// ErrNotFinite is optim.ErrNotFinite.
 	ErrNotFinite = errors.New("value is not finite")
+	// ErrSameFile is checkpoint.ErrSameFile, table.ErrSameFile and
+	// serve.ErrSameFile.
+	ErrSameFile = errors.New("the destination is a file being read")
 )
 
 var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph, ErrClosed, ErrInUse}

@@ -27,11 +27,16 @@ func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-"
 // os.Create creates one: mode 0666 less the umask.
 //
 // A file at path that a Mapping holds (an open table, in this process or
-// another) is not replaced: the error wraps errs.ErrInUse. The old file
+// another) is not replaced: the error wraps errs.ErrInUse. One this
+// process reads (Hold, a Mapping of it) is not replaced either, under any
+// of its names: the error wraps errs.ErrSameFile and names both. The old file
 // stays locked until the new one has replaced it, so that no Map can
 // take it meanwhile.
 func WriteAtomic(path string, write func(f *os.File) error) (err error) {
 	dir := filepath.Dir(path)
+	if err := Distinct(path); err != nil {
+		return err
+	}
 	old, err := lockOld(path)
 	if err != nil {
 		return err

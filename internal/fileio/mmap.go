@@ -20,9 +20,10 @@ import (
 // locked (flock, exclusive) while it is mapped, so that a second Map of it
 // fails rather than shares it.
 type Mapping struct {
-	f    *os.File
-	data []byte // the whole file
-	ro   bool   // mapped by MapRead
+	f       *os.File
+	data    []byte // the whole file
+	ro      bool   // mapped by MapRead
+	release func() // Hold's
 }
 
 // MapRead opens path read-only and maps it whole, read-only and shared:
@@ -69,7 +70,7 @@ func mapWhole(f *os.File, path string, prot int) (*Mapping, error) {
 	// The rows a batch names are scattered: reading ahead of each page
 	// fault would fetch pages no one asked for.
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
-	return &Mapping{f: f, data: data, ro: prot&unix.PROT_WRITE == 0}, nil
+	return &Mapping{f: f, data: data, ro: prot&unix.PROT_WRITE == 0, release: Hold(path, f)}, nil
 }
 
 // Lock locks f (flock, exclusive) for as long as it is open, or returns
@@ -84,6 +85,9 @@ func Lock(f *os.File) error {
 	}
 	return nil
 }
+
+// Name returns the path the file was mapped from.
+func (m *Mapping) Name() string { return m.f.Name() }
 
 // Bytes returns the mapped file.
 func (m *Mapping) Bytes() []byte { return m.data }
@@ -126,6 +130,7 @@ func (m *Mapping) Close() error {
 		err = e
 	}
 	m.data = nil
+	m.release()
 	if e := m.f.Close(); err == nil {
 		err = e
 	}

@@ -16,6 +16,7 @@ func Map(path string) (*Mapping, error)                                      { r
 func MapRead(path string) (*Mapping, error)                                  { return nil, errNoMmap }
 func Lock(f *os.File) error                                                  { return nil }
 func (m *Mapping) Bytes() []byte                                             { return nil }
+func (m *Mapping) Name() string                                              { return "" }
 func (m *Mapping) Sync() error                                               { return errNoMmap }
 func (m *Mapping) Close() error                                              { return nil }
 func Guard(f func() error) error                                             { return f() }

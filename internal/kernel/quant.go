@@ -64,6 +64,16 @@ func QuantizeRow4(dst []byte, x []float32) {
 	binary.LittleEndian.PutUint16(dst[n+2:], uint16(bias))
 }
 
+// Row4Fits reports whether QuantizeRow4 of a row whose smallest value is
+// lo and largest hi has a finite float16 bias and scale (that is, whether
+// its values read back finite), and returns the two as float32.
+func Row4Fits(lo, hi float32) (bias, scale float32, ok bool) {
+	b := float16.Fromfloat32(lo)
+	bias = b.Float32()
+	scale = float16.Fromfloat32((hi - bias) / 15).Float32()
+	return bias, scale, !b.IsInf(0) && !math.IsInf(float64(scale), 0)
+}
+
 // MinMax returns the smallest and the largest of x (not empty).
 func MinMax(x []float32) (lo, hi float32) {
 	lo, hi = x[0], x[0]
