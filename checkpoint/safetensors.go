@@ -175,16 +175,17 @@ func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string
 		return err
 	}
 	return fileio.WriteAtomic(path, func(f *os.File) error {
+		w := fileio.Writer(f)
 		var n [8]byte
 		binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
-		if _, err := f.Write(n[:]); err != nil {
+		if _, err := w.Write(n[:]); err != nil {
 			return err
 		}
-		if _, err := f.Write(js); err != nil {
+		if _, err := w.Write(js); err != nil {
 			return err
 		}
 		for i, b := range data {
-			sum, err := writeChunks(f, b)
+			sum, err := writeChunks(w, b)
 			if err != nil {
 				return err
 			}
@@ -197,7 +198,7 @@ func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string
 		if len(final) != len(js) {
 			return fmt.Errorf("checkpoint: the header changed length with its checksums (%d, %d bytes)", len(js), len(final))
 		}
-		_, err = f.WriteAt(final, 8)
+		_, err = fileio.WriteAt(f, final, 8)
 		return err
 	})
 }
@@ -227,7 +228,7 @@ func headerJSON(entries map[string]any, meta, sums map[string]string) ([]byte, e
 // writeChunks writes b to f a chunk at a time, asking the system to bring
 // the next chunk in while one is written (b may be a mapped file's, not
 // yet in memory), and returns b's CRC-32C.
-func writeChunks(f *os.File, b []byte) (uint32, error) {
+func writeChunks(f io.Writer, b []byte) (uint32, error) {
 	var sum uint32
 	for off := 0; off < len(b); off += chunk {
 		c := b[off:min(off+chunk, len(b))]

@@ -39,7 +39,7 @@ func (t *Table) Save(path, name string) error {
 		}
 	}
 	return fileio.WriteAtomic(path, func(f *os.File) error {
-		w := bufio.NewWriterSize(f, 1<<20)
+		w := bufio.NewWriterSize(fileio.Writer(f), 1<<20)
 		w.Write(head)
 		w.Write(t.data)
 		return w.Flush()
@@ -177,7 +177,7 @@ func QuantizeFile(dst, src, name string, f Format) error {
 		return err
 	}
 	return fileio.WriteAtomic(dst, func(out *os.File) error {
-		bw := bufio.NewWriterSize(out, 1<<20)
+		bw := bufio.NewWriterSize(fileio.Writer(out), 1<<20)
 		bw.Write(head)
 		per := max(1, (1<<20)/(dim*4))
 		buf := make([]byte, per*rb)

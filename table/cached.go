@@ -99,7 +99,7 @@ func writeTable(path string, write func(f *os.File) error) error {
 	if err := fileio.WriteAtomic(path, write); err != nil {
 		return err
 	}
-	if err := os.Remove(journalPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := fileio.Remove(journalPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return fileio.SyncDir(filepath.Dir(path))

@@ -54,14 +54,14 @@ func Export(ctx context.Context, path string, src Store, name string, dim int, d
 		if err := fileio.Reserve(f, int64(len(header))+rows*int64(rb)); err != nil {
 			return fmt.Errorf("%s: %w", prefix, err)
 		}
-		if _, err := f.WriteAt(header, 0); err != nil {
+		if _, err := fileio.WriteAt(f, header, 0); err != nil {
 			return err
 		}
 		return chunks(rows, rb, func(ids []int64, buf []byte) error {
 			if err := src.ReadRows(ctx, ids, buf); err != nil {
 				return err
 			}
-			_, err := f.WriteAt(buf, int64(len(header))+ids[0]*int64(rb))
+			_, err := fileio.WriteAt(f, buf, int64(len(header))+ids[0]*int64(rb))
 			return err
 		})
 	})

@@ -108,7 +108,7 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 		if err := fileio.Reserve(f, size); err != nil {
 			return fmt.Errorf("%s: reserving %d bytes for the table: %w", prefix, size, err)
 		}
-		if _, err := f.WriteAt(header, 0); err != nil {
+		if _, err := fileio.WriteAt(f, header, 0); err != nil {
 			return err
 		}
 		if dt == tensor.Float32 {
@@ -152,7 +152,7 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 			if cfg.half != 0 {
 				b = halfBlock(cfg.half, b, r1-r0, dim, rowBytes)
 			}
-			if _, err := f.WriteAt(b, offset+int64(r0)*rowBytes); err != nil {
+			if _, err := fileio.WriteAt(f, b, offset+int64(r0)*rowBytes); err != nil {
 				fail(err)
 				return
 			}

@@ -339,7 +339,7 @@ func Write(path string, words []string, vectors tensor.Tensor, binaryFormat bool
 	}
 	dim := s[1]
 	return fileio.WriteAtomic(path, func(f *os.File) error {
-		w := bufio.NewWriterSize(f, 1<<20)
+		w := bufio.NewWriterSize(fileio.Writer(f), 1<<20)
 		if binaryFormat {
 			// The space before the newline tells Read that the file is
 			// binary when its first record also reads as a line of text.

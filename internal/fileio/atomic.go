@@ -55,19 +55,19 @@ func WriteAtomic(path string, write func(f *os.File) error) (err error) {
 	defer func() {
 		if err != nil {
 			f.Close()
-			os.Remove(tmp)
+			Remove(tmp)
 		}
 	}()
 	if err := write(f); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := Sync(f); err != nil {
 		return fmt.Errorf("syncing %s: %w", tmp, err)
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := Rename(tmp, path); err != nil {
 		return err
 	}
 	return SyncDir(dir)
@@ -98,7 +98,7 @@ func lockOld(path string) (*os.File, error) {
 func createTemp(dir, prefix string) (*os.File, error) {
 	for range 10000 {
 		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		f, err := OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 		if !errors.Is(err, os.ErrExist) {
 			return f, err
 		}
@@ -117,24 +117,10 @@ func RemoveStale(path string) error {
 	prefix := tempPrefix(path)
 	for _, e := range entries {
 		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), prefix) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-// SyncDir syncs the directory dir, so that a rename or a new file in it
-// survives a crash.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
 	}
 	return nil
 }

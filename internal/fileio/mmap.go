@@ -101,10 +101,7 @@ func (m *Mapping) Sync() error {
 	if m.ro {
 		return nil
 	}
-	if err := unix.Msync(m.data, unix.MS_SYNC); err != nil {
-		return fmt.Errorf("msync %s: %w", m.f.Name(), err)
-	}
-	return m.f.Sync()
+	return fsNow().Flush(m.f, m.data)
 }
 
 // Close syncs the mapping, unlocks the file and takes the file's pages out
@@ -136,6 +133,9 @@ func (m *Mapping) Close() error {
 	}
 	return err
 }
+
+// msync writes the changes to the shared mapping data to its file.
+func msync(data []byte) error { return unix.Msync(data, unix.MS_SYNC) }
 
 // Floats returns n values of type T starting offset bytes into b. offset
 // must be a multiple of T's size and the values must lie within b.

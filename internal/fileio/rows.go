@@ -156,7 +156,7 @@ func WriteRows(f *os.File, offs []int64, size int, src []byte, depth int) error 
 		return fmt.Errorf("writing %d rows of %d bytes: a buffer of %d bytes", len(offs), size, len(src))
 	}
 	bad, err := inParallel(len(offs), depth, func(k int) error {
-		_, err := f.WriteAt(src[k*size:(k+1)*size], offs[k])
+		_, err := WriteAt(f, src[k*size:(k+1)*size], offs[k])
 		return err
 	})
 	if err != nil {

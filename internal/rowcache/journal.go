@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -81,8 +82,16 @@ func OpenJournaled(base *FileStore, path, id string) (*Journaled, error) {
 	if len(id) > IDBytes {
 		return nil, fmt.Errorf("row cache: a table identity of %d bytes; at most %d", len(id), IDBytes)
 	}
-	j, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	j, err := fileio.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
+		return nil, err
+	}
+	// The journal's directory entry is made durable before anything
+	// relies on the journal: a Sync commits to it and then writes the
+	// table file in place, which a power cut that took the journal away
+	// would leave half written.
+	if err := fileio.SyncDir(filepath.Dir(path)); err != nil {
+		j.Close()
 		return nil, err
 	}
 	s := &Journaled{base: base, id: id, j: j, pending: map[int64]int64{}}
@@ -250,13 +259,13 @@ func idName(id string) string {
 
 // reset empties the journal to its header, durably.
 func (s *Journaled) reset() error {
-	if err := s.j.Truncate(0); err != nil {
+	if err := fileio.Truncate(s.j, 0); err != nil {
 		return err
 	}
-	if _, err := s.j.WriteAt(s.header(), 0); err != nil {
+	if _, err := fileio.WriteAt(s.j, s.header(), 0); err != nil {
 		return err
 	}
-	if err := s.j.Sync(); err != nil {
+	if err := fileio.Sync(s.j); err != nil {
 		return err
 	}
 	s.size, s.count, s.crc, s.meta = headerBytes, 0, 0, nil
@@ -292,12 +301,12 @@ func (s *Journaled) apply(latest map[int64]int64, meta []byte) error {
 		}
 	}
 	if meta != nil {
-		if _, err := s.base.f.WriteAt(meta, s.base.metaAt); err != nil {
+		if _, err := fileio.WriteAt(s.base.f, meta, s.base.metaAt); err != nil {
 			return fmt.Errorf("row cache: applying the journal: %w", err)
 		}
 		copy(s.base.meta, meta)
 	}
-	if err := s.base.f.Sync(); err != nil {
+	if err := fileio.Sync(s.base.f); err != nil {
 		return err
 	}
 	return s.reset()
@@ -371,7 +380,7 @@ func (s *Journaled) WriteRows(ctx context.Context, ids []int64, src []byte) erro
 		binary.LittleEndian.PutUint64(r, uint64(id))
 		copy(r[8:], src[k*size:(k+1)*size])
 	}
-	if _, err := s.j.WriteAt(s.rec, s.size); err != nil {
+	if _, err := fileio.WriteAt(s.j, s.rec, s.size); err != nil {
 		return fmt.Errorf("row cache: appending %d rows to the journal: %w", len(ids), err)
 	}
 	for k, id := range ids {
@@ -410,7 +419,7 @@ func (s *Journaled) Sync(ctx context.Context) error {
 		id := int64(metaID)
 		rec := binary.LittleEndian.AppendUint64(nil, uint64(id))
 		rec = append(rec, s.meta...)
-		if _, err := s.j.WriteAt(rec, s.size); err != nil {
+		if _, err := fileio.WriteAt(s.j, rec, s.size); err != nil {
 			return err
 		}
 		s.crc = crc32.Update(s.crc, castagnoli, rec)
@@ -425,10 +434,10 @@ func (s *Journaled) Sync(ctx context.Context) error {
 	binary.LittleEndian.PutUint64(t[8:], uint64(s.count))
 	binary.LittleEndian.PutUint32(t[16:], s.crc)
 	copy(t[20:], commitMagic)
-	if _, err := s.j.WriteAt(t, s.size); err != nil {
+	if _, err := fileio.WriteAt(s.j, t, s.size); err != nil {
 		return err
 	}
-	if err := s.j.Sync(); err != nil {
+	if err := fileio.Sync(s.j); err != nil {
 		return err
 	}
 	return s.apply(s.pending, s.meta)

@@ -722,7 +722,7 @@ func (s *FileStore) writeSpan(ids []int64, src []byte, lo, hi int, buf *[]byte) 
 	at := s.offset + ids[lo]*rb
 	rows := ids[hi-1] - ids[lo] + 1
 	if rows == int64(hi-lo) {
-		if _, err := s.f.WriteAt(src[int64(lo)*rb:int64(hi)*rb], at); err != nil {
+		if _, err := fileio.WriteAt(s.f, src[int64(lo)*rb:int64(hi)*rb], at); err != nil {
 			return fmt.Errorf("row cache: writing rows %d to %d of %s: %w", ids[lo], ids[hi-1], s.f.Name(), err)
 		}
 		return nil
@@ -735,7 +735,7 @@ func (s *FileStore) writeSpan(ids []int64, src []byte, lo, hi int, buf *[]byte) 
 	for k := lo; k < hi; k++ {
 		copy(b[(ids[k]-ids[lo])*rb:], src[int64(k)*rb:int64(k+1)*rb])
 	}
-	if _, err := s.f.WriteAt(b, at); err != nil {
+	if _, err := fileio.WriteAt(s.f, b, at); err != nil {
 		return fmt.Errorf("row cache: writing rows %d to %d of %s: %w", ids[lo], ids[hi-1], s.f.Name(), err)
 	}
 	return nil
