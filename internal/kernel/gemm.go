@@ -1,0 +1,273 @@
+package kernel
+
+import (
+	"math"
+	"math/big"
+	"unsafe"
+
+	"github.com/gathergrad/gather/internal/parallel"
+)
+
+// Gemm sets c to alpha·op(a)·op(b) + beta·c, BLAS's xGEMM on row-major
+// matrices: op(a) is m×k (a, or its transpose when transA is set, with
+// leading dimension lda), op(b) is k×n, c is m×n with leading dimension
+// ldc. As BLAS states it, c is not read when beta is 0, and a and b are
+// not read when alpha is 0 or k is 0; c must not overlap a or b. The
+// caller checks the dimensions (BLAS's argument rules).
+//
+// It is the GotoBLAS/BLIS structure: for each block of nc columns of
+// op(b) and kc of its rows, the block is packed into panels of nr
+// columns; for each block of mc rows of op(a), that block is packed into
+// panels of mr rows; a micro-kernel computes each mr×nr tile of their
+// product as kc fused multiply-adds per element, in order of k from zero,
+// and the tile is added into c (scaled by alpha; the first kc block
+// applies beta). The micro-kernel is assembly (AVX2 and FMA) where the
+// processor has them (gemm_amd64.s), else its Go twin, which gives the
+// same bits. Rows of c are split across goroutines for a large product;
+// each element's sums are the same whatever the split, so results do not
+// depend on GOMAXPROCS. It allocates nothing once its buffers are kept.
+// It is O(m·n·k).
+func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if alpha == 0 || k == 0 {
+		scaleRows(m, n, beta, c, ldc)
+		return
+	}
+	g := gemmOf[T]()
+	p := gemmProblem[T]{g: g, transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+	blocks := (m + g.mr - 1) / g.mr
+	parallel.RunRanges(blocks, m*n*k/gemmWorkPerElement, p)
+}
+
+// gemmWorkPerElement divides m·n·k into the work parallel.Run weighs: a
+// product is split across goroutines from about 2M multiply-adds on.
+const gemmWorkPerElement = 64
+
+// scaleRows sets c to beta·c (zeros for beta 0, without reading c).
+func scaleRows[T Float](m, n int, beta T, c []T, ldc int) {
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		switch beta {
+		case 0:
+			clear(row)
+		case 1:
+		default:
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+}
+
+// gemmParams are one dtype's blocking and micro-kernel.
+type gemmParams[T Float] struct {
+	mr, nr     int // the micro-kernel's tile
+	kc, mc, nc int // the blocks: kc·nr of b in L1, mc·kc of a in L2
+	// micro sets tile (mr×nr, row-major) to the product of an mr×kc
+	// panel of a (ap, column by column) and a kc×nr panel of b (bp, row
+	// by row): tile[i][j] = fma(ap[kc-1][i], bp[kc-1][j], ... fma(ap[0][i], bp[0][j], 0)).
+	micro func(kc int, ap, bp, tile []T)
+	bufs  parallel.List[gemmBuf[T]]
+}
+
+// gemmBuf is one goroutine's packed blocks and tile.
+type gemmBuf[T Float] struct {
+	a, b, tile []T
+}
+
+var (
+	sgemm = gemmParams[float32]{mr: 6, nr: 16, kc: 256, mc: 120, nc: 3072, micro: microS, bufs: parallel.NewList[gemmBuf[float32]](16)}
+	dgemm = gemmParams[float64]{mr: 6, nr: 8, kc: 256, mc: 96, nc: 2048, micro: microD, bufs: parallel.NewList[gemmBuf[float64]](16)}
+)
+
+func gemmOf[T Float]() *gemmParams[T] {
+	var zero T
+	if unsafe.Sizeof(zero) == 4 {
+		return any(&sgemm).(*gemmParams[T])
+	}
+	return any(&dgemm).(*gemmParams[T])
+}
+
+// gemmProblem is one Gemm call, for parallel.RunRanges: Part computes the
+// rows of c in the blocks of mr rows [lo, hi).
+type gemmProblem[T Float] struct {
+	g              *gemmParams[T]
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    T
+	a, b, c        []T
+	lda, ldb, ldc  int
+}
+
+func (p gemmProblem[T]) Part(lo, hi int) int {
+	g := p.g
+	r0, r1 := lo*g.mr, min(hi*g.mr, p.m)
+	buf := g.bufs.Get()
+	defer g.bufs.Put(buf)
+	buf.tile = grow(buf.tile, g.mr*g.nr)
+	buf.a = grow(buf.a, min(g.mc, roundUp(r1-r0, g.mr))*min(g.kc, p.k))
+	buf.b = grow(buf.b, min(g.nc, roundUp(p.n, g.nr))*min(g.kc, p.k))
+	for jc := 0; jc < p.n; jc += g.nc {
+		nc := min(g.nc, p.n-jc)
+		for pc := 0; pc < p.k; pc += g.kc {
+			kc := min(g.kc, p.k-pc)
+			p.packB(buf.b, pc, kc, jc, nc)
+			for ic := r0; ic < r1; ic += g.mc {
+				mc := min(g.mc, r1-ic)
+				p.packA(buf.a, ic, mc, pc, kc)
+				for jr := 0; jr < nc; jr += g.nr {
+					bp := buf.b[jr*kc : (jr+g.nr)*kc]
+					for ir := 0; ir < mc; ir += g.mr {
+						g.micro(kc, buf.a[ir*kc:(ir+g.mr)*kc], bp, buf.tile)
+						p.update(buf.tile, ic+ir, min(g.mr, mc-ir), jc+jr, min(g.nr, nc-jr), pc == 0)
+					}
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// packB packs rows pc..pc+kc and columns jc..jc+nc of op(b) into panels
+// of nr columns, each kc rows of nr values, zeros past column nc.
+func (p *gemmProblem[T]) packB(dst []T, pc, kc, jc, nc int) {
+	nr := p.g.nr
+	for jr := 0; jr < nc; jr += nr {
+		w := min(nr, nc-jr)
+		panel := dst[jr*kc : (jr+nr)*kc]
+		for l := range kc {
+			row := panel[l*nr : (l+1)*nr]
+			if p.transB { // op(b)[l][j] = b[j][l]
+				for j := range w {
+					row[j] = p.b[(jc+jr+j)*p.ldb+pc+l]
+				}
+			} else {
+				copy(row, p.b[(pc+l)*p.ldb+jc+jr:][:w])
+			}
+			clear(row[w:])
+		}
+	}
+}
+
+// packA packs rows ic..ic+mc and columns pc..pc+kc of op(a) into panels
+// of mr rows, each kc columns of mr values, zeros past row mc.
+func (p *gemmProblem[T]) packA(dst []T, ic, mc, pc, kc int) {
+	mr := p.g.mr
+	for ir := 0; ir < mc; ir += mr {
+		h := min(mr, mc-ir)
+		panel := dst[ir*kc : (ir+mr)*kc]
+		if p.transA { // op(a)[i][l] = a[l][i]: each column of the panel is a row of a
+			for l := range kc {
+				col := panel[l*mr : (l+1)*mr]
+				copy(col, p.a[(pc+l)*p.lda+ic+ir:][:h])
+				clear(col[h:])
+			}
+			continue
+		}
+		for i := range h {
+			row := p.a[(ic+ir+i)*p.lda+pc:][:kc]
+			for l, v := range row {
+				panel[l*mr+i] = v
+			}
+		}
+		for i := h; i < mr; i++ {
+			for l := range kc {
+				panel[l*mr+i] = 0
+			}
+		}
+	}
+}
+
+// update adds the h×w corner of tile into c at row i0, column j0:
+// c = alpha·tile + beta·c for the first kc block (first), else c += alpha·tile.
+func (p *gemmProblem[T]) update(tile []T, i0, h, j0, w int, first bool) {
+	nr := p.g.nr
+	for i := range h {
+		t := tile[i*nr : i*nr+w]
+		c := p.c[(i0+i)*p.ldc+j0:][:w]
+		switch {
+		case first && p.beta == 0:
+			for j, v := range t {
+				c[j] = p.alpha * v
+			}
+		case first && p.beta != 1:
+			for j, v := range t {
+				c[j] = p.alpha*v + p.beta*c[j]
+			}
+		default:
+			for j, v := range t {
+				c[j] += p.alpha * v
+			}
+		}
+	}
+}
+
+// microSGo is microS in Go: the twin of the assembly, and the kernel
+// where there is none.
+func microSGo(kc int, ap, bp, tile []float32) {
+	const mr, nr = 6, 16
+	var acc [mr * nr]float32
+	ap, bp = ap[:kc*mr], bp[:kc*nr]
+	for l := range kc {
+		a, b := ap[l*mr:(l+1)*mr], bp[l*nr:(l+1)*nr]
+		for i, ai := range a {
+			row := acc[i*nr : (i+1)*nr]
+			for j, bj := range b {
+				row[j] = FMA32(ai, bj, row[j])
+			}
+		}
+	}
+	copy(tile, acc[:])
+}
+
+// microDGo is microD in Go.
+func microDGo(kc int, ap, bp, tile []float64) {
+	const mr, nr = 6, 8
+	var acc [mr * nr]float64
+	ap, bp = ap[:kc*mr], bp[:kc*nr]
+	for l := range kc {
+		a, b := ap[l*mr:(l+1)*mr], bp[l*nr:(l+1)*nr]
+		for i, ai := range a {
+			row := acc[i*nr : (i+1)*nr]
+			for j, bj := range b {
+				row[j] = math.FMA(ai, bj, row[j])
+			}
+		}
+	}
+	copy(tile, acc[:])
+}
+
+// FMA32 returns x·y + z computed exactly and rounded once to float32, as
+// a fused multiply-add instruction does. The float64 fused multiply-add
+// of the three rounds once to float64; rounding that to float32 rounds
+// twice, which differs only when the float64 result lies exactly halfway
+// between two float32 values (or among float32's subnormals), where the
+// exact sum is taken instead.
+func FMA32(x, y, z float32) float32 {
+	s := math.FMA(float64(x), float64(y), float64(z))
+	const half = 1 << 28 // the low 29 of float64's 52 fraction bits at a float32 midpoint
+	bits := math.Float64bits(s)
+	if bits&(1<<29-1) != half && math.Abs(s) >= 0x1p-125 {
+		return float32(s)
+	}
+	if math.IsInf(s, 0) || math.IsNaN(s) || s == 0 && z == 0 {
+		return float32(s)
+	}
+	var e big.Float
+	e.SetPrec(400).SetFloat64(float64(x))
+	e.Mul(&e, new(big.Float).SetFloat64(float64(y)))
+	e.Add(&e, new(big.Float).SetFloat64(float64(z)))
+	f, _ := e.Float32()
+	return f
+}

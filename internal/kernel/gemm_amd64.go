@@ -1,0 +1,43 @@
+//go:build !purego
+
+package kernel
+
+import "golang.org/x/sys/cpu"
+
+// hasGemmAsm reports whether the processor runs the assembly
+// micro-kernels, which use AVX2 and FMA.
+var hasGemmAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// The micro-kernels: the assembly where the processor has AVX2 and FMA,
+// else the Go twins.
+var (
+	microS = pick(hasGemmAsm, microSAsm, microSGo)
+	microD = pick(hasGemmAsm, microDAsm, microDGo)
+)
+
+func pick[F any](cond bool, a, b F) F {
+	if cond {
+		return a
+	}
+	return b
+}
+
+func microSAsm(kc int, ap, bp, tile []float32) {
+	_, _, _ = ap[kc*6-1], bp[kc*16-1], tile[6*16-1]
+	sgemm6x16(kc, &ap[0], &bp[0], &tile[0])
+}
+
+func microDAsm(kc int, ap, bp, tile []float64) {
+	_, _, _ = ap[kc*6-1], bp[kc*8-1], tile[6*8-1]
+	dgemm6x8(kc, &ap[0], &bp[0], &tile[0])
+}
+
+// sgemm6x16 is microSGo on kc ≥ 1 (gemm_amd64.s).
+//
+//go:noescape
+func sgemm6x16(kc int, ap, bp, tile *float32)
+
+// dgemm6x8 is microDGo on kc ≥ 1 (gemm_amd64.s).
+//
+//go:noescape
+func dgemm6x8(kc int, ap, bp, tile *float64)
