@@ -2,8 +2,14 @@ package openblas_test
 
 import (
 	"errors"
-	"github.com/gathergrad/gather/internal/vmtest"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -40,5 +46,36 @@ func TestUse(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("product %v, want %v", got, want)
 		}
+	}
+}
+
+// Use leaves OpenBLAS on one thread when the environment does not say
+// otherwise (this test's process is started without OPENBLAS_NUM_THREADS
+// by the test below), and leaves the environment's count alone.
+func TestUseThreads(t *testing.T) {
+	if !openblas.Enabled {
+		if openblas.Threads() != 0 {
+			t.Fatal("Threads without OpenBLAS")
+		}
+		t.Skip("built without -tags openblas")
+	}
+	if os.Getenv("OPENBLAS_TEST_CHILD") == "" {
+		for _, env := range []struct{ set, want string }{{"", "1"}, {"2", "2"}} {
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestUseThreads$", "-test.v")
+			cmd.Env = append(slices.DeleteFunc(os.Environ(), func(s string) bool { return strings.HasPrefix(s, "OPENBLAS_NUM_THREADS=") }), "OPENBLAS_TEST_CHILD="+env.want)
+			if env.set != "" {
+				cmd.Env = append(cmd.Env, "OPENBLAS_NUM_THREADS="+env.set)
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("OPENBLAS_NUM_THREADS=%q: %v\n%s", env.set, err, out)
+			}
+		}
+		return
+	}
+	if err := openblas.Use(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(openblas.Threads()); got != os.Getenv("OPENBLAS_TEST_CHILD") {
+		t.Fatalf("OpenBLAS runs on %s threads, want %s", got, os.Getenv("OPENBLAS_TEST_CHILD"))
 	}
 }

@@ -13,7 +13,10 @@ const Enabled = false
 
 // Use returns an error wrapping gather.ErrOption and changes nothing: the
 // package was built without the tag openblas (or without cgo), so
-// Gorgonia keeps gonum's pure-Go BLAS.
+// Gorgonia's products stay in the module's own GEMM.
 func Use() error {
-	return fmt.Errorf("openblas: built without -tags openblas (and cgo); gonum's pure-Go BLAS stays in use: %w", gather.ErrOption)
+	return fmt.Errorf("openblas: built without -tags openblas (and cgo); the module's own GEMM stays in use: %w", gather.ErrOption)
 }
+
+// Threads returns 0: there is no OpenBLAS.
+func Threads() int { return 0 }

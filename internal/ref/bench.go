@@ -1,6 +1,7 @@
 package ref
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
@@ -101,4 +102,43 @@ func OnMachines(b *testing.B, bench func(b *testing.B, m Machine)) {
 	for _, m := range Machines {
 		b.Run(m.Name, func(b *testing.B) { bench(b, m) })
 	}
+}
+
+// GemmShapes are the float32 products BenchmarkGemm times (package
+// kernel's against gonum's, package openblas's with the tag): the step
+// benchmarks' layers (a batch of a few hundred rows through 16 to 256
+// columns, forward and both gradients) and squares of 512 and 1024.
+var GemmShapes = []struct {
+	Name           string
+	TransA, TransB bool
+	M, N, K        int
+}{
+	{"256x64x64", false, true, 256, 64, 64},
+	{"256x256x128", false, true, 256, 256, 128},
+	{"grad-x/256x128x256", false, false, 256, 128, 256},
+	{"grad-w/256x128x256", true, false, 256, 128, 256},
+	{"512x16x40", false, true, 512, 16, 40},
+	{"512", false, false, 512, 512, 512},
+	{"1024", false, false, 1024, 1024, 1024},
+}
+
+// GemmOperands returns the row-major operands of shape s, of values from
+// a fixed seed, with their leading dimensions, and its flops.
+func GemmOperands(m, n, k int, transA, transB bool) (a, b, c []float32, lda, ldb int, flops float64) {
+	r := rand.New(rand.NewPCG(1, 2))
+	a, b, c = make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+	for i := range a {
+		a[i] = float32(r.NormFloat64())
+	}
+	for i := range b {
+		b[i] = float32(r.NormFloat64())
+	}
+	lda, ldb = k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	return a, b, c, lda, ldb, 2 * float64(m) * float64(n) * float64(k)
 }
