@@ -29,8 +29,8 @@ const opLinear = "linear"
 //	∂x = g·W    ∂W = gᵀ·x    ∂b = Σ_rows g
 //
 // Its products are single BLAS calls with the operands transposed in
-// place (the BLAS Gorgonia uses: gonum's, or OpenBLAS after
-// openblas.Use), where gorgonia.Mul's gradients build transposed copies;
+// place (the BLAS Gorgonia uses: the module's GEMM, or OpenBLAS after
+// openblas.Use, or gonum's if a program sets it), where gorgonia.Mul's gradients build transposed copies;
 // the bias is added in the same pass. All are float32 or float64, of one
 // dtype.
 func Linear(x, w, b *gorgonia.Node) (*gorgonia.Node, error) {
