@@ -177,7 +177,7 @@ def main():
     nn_binary = binary + "-nn"
     subprocess.run(["go", "test", "-c", "-o", nn_binary] + tags + ["./nn"], check=True, cwd=os.path.dirname(HERE))
     out = io.StringIO()
-    build = f"`-tags {a.tags}`" if a.tags else "the default build (gonum's pure-Go BLAS)"
+    build = f"`-tags {a.tags}`" if a.tags else "the default build (the module's GEMM)"
     heading = (f"Go 1.26 ({build}) against Debian's PyTorch 1.13 on OpenBLAS (`OPENBLAS_NUM_THREADS=1`), "
                f"`compare.py --rounds {a.rounds} --procs {a.procs}{' --tags ' + a.tags if a.tags else ''}`, "
                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {revision()}. PyTorch/ours above 1: we are faster.\n")

@@ -256,11 +256,17 @@ func microDGo(kc int, ap, bp, tile []float64) {
 // exact sum is taken instead.
 func FMA32(x, y, z float32) float32 {
 	s := math.FMA(float64(x), float64(y), float64(z))
-	const half = 1 << 28 // the low 29 of float64's 52 fraction bits at a float32 midpoint
-	bits := math.Float64bits(s)
-	if bits&(1<<29-1) != half && math.Abs(s) >= 0x1p-125 {
+	// The low 29 of float64's 52 fraction bits are 1<<28 at a float32
+	// midpoint; below 2⁻¹²⁵ float32's subnormals round elsewhere.
+	if math.Float64bits(s)&(1<<29-1) != 1<<28 && math.Abs(s) >= 0x1p-125 {
 		return float32(s)
 	}
+	return fma32Exact(x, y, z, s)
+}
+
+// fma32Exact is FMA32 where rounding s, the float64 result, to float32
+// may not round x·y + z once.
+func fma32Exact(x, y, z float32, s float64) float32 {
 	if math.IsInf(s, 0) || math.IsNaN(s) || s == 0 && z == 0 {
 		return float32(s)
 	}

@@ -8,10 +8,13 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	gblas "gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// fma32Exact is x·y + z rounded once to float32, from exact arithmetic.
-func fma32Exact(x, y, z float32) float32 {
+// fma32Ref is x·y + z rounded once to float32, from exact arithmetic.
+func fma32Ref(x, y, z float32) float32 {
 	for _, v := range []float32{x, y, z} {
 		if math.IsInf(float64(v), 0) || v != v {
 			return float32(float64(x)*float64(y) + float64(z))
@@ -31,7 +34,7 @@ func TestFMA32(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	check := func(x, y, z float32) {
 		t.Helper()
-		got, want := FMA32(x, y, z), fma32Exact(x, y, z)
+		got, want := FMA32(x, y, z), fma32Ref(x, y, z)
 		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
 			t.Fatalf("FMA32(%g, %g, %g) = %g, want %g", x, y, z, got, want)
 		}
@@ -284,4 +287,59 @@ func FuzzGemm(f *testing.F) {
 			}
 		}
 	})
+}
+
+type sgemmer interface {
+	Sgemm(tA, tB gblas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+}
+
+// BLAS's Sgemm and Dgemm panic where gonum's do, with gonum's message,
+// and compute what Gemm computes (gonum's own products where the
+// assembly does not run).
+func TestBLAS(t *testing.T) {
+	panics := func(f func()) (msg any) {
+		defer func() { msg = recover() }()
+		f()
+		return nil
+	}
+	a, b, c := make([]float32, 12), make([]float32, 12), make([]float32, 16)
+	for _, bad := range []struct {
+		name string
+		call func(sgemmer)
+	}{
+		{"transpose", func(i sgemmer) {
+			i.Sgemm('x', gblas.NoTrans, 4, 4, 3, 1, a, 3, b, 4, 0, c, 4)
+		}},
+		{"m < 0", func(i sgemmer) {
+			i.Sgemm(gblas.NoTrans, gblas.NoTrans, -1, 4, 3, 1, a, 3, b, 4, 0, c, 4)
+		}},
+		{"lda", func(i sgemmer) {
+			i.Sgemm(gblas.NoTrans, gblas.NoTrans, 4, 4, 3, 1, a, 2, b, 4, 0, c, 4)
+		}},
+		{"short b", func(i sgemmer) {
+			i.Sgemm(gblas.NoTrans, gblas.Trans, 4, 4, 3, 1, a, 3, b[:11], 3, 0, c, 4)
+		}},
+		{"short c", func(i sgemmer) {
+			i.Sgemm(gblas.NoTrans, gblas.NoTrans, 4, 4, 3, 1, a, 3, b, 4, 0, c[:15], 4)
+		}},
+	} {
+		want, got := panics(func() { bad.call(gonum.Implementation{}) }), panics(func() { bad.call(BLAS{}) })
+		if want == nil || got != want {
+			t.Errorf("%s: BLAS panics with %v, gonum with %v", bad.name, got, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range a {
+		a[i], b[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+	}
+	got, want := make([]float32, 16), make([]float32, 16)
+	BLAS{}.Sgemm(gblas.NoTrans, gblas.NoTrans, 4, 4, 3, 1, a, 3, b, 4, 0, got, 4)
+	if hasGemmAsm {
+		Gemm(false, false, 4, 4, 3, 1, a, 3, b, 4, 0, want, 4)
+	} else {
+		gonum.Implementation{}.Sgemm(gblas.NoTrans, gblas.NoTrans, 4, 4, 3, 1, a, 3, b, 4, 0, want, 4)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("BLAS.Sgemm = %v, want %v", got, want)
+	}
 }
