@@ -69,7 +69,11 @@ type gemmParams[T Float] struct {
 	// panel of a (ap, column by column) and a kc×nr panel of b (bp, row
 	// by row): tile[i][j] = fma(ap[kc-1][i], bp[kc-1][j], ... fma(ap[0][i], bp[0][j], 0)).
 	micro func(kc int, ap, bp, tile []T)
-	bufs  parallel.List[gemmBuf[T]]
+	// direct, where there is one, is micro writing a full tile into c at
+	// rows ldc apart: c = tile, or with add c += tile; the same bits as
+	// micro and update with alpha 1.
+	direct func(kc int, ap, bp, c []T, ldc int, add bool)
+	bufs   parallel.List[gemmBuf[T]]
 }
 
 // gemmBuf is one goroutine's packed blocks and tile.
@@ -78,8 +82,8 @@ type gemmBuf[T Float] struct {
 }
 
 var (
-	sgemm = gemmParams[float32]{mr: 6, nr: 16, kc: 256, mc: 120, nc: 3072, micro: microS, bufs: parallel.NewList[gemmBuf[float32]](16)}
-	dgemm = gemmParams[float64]{mr: 6, nr: 8, kc: 256, mc: 96, nc: 2048, micro: microD, bufs: parallel.NewList[gemmBuf[float64]](16)}
+	sgemm = gemmParams[float32]{mr: 6, nr: 16, kc: 256, mc: 120, nc: 3072, micro: microS, direct: directS, bufs: parallel.NewList[gemmBuf[float32]](16)}
+	dgemm = gemmParams[float64]{mr: 6, nr: 8, kc: 256, mc: 96, nc: 2048, micro: microD, direct: directD, bufs: parallel.NewList[gemmBuf[float64]](16)}
 )
 
 func gemmOf[T Float]() *gemmParams[T] {
@@ -120,8 +124,15 @@ func (p gemmProblem[T]) Part(lo, hi int) int {
 				for jr := 0; jr < nc; jr += g.nr {
 					bp := buf.b[jr*kc : (jr+g.nr)*kc]
 					for ir := 0; ir < mc; ir += g.mr {
-						g.micro(kc, buf.a[ir*kc:(ir+g.mr)*kc], bp, buf.tile)
-						p.update(buf.tile, ic+ir, min(g.mr, mc-ir), jc+jr, min(g.nr, nc-jr), pc == 0)
+						ap := buf.a[ir*kc : (ir+g.mr)*kc]
+						h, w := min(g.mr, mc-ir), min(g.nr, nc-jr)
+						if g.direct != nil && p.alpha == 1 && h == g.mr && w == g.nr && (pc > 0 || p.beta == 0 || p.beta == 1) {
+							at := (ic+ir)*p.ldc + jc + jr
+							g.direct(kc, ap, bp, p.c[at:at+(g.mr-1)*p.ldc+g.nr], p.ldc, pc > 0 || p.beta == 1)
+							continue
+						}
+						g.micro(kc, ap, bp, buf.tile)
+						p.update(buf.tile, ic+ir, h, jc+jr, w, pc == 0)
 					}
 				}
 			}

@@ -13,7 +13,30 @@ var hasGemmAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 var (
 	microS = pick(hasGemmAsm, microSAsm, microSGo)
 	microD = pick(hasGemmAsm, microDAsm, microDGo)
+	// directS and directD write a full tile into c (gemmParams.direct).
+	directS = pick(hasGemmAsm, directSAsm, nil)
+	directD = pick(hasGemmAsm, directDAsm, nil)
 )
+
+func directSAsm(kc int, ap, bp, c []float32, ldc int, add bool) {
+	_, _, _ = ap[kc*6-1], bp[kc*16-1], c[5*ldc+15]
+	sgemm6x16c(kc, &ap[0], &bp[0], &c[0], ldc, add)
+}
+
+func directDAsm(kc int, ap, bp, c []float64, ldc int, add bool) {
+	_, _, _ = ap[kc*6-1], bp[kc*8-1], c[5*ldc+7]
+	dgemm6x8c(kc, &ap[0], &bp[0], &c[0], ldc, add)
+}
+
+// sgemm6x16c is sgemm6x16 writing into c (gemm_amd64.s).
+//
+//go:noescape
+func sgemm6x16c(kc int, ap, bp, c *float32, ldc int, add bool)
+
+// dgemm6x8c is dgemm6x8 writing into c (gemm_amd64.s).
+//
+//go:noescape
+func dgemm6x8c(kc int, ap, bp, c *float64, ldc int, add bool)
 
 func pick[F any](cond bool, a, b F) F {
 	if cond {

@@ -224,9 +224,9 @@ func TestGemmTwin(t *testing.T) {
 	}
 	for k, c := range gemmCases() {
 		asm32, asm64 := runGemm[float32](t, c, uint64(k)), runGemm[float64](t, c, uint64(k))
-		sgemm.micro, dgemm.micro = microSGo, microDGo
+		sgemm.micro, dgemm.micro, sgemm.direct, dgemm.direct = microSGo, microDGo, nil, nil
 		go32, go64 := runGemm[float32](t, c, uint64(k)), runGemm[float64](t, c, uint64(k))
-		sgemm.micro, dgemm.micro = microS, microD
+		sgemm.micro, dgemm.micro, sgemm.direct, dgemm.direct = microS, microD, directS, directD
 		if !sameBits(asm32, go32) || !sameBits(asm64, go64) {
 			t.Fatalf("%v: the assembly and the Go twin differ", c)
 		}
@@ -279,9 +279,9 @@ func FuzzGemm(f *testing.F) {
 		got := runGemm[float32](t, c, seed)
 		got64 := runGemm[float64](t, c, seed)
 		if hasGemmAsm {
-			sgemm.micro, dgemm.micro = microSGo, microDGo
+			sgemm.micro, dgemm.micro, sgemm.direct, dgemm.direct = microSGo, microDGo, nil, nil
 			twin, twin64 := runGemm[float32](t, c, seed), runGemm[float64](t, c, seed)
-			sgemm.micro, dgemm.micro = microS, microD
+			sgemm.micro, dgemm.micro, sgemm.direct, dgemm.direct = microS, microD, directS, directD
 			if !sameBits(got, twin) || !sameBits(got64, twin64) {
 				t.Fatalf("%v: the assembly and the Go twin differ", c)
 			}
