@@ -186,6 +186,18 @@ func (p *gemmProblem[T]) packA(dst []T, ic, mc, pc, kc int) {
 			}
 			continue
 		}
+		if h == 6 && mr == 6 {
+			// Six rows read side by side, each column written whole.
+			at := (ic+ir)*p.lda + pc
+			r0, r1, r2 := p.a[at:][:kc], p.a[at+p.lda:][:kc], p.a[at+2*p.lda:][:kc]
+			r3, r4, r5 := p.a[at+3*p.lda:][:kc], p.a[at+4*p.lda:][:kc], p.a[at+5*p.lda:][:kc]
+			panel = panel[:kc*6]
+			for l := range r0 {
+				col := panel[l*6 : l*6+6 : l*6+6]
+				col[0], col[1], col[2], col[3], col[4], col[5] = r0[l], r1[l], r2[l], r3[l], r4[l], r5[l]
+			}
+			continue
+		}
 		for i := range h {
 			row := p.a[(ic+ir+i)*p.lda+pc:][:kc]
 			for l, v := range row {
