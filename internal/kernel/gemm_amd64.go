@@ -20,23 +20,24 @@ var (
 
 func directSAsm(kc int, ap, bp, c []float32, ldc int, add bool) {
 	_, _, _ = ap[kc*6-1], bp[kc*16-1], c[5*ldc+15]
-	sgemm6x16c(kc, &ap[0], &bp[0], &c[0], ldc, add)
+	sgemm6x16(kc, &ap[0], &bp[0], &c[0], ldc, add)
 }
 
 func directDAsm(kc int, ap, bp, c []float64, ldc int, add bool) {
 	_, _, _ = ap[kc*6-1], bp[kc*8-1], c[5*ldc+7]
-	dgemm6x8c(kc, &ap[0], &bp[0], &c[0], ldc, add)
+	dgemm6x8(kc, &ap[0], &bp[0], &c[0], ldc, add)
 }
 
-// sgemm6x16c is sgemm6x16 writing into c (gemm_amd64.s).
+// sgemm6x16 is microSGo's tile written into c, rows ldc apart (c = tile,
+// or c += tile with add), for kc ≥ 1 (gemm_amd64.s).
 //
 //go:noescape
-func sgemm6x16c(kc int, ap, bp, c *float32, ldc int, add bool)
+func sgemm6x16(kc int, ap, bp, c *float32, ldc int, add bool)
 
-// dgemm6x8c is dgemm6x8 writing into c (gemm_amd64.s).
+// dgemm6x8 is sgemm6x16 for float64 (gemm_amd64.s).
 //
 //go:noescape
-func dgemm6x8c(kc int, ap, bp, c *float64, ldc int, add bool)
+func dgemm6x8(kc int, ap, bp, c *float64, ldc int, add bool)
 
 func pick[F any](cond bool, a, b F) F {
 	if cond {
@@ -45,22 +46,7 @@ func pick[F any](cond bool, a, b F) F {
 	return b
 }
 
-func microSAsm(kc int, ap, bp, tile []float32) {
-	_, _, _ = ap[kc*6-1], bp[kc*16-1], tile[6*16-1]
-	sgemm6x16(kc, &ap[0], &bp[0], &tile[0])
-}
-
-func microDAsm(kc int, ap, bp, tile []float64) {
-	_, _, _ = ap[kc*6-1], bp[kc*8-1], tile[6*8-1]
-	dgemm6x8(kc, &ap[0], &bp[0], &tile[0])
-}
-
-// sgemm6x16 is microSGo on kc ≥ 1 (gemm_amd64.s).
-//
-//go:noescape
-func sgemm6x16(kc int, ap, bp, tile *float32)
-
-// dgemm6x8 is microDGo on kc ≥ 1 (gemm_amd64.s).
-//
-//go:noescape
-func dgemm6x8(kc int, ap, bp, tile *float64)
+// microSAsm and microDAsm are the assembly kernels writing into tile, a
+// c of rows nr apart.
+func microSAsm(kc int, ap, bp, tile []float32) { directSAsm(kc, ap, bp, tile, 16, false) }
+func microDAsm(kc int, ap, bp, tile []float64) { directDAsm(kc, ap, bp, tile, 8, false) }

@@ -2,136 +2,13 @@
 
 #include "textflag.h"
 
-// func sgemm6x16(kc int, ap, bp, tile *float32)
+// func sgemm6x16(kc int, ap, bp, c *float32, ldc int, add bool)
 //
-// microSGo: twelve accumulators Y4-Y15 (row i in Y(4+2i), Y(5+2i)), each
-// step k one VFMADD231PS per accumulator, in order of k.
-TEXT ·sgemm6x16(SB), NOSPLIT, $0-32
-	MOVQ kc+0(FP), CX
-	MOVQ ap+8(FP), SI
-	MOVQ bp+16(FP), DI
-	MOVQ tile+24(FP), DX
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
-	VXORPS Y14, Y14, Y14
-	VXORPS Y15, Y15, Y15
-
-sloop:
-	VMOVUPS (DI), Y0
-	VMOVUPS 32(DI), Y1
-	VBROADCASTSS 0(SI), Y2
-	VFMADD231PS Y0, Y2, Y4
-	VFMADD231PS Y1, Y2, Y5
-	VBROADCASTSS 4(SI), Y3
-	VFMADD231PS Y0, Y3, Y6
-	VFMADD231PS Y1, Y3, Y7
-	VBROADCASTSS 8(SI), Y2
-	VFMADD231PS Y0, Y2, Y8
-	VFMADD231PS Y1, Y2, Y9
-	VBROADCASTSS 12(SI), Y3
-	VFMADD231PS Y0, Y3, Y10
-	VFMADD231PS Y1, Y3, Y11
-	VBROADCASTSS 16(SI), Y2
-	VFMADD231PS Y0, Y2, Y12
-	VFMADD231PS Y1, Y2, Y13
-	VBROADCASTSS 20(SI), Y3
-	VFMADD231PS Y0, Y3, Y14
-	VFMADD231PS Y1, Y3, Y15
-	ADDQ $24, SI
-	ADDQ $64, DI
-	DECQ CX
-	JNZ sloop
-
-	VMOVUPS Y4, 0(DX)
-	VMOVUPS Y5, 32(DX)
-	VMOVUPS Y6, 64(DX)
-	VMOVUPS Y7, 96(DX)
-	VMOVUPS Y8, 128(DX)
-	VMOVUPS Y9, 160(DX)
-	VMOVUPS Y10, 192(DX)
-	VMOVUPS Y11, 224(DX)
-	VMOVUPS Y12, 256(DX)
-	VMOVUPS Y13, 288(DX)
-	VMOVUPS Y14, 320(DX)
-	VMOVUPS Y15, 352(DX)
-	VZEROUPPER
-	RET
-
-// func dgemm6x8(kc int, ap, bp, tile *float64)
-//
-// microDGo, as sgemm6x16 with four float64 lanes a register.
-TEXT ·dgemm6x8(SB), NOSPLIT, $0-32
-	MOVQ kc+0(FP), CX
-	MOVQ ap+8(FP), SI
-	MOVQ bp+16(FP), DI
-	MOVQ tile+24(FP), DX
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
-	VXORPD Y8, Y8, Y8
-	VXORPD Y9, Y9, Y9
-	VXORPD Y10, Y10, Y10
-	VXORPD Y11, Y11, Y11
-	VXORPD Y12, Y12, Y12
-	VXORPD Y13, Y13, Y13
-	VXORPD Y14, Y14, Y14
-	VXORPD Y15, Y15, Y15
-
-dloop:
-	VMOVUPD (DI), Y0
-	VMOVUPD 32(DI), Y1
-	VBROADCASTSD 0(SI), Y2
-	VFMADD231PD Y0, Y2, Y4
-	VFMADD231PD Y1, Y2, Y5
-	VBROADCASTSD 8(SI), Y3
-	VFMADD231PD Y0, Y3, Y6
-	VFMADD231PD Y1, Y3, Y7
-	VBROADCASTSD 16(SI), Y2
-	VFMADD231PD Y0, Y2, Y8
-	VFMADD231PD Y1, Y2, Y9
-	VBROADCASTSD 24(SI), Y3
-	VFMADD231PD Y0, Y3, Y10
-	VFMADD231PD Y1, Y3, Y11
-	VBROADCASTSD 32(SI), Y2
-	VFMADD231PD Y0, Y2, Y12
-	VFMADD231PD Y1, Y2, Y13
-	VBROADCASTSD 40(SI), Y3
-	VFMADD231PD Y0, Y3, Y14
-	VFMADD231PD Y1, Y3, Y15
-	ADDQ $48, SI
-	ADDQ $64, DI
-	DECQ CX
-	JNZ dloop
-
-	VMOVUPD Y4, 0(DX)
-	VMOVUPD Y5, 32(DX)
-	VMOVUPD Y6, 64(DX)
-	VMOVUPD Y7, 96(DX)
-	VMOVUPD Y8, 128(DX)
-	VMOVUPD Y9, 160(DX)
-	VMOVUPD Y10, 192(DX)
-	VMOVUPD Y11, 224(DX)
-	VMOVUPD Y12, 256(DX)
-	VMOVUPD Y13, 288(DX)
-	VMOVUPD Y14, 320(DX)
-	VMOVUPD Y15, 352(DX)
-	VZEROUPPER
-	RET
-
-// func sgemm6x16c(kc int, ap, bp, c *float32, ldc int, add bool)
-//
-// sgemm6x16 writing its tile into the full 6-row tile of c (rows ldc
-// elements apart) instead of a buffer: c = tile, or with add c += tile.
-TEXT ·sgemm6x16c(SB), NOSPLIT, $0-41
+// microSGo's tile, written into the 6 x 16 tile of c whose rows are ldc
+// elements apart: c = tile, or with add c += tile (VADDPS). Twelve
+// accumulators Y4-Y15 (row i in Y(4+2i), Y(5+2i)), each step k one
+// VFMADD231PS per accumulator, in order of k; kc >= 1.
+TEXT ·sgemm6x16(SB), NOSPLIT, $0-41
 	MOVQ kc+0(FP), CX
 	MOVQ ap+8(FP), SI
 	MOVQ bp+16(FP), DI
@@ -152,7 +29,7 @@ TEXT ·sgemm6x16c(SB), NOSPLIT, $0-41
 	VXORPS Y14, Y14, Y14
 	VXORPS Y15, Y15, Y15
 
-sgemm6x16cloop:
+sgemm6x16loop:
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VBROADCASTSS 0(SI), Y2
@@ -176,10 +53,10 @@ sgemm6x16cloop:
 	ADDQ $24, SI
 	ADDQ $64, DI
 	DECQ CX
-	JNZ sgemm6x16cloop
+	JNZ sgemm6x16loop
 
 	TESTQ R9, R9
-	JZ sgemm6x16cstore
+	JZ sgemm6x16store
 	VADDPS (DX), Y4, Y4
 	VADDPS 32(DX), Y5, Y5
 	VMOVUPS Y4, (DX)
@@ -212,7 +89,7 @@ sgemm6x16cloop:
 	VZEROUPPER
 	RET
 
-sgemm6x16cstore:
+sgemm6x16store:
 	VMOVUPS Y4, (DX)
 	VMOVUPS Y5, 32(DX)
 	ADDQ R8, DX
@@ -233,11 +110,11 @@ sgemm6x16cstore:
 	VZEROUPPER
 	RET
 
-// func dgemm6x8c(kc int, ap, bp, c *float64, ldc int, add bool)
+// func dgemm6x8(kc int, ap, bp, c *float64, ldc int, add bool)
 //
-// dgemm6x8 writing its tile into the full 6-row tile of c (rows ldc
-// elements apart) instead of a buffer: c = tile, or with add c += tile.
-TEXT ·dgemm6x8c(SB), NOSPLIT, $0-41
+// microDGo's tile into the 6 x 8 tile of c, as sgemm6x16 with four float64
+// lanes a register.
+TEXT ·dgemm6x8(SB), NOSPLIT, $0-41
 	MOVQ kc+0(FP), CX
 	MOVQ ap+8(FP), SI
 	MOVQ bp+16(FP), DI
@@ -258,7 +135,7 @@ TEXT ·dgemm6x8c(SB), NOSPLIT, $0-41
 	VXORPD Y14, Y14, Y14
 	VXORPD Y15, Y15, Y15
 
-dgemm6x8cloop:
+dgemm6x8loop:
 	VMOVUPD (DI), Y0
 	VMOVUPD 32(DI), Y1
 	VBROADCASTSD 0(SI), Y2
@@ -282,10 +159,10 @@ dgemm6x8cloop:
 	ADDQ $48, SI
 	ADDQ $64, DI
 	DECQ CX
-	JNZ dgemm6x8cloop
+	JNZ dgemm6x8loop
 
 	TESTQ R9, R9
-	JZ dgemm6x8cstore
+	JZ dgemm6x8store
 	VADDPD (DX), Y4, Y4
 	VADDPD 32(DX), Y5, Y5
 	VMOVUPD Y4, (DX)
@@ -318,7 +195,7 @@ dgemm6x8cloop:
 	VZEROUPPER
 	RET
 
-dgemm6x8cstore:
+dgemm6x8store:
 	VMOVUPD Y4, (DX)
 	VMOVUPD Y5, 32(DX)
 	ADDQ R8, DX
