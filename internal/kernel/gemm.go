@@ -21,10 +21,14 @@ import (
 // panels of mr rows; a micro-kernel computes each mr×nr tile of their
 // product as kc fused multiply-adds per element, in order of k from zero,
 // and the tile is added into c (scaled by alpha; the first kc block
-// applies beta). The micro-kernel is assembly (AVX2 and FMA) where the
-// processor has them (gemm_amd64.s), else its Go twin, which gives the
-// same bits. Rows of c are split across goroutines for a large product;
-// each element's sums are the same whatever the split, so results do not
+// applies beta). Packing pays only when a panel is used many times: an
+// operand used by few tiles (op(a) when n is small, op(b) when m is
+// small and it is not transposed) is read in place instead, with the same
+// multiply-adds in the same order. The micro-kernel is assembly (AVX2
+// and FMA) where the processor has them (gemm_amd64.s), else its Go twin,
+// which gives the same bits. A large product is split across goroutines
+// by rows of c, or by columns when it has more columns than rows; each
+// element's sums are the same whatever the split, so results do not
 // depend on GOMAXPROCS. It allocates nothing once its buffers are kept.
 // It is O(m·n·k).
 func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
@@ -37,9 +41,20 @@ func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b 
 	}
 	g := gemmOf[T]()
 	p := gemmProblem[T]{g: g, transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
-	blocks := (m + g.mr - 1) / g.mr
-	parallel.RunRanges(blocks, m*n*k/gemmWorkPerElement, p)
+	p.directA = n <= directAMaxN*g.nr
+	p.directB = !transB && m <= directBMaxM*g.mr
+	rows, cols := (m+g.mr-1)/g.mr, (n+g.nr-1)/g.nr
+	parts := rows
+	if p.byCols = cols > rows; p.byCols {
+		parts = cols
+	}
+	parallel.RunRanges(parts, m*n*k/gemmWorkPerElement, p)
 }
+
+// directAMaxN and directBMaxM: op(a) is read in place when c has at most
+// directAMaxN panels of nr columns (each panel of op(a) would serve that
+// many tiles), op(b) when c has at most directBMaxM panels of mr rows.
+const directAMaxN, directBMaxM = 8, 16
 
 // gemmWorkPerElement divides m·n·k into the work parallel.Run weighs: a
 // product is split across goroutines from about 2M multiply-adds on.
@@ -65,14 +80,11 @@ func scaleRows[T Float](m, n int, beta T, c []T, ldc int) {
 type gemmParams[T Float] struct {
 	mr, nr     int // the micro-kernel's tile
 	kc, mc, nc int // the blocks: kc·nr of b in L1, mc·kc of a in L2
-	// micro sets tile (mr×nr, row-major) to the product of an mr×kc
-	// panel of a (ap, column by column) and a kc×nr panel of b (bp, row
-	// by row): tile[i][j] = fma(ap[kc-1][i], bp[kc-1][j], ... fma(ap[0][i], bp[0][j], 0)).
-	micro func(kc int, ap, bp, tile []T)
-	// direct, where there is one, is micro writing a full tile into c at
-	// rows ldc apart: c = tile, or with add c += tile; the same bits as
-	// micro and update with alpha 1.
-	direct func(kc int, ap, bp, c []T, ldc int, add bool)
+	// kernel writes the mr×nr tile of the product of an mr×kc block of a
+	// (element (i, l) at a[i·ai + l·al]) and a kc×nr block of b (row l at
+	// b[l·bl:]) into c, rows ldc apart: c = tile, or c += tile with add,
+	// where tile[i][j] = fma(a[i][kc-1], b[kc-1][j], ... fma(a[i][0], b[0][j], 0)).
+	kernel func(kc int, a []T, ai, al int, b []T, bl int, c []T, ldc int, add bool)
 	bufs   parallel.List[gemmBuf[T]]
 }
 
@@ -82,8 +94,8 @@ type gemmBuf[T Float] struct {
 }
 
 var (
-	sgemm = gemmParams[float32]{mr: 6, nr: 16, kc: 256, mc: 120, nc: 3072, micro: microS, direct: directS, bufs: parallel.NewList[gemmBuf[float32]](16)}
-	dgemm = gemmParams[float64]{mr: 6, nr: 8, kc: 256, mc: 96, nc: 2048, micro: microD, direct: directD, bufs: parallel.NewList[gemmBuf[float64]](16)}
+	sgemm = gemmParams[float32]{mr: 6, nr: 16, kc: 256, mc: 120, nc: 3072, kernel: kernelS, bufs: parallel.NewList[gemmBuf[float32]](16)}
+	dgemm = gemmParams[float64]{mr: 6, nr: 8, kc: 256, mc: 96, nc: 2048, kernel: kernelD, bufs: parallel.NewList[gemmBuf[float64]](16)}
 )
 
 func gemmOf[T Float]() *gemmParams[T] {
@@ -95,43 +107,75 @@ func gemmOf[T Float]() *gemmParams[T] {
 }
 
 // gemmProblem is one Gemm call, for parallel.RunRanges: Part computes the
-// rows of c in the blocks of mr rows [lo, hi).
+// panels [lo, hi) of c, of mr rows, or of nr columns with byCols.
 type gemmProblem[T Float] struct {
-	g              *gemmParams[T]
-	transA, transB bool
-	m, n, k        int
-	alpha, beta    T
-	a, b, c        []T
-	lda, ldb, ldc  int
+	g                *gemmParams[T]
+	transA, transB   bool
+	m, n, k          int
+	alpha, beta      T
+	a, b, c          []T
+	lda, ldb, ldc    int
+	directA, directB bool // op(a), op(b) read in place, not packed
+	byCols           bool
 }
 
 func (p gemmProblem[T]) Part(lo, hi int) int {
 	g := p.g
-	r0, r1 := lo*g.mr, min(hi*g.mr, p.m)
+	r0, r1, c0, c1 := 0, p.m, 0, p.n
+	if p.byCols {
+		c0, c1 = lo*g.nr, min(hi*g.nr, p.n)
+	} else {
+		r0, r1 = lo*g.mr, min(hi*g.mr, p.m)
+	}
 	buf := g.bufs.Get()
 	defer g.bufs.Put(buf)
 	buf.tile = grow(buf.tile, g.mr*g.nr)
 	buf.a = grow(buf.a, min(g.mc, roundUp(r1-r0, g.mr))*min(g.kc, p.k))
-	buf.b = grow(buf.b, min(g.nc, roundUp(p.n, g.nr))*min(g.kc, p.k))
-	for jc := 0; jc < p.n; jc += g.nc {
-		nc := min(g.nc, p.n-jc)
+	buf.b = grow(buf.b, min(g.nc, roundUp(c1-c0, g.nr))*min(g.kc, p.k))
+	for jc := c0; jc < c1; jc += g.nc {
+		nc := min(g.nc, c1-jc)
 		for pc := 0; pc < p.k; pc += g.kc {
 			kc := min(g.kc, p.k-pc)
-			p.packB(buf.b, pc, kc, jc, nc)
+			switch {
+			case !p.directB:
+				p.packB(buf.b, pc, kc, jc, nc)
+			case nc%g.nr != 0: // the last, narrower panel
+				p.packB(buf.b, pc, kc, jc+nc-nc%g.nr, nc%g.nr)
+			}
 			for ic := r0; ic < r1; ic += g.mc {
 				mc := min(g.mc, r1-ic)
-				p.packA(buf.a, ic, mc, pc, kc)
+				switch {
+				case !p.directA:
+					p.packA(buf.a, ic, mc, pc, kc)
+				case mc%g.mr != 0: // the last, shorter panel
+					p.packA(buf.a, ic+mc-mc%g.mr, mc%g.mr, pc, kc)
+				}
 				for jr := 0; jr < nc; jr += g.nr {
-					bp := buf.b[jr*kc : (jr+g.nr)*kc]
+					w := min(g.nr, nc-jr)
+					b, bl := buf.b[jr*kc:], g.nr
+					switch {
+					case p.directB && w == g.nr:
+						b, bl = p.b[pc*p.ldb+jc+jr:], p.ldb
+					case p.directB:
+						b = buf.b
+					}
 					for ir := 0; ir < mc; ir += g.mr {
-						ap := buf.a[ir*kc : (ir+g.mr)*kc]
-						h, w := min(g.mr, mc-ir), min(g.nr, nc-jr)
-						if g.direct != nil && p.alpha == 1 && h == g.mr && w == g.nr && (pc > 0 || p.beta == 0 || p.beta == 1) {
+						h := min(g.mr, mc-ir)
+						a, ai, al := buf.a[ir*kc:], 1, g.mr
+						switch {
+						case p.directA && h == g.mr && p.transA:
+							a, ai, al = p.a[pc*p.lda+ic+ir:], 1, p.lda
+						case p.directA && h == g.mr:
+							a, ai, al = p.a[(ic+ir)*p.lda+pc:], p.lda, 1
+						case p.directA:
+							a = buf.a
+						}
+						if p.alpha == 1 && h == g.mr && w == g.nr && (pc > 0 || p.beta == 0 || p.beta == 1) {
 							at := (ic+ir)*p.ldc + jc + jr
-							g.direct(kc, ap, bp, p.c[at:at+(g.mr-1)*p.ldc+g.nr], p.ldc, pc > 0 || p.beta == 1)
+							g.kernel(kc, a, ai, al, b, bl, p.c[at:], p.ldc, pc > 0 || p.beta == 1)
 							continue
 						}
-						g.micro(kc, ap, bp, buf.tile)
+						g.kernel(kc, a, ai, al, b, bl, buf.tile, g.nr, false)
 						p.update(buf.tile, ic+ir, h, jc+jr, w, pc == 0)
 					}
 				}
@@ -236,39 +280,52 @@ func (p *gemmProblem[T]) update(tile []T, i0, h, j0, w int, first bool) {
 	}
 }
 
-// microSGo is microS in Go: the twin of the assembly, and the kernel
-// where there is none.
-func microSGo(kc int, ap, bp, tile []float32) {
+// kernelSGo is gemmParams.kernel for float32 (mr 6, nr 16): the twin of
+// the assembly, and the kernel where there is none.
+func kernelSGo(kc int, a []float32, ai, al int, b []float32, bl int, c []float32, ldc int, add bool) {
 	const mr, nr = 6, 16
 	var acc [mr * nr]float32
-	ap, bp = ap[:kc*mr], bp[:kc*nr]
 	for l := range kc {
-		a, b := ap[l*mr:(l+1)*mr], bp[l*nr:(l+1)*nr]
-		for i, ai := range a {
-			row := acc[i*nr : (i+1)*nr]
-			for j, bj := range b {
-				row[j] = FMA32(ai, bj, row[j])
+		brow := b[l*bl : l*bl+nr]
+		for i := range mr {
+			ail, row := a[i*ai+l*al], acc[i*nr:(i+1)*nr]
+			for j, bj := range brow {
+				row[j] = FMA32(ail, bj, row[j])
 			}
 		}
 	}
-	copy(tile, acc[:])
+	store(mr, nr, acc[:], c, ldc, add)
 }
 
-// microDGo is microD in Go.
-func microDGo(kc int, ap, bp, tile []float64) {
+// kernelDGo is gemmParams.kernel for float64 (mr 6, nr 8).
+func kernelDGo(kc int, a []float64, ai, al int, b []float64, bl int, c []float64, ldc int, add bool) {
 	const mr, nr = 6, 8
 	var acc [mr * nr]float64
-	ap, bp = ap[:kc*mr], bp[:kc*nr]
 	for l := range kc {
-		a, b := ap[l*mr:(l+1)*mr], bp[l*nr:(l+1)*nr]
-		for i, ai := range a {
-			row := acc[i*nr : (i+1)*nr]
-			for j, bj := range b {
-				row[j] = math.FMA(ai, bj, row[j])
+		brow := b[l*bl : l*bl+nr]
+		for i := range mr {
+			ail, row := a[i*ai+l*al], acc[i*nr:(i+1)*nr]
+			for j, bj := range brow {
+				row[j] = math.FMA(ail, bj, row[j])
 			}
 		}
 	}
-	copy(tile, acc[:])
+	store(mr, nr, acc[:], c, ldc, add)
+}
+
+// store writes the mr×nr tile into c, rows ldc apart: c = tile, or
+// c += tile with add.
+func store[T Float](mr, nr int, tile, c []T, ldc int, add bool) {
+	for i := range mr {
+		t, row := tile[i*nr:(i+1)*nr], c[i*ldc:i*ldc+nr]
+		if !add {
+			copy(row, t)
+			continue
+		}
+		for j, v := range t {
+			row[j] += v
+		}
+	}
 }
 
 // FMA32 returns x·y + z computed exactly and rounded once to float32, as

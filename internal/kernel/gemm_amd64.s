@@ -2,20 +2,30 @@
 
 #include "textflag.h"
 
-// func sgemm6x16(kc int, ap, bp, c *float32, ldc int, add bool)
+// func sgemm6x16(kc int, a *float32, ai, al int, b *float32, bl int, c *float32, ldc int, add bool)
 //
-// microSGo's tile, written into the 6 x 16 tile of c whose rows are ldc
-// elements apart: c = tile, or with add c += tile (VADDPS). Twelve
-// accumulators Y4-Y15 (row i in Y(4+2i), Y(5+2i)), each step k one
-// VFMADD231PS per accumulator, in order of k; kc >= 1.
-TEXT ·sgemm6x16(SB), NOSPLIT, $0-41
+// kernelSGo: the 6 x 16 tile of the product of a's 6 x kc block (element
+// (i, l) at a + i·ai + l·al: a packed panel, or op(a) read in place) and
+// b's kc x 16 block (row l at b + l·bl), written into c, rows ldc apart:
+// c = tile, or with add c += tile (VADDPS). Twelve accumulators Y4-Y15
+// (row i in Y(4+2i), Y(5+2i)), each step l one VFMADD231PS per
+// accumulator, in order of l; kc >= 1. Strides are in elements.
+TEXT ·sgemm6x16(SB), NOSPLIT, $0-65
 	MOVQ kc+0(FP), CX
-	MOVQ ap+8(FP), SI
-	MOVQ bp+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
+	MOVQ a+8(FP), SI
+	MOVQ ai+16(FP), AX
+	SHLQ $2, AX
+	MOVQ al+24(FP), BX
+	SHLQ $2, BX
+	MOVQ b+32(FP), DI
+	MOVQ bl+40(FP), R10
+	SHLQ $2, R10
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
 	SHLQ $2, R8
-	MOVBLZX add+40(FP), R9
+	MOVBLZX add+64(FP), R9
+	LEAQ (SI)(AX*2), R11
+	ADDQ AX, R11
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
@@ -32,26 +42,27 @@ TEXT ·sgemm6x16(SB), NOSPLIT, $0-41
 sgemm6x16loop:
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
-	VBROADCASTSS 0(SI), Y2
+	VBROADCASTSS (SI), Y2
 	VFMADD231PS Y0, Y2, Y4
 	VFMADD231PS Y1, Y2, Y5
-	VBROADCASTSS 4(SI), Y3
+	VBROADCASTSS (SI)(AX*1), Y3
 	VFMADD231PS Y0, Y3, Y6
 	VFMADD231PS Y1, Y3, Y7
-	VBROADCASTSS 8(SI), Y2
+	VBROADCASTSS (SI)(AX*2), Y2
 	VFMADD231PS Y0, Y2, Y8
 	VFMADD231PS Y1, Y2, Y9
-	VBROADCASTSS 12(SI), Y3
+	VBROADCASTSS (R11), Y3
 	VFMADD231PS Y0, Y3, Y10
 	VFMADD231PS Y1, Y3, Y11
-	VBROADCASTSS 16(SI), Y2
+	VBROADCASTSS (R11)(AX*1), Y2
 	VFMADD231PS Y0, Y2, Y12
 	VFMADD231PS Y1, Y2, Y13
-	VBROADCASTSS 20(SI), Y3
+	VBROADCASTSS (R11)(AX*2), Y3
 	VFMADD231PS Y0, Y3, Y14
 	VFMADD231PS Y1, Y3, Y15
-	ADDQ $24, SI
-	ADDQ $64, DI
+	ADDQ BX, SI
+	ADDQ BX, R11
+	ADDQ R10, DI
 	DECQ CX
 	JNZ sgemm6x16loop
 
@@ -110,18 +121,25 @@ sgemm6x16store:
 	VZEROUPPER
 	RET
 
-// func dgemm6x8(kc int, ap, bp, c *float64, ldc int, add bool)
+// func dgemm6x8(kc int, a *float64, ai, al int, b *float64, bl int, c *float64, ldc int, add bool)
 //
-// microDGo's tile into the 6 x 8 tile of c, as sgemm6x16 with four float64
-// lanes a register.
-TEXT ·dgemm6x8(SB), NOSPLIT, $0-41
+// kernelDGo: sgemm6x16 for float64, a 6 x 8 tile, four lanes a register.
+TEXT ·dgemm6x8(SB), NOSPLIT, $0-65
 	MOVQ kc+0(FP), CX
-	MOVQ ap+8(FP), SI
-	MOVQ bp+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
+	MOVQ a+8(FP), SI
+	MOVQ ai+16(FP), AX
+	SHLQ $3, AX
+	MOVQ al+24(FP), BX
+	SHLQ $3, BX
+	MOVQ b+32(FP), DI
+	MOVQ bl+40(FP), R10
+	SHLQ $3, R10
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
 	SHLQ $3, R8
-	MOVBLZX add+40(FP), R9
+	MOVBLZX add+64(FP), R9
+	LEAQ (SI)(AX*2), R11
+	ADDQ AX, R11
 	VXORPD Y4, Y4, Y4
 	VXORPD Y5, Y5, Y5
 	VXORPD Y6, Y6, Y6
@@ -138,26 +156,27 @@ TEXT ·dgemm6x8(SB), NOSPLIT, $0-41
 dgemm6x8loop:
 	VMOVUPD (DI), Y0
 	VMOVUPD 32(DI), Y1
-	VBROADCASTSD 0(SI), Y2
+	VBROADCASTSD (SI), Y2
 	VFMADD231PD Y0, Y2, Y4
 	VFMADD231PD Y1, Y2, Y5
-	VBROADCASTSD 8(SI), Y3
+	VBROADCASTSD (SI)(AX*1), Y3
 	VFMADD231PD Y0, Y3, Y6
 	VFMADD231PD Y1, Y3, Y7
-	VBROADCASTSD 16(SI), Y2
+	VBROADCASTSD (SI)(AX*2), Y2
 	VFMADD231PD Y0, Y2, Y8
 	VFMADD231PD Y1, Y2, Y9
-	VBROADCASTSD 24(SI), Y3
+	VBROADCASTSD (R11), Y3
 	VFMADD231PD Y0, Y3, Y10
 	VFMADD231PD Y1, Y3, Y11
-	VBROADCASTSD 32(SI), Y2
+	VBROADCASTSD (R11)(AX*1), Y2
 	VFMADD231PD Y0, Y2, Y12
 	VFMADD231PD Y1, Y2, Y13
-	VBROADCASTSD 40(SI), Y3
+	VBROADCASTSD (R11)(AX*2), Y3
 	VFMADD231PD Y0, Y3, Y14
 	VFMADD231PD Y1, Y3, Y15
-	ADDQ $48, SI
-	ADDQ $64, DI
+	ADDQ BX, SI
+	ADDQ BX, R11
+	ADDQ R10, DI
 	DECQ CX
 	JNZ dgemm6x8loop
 

@@ -171,7 +171,7 @@ func runGemm[T Float](t testing.TB, c gemmCase, seed uint64) []T {
 func gemmCases() []gemmCase {
 	var cs []gemmCase
 	shapes := [][3]int{{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {6, 16, 1}, {7, 17, 2}, {13, 33, 31}, {0, 3, 3}, {3, 0, 3}, {3, 3, 0},
-		{121, 50, 257}, {64, 24, 300}, {97, 9, 513}, {250, 130, 64}}
+		{121, 50, 257}, {64, 24, 300}, {97, 9, 513}, {250, 130, 64}, {20, 200, 40}, {16, 520, 300}}
 	for s, sh := range shapes {
 		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 			ab := [][2]float64{{1, 0}, {1, 1}, {-0.5, 2}, {0, 0.5}, {2, 0}}[s%5]
@@ -198,47 +198,62 @@ func TestGemmTwin(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, kc := range []int{1, 2, 3, 17, 256} {
-		as, bs := make([]float32, 6*kc), make([]float32, 16*kc)
-		ad, bd := make([]float64, 6*kc), make([]float64, 8*kc)
-		for i := range as {
-			as[i], ad[i] = float32(r.NormFloat64()), r.NormFloat64()
-		}
-		for i := range bs {
-			bs[i] = float32(r.NormFloat64() * 1e3)
-		}
-		for i := range bd {
-			bd[i] = r.NormFloat64() * 1e3
-		}
-		ts1, ts2 := make([]float32, 96), make([]float32, 96)
-		microS(kc, as, bs, ts1)
-		microSGo(kc, as, bs, ts2)
-		if !slices.Equal(ts1, ts2) {
-			t.Fatalf("kc=%d: float32 tiles differ:\n%v\n%v", kc, ts1, ts2)
-		}
-		td1, td2 := make([]float64, 48), make([]float64, 48)
-		microD(kc, ad, bd, td1)
-		microDGo(kc, ad, bd, td2)
-		if !slices.Equal(td1, td2) {
-			t.Fatalf("kc=%d: float64 tiles differ", kc)
+		// a read with strides: a packed panel (1, 6), rows of a row-major
+		// matrix (lda, 1) and its columns (1, lda); c written and added to.
+		for _, st := range [][2]int{{1, 6}, {kc + 3, 1}, {1, 9}} {
+			as, bs := make([]float32, 5*st[0]+(kc-1)*st[1]+1), make([]float32, 21*kc)
+			ad, bd := make([]float64, len(as)), make([]float64, 13*kc)
+			for i := range as {
+				as[i], ad[i] = float32(r.NormFloat64()), r.NormFloat64()
+			}
+			for i := range bs {
+				bs[i] = float32(r.NormFloat64() * 1e3)
+			}
+			for i := range bd {
+				bd[i] = r.NormFloat64() * 1e3
+			}
+			for _, add := range []bool{false, true} {
+				cs1, cs2 := make([]float32, 6*19), make([]float32, 6*19)
+				cd1, cd2 := make([]float64, 6*11), make([]float64, 6*11)
+				for i := range cs1 {
+					cs1[i] = float32(i)
+					cs2[i] = cs1[i]
+				}
+				for i := range cd1 {
+					cd1[i], cd2[i] = float64(i), float64(i)
+				}
+				kernelS(kc, as, st[0], st[1], bs, 21, cs1, 19, add)
+				kernelSGo(kc, as, st[0], st[1], bs, 21, cs2, 19, add)
+				if !slices.Equal(cs1, cs2) {
+					t.Fatalf("kc=%d strides %v add %v: float32 tiles differ:\n%v\n%v", kc, st, add, cs1, cs2)
+				}
+				kernelD(kc, ad, st[0], st[1], bd, 13, cd1, 11, add)
+				kernelDGo(kc, ad, st[0], st[1], bd, 13, cd2, 11, add)
+				if !slices.Equal(cd1, cd2) {
+					t.Fatalf("kc=%d strides %v add %v: float64 tiles differ", kc, st, add)
+				}
+			}
 		}
 	}
 	for k, c := range gemmCases() {
 		asm32, asm64 := runGemm[float32](t, c, uint64(k)), runGemm[float64](t, c, uint64(k))
-		sgemm.micro, dgemm.micro, sgemm.direct, dgemm.direct = microSGo, microDGo, nil, nil
+		sgemm.kernel, dgemm.kernel = kernelSGo, kernelDGo
 		go32, go64 := runGemm[float32](t, c, uint64(k)), runGemm[float64](t, c, uint64(k))
-		sgemm.micro, dgemm.micro, sgemm.direct, dgemm.direct = microS, microD, directS, directD
+		sgemm.kernel, dgemm.kernel = kernelS, kernelD
 		if !sameBits(asm32, go32) || !sameBits(asm64, go64) {
 			t.Fatalf("%v: the assembly and the Go twin differ", c)
 		}
 	}
-	big := gemmCase{m: 300, n: 200, k: 300, alpha: 1}
-	p := runtime.GOMAXPROCS(1)
-	one := runGemm[float32](t, big, 5)
-	runtime.GOMAXPROCS(max(p, 2))
-	two := runGemm[float32](t, big, 5)
-	runtime.GOMAXPROCS(p)
-	if !sameBits(one, two) {
-		t.Fatal("one and two goroutines give other bits")
+	// Split by rows, and by columns.
+	for _, big := range []gemmCase{{m: 300, n: 200, k: 300, alpha: 1}, {m: 16, n: 700, k: 300, alpha: 1}} {
+		p := runtime.GOMAXPROCS(1)
+		one := runGemm[float32](t, big, 5)
+		runtime.GOMAXPROCS(max(p, 2))
+		two := runGemm[float32](t, big, 5)
+		runtime.GOMAXPROCS(p)
+		if !sameBits(one, two) {
+			t.Fatalf("%v: one and two goroutines give other bits", big)
+		}
 	}
 }
 
@@ -279,9 +294,9 @@ func FuzzGemm(f *testing.F) {
 		got := runGemm[float32](t, c, seed)
 		got64 := runGemm[float64](t, c, seed)
 		if hasGemmAsm {
-			sgemm.micro, dgemm.micro, sgemm.direct, dgemm.direct = microSGo, microDGo, nil, nil
+			sgemm.kernel, dgemm.kernel = kernelSGo, kernelDGo
 			twin, twin64 := runGemm[float32](t, c, seed), runGemm[float64](t, c, seed)
-			sgemm.micro, dgemm.micro, sgemm.direct, dgemm.direct = microS, microD, directS, directD
+			sgemm.kernel, dgemm.kernel = kernelS, kernelD
 			if !sameBits(got, twin) || !sameBits(got64, twin64) {
 				t.Fatalf("%v: the assembly and the Go twin differ", c)
 			}

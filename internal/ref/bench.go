@@ -107,7 +107,8 @@ func OnMachines(b *testing.B, bench func(b *testing.B, m Machine)) {
 // GemmShapes are the float32 products BenchmarkGemm times (package
 // kernel's against gonum's, package openblas's with the tag): the step
 // benchmarks' layers (a batch of a few hundred rows through 16 to 256
-// columns, forward and both gradients) and squares of 512 and 1024.
+// columns, forward and both gradients; TrainStep's 4,096 rows of 64
+// through 16) and squares of 512 and 1024.
 var GemmShapes = []struct {
 	Name           string
 	TransA, TransB bool
@@ -115,9 +116,12 @@ var GemmShapes = []struct {
 }{
 	{"256x64x64", false, true, 256, 64, 64},
 	{"256x256x128", false, true, 256, 256, 128},
-	{"grad-x/256x128x256", false, false, 256, 128, 256},
-	{"grad-w/256x128x256", true, false, 256, 128, 256},
+	{"grad-x-256x128x256", false, false, 256, 128, 256},
+	{"grad-w-256x128x256", true, false, 256, 128, 256},
 	{"512x16x40", false, true, 512, 16, 40},
+	{"step-4096x16x64", false, true, 4096, 16, 64},
+	{"step-grad-x-4096x64x16", false, false, 4096, 64, 16},
+	{"step-grad-w-16x64x4096", true, false, 16, 64, 4096},
 	{"512", false, false, 512, 512, 512},
 	{"1024", false, false, 1024, 1024, 1024},
 }
