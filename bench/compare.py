@@ -166,7 +166,11 @@ def main():
     p.add_argument("--ab-patch", default="", help="A/B against this tree with this patch applied (bench/ab/*.patch)")
     p.add_argument("--ab-rev", default="", help="A/B against this git revision")
     p.add_argument("--ab-only", default="", help="a regexp: only the A/B benchmarks whose names match")
+    p.add_argument("--gemm", action="store_true",
+                   help="only BenchmarkGemm: gonum's, ours and (when it builds) OpenBLAS's float32 products")
     a = p.parse_args()
+    if a.gemm:
+        return gemm(a)
     if a.ab_tags or a.ab_patch or a.ab_rev:
         return ab(a)
     tags = ["-tags", a.tags] if a.tags else []
@@ -195,6 +199,53 @@ def main():
         write_readme(a.tags or "default", out.getvalue())
 
 
+def gemm(a):
+    """BenchmarkGemm of internal/kernel (ours and gonum's Sgemm) and of
+    openblas (-tags openblas; left out when it does not build), alternating
+    the two binaries round by round; prints GFLOP/s medians per shape and
+    thread count, and with --readme writes them into bench/README.md."""
+    tmp = tempfile.mkdtemp()
+    root = os.path.dirname(HERE)
+    kbin, obin = os.path.join(tmp, "kernel.test"), os.path.join(tmp, "openblas.test")
+    subprocess.run(["go", "test", "-c", "-o", kbin, "./internal/kernel"], check=True, cwd=root)
+    if subprocess.run(["go", "test", "-c", "-o", obin, "-tags", "openblas", "./openblas"], cwd=root).returncode != 0:
+        print("compare.py: the openblas package does not build here (libopenblas-dev?); OpenBLAS left out", file=sys.stderr)
+        obin = None
+    procs = [int(x) for x in a.procs.split(",")]
+    runs = {}  # (shape, impl, procs) -> [GFLOP/s]
+    for r in range(a.rounds):
+        for p in procs:
+            bins = [b for b in (kbin, obin) if b]
+            for b in (bins if r % 2 == 0 else bins[::-1]):
+                env = dict(os.environ, GOMAXPROCS=str(p))
+                out = subprocess.run([b, "-test.run", "^$", "-test.bench", "^BenchmarkGemm$", "-test.benchtime", "200ms"],
+                                     env=env, check=True, capture_output=True, text=True, cwd=os.path.dirname(b)).stdout
+                for line in out.splitlines():
+                    m = re.match(r"BenchmarkGemm/(\S+)/impl=(\w+?)(?:-\d+)?\s.*?([\d.]+) GFLOP/s", line)
+                    if m:
+                        runs.setdefault((m.group(1), m.group(2), p), []).append(float(m.group(3)))
+        print(f"gemm: round {r + 1}/{a.rounds} done", file=sys.stderr)
+    shapes = list(dict.fromkeys(k[0] for k in runs))
+    g = lambda s, i, p: statistics.median(runs[(s, i, p)]) if (s, i, p) in runs else float("nan")
+    out = io.StringIO()
+    print(f"`BenchmarkGemm`, float32, GFLOP/s, medians of {a.rounds} alternating rounds (`compare.py --gemm --rounds "
+          f"{a.rounds} --procs {a.procs}`), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {revision()}; "
+          f"OpenBLAS on one thread of its own. Shapes m×n×k, `grad-w` with op(a) transposed.\n", file=out)
+    head, rule = "| shape |", "|---|"
+    for p in procs:
+        head += f" gonum ({p}) | ours ({p}) | OpenBLAS ({p}) | ours/OpenBLAS ({p}) |"
+        rule += "---:|---:|---:|---:|"
+    print(head + "\n" + rule, file=out)
+    for s in shapes:
+        row = f"| `{s}` |"
+        for p in procs:
+            row += f" {g(s, 'gonum', p):.1f} | {g(s, 'ours', p):.1f} | {g(s, 'openblas', p):.1f} | {g(s, 'ours', p) / g(s, 'openblas', p):.2f}x |"
+        print(row, file=out)
+    print(out.getvalue())
+    if a.readme:
+        write_readme("gemm", out.getvalue())
+
+
 def revision():
     r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
     return r.stdout.strip() or "unknown"
@@ -203,11 +254,11 @@ def revision():
 def readme_tables(text, steps_only):
     """Returns text without the baselines and the bag rows PyTorch has no
     peer for (the printed output has them all); with steps_only, only the
-    tables of whole steps and losses, for a build whose kernels are the
-    default build's."""
+    tables of whole steps, for a build that differs from the default one
+    only in its matrix products."""
     out, skip = [], False
     for line in text.splitlines():
-        if line.startswith("| baseline") or (steps_only and (line.startswith("| bag case") or line.startswith("| case"))):
+        if line.startswith("| baseline") or (steps_only and line.startswith(("| bag case", "| case", "| loss"))):
             skip = True
         elif skip and not line.startswith("|"):
             skip = False
