@@ -203,7 +203,7 @@ def gemm(a):
     """BenchmarkGemm of internal/kernel (ours and gonum's Sgemm) and of
     openblas (-tags openblas; left out when it does not build), alternating
     the two binaries round by round; prints GFLOP/s medians per shape and
-    thread count, and with --readme writes them into bench/README.md."""
+    thread count."""
     tmp = tempfile.mkdtemp()
     root = os.path.dirname(HERE)
     kbin, obin = os.path.join(tmp, "kernel.test"), os.path.join(tmp, "openblas.test")
@@ -242,8 +242,6 @@ def gemm(a):
             row += f" {g(s, 'gonum', p):.1f} | {g(s, 'ours', p):.1f} | {g(s, 'openblas', p):.1f} | {g(s, 'ours', p) / g(s, 'openblas', p):.2f}x |"
         print(row, file=out)
     print(out.getvalue())
-    if a.readme:
-        write_readme("gemm", out.getvalue())
 
 
 def revision():
