@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/gathergrad/gather/internal/parallel"
 )
 
 // A RowPos is a position in a list of ids and the row it names.
@@ -110,19 +112,45 @@ func DistinctRows(rows []int, order []RowPos, pad int) []int {
 //	for each (r, p) in order, if r is in want: dst[slot of r] = sum of src[p]
 //
 // The first position of a row is copied, the others added in order, so dst
-// need not be cleared first.
+// need not be cleared first. The rows of want are split across goroutines,
+// each summed by one, so the result does not depend on GOMAXPROCS.
 func SumRows[T Float](dst, src []T, order []RowPos, want []int, dim int) {
-	slot := 0
-	for k, o := range order {
-		if k+rowsAhead < len(order) { // the positions are in no order: fetch a source row ahead
+	parallel.Run(len(want), len(order)*dim, sumRowsTask[T]{dst, src, order, want, dim})
+}
+
+type sumRowsTask[T Float] struct {
+	dst, src []T
+	order    []RowPos
+	want     []int
+	dim      int
+}
+
+// Part sums the rows want[lo:hi], from the positions of order that name
+// them.
+func (t sumRowsTask[T]) Part(lo, hi int) int {
+	dst, src, order, want, dim := t.dst, t.src, t.order, t.want, t.dim
+	first := func(r int) int { // the first k with order[k].Row >= r
+		k, _ := slices.BinarySearchFunc(order, r, func(o RowPos, r int) int { return cmp.Compare(o.Row, r) })
+		return k
+	}
+	k0, k1 := 0, len(order)
+	if lo > 0 {
+		k0 = first(want[lo])
+	}
+	if hi < len(want) {
+		k1 = first(want[hi])
+	}
+	slot := lo
+	for k := k0; k < k1; k++ {
+		if k+rowsAhead < k1 { // the positions are in no order: fetch a source row ahead
 			q := order[k+rowsAhead].Pos
 			PrefetchRow(src[q*dim : (q+1)*dim])
 		}
-		r, p := o.Row, o.Pos
-		for slot < len(want) && want[slot] < r {
+		r, p := order[k].Row, order[k].Pos
+		for slot < hi && want[slot] < r {
 			slot++
 		}
-		if slot == len(want) || want[slot] != r {
+		if slot == hi || want[slot] != r {
 			continue // the padding row
 		}
 		d, s := dst[slot*dim:(slot+1)*dim], src[p*dim:(p+1)*dim]
@@ -132,4 +160,5 @@ func SumRows[T Float](dst, src []T, order []RowPos, want []int, dim int) {
 		}
 		AddInto(d, s)
 	}
+	return -1
 }
