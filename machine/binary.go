@@ -122,11 +122,9 @@ func binaryFunc[T float32 | float64](sym string) func(out, a, b []T) {
 	if sym == ">=" { // Rectify's comparison, x >= 0
 		return func(out, a, b []T) {
 			if len(a) == len(out) && len(b) == 1 {
+				out = out[:len(a)]
 				for i, y := 0, b[0]; i < len(a); i++ {
-					out[i] = 0
-					if a[i] >= y {
-						out[i] = 1
-					}
+					out[i] = one[T](a[i] >= y)
 				}
 				return
 			}
@@ -171,10 +169,14 @@ func compare[T float32 | float64](out, a, b []T, f func(x, y T) T) {
 }
 
 func one[T float32 | float64](c bool) T {
+	// An integer chosen by c compiles to a conditional move, where a
+	// float would take a branch, mispredicted half the time on the
+	// signs of activations.
+	var v int32
 	if c {
-		return 1
+		v = 1
 	}
-	return 0
+	return T(v)
 }
 
 // apply runs f on the elements of in into dst, or, for operands of
