@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,4 +203,39 @@ func TestTableTraining(t *testing.T) {
 	_, err = train(cfg, c, &bytes.Buffer{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "table at 20 steps")
+}
+
+// BenchmarkStep times one training step of the main job's model at its
+// default flags (a dense table, and with -sparse SparseAdam's row-sparse
+// step), on token ids drawn at random: the step the README's first command
+// runs, in the default build or with -tags openblas.
+func BenchmarkStep(b *testing.B) {
+	for _, mode := range []string{"dense", "sparse"} {
+		b.Run(mode, func(b *testing.B) {
+			var args []string
+			if mode == "sparse" {
+				args = append(args, "-sparse")
+			}
+			cfg, err := parseFlags(args, io.Discard)
+			require.NoError(b, err)
+			m, err := newModel(cfg, cfg.vocab)
+			require.NoError(b, err)
+			defer m.close()
+			rng := rand.New(rand.NewPCG(1, 2))
+			text := make([]int, 100_000)
+			for i := range text {
+				text[i] = rng.IntN(cfg.vocab)
+			}
+			positions := make([]int, cfg.batch)
+			for b.Loop() {
+				for i := range positions {
+					positions[i] = cfg.context + rng.IntN(len(text)-cfg.context)
+				}
+				m.fill(text, positions)
+				if _, err := m.step(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -8,8 +8,8 @@ import (
 
 // The updates of the dense optimisers, PyTorch's torch.optim arithmetic
 // element by element in the parameters' type T, each product rounded
-// before it is added. Each is O(len(w)), on the calling goroutine but
-// SGDMomentum.
+// before it is added. Each is O(len(w)), in parallel over blocks of w
+// (each element on its own, so the result does not depend on the split).
 
 // SGDMomentum is PyTorch's SGD step on w with gradient g and momentum
 // buffer buf (all one length), which then sets g to zero:
@@ -21,9 +21,6 @@ import (
 //	}
 //	w -= lr * d
 //	g = 0
-//
-// in parallel over blocks of w (each element on its own, so the result
-// does not depend on the split).
 func SGDMomentum[T Float](w, g, buf []T, lr, mom, damp, wd T, nesterov, first bool) {
 	t := denseSGDTask[T]{w: w, g: g[:len(w)], buf: buf, lr: lr, mom: mom, damp: damp, wd: wd, nesterov: nesterov, first: first}
 	if mom != 0 {
@@ -84,22 +81,35 @@ func (t denseSGDTask[T]) Part(lo, hi int) int {
 //	v = b2*v + (1-b2)*d*d
 //	w -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps)
 func AdamDense[T Float](w, g, m, v []T, lr, b1, b2, eps, wd float64, step int, decoupled bool) {
-	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
 	bc1 := 1 - math.Pow(b1, float64(step))
 	bc2 := math.Sqrt(1 - math.Pow(b2, float64(step)))
-	size, shrink := T(lr/bc1), T(1)
-	tb1, tb2, c1, c2, te, tw, tbc2 := T(b1), T(b2), T(1-b1), T(1-b2), T(eps), T(wd), T(bc2)
+	t := adamDenseTask[T]{w: w, g: g[:len(w)], m: m[:len(w)], v: v[:len(w)], size: T(lr / bc1), shrink: 1,
+		b1: T(b1), b2: T(b2), c1: T(1 - b1), c2: T(1 - b2), eps: T(eps), wd: T(wd), bc2: T(bc2)}
 	if decoupled {
-		shrink, tw = T(1-lr*wd), 0
+		t.shrink, t.wd = T(1-lr*wd), 0
 	}
+	parallel.Run((len(w)+sgdBlock-1)/sgdBlock, 4*len(w), t)
+}
+
+// adamDenseTask is the Task of AdamDense over blocks of sgdBlock elements.
+type adamDenseTask[T Float] struct {
+	w, g, m, v                                 []T
+	size, shrink, b1, b2, c1, c2, eps, wd, bc2 T
+}
+
+func (t adamDenseTask[T]) Part(lo, hi int) int {
+	i0, i1 := lo*sgdBlock, min(hi*sgdBlock, len(t.w))
+	w := t.w[i0:i1]
+	g, m, v := t.g[i0:i1][:len(w)], t.m[i0:i1][:len(w)], t.v[i0:i1][:len(w)]
 	for i, x := range w {
-		x *= shrink
-		d := g[i] + T(tw*x)
-		m[i] = T(tb1*m[i]) + T(c1*d)
-		v[i] = T(tb2*v[i]) + T(c2*T(d*d))
-		den := T(sqrt(v[i])/tbc2) + te
-		w[i] = x - T(size*m[i])/den
+		x *= t.shrink
+		d := g[i] + T(t.wd*x)
+		m[i] = T(t.b1*m[i]) + T(t.c1*d)
+		v[i] = T(t.b2*v[i]) + T(t.c2*T(d*d))
+		den := T(sqrt(v[i])/t.bc2) + t.eps
+		w[i] = x - T(t.size*m[i])/den
 	}
+	return -1
 }
 
 // AdagradDense is PyTorch's Adagrad step on w with gradient g and the sum
@@ -109,13 +119,27 @@ func AdamDense[T Float](w, g, m, v []T, lr, b1, b2, eps, wd float64, step int, d
 //	s += d*d
 //	w -= clr * d / (sqrt(s) + eps)
 func AdagradDense[T Float](w, g, s []T, clr, eps, wd float64) {
-	g, s = g[:len(w)], s[:len(w)]
-	tc, te, tw := T(clr), T(eps), T(wd)
+	t := adagradDenseTask[T]{w: w, g: g[:len(w)], s: s[:len(w)], clr: T(clr), eps: T(eps), wd: T(wd)}
+	parallel.Run((len(w)+sgdBlock-1)/sgdBlock, 3*len(w), t)
+}
+
+// adagradDenseTask is the Task of AdagradDense over blocks of sgdBlock
+// elements.
+type adagradDenseTask[T Float] struct {
+	w, g, s      []T
+	clr, eps, wd T
+}
+
+func (t adagradDenseTask[T]) Part(lo, hi int) int {
+	i0, i1 := lo*sgdBlock, min(hi*sgdBlock, len(t.w))
+	w := t.w[i0:i1]
+	g, s := t.g[i0:i1][:len(w)], t.s[i0:i1][:len(w)]
 	for i, x := range w {
-		d := g[i] + T(tw*x)
+		d := g[i] + T(t.wd*x)
 		s[i] += T(d * d)
-		w[i] = x - T(tc*d)/(sqrt(s[i])+te)
+		w[i] = x - T(t.clr*d)/(sqrt(s[i])+t.eps)
 	}
+	return -1
 }
 
 // SumSquares returns the sum of the squares of s, in float64.

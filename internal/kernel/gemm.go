@@ -54,7 +54,7 @@ func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b 
 // directAMaxN and directBMaxM: op(a) is read in place when c has at most
 // directAMaxN panels of nr columns (each panel of op(a) would serve that
 // many tiles), op(b) when c has at most directBMaxM panels of mr rows.
-const directAMaxN, directBMaxM = 8, 16
+const directAMaxN, directBMaxM = 8, 48
 
 // gemmWorkPerElement divides m·n·k into the work parallel.Run weighs: a
 // product is split across goroutines from about 2M multiply-adds on.
@@ -201,15 +201,24 @@ func (p *gemmProblem[T]) packB(dst []T, pc, kc, jc, nc int) {
 	for jr := 0; jr < nc; jr += nr {
 		w := min(nr, nc-jr)
 		panel := dst[jr*kc : (jr+nr)*kc]
+		if p.transB { // op(b)[l][j] = b[j][l]: each row of b read along, a column of the panel
+			for j := range nr {
+				if j >= w {
+					for l := range kc {
+						panel[l*nr+j] = 0
+					}
+					continue
+				}
+				col := p.b[(jc+jr+j)*p.ldb+pc:][:kc]
+				for l, v := range col {
+					panel[l*nr+j] = v
+				}
+			}
+			continue
+		}
 		for l := range kc {
 			row := panel[l*nr : (l+1)*nr]
-			if p.transB { // op(b)[l][j] = b[j][l]
-				for j := range w {
-					row[j] = p.b[(jc+jr+j)*p.ldb+pc+l]
-				}
-			} else {
-				copy(row, p.b[(pc+l)*p.ldb+jc+jr:][:w])
-			}
+			copy(row, p.b[(pc+l)*p.ldb+jc+jr:][:w])
 			clear(row[w:])
 		}
 	}

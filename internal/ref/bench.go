@@ -108,7 +108,8 @@ func OnMachines(b *testing.B, bench func(b *testing.B, m Machine)) {
 // kernel's against gonum's, package openblas's with the tag): the step
 // benchmarks' layers (a batch of a few hundred rows through 16 to 256
 // columns, forward and both gradients; TrainStep's 4,096 rows of 64
-// through 16) and squares of 512 and 1024.
+// through 16; examples/embedding's 128 windows through the 2,000-word
+// output layer) and squares of 512 and 1024.
 var GemmShapes = []struct {
 	Name           string
 	TransA, TransB bool
@@ -122,6 +123,9 @@ var GemmShapes = []struct {
 	{"step-4096x16x64", false, true, 4096, 16, 64},
 	{"step-grad-x-4096x64x16", false, false, 4096, 64, 16},
 	{"step-grad-w-16x64x4096", true, false, 16, 64, 4096},
+	{"lm-128x2000x128", false, false, 128, 2000, 128},
+	{"lm-grad-x-128x128x2000", false, true, 128, 128, 2000},
+	{"lm-grad-w-128x2000x128", true, false, 128, 2000, 128},
 	{"512", false, false, 512, 512, 512},
 	{"1024", false, false, 1024, 1024, 1024},
 }
