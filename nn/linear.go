@@ -11,6 +11,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/parallel"
@@ -176,11 +177,13 @@ func (o *linearOp) grad(i int) opkit.Run {
 
 // gemm is c = a·b + beta·c (each operand transposed as ta, tb say) in the
 // BLAS Gorgonia uses, on row-major tensors of dtype dt: one call of the
-// BLAS, but for gonum's, which starts goroutines and channels of its own
-// on each call of a product of four or more of its 64 × 64 blocks: c is
-// then cut into one range of rows per worker (parallel.RunRanges), each
-// computed in tiles of gemmRows × gemmCols, which gonum computes on the
-// calling goroutine.
+// BLAS, but for gonum's (installed by the user, or the module's BLAS on a
+// processor its assembly does not run on, where it passes products to
+// gonum's), which starts goroutines and channels of its own on each call
+// of a product of four or more of its 64 × 64 blocks: c is then cut into
+// one range of rows per worker (parallel.RunRanges), each computed in
+// tiles of gemmRows × gemmCols, which gonum computes on the calling
+// goroutine.
 func gemm(dt tensor.Dtype, ta, tb blas.Transpose, m, n, k int, a *tensor.Dense, lda int, b *tensor.Dense, ldb int, beta float64, c *tensor.Dense, ldc int) {
 	impl := gorgonia.WhichBLAS()
 	t := gemmTask{impl: impl, ta: ta, tb: tb, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, beta: beta}
@@ -189,7 +192,14 @@ func gemm(dt tensor.Dtype, ta, tb blas.Transpose, m, n, k int, a *tensor.Dense, 
 	} else {
 		t.a64, t.b64, t.c64 = a.Float64s(), b.Float64s(), c.Float64s()
 	}
-	if _, ok := impl.(gonum.Implementation); !ok {
+	switch impl := impl.(type) {
+	case gonum.Implementation:
+	case kernel.BLAS:
+		if !impl.ByGonum() {
+			t.call(0, m, 0, n)
+			return
+		}
+	default:
 		t.call(0, m, 0, n)
 		return
 	}

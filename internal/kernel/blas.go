@@ -19,6 +19,10 @@ type BLAS struct{ gonum.Implementation }
 // computes. openblas.Use, called later, replaces it.
 func init() { gorgonia.Use(BLAS{}) }
 
+// ByGonum reports whether the products run in gonum's Sgemm and Dgemm:
+// where the assembly micro-kernels do not run.
+func (BLAS) ByGonum() bool { return !hasGemmAsm }
+
 // Sgemm is gonum's Sgemm, by Gemm: the same arguments, checked by the same
 // rules with the same panics.
 func (impl BLAS) Sgemm(tA, tB gblas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
