@@ -8,3 +8,7 @@ const hasAdamAsm = false
 func adamRow32(w, grad, m, v *float32, n int, c *AdamConsts) {
 	adamRow32Go(sliceAt(w, n), sliceAt(grad, n), sliceAt(m, n), sliceAt(v, n), c)
 }
+
+func adamDense32(w, grad, m, v *float32, n int, c *adamDenseConsts32) {
+	panic("kernel: adamDense32 without assembly")
+}
