@@ -237,7 +237,7 @@ var readmeErrors = map[string]func() error{
 		return err
 	},
 	"learning rate negative or not finite": func() error {
-		return (&optim.SparseSGD{LearnRate: math.NaN()}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
+		return (&optim.SparseSGD{LearnRate: math.NaN()}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int64{0}, Values: f64(1, 2)})
 	},
 	"decreasing bag offsets": func() error {
 		return runGraph(func(g *gorgonia.ExprGraph) error {
@@ -261,18 +261,18 @@ var readmeErrors = map[string]func() error{
 		})
 	},
 	"a table stepped by a second optimiser": func() error {
-		g := &optim.RowGrad{Rows: []int{0}, Values: f32(1, 4)}
-		tab, err := optim.NewTable(f32(10, 4), optim.NewSparseAdam(0.1))
+		g := &optim.RowGrad{Rows: []int64{0}, Values: f32(1, 4)}
+		tab, err := optim.NewMemoryTable(f32(10, 4), optim.NewSparseAdam(0.1))
 		if err != nil {
 			return err
 		}
-		return tab.Step(optim.NewRowWiseAdagrad(0.1), g)
+		return tab.Step(context.Background(), optim.NewRowWiseAdagrad(0.1), g)
 	},
 	"`SparseAdam` literal without `Eps`": func() error {
-		return (&optim.SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int{0}, Values: f64(1, 2)})
+		return (&optim.SparseAdam{LearnRate: 0.1, Beta1: 0.9, Beta2: 0.999}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int64{0}, Values: f64(1, 2)})
 	},
 	"row gradient of another dtype than the table": func() error {
-		return (&optim.SparseSGD{LearnRate: 0.1}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int{0}, Values: f32(1, 2)})
+		return (&optim.SparseSGD{LearnRate: 0.1}).StepRows(optim.Rows{Weight: f64(2, 2), Step: 1}, &optim.RowGrad{Rows: []int64{0}, Values: f32(1, 2)})
 	},
 	"`CrossEntropy` targets not shaped like the logits' rows (exactly: `(2, 1)` is not `(2)`)": func() error {
 		g := gorgonia.NewGraph()
@@ -322,17 +322,21 @@ func init() {
 		}
 		// The old table's journal, as a crash leaves it: rows the cache
 		// evicted since the last Sync.
-		c, err := table.OpenCached(path, "words", cols, table.CacheOptions{Budget: 1 * (3*4 + 72)})
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 * (3*4 + 72)})
 		if err != nil {
 			return err
 		}
 		slots := make([]int32, 1)
+		opt := optim.NewRowWiseAdagrad(0.1)
 		for id := range int64(4) {
 			c.NewBatch()
 			if err := c.Fetch(context.Background(), []int64{id}, slots); err != nil {
 				return err
 			}
-			c.MarkDirty(slots[0])
+			g := tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float32{1, 1}))
+			if err := c.Step(context.Background(), opt, &optim.RowGrad{Rows: []int64{id}, Values: g}); err != nil {
+				return err
+			}
 		}
 		journal, err := os.ReadFile(path + ".journal")
 		c.Close()
@@ -345,7 +349,7 @@ func init() {
 		if err := os.WriteFile(path+".journal", journal, 0o644); err != nil {
 			return err
 		}
-		_, err = table.OpenCached(path, "words", cols, table.CacheOptions{Budget: 1 << 10})
+		_, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 10})
 		return err
 	}
 	readmeErrors["a journal past `JournalLimit` under `ManualSync`"] = func() error {
@@ -358,7 +362,7 @@ func init() {
 		if err := table.Create(path, "words", 100, 2, tensor.Float32); err != nil {
 			return err
 		}
-		c, err := table.OpenCached(path, "words", nil, table.CacheOptions{Budget: 2 * (8 + 72), JournalLimit: 64, ManualSync: true})
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: 2 * (8 + 72), JournalLimit: 64, ManualSync: true})
 		if err != nil {
 			return err
 		}
@@ -369,8 +373,10 @@ func init() {
 			if err := c.Fetch(context.Background(), []int64{2 * id, 2*id + 1}, slots); err != nil {
 				return err
 			}
-			c.MarkDirty(slots[0])
-			c.MarkDirty(slots[1])
+			g := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 1, 1, 1}))
+			if err := c.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1}, &optim.RowGrad{Rows: []int64{2 * id, 2*id + 1}, Values: g}); err != nil {
+				return err
+			}
 		}
 		return nil
 	}

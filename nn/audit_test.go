@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -54,9 +55,9 @@ func TestExportedFunctionsDoNotPanic(t *testing.T) {
 		"EmbeddingBag(float ids)":  func() error { _, err := nn.EmbeddingBag(f, f, nil, nil, nn.BagSum); return err },
 		"SparseSGD.StepRows(nil)":  func() error { return (&optim.SparseSGD{}).StepRows(optim.Rows{}, nil) },
 		"SparseAdam.StepRows(nil)": func() error { return optim.NewSparseAdam(1).StepRows(optim.Rows{}, &optim.RowGrad{}) },
-		"SparseAdagrad.ServerRule": func() error { _, err := optim.NewSparseAdagrad(1).ServerRule(1, nil); return err },
-		"NewTable(nil)":            func() error { _, err := optim.NewTable(nil, &optim.SparseSGD{}); return err },
-		"(*Table).Step(nil)":       func() error { return (&optim.Table{}).Step(&optim.SparseSGD{}, nil) },
+		"SparseAdagrad.Check(nil)": func() error { return optim.NewSparseAdagrad(1).Check(1, nil, 4) },
+		"NewMemoryTable(nil)":      func() error { _, err := optim.NewMemoryTable(nil, &optim.SparseSGD{}); return err },
+		"(*MemoryTable).Step(nil)": func() error { return (&optim.MemoryTable{}).Step(context.Background(), &optim.SparseSGD{}, nil) },
 		"NewEmbedding(huge)":       func() error { _, err := nn.NewEmbedding(g, "h", math.MaxInt/2, 4, tensor.Float32); return err },
 		"(*Embedding).Step(nil)":   sparse,
 		"PackBags(nil)":            func() error { return nn.PackBags(nil, nil, nil, 0) },

@@ -46,7 +46,8 @@ func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOp
 	if c == nil {
 		return nil, fmt.Errorf("embedding: CachedEmbedding needs a table (table.OpenCached or table.NewCached): %w", gather.ErrOption)
 	}
-	name := c.Name()
+	sc := c.Schema()
+	name := sc.Name
 	prefix := fmt.Sprintf("embedding %q", name)
 	cfg, err := newConfig(prefix, "CachedEmbedding", forOpen, opts)
 	if err != nil {
@@ -55,7 +56,7 @@ func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOp
 	if err := checkNewNode(prefix, g, name); err != nil {
 		return nil, err
 	}
-	vocab, dim := c.Shape()
+	vocab, dim := sc.Rows, sc.Dim
 	h := &cached{c: c}
 	e := &Embedding{cfg: cfg, home: h}
 	if cfg.hasPad {
@@ -72,7 +73,7 @@ func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOp
 		e.cfg.sparse = true
 	}
 	w := c.Weight()
-	e.Table = gorgonia.NewMatrix(g, w.Dtype(), gorgonia.WithShape(c.Slots(), dim), gorgonia.WithName(name), gorgonia.WithValue(w))
+	e.Table = gorgonia.NewMatrix(g, w.Dtype(), gorgonia.WithShape(w.Shape()[0], dim), gorgonia.WithName(name), gorgonia.WithValue(w))
 	return e, nil
 }
 
@@ -103,9 +104,9 @@ func (e *Embedding) slotIDs(h *cached, ids *gorgonia.Node, op string) (*gorgonia
 	for _, f := range h.fetches {
 		n += f.shape.TotalSize()
 	}
-	if vocab, _ := h.c.Shape(); min(int64(n), vocab) > int64(h.c.Slots()) {
+	if slots := h.c.Weight().Shape()[0]; min(int64(n), h.c.Schema().Rows) > int64(slots) {
 		return nil, fmt.Errorf("%s: a run names up to %d ids over its lookups; the cache holds %d rows: give it a larger budget: %w",
-			prefix, n, h.c.Slots(), table.ErrCapacity)
+			prefix, n, slots, table.ErrCapacity)
 	}
 	o := &fetchOp{e: e, h: h, shape: ids.Shape().Clone(), idType: ids.Dtype(),
 		lbl: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
@@ -147,8 +148,7 @@ func (o *fetchOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	vocab, _ := h.c.Shape()
-	if err := operand.CheckIndices(o.lbl, ix, 0, int(vocab)); err != nil {
+	if err := operand.CheckIndices(o.lbl, ix, 0, int(h.c.Schema().Rows)); err != nil {
 		return nil, err
 	}
 	n := ix.Shape.TotalSize()

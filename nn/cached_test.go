@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -151,15 +152,15 @@ func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.Spars
 	require.NoError(t, err)
 	opt1, opt2 := newOpt(), newOpt()
 	cols := opt2.Columns(cmDim)
-	store, err := table.NewMemoryStore(w0.Clone().(*tensor.Dense), cols...)
+	store, err := table.NewMemoryStore("t", w0.Clone().(*tensor.Dense), cols...)
 	require.NoError(t, err)
 	width := cmDim
 	for _, c := range cols {
 		width += c.Width
 	}
-	c, err := table.NewCached(context.Background(), store, "t", cmDim, dt, cols, table.CacheOptions{Budget: int64(slots * (width*int(dt.Size()) + 72))})
+	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: int64(slots * (width*int(dt.Size()) + 72))})
 	require.NoError(t, err)
-	require.Equal(t, slots, c.Slots())
+	require.Equal(t, slots, c.Weight().Shape()[0])
 	g2 := gorgonia.NewGraph()
 	cached, err := CachedEmbedding(g2, c)
 	require.NoError(t, err)
@@ -218,9 +219,9 @@ func TestCachedPadding(t *testing.T) {
 	require.NoError(t, err)
 	w0, _ := mem.Weight()
 	opt1, opt2 := optim.NewRowWiseAdagrad(0.2), optim.NewRowWiseAdagrad(0.2)
-	store, err := table.NewMemoryStore(w0.Clone().(*tensor.Dense), opt2.Columns(cmDim)...)
+	store, err := table.NewMemoryStore("t", w0.Clone().(*tensor.Dense), opt2.Columns(cmDim)...)
 	require.NoError(t, err)
-	c, err := table.NewCached(context.Background(), store, "t", cmDim, tensor.Float64, opt2.Columns(cmDim), table.CacheOptions{Budget: 40 * ((cmDim+1)*8 + 72)})
+	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 40 * ((cmDim+1)*8 + 72)})
 	require.NoError(t, err)
 	g2 := gorgonia.NewGraph()
 	cached, err := CachedEmbedding(g2, c, WithPadding(7))
@@ -265,9 +266,14 @@ func TestCachedFile(t *testing.T) {
 
 	_, err := table.Open(path, "t")
 	require.ErrorIs(t, err, checkpoint.ErrMismatch, "a table with state is not mapped")
-	_, err = table.OpenCached(path, "t", (&optim.RowWiseAdagrad{}).Columns(cmDim), table.CacheOptions{Budget: 1 << 20})
-	require.ErrorIs(t, err, checkpoint.ErrMismatch, "another optimiser's state")
+	c0, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"exp_avg", "exp_avg_sq"}, []string{c0.Schema().Columns[0].Name, c0.Schema().Columns[1].Name})
+	g0 := &optim.RowGrad{Rows: []int64{}, Values: tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(0, cmDim))}
+	err = c0.Step(context.Background(), optim.NewRowWiseAdagrad(0.1), g0)
+	require.ErrorIs(t, err, gather.ErrOption, "another optimiser's state")
 	assert.Contains(t, err.Error(), "exp_avg")
+	require.NoError(t, c0.Close())
 
 	g1 := gorgonia.NewGraph()
 	mem, err := NewEmbedding(g1, "t", cmVocab, cmDim, tensor.Float32, WithSparse(), WithSeed(4))
@@ -276,9 +282,9 @@ func TestCachedFile(t *testing.T) {
 	memOpt := optim.NewSparseAdam(0.05)
 
 	for round := range 2 { // 10 steps, close, reopen, 10 more
-		c, err := table.OpenCached(path, "t", cols, table.CacheOptions{Budget: int64(40 * ((3*cmDim)*4 + 72))})
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(40 * ((3*cmDim)*4 + 72))})
 		require.NoError(t, err)
-		_, err = table.OpenCached(path, "t", cols, table.CacheOptions{Budget: 1 << 20})
+		_, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
 		require.ErrorIs(t, err, table.ErrInUse)
 		g := gorgonia.NewGraph()
 		emb, err := CachedEmbedding(g, c)
@@ -293,7 +299,7 @@ func TestCachedFile(t *testing.T) {
 		require.NoError(t, emb.Close())
 		require.NoError(t, emb.Close())
 	}
-	c, err := table.OpenCached(path, "t", cols, table.CacheOptions{Budget: 1 << 20})
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
 	require.NoError(t, err)
 	defer c.Close()
 	assert.Equal(t, int64(20), c.Steps())
@@ -317,15 +323,13 @@ func TestCachedFile(t *testing.T) {
 func TestCachedErrors(t *testing.T) {
 	w := tensor.New(tensor.WithShape(cmVocab, cmDim), tensor.WithBacking(make([]float64, cmVocab*cmDim)))
 	cols := optim.NewRowWiseAdagrad(0.1).Columns(cmDim)
-	store, err := table.NewMemoryStore(w, cols...)
+	store, err := table.NewMemoryStore("t", w, cols...)
 	require.NoError(t, err)
-	_, err = table.NewCached(context.Background(), store, "t", cmDim, tensor.Float64, cols, table.CacheOptions{Budget: 10})
+	_, err = table.NewCached(context.Background(), store, table.CacheOptions{Budget: 10})
 	require.ErrorIs(t, err, table.ErrCapacity)
 	assert.Contains(t, err.Error(), "10 bytes")
-	_, err = table.NewCached(context.Background(), store, "t", cmDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20})
-	require.ErrorIs(t, err, gather.ErrShape, "rows of another size")
 
-	c, err := table.NewCached(context.Background(), store, "t", cmDim, tensor.Float64, cols, table.CacheOptions{Budget: 20 * ((cmDim+1)*8 + 72)})
+	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 20 * ((cmDim+1)*8 + 72)})
 	require.NoError(t, err)
 	g := gorgonia.NewGraph()
 	emb, err := CachedEmbedding(g, c)

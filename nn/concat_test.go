@@ -2,9 +2,10 @@ package nn
 
 import (
 	"errors"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"

@@ -382,7 +382,7 @@ func (e *Embedding) Weight() (*tensor.Dense, error) {
 // is stepped by one optimiser: another's state is an error wrapping
 // gather.ErrOption. A CachedEmbedding's state lives with its rows in the
 // store (an error here).
-func (e *Embedding) Rows(opt optim.Sparse) (*optim.Table, error) {
+func (e *Embedding) Rows(opt optim.Sparse) (*optim.MemoryTable, error) {
 	if e.closed {
 		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
 	}

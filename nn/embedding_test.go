@@ -1,9 +1,10 @@
 package nn
 
 import (
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -127,7 +127,7 @@ func ExampleCachedEmbedding() {
 	if err := table.Create(path, "words", 1000, 4, tensor.Float32, table.WithInit(counting), table.WithState(cols...)); err != nil {
 		log.Fatal(err)
 	}
-	c, err := table.OpenCached(path, "words", cols, table.CacheOptions{Budget: 8 * (5*4 + 72)})
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: 8 * (5*4 + 72)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -165,12 +165,12 @@ func ExampleCachedEmbedding() {
 		vm.Reset()
 	}
 	st := c.Stats()
-	fmt.Printf("cache of %d rows: %d hits, %d misses, %d of them prefetched\n", c.Slots(), st.Hits, st.Misses, st.Prefetched)
+	fmt.Printf("cache of %d rows: %d hits, %d misses, %d of them prefetched\n", c.Weight().Shape()[0], st.Hits, st.Misses, st.Prefetched)
 	if err := emb.Close(); err != nil {
 		log.Fatal(err)
 	}
 
-	c, err = table.OpenCached(path, "words", cols, table.CacheOptions{Budget: 1 << 20})
+	c, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
 	if err != nil {
 		log.Fatal(err)
 	}

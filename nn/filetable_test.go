@@ -3,11 +3,12 @@ package nn
 import (
 	"errors"
 	"fmt"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -254,7 +255,7 @@ func TestFileTableFaultIsAnError(t *testing.T) {
 	require.NoError(t, os.Truncate(path, 4096)) // the header and a few rows stay
 	w, err := emb.Weight()
 	require.NoError(t, err)
-	grad := &optim.RowGrad{Rows: []int{vocab - 1}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float32, dim)))}
+	grad := &optim.RowGrad{Rows: []int64{vocab - 1}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float32, dim)))}
 	err = fileio.Guard(func() error { return stepOnce(&optim.SparseSGD{LearnRate: 1}, w, grad) })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "fault")

@@ -38,14 +38,14 @@ func TestHalfTables(t *testing.T) {
 		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.05) },
 		"adagrad": func() optim.Sparse { return optim.NewRowWiseAdagrad(0.2) },
 	}
-	for _, f := range []table.HalfFormat{table.Float16, table.BFloat16} {
+	for _, f := range []table.Format{table.Float16, table.BFloat16} {
 		for name, newOpt := range opts {
 			t.Run(fmt.Sprintf("%v/%s", f, name), func(t *testing.T) { halfTables(t, f, newOpt) })
 		}
 	}
 }
 
-func halfTables(t *testing.T, f table.HalfFormat, newOpt func() optim.Sparse) {
+func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 	const steps = 40
 	ctx := context.Background()
 	cols := newOpt().Columns(cmDim)
@@ -62,10 +62,10 @@ func halfTables(t *testing.T, f table.HalfFormat, newOpt func() optim.Sparse) {
 	w0, err := init.Weight()
 	require.NoError(t, err)
 	memory := func(o table.CacheOptions) (*Embedding, *table.Cached, *cachedModel) {
-		store, err := table.NewHalfMemoryStore(w0, f, cols...)
+		store, err := table.NewHalfMemoryStore("t", w0, f, cols...)
 		require.NoError(t, err)
-		o.Half, o.Budget = f, budget(3*cmBatch)
-		c, err := table.NewCached(ctx, store, "t", cmDim, tensor.Float32, cols, o)
+		o.Budget = budget(3 * cmBatch)
+		c, err := table.NewCached(ctx, store, o)
 		require.NoError(t, err)
 		g := gorgonia.NewGraph()
 		emb, err := CachedEmbedding(g, c)
@@ -90,9 +90,9 @@ func halfTables(t *testing.T, f table.HalfFormat, newOpt func() optim.Sparse) {
 	require.NoError(t, table.Create(path, "t", cmVocab, cmDim, tensor.Float32, opts...))
 	opt2 := newOpt()
 	for _, span := range [][2]int{{0, steps / 2}, {steps / 2, steps}} {
-		c, err := table.OpenCached(path, "t", cols, table.CacheOptions{Budget: budget(5 * cmBatch), RoundingSeed: 9})
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: budget(5 * cmBatch), RoundingSeed: 9})
 		require.NoError(t, err)
-		require.Equal(t, f, c.Half())
+		require.Equal(t, f, c.Schema().Format)
 		g := gorgonia.NewGraph()
 		emb, err := CachedEmbedding(g, c)
 		require.NoError(t, err)
@@ -119,7 +119,7 @@ func halfTables(t *testing.T, f table.HalfFormat, newOpt func() optim.Sparse) {
 		// PyTorch's safetensors) reads.
 		infos, _, err := checkpoint.Inspect(path)
 		require.NoError(t, err)
-		assert.Equal(t, map[table.HalfFormat]string{table.Float16: "F16", table.BFloat16: "BF16"}[f], infos[0].Format)
+		assert.Equal(t, map[table.Format]string{table.Float16: "F16", table.BFloat16: "BF16"}[f], infos[0].Format)
 		ts, _, err := checkpoint.Read(path)
 		require.NoError(t, err)
 		assert.Equal(t, want, ts["t.weight"].Float32s())

@@ -3,14 +3,13 @@ package nn
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -32,7 +31,7 @@ type home interface {
 	// weight returns the table in memory.
 	weight() (*tensor.Dense, error)
 	// rows returns the table in memory with opt's state (optim.Param).
-	rows(opt optim.Sparse) (*optim.Table, error)
+	rows(opt optim.Sparse) (*optim.MemoryTable, error)
 	// step updates the rows of g by opt.
 	step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error
 	// prefetch gives the ids of the next run.
@@ -45,8 +44,8 @@ type home interface {
 // the optimiser that steps it.
 type heap struct {
 	w    *tensor.Dense
-	tab  *optim.Table   // made by the first step or State, for its optimiser
-	cols []table.Column // the columns of tab's state
+	tab  *optim.MemoryTable // made by the first step or State, for its optimiser
+	cols []rule.Column      // the columns of tab's state
 }
 
 func (h *heap) index(_ *Embedding, ids *gorgonia.Node, _ string) (*gorgonia.Node, error) {
@@ -61,33 +60,27 @@ func (h *heap) prefetch([][]int64)                                          {}
 
 // rows returns the table with opt's state, made at the first call: a
 // table is stepped by one optimiser, with one set of columns.
-func (h *heap) rows(opt optim.Sparse) (*optim.Table, error) {
+func (h *heap) rows(opt optim.Sparse) (*optim.MemoryTable, error) {
 	if h.tab == nil {
-		t, err := optim.NewTable(h.w, opt)
+		t, err := optim.NewMemoryTable(h.w, opt)
 		if err != nil {
 			return nil, err
 		}
 		h.tab, h.cols = t, opt.Columns(h.w.Shape()[1])
 	}
 	dim := h.w.Shape()[1]
-	if want := opt.Columns(dim); !sameColumns(want, h.cols) {
+	if want := opt.Columns(dim); !rule.SameColumns(want, h.cols) {
 		return nil, fmt.Errorf("the table keeps the state of another optimiser than %T; use one optimiser per table: %w", opt, gather.ErrOption)
 	}
 	return h.tab, nil
 }
 
-// sameColumns reports whether a and b name the same columns of the same
-// widths (their Init values may differ: they only start a table).
-func sameColumns(a, b []table.Column) bool {
-	return slices.EqualFunc(a, b, func(x, y table.Column) bool { return x.Name == y.Name && x.Width == y.Width })
-}
-
-func (h *heap) step(_ context.Context, opt optim.Sparse, g *optim.RowGrad) error {
+func (h *heap) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error {
 	t, err := h.rows(opt)
 	if err != nil {
 		return err
 	}
-	return t.Step(opt, g)
+	return t.Step(ctx, opt, g)
 }
 
 func (h *heap) sync(context.Context) error {
@@ -123,7 +116,6 @@ type cached struct {
 	fetches []*fetchOp // one per lookup or bag
 	fetched int        // how many of them ran since the batch began
 	next    []int64    // the next batch's ids (Prefetch)
-	slots   []int      // the slots of a step's rows
 }
 
 func (h *cached) index(e *Embedding, ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
@@ -131,7 +123,7 @@ func (h *cached) index(e *Embedding, ids *gorgonia.Node, op string) (*gorgonia.N
 }
 
 func (h *cached) read(e *Embedding, _ *gorgonia.Node) (*gorgonia.Node, error) { return e.Table, nil }
-func (h *cached) vocab() int                                                  { v, _ := h.c.Shape(); return int(v) }
+func (h *cached) vocab() int                                                  { return int(h.c.Schema().Rows) }
 
 func (h *cached) padRow(int) int { return h.padSlot }
 
@@ -140,7 +132,7 @@ func (h *cached) weight() (*tensor.Dense, error) {
 		"read rows with Cached().Read, keep them with Sync: %w", gather.ErrOption)
 }
 
-func (h *cached) rows(optim.Sparse) (*optim.Table, error) {
+func (h *cached) rows(optim.Sparse) (*optim.MemoryTable, error) {
 	_, err := h.weight()
 	return nil, err
 }
@@ -152,45 +144,11 @@ func (h *cached) prefetch(ids [][]int64) {
 	}
 }
 
-// step updates the rows of g and their state where the cache holds them,
-// and, for a Shared table, first on the store's servers, which hold the
-// table.
+// step has the cache step the rows of g (table.Cached.Step), which then
+// end the batch.
 func (h *cached) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error {
-	_, dim := h.c.Shape()
-	if want, have := opt.Columns(dim), h.c.Columns(); !sameColumns(want, have) {
-		return fmt.Errorf("the optimiser %T keeps %v by row; the table holds %v: %w", opt, want, have, gather.ErrOption)
-	}
-	h.slots = h.slots[:0]
-	for _, r := range g.Rows {
-		s, ok := h.c.Slot(int64(r))
-		if !ok {
-			return fmt.Errorf("row %d of the gradient is not in the cache: step after the run that looked it up: %w", r, gather.ErrGraph)
-		}
-		h.slots = append(h.slots, int(s))
-	}
-	t := h.c.Steps() + 1
-	if h.c.Shared() {
-		rule, err := opt.ServerRule(t, g)
-		if err != nil {
-			return err
-		}
-		ids := make([]int64, len(g.Rows))
-		for k, r := range g.Rows {
-			ids[k] = int64(r)
-		}
-		if err := h.c.ApplyRule(ctx, rule, ids, operand.LittleEndianBytes(g.Values)); err != nil {
-			return err
-		}
-	}
-	if err := opt.StepRows(optim.Rows{Weight: h.c.Weight(), State: h.c.State(), Slots: h.slots, Step: t}, g); err != nil {
+	if err := h.c.Step(ctx, opt, g); err != nil {
 		return err
-	}
-	h.c.Round(h.slots, t) // to a half table's format
-	h.c.SetSteps(t)
-	if !h.c.Shared() {
-		for _, s := range h.slots {
-			h.c.MarkDirty(int32(s))
-		}
 	}
 	h.fetched = 0
 	return nil

@@ -3,10 +3,11 @@ package nn
 import (
 	"errors"
 	"fmt"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"

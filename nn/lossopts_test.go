@@ -2,10 +2,11 @@ package nn
 
 import (
 	"fmt"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

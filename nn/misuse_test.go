@@ -2,8 +2,9 @@ package nn
 
 import (
 	"errors"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -133,7 +134,7 @@ func TestErrorsWrapSentinels(t *testing.T) {
 	ints := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(2), gorgonia.WithName("ints"))
 	i2 := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 3), gorgonia.WithName("i2"))
 	table := tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(4, 2))
-	grad := &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(1, 2))}
+	grad := &optim.RowGrad{Rows: []int64{1}, Values: tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(1, 2))}
 	errs := map[string]func() error{
 		"gather axis":          func() error { _, err := gather.Gather(f64, ints, 2); return err },
 		"gather index dtype":   func() error { _, err := gather.Gather(f64, f64, 0); return err },
@@ -156,7 +157,7 @@ func TestErrorsWrapSentinels(t *testing.T) {
 		"embedding padding":     func() error { _, err := NewEmbedding(g, "e", 3, 2, tensor.Float32, WithPadding(3)); return err },
 		"sgd dtype":             func() error { return stepOnce(&optim.SparseSGD{LearnRate: 1}, table, grad) },
 		"sgd rows": func() error {
-			return stepOnce(&optim.SparseSGD{LearnRate: 1}, table, &optim.RowGrad{Rows: []int{9}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, 2))})
+			return stepOnce(&optim.SparseSGD{LearnRate: 1}, table, &optim.RowGrad{Rows: []int64{9}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, 2))})
 		},
 		"adam eps": func() error {
 			return stepOnce(&optim.SparseAdam{LearnRate: 1}, table, &optim.RowGrad{Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(0, 2))})

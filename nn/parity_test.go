@@ -2,9 +2,10 @@ package nn
 
 import (
 	"fmt"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/ref"

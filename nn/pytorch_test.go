@@ -3,11 +3,12 @@ package nn
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/gathergrad/gather/internal/ref"
 	"github.com/stretchr/testify/require"

@@ -92,14 +92,17 @@ func TestSameFileRefused(t *testing.T) {
 			return table.Create(dst, "u", 10, 4, tensor.Float32, table.WithReplace())
 		}, nil},
 		{"table.Export", func(t *testing.T, path string) func() {
-			c, err := table.OpenCached(path, "t", adamCols, table.CacheOptions{Budget: 1 << 16})
+			c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 16})
 			if err != nil {
 				t.Fatal(err)
 			}
-			exported = c
 			return func() { c.Close() }
 		}, func(dst, _ string) error {
-			return table.Export(context.Background(), dst, exported.Store(), "t", 4, tensor.Float32, adamCols, 0)
+			src, err := table.NewMemoryStore("t", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(10, 4)), adamCols...)
+			if err != nil {
+				return err
+			}
+			return table.Export(context.Background(), dst, src, 0)
 		}, adamCols},
 	}
 	for _, c := range cases {
@@ -143,6 +146,5 @@ func TestSameFileRefused(t *testing.T) {
 
 var (
 	saved    *nn.Embedding
-	exported *table.Cached
 	adamCols = optim.NewSparseAdam(0.1).Columns(4)
 )

@@ -42,18 +42,18 @@ func TestSharedEqualsMemory(t *testing.T) {
 			opt1, opt2 := newOpt(), newOpt()
 			cols := opt2.Columns(cmDim)
 			require.NoError(t, table.CreateRedis(context.Background(), o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
-			shared := func(maxAge int) (*Embedding, *gorgonia.ExprGraph, *table.Cached) {
-				s, err := table.OpenRedis(context.Background(), o, name, cmDim, tensor.Float32, cols)
+			shared := func(maxAge int) (*Embedding, *gorgonia.ExprGraph, table.Store) {
+				s, err := table.OpenRedis(context.Background(), o, name)
 				require.NoError(t, err)
-				c, err := table.NewCached(context.Background(), s, name, cmDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20, Shared: true, MaxAge: maxAge})
+				c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 1 << 20, Shared: true, MaxAge: maxAge})
 				require.NoError(t, err)
 				g := gorgonia.NewGraph()
 				e, err := CachedEmbedding(g, c)
 				require.NoError(t, err)
 				t.Cleanup(func() { e.Close(); s.Close() })
-				return e, g, c
+				return e, g, s
 			}
-			e2, g2, c := shared(0)
+			e2, g2, s := shared(0)
 			m1 := newCachedModel(t, mem, g1, tensor.Float32)
 			m2 := newCachedModel(t, e2, g2, tensor.Float32)
 			for n := range steps {
@@ -64,8 +64,8 @@ func TestSharedEqualsMemory(t *testing.T) {
 			for i := range ids {
 				ids[i] = int64(i)
 			}
-			raw := make([]byte, cmVocab*c.Store().RowBytes())
-			require.NoError(t, c.Store().ReadRows(context.Background(), ids, raw))
+			raw := make([]byte, cmVocab*s.RowBytes())
+			require.NoError(t, s.ReadRows(context.Background(), ids, raw))
 			got := fileio.Float32s(raw)
 			want, err := mem.Weight()
 			require.NoError(t, err)

@@ -1,12 +1,14 @@
 package nn
 
 import (
-	"github.com/gathergrad/gather/internal/vmtest"
+	"context"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -133,11 +135,10 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 // the table and the gradient.
 type stepFunc func(*tensor.Dense, *optim.RowGrad) error
 
+func (f stepFunc) Name() string                                  { return "step_func" }
 func (f stepFunc) Columns(int) []table.Column                    { return nil }
 func (f stepFunc) StepRows(r optim.Rows, g *optim.RowGrad) error { return f(r.Weight, g) }
-func (f stepFunc) ServerRule(int64, *optim.RowGrad) (table.Rule, error) {
-	return table.Rule{}, gather.ErrOption
-}
+func (f stepFunc) Check(int64, *optim.RowGrad, int) error        { return gather.ErrOption }
 
 // stepOnce steps w by the optimiser without state o.
 func stepOnce(o optim.Sparse, w *tensor.Dense, g *optim.RowGrad) error {
@@ -178,7 +179,7 @@ func TestSparseAdamSemantics(t *testing.T) {
 	table := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float64)
 	opt := optim.NewSparseAdam(0.01)
 	opt.WeightDecay = 0.1
-	tab, err := optim.NewTable(table, opt)
+	tab, err := optim.NewMemoryTable(table, opt)
 	require.NoError(t, err)
 	expected := append([]float64{}, w0...)
 	m, v := make([]float64, vocab*dim), make([]float64, vocab*dim)
@@ -187,7 +188,7 @@ func TestSparseAdamSemantics(t *testing.T) {
 		up := ref.RandFloats(r, 4*dim)
 		rg, err := optim.RowGradient(ref.CastIndices(ids, []int{4}, tensor.Int64), ref.FloatTensor(up, []int{4, dim}, tensor.Float64), vocab, -1)
 		require.NoError(t, err)
-		require.NoError(t, tab.Step(opt, rg))
+		require.NoError(t, tab.Step(context.Background(), opt, rg))
 
 		// Reference: dense gradient, update only rows with a gradient entry.
 		gd := ref.IndexAdd([]int{vocab, dim}, ids, []int{4}, 0, up)
@@ -216,13 +217,13 @@ func TestSparseAdamSemantics(t *testing.T) {
 	}
 
 	// A bad gradient is an error.
-	err = stepOnce(&optim.SparseSGD{LearnRate: 1}, table, &optim.RowGrad{Rows: []int{7}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, dim))})
+	err = stepOnce(&optim.SparseSGD{LearnRate: 1}, table, &optim.RowGrad{Rows: []int64{7}, Values: tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(1, dim))})
 	assert.ErrorIs(t, err, gather.ErrIndexOutOfRange)
 	// An integer table is refused, not silently left alone.
 	ints := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(vocab, dim))
-	err = stepOnce(&optim.SparseSGD{LearnRate: 1}, ints, &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
+	err = stepOnce(&optim.SparseSGD{LearnRate: 1}, ints, &optim.RowGrad{Rows: []int64{1}, Values: tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1, dim))})
 	assert.ErrorIs(t, err, gather.ErrDtype)
-	_, err = optim.NewTable(ints, optim.NewSparseAdam(0.1))
+	_, err = optim.NewMemoryTable(ints, optim.NewSparseAdam(0.1))
 	assert.ErrorIs(t, err, gather.ErrDtype)
 }
 
@@ -267,10 +268,10 @@ func TestSparseOptimisersParallel(t *testing.T) {
 		require.NoError(t, stepOnce(&optim.SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}, sgdT, rg))
 		adamT := ref.FloatTensor(w0, []int{vocab, dim}, tensor.Float32)
 		adam := optim.NewSparseAdam(0.001)
-		tab, err := optim.NewTable(adamT, adam)
+		tab, err := optim.NewMemoryTable(adamT, adam)
 		require.NoError(t, err)
-		require.NoError(t, tab.Step(adam, rg))
-		require.NoError(t, tab.Step(adam, rg))
+		require.NoError(t, tab.Step(context.Background(), adam, rg))
+		require.NoError(t, tab.Step(context.Background(), adam, rg))
 		if procs == 1 {
 			want = [2][]float64{ref.Floats(sgdT), ref.Floats(adamT)}
 			continue
@@ -307,7 +308,7 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 	require.NoError(t, vm.RunAll())
 	kept, err := emb.RowGrad()
 	require.NoError(t, err)
-	rows, values := append([]int{}, kept.Rows...), append([]float32{}, kept.Values.Float32s()...)
+	rows, values := append([]int64{}, kept.Rows...), append([]float32{}, kept.Values.Float32s()...)
 	require.Greater(t, len(rows), batch/2)
 
 	// Each step's gradient: the same rows, each the number of times its id

@@ -1,11 +1,13 @@
 package nn
 
 import (
+	"context"
 	"errors"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"strconv"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -160,10 +162,10 @@ func TestOptimisersRefuseBadRates(t *testing.T) {
 			{"adagrad decay", &optim.SparseAdagrad{LearnRate: 0.1, Eps: 1e-10, LRDecay: v}},
 		} {
 			table := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))
-			g := &optim.RowGrad{Rows: []int{1}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 1}))}
-			tab, err := optim.NewTable(table, opt.o)
+			g := &optim.RowGrad{Rows: []int64{1}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 1}))}
+			tab, err := optim.NewMemoryTable(table, opt.o)
 			require.NoError(t, err)
-			err = tab.Step(opt.o, g)
+			err = tab.Step(context.Background(), opt.o, g)
 			require.ErrorIs(t, err, gather.ErrOption, "%s %v", opt.name, v)
 			assert.Equal(t, []float64{1, 2, 3, 4, 5, 6}, table.Float64s(), "%s %v", opt.name, v)
 		}

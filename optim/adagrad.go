@@ -6,7 +6,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/table"
+	"github.com/gathergrad/gather/rule"
 	"gorgonia.org/tensor"
 )
 
@@ -41,9 +41,12 @@ func NewSparseAdagrad(lr float64) *SparseAdagrad {
 	return &SparseAdagrad{LearnRate: lr, Eps: 1e-10}
 }
 
+// Name returns "sparse_adagrad".
+func (o *SparseAdagrad) Name() string { return "sparse_adagrad" }
+
 // Columns returns the accumulators, "sum", dim values.
-func (o *SparseAdagrad) Columns(dim int) []table.Column {
-	return []table.Column{{Name: "sum", Width: dim, Init: o.InitialAccumulatorValue}}
+func (o *SparseAdagrad) Columns(dim int) []rule.Column {
+	return []rule.Column{{Name: "sum", Width: dim, Init: o.InitialAccumulatorValue}}
 }
 
 // StepRows updates the rows g names where r holds them, as step r.Step.
@@ -64,17 +67,13 @@ func (o *SparseAdagrad) StepRows(r Rows, g *RowGrad) error {
 	return nil
 }
 
-// ServerRule returns step t as lua/sparse_adagrad.lua computes it: the
-// float32 kernel's arithmetic.
-func (o *SparseAdagrad) ServerRule(t int64, g *RowGrad) (table.Rule, error) {
-	nclr, err := o.check(t)
-	if err != nil {
-		return table.Rule{}, err
+// Check reports the error StepRows would report for step t and the
+// gradient g of rows dim wide.
+func (o *SparseAdagrad) Check(t int64, g *RowGrad, dim int) error {
+	if _, err := o.check(t); err != nil {
+		return err
 	}
-	if err := checkServer("sparse adagrad", g, o.CheckFinite); err != nil {
-		return table.Rule{}, err
-	}
-	return serverRule("sparse_adagrad", f32(nclr), f32(o.Eps))
+	return checkServer("sparse adagrad", g, dim, o.CheckFinite)
 }
 
 // check reports an error unless o's settings are ones PyTorch accepts,

@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"context"
 	"math"
 	"path/filepath"
 	"testing"
@@ -17,35 +18,35 @@ import (
 func TestRowWiseAdagradFormula(t *testing.T) {
 	w := []float64{1, 2, 3, 4, 5, 6}
 	weights := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking(append([]float64{}, w...)))
-	g := &RowGrad{Rows: []int{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{0.5, -1, 2, 0}))}
+	g := &RowGrad{Rows: []int64{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{0.5, -1, 2, 0}))}
 	o := &RowWiseAdagrad{LearnRate: 0.1, Eps: 1e-8, WeightDecay: 0.01}
-	tab, err := NewTable(weights, o)
+	tab, err := NewMemoryTable(weights, o)
 	require.NoError(t, err)
 	s := []float64{0, 0, 0}
 	want := append([]float64{}, w...)
 	for range 3 {
-		require.NoError(t, tab.Step(o, g))
+		require.NoError(t, tab.Step(context.Background(), o, g))
 		for k, r := range g.Rows {
 			var sq float64
 			x := make([]float64, 2)
 			for j := range 2 {
-				x[j] = g.Values.Float64s()[k*2+j] + 0.01*want[r*2+j]
+				x[j] = g.Values.Float64s()[k*2+j] + 0.01*want[int(r)*2+j]
 				sq += x[j] * x[j]
 			}
 			s[r] += sq / 2
 			for j := range 2 {
-				want[r*2+j] -= 0.1 * x[j] / (math.Sqrt(s[r]) + 1e-8)
+				want[int(r)*2+j] -= 0.1 * x[j] / (math.Sqrt(s[r]) + 1e-8)
 			}
 		}
 	}
 	assert.Equal(t, want, weights.Float64s())
 	assert.Equal(t, s, tab.State[0].Float64s())
-	assert.Equal(t, int64(3), tab.Steps)
+	assert.Equal(t, int64(3), tab.Steps())
 	assert.Equal(t, w[2:4], weights.Float64s()[2:4], "an untouched row stays")
 	for _, bad := range []*RowWiseAdagrad{{LearnRate: -1, Eps: 1e-8}, {LearnRate: math.NaN(), Eps: 1e-8}, {LearnRate: 1}, {LearnRate: 1, Eps: 1e-8, WeightDecay: math.Inf(1)}} {
-		require.ErrorIs(t, tab.Step(bad, g), gather.ErrOption)
+		require.ErrorIs(t, tab.Step(context.Background(), bad, g), gather.ErrOption)
 	}
-	assert.Equal(t, int64(3), tab.Steps, "refused steps are not counted")
+	assert.Equal(t, int64(3), tab.Steps(), "refused steps are not counted")
 	assert.Equal(t, 1e-8, NewRowWiseAdagrad(0.1).Eps)
 }
 
@@ -62,7 +63,7 @@ func TestSparseAdagradTorch(t *testing.T) {
 	}
 	weights := tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(append([]float64{}, w...)))
 	o := &SparseAdagrad{LearnRate: lr, LRDecay: decay, InitialAccumulatorValue: init, Eps: eps}
-	tab, err := NewTable(weights, o)
+	tab, err := NewMemoryTable(weights, o)
 	require.NoError(t, err)
 
 	// The transcription: state_sum = full(init); per step,
@@ -74,15 +75,16 @@ func TestSparseAdagradTorch(t *testing.T) {
 	}
 	want := append([]float64{}, w...)
 	for step := 1; step <= 4; step++ {
-		rows := []int{0, 2 + step%3}
+		rows := []int64{0, int64(2 + step%3)}
 		vals := make([]float64, len(rows)*dim)
 		for i := range vals {
 			vals[i] = math.Cos(float64(step*7+i)) * 1.3
 		}
 		g := &RowGrad{Rows: rows, Values: tensor.New(tensor.WithShape(len(rows), dim), tensor.WithBacking(vals))}
-		require.NoError(t, tab.Step(o, g))
+		require.NoError(t, tab.Step(context.Background(), o, g))
 		clr := lr / (1 + float64(step-1)*decay)
-		for k, r := range rows {
+		for k, r64 := range rows {
+			r := int(r64)
 			for j := range dim {
 				x := vals[k*dim+j]
 				sum[r*dim+j] = sum[r*dim+j] + float64(x*x)
@@ -98,9 +100,9 @@ func TestSparseAdagradTorch(t *testing.T) {
 
 	for _, bad := range []*SparseAdagrad{{LearnRate: 0.1}, {LearnRate: -1, Eps: 1e-10}, {LearnRate: 0.1, Eps: 1e-10, LRDecay: -1},
 		{LearnRate: 0.1, Eps: 1e-10, InitialAccumulatorValue: math.NaN()}} {
-		_, err := NewTable(weights, bad)
+		_, err := NewMemoryTable(weights, bad)
 		if err == nil {
-			err = bad.StepRows(Rows{Weight: weights, State: tab.State, Step: 1}, &RowGrad{Rows: []int{0}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float64, dim)))})
+			err = bad.StepRows(Rows{Weight: weights, State: tab.State, Step: 1}, &RowGrad{Rows: []int64{0}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float64, dim)))})
 		}
 		assert.ErrorIs(t, err, gather.ErrOption, "%+v", *bad)
 	}
@@ -110,11 +112,11 @@ func TestSparseAdagradTorch(t *testing.T) {
 // tableParam is a Param of a Table in memory.
 type tableParam struct {
 	name string
-	tab  *Table
+	tab  *MemoryTable
 }
 
-func (p tableParam) Name() string                    { return p.name }
-func (p tableParam) Rows(opt Sparse) (*Table, error) { return p.tab, nil }
+func (p tableParam) Name() string                          { return p.name }
+func (p tableParam) Rows(opt Sparse) (*MemoryTable, error) { return p.tab, nil }
 
 // SparseAdagrad's state, its sums and step count, saved after 3 steps and
 // loaded into another table resumes to the bits of 6 steps uninterrupted,
@@ -122,12 +124,12 @@ func (p tableParam) Rows(opt Sparse) (*Table, error) { return p.tab, nil }
 func TestSparseAdagradResume(t *testing.T) {
 	const vocab, dim = 7, 4
 	o := &SparseAdagrad{LearnRate: 0.3, LRDecay: 0.05, InitialAccumulatorValue: 0.2, Eps: 1e-10}
-	newTab := func() *Table {
+	newTab := func() *MemoryTable {
 		w := make([]float32, vocab*dim)
 		for i := range w {
 			w[i] = float32(math.Sin(float64(i)))
 		}
-		tab, err := NewTable(tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(w)), o)
+		tab, err := NewMemoryTable(tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(w)), o)
 		require.NoError(t, err)
 		return tab
 	}
@@ -136,11 +138,11 @@ func TestSparseAdagradResume(t *testing.T) {
 		for i := range v {
 			v[i] = float32(math.Cos(float64(step*3 + i)))
 		}
-		return &RowGrad{Rows: []int{step % 3, 3 + step%4}, Values: tensor.New(tensor.WithShape(2, dim), tensor.WithBacking(v))}
+		return &RowGrad{Rows: []int64{int64(step % 3), int64(3 + step%4)}, Values: tensor.New(tensor.WithShape(2, dim), tensor.WithBacking(v))}
 	}
 	a, b := newTab(), newTab()
 	for s := range 3 {
-		require.NoError(t, a.Step(o, grad(s)))
+		require.NoError(t, a.Step(context.Background(), o, grad(s)))
 	}
 	path := filepath.Join(t.TempDir(), "state.safetensors")
 	require.NoError(t, checkpoint.Save(path, nil, State(tableParam{"emb", a}, o)))
@@ -153,10 +155,10 @@ func TestSparseAdagradResume(t *testing.T) {
 	require.NoError(t, err)
 	copy(b.Weight.Float32s(), a.Weight.Float32s()) // the table's values travel as the embedding's own part
 	for s := 3; s < 6; s++ {
-		require.NoError(t, a.Step(o, grad(s)))
-		require.NoError(t, b.Step(o, grad(s)))
+		require.NoError(t, a.Step(context.Background(), o, grad(s)))
+		require.NoError(t, b.Step(context.Background(), o, grad(s)))
 	}
 	assert.Equal(t, a.Weight.Float32s(), b.Weight.Float32s())
 	assert.Equal(t, a.State[0].Float32s(), b.State[0].Float32s())
-	assert.Equal(t, int64(6), b.Steps)
+	assert.Equal(t, int64(6), b.Steps())
 }

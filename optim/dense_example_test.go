@@ -129,7 +129,7 @@ func ExampleClipGradNorm() {
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
 	}
-	rows := &optim.RowGrad{Rows: []int{7}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 4}))}
+	rows := &optim.RowGrad{Rows: []int64{7}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 4}))}
 	norm, err := optim.ClipGradNorm(1, gorgonia.NodesToValueGrads(gorgonia.Nodes{w}), rows)
 	if err != nil {
 		log.Fatal(err)

@@ -221,7 +221,7 @@ func TestSchedules(t *testing.T) {
 		lr := s(1, -1)
 		require.True(t, math.IsNaN(lr), "epoch -1 gave %v", lr)
 		require.ErrorIs(t, (&SparseSGD{LearnRate: lr}).StepRows(Rows{Weight: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4})), Step: 1},
-			&RowGrad{Rows: []int{0}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 1}))}), gather.ErrOption)
+			&RowGrad{Rows: []int64{0}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 1}))}), gather.ErrOption)
 	}
 }
 
@@ -230,7 +230,7 @@ func TestSchedules(t *testing.T) {
 func TestClipGradNorm(t *testing.T) {
 	p := newParam("p", 0, 0)
 	copy(p.g.Float64s(), []float64{3, 0})
-	rows := &RowGrad{Rows: []int{2}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{0, 4}))}
+	rows := &RowGrad{Rows: []int64{2}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{0, 4}))}
 	norm, err := ClipGradNorm(1, []gorgonia.ValueGrad{p}, rows)
 	require.NoError(t, err)
 	assert.Equal(t, 5.0, norm)

@@ -1,6 +1,7 @@
 package optim_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"maps"
@@ -58,22 +59,22 @@ func ExampleState() {
 // A tensor stepped directly: the Table keeps SparseAdagrad's sums, which
 // start at InitialAccumulatorValue, and counts the steps (LRDecay uses
 // the count).
-func ExampleNewTable() {
+func ExampleNewMemoryTable() {
 	weights := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 1, 2, 2, 3, 3}))
 	ada := &optim.SparseAdagrad{LearnRate: 0.5, LRDecay: 0.1, InitialAccumulatorValue: 1, Eps: 1e-10}
-	tab, err := optim.NewTable(weights, ada)
+	tab, err := optim.NewMemoryTable(weights, ada)
 	if err != nil {
 		log.Fatal(err)
 	}
 	// The gradient of rows 0 and 2 (RowGradient builds one from a lookup's).
-	g := &optim.RowGrad{Rows: []int{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{3, 0, -3, 0}))}
+	g := &optim.RowGrad{Rows: []int64{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{3, 0, -3, 0}))}
 	for range 2 {
-		if err := tab.Step(ada, g); err != nil {
+		if err := tab.Step(context.Background(), ada, g); err != nil {
 			log.Fatal(err)
 		}
 	}
 	fmt.Printf("weights %.4f\n", weights.Float64s())
-	fmt.Printf("sums %v, steps %d\n", tab.State[0].Float64s(), tab.Steps)
+	fmt.Printf("sums %v, steps %d\n", tab.State[0].Float64s(), tab.Steps())
 	// Output:
 	// weights [0.2128 1.0000 2.0000 2.0000 3.7872 3.0000]
 	// sums [19 1 1 1 19 1], steps 2

@@ -20,14 +20,14 @@ func FuzzSparseStep(f *testing.F) {
 			return
 		}
 		vocab, dim := int(b[0]%6)+1, int(b[1]%4)+1
-		rows := make([]int, 0, len(b)-2)
+		rows := make([]int64, 0, len(b)-2)
 		for _, x := range b[2:min(len(b), 12)] {
-			rows = append(rows, int(int8(x))) // negative ids too
+			rows = append(rows, int64(int8(x))) // negative ids too
 		}
-		var slots []int
+		var slots []int64
 		if slotted {
 			for k := range rows {
-				slots = append(slots, int(int8(b[2+k]))%(vocab+1))
+				slots = append(slots, int64(int(int8(b[2+k]))%(vocab+1)))
 			}
 		}
 		for _, opt := range []Sparse{&SparseSGD{LearnRate: 0.1, WeightDecay: 0.01}, NewSparseAdam(0.1), NewRowWiseAdagrad(0.1),
@@ -36,7 +36,7 @@ func FuzzSparseStep(f *testing.F) {
 			for i := range w {
 				w[i] = float32(i) * 0.25
 			}
-			tab, err := NewTable(tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(w)), opt)
+			tab, err := NewMemoryTable(tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(w)), opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,7 +51,7 @@ func FuzzSparseStep(f *testing.F) {
 				state = append(state, slices.Clone(st.Float32s()))
 			}
 			err = opt.StepRows(Rows{Weight: tab.Weight, State: tab.State, Slots: slots, Step: 1}, g)
-			named := map[int]bool{}
+			named := map[int64]bool{}
 			for k, r := range rows {
 				if slots != nil {
 					r = slots[k]
@@ -60,7 +60,7 @@ func FuzzSparseStep(f *testing.F) {
 			}
 			for r := range vocab {
 				changed := !slices.Equal(before[r*dim:(r+1)*dim], w[r*dim:(r+1)*dim])
-				if changed && (err != nil || !named[r]) {
+				if changed && (err != nil || !named[int64(r)]) {
 					t.Fatalf("%T: row %d changed (rows %v, slots %v, error %v)", opt, r, rows, slots, err)
 				}
 			}

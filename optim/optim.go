@@ -1,7 +1,7 @@
 package optim
 
 import (
-	"embed"
+	"context"
 	"fmt"
 	"math"
 
@@ -11,58 +11,52 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/table"
+	"github.com/gathergrad/gather/rule"
 )
 
-// A Sparse optimiser is a row rule: the state each row of a table
-// carries beside its values (Columns), the update of the rows a gradient
-// names, wherever they are held (StepRows), and the same update as a
-// store applies it on its servers (ServerRule). SparseSGD, SparseAdam,
-// RowWiseAdagrad and SparseAdagrad are Sparse. An optimiser keeps no
-// state of its own: the table keeps it, in its columns, with one step
-// count, so one optimiser value may step any number of tables.
-type Sparse interface {
-	// Columns returns the state each row of a table dim wide carries,
-	// for Table, table.WithState and table.OpenCached.
-	Columns(dim int) []table.Column
-	// StepRows updates the rows g names, and their state, where r
-	// holds them. It must not keep g after it returns.
-	StepRows(r Rows, g *RowGrad) error
-	// ServerRule returns step t (from 1) of the rule for the gradient g
-	// as a table.Rule, which a table.RuleStore applies on its servers, to
-	// the bits StepRows computes, after checking g as StepRows would.
-	ServerRule(t int64, g *RowGrad) (table.Rule, error)
+// A Sparse optimiser is a row rule (rule.Rule): its name, the state each
+// row of a table carries beside its values (Columns), the update of the
+// rows a gradient names wherever they are held (StepRows), and the
+// checks of that update for a store that applies it on its servers
+// (Check). SparseSGD, SparseAdam, RowWiseAdagrad and SparseAdagrad are
+// Sparse. An optimiser keeps no state of its own: the table keeps it, in
+// its columns, with one step count, so one optimiser value may step any
+// number of tables. Whatever holds the rows steps them by it
+// (rule.Stepper): a MemoryTable, a table.Cached, a table.RedisStore.
+type Sparse = rule.Rule
+
+// A RowGrad is the gradient of an embedding table held as the rows a
+// batch touched (rule.RowGrad).
+type RowGrad = rule.RowGrad
+
+// Rows are rows of a table as StepRows updates them (rule.Rows).
+type Rows = rule.Rows
+
+// RowGradient is rule.RowGradient: the row gradient of a lookup of ids
+// in a table of vocab rows, the padding row pad (if >= 0) left out.
+func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
+	return rule.RowGradient(ids, grad, vocab, pad)
 }
 
-// Rows are rows of a table as StepRows updates them: row g.Rows[k] of the
-// table, with its state, is row Slots[k] of Weight and of each State
-// tensor, or row g.Rows[k] itself when Slots is nil.
-type Rows struct {
-	Weight *tensor.Dense   // [n, dim], the rows' values
-	State  []*tensor.Dense // one per column of Columns, [n, width], the rows' state
-	Slots  []int           // one per row of the gradient, distinct; nil: the rows themselves
-	Step   int64           // this step's number, from 1: the table's step count plus one
-}
-
-// A Table is a table in memory with the state of the optimiser that steps
-// it and its step count: what nn.Embedding keeps for a table in memory
-// or mapped from a file, and what a program that steps a tensor directly
-// keeps.
+// A MemoryTable is a table in memory with the state of the optimiser
+// that steps it and its step count: what nn.Embedding keeps for a table
+// in the Go heap or mapped from a file, and what a program that steps a
+// tensor directly keeps.
 //
-//	tab, _ := optim.NewTable(weights, adam)
-//	tab.Step(adam, g)
-type Table struct {
+//	tab, _ := optim.NewMemoryTable(weights, adam)
+//	tab.Step(ctx, adam, g)
+type MemoryTable struct {
 	Weight *tensor.Dense   // [vocab, dim]
 	State  []*tensor.Dense // one per column, [vocab, width], the column's Init to start
-	Steps  int64           // the steps taken
+	steps  int64
 }
 
-// NewTable returns the table weights, a [vocab, dim] float32 or float64
-// matrix (not copied), with the state opt keeps, its Init values, and no
-// step taken.
-func NewTable(weights *tensor.Dense, opt Sparse) (*Table, error) {
+// NewMemoryTable returns the table weights, a [vocab, dim] float32 or
+// float64 matrix (not copied), with the state opt keeps, its Init values,
+// and no step taken.
+func NewMemoryTable(weights *tensor.Dense, opt Sparse) (*MemoryTable, error) {
 	if weights == nil || opt == nil {
-		return nil, fmt.Errorf("optim: NewTable needs weights and an optimiser: %w", gather.ErrOption)
+		return nil, fmt.Errorf("optim: NewMemoryTable needs weights and an optimiser: %w", gather.ErrOption)
 	}
 	if err := operand.CheckFloat("optim", "the table", weights.Dtype()); err != nil {
 		return nil, err
@@ -71,7 +65,7 @@ func NewTable(weights *tensor.Dense, opt Sparse) (*Table, error) {
 	if len(sh) != 2 || !operand.Writable(weights) {
 		return nil, fmt.Errorf("optim: the table of shape %v must be a row-major matrix that is not a view: %w", sh, gather.ErrShape)
 	}
-	t := &Table{Weight: weights}
+	t := &MemoryTable{Weight: weights}
 	for _, c := range opt.Columns(sh[1]) {
 		st := tensor.New(tensor.Of(weights.Dtype()), tensor.WithShape(sh[0], c.Width))
 		if c.Init != 0 {
@@ -84,18 +78,24 @@ func NewTable(weights *tensor.Dense, opt Sparse) (*Table, error) {
 	return t, nil
 }
 
-// Step updates the table by opt from g, and counts the step. On error
-// nothing changed.
-func (t *Table) Step(opt Sparse, g *RowGrad) error {
+// Step updates the table by opt from g as step Steps()+1, and counts the
+// step. On error nothing changed. It never blocks: ctx is for the
+// rule.Stepper interface.
+func (t *MemoryTable) Step(_ context.Context, opt Sparse, g *RowGrad) error {
 	if opt == nil {
 		return fmt.Errorf("optim: Step needs an optimiser: %w", gather.ErrOption)
 	}
-	if err := opt.StepRows(Rows{Weight: t.Weight, State: t.State, Step: t.Steps + 1}, g); err != nil {
+	if err := opt.StepRows(Rows{Weight: t.Weight, State: t.State, Step: t.steps + 1}, g); err != nil {
 		return err
 	}
-	t.Steps++
+	t.steps++
 	return nil
 }
+
+// Steps returns the steps taken.
+func (t *MemoryTable) Steps() int64 { return t.steps }
+
+var _ rule.Stepper = (*MemoryTable)(nil)
 
 // ErrNotFinite: an optimiser asked to check (CheckFinite) was given a
 // gradient holding a NaN or an infinity (or serve.Quantize a table).
@@ -106,7 +106,7 @@ var ErrNotFinite = errs.ErrNotFinite
 // their slots (g itself without slots), and dim. With finite, g's values
 // must be finite. The rows of g must be in increasing order and in the
 // table; slots may come in any order.
-func checkRows(op string, r Rows, g *RowGrad, cols func(int) []table.Column, finite bool) (*RowGrad, int, error) {
+func checkRows(op string, r Rows, g *RowGrad, cols func(int) []rule.Column, finite bool) (*RowGrad, int, error) {
 	w := r.Weight
 	if w == nil || g == nil || g.Values == nil {
 		return nil, 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, gather.ErrShape)
@@ -127,7 +127,7 @@ func checkRows(op string, r Rows, g *RowGrad, cols func(int) []table.Column, fin
 			op, len(g.Rows), gs, len(g.Rows), dim, gather.ErrShape)
 	}
 	for k, row := range g.Rows {
-		if row < 0 || k > 0 && row <= g.Rows[k-1] || r.Slots == nil && row >= n {
+		if row < 0 || k > 0 && row <= g.Rows[k-1] || r.Slots == nil && row >= int64(n) {
 			return nil, 0, fmt.Errorf("%s: gradient row %d at position %d is out of order or out of range: %w", op, row, k, gather.ErrIndexOutOfRange)
 		}
 	}
@@ -137,7 +137,7 @@ func checkRows(op string, r Rows, g *RowGrad, cols func(int) []table.Column, fin
 			return nil, 0, fmt.Errorf("%s: %d slots for a gradient of %d rows: %w", op, len(r.Slots), len(g.Rows), gather.ErrShape)
 		}
 		for k, s := range r.Slots {
-			if s < 0 || s >= n {
+			if s < 0 || s >= int64(n) {
 				return nil, 0, fmt.Errorf("%s: slot %d of gradient row %d is outside [0, %d): %w", op, s, g.Rows[k], n, gather.ErrIndexOutOfRange)
 			}
 		}
@@ -180,11 +180,11 @@ func firstNonFinite[T kernel.Float](t *tensor.Dense) int {
 	return kernel.FirstNonFinite(operand.Floats[T](t))
 }
 
-// checkServer checks g, a gradient for a server's step, as checkRows
-// does: float values of shape [len(g.Rows), dim], rows in increasing
+// checkServer checks g, a gradient for a server's step of rows dim wide,
+// as checkRows does: float values of shape [len(g.Rows), dim], rows in increasing
 // order, and, with finite, finite values. (The store says which dtypes
 // its servers step.)
-func checkServer(op string, g *RowGrad, finite bool) error {
+func checkServer(op string, g *RowGrad, dim int, finite bool) error {
 	if g == nil || g.Values == nil {
 		return fmt.Errorf("%s: the gradient must not be nil: %w", op, gather.ErrShape)
 	}
@@ -192,8 +192,9 @@ func checkServer(op string, g *RowGrad, finite bool) error {
 		return err
 	}
 	gs := g.Values.Shape()
-	if len(gs) != 2 || gs[0] != len(g.Rows) || !operand.Writable(g.Values) {
-		return fmt.Errorf("%s: gradient of %d rows has values of shape %v: %w", op, len(g.Rows), gs, gather.ErrShape)
+	if len(gs) != 2 || gs[0] != len(g.Rows) || gs[1] != dim || !operand.Writable(g.Values) {
+		return fmt.Errorf("%s: gradient of %d rows has values of shape %v; the table needs shape (%d, %d): %w",
+			op, len(g.Rows), gs, len(g.Rows), dim, gather.ErrShape)
 	}
 	for k, row := range g.Rows {
 		if row < 0 || k > 0 && row <= g.Rows[k-1] {
@@ -216,22 +217,6 @@ func checkRates(op string, lr, wd float64) error {
 		return fmt.Errorf("%s: weight decay %v must be finite and at least 0: %w", op, wd, gather.ErrOption)
 	}
 	return nil
-}
-
-// luaRules holds each optimiser's update of one row for a Redis Cluster
-// (table.RedisStore.ApplyRule): lua/<name>.lua.
-//
-//go:embed lua/*.lua
-var luaRules embed.FS
-
-// serverRule returns the table.Rule named name, its Lua read from
-// lua/<name>.lua, with the parameters args.
-func serverRule(name string, args ...float64) (table.Rule, error) {
-	b, err := luaRules.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		return table.Rule{}, fmt.Errorf("optim: no server rule %q: %w", name, gather.ErrOption)
-	}
-	return table.Rule{Name: name, Lua: string(b), Args: args}, nil
 }
 
 // f32 returns x rounded to float32, as a rule's float32 kernel takes its

@@ -14,38 +14,48 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 )
 
-// sharedChunk is how many values of a SharedDense's learnables one row
+// SharedWidth is how many values of a SharedDense's learnables one row
 // of its table holds.
-const sharedChunk = 256
+const SharedWidth = 256
 
-// A SharedDense holds dense learnables (a model's weights and biases) on
-// a Redis Cluster for several workers, parameter-server style: each
-// worker reads them at the start of a step (Pull) and sends its gradient
-// at the end (Push), which the servers apply by the optimiser's ServerRule, each
-// update atomic and applied exactly once. The learnables are kept, one
-// after another, in rows of 256 float32 values (the last row padded with
-// zeros) of a table, with the optimiser's state beside each row; with
-// RowWiseAdagrad, each run of 256 values shares one sum.
+// A SharedDense holds dense learnables (a model's weights and biases) in
+// a table that steps its own rows (a table.Store that is a rule.Stepper:
+// a RedisStore for several workers, parameter-server style, or a
+// MemoryStore): each worker reads them at the start of a step (Pull) and
+// sends its gradient at the end (Push), which the store applies by the
+// optimiser, each update atomic and applied exactly once. The learnables
+// are kept, one after another, in rows of SharedWidth float32 values (the
+// last row padded with zeros), with the optimiser's state beside each
+// row; with RowWiseAdagrad, each run of 256 values shares one sum. The
+// table has SharedRows rows:
+//
+//	rows, _ := optim.SharedRows(params...)
+//	table.CreateRedis(ctx, o, "dense", rows, optim.SharedWidth, tensor.Float32, table.WithState(adam.Columns(optim.SharedWidth)...))
+//	s, _ := table.OpenRedis(ctx, o, "dense")
+//	optim.CreateSharedDense(ctx, s, params...)
+//	d, _ := optim.OpenSharedDense(ctx, s, adam, optim.SharedOptions{Worker: w, Workers: n}, params...)
 //
 // Workers drift apart by at most SharedOptions.Staleness steps (stale
 // synchronous parallel): Pull at a worker's step t waits until every
 // worker has pushed t - Staleness steps, so the learnables it reads hold
 // every worker's updates up to then, and its gradient, computed from
-// them, lands at most Staleness steps of each other worker late.
+// them, lands at most Staleness steps of each other worker late. Workers
+// record their steps in the store's clocks (SetClock and Clocks, which a
+// RedisStore keeps): a store without them serves one worker.
 type SharedDense struct {
-	store  sharedStore
-	opt    Sparse
-	nodes  []*gorgonia.Node
-	so     SharedOptions
-	rows   int
-	steps  int64
-	ids    []int64
-	buf    []byte
-	grad   *tensor.Dense
-	gradID []int
+	store sharedStore
+	clock clock // the store's, for several workers
+	opt   Sparse
+	nodes []*gorgonia.Node
+	so    SharedOptions
+	rows  int
+	ids   []int64
+	buf   []byte
+	grad  *tensor.Dense
 }
 
 // SharedOptions place a worker among the workers of a SharedDense.
@@ -62,46 +72,56 @@ type SharedOptions struct {
 	Gone time.Duration
 }
 
+// SharedRows returns how many rows of SharedWidth values the table of a
+// SharedDense of the learnables nodes (named float32 tensors) has.
+func SharedRows(nodes ...*gorgonia.Node) (int64, error) {
+	n, err := sharedSize("shared dense", nodes)
+	if err != nil {
+		return 0, err
+	}
+	return int64((n + SharedWidth - 1) / SharedWidth), nil
+}
+
 // CreateSharedDense writes the learnables nodes (named float32 tensors),
-// as they are, to the cluster as the table name, each row with opt's
-// state, zeros. A table of that name already there is an error unless
-// table.WithReplace is given.
-func CreateSharedDense(ctx context.Context, o table.RedisOptions, name string, opt Sparse, nodes []*gorgonia.Node, opts ...table.Option) error {
-	prefix := fmt.Sprintf("shared dense %q", name)
-	n, err := sharedSize(prefix, nodes)
+// as they are, into the rows of store, a table of SharedRows rows of
+// SharedWidth float32 values; their state is left as it is (the
+// columns' Init values of a new table).
+func CreateSharedDense(ctx context.Context, store table.Store, nodes ...*gorgonia.Node) error {
+	d, err := sharedTable(store, nodes)
 	if err != nil {
 		return err
 	}
-	rows := (n + sharedChunk - 1) / sharedChunk
-	cols := opt.Columns(sharedChunk)
-	if err := table.CreateRedis(ctx, o, name, int64(rows), sharedChunk, tensor.Float32, append(opts, table.WithState(cols...))...); err != nil {
+	width := store.RowBytes() / 4
+	vals := make([]float32, d.rows*width)
+	if err := store.ReadRows(ctx, d.ids, fileio.LittleEndianBytes(vals)); err != nil {
 		return err
 	}
-	d, err := OpenSharedDense(ctx, o, name, opt, SharedOptions{Workers: 1}, nodes...)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	width := d.store.RowBytes() / 4
-	vals := make([]float32, rows*width)
 	at := 0
 	for _, nd := range nodes {
 		for _, v := range nd.Value().(*tensor.Dense).Float32s() {
-			vals[at/sharedChunk*width+at%sharedChunk] = v
+			vals[at/SharedWidth*width+at%SharedWidth] = v
 			at++
 		}
 	}
-	return d.store.WriteRows(ctx, d.ids, fileio.LittleEndianBytes(vals))
+	return store.WriteRows(ctx, d.ids, fileio.LittleEndianBytes(vals))
 }
 
-// OpenSharedDense returns the learnables nodes as the table name on the
-// cluster holds them, stepped by opt, for the worker so places, which it
-// records as at step 0: a table of another size or layout is an error
-// wrapping checkpoint.ErrMismatch.
-func OpenSharedDense(ctx context.Context, o table.RedisOptions, name string, opt Sparse, so SharedOptions, nodes ...*gorgonia.Node) (*SharedDense, error) {
-	prefix := fmt.Sprintf("shared dense %q", name)
-	if so.Workers < 1 || so.Worker < 0 || so.Worker >= so.Workers || so.Staleness < 0 || so.Wait < 0 || so.Gone < 0 {
-		return nil, fmt.Errorf("%s: worker %d of %d, staleness %d, wait %v, gone %v: %w", prefix, so.Worker, so.Workers, so.Staleness, so.Wait, so.Gone, gather.ErrOption)
+// OpenSharedDense returns the learnables nodes as store holds them,
+// stepped by opt, for the worker so places, which it records as at step
+// 0. store must step its own rows (rule.Stepper) and, for several
+// workers, keep their clocks; a table of another size or layout is an
+// error wrapping checkpoint.ErrMismatch.
+func OpenSharedDense(ctx context.Context, store table.Store, opt Sparse, so SharedOptions, nodes ...*gorgonia.Node) (*SharedDense, error) {
+	d, err := sharedTable(store, nodes)
+	if err != nil {
+		return nil, err
+	}
+	prefix := fmt.Sprintf("shared dense %q", store.Schema().Name)
+	if opt == nil || so.Workers < 1 || so.Worker < 0 || so.Worker >= so.Workers || so.Staleness < 0 || so.Wait < 0 || so.Gone < 0 {
+		return nil, fmt.Errorf("%s: optimiser %v, worker %d of %d, staleness %d, wait %v, gone %v: %w", prefix, opt, so.Worker, so.Workers, so.Staleness, so.Wait, so.Gone, gather.ErrOption)
+	}
+	if want, have := opt.Columns(SharedWidth), store.Schema().Columns; !rule.SameColumns(want, have) {
+		return nil, fmt.Errorf("%s: the optimiser %q keeps %v by row; the table holds %v: %w", prefix, opt.Name(), want, have, checkpoint.ErrMismatch)
 	}
 	if so.Wait == 0 {
 		so.Wait = time.Minute
@@ -109,30 +129,43 @@ func OpenSharedDense(ctx context.Context, o table.RedisOptions, name string, opt
 	if so.Gone == 0 {
 		so.Gone = 10 * time.Second
 	}
+	var ok bool
+	if d.store, ok = store.(sharedStore); !ok {
+		return nil, fmt.Errorf("%s: its store, %T, does not step its own rows (rule.Stepper): %w", prefix, store, gather.ErrOption)
+	}
+	d.opt, d.so = opt, so
+	if so.Workers > 1 {
+		if d.clock, ok = store.(clock); !ok {
+			return nil, fmt.Errorf("%s: %d workers: its store, %T, keeps no clocks (SetClock, Clocks): %w", prefix, so.Workers, store, gather.ErrOption)
+		}
+		if err := d.clock.SetClock(ctx, so.Worker, 0, so.Gone); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// sharedTable checks that store is the table of the learnables nodes and
+// returns a SharedDense of them, without store or optimiser.
+func sharedTable(store table.Store, nodes []*gorgonia.Node) (*SharedDense, error) {
+	if store == nil {
+		return nil, fmt.Errorf("shared dense: needs a store: %w", gather.ErrOption)
+	}
+	sc := store.Schema()
+	prefix := fmt.Sprintf("shared dense %q", sc.Name)
 	n, err := sharedSize(prefix, nodes)
 	if err != nil {
 		return nil, err
 	}
-	s, err := table.OpenRedis(ctx, o, name, sharedChunk, tensor.Float32, opt.Columns(sharedChunk))
-	if err != nil {
-		return nil, err
+	rows := (n + SharedWidth - 1) / SharedWidth
+	if sc.Rows != int64(rows) || sc.Dim != SharedWidth || sc.Dtype != tensor.Float32 || sc.Format != table.Float32 {
+		return nil, fmt.Errorf("%s: the table has %d rows of %d %v values; the learnables need %d of %d float32 (SharedRows): %w",
+			prefix, sc.Rows, sc.Dim, sc.Format, rows, SharedWidth, checkpoint.ErrMismatch)
 	}
-	rows := (n + sharedChunk - 1) / sharedChunk
-	if s.Rows() != int64(rows) {
-		s.Close()
-		return nil, fmt.Errorf("%s: the cluster's table has %d rows of %d values; the learnables need %d: %w", prefix, s.Rows(), sharedChunk, rows, checkpoint.ErrMismatch)
-	}
-	d := &SharedDense{store: s, opt: opt, nodes: nodes, so: so, rows: rows,
-		ids: make([]int64, rows), buf: make([]byte, rows*s.RowBytes()), gradID: make([]int, rows),
-		grad: tensor.New(tensor.WithShape(rows, sharedChunk), tensor.Of(tensor.Float32))}
+	d := &SharedDense{nodes: nodes, rows: rows, ids: make([]int64, rows), buf: make([]byte, rows*store.RowBytes()),
+		grad: tensor.New(tensor.WithShape(rows, SharedWidth), tensor.Of(tensor.Float32))}
 	for r := range d.ids {
-		d.ids[r], d.gradID[r] = int64(r), r
-	}
-	if so.Workers > 1 {
-		if err := s.SetClock(ctx, so.Worker, 0, so.Gone); err != nil {
-			s.Close()
-			return nil, err
-		}
+		d.ids[r] = int64(r)
 	}
 	return d, nil
 }
@@ -155,20 +188,23 @@ func sharedSize(prefix string, nodes []*gorgonia.Node) (int, error) {
 }
 
 // Steps returns how many steps this worker has pushed.
-func (d *SharedDense) Steps() int64 { return d.steps }
+func (d *SharedDense) Steps() int64 { return d.store.Steps() }
 
 // Store returns the table that holds the learnables.
 func (d *SharedDense) Store() table.Store { return d.store }
 
-// sharedStore is what a SharedDense needs of the store of its table (a
-// table.RedisStore): rules applied on the servers, and the workers'
-// clocks.
+// sharedStore is what a SharedDense needs of the store of its table: its
+// rows, stepped where they live.
 type sharedStore interface {
-	table.RuleStore
-	Name() string
+	table.Store
+	rule.Stepper
+}
+
+// clock is what several workers of a SharedDense need of its store: each
+// worker's step count (a RedisStore keeps them).
+type clock interface {
 	SetClock(ctx context.Context, worker int, steps int64, ttl time.Duration) error
 	Clocks(ctx context.Context, workers int) ([]int64, error)
-	Close() error
 }
 
 // Pull waits until no worker is more than Staleness steps behind this
@@ -179,7 +215,7 @@ func (d *SharedDense) Pull(ctx context.Context) error {
 		end := time.Now().Add(d.so.Wait)
 		pause := time.Millisecond
 		for {
-			clocks, err := d.store.Clocks(ctx, d.so.Workers)
+			clocks, err := d.clock.Clocks(ctx, d.so.Workers)
 			if err != nil {
 				return err
 			}
@@ -189,16 +225,16 @@ func (d *SharedDense) Pull(ctx context.Context) error {
 					slow, at = w, c
 				}
 			}
-			if slow < 0 || d.steps-at <= int64(d.so.Staleness) {
+			if slow < 0 || d.Steps()-at <= int64(d.so.Staleness) {
 				break
 			}
 			if time.Now().After(end) {
 				return fmt.Errorf("shared dense %q: worker %d has pushed %d steps, this one (%d) %d: waited %v for it to come within %d: %w",
-					d.store.Name(), slow, at, d.so.Worker, d.steps, d.so.Wait, d.so.Staleness, ErrStale)
+					d.store.Schema().Name, slow, at, d.so.Worker, d.Steps(), d.so.Wait, d.so.Staleness, ErrStale)
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("shared dense %q: waiting for worker %d: %w", d.store.Name(), slow, ctx.Err())
+				return fmt.Errorf("shared dense %q: waiting for worker %d: %w", d.store.Schema().Name, slow, ctx.Err())
 			case <-time.After(pause):
 			}
 			pause = min(2*pause, 50*time.Millisecond)
@@ -213,7 +249,7 @@ func (d *SharedDense) Pull(ctx context.Context) error {
 	for _, nd := range d.nodes {
 		w := nd.Value().(*tensor.Dense).Float32s()
 		for i := range w {
-			w[i] = row[at/sharedChunk*width+at%sharedChunk]
+			w[i] = row[at/SharedWidth*width+at%SharedWidth]
 			at++
 		}
 	}
@@ -230,34 +266,35 @@ func (d *SharedDense) Push(ctx context.Context) error {
 	for _, nd := range d.nodes {
 		gv, err := nd.Grad()
 		if err != nil {
-			return fmt.Errorf("shared dense %q: %q has no gradient (bind it with gorgonia.BindDualValues): %v: %w", d.store.Name(), nd.Name(), err, gather.ErrGraph)
+			return fmt.Errorf("shared dense %q: %q has no gradient (bind it with gorgonia.BindDualValues): %v: %w", d.store.Schema().Name, nd.Name(), err, gather.ErrGraph)
 		}
 		gt, ok := gv.(*tensor.Dense)
 		if !ok || gt.Dtype() != tensor.Float32 || gt.Shape().TotalSize() != nd.Shape().TotalSize() {
-			return fmt.Errorf("shared dense %q: the gradient of %q is %v: %w", d.store.Name(), nd.Name(), gv, gather.ErrShape)
+			return fmt.Errorf("shared dense %q: the gradient of %q is %v: %w", d.store.Schema().Name, nd.Name(), gv, gather.ErrShape)
 		}
 		at += copy(g[at:], gt.Float32s())
 	}
-	rule, err := d.opt.ServerRule(d.steps+1, &RowGrad{Rows: d.gradID, Values: d.grad})
-	if err != nil {
-		return err
-	}
-	if err := d.store.ApplyRule(ctx, rule, d.ids, sharedChunk, fileio.LittleEndianBytes(g)); err != nil {
+	if err := d.store.Step(ctx, d.opt, &RowGrad{Rows: d.ids, Values: d.grad}); err != nil {
 		return err
 	}
 	for _, nd := range d.nodes {
 		gv, _ := nd.Grad()
 		gv.(*tensor.Dense).Zero()
 	}
-	d.steps++
-	if d.so.Workers > 1 {
-		return d.store.SetClock(ctx, d.so.Worker, d.steps, d.so.Gone)
+	if d.clock != nil {
+		return d.clock.SetClock(ctx, d.so.Worker, d.Steps(), d.so.Gone)
 	}
 	return nil
 }
 
-// Close closes the connections to the cluster.
-func (d *SharedDense) Close() error { return d.store.Close() }
+// Close closes the store, if it has a Close method (a RedisStore's
+// connections).
+func (d *SharedDense) Close() error {
+	if c, ok := d.store.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
 
 // ErrStale: a worker waited longer than SharedOptions.Wait for the
 // slowest to come within the staleness bound.

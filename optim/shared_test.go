@@ -3,10 +3,11 @@ package optim_test
 import (
 	"context"
 	"errors"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -65,10 +66,10 @@ func TestSharedDense(t *testing.T) {
 	opt := &optim.SparseSGD{LearnRate: 0.1}
 	m := newSharedModel(t, 1)
 	nodes := []*gorgonia.Node{m.w, m.b}
-	if err := optim.CreateSharedDense(context.Background(), o, "mlp", opt, nodes); err != nil {
+	if err := createShared(o, "mlp", opt, nodes); err != nil {
 		t.Fatal(err)
 	}
-	d, err := optim.OpenSharedDense(context.Background(), o, "mlp", opt, optim.SharedOptions{Workers: 1}, nodes...)
+	d, err := openShared(o, "mlp", opt, optim.SharedOptions{Workers: 1}, nodes...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,17 +104,17 @@ func TestSharedDense(t *testing.T) {
 
 	// Two workers, staleness 1: worker 0 two steps ahead waits.
 	so := optim.SharedOptions{Worker: 0, Workers: 2, Staleness: 1, Wait: 300 * time.Millisecond, Gone: time.Second}
-	if _, err := optim.OpenSharedDense(context.Background(), o, "mlp", opt, so, newSharedModel(t, 0).b); !errors.Is(err, checkpoint.ErrMismatch) {
+	if _, err := openShared(o, "mlp", opt, so, newSharedModel(t, 0).b); !errors.Is(err, checkpoint.ErrMismatch) {
 		t.Fatalf("learnables of another size: %v", err)
 	}
 	m0, m1 := newSharedModel(t, 0), newSharedModel(t, 0)
-	w0, err := optim.OpenSharedDense(context.Background(), o, "mlp", opt, so, m0.w, m0.b)
+	w0, err := openShared(o, "mlp", opt, so, m0.w, m0.b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w0.Close()
 	so.Worker = 1
-	w1, err := optim.OpenSharedDense(context.Background(), o, "mlp", opt, so, m1.w, m1.b)
+	w1, err := openShared(o, "mlp", opt, so, m1.w, m1.b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,18 +141,18 @@ func TestSharedDense(t *testing.T) {
 	}
 	// A worker that never pushes: its record expires after Gone, and
 	// the worker waiting for it goes on.
-	if err := optim.CreateSharedDense(context.Background(), o, "mlp2", opt, nodes); err != nil {
+	if err := createShared(o, "mlp2", opt, nodes); err != nil {
 		t.Fatal(err)
 	}
 	so = optim.SharedOptions{Worker: 1, Workers: 2, Staleness: 1, Wait: 5 * time.Second, Gone: 500 * time.Millisecond}
-	idle, err := optim.OpenSharedDense(context.Background(), o, "mlp2", opt, so, m1.w, m1.b)
+	idle, err := openShared(o, "mlp2", opt, so, m1.w, m1.b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer idle.Close()
 	start = time.Now()
 	so.Worker = 0
-	w0, err = optim.OpenSharedDense(context.Background(), o, "mlp2", opt, so, m0.w, m0.b)
+	w0, err = openShared(o, "mlp2", opt, so, m0.w, m0.b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,4 +166,37 @@ func TestSharedDense(t *testing.T) {
 	if err := w0.Pull(context.Background()); err != nil || time.Since(start) < 400*time.Millisecond {
 		t.Fatalf("worker 1 gone: %v after %v", err, time.Since(start))
 	}
+}
+
+// createShared writes the table name of the learnables nodes, stepped by
+// opt, to the cluster o.
+func createShared(o table.RedisOptions, name string, opt optim.Sparse, nodes []*gorgonia.Node) error {
+	ctx := context.Background()
+	rows, err := optim.SharedRows(nodes...)
+	if err != nil {
+		return err
+	}
+	if err := table.CreateRedis(ctx, o, name, rows, optim.SharedWidth, tensor.Float32, table.WithState(opt.Columns(optim.SharedWidth)...)); err != nil {
+		return err
+	}
+	s, err := table.OpenRedis(ctx, o, name)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return optim.CreateSharedDense(ctx, s, nodes...)
+}
+
+// openShared opens the learnables nodes of the table name on the cluster
+// o, as worker so.
+func openShared(o table.RedisOptions, name string, opt optim.Sparse, so optim.SharedOptions, nodes ...*gorgonia.Node) (*optim.SharedDense, error) {
+	s, err := table.OpenRedis(context.Background(), o, name)
+	if err != nil {
+		return nil, err
+	}
+	d, err := optim.OpenSharedDense(context.Background(), s, opt, so, nodes...)
+	if err != nil {
+		s.Close()
+	}
+	return d, err
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/table"
+	"github.com/gathergrad/gather/rule"
 	"gorgonia.org/tensor"
 )
 
@@ -32,8 +32,11 @@ type SparseSGD struct {
 	CheckFinite bool
 }
 
+// Name returns "sparse_sgd".
+func (o *SparseSGD) Name() string { return "sparse_sgd" }
+
 // Columns returns no column: SparseSGD keeps no state.
-func (o *SparseSGD) Columns(dim int) []table.Column { return nil }
+func (o *SparseSGD) Columns(dim int) []rule.Column { return nil }
 
 // StepRows updates the rows g names where r holds them.
 func (o *SparseSGD) StepRows(r Rows, g *RowGrad) error {
@@ -48,15 +51,13 @@ func (o *SparseSGD) StepRows(r Rows, g *RowGrad) error {
 	return nil
 }
 
-// ServerRule returns the step as lua/sparse_sgd.lua computes it.
-func (o *SparseSGD) ServerRule(t int64, g *RowGrad) (table.Rule, error) {
+// Check reports the error StepRows would report for step t and the
+// gradient g of rows dim wide.
+func (o *SparseSGD) Check(t int64, g *RowGrad, dim int) error {
 	if err := checkRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
-		return table.Rule{}, err
+		return err
 	}
-	if err := checkServer("sparse sgd", g, o.CheckFinite); err != nil {
-		return table.Rule{}, err
-	}
-	return serverRule("sparse_sgd", f32(o.LearnRate), f32(o.WeightDecay))
+	return checkServer("sparse sgd", g, dim, o.CheckFinite)
 }
 
 // sgdRows is kernel.SGDRows for a table of Go type T.
@@ -110,9 +111,12 @@ func NewSparseAdam(lr float64) *SparseAdam {
 	return &SparseAdam{LearnRate: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
 }
 
+// Name returns "sparse_adam".
+func (o *SparseAdam) Name() string { return "sparse_adam" }
+
 // Columns returns the moments, "exp_avg" and "exp_avg_sq", dim values each.
-func (o *SparseAdam) Columns(dim int) []table.Column {
-	return []table.Column{{Name: "exp_avg", Width: dim}, {Name: "exp_avg_sq", Width: dim}}
+func (o *SparseAdam) Columns(dim int) []rule.Column {
+	return []rule.Column{{Name: "exp_avg", Width: dim}, {Name: "exp_avg_sq", Width: dim}}
 }
 
 // StepRows updates the rows g names where r holds them, as step r.Step.
@@ -134,20 +138,16 @@ func (o *SparseAdam) StepRows(r Rows, g *RowGrad) error {
 	return nil
 }
 
-// ServerRule returns step t as lua/sparse_adam.lua computes it: the
-// float32 kernel's arithmetic.
-func (o *SparseAdam) ServerRule(t int64, g *RowGrad) (table.Rule, error) {
+// Check reports the error StepRows would report for step t and the
+// gradient g of rows dim wide.
+func (o *SparseAdam) Check(t int64, g *RowGrad, dim int) error {
 	if err := o.check(); err != nil {
-		return table.Rule{}, err
+		return err
 	}
 	if t < 1 {
-		return table.Rule{}, fmt.Errorf("sparse adam: step number %d; steps count from 1: %w", t, gather.ErrOption)
+		return fmt.Errorf("sparse adam: step number %d; steps count from 1: %w", t, gather.ErrOption)
 	}
-	if err := checkServer("sparse adam", g, o.CheckFinite); err != nil {
-		return table.Rule{}, err
-	}
-	c := o.consts32(o.step(t))
-	return serverRule("sparse_adam", float64(c.B1), float64(c.C1), float64(c.B2), float64(c.C2), float64(c.Eps), float64(c.Step), float64(c.Decay))
+	return checkServer("sparse adam", g, dim, o.CheckFinite)
 }
 
 // step returns the step size and the decay factor of step t.
@@ -208,9 +208,12 @@ func NewRowWiseAdagrad(lr float64) *RowWiseAdagrad {
 	return &RowWiseAdagrad{LearnRate: lr, Eps: 1e-8}
 }
 
+// Name returns "rowwise_adagrad".
+func (o *RowWiseAdagrad) Name() string { return "rowwise_adagrad" }
+
 // Columns returns the row's accumulator, "sum", one value.
-func (o *RowWiseAdagrad) Columns(dim int) []table.Column {
-	return []table.Column{{Name: "sum", Width: 1}}
+func (o *RowWiseAdagrad) Columns(dim int) []rule.Column {
+	return []rule.Column{{Name: "sum", Width: 1}}
 }
 
 // StepRows updates the rows g names where r holds them.
@@ -226,15 +229,13 @@ func (o *RowWiseAdagrad) StepRows(r Rows, g *RowGrad) error {
 	return nil
 }
 
-// ServerRule returns the step as lua/rowwise_adagrad.lua computes it.
-func (o *RowWiseAdagrad) ServerRule(t int64, g *RowGrad) (table.Rule, error) {
+// Check reports the error StepRows would report for step t and the
+// gradient g of rows dim wide.
+func (o *RowWiseAdagrad) Check(t int64, g *RowGrad, dim int) error {
 	if err := o.check(); err != nil {
-		return table.Rule{}, err
+		return err
 	}
-	if err := checkServer("rowwise adagrad", g, o.CheckFinite); err != nil {
-		return table.Rule{}, err
-	}
-	return serverRule("rowwise_adagrad", o.LearnRate, o.Eps, o.WeightDecay)
+	return checkServer("rowwise adagrad", g, dim, o.CheckFinite)
 }
 
 // stepless marks an optimiser whose checkpointed state holds no step

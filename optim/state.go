@@ -7,7 +7,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
-	"github.com/gathergrad/gather/table"
+	"github.com/gathergrad/gather/rule"
 )
 
 // A Param is a table an optimiser's state belongs to: an *nn.Embedding.
@@ -17,7 +17,7 @@ import (
 // which keeps the state with them).
 type Param interface {
 	Name() string
-	Rows(opt Sparse) (*Table, error)
+	Rows(opt Sparse) (*MemoryTable, error)
 }
 
 // State returns the state of opt for the table p as a checkpoint.Part,
@@ -45,7 +45,7 @@ type optimizerState struct {
 
 // table returns the table of s and the name of its step count's tensor,
 // "" for none.
-func (s optimizerState) table() (*Table, string, error) {
+func (s optimizerState) table() (*MemoryTable, string, error) {
 	if s.p == nil || s.opt == nil {
 		return nil, "", fmt.Errorf("optimizer state: needs a table and an optimiser: %w", gather.ErrOption)
 	}
@@ -70,7 +70,7 @@ func (s optimizerState) State() (map[string]tensor.Tensor, error) {
 		out[s.p.Name()+"."+c.Name] = saved(c, t.State[k])
 	}
 	if step != "" {
-		out[step] = tensor.New(tensor.FromScalar(t.Steps))
+		out[step] = tensor.New(tensor.FromScalar(t.steps))
 	}
 	return out, nil
 }
@@ -101,14 +101,14 @@ func (s optimizerState) SetState(tensors map[string]*tensor.Dense) error {
 			return fmt.Errorf("table %q: %w", s.p.Name(), err)
 		}
 	}
-	t.Steps = steps
+	t.steps = steps
 	return nil
 }
 
 // saved returns the state st of the column c as a checkpoint holds it:
 // itself, or, for a column one value wide, a [vocab] view of its memory
 // (PyTorch's shape for a row-wise accumulator).
-func saved(c table.Column, st *tensor.Dense) *tensor.Dense {
+func saved(c rule.Column, st *tensor.Dense) *tensor.Dense {
 	if c.Width != 1 {
 		return st
 	}

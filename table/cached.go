@@ -22,26 +22,28 @@ import (
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/rowcache"
+	"github.com/gathergrad/gather/rule"
 )
 
 // A Store holds every row of a table: each row's values and, beside them,
-// its optimiser state (WithState), RowBytes bytes in all, little-endian.
-// A Cached table keeps the hot rows of a Store in memory. FileStore-backed
-// tables come from OpenCached; MemoryStore holds the rows in memory;
-// RedisStore on a Redis Cluster. A store with more to offer says so by
-// implementing more methods: a RuleStore applies optimiser steps on its
-// servers.
-//
-// Its methods:
-//
-//	RowBytes() int  // the size of a row
-//	Rows() int64    // the number of rows; ids lie in [0, Rows())
-//	ReadRows(ctx context.Context, ids []int64, dst []byte) error   // row k into dst[k*RowBytes():]
-//	WriteRows(ctx context.Context, ids []int64, src []byte) error  // row k from src[k*RowBytes():]
+// its optimiser state (WithState), RowBytes bytes in all, little-endian,
+// as its Schema says. A Cached table keeps the hot rows of a Store in
+// memory. MemoryStore holds the rows in memory, RedisStore on a Redis
+// Cluster; OpenCached keeps a file's rows in a store of its own. A store
+// with more to offer says so by implementing more methods, found by
+// assertion: one that steps its own rows (rule.Stepper, as MemoryStore
+// and RedisStore do) can back a Shared cache, one that keeps the workers'
+// clocks (RedisStore) an optim.SharedDense of several workers.
 //
 // A read or write stops when ctx is done and returns an error wrapping
 // ctx.Err().
-type Store = rowcache.Store
+type Store interface {
+	Schema() Schema
+	RowBytes() int                                                // the size of a row
+	Rows() int64                                                  // the number of rows; ids lie in [0, Rows())
+	ReadRows(ctx context.Context, ids []int64, dst []byte) error  // row k into dst[k*RowBytes():]
+	WriteRows(ctx context.Context, ids []int64, src []byte) error // row k from src[k*RowBytes():]
+}
 
 // ErrCapacity: a batch names more distinct rows than a Cached table
 // holds, or a cache budget is smaller than one row.
@@ -50,9 +52,8 @@ var ErrCapacity = rowcache.ErrCapacity
 // The layout of a table file with optimiser state (WithState).
 const (
 	rowsSuffix = ".rows"
-	columnsKey = "gathergrad.columns" // "weight:<dim>,<name>:<width>,..."
-	stepKey    = "gathergrad.step"    // the optimiser's step count, stepDigits decimal digits
-	idKey      = "gathergrad.id"      // the table's identity, which its journal names
+	stepKey    = "gathergrad.step" // the optimiser's step count, stepDigits decimal digits
+	idKey      = "gathergrad.id"   // the table's identity, which its journal names
 	stepDigits = 20
 )
 
@@ -60,11 +61,7 @@ const (
 // beside its values (WithState): Width values of the table's dtype, named
 // Name, each Init in a new row (Create, CreateRedis, NewMemoryStore).
 // Package optim's sparse optimisers name theirs (optim.Sparse.Columns).
-type Column struct {
-	Name  string
-	Width int
-	Init  float64
-}
+type Column = rule.Column
 
 // layout returns the name of the tensor of a table file of rows dim wide
 // with the state cols, its row width and its metadata: a new identity
@@ -78,7 +75,7 @@ func layout(prefix, name string, dim int, cols []Column) (key string, width int,
 	if err != nil {
 		return "", 0, nil, err
 	}
-	meta[columnsKey] = desc
+	meta[LayoutKey] = desc
 	return name + rowsSuffix, width, meta, nil
 }
 
@@ -119,6 +116,35 @@ func describe(prefix string, dim int, cols []Column) (string, int, error) {
 		width += c.Width
 	}
 	return strings.Join(parts, ","), width, nil
+}
+
+// LayoutKey is the metadata entry of a table file with optimiser state
+// (WithState) that describes its rows: "weight:<dim>,<column>:<width>,..."
+// (ParseLayout).
+const LayoutKey = "gathergrad.columns"
+
+// ParseLayout returns the values and the state of a row that desc, a
+// table file's LayoutKey metadata, describes: "weight:64,sum:1" is rows
+// of 64 values and one column "sum" one value wide. A description that
+// is not one is an error wrapping checkpoint.ErrFormat.
+func ParseLayout(desc string) (dim int, cols []Column, err error) {
+	parts := strings.Split(desc, ",")
+	for k, p := range parts {
+		name, w, ok := strings.Cut(p, ":")
+		n, err := strconv.Atoi(w)
+		if !ok || err != nil || n <= 0 || (k == 0) != (name == "weight") || name == "" {
+			return 0, nil, fmt.Errorf("metadata %s = %q does not describe a table's rows (\"weight:<dim>,<column>:<width>,...\"): %w", LayoutKey, desc, checkpoint.ErrFormat)
+		}
+		if k == 0 {
+			dim = n
+			continue
+		}
+		cols = append(cols, Column{Name: name, Width: n})
+	}
+	if _, _, err := describe("", dim, cols); err != nil {
+		return 0, nil, fmt.Errorf("metadata %s = %q: %v: %w", LayoutKey, desc, err, checkpoint.ErrFormat)
+	}
+	return dim, cols, nil
 }
 
 func formatSteps(n int64) string { return fmt.Sprintf("%0*d", stepDigits, n) }
@@ -177,15 +203,6 @@ type CacheOptions struct {
 	// fail with an error wrapping ErrJournalFull instead of syncing, for
 	// a program that chooses its own moments to Sync.
 	ManualSync bool
-	// Half, for NewCached, says that the store holds each row's values in
-	// this half format (NewHalfMemoryStore's rows); OpenCached reads it
-	// from the file (Create with WithHalf). The cache holds them as
-	// float32, which the graph reads and the optimiser steps, its state
-	// in float32; after each step the changed values are rounded to the
-	// format (Round), so that the store holds them exactly. A float16
-	// value a step takes beyond 65504, the format's largest, is held at
-	// ±65504.
-	Half HalfFormat
 	// NearestRounding rounds a half table's stepped values to nearest
 	// even. Without it they are rounded stochastically (up or down at
 	// random, unbiased), from a hash of RoundingSeed, the step, the row
@@ -193,6 +210,8 @@ type CacheOptions struct {
 	// on average where rounding to nearest would drop them.
 	NearestRounding bool
 	RoundingSeed    uint64
+
+	half Format // the store's values' format, if half precision
 }
 
 // ErrJournalFull: the journal of a table in a file is past
@@ -228,12 +247,13 @@ type Cached struct {
 	dim    int
 	dt     tensor.Dtype
 	cols   []Column
-	store  Store
+	store  rowcache.Store
 	cache  *rowcache.Cache
 	shared bool
 	weight *tensor.Dense   // [slots, dim]
 	state  []*tensor.Dense // per column, [slots, width]
 	steps  int64
+	slots  []int64 // the slots of a step's rows
 
 	file      *os.File            // OpenCached's file, else nil
 	release   func()              // fileio.Hold's, for file
@@ -243,20 +263,23 @@ type Cached struct {
 	manual    bool                // past limit, Fetch fails instead of syncing
 	closed    bool
 
-	half    HalfFormat // the store's values, 0 for full precision
-	nearest bool       // round stepped values to nearest, not stochastically
-	seed    uint64     // the stochastic rounding's
+	half    Format // the store's values, 0 for full precision
+	nearest bool   // round stepped values to nearest, not stochastically
+	seed    uint64 // the stochastic rounding's
 }
 
-// NewCached returns a cache in front of store, whose rows are dim values
-// of dtype dt (Float32 or Float64) followed by the state cols, holding as
-// many rows as o.Budget allows. The store's rows start with step count 0
+// NewCached returns a cache in front of store, holding as many of its
+// rows as o.Budget allows: rows of the store's Schema (float32 or
+// float64 values, or half-precision values that the cache holds as
+// float32, then the state). The store's rows start with step count 0
 // (see Steps).
-func NewCached(ctx context.Context, store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
-	prefix := fmt.Sprintf("table %q", name)
+func NewCached(ctx context.Context, store Store, o CacheOptions) (*Cached, error) {
 	if store == nil {
-		return nil, fmt.Errorf("%s: needs a store: %w", prefix, errs.ErrOption)
+		return nil, fmt.Errorf("table: NewCached needs a store: %w", errs.ErrOption)
 	}
+	sc := store.Schema()
+	prefix := fmt.Sprintf("table %q", sc.Name)
+	dt, dim, cols := sc.Dtype, sc.Dim, sc.Columns
 	if err := operand.CheckFloat(prefix, "dtype", dt); err != nil {
 		return nil, err
 	}
@@ -267,23 +290,24 @@ func NewCached(ctx context.Context, store Store, name string, dim int, dt tensor
 	if err != nil {
 		return nil, err
 	}
-	if o.Half != 0 {
-		if halfNames[o.Half] == "" || dt != tensor.Float32 || o.Shared {
-			return nil, fmt.Errorf("%s: a half table (%v) is float32 and not Shared: %w", prefix, o.Half, errs.ErrOption)
+	var rs rowcache.Store = store
+	if sc.Format.isHalf() {
+		if dt != tensor.Float32 || o.Shared {
+			return nil, fmt.Errorf("%s: a half table (%v) is float32 and not Shared: %w", prefix, sc.Format, errs.ErrOption)
 		}
 		if rb := 2*dim + 4*(width-dim); store.RowBytes() != rb {
 			return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d half values and %d float32 of state are %d: %w",
 				prefix, store.RowBytes(), dim, width-dim, rb, errs.ErrShape)
 		}
-		store = &halfStore{inner: store, f: o.Half, dim: dim}
+		rs, o.half = &halfStore{inner: store, f: sc.Format, dim: dim}, sc.Format
 	} else if rb := width * int(dt.Size()); store.RowBytes() != rb {
 		return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d values of %v (%d of them state) are %d: %w",
 			prefix, store.RowBytes(), width, dt, width-dim, rb, errs.ErrShape)
 	}
-	return newCached(ctx, store, name, dim, dt, cols, o)
+	return newCached(ctx, rs, sc.Name, dim, dt, cols, o)
 }
 
-func newCached(ctx context.Context, store Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
+func newCached(ctx context.Context, store rowcache.Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	rb := int64(store.RowBytes())
 	if o.MaxAge < 0 {
@@ -309,11 +333,11 @@ func newCached(ctx context.Context, store Store, name string, dim int, dt tensor
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
 	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache, shared: o.Shared,
-		half: o.Half, nearest: o.NearestRounding, seed: o.RoundingSeed}
+		half: o.half, nearest: o.NearestRounding, seed: o.RoundingSeed}
 	if o.Shared {
-		if _, ok := store.(RuleStore); !ok {
+		if _, ok := store.(rule.Stepper); !ok {
 			cache.Close()
-			return nil, fmt.Errorf("%s: a Shared table needs a store that applies steps on its servers (a RuleStore), not %T: %w", prefix, store, errs.ErrOption)
+			return nil, fmt.Errorf("%s: a Shared table needs a store that steps its rows itself (a rule.Stepper, such as a RedisStore), not %T: %w", prefix, store, errs.ErrOption)
 		}
 		if o.MaxAge == 0 {
 			o.MaxAge = 1
@@ -366,12 +390,13 @@ func column(cache *rowcache.Cache, k, slots, width int, dt tensor.Dtype) (*tenso
 // (Create with WithReplace) left, or one with a committed part that does
 // not match its checksum, is an error wrapping ErrJournal naming it, and
 // nothing is changed.
-func OpenCached(path, name string, cols []Column, o CacheOptions) (*Cached, error) {
-	prefix := fmt.Sprintf("table %q", name)
-	t, err := inspectRows(path, name, cols)
+func OpenCached(path string, o CacheOptions) (*Cached, error) {
+	t, err := inspectRows(path)
 	if err != nil {
 		return nil, err
 	}
+	name, cols := t.name, t.cols
+	prefix := fmt.Sprintf("table %q", name)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
@@ -391,43 +416,56 @@ var ErrJournal = rowcache.ErrJournal
 
 // A rowsFile is what inspectRows found in a table file.
 type rowsFile struct {
+	name  string
+	cols  []Column
 	info  checkpoint.TensorInfo
 	dim   int
-	half  HalfFormat // the values' format, 0 for the tensor's own
-	id    string     // "" for a file made before tables had identities
-	steps bool       // the file records a step count
+	half  Format // the values' format, 0 for the tensor's own
+	id    string // "" for a file made before tables had identities
+	steps bool   // the file records a step count
 }
 
-// inspectRows checks that the file at path holds the table name with the
-// state cols, as Create with WithState makes it (or, with no cols, as
-// Create makes a table without state), and returns what it holds.
-func inspectRows(path, name string, cols []Column) (rowsFile, error) {
+// inspectRows checks that the file at path holds one table, as Create
+// makes it (with WithState or without), and returns what it holds.
+func inspectRows(path string) (rowsFile, error) {
 	var none rowsFile
-	prefix := fmt.Sprintf("table %q", name)
 	infos, meta, err := checkpoint.Inspect(path)
 	if err != nil {
 		return none, err
+	}
+	var name string
+	var cols []Column
+	if len(infos) == 1 {
+		if n, ok := strings.CutSuffix(infos[0].Name, rowsSuffix); ok {
+			name = n
+			if _, cols, err = ParseLayout(meta[LayoutKey]); err != nil {
+				return none, fmt.Errorf("table %q: %s: %w", name, path, err)
+			}
+			if len(cols) == 0 {
+				return none, fmt.Errorf("table %q: %s: metadata %q = %q names no state for a table of %q: %w", name, path, LayoutKey, meta[LayoutKey], infos[0].Name, checkpoint.ErrFormat)
+			}
+		} else {
+			name, _ = strings.CutSuffix(infos[0].Name, ".weight")
+		}
 	}
 	key := name + rowsSuffix
 	if len(cols) == 0 {
 		key = name + ".weight"
 	}
+	prefix := fmt.Sprintf("table %q", name)
 	if len(infos) != 1 || infos[0].Name != key {
 		names := make([]string, 0, 4)
 		for _, in := range infos[:min(len(infos), 4)] {
 			names = append(names, strconv.Quote(in.Name))
 		}
-		what := "a table with optimiser state, which holds %q alone (Create with WithState makes one)"
-		if len(cols) == 0 {
-			what = "a table without optimiser state, which holds %q alone (Create without WithState makes one)"
-		}
-		return none, fmt.Errorf("%s: %s holds %d tensors (%s), not "+what+": %w", prefix, path, len(infos), strings.Join(names, ", "), key, checkpoint.ErrMismatch)
+		return none, fmt.Errorf("table: %s holds %d tensors (%s), not a table, which holds \"<name>.weight\" or \"<name>.rows\" alone (as Create makes it): %w",
+			path, len(infos), strings.Join(names, ", "), checkpoint.ErrMismatch)
 	}
 	info := infos[0]
-	var half HalfFormat
+	var half Format
 	if v, ok := meta[valuesKey]; ok {
-		for f, name := range halfNames {
-			if name == v {
+		for _, f := range []Format{Float16, BFloat16} {
+			if f.Safetensors() == v {
 				half = f
 			}
 		}
@@ -453,18 +491,12 @@ func inspectRows(path, name string, cols []Column) (rowsFile, error) {
 	}
 	_, steps := meta[stepKey]
 	if len(cols) == 0 {
-		return rowsFile{info: info, dim: info.Shape[1], half: half, id: id, steps: steps}, nil
+		return rowsFile{name: name, info: info, dim: info.Shape[1], half: half, id: id, steps: steps}, nil
 	}
-	var dim int
-	if _, err := fmt.Sscanf(meta[columnsKey], "weight:%d", &dim); err != nil || dim <= 0 {
-		return none, fmt.Errorf("%s: %s: metadata %q = %q does not describe the rows: %w", prefix, path, columnsKey, meta[columnsKey], checkpoint.ErrFormat)
-	}
+	dim, _, _ := ParseLayout(meta[LayoutKey])
 	want, width, err := describe(prefix, dim, cols)
 	if err != nil {
 		return none, err
-	}
-	if meta[columnsKey] != want {
-		return none, fmt.Errorf("%s: %s holds rows of %q; the optimiser needs %q: %w", prefix, path, meta[columnsKey], want, checkpoint.ErrMismatch)
 	}
 	if half != 0 && info.Shape[1] != 2*dim+4*(width-dim) {
 		return none, fmt.Errorf("%s: %s's rows are %d bytes; %q of half values makes %d: %w", prefix, path, info.Shape[1], want, 2*dim+4*(width-dim), checkpoint.ErrFormat)
@@ -475,7 +507,7 @@ func inspectRows(path, name string, cols []Column) (rowsFile, error) {
 	if !steps {
 		return none, fmt.Errorf("%s: %s: no step count (metadata %q): %w", prefix, path, stepKey, checkpoint.ErrFormat)
 	}
-	return rowsFile{info: info, dim: dim, half: half, id: id, steps: true}, nil
+	return rowsFile{name: name, cols: cols, info: info, dim: dim, half: half, id: id, steps: true}, nil
 }
 
 func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o CacheOptions) (*Cached, error) {
@@ -489,9 +521,6 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 	}
 	dt := t.info.Dtype
 	rb := int(t.info.Size) / t.info.Shape[0]
-	if o.Half != 0 && o.Half != t.half {
-		return nil, fmt.Errorf("%s: %s holds values of %v, not CacheOptions.Half = %v: %w", prefix, path, t.half, o.Half, checkpoint.ErrMismatch)
-	}
 	fs, err := rowcache.NewFileStore(f, t.info.Offset, rb, int64(t.info.Shape[0]), depth)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v: %w", prefix, err, checkpoint.ErrFormat)
@@ -517,13 +546,13 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 			return nil, fmt.Errorf("%s: %s: step count %q: %w", prefix, path, j.Meta(), checkpoint.ErrFormat)
 		}
 	}
-	var store Store = j
+	var store rowcache.Store = j
 	if t.half != 0 {
 		if o.Shared {
 			j.Close()
 			return nil, fmt.Errorf("%s: a half table is not Shared: %w", prefix, errs.ErrOption)
 		}
-		store, o.Half = &halfStore{inner: j, f: t.half, dim: t.dim}, t.half
+		store, o.half = &halfStore{inner: j, f: t.half, dim: t.dim}, t.half
 	}
 	c, err := newCached(context.Background(), store, name, t.dim, dt, cols, o)
 	if err != nil {
@@ -551,29 +580,15 @@ func stepsOffset(f *os.File, end int64) (int64, error) {
 	return int64(i + len(pat)), nil
 }
 
-// Name returns the table's name.
-func (c *Cached) Name() string { return c.name }
-
-// Shape returns the table's vocabulary and dimension.
-func (c *Cached) Shape() (vocab int64, dim int) { return c.store.Rows(), c.dim }
-
-// Dtype returns the dtype of the table's values and state.
-func (c *Cached) Dtype() tensor.Dtype { return c.dt }
-
-// Columns returns the state each row carries.
-func (c *Cached) Columns() []Column { return c.cols }
-
-// Slots returns how many rows the cache holds.
-func (c *Cached) Slots() int { return c.cache.Slots() }
+// Schema returns what the table's rows are.
+func (c *Cached) Schema() Schema {
+	return Schema{Name: c.name, Rows: c.store.Rows(), Dim: c.dim, Dtype: c.dt, Format: c.format(), Columns: c.cols}
+}
 
 // Weight returns the cache's rows' values, a [slots, dim] tensor: the row
-// Fetch put in slot s is row s. Lookups read it and optimisers update it
-// in place.
+// Fetch put in slot s is row s. Lookups read it; Step updates it in
+// place.
 func (c *Cached) Weight() *tensor.Dense { return c.weight }
-
-// State returns the cache's rows' state, one [slots, width] tensor per
-// column, laid out as Weight.
-func (c *Cached) State() []*tensor.Dense { return c.state }
 
 // Fetch sets slots[k] to the slot of row ids[k], adding the rows to the
 // current batch: it reads the rows the cache misses (from the last
@@ -624,17 +639,6 @@ func (c *Cached) Prefetch(ctx context.Context, ids []int64) {
 	}
 }
 
-// Wait waits for the Prefetch in flight, if any, to finish reading.
-func (c *Cached) Wait() { c.cache.Wait() }
-
-// Slot returns the slot of row id, if the cache holds it.
-func (c *Cached) Slot(id int64) (int32, bool) {
-	if c.closed {
-		return 0, false
-	}
-	return c.cache.Slot(id)
-}
-
 // Pin fetches row id and keeps it in the cache until Close, such as a
 // padding row every batch may name; call it before the first Fetch.
 func (c *Cached) Pin(ctx context.Context, id int64) (int32, error) {
@@ -648,45 +652,59 @@ func (c *Cached) Pin(ctx context.Context, id int64) (int32, error) {
 	return s, nil
 }
 
-// MarkDirty records that the row in slot s changed (values or state), so
-// that it is written back before it leaves the cache, and at Sync.
-func (c *Cached) MarkDirty(s int32) {
-	if c.closed {
-		return
-	}
-	c.cache.MarkDirty(s)
-}
-
-// Shared reports whether other workers update the table (CacheOptions.Shared).
-func (c *Cached) Shared() bool { return c.shared }
-
-// Store returns the store that holds every row.
-func (c *Cached) Store() Store { return c.store }
-
-// ApplyRule has the store apply r to the rows ids names on its servers
-// (RuleStore), each by its gradient, grad[k*dim:(k+1)*dim] in the table's
-// values: the step of a Shared table. The cache's copies of the rows
-// are not changed. A store that is not a RuleStore is an error wrapping
-// gather.ErrOption.
-func (c *Cached) ApplyRule(ctx context.Context, r Rule, ids []int64, grad []byte) error {
+// Step applies r to the rows g names and their state where the cache
+// holds them, as step Steps()+1, and counts the step: the rows must be in
+// the cache, fetched since the last NewBatch. r must keep the table's
+// columns. A half table's stepped values are then rounded to its format
+// (its Schema's Format). The rows are written back to the store before
+// they leave the cache, and at Sync.
+//
+// A Shared table is stepped first where its rows live: its store's
+// servers apply r (rule.Stepper, such as a RedisStore), and its count
+// numbers the step; the cached rows are then stepped alike, as a copy.
+// On error the step is not counted and no cached row changed.
+func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
-	rs, ok := c.store.(RuleStore)
-	if !ok {
-		return fmt.Errorf("table %q: its store, %T, applies no rule on its servers: %w", c.name, c.store, errs.ErrOption)
+	if r == nil || g == nil {
+		return fmt.Errorf("table %q: Step needs a rule and a gradient: %w", c.name, errs.ErrOption)
 	}
-	return rs.ApplyRule(ctx, r, ids, c.dim, grad)
+	if want := r.Columns(c.dim); !rule.SameColumns(want, c.cols) {
+		return fmt.Errorf("table %q: the rule %q keeps %v by row; the table holds %v: %w", c.name, r.Name(), want, c.cols, errs.ErrOption)
+	}
+	c.slots = c.slots[:0]
+	for _, id := range g.Rows {
+		s, ok := c.cache.Slot(id)
+		if !ok {
+			return fmt.Errorf("table %q: row %d of the gradient is not in the cache: step after the run that fetched it: %w", c.name, id, errs.ErrGraph)
+		}
+		c.slots = append(c.slots, int64(s))
+	}
+	t := c.steps + 1
+	if c.shared {
+		srv := c.store.(rule.Stepper)
+		if err := srv.Step(ctx, r, g); err != nil {
+			return err
+		}
+		t = srv.Steps()
+	}
+	if err := r.StepRows(rule.Rows{Weight: c.weight, State: c.state, Slots: c.slots, Step: t}, g); err != nil {
+		return err
+	}
+	c.round(c.slots, t)
+	c.steps = t
+	if !c.shared {
+		for _, s := range c.slots {
+			c.cache.MarkDirty(int32(s))
+		}
+	}
+	return nil
 }
 
 // Steps returns the optimiser's step count kept with the table (the t of
 // SparseAdam's bias corrections): saved by Sync with the rows.
 func (c *Cached) Steps() int64 { return c.steps }
-
-// SetSteps sets the step count; the optimiser's step calls it.
-func (c *Cached) SetSteps(n int64) {
-	c.steps = n
-}
 
 // Read returns the rows ids names as they are now, from the cache or the
 // store, without bringing them into the cache: a [len(ids), width] tensor,
@@ -789,86 +807,4 @@ func (c *Cached) Close() error {
 		}
 	}
 	return err
-}
-
-// A MemoryStore is a Store in memory: a table's rows with their state,
-// for a table whose rows fit in memory, or a test.
-type MemoryStore struct {
-	rows     int64
-	rowBytes int
-	data     []byte
-}
-
-// NewMemoryStore returns a MemoryStore of the rows of weights, a [vocab,
-// dim] Float32 or Float64 tensor (copied), each followed by the state
-// cols, each value its column's Init.
-func NewMemoryStore(weights *tensor.Dense, cols ...Column) (*MemoryStore, error) {
-	if weights == nil || len(weights.Shape()) != 2 {
-		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] tensor: %w", errs.ErrShape)
-	}
-	dt := weights.Dtype()
-	if err := operand.CheckFloat("memory store", "dtype", dt); err != nil {
-		return nil, err
-	}
-	vocab, dim := weights.Shape()[0], weights.Shape()[1]
-	_, width, err := describe("memory store", dim, cols)
-	if err != nil {
-		return nil, err
-	}
-	es := int(dt.Size())
-	s := &MemoryStore{rows: int64(vocab), rowBytes: width * es, data: make([]byte, vocab*width*es)}
-	src := operand.LittleEndianBytes(weights)
-	state := make([]byte, s.rowBytes-dim*es)
-	if dt == tensor.Float32 {
-		v := make([]float32, width-dim)
-		initState(v, cols)
-		copy(state, fileio.LittleEndianBytes(v))
-	} else {
-		v := make([]float64, width-dim)
-		initState(v, cols)
-		copy(state, fileio.LittleEndianBytes(v))
-	}
-	for r := range vocab {
-		copy(s.data[r*s.rowBytes:], src[r*dim*es:(r+1)*dim*es])
-		copy(s.data[r*s.rowBytes+dim*es:(r+1)*s.rowBytes], state)
-	}
-	return s, nil
-}
-
-func (s *MemoryStore) RowBytes() int { return s.rowBytes }
-func (s *MemoryStore) Rows() int64   { return s.rows }
-
-func (s *MemoryStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
-	if err := s.check(ctx, ids, dst); err != nil {
-		return err
-	}
-	for k, id := range ids {
-		copy(dst[k*s.rowBytes:(k+1)*s.rowBytes], s.data[id*int64(s.rowBytes):])
-	}
-	return nil
-}
-
-func (s *MemoryStore) WriteRows(ctx context.Context, ids []int64, src []byte) error {
-	if err := s.check(ctx, ids, src); err != nil {
-		return err
-	}
-	for k, id := range ids {
-		copy(s.data[id*int64(s.rowBytes):(id+1)*int64(s.rowBytes)], src[k*s.rowBytes:])
-	}
-	return nil
-}
-
-func (s *MemoryStore) check(ctx context.Context, ids []int64, buf []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if len(buf) < len(ids)*s.rowBytes {
-		return fmt.Errorf("memory store: %d bytes for %d rows of %d: %w", len(buf), len(ids), s.rowBytes, errs.ErrShape)
-	}
-	for k, id := range ids {
-		if id < 0 || id >= s.rows {
-			return fmt.Errorf("memory store: ids[%d] = %d is outside [0, %d): %w", k, id, s.rows, errs.ErrIndexOutOfRange)
-		}
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/killtest"
 	"github.com/gathergrad/gather/optim"
@@ -28,7 +29,7 @@ const (
 var kOpt = optim.NewSparseAdam(0.01)
 
 // kStep runs training step n on c: a batch of ids (half from 20 hot
-// rows), a gradient drawn from n, SparseAdam through StepRows.
+// rows), a gradient drawn from n, SparseAdam by Cached.Step.
 func kStep(c *table.Cached, n int) error { return kStepWith(c, n, kOpt) }
 
 // kStepWith is kStep with the optimiser opt.
@@ -47,10 +48,7 @@ func kStepWith(c *table.Cached, n int, opt optim.Sparse) error {
 	if err := c.Fetch(context.Background(), ids, slots); err != nil {
 		return err
 	}
-	rows := make([]int, len(ids))
-	for k, id := range ids {
-		rows[k] = int(id)
-	}
+	rows := slices.Clone(ids)
 	slices.Sort(rows)
 	rows = slices.Compact(rows)
 	vals := make([]float32, len(rows)*kDim)
@@ -58,35 +56,22 @@ func kStepWith(c *table.Cached, n int, opt optim.Sparse) error {
 		vals[i] = float32(r.NormFloat64())
 	}
 	g := &optim.RowGrad{Rows: rows, Values: tensor.New(tensor.WithShape(len(rows), kDim), tensor.WithBacking(vals))}
-	at := make([]int, len(rows))
-	for k, row := range rows {
-		s, _ := c.Slot(int64(row))
-		at[k] = int(s)
-	}
-	steps := c.Steps() + 1
-	if err := opt.StepRows(optim.Rows{Weight: c.Weight(), State: c.State(), Slots: at, Step: steps}, g); err != nil {
-		return err
-	}
-	c.SetSteps(steps)
-	for _, s := range at {
-		c.MarkDirty(int32(s))
-	}
-	return nil
+	return c.Step(context.Background(), opt, g)
 }
 
 func kOpen(path string, budget int64) (*table.Cached, error) {
-	return table.OpenCached(path, "t", kOpt.Columns(kDim), table.CacheOptions{Budget: budget, Depth: 4})
+	return table.OpenCached(path, table.CacheOptions{Budget: budget, Depth: 4})
 }
 
 // kWant returns every row (values and state) and the step count of the
 // table after steps 0 to last, computed on a cache in front of the rows in
 // memory large enough to hold them all.
 func kWant(t *testing.T, initial *tensor.Dense, last int) ([]byte, int64) {
-	store, err := table.NewMemoryStore(initial, kOpt.Columns(kDim)...)
+	store, err := table.NewMemoryStore("t", initial, kOpt.Columns(kDim)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := table.NewCached(context.Background(), store, "t", kDim, tensor.Float32, kOpt.Columns(kDim), table.CacheOptions{Budget: 1 << 22})
+	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 1 << 22})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,22 +272,23 @@ func TestOpenCachedBadFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := filepath.Join(dir, "plain.safetensors")
-	if err := table.Create(plain, "t", 100, kDim, tensor.Float32); err != nil {
+	if err := table.Create(plain, "t", kVocab, kDim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kOpen(plain, 1<<20); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "WithState") {
-		t.Fatalf("a table without state, for an optimiser with state: %v", err)
+	pc, err := kOpen(plain, 1<<20)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := table.OpenCached(path, "t", nil, table.CacheOptions{Budget: 1 << 20}); !errors.Is(err, checkpoint.ErrMismatch) ||
-		!strings.Contains(err.Error(), "without WithState") {
-		t.Fatalf("a table with state, for an optimiser without: %v", err)
+	if err := kStep(pc, 0); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "exp_avg") {
+		t.Fatalf("a table without state, stepped by an optimiser with state: %v", err)
 	}
+	pc.Close()
 
 	// A journal of another table.
 	if err := os.WriteFile(path+".journal", []byte("GGJRNL01 something else entirely"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := kOpen(path, 1<<20)
+	_, err = kOpen(path, 1<<20)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte(path+".journal")) {
 		t.Fatalf("a foreign journal: %v", err)
 	}
@@ -329,7 +315,7 @@ func TestExportImport(t *testing.T) {
 	c.Close()
 
 	path := filepath.Join(dir, "t.safetensors")
-	if err := table.Export(context.Background(), path, store, "t", kDim, tensor.Float32, cols, steps); err != nil {
+	if err := table.Export(context.Background(), path, store, steps); err != nil {
 		t.Fatal(err)
 	}
 	opened, err := kOpen(path, 1<<22)
@@ -340,21 +326,21 @@ func TestExportImport(t *testing.T) {
 	if gotSteps != 12 || !bytes.Equal(got, want) {
 		t.Fatalf("the exported file holds step count %d and other rows", gotSteps)
 	}
-	if _, err := table.Import(context.Background(), store, path, "t", cols); !errors.Is(err, table.ErrInUse) {
+	if _, err := table.Import(context.Background(), store, path); !errors.Is(err, table.ErrInUse) {
 		t.Fatalf("importing a file an open table holds: %v", err)
 	}
 	opened.Close()
 
 	zero := tensor.New(tensor.WithShape(kVocab, kDim), tensor.WithBacking(make([]float32, kVocab*kDim)))
-	back, err := table.NewMemoryStore(zero, cols...)
+	back, err := table.NewMemoryStore("t", zero, cols...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := table.Import(context.Background(), back, path, "t", cols)
+	n, err := table.Import(context.Background(), back, path)
 	if err != nil || n != 12 {
 		t.Fatalf("Import: step count %d, %v", n, err)
 	}
-	c2, err := table.NewCached(context.Background(), back, "t", kDim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20})
+	c2, err := table.NewCached(context.Background(), back, table.CacheOptions{Budget: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,11 +348,15 @@ func TestExportImport(t *testing.T) {
 	if got, _ := kRead(t, c2); !bytes.Equal(got, want) {
 		t.Fatal("the imported rows differ")
 	}
-	if _, err := table.Import(context.Background(), back, path, "t", nil); !errors.Is(err, checkpoint.ErrMismatch) {
+	ada, err := table.NewMemoryStore("t", zero, optim.NewSparseAdagrad(0.1).Columns(kDim)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := table.Import(context.Background(), ada, path); !errors.Is(err, checkpoint.ErrMismatch) {
 		t.Fatalf("another optimiser's state: %v", err)
 	}
-	other, _ := table.NewMemoryStore(zero)
-	if _, err := table.Import(context.Background(), other, path, "t", cols); !errors.Is(err, checkpoint.ErrMismatch) {
+	other, _ := table.NewMemoryStore("t", zero)
+	if _, err := table.Import(context.Background(), other, path); !errors.Is(err, checkpoint.ErrMismatch) {
 		t.Fatalf("a store of other rows: %v", err)
 	}
 }
@@ -379,11 +369,11 @@ func kTrained(t *testing.T, steps int) (*table.MemoryStore, *table.Cached) {
 	for i := range w.Float32s() {
 		w.Float32s()[i] = float32(i%97) / 7
 	}
-	store, err := table.NewMemoryStore(w, cols...)
+	store, err := table.NewMemoryStore("t", w, cols...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := table.NewCached(context.Background(), store, "t", kDim, tensor.Float32, cols, table.CacheOptions{Budget: 64 * (3*kDim*4 + 72)})
+	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 64 * (3*kDim*4 + 72)})
 	if err != nil {
 		t.Fatal(err)
 	}

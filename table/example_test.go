@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -46,14 +47,15 @@ func ExampleCreate() {
 }
 
 // A cache of 2 rows in front of a store of 5 in memory, used directly:
-// fetch a batch's rows, change them in their slots, sync them back.
+// fetch a batch's rows, read them in their slots, step them by a rule
+// (SGD with learning rate 1), sync them back.
 func ExampleNewCached() {
 	w := tensor.New(tensor.WithShape(5, 2), tensor.WithBacking([]float64{0, 0, 1, 1, 2, 2, 3, 3, 4, 4}))
-	store, err := table.NewMemoryStore(w)
+	store, err := table.NewMemoryStore("t", w)
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := table.NewCached(context.Background(), store, "t", 2, tensor.Float64, nil, table.CacheOptions{Budget: 2 * (2*8 + 72)})
+	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 2 * (2*8 + 72)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,10 +66,13 @@ func ExampleNewCached() {
 		if err := c.Fetch(context.Background(), batch, slots); err != nil {
 			log.Fatal(err)
 		}
-		for _, s := range slots {
-			v := c.Weight().Float64s()[2*int(s):]
-			v[0] *= 10 // the row's first value, in the cache
-			c.MarkDirty(s)
+		g := tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(2, 2))
+		for k, s := range slots {
+			v := c.Weight().Float64s()[2*int(s):] // the row, in the cache
+			g.Float64s()[2*k] = -9 * v[0]         // a step to 10 times its first value
+		}
+		if err := c.Step(context.Background(), &optim.SparseSGD{LearnRate: 1}, &optim.RowGrad{Rows: batch, Values: g}); err != nil {
+			log.Fatal(err)
 		}
 	}
 	err = c.Fetch(context.Background(), []int64{0, 1, 2}, make([]int32, 3))
@@ -95,23 +100,23 @@ func ExampleExport() {
 	defer os.RemoveAll(dir)
 	cols := []table.Column{{Name: "sum", Width: 1}} // optim.RowWiseAdagrad's
 	w := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
-	store, err := table.NewMemoryStore(w, cols...)
+	store, err := table.NewMemoryStore("t", w, cols...)
 	if err != nil {
 		log.Fatal(err)
 	}
 	path := filepath.Join(dir, "t.safetensors")
-	if err := table.Export(context.Background(), path, store, "t", 2, tensor.Float32, cols, 7); err != nil {
+	if err := table.Export(context.Background(), path, store, 7); err != nil {
 		log.Fatal(err)
 	}
-	other, err := table.NewMemoryStore(tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3, 2)), cols...)
+	other, err := table.NewMemoryStore("t", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(3, 2)), cols...)
 	if err != nil {
 		log.Fatal(err)
 	}
-	steps, err := table.Import(context.Background(), other, path, "t", cols)
+	steps, err := table.Import(context.Background(), other, path)
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := table.NewCached(context.Background(), other, "t", 2, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 10})
+	c, err := table.NewCached(context.Background(), other, table.CacheOptions{Budget: 1 << 10})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -127,7 +132,7 @@ func ExampleExport() {
 
 // A float16 table with row-wise Adagrad's state: its file holds two bytes
 // a value; the cache shows the values as float32, and rounds each row a
-// step changes back to float16 (Cached.Round, which nn's Step calls).
+// step changes back to float16.
 func ExampleWithHalf() {
 	dir, err := os.MkdirTemp("", "example")
 	if err != nil {
@@ -145,7 +150,7 @@ func ExampleWithHalf() {
 		log.Fatal(err)
 	}
 	fmt.Println(infos[0].Name, infos[0].Format, infos[0].Shape) // 8 values of 2 bytes and a float32 sum
-	c, err := table.OpenCached(path, "items", []table.Column{sum}, table.CacheOptions{Budget: 1 << 20})
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -154,13 +159,16 @@ func ExampleWithHalf() {
 	if err := c.Fetch(context.Background(), []int64{7}, slots); err != nil {
 		log.Fatal(err)
 	}
+	g := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(1, 8))
+	g.Float32s()[0] = 1e-4 // a step too small for float16's spacing near this value
+	if err := c.Step(context.Background(), optim.NewRowWiseAdagrad(1e-3), &optim.RowGrad{Rows: []int64{7}, Values: g}); err != nil {
+		log.Fatal(err)
+	}
 	w := c.Weight().Float32s()[int(slots[0])*8:][:8]
-	w[0] += 0.0001 // a step too small for float16's spacing near this value
-	c.Round([]int{int(slots[0])}, 1)
-	fmt.Println(c.Half() == table.Float16, w[0] == float16Of(w[0]))
+	fmt.Println(c.Schema().Format, w[0] == float16Of(w[0]))
 	// Output:
 	// items.rows U8 [1000 20]
-	// true true
+	// float16 true
 }
 
 // float16Of returns v rounded to float16, as float32.
@@ -174,11 +182,11 @@ func float16Of(v float32) float32 {
 // the cache.
 func ExampleNewHalfMemoryStore() {
 	w := tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float32{1, 1.0 / 3, -2.5, 1000.1, 0, 3e-5}))
-	s, err := table.NewHalfMemoryStore(w, table.BFloat16)
+	s, err := table.NewHalfMemoryStore("t", w, table.BFloat16)
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := table.NewCached(context.Background(), s, "t", 3, tensor.Float32, nil, table.CacheOptions{Budget: 1 << 10, Half: table.BFloat16})
+	c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 1 << 10})
 	if err != nil {
 		log.Fatal(err)
 	}

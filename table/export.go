@@ -11,23 +11,29 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/rowcache"
+	"github.com/gathergrad/gather/rule"
 )
 
 // copyChunk bounds the memory of Export and Import: rows move in chunks
 // of this many bytes.
 const copyChunk = 16 << 20
 
-// Export writes every row of src, a table named name of dim values of
-// dtype dt and the state cols, and the optimiser's step count steps, to a
-// table file at path, as Create with WithState lays one out: OpenCached
+// Export writes every row of src, as its Schema describes them (float32
+// or float64 values and optimiser state), and the optimiser's step count
+// steps, to a table file at path, as Create with WithState lays one out: OpenCached
 // opens it, NumPy and PyTorch's safetensors read it. It reads src in
 // chunks of 16 MB, in order, so its memory stays bounded for any table
 // (a RedisStore: one pipelined round trip per master and chunk), and
 // writes atomically, as checkpoint.Write does.
-func Export(ctx context.Context, path string, src Store, name string, dim int, dt tensor.Dtype, cols []Column, steps int64) error {
+func Export(ctx context.Context, path string, src Store, steps int64) error {
+	if src == nil {
+		return fmt.Errorf("table: Export needs a store: %w", errs.ErrOption)
+	}
+	sc := src.Schema()
+	name, dim, dt, cols := sc.Name, sc.Dim, sc.Dtype, sc.Columns
 	prefix := fmt.Sprintf("table %q", name)
-	if src == nil || (dt != tensor.Float32 && dt != tensor.Float64) || steps < 0 {
-		return fmt.Errorf("%s: Export needs a store, float32 or float64, and a step count of at least 0: %w", prefix, errs.ErrOption)
+	if sc.Format != format(dt, 0) || (dt != tensor.Float32 && dt != tensor.Float64) || steps < 0 {
+		return fmt.Errorf("%s: Export needs float32 or float64 values (the store's are %v) and a step count of at least 0 (%d): %w", prefix, sc.Format, steps, errs.ErrOption)
 	}
 	key, width, meta, err := layout(prefix, name, dim, cols)
 	if err != nil {
@@ -70,22 +76,30 @@ func Export(ctx context.Context, path string, src Store, name string, dim int, d
 // Import writes every row of the table file at path (as Export or Create
 // with WithState makes it) into dst, in chunks of 16 MB, and returns the
 // optimiser's step count the file records. The file must hold the table
-// name with the state cols, as many rows as dst and rows of dst's size:
+// dst's Schema describes (its name, values and state), as many rows:
 // anything else is an error wrapping checkpoint.ErrMismatch (or
 // ErrFormat for a malformed file) before anything is written. A file an
 // open table holds is ErrInUse; a file whose journal holds changes is an
 // error: open it with OpenCached first, which applies or drops them.
-func Import(ctx context.Context, dst Store, path, name string, cols []Column) (int64, error) {
-	prefix := fmt.Sprintf("table %q", name)
-	t, err := inspectRows(path, name, cols)
+func Import(ctx context.Context, dst Store, path string) (int64, error) {
+	if dst == nil {
+		return 0, fmt.Errorf("table: Import needs a store: %w", errs.ErrOption)
+	}
+	sc := dst.Schema()
+	prefix := fmt.Sprintf("table %q", sc.Name)
+	t, err := inspectRows(path)
 	if err != nil {
 		return 0, err
 	}
+	if t.name != sc.Name || t.dim != sc.Dim || !rule.SameColumns(t.cols, sc.Columns) || t.half != 0 {
+		return 0, fmt.Errorf("%s: %s holds the table %q of %d values and the state %v; the store holds %q of %d and %v: %w",
+			prefix, path, t.name, t.dim, t.cols, sc.Name, sc.Dim, sc.Columns, checkpoint.ErrMismatch)
+	}
 	info, dt := t.info, t.info.Dtype
 	rb := info.Shape[1] * int(dt.Size())
-	if dst == nil || dst.RowBytes() != rb || dst.Rows() != int64(info.Shape[0]) {
-		return 0, fmt.Errorf("%s: %s holds %d rows of %d bytes; the store takes rows of %d bytes: %w",
-			prefix, path, info.Shape[0], rb, storeRowBytes(dst), checkpoint.ErrMismatch)
+	if dst.RowBytes() != rb || dst.Rows() != int64(info.Shape[0]) {
+		return 0, fmt.Errorf("%s: %s holds %d rows of %d bytes; the store takes %d rows of %d bytes: %w",
+			prefix, path, info.Shape[0], rb, dst.Rows(), dst.RowBytes(), checkpoint.ErrMismatch)
 	}
 	if rowcache.Holds(journalPath(path)) {
 		return 0, fmt.Errorf("%s: %s holds changes; open the table with OpenCached first: %w", prefix, journalPath(path), checkpoint.ErrMismatch)
@@ -120,13 +134,6 @@ func Import(ctx context.Context, dst Store, path, name string, cols []Column) (i
 		return 0, errs.Prefix(prefix, err)
 	}
 	return steps, nil
-}
-
-func storeRowBytes(s Store) int {
-	if s == nil {
-		return 0
-	}
-	return s.RowBytes()
 }
 
 // chunks calls fn for the rows 0 to rows-1 in order, in runs of ids that

@@ -73,7 +73,7 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	default:
 		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, errs.ErrDtype)
 	}
-	if cfg.half != 0 && (halfNames[cfg.half] == "" || dt != tensor.Float32) {
+	if cfg.half != 0 && (!cfg.half.isHalf() || dt != tensor.Float32) {
 		return fmt.Errorf("%s: half format %v for a %v table; WithHalf takes Float16 or BFloat16 for a float32 table: %w", prefix, cfg.half, dt, errs.ErrOption)
 	}
 	if cfg.hasPad {
@@ -92,8 +92,8 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	shape := []int{vocab, width}
 	rowBytes := int64(width) * int64(dt.Size())
 	if cfg.half != 0 {
-		meta[valuesKey] = halfNames[cfg.half]
-		format = halfNames[cfg.half]
+		meta[valuesKey] = cfg.half.Safetensors()
+		format = cfg.half.Safetensors()
 		rowBytes = int64(2*dim + 4*(width-dim))
 		if width > dim {
 			format, shape = "U8", []int{vocab, int(rowBytes)}

@@ -9,21 +9,8 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/rowcache"
 )
-
-// A HalfFormat is how a half-precision table stores its values: two
-// bytes each, little-endian.
-type HalfFormat = kernel.HalfFormat
-
-// The half formats: IEEE float16 (PyTorch's torch.half, safetensors'
-// F16) and bfloat16 (torch.bfloat16, BF16: a float32's top 16 bits).
-const (
-	Float16  = kernel.Float16
-	BFloat16 = kernel.BFloat16
-)
-
-// halfNames are the formats' safetensors dtypes.
-var halfNames = map[HalfFormat]string{Float16: "F16", BFloat16: "BF16"}
 
 // valuesKey is the metadata entry of a table file whose values are half
 // precision: "F16" or "BF16".
@@ -34,8 +21,8 @@ const valuesKey = "gathergrad.values"
 // float32 values followed by the same rest: what a Cached table's graph
 // and optimisers work on.
 type halfStore struct {
-	inner Store
-	f     HalfFormat
+	inner rowcache.Store
+	f     Format
 	dim   int
 }
 
@@ -53,7 +40,7 @@ func (s *halfStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error
 	}
 	for k := range ids {
 		src, row := buf[k*in:(k+1)*in], dst[k*out:(k+1)*out]
-		kernel.HalfToFloatBytes(s.f, row[:4*s.dim], src[:2*s.dim])
+		kernel.HalfToFloatBytes(s.f.half(), row[:4*s.dim], src[:2*s.dim])
 		copy(row[4*s.dim:], src[2*s.dim:])
 	}
 	return nil
@@ -69,7 +56,7 @@ func (s *halfStore) WriteRows(ctx context.Context, ids []int64, src []byte) erro
 	buf := make([]byte, len(ids)*in)
 	for k := range ids {
 		row, dst := src[k*out:(k+1)*out], buf[k*in:(k+1)*in]
-		kernel.FloatBytesToHalf(s.f, dst[:2*s.dim], row[:4*s.dim])
+		kernel.FloatBytesToHalf(s.f.half(), dst[:2*s.dim], row[:4*s.dim])
 		copy(dst[2*s.dim:], row[4*s.dim:])
 	}
 	return s.inner.WriteRows(ctx, ids, buf)
@@ -87,7 +74,7 @@ func (s *halfStore) Sync(ctx context.Context) error {
 // halfRows returns rows (one per row of weights, a [vocab, dim] float32
 // tensor) of dim values of f, rounded to nearest, each followed by the
 // state cols at their Init, float32.
-func halfRows(weights *tensor.Dense, f HalfFormat, cols []Column) ([]byte, int, error) {
+func halfRows(weights *tensor.Dense, f Format, cols []Column) ([]byte, int, error) {
 	vocab, dim := weights.Shape()[0], weights.Shape()[1]
 	_, width, err := describe("memory store", dim, cols)
 	if err != nil {
@@ -100,58 +87,56 @@ func halfRows(weights *tensor.Dense, f HalfFormat, cols []Column) ([]byte, int, 
 	data := make([]byte, vocab*rb)
 	for r := range vocab {
 		row := data[r*rb : (r+1)*rb]
-		kernel.ToHalf(f, row[:2*dim], w[r*dim:(r+1)*dim])
+		kernel.ToHalf(f.half(), row[:2*dim], w[r*dim:(r+1)*dim])
 		copy(row[2*dim:], fileio.LittleEndianBytes(state))
 	}
 	return data, rb, nil
 }
 
-// NewHalfMemoryStore returns a Store in memory of the rows of weights, a
+// NewHalfMemoryStore returns a Store in memory of the table name: the rows of weights, a
 // [vocab, dim] Float32 tensor, held as half-precision values of format f
 // (rounded to nearest), each followed by the state cols (float32, each
 // its Init): half the memory of a float32 table's values. NewCached with
-// CacheOptions.Half = f trains it, its steps computed in float32.
-func NewHalfMemoryStore(weights *tensor.Dense, f HalfFormat, cols ...Column) (Store, error) {
+// NewCached trains it, its steps computed in float32.
+func NewHalfMemoryStore(name string, weights *tensor.Dense, f Format, cols ...Column) (Store, error) {
 	if weights == nil || len(weights.Shape()) != 2 || weights.Dtype() != tensor.Float32 {
 		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] float32 tensor: %w", errs.ErrShape)
 	}
-	if halfNames[f] == "" {
+	if !f.isHalf() {
 		return nil, fmt.Errorf("memory store: half format %v: %w", f, errs.ErrOption)
 	}
 	data, rb, err := halfRows(weights, f, cols)
 	if err != nil {
 		return nil, err
 	}
-	return &MemoryStore{rows: int64(weights.Shape()[0]), rowBytes: rb, data: data}, nil
+	vocab, dim := weights.Shape()[0], weights.Shape()[1]
+	return &MemoryStore{rowBytes: rb, data: data,
+		schema: Schema{Name: name, Rows: int64(vocab), Dim: dim, Dtype: tensor.Float32, Format: f, Columns: cols}}, nil
 }
 
-// Round rounds the values of the rows in slots, just stepped as step t,
+// round rounds the values of the rows in slots, just stepped as step t,
 // to the table's half format (CacheOptions.Half): stochastically with
 // CacheOptions.RoundingSeed unless CacheOptions.NearestRounding. It does
 // nothing to a table of full precision.
-func (c *Cached) Round(slots []int, t int64) {
+func (c *Cached) round(slots []int64, t int64) {
 	if c.half == 0 {
 		return
 	}
 	w := c.weight.Float32s()
 	for _, s := range slots {
 		id := c.cache.ID(int32(s))
-		kernel.RoundRow(c.half, w[s*c.dim:(s+1)*c.dim], !c.nearest, c.seed, t, id)
+		kernel.RoundRow(c.half.half(), w[int(s)*c.dim:int(s+1)*c.dim], !c.nearest, c.seed, t, id)
 	}
 }
 
-// Half returns the table's half format, or 0 for a table of full
-// precision.
-func (c *Cached) Half() HalfFormat { return c.half }
-
 // halfBlock returns the rows of b (little-endian float32 rows, each dim
 // values and then state) with their values in format f: rowBytes a row.
-func halfBlock(f HalfFormat, b []byte, rows, dim int, rowBytes int64) []byte {
+func halfBlock(f Format, b []byte, rows, dim int, rowBytes int64) []byte {
 	in := len(b) / rows
 	out := make([]byte, int64(rows)*rowBytes)
 	for r := range rows {
 		src, dst := b[r*in:(r+1)*in], out[int64(r)*rowBytes:int64(r+1)*rowBytes]
-		kernel.FloatBytesToHalf(f, dst[:2*dim], src[:4*dim])
+		kernel.FloatBytesToHalf(f.half(), dst[:2*dim], src[:4*dim])
 		copy(dst[2*dim:], src[4*dim:])
 	}
 	return out
@@ -159,4 +144,4 @@ func halfBlock(f HalfFormat, b []byte, rows, dim int, rowBytes int64) []byte {
 
 // RoundValues rounds x to the nearest values of format f, ties to even,
 // saturating at its largest finite value.
-func RoundValues(f HalfFormat, x []float32) { kernel.RoundRow(f, x, false, 0, 0, 0) }
+func RoundValues(f Format, x []float32) { kernel.RoundRow(f.half(), x, false, 0, 0, 0) }

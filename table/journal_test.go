@@ -152,15 +152,15 @@ func TestCachedWithoutState(t *testing.T) {
 	initial := w.Clone().(*tensor.Dense)
 	f.Close()
 
-	store, err := table.NewMemoryStore(initial)
+	store, err := table.NewMemoryStore("t", initial)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := table.NewCached(context.Background(), store, "t", kDim, tensor.Float32, nil, table.CacheOptions{Budget: 1 << 22})
+	mem, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 1 << 22})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := table.OpenCached(path, "t", sgd.Columns(kDim), table.CacheOptions{Budget: int64(64 * (kDim*4 + 72))})
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(64 * (kDim*4 + 72))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestJournalLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		o.Budget = budget
-		c, err := table.OpenCached(path, "t", cols, o)
+		c, err := table.OpenCached(path, o)
 		if err != nil {
 			t.Fatal(err)
 		}

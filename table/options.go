@@ -13,7 +13,7 @@ type config struct {
 	pad     int
 	replace bool
 	state   []Column
-	half    HalfFormat
+	half    Format
 }
 
 // WithInit sets the initialiser: fn(dt, rows, dim) is called once per
@@ -51,4 +51,4 @@ func WithState(cols ...Column) Option { return func(c *config) { c.state = cols 
 // state, "<name>.rows" as bytes (U8), each row its dim half values and
 // then its float32 state. OpenCached trains it, its steps computed in
 // float32 and rounded back (CacheOptions.NearestRounding).
-func WithHalf(f HalfFormat) Option { return func(c *config) { c.half = f } }
+func WithHalf(f Format) Option { return func(c *config) { c.half = f } }

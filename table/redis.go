@@ -103,8 +103,10 @@ type RedisStore struct {
 	name     string
 	rows     int64
 	rowBytes int
-	dim      int // the values of a row, before its state (OpenRedis)
+	dim      int      // the values of a row, before its state (OpenRedis)
+	cols     []Column // the state after them
 	dt       tensor.Dtype
+	steps    atomic.Int64 // the steps made through the store (Step)
 	timeout  time.Duration
 	retry    time.Duration
 	replicas int
@@ -289,18 +291,13 @@ func writeBlocks[T float32 | float64](ctx context.Context, s *RedisStore, cfg co
 }
 
 // OpenRedis returns the Store of the table name that CreateRedis wrote to
-// the cluster, after checking that its rows are dim values of dtype dt
-// followed by the state cols: another layout is an error wrapping
-// checkpoint.ErrMismatch naming both, a missing table an error naming it.
-func OpenRedis(ctx context.Context, o RedisOptions, name string, dim int, dt tensor.Dtype, cols []Column) (*RedisStore, error) {
+// the cluster, its Schema as the cluster records it: a missing table is
+// an error naming it, wrapping checkpoint.ErrMismatch.
+func OpenRedis(ctx context.Context, o RedisOptions, name string) (*RedisStore, error) {
 	prefix := fmt.Sprintf("table %q", name)
-	desc, width, err := describe(prefix, dim, cols)
-	if err != nil {
-		return nil, err
-	}
-	s := newStore(o, name, width*int(dt.Size()), dt)
+	s := newStore(o, name, 0, tensor.Float32)
 	var meta string
-	err = s.again(ctx, func(ctx context.Context) (err error) {
+	err := s.again(ctx, func(ctx context.Context) (err error) {
 		meta, err = s.c.Get(ctx, s.metaKey()).Result()
 		return err
 	})
@@ -311,17 +308,20 @@ func OpenRedis(ctx context.Context, o RedisOptions, name string, dim int, dt ten
 		}
 		return nil, fmt.Errorf("%s: %w", prefix, redisError(err))
 	}
-	var rest string
+	desc, rest, _ := strings.Cut(meta, ";")
 	var rows int64
 	var dtype string
-	if i := len(desc); len(meta) > i && meta[:i] == desc && meta[i] == ';' {
-		rest = meta[i+1:]
+	dim, cols, err := ParseLayout(desc)
+	if err == nil {
+		_, err = fmt.Sscanf(rest, "rows=%d;dtype=%s", &rows, &dtype)
 	}
-	if _, err := fmt.Sscanf(rest, "rows=%d;dtype=%s", &rows, &dtype); err != nil || dtype != dt.String() || rows <= 0 {
+	dt, ok := map[string]tensor.Dtype{"float32": tensor.Float32, "float64": tensor.Float64}[dtype]
+	if err != nil || !ok || rows <= 0 {
 		s.Close()
-		return nil, fmt.Errorf("%s: the cluster's table is %q; this asks for %q of %v: %w", prefix, meta, desc, dt, errMismatch)
+		return nil, fmt.Errorf("%s: the cluster records its layout as %q, which is not one: %w", prefix, meta, checkpoint.ErrFormat)
 	}
-	s.rows, s.dim = rows, dim
+	_, width, _ := describe(prefix, dim, cols)
+	s.rows, s.dim, s.cols, s.dt, s.rowBytes = rows, dim, cols, dt, width*int(dt.Size())
 	return s, nil
 }
 
@@ -334,6 +334,11 @@ var (
 
 // Name returns the table's name.
 func (s *RedisStore) Name() string { return s.name }
+
+// Schema returns what the table's rows are.
+func (s *RedisStore) Schema() Schema {
+	return Schema{Name: s.name, Rows: s.rows, Dim: s.dim, Dtype: s.dt, Format: format(s.dt, 0), Columns: s.cols}
+}
 
 func (s *RedisStore) RowBytes() int { return s.rowBytes }
 func (s *RedisStore) Rows() int64   { return s.rows }

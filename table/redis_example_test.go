@@ -28,12 +28,12 @@ func ExampleCreateRedis() {
 		log.Fatal(err)
 	}
 	// In each worker:
-	s, err := table.OpenRedis(context.Background(), o, "items", 16, tensor.Float32, cols)
+	s, err := table.OpenRedis(context.Background(), o, "items")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	c, err := table.NewCached(context.Background(), s, "items", 16, tensor.Float32, cols, table.CacheOptions{Budget: 64 << 20, Shared: true})
+	c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 64 << 20, Shared: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestRedisStore(t *testing.T) {
 	if err := table.CreateRedis(context.Background(), o, "words", vocab, dim, tensor.Float32); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("a second CreateRedis: %v", err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, "words", dim, tensor.Float32, cols)
+	s, err := table.OpenRedis(context.Background(), o, "words")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,17 +72,17 @@ func TestRedisStore(t *testing.T) {
 	}
 
 	// Trained behind a cache of 64 rows, as the same rows in memory.
-	store, err := table.NewMemoryStore(w, cols...)
+	store, err := table.NewMemoryStore("t", w, cols...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	budget := int64(64 * (s.RowBytes() + 72))
-	onRedis, err := table.NewCached(context.Background(), s, "words", dim, tensor.Float32, cols, table.CacheOptions{Budget: budget})
+	onRedis, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: budget})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer onRedis.Close()
-	inMemory, err := table.NewCached(context.Background(), store, "words", dim, tensor.Float32, cols, table.CacheOptions{Budget: budget})
+	inMemory, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: budget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,10 +123,13 @@ func TestRedisStore(t *testing.T) {
 	if !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), key) {
 		t.Fatalf("a short value: %v", err)
 	}
-	if _, err := table.OpenRedis(context.Background(), o, "words", dim, tensor.Float32, nil); !errors.Is(err, checkpoint.ErrMismatch) {
-		t.Fatalf("another layout: %v", err)
+	if out, err := cl.CLI(cl.Addrs[0], "-c", "set", "gg:broken:meta", "weight:x;rows=1;dtype=float32"); err != nil {
+		t.Fatalf("%v: %s", err, out)
 	}
-	if _, err := table.OpenRedis(context.Background(), o, "nothing", dim, tensor.Float32, cols); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "gg:nothing:meta") {
+	if _, err := table.OpenRedis(context.Background(), o, "broken"); !errors.Is(err, checkpoint.ErrFormat) || !strings.Contains(err.Error(), "weight:x") {
+		t.Fatalf("a layout that is not one: %v", err)
+	}
+	if _, err := table.OpenRedis(context.Background(), o, "nothing"); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "gg:nothing:meta") {
 		t.Fatalf("a missing table: %v", err)
 	}
 	// An ACL user limited to the tables' keys reads them; a wrong password
@@ -137,7 +140,8 @@ func TestRedisStore(t *testing.T) {
 		}
 	}
 	user, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "trainer-pw", Timeout: 5 * time.Second},
-		"words", dim, tensor.Float32, cols)
+		"words")
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,12 +150,12 @@ func TestRedisStore(t *testing.T) {
 	}
 	user.Close()
 	if _, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "wrong", Timeout: 5 * time.Second},
-		"words", dim, tensor.Float32, cols); err == nil {
+		"words"); err == nil {
 		t.Fatal("a wrong password opened the table")
 	}
 
 	start := time.Now()
-	_, err = table.OpenRedis(context.Background(), table.RedisOptions{Addrs: []string{"127.0.0.1:1"}, Password: cl.Password, Timeout: time.Second}, "words", dim, tensor.Float32, cols)
+	_, err = table.OpenRedis(context.Background(), table.RedisOptions{Addrs: []string{"127.0.0.1:1"}, Password: cl.Password, Timeout: time.Second}, "words")
 	if err == nil || time.Since(start) > 10*time.Second {
 		t.Fatalf("no node: %v after %v", err, time.Since(start))
 	}
@@ -180,11 +184,11 @@ func TestRedisAdagradFunction(t *testing.T) {
 	r := newRand(9)
 	for step := range 20 {
 		ids, ids64, grad := randomRows(r, vocab, 200, dim)
-		if err := serverStep(s, opt, ids64, grad, 1); err != nil {
+		if err := serverStep(s, opt, ids64, grad); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
-		g := &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
-		if err := opt.StepRows(optim.Rows{Weight: w, State: []*tensor.Dense{sum}, Slots: ids, Step: 1}, g); err != nil {
+		g := &optim.RowGrad{Rows: ids64, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
+		if err := opt.StepRows(optim.Rows{Weight: w, State: []*tensor.Dense{sum}, Slots: ids64, Step: 1}, g); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,7 +225,7 @@ func TestRedisAdagradFunction(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for range 50 {
-				if err := serverStep(s, &optim.RowWiseAdagrad{LearnRate: 0.01, Eps: 1e-8, WeightDecay: 0}, ids, ones, 1); err != nil {
+				if err := serverStep(s, &optim.RowWiseAdagrad{LearnRate: 0.01, Eps: 1e-8, WeightDecay: 0}, ids, ones); err != nil {
 					errs <- err
 					return
 				}
@@ -248,29 +252,30 @@ func TestRedisAdagradFunction(t *testing.T) {
 	}
 
 	// A gradient of the wrong length changes nothing.
-	err := serverStep(s, &optim.RowWiseAdagrad{LearnRate: 0.01, Eps: 1e-8, WeightDecay: 0}, ids[:2], ones[:dim], 1)
+	err := serverStep(s, &optim.RowWiseAdagrad{LearnRate: 0.01, Eps: 1e-8, WeightDecay: 0}, ids[:2], ones[:dim])
 	if !errors.Is(err, gather.ErrShape) {
 		t.Fatalf("a short gradient: %v", err)
 	}
-	// Nor does a call one of whose rows is not a row: rows 1031 and 7
-	// share a hash tag, so one call takes both, and 1031 comes first.
-	pair := []int64{1031, 7}
+	// Nor does a call one of whose rows is not a row: rows 7 and 1031
+	// share a hash tag, so one call takes both, 7 first, and 1031 is not
+	// a row.
+	pair := []int64{7, 1031}
 	if err := s.ReadRows(context.Background(), pair, raw[:2*s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
 	before = slices.Clone(fileio.Float32s(raw[:2*s.RowBytes()]))
-	if out, err := cl.CLI(cl.Addrs[0], "-c", "set", "gg:ada:{7}:7", "short"); err != nil {
+	if out, err := cl.CLI(cl.Addrs[0], "-c", "set", "gg:ada:{7}:1031", "short"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	err = serverStep(s, &optim.RowWiseAdagrad{LearnRate: 0.01, Eps: 1e-8, WeightDecay: 0}, pair, ones[:2*dim], 1)
-	if err == nil || !strings.Contains(err.Error(), "gg:ada:{7}:7") {
+	err = serverStep(s, &optim.RowWiseAdagrad{LearnRate: 0.01, Eps: 1e-8, WeightDecay: 0}, pair, ones[:2*dim])
+	if err == nil || !strings.Contains(err.Error(), "gg:ada:{7}:1031") {
 		t.Fatalf("a short row: %v", err)
 	}
 	if err := s.ReadRows(context.Background(), pair[:1], raw[:s.RowBytes()]); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(fileio.Float32s(raw[:s.RowBytes()]), before[:dim+1]) {
-		t.Fatal("row 1031 changed though its call failed")
+		t.Fatal("row 7 changed though its call failed")
 	}
 }
 
@@ -296,11 +301,11 @@ func TestRedisAdamFunction(t *testing.T) {
 	var steps int64
 	for step := range 20 {
 		ids, ids64, grad := randomRows(r, vocab, 300, dim)
-		if err := serverStep(s, opt, ids64, grad, steps+1); err != nil {
+		if err := serverStep(s, opt, ids64, grad); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
-		g := &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
-		if err := opt.StepRows(optim.Rows{Weight: w, State: []*tensor.Dense{m, v}, Slots: ids, Step: steps + 1}, g); err != nil {
+		g := &optim.RowGrad{Rows: ids64, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
+		if err := opt.StepRows(optim.Rows{Weight: w, State: []*tensor.Dense{m, v}, Slots: ids64, Step: steps + 1}, g); err != nil {
 			t.Fatal(err)
 		}
 		steps++
@@ -319,7 +324,8 @@ func TestRedisAdamFunction(t *testing.T) {
 			}
 		}
 	}
-	if err := serverStep(s, optim.NewSparseAdam(0.1), all[:1], make([]float32, dim), 0); !errors.Is(err, gather.ErrOption) {
+	g := &optim.RowGrad{Rows: all[:1], Values: tensor.New(tensor.WithShape(1, dim), tensor.Of(tensor.Float32))}
+	if err := optim.NewSparseAdam(0.1).Check(0, g, dim); !errors.Is(err, gather.ErrOption) {
 		t.Fatalf("step count 0: %v", err)
 	}
 }
@@ -334,22 +340,22 @@ func TestRedisExportImport(t *testing.T) {
 	store, c := kTrained(t, 9)
 	c.Close()
 	saved, back := filepath.Join(dir, "saved.safetensors"), filepath.Join(dir, "back.safetensors")
-	if err := table.Export(context.Background(), saved, store, "t", kDim, tensor.Float32, cols, 9); err != nil {
+	if err := table.Export(context.Background(), saved, store, 9); err != nil {
 		t.Fatal(err)
 	}
 	if err := table.CreateRedis(context.Background(), o, "t", kVocab, kDim, tensor.Float32, table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := table.OpenRedis(context.Background(), o, "t", kDim, tensor.Float32, cols)
+	rs, err := table.OpenRedis(context.Background(), o, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	steps, err := table.Import(context.Background(), rs, saved, "t", cols)
+	steps, err := table.Import(context.Background(), rs, saved)
 	if err != nil || steps != 9 {
 		t.Fatalf("Import onto the cluster: step count %d, %v", steps, err)
 	}
-	if err := table.Export(context.Background(), back, rs, "t", kDim, tensor.Float32, cols, steps); err != nil {
+	if err := table.Export(context.Background(), back, rs, steps); err != nil {
 		t.Fatal(err)
 	}
 	if !sameTable(t, saved, back) {
@@ -395,7 +401,7 @@ func TestRedisFailover(t *testing.T) {
 	if err := table.CreateRedis(context.Background(), o, "f", kVocab, kDim, tensor.Float32, table.WithSeed(2), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, "f", kDim, tensor.Float32, cols)
+	s, err := table.OpenRedis(context.Background(), o, "f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +418,7 @@ func TestRedisFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	master, _ := masterWithReplica(t, cl, rand.New(rand.NewPCG(3, 4)))
-	noRetry, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}, "f", kDim, tensor.Float32, cols)
+	noRetry, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}, "f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +462,7 @@ func functionTable(t *testing.T, name string, vocab, dim int, cols []table.Colum
 	if err := table.CreateRedis(context.Background(), o, name, int64(vocab), dim, tensor.Float32, table.WithSeed(seed), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, cols)
+	s, err := table.OpenRedis(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,15 +494,9 @@ func randomRows(r *rand.Rand, vocab, n, dim int) ([]int, []int64, []float32) {
 	return ids, ids64, grad
 }
 
-// serverStep applies step t of opt to the rows ids of s on its servers,
-// each by its gradient in grad, as a Shared table's Step does.
-func serverStep(s *table.RedisStore, opt optim.Sparse, ids []int64, grad []float32, t int64) error {
+// serverStep has s apply opt to the rows ids on its servers (its Step,
+// which a Shared table's Step calls), each by its gradient in grad.
+func serverStep(s *table.RedisStore, opt optim.Sparse, ids []int64, grad []float32) error {
 	dim := len(grad) / max(len(ids), 1)
-	// The rule's settings do not depend on the gradient: a one-row one
-	// passes its checks whatever the order of ids.
-	rule, err := opt.ServerRule(t, &optim.RowGrad{Rows: []int{0}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float32, dim)))})
-	if err != nil {
-		return err
-	}
-	return s.ApplyRule(context.Background(), rule, ids, dim, fileio.LittleEndianBytes(grad))
+	return s.Step(context.Background(), opt, &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))})
 }

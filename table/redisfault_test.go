@@ -14,7 +14,6 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -49,7 +48,7 @@ func workers(t *testing.T, o table.RedisOptions, name string) *crew {
 	t.Helper()
 	c := &crew{done: make(chan struct{}), acked: make([]int, fWorkers), errs: make([]error, fWorkers)}
 	for w := range fWorkers {
-		s, err := table.OpenRedis(context.Background(), o, name, fDim, tensor.Float32, nil)
+		s, err := table.OpenRedis(context.Background(), o, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +63,7 @@ func workers(t *testing.T, o table.RedisOptions, name string) *crew {
 				default:
 				}
 				start := time.Now()
-				if c.errs[w] = serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad, 1); c.errs[w] != nil {
+				if c.errs[w] = serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad); c.errs[w] != nil {
 					return
 				}
 				c.acked[w]++
@@ -291,7 +290,7 @@ func TestRedisMasterLostForGood(t *testing.T) {
 	t.Logf("master %s killed for good, %s took over: %d steps acknowledged, %d degraded pipelines", master, replica, total, degraded)
 
 	o.StrictReplicas = true
-	s, err := table.OpenRedis(context.Background(), o, "lost", fDim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, "lost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +298,7 @@ func TestRedisMasterLostForGood(t *testing.T) {
 	ids, grad := allIDs(fVocab), filled(fVocab*fDim, -1)
 	for range 2 {
 		start := time.Now()
-		err := serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad, 1)
+		err := serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad)
 		if !errors.Is(err, table.ErrFewReplicas) || !errors.Is(err, table.ErrUnknownOutcome) || !strings.Contains(err.Error(), replica) {
 			t.Fatalf("a strict store stepping on a master without replicas: %v", err)
 		}
@@ -330,12 +329,12 @@ func TestRedisContext(t *testing.T) {
 	if err := table.CreateRedis(ctx, o, "ctx", vocab, dim, tensor.Float32, table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(ctx, o, "ctx", dim, tensor.Float32, cols)
+	s, err := table.OpenRedis(ctx, o, "ctx")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	c, err := table.NewCached(ctx, s, "ctx", dim, tensor.Float32, cols, table.CacheOptions{Budget: 1 << 20, Shared: true})
+	c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,10 +345,21 @@ func TestRedisContext(t *testing.T) {
 	if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(w)), w); err != nil {
 		t.Fatal(err)
 	}
-	if err := optim.CreateSharedDense(ctx, o, "ctxdense", opt, []*gorgonia.Node{w}); err != nil {
+	rows, err := optim.SharedRows(w)
+	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := optim.OpenSharedDense(ctx, o, "ctxdense", opt, optim.SharedOptions{Workers: 1}, w)
+	if err := table.CreateRedis(ctx, o, "ctxdense", rows, optim.SharedWidth, tensor.Float32, table.WithState(opt.Columns(optim.SharedWidth)...)); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := table.OpenRedis(ctx, o, "ctxdense")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := optim.CreateSharedDense(ctx, ds, w); err != nil {
+		t.Fatal(err)
+	}
+	d, err := optim.OpenSharedDense(ctx, ds, opt, optim.SharedOptions{Workers: 1}, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,11 +371,8 @@ func TestRedisContext(t *testing.T) {
 	}
 	ids := []int64{1, 2, 3}
 	grad := make([]float32, len(ids)*dim)
-	rule, err := opt.ServerRule(1, &optim.RowGrad{Rows: []int{1, 2, 3}, Values: tensor.New(tensor.WithShape(3, dim), tensor.WithBacking(grad))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ApplyRule(ctx, rule, ids, fileio.LittleEndianBytes(grad)); err != nil {
+	rg := &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(3, dim), tensor.WithBacking(grad))}
+	if err := s.Step(ctx, opt, rg); err != nil {
 		t.Fatal(err) // loads the rule's Function before the masters hang
 	}
 
@@ -391,14 +398,14 @@ func TestRedisContext(t *testing.T) {
 	calls := map[string]func(ctx context.Context) error{
 		"ReadRows":  func(ctx context.Context) error { return s.ReadRows(ctx, ids, buf) },
 		"WriteRows": func(ctx context.Context) error { return s.WriteRows(ctx, ids, buf) },
-		"ApplyRule": func(ctx context.Context) error { return c.ApplyRule(ctx, rule, ids, fileio.LittleEndianBytes(grad)) },
+		"Step":      func(ctx context.Context) error { return s.Step(ctx, opt, rg) },
 		"Fetch": func(ctx context.Context) error {
 			c.NewBatch()
 			return c.Fetch(ctx, []int64{7, 8}, make([]int32, 2))
 		},
 		"Read": func(ctx context.Context) error { _, err := c.Read(ctx, []int64{9}); return err },
 		"Export": func(ctx context.Context) error {
-			return table.Export(ctx, filepath.Join(t.TempDir(), "x"), s, "ctx", dim, tensor.Float32, cols, 0)
+			return table.Export(ctx, filepath.Join(t.TempDir(), "x"), s, 0)
 		},
 		"Pull": func(ctx context.Context) error { return d.Pull(ctx) },
 		"Push": func(ctx context.Context) error { return d.Push(ctx) },

@@ -6,38 +6,66 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/rule"
 )
 
-// A Rule is an update of rows by their gradients that a RuleStore
-// applies where the rows live, so that several workers update one table
-// at once and lose no update. Name names it; Lua is its update of one
-// row for a RedisStore (see ApplyRule); Args are this step's parameters.
-// Package optim's sparse optimisers make them (optim.Sparse.ServerRule).
-type Rule struct {
-	Name string
+// A RedisRule is a RedisStore's encoding of a rule.Rule: Lua, a chunk of
+// Lua 5.1 that returns a function (w, g, p, dim, f) updating in place w,
+// one row (its dim float32 values, then its state, as numbers), from g,
+// the row's gradient (dim numbers), with the parameters p; f(x) rounds x
+// to float32, as Go's float32(x) does. Args returns p for step t of the
+// rule r, a value of the type registered.
+type RedisRule struct {
 	Lua  string
-	Args []float64
+	Args func(r rule.Rule, t int64) []float64
 }
 
-// A RuleStore is a Store that applies a Rule to its rows on its own
-// servers: a Cached table with CacheOptions.Shared steps through it. A
-// Store is a RuleStore when it has this method, as a database/sql driver
-// has the optional methods it implements.
-type RuleStore interface {
-	Store
-	// ApplyRule applies r to the rows ids names, each by its gradient
-	// grad[k*dim*size:(k+1)*dim*size] of dim values (little-endian, the
-	// store's dtype): each row's update atomic and applied once. ids are
-	// distinct.
-	ApplyRule(ctx context.Context, r Rule, ids []int64, dim int, grad []byte) error
+// redisRules holds the registered encodings by rule name.
+var redisRules struct {
+	sync.RWMutex
+	m map[string]redisRule
+}
+
+type redisRule struct {
+	RedisRule
+	typ reflect.Type // the rule's Go type
+}
+
+// RegisterRedisRule registers how a RedisStore applies rules of the name
+// and Go type of r: package optim registers its optimisers' (their Lua
+// beside them, in optim/lua). A second registration of a name replaces
+// the first.
+func RegisterRedisRule(r rule.Rule, rr RedisRule) {
+	redisRules.Lock()
+	defer redisRules.Unlock()
+	if redisRules.m == nil {
+		redisRules.m = map[string]redisRule{}
+	}
+	redisRules.m[r.Name()] = redisRule{rr, reflect.TypeOf(r)}
+}
+
+// redisEncoding returns the encoding registered for r, or an error
+// naming the rule and the table.
+func redisEncoding(table string, r rule.Rule) (redisRule, error) {
+	redisRules.RLock()
+	rr, ok := redisRules.m[r.Name()]
+	redisRules.RUnlock()
+	if !ok || rr.typ != reflect.TypeOf(r) || rr.Lua == "" || rr.Args == nil {
+		return redisRule{}, fmt.Errorf("table %q: a Redis Cluster has no encoding of the rule %q (%T) to apply on its servers "+
+			"(RegisterRedisRule): %w", table, r.Name(), r, errs.ErrOption)
+	}
+	return rr, nil
 }
 
 // redisPreamble is the part of every rule's Redis Function library that
@@ -124,21 +152,26 @@ end
 `
 
 // RedisFunction returns the name of the Redis Function by which a
-// RedisStore applies r ("gg_<name>_<digest>"), for a program that calls
-// it itself (FCALL; see ApplyRule for its keys and arguments).
-func (r Rule) RedisFunction() string {
-	name, _ := redisFunction(r)
-	return name
+// RedisStore applies rules of r's name ("gg_<name>_<digest>"), for a
+// program that calls it itself (FCALL; see Step for its keys and
+// arguments): an error for a rule with no registered encoding.
+func RedisFunction(r rule.Rule) (string, error) {
+	rr, err := redisEncoding("", r)
+	if err != nil {
+		return "", err
+	}
+	name, _ := redisFunction(r.Name(), rr.Lua)
+	return name, nil
 }
 
-// redisFunction returns the name of the Redis Function that applies r
-// and the library that registers it: the name holds a digest of the
-// library, so that a rule whose Lua changes is a new Function, never
-// the old one under its name.
-func redisFunction(r Rule) (name, library string) {
-	body := redisPreamble + "\nlocal rule = (function()\n" + r.Lua + "\nend)()\n"
+// redisFunction returns the name of the Redis Function that applies the
+// rule name by the Lua lua, and the library that registers it: the name
+// holds a digest of the library, so that a rule whose Lua changes is a
+// new Function, never the old one under its name.
+func redisFunction(rule, lua string) (name, library string) {
+	body := redisPreamble + "\nlocal rule = (function()\n" + lua + "\nend)()\n"
 	sum := sha256.Sum256([]byte(body))
-	name = fmt.Sprintf("gg_%s_%x", r.Name, sum[:6])
+	name = fmt.Sprintf("gg_%s_%x", rule, sum[:6])
 	return name, "#!lua name=" + name + "\n" + body + "redis.register_function('" + name + "', apply(rule))\n"
 }
 
@@ -156,36 +189,63 @@ func (s *RedisStore) load(ctx context.Context, library string) error {
 	})
 }
 
-// ApplyRule applies r to float32 rows on the servers, through a Redis
-// Function that runs r.Lua for each row, loaded on the cluster's masters
-// the first time it is missing. r.Lua is a chunk of Lua 5.1 that
-// returns a function (w, g, p, dim, f): it updates in place w, the row
-// (its dim values, then its state, numbers), from g, the row's gradient
-// (dim numbers), with p, r.Args; f(x) rounds x to float32, as Go's
-// float32(x) does. The row is stored back as float32 values.
+// Step applies r to float32 rows on the servers, as step Steps()+1,
+// through a Redis Function that runs r's registered encoding
+// (RegisterRedisRule) for each row, loaded on the cluster's masters the
+// first time it is missing; the row is stored back as float32 values. A
+// rule with no encoding is an error naming it, and nothing is sent. The
+// step count is this store's: the steps made through it, by one worker.
 //
-// Row ids[k] is updated by grad[k*dim*4:(k+1)*dim*4]; ids must be
-// distinct. Each row's update is atomic, so workers that update the same
-// rows at once lose no update; the rows of one hash tag go in one call,
-// all calls in one pipelined round trip per master. Each call is applied
-// exactly once: a call that fails for the cluster's sake is retried as
-// RedisOptions.Retry allows, and a call the server applied already (its
-// answer lost to a failover) is not applied again; the same ApplyRule
-// again after an error wrapping ErrUnknownOutcome applies what the first
-// did not. With RedisOptions.Replicas, it returns once that many
-// replicas of each master have its updates. A RedisStore applies rules
-// to float32 rows only (its other rows it reads and writes).
-func (s *RedisStore) ApplyRule(ctx context.Context, r Rule, ids []int64, dim int, grad []byte) error {
+// Row g.Rows[k] is updated by row k of g.Values. Each row's update is
+// atomic, so workers that update the same rows at once lose no update;
+// the rows of one hash tag go in one call, all calls in one pipelined
+// round trip per master. Each call is applied exactly once: a call that
+// fails for the cluster's sake is retried as RedisOptions.Retry allows,
+// and a call the server applied already (its answer lost to a failover)
+// is not applied again; the same Step again after an error wrapping
+// ErrUnknownOutcome applies what the first did not. With
+// RedisOptions.Replicas, it returns once that many replicas of each
+// master have its updates. A RedisStore applies rules to float32 rows
+// only (its other rows it reads and writes).
+func (s *RedisStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
+	if r == nil {
+		return fmt.Errorf("table %q: Step needs a rule: %w", s.name, errs.ErrOption)
+	}
 	if s.dt != tensor.Float32 {
 		return fmt.Errorf("table %q: a Redis Cluster applies rules to float32 rows; the table's are %v: %w", s.name, s.dt, errs.ErrDtype)
 	}
-	if dim != s.dim || len(grad) != len(ids)*dim*4 || r.Name == "" || r.Lua == "" {
-		return fmt.Errorf("table %q: rule %q: %d gradient bytes for %d rows of %d float32 values; the table's rows are %d wide: %w",
-			s.name, r.Name, len(grad), len(ids), dim, s.dim, errs.ErrShape)
+	if !rule.SameColumns(r.Columns(s.dim), s.cols) {
+		return fmt.Errorf("table %q: the rule %q keeps %v by row; the table holds %v: %w", s.name, r.Name(), r.Columns(s.dim), s.cols, errs.ErrOption)
 	}
-	fn, library := redisFunction(r)
-	head := []any{strconv.Itoa(dim), strconv.Itoa(len(r.Args))}
-	for _, a := range r.Args {
+	rr, err := redisEncoding(s.name, r)
+	if err != nil {
+		return err
+	}
+	t := s.steps.Load() + 1
+	if err := r.Check(t, g, s.dim); err != nil {
+		return err
+	}
+	if err := s.applyRule(ctx, r.Name(), rr.Lua, rr.Args(r, t), g.Rows, s.dim, fileio.LittleEndianBytes(g.Values.Float32s())); err != nil {
+		return err
+	}
+	s.steps.Store(t)
+	return nil
+}
+
+// Steps returns the steps made through the store (Step).
+func (s *RedisStore) Steps() int64 { return s.steps.Load() }
+
+// applyRule applies the rule name, whose encoding is lua, with the
+// parameters args, to the rows ids, each by its gradient
+// grad[k*dim*4:(k+1)*dim*4].
+func (s *RedisStore) applyRule(ctx context.Context, name, lua string, args []float64, ids []int64, dim int, grad []byte) error {
+	if dim != s.dim || len(grad) != len(ids)*dim*4 || name == "" || lua == "" {
+		return fmt.Errorf("table %q: rule %q: %d gradient bytes for %d rows of %d float32 values; the table's rows are %d wide: %w",
+			s.name, name, len(grad), len(ids), dim, s.dim, errs.ErrShape)
+	}
+	fn, library := redisFunction(name, lua)
+	head := []any{strconv.Itoa(dim), strconv.Itoa(len(args))}
+	for _, a := range args {
 		head = append(head, strconv.FormatFloat(a, 'g', -1, 64))
 	}
 	// A master may lack the Function: the first call of a rule, or a
@@ -200,7 +260,7 @@ func (s *RedisStore) ApplyRule(ctx context.Context, r Rule, ids []int64, dim int
 		s.c.ReloadState(at)
 		cancel()
 		if err := s.load(ctx, library); err != nil {
-			return fmt.Errorf("table %q: rule %q: %w", s.name, r.Name, redisError(err))
+			return fmt.Errorf("table %q: rule %q: %w", s.name, name, redisError(err))
 		}
 	}
 }
@@ -266,7 +326,7 @@ func (s *RedisStore) fcall(ctx context.Context, fn string, dim int, ids []int64,
 	s.pending = &pendingStep{update: update, digest: *digest}
 	switch {
 	case strings.Contains(err.Error(), "Function not found"):
-		return err // ApplyRule loads it
+		return err // applyRule loads it
 	case ctx.Err() != nil:
 		return fmt.Errorf("table %q: stepping %d rows: %w (some of its calls may have been applied; "+
 			"the same step again applies the rest, exactly once): %w", s.name, len(ids), ErrUnknownOutcome, err)

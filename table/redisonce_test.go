@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/rule"
 )
 
 // testSGD is SGD as a rule: w -= p[1]*g.
@@ -22,7 +24,22 @@ const testSGD = "return function(w, g, p, dim, f) for j = 1, dim do w[j] = f(w[j
 
 // stepSGD applies testSGD with learning rate 1 to the rows of s.
 func stepSGD(s *RedisStore, ids []int64, grad []float32) error {
-	return s.ApplyRule(context.Background(), Rule{Name: "test_sgd", Lua: testSGD, Args: []float64{1}}, ids, len(grad)/len(ids), fileio.LittleEndianBytes(grad))
+	return s.applyRule(context.Background(), "test_sgd", testSGD, []float64{1}, ids, len(grad)/len(ids), fileio.LittleEndianBytes(grad))
+}
+
+// testRule is testSGD as a rule.Rule: w -= g, registered with the
+// Redis store.
+type testRule struct{}
+
+func (testRule) Name() string                          { return "test_sgd" }
+func (testRule) Columns(int) []Column                  { return nil }
+func (testRule) Check(int64, *rule.RowGrad, int) error { return nil }
+func (testRule) StepRows(r rule.Rows, g *rule.RowGrad) error {
+	return fmt.Errorf("testRule steps on a Redis Cluster only: %w", errs.ErrOption)
+}
+
+func init() {
+	RegisterRedisRule(testRule{}, RedisRule{Lua: testSGD, Args: func(rule.Rule, int64) []float64 { return []float64{1} }})
 }
 
 // An update the server applied already is not applied again: the same
@@ -35,7 +52,7 @@ func TestRedisExactlyOnce(t *testing.T) {
 	if err := CreateRedis(context.Background(), o, "once", vocab, dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRedis(context.Background(), o, "once", dim, tensor.Float32, nil)
+	s, err := OpenRedis(context.Background(), o, "once")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +96,7 @@ func TestRedisExactlyOnce(t *testing.T) {
 		t.Fatalf("after the next update: rows %v", got)
 	}
 	// Another store's updates are its own, numbered from 1 again.
-	s2, err := OpenRedis(context.Background(), o, "once", dim, tensor.Float32, nil)
+	s2, err := OpenRedis(context.Background(), o, "once")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +110,7 @@ func TestRedisExactlyOnce(t *testing.T) {
 	// A call the server refuses (a row of the wrong length) is not
 	// retried: the error comes at once, though Retry allows a minute.
 	o.Retry = time.Minute
-	s3, err := OpenRedis(context.Background(), o, "once", dim, tensor.Float32, nil)
+	s3, err := OpenRedis(context.Background(), o, "once")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +134,7 @@ func TestRedisMisuse(t *testing.T) {
 	if err := CreateRedis(context.Background(), o, "misuse", vocab, dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRedis(context.Background(), o, "misuse", dim, tensor.Float32, nil)
+	s, err := OpenRedis(context.Background(), o, "misuse")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +147,13 @@ func TestRedisMisuse(t *testing.T) {
 	if err := CreateRedis(context.Background(), o, "misuse64", vocab, dim, tensor.Float64); err != nil {
 		t.Fatal(err)
 	}
-	s64, err := OpenRedis(context.Background(), o, "misuse64", dim, tensor.Float64, nil)
+	s64, err := OpenRedis(context.Background(), o, "misuse64")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s64.Close()
-	err = s64.ApplyRule(context.Background(), Rule{Name: "test_sgd", Lua: testSGD, Args: []float64{1}}, ids, dim, make([]byte, len(ids)*dim*8))
+	g64 := &rule.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.Of(tensor.Float64))}
+	err = s64.Step(context.Background(), testRule{}, g64)
 	if !errors.Is(err, errs.ErrDtype) {
 		t.Fatalf("a rule on float64 rows: %v", err)
 	}
@@ -197,7 +215,7 @@ func TestRedisCreateWithInit(t *testing.T) {
 	if err := CreateRedis(context.Background(), o, "init", vocab, dim, tensor.Float32, WithInit(init), WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRedis(context.Background(), o, "init", dim, tensor.Float32, cols)
+	s, err := OpenRedis(context.Background(), o, "init")
 	if err != nil {
 		t.Fatal(err)
 	}

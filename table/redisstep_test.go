@@ -36,7 +36,7 @@ func TestRedisSGDFunction(t *testing.T) {
 			o.WeightDecay = 0.01
 		}
 		ids, ids64, grad := randomRows(r, vocab, 300, dim)
-		if err := serverStep(s, &optim.SparseSGD{LearnRate: o.LearnRate, WeightDecay: o.WeightDecay}, ids64, grad, 1); err != nil {
+		if err := serverStep(s, &optim.SparseSGD{LearnRate: o.LearnRate, WeightDecay: o.WeightDecay}, ids64, grad); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 		lr, wd := float32(o.LearnRate), float32(o.WeightDecay)
@@ -49,7 +49,7 @@ func TestRedisSGDFunction(t *testing.T) {
 				*w = float32(*w + float32(-lr*d))
 			}
 		}
-		g := &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
+		g := &optim.RowGrad{Rows: ids64, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))}
 		if err := o.StepRows(optim.Rows{Weight: kern, Step: 1}, g); err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func zeroTable(t *testing.T, name string, replicas, vocab, dim int) (*localredis
 	if err := table.CreateRedis(context.Background(), o, name, int64(vocab), dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func filled(n int, v float32) []float32 {
 // not whole steps.
 func countRows(t *testing.T, o table.RedisOptions, name string, vocab, dim int) []int {
 	t.Helper()
-	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestRedisKillWorker(t *testing.T) {
 		t.Skip("runs child workers")
 	}
 	cl, o := zeroTable(t, name, 0, vocab, dim)
-	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestRedisKillWorker(t *testing.T) {
 				return
 			default:
 			}
-			if otherErr = serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad, 1); otherErr != nil {
+			if otherErr = serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad); otherErr != nil {
 				return
 			}
 			other++
@@ -206,13 +206,13 @@ func redisWorker(t *testing.T, dir, name string, vocab, dim int) {
 	}
 	addrs, password, _ := strings.Cut(string(conf), "\n")
 	o := table.RedisOptions{Addrs: strings.Split(addrs, ","), Password: password, Timeout: 2 * time.Second}
-	s, err := table.OpenRedis(context.Background(), o, name, dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids, grad := allIDs(vocab), filled(vocab*dim, -1)
 	for step := 0; ; step++ {
-		if err := serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad, 1); err != nil {
+		if err := serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad); err != nil {
 			t.Fatal(err)
 		}
 		if err := killtest.Mark(dir, "synced", step); err != nil {
@@ -231,7 +231,7 @@ func TestRedisTLS(t *testing.T) {
 	if err := table.CreateRedis(context.Background(), o, "tls", vocab, dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, "tls", dim, tensor.Float32, nil)
+	s, err := table.OpenRedis(context.Background(), o, "tls")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestRedisTLS(t *testing.T) {
 	if err := s.WriteRows(context.Background(), allIDs(vocab), make([]byte, vocab*dim*4)); err != nil {
 		t.Fatal(err)
 	}
-	if err := serverStep(s, &optim.SparseSGD{LearnRate: 1}, allIDs(vocab), filled(vocab*dim, -1), 1); err != nil {
+	if err := serverStep(s, &optim.SparseSGD{LearnRate: 1}, allIDs(vocab), filled(vocab*dim, -1)); err != nil {
 		t.Fatal(err)
 	}
 	for r, n := range countRows(t, o, "tls", vocab, dim) {
@@ -248,7 +248,7 @@ func TestRedisTLS(t *testing.T) {
 		}
 	}
 	o.TLS = nil
-	if _, err := table.OpenRedis(context.Background(), o, "tls", dim, tensor.Float32, nil); err == nil {
+	if _, err := table.OpenRedis(context.Background(), o, "tls"); err == nil {
 		t.Fatal("a client without TLS read the table")
 	}
 }

@@ -39,6 +39,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"log"
@@ -146,18 +147,18 @@ func main() {
 		stream, load := strings.TrimSuffix(run1, "-cold"), *preload && !strings.HasSuffix(run1, "-cold")
 		memory(fmt.Sprintf("before the %s steps", run1))
 		t0 := time.Now()
-		c, err := table.OpenCached(path, name, cols, table.CacheOptions{Budget: *budget, Depth: *depth, Preload: load, LFU: *lfu, JournalLimit: -1})
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: *budget, Depth: *depth, Preload: load, LFU: *lfu, JournalLimit: -1})
 		if err != nil {
 			log.Fatal(err)
 		}
 		fmt.Printf("%s: cache of %d rows (%.2f GB), queue depth %d, preload %v, lfu %v, prefetch %v: opened in %.1f s\n",
-			run1, c.Slots(), float64(*budget)/1e9, *depth, load, *lfu, *prefetch, time.Since(t0).Seconds())
+			run1, c.Weight().Shape()[0], float64(*budget)/1e9, *depth, load, *lfu, *prefetch, time.Since(t0).Seconds())
 		g := gorgonia.NewGraph()
 		emb, err := nn.CachedEmbedding(g, c)
 		if err != nil {
 			log.Fatal(err)
 		}
-		ref := newDiskRef(path, c.Slots(), width*4, *depth)
+		ref := newDiskRef(path, c.Weight().Shape()[0], width*4, *depth)
 		res := run(g, emb, *rows, *warmup, *steps, stream, ref, *prefetch)
 		memory(fmt.Sprintf("after %d %s steps on the cached table", *warmup+*steps, run1))
 		t0 = time.Now()
@@ -455,7 +456,7 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 			}
 			if step >= warmup {
 				for _, id := range cur {
-					if id < c.Slots() {
+					if id < c.Weight().Shape()[0] {
 						oracleHits++
 					}
 				}
@@ -481,8 +482,11 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 		vm.Reset()
 		if c := emb.Cached(); c != nil {
 			// The next batch's reads, started in this step, count in its
-			// time: what they overlap is this step's computing.
-			c.Wait()
+			// time: what they overlap is this step's computing. A Read
+			// waits for them.
+			if _, err := c.Read(context.Background(), nil); err != nil {
+				log.Fatal(err)
+			}
 		}
 		el := time.Since(start)
 		if step < warmup {

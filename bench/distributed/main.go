@@ -20,7 +20,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"math/rand/v2"
 	"os"
@@ -94,11 +93,11 @@ func run(o table.RedisOptions, rounds, steps, workers, examples int) error {
 	if err := ours.step(); err != nil {
 		return err
 	}
-	rule, err := opt.ServerRule(1, &optim.RowGrad{Rows: []int{0}, Values: tensor.New(tensor.WithShape(1, dim), tensor.Of(tensor.Float32))})
+	fn, err := table.RedisFunction(opt)
 	if err != nil {
 		return err
 	}
-	bare := newBare(o, rule.RedisFunction())
+	bare := newBare(o, fn)
 	defer bare.c.Close()
 	var tOurs, tBare []float64
 	for round := range rounds {
@@ -138,22 +137,21 @@ func run(o table.RedisOptions, rounds, steps, workers, examples int) error {
 // A worker is the store's part of a training step: a Shared cache's
 // fetch of a batch's rows, and the server's update of them.
 type worker struct {
-	s      io.Closer // the store
-	c      *table.Cached
-	opt    *optim.RowWiseAdagrad
-	r      *rand.Rand
-	ids    []int64
-	slots  []int32
-	g      *optim.RowGrad
-	stepNo int64
+	s     *table.RedisStore
+	c     *table.Cached
+	opt   *optim.RowWiseAdagrad
+	r     *rand.Rand
+	ids   []int64
+	slots []int32
+	g     *optim.RowGrad
 }
 
 func newWorker(o table.RedisOptions, opt *optim.RowWiseAdagrad, seed uint64) (*worker, error) {
-	s, err := table.OpenRedis(context.Background(), o, "bench", dim, tensor.Float32, opt.Columns(dim))
+	s, err := table.OpenRedis(context.Background(), o, "bench")
 	if err != nil {
 		return nil, err
 	}
-	c, err := table.NewCached(context.Background(), s, "bench", dim, tensor.Float32, opt.Columns(dim), table.CacheOptions{Budget: 64 << 20, Shared: true})
+	c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 64 << 20, Shared: true})
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +160,7 @@ func newWorker(o table.RedisOptions, opt *optim.RowWiseAdagrad, seed uint64) (*w
 		grad[i] = 1e-3
 	}
 	return &worker{s: s, c: c, opt: opt, r: rand.New(rand.NewPCG(seed, 7)), slots: make([]int32, ids),
-		g: &optim.RowGrad{Rows: make([]int, ids), Values: tensor.New(tensor.WithShape(ids, dim), tensor.WithBacking(grad))}}, nil
+		g: &optim.RowGrad{Rows: make([]int64, ids), Values: tensor.New(tensor.WithShape(ids, dim), tensor.WithBacking(grad))}}, nil
 }
 
 // batch returns the ids of the last step, in order.
@@ -183,15 +181,8 @@ func (w *worker) step() error {
 	if err := w.c.Fetch(context.Background(), w.ids, w.slots); err != nil {
 		return err
 	}
-	for k, id := range w.ids {
-		w.g.Rows[k] = int(id)
-	}
-	w.stepNo++
-	rule, err := w.opt.ServerRule(w.stepNo, w.g)
-	if err != nil {
-		return err
-	}
-	return w.c.ApplyRule(context.Background(), rule, w.ids, fileio.LittleEndianBytes(w.g.Values.Float32s()))
+	copy(w.g.Rows, w.ids)
+	return w.s.Step(context.Background(), w.opt, w.g) // the servers' step alone
 }
 
 func (w *worker) close() {

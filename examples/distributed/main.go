@@ -61,8 +61,8 @@ type config struct {
 	redis                             table.RedisOptions
 	cacheMB                           int
 	save                              string
-	half                              table.HalfFormat // the in-memory tables' values, 0 for float32
-	nearest                           bool             // round them to nearest, not stochastically
+	half                              table.Format // the in-memory tables' values, 0 for float32
+	nearest                           bool         // round them to nearest, not stochastically
 }
 
 func main() {

@@ -51,7 +51,7 @@ func TestWorkersMatchMemory(t *testing.T) {
 func TestHalfTablesQuality(t *testing.T) {
 	c := config{workers: 0, examples: 51_200, heldOut: 5_000, batch: 256, lr: 0.01, seed: 3, name: "half"}
 	train, held := examples(c.seed, 1, c.examples), examples(c.seed, 2, c.heldOut)
-	loss := func(half table.HalfFormat, nearest bool) float64 {
+	loss := func(half table.Format, nearest bool) float64 {
 		c.half, c.nearest = half, nearest
 		w, err := trainInMemory(c, train)
 		if err != nil {

@@ -33,7 +33,37 @@ func create(c config) error {
 			return err
 		}
 	}
-	return optim.CreateSharedDense(context.Background(), c.redis, denseName(c), sparseAdam(c), denseParams(gorgonia.NewGraph(), c.seed), table.WithReplace())
+	params := denseParams(gorgonia.NewGraph(), c.seed)
+	rows, err := optim.SharedRows(params...)
+	if err != nil {
+		return err
+	}
+	err = table.CreateRedis(context.Background(), c.redis, denseName(c), rows, optim.SharedWidth, tensor.Float32,
+		table.WithState(sparseAdam(c).Columns(optim.SharedWidth)...), table.WithReplace())
+	if err != nil {
+		return err
+	}
+	s, err := table.OpenRedis(context.Background(), c.redis, denseName(c))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return optim.CreateSharedDense(context.Background(), s, params...)
+}
+
+// openDense returns the dense learnables params as the cluster holds
+// them, for the worker so places.
+func openDense(c config, so optim.SharedOptions, params []*gorgonia.Node) (*optim.SharedDense, error) {
+	s, err := table.OpenRedis(context.Background(), c.redis, denseName(c))
+	if err != nil {
+		return nil, err
+	}
+	d, err := optim.OpenSharedDense(context.Background(), s, sparseAdam(c), so, params...)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
 // runWorker trains on worker w's shard of the examples (every
@@ -43,14 +73,14 @@ func runWorker(c config, w int) error {
 	train := examples(c.seed, 1, c.examples)
 	g := gorgonia.NewGraph()
 	var tables [3]*nn.Embedding
-	cols := sparseAdam(c).Columns(embDim)
 	for f := range tables {
-		s, err := table.OpenRedis(context.Background(), c.redis, tableName(c, f), embDim, tensor.Float32, cols)
+		s, err := table.OpenRedis(context.Background(), c.redis, tableName(c, f))
 		if err != nil {
 			return err
 		}
-		cached, err := table.NewCached(context.Background(), s, tableName(c, f), embDim, tensor.Float32, cols,
+		cached, err := table.NewCached(context.Background(), s,
 			table.CacheOptions{Budget: int64(c.cacheMB) << 20, Shared: true, MaxAge: c.maxAge})
+
 		if err != nil {
 			return err
 		}
@@ -65,8 +95,7 @@ func runWorker(c config, w int) error {
 		return err
 	}
 	defer m.close()
-	dense, err := optim.OpenSharedDense(context.Background(), c.redis, denseName(c), sparseAdam(c),
-		optim.SharedOptions{Worker: w, Workers: c.workers, Staleness: c.staleness}, m.params...)
+	dense, err := openDense(c, optim.SharedOptions{Worker: w, Workers: c.workers, Staleness: c.staleness}, m.params)
 	if err != nil {
 		return err
 	}
@@ -123,9 +152,8 @@ func runWorker(c config, w int) error {
 // clusterWeights reads the model the workers trained from the cluster.
 func clusterWeights(c config) (*weights, error) {
 	w := &weights{}
-	cols := sparseAdam(c).Columns(embDim)
 	for f := range vocab {
-		s, err := table.OpenRedis(context.Background(), c.redis, tableName(c, f), embDim, tensor.Float32, cols)
+		s, err := table.OpenRedis(context.Background(), c.redis, tableName(c, f))
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +174,7 @@ func clusterWeights(c config) (*weights, error) {
 		}
 	}
 	params := denseParams(gorgonia.NewGraph(), c.seed)
-	d, err := optim.OpenSharedDense(context.Background(), c.redis, denseName(c), sparseAdam(c), optim.SharedOptions{Workers: 1}, params...)
+	d, err := openDense(c, optim.SharedOptions{Workers: 1}, params)
 	if err != nil {
 		return nil, err
 	}
@@ -190,13 +218,13 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 			return nil, err
 		}
 		cols := opts[f].Columns(embDim)
-		s, err := table.NewHalfMemoryStore(w0, c.half, cols...)
+		s, err := table.NewHalfMemoryStore(tableName(c, f), w0, c.half, cols...)
 		if err != nil {
 			return nil, err
 		}
 		budget := int64(vocab[f]) * int64(s.RowBytes()+2*embDim+72) // every row, as float32 in the cache
-		cached[f], err = table.NewCached(context.Background(), s, tableName(c, f), embDim, tensor.Float32, cols,
-			table.CacheOptions{Budget: budget, Half: c.half, NearestRounding: c.nearest, RoundingSeed: c.seed})
+		cached[f], err = table.NewCached(context.Background(), s,
+			table.CacheOptions{Budget: budget, NearestRounding: c.nearest, RoundingSeed: c.seed})
 		if err != nil {
 			return nil, err
 		}

@@ -133,11 +133,11 @@ func openTable(g *gorgonia.ExprGraph, cfg config, vocab int, opt *optim.SparseAd
 			return nil, err
 		}
 	}
-	c, err := table.OpenCached(cfg.table, "embedding", cols, table.CacheOptions{Budget: int64(cfg.cacheMB) << 20})
+	c, err := table.OpenCached(cfg.table, table.CacheOptions{Budget: int64(cfg.cacheMB) << 20})
 	if err != nil {
 		return nil, err
 	}
-	if vocab64, _ := c.Shape(); vocab64 != int64(vocab) {
+	if vocab64 := c.Schema().Rows; vocab64 != int64(vocab) {
 		c.Close()
 		return nil, fmt.Errorf("%s holds %d rows; this corpus's vocabulary has %d", cfg.table, vocab64, vocab)
 	}

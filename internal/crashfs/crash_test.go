@@ -191,12 +191,12 @@ func cachedScenario() scenario {
 		for i := range ids {
 			ids[i] = int64(i)
 		}
-		b := make([]byte, vocab*c.Store().RowBytes()+8)
-		if err := c.Store().ReadRows(context.Background(), ids, b[8:]); err != nil {
+		rows, err := c.Read(context.Background(), ids)
+		if err != nil {
 			return nil, err
 		}
-		binary.LittleEndian.PutUint64(b, uint64(c.Steps()))
-		return b, nil
+		b := binary.LittleEndian.AppendUint64(nil, uint64(c.Steps()))
+		return append(b, fileio.LittleEndianBytes(rows.Float32s())...), nil
 	}
 	return scenario{
 		name: "cached table",
@@ -205,7 +205,7 @@ func cachedScenario() scenario {
 			if err := table.Create(path, "t", vocab, dim, tensor.Float32, table.WithSeed(3), table.WithState(adamCols...)); err != nil {
 				t.Fatal(err)
 			}
-			c, err := table.OpenCached(path, "t", adamCols, table.CacheOptions{Budget: 1 << 16})
+			c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 16})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +239,7 @@ func cachedScenario() scenario {
 			mark(nil)
 		},
 		read: func(dir string) ([]byte, error) {
-			c, err := table.OpenCached(filepath.Join(dir, "t.safetensors"), "t", adamCols, table.CacheOptions{Budget: 1 << 16})
+			c, err := table.OpenCached(filepath.Join(dir, "t.safetensors"), table.CacheOptions{Budget: 1 << 16})
 			if err != nil {
 				return nil, err
 			}

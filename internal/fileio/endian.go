@@ -52,3 +52,12 @@ func Float32s(b []byte) []float32 {
 	}
 	return out
 }
+
+// Float64s returns the little-endian float64 values of b, copied.
+func Float64s(b []byte) []float64 {
+	out := make([]float64, len(b)/8)
+	for i := range out {
+		out[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return out
+}

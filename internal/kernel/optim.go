@@ -16,11 +16,11 @@ import (
 // of each of ts, when k+rowsAhead is below hi: the rows a batch names lie
 // scattered through the table, and each update would otherwise wait for
 // its row to come from memory.
-func prefetchAhead[T Float](rows []int, k, hi, dim int, ts ...[]T) {
+func prefetchAhead[T Float](rows []int64, k, hi, dim int, ts ...[]T) {
 	if k+rowsAhead >= hi {
 		return
 	}
-	q := rows[k+rowsAhead]
+	q := int(rows[k+rowsAhead])
 	for _, t := range ts {
 		PrefetchRow(t[q*dim : (q+1)*dim])
 	}
@@ -32,13 +32,13 @@ func prefetchAhead[T Float](rows []int, k, hi, dim int, ts ...[]T) {
 //
 // each product rounded before the sum, so that without weight decay it
 // equals a dense solver's separate multiply and add (AddRow).
-func SGDRows[T Float](w, g []T, rows []int, dim int, lr, wd T) {
+func SGDRows[T Float](w, g []T, rows []int64, dim int, lr, wd T) {
 	parallel.Run(len(rows), len(rows)*dim, sgdTask[T]{w, g, rows, dim, lr, wd})
 }
 
 type sgdTask[T Float] struct {
 	w, g   []T
-	rows   []int
+	rows   []int64
 	dim    int
 	lr, wd T
 }
@@ -47,7 +47,7 @@ func (t sgdTask[T]) Part(lo, hi int) int {
 	w, g, rows, dim, lr, wd := t.w, t.g, t.rows, t.dim, t.lr, t.wd
 	for k := lo; k < hi; k++ {
 		prefetchAhead(rows, k, hi, dim, w)
-		r := rows[k]
+		r := int(rows[k])
 		wr, gr := w[r*dim:(r+1)*dim], g[k*dim:(k+1)*dim]
 		if wd == 0 {
 			AddRow(wr, gr, -lr)
@@ -66,13 +66,13 @@ func (t sgdTask[T]) Part(lo, hi int) int {
 
 // AdamRows32 is AdamRow32 on each named row of a float32 table w and its
 // moments m and v (of w's shape).
-func AdamRows32(w, g, m, v []float32, rows []int, dim int, c *AdamConsts) {
+func AdamRows32(w, g, m, v []float32, rows []int64, dim int, c *AdamConsts) {
 	parallel.Run(len(rows), len(rows)*dim, adam32Task{w, g, m, v, rows, dim, c})
 }
 
 type adam32Task struct {
 	w, g, m, v []float32
-	rows       []int
+	rows       []int64
 	dim        int
 	c          *AdamConsts
 }
@@ -81,7 +81,7 @@ func (t adam32Task) Part(lo, hi int) int {
 	dim := t.dim
 	for k := lo; k < hi; k++ {
 		prefetchAhead(t.rows, k, hi, dim, t.w, t.m, t.v)
-		r := t.rows[k]
+		r := int(t.rows[k])
 		AdamRow32(t.w[r*dim:(r+1)*dim], t.g[k*dim:(k+1)*dim], t.m[r*dim:(r+1)*dim], t.v[r*dim:(r+1)*dim], t.c)
 	}
 	return -1
@@ -93,13 +93,13 @@ func (t adam32Task) Part(lo, hi int) int {
 //	m = b1*m + (1-b1)*g
 //	v = b2*v + (1-b2)*g*g
 //	w = w*decay - step*m/(sqrt(v)+eps)
-func AdamRows[T Float](w, g, m, v []T, rows []int, dim int, b1, b2, eps, step, decay float64) {
+func AdamRows[T Float](w, g, m, v []T, rows []int64, dim int, b1, b2, eps, step, decay float64) {
 	parallel.Run(len(rows), len(rows)*dim, adamTask[T]{w, g, m, v, rows, dim, b1, b2, eps, step, decay})
 }
 
 type adamTask[T Float] struct {
 	w, g, m, v               []T
-	rows                     []int
+	rows                     []int64
 	dim                      int
 	b1, b2, eps, step, decay float64
 }
@@ -108,7 +108,7 @@ func (t adamTask[T]) Part(lo, hi int) int {
 	dim, b1, b2 := t.dim, t.b1, t.b2
 	for k := lo; k < hi; k++ {
 		prefetchAhead(t.rows, k, hi, dim, t.w, t.m, t.v)
-		r := t.rows[k]
+		r := int(t.rows[k])
 		wr, gr := t.w[r*dim:(r+1)*dim], t.g[k*dim:(k+1)*dim]
 		mr, vr := t.m[r*dim:(r+1)*dim], t.v[r*dim:(r+1)*dim]
 		for j := range wr {
@@ -127,13 +127,13 @@ func (t adamTask[T]) Part(lo, hi int) int {
 //	x = g[k] + wd*w[r]
 //	s[r] += mean of x²
 //	w[r] -= lr * x / (sqrt(s[r]) + eps)
-func AdagradRows[T Float](w, g, s []T, rows []int, dim int, lr, eps, wd float64) {
+func AdagradRows[T Float](w, g, s []T, rows []int64, dim int, lr, eps, wd float64) {
 	parallel.Run(len(rows), len(rows)*dim, adagradTask[T]{w, g, s, rows, dim, lr, eps, wd})
 }
 
 type adagradTask[T Float] struct {
 	w, g, s     []T
-	rows        []int
+	rows        []int64
 	dim         int
 	lr, eps, wd float64
 }
@@ -142,7 +142,7 @@ func (t adagradTask[T]) Part(lo, hi int) int {
 	dim, wd := t.dim, t.wd
 	for k := lo; k < hi; k++ {
 		prefetchAhead(t.rows, k, hi, dim, t.w)
-		r := t.rows[k]
+		r := int(t.rows[k])
 		wr, gr := t.w[r*dim:(r+1)*dim], t.g[k*dim:(k+1)*dim]
 		gr = gr[:len(wr)]
 		var sq float64
@@ -168,13 +168,13 @@ func (t adagradTask[T]) Part(lo, hi int) int {
 //
 // each operation rounded to T (no product fused with a sum); s is the
 // row's sums (w's shape) and nclr the negated learning rate of the step.
-func SparseAdagradRows[T Float](w, g, s []T, rows []int, dim int, nclr, eps T) {
+func SparseAdagradRows[T Float](w, g, s []T, rows []int64, dim int, nclr, eps T) {
 	parallel.Run(len(rows), len(rows)*dim, sparseAdagradTask[T]{w, g, s, rows, dim, nclr, eps})
 }
 
 type sparseAdagradTask[T Float] struct {
 	w, g, s   []T
-	rows      []int
+	rows      []int64
 	dim       int
 	nclr, eps T
 }
@@ -183,7 +183,7 @@ func (t sparseAdagradTask[T]) Part(lo, hi int) int {
 	dim := t.dim
 	for k := lo; k < hi; k++ {
 		prefetchAhead(t.rows, k, hi, dim, t.w, t.s)
-		r := t.rows[k]
+		r := int(t.rows[k])
 		wr, gr, sr := t.w[r*dim:(r+1)*dim], t.g[k*dim:(k+1)*dim], t.s[r*dim:(r+1)*dim]
 		gr, sr = gr[:len(wr)], sr[:len(wr)]
 		for j, x := range gr {

@@ -97,10 +97,10 @@ func sortKeys(keys, tmp []uint64, shift, rowBits int) []uint64 {
 
 // DistinctRows appends to rows the distinct rows of order (sorted by row)
 // but pad, in order, and returns it.
-func DistinctRows(rows []int, order []RowPos, pad int) []int {
+func DistinctRows(rows []int64, order []RowPos, pad int) []int64 {
 	for k, o := range order {
 		if o.Row != pad && (k == 0 || o.Row != order[k-1].Row) {
-			rows = append(rows, o.Row)
+			rows = append(rows, int64(o.Row))
 		}
 	}
 	return rows
@@ -114,14 +114,14 @@ func DistinctRows(rows []int, order []RowPos, pad int) []int {
 // The first position of a row is copied, the others added in order, so dst
 // need not be cleared first. The rows of want are split across goroutines,
 // each summed by one, so the result does not depend on GOMAXPROCS.
-func SumRows[T Float](dst, src []T, order []RowPos, want []int, dim int) {
+func SumRows[T Float](dst, src []T, order []RowPos, want []int64, dim int) {
 	parallel.Run(len(want), len(order)*dim, sumRowsTask[T]{dst, src, order, want, dim})
 }
 
 type sumRowsTask[T Float] struct {
 	dst, src []T
 	order    []RowPos
-	want     []int
+	want     []int64
 	dim      int
 }
 
@@ -135,10 +135,10 @@ func (t sumRowsTask[T]) Part(lo, hi int) int {
 	}
 	k0, k1 := 0, len(order)
 	if lo > 0 {
-		k0 = first(want[lo])
+		k0 = first(int(want[lo]))
 	}
 	if hi < len(want) {
-		k1 = first(want[hi])
+		k1 = first(int(want[hi]))
 	}
 	slot := lo
 	for k := k0; k < k1; k++ {
@@ -147,10 +147,10 @@ func (t sumRowsTask[T]) Part(lo, hi int) int {
 			PrefetchRow(src[q*dim : (q+1)*dim])
 		}
 		r, p := order[k].Row, order[k].Pos
-		for slot < hi && want[slot] < r {
+		for slot < hi && want[slot] < int64(r) {
 			slot++
 		}
-		if slot == hi || want[slot] != r {
+		if slot == hi || want[slot] != int64(r) {
 			continue // the padding row
 		}
 		d, s := dst[slot*dim:(slot+1)*dim], src[p*dim:(p+1)*dim]

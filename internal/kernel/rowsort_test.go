@@ -55,7 +55,7 @@ func TestSumRows(t *testing.T) {
 		for s, row := range want {
 			first := true
 			for p, id := range idx {
-				if id != row {
+				if int64(id) != row {
 					continue
 				}
 				for j := range c.dim {

@@ -1,4 +1,4 @@
-package optim
+package rule
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 // gradient is zero. Its size is O(batch × dim), whatever the vocabulary
 // (TensorFlow's IndexedSlices, PyTorch's sparse embedding gradient).
 type RowGrad struct {
-	Rows   []int         // distinct row ids in ascending order
+	Rows   []int64       // distinct row ids in ascending order
 	Values *tensor.Dense // [len(Rows), dim], the dtype of the table
 
 	buf rowBuf // Set's memory, kept for the next Set
@@ -53,7 +53,7 @@ func (g *RowGrad) Set(ids, grad tensor.Tensor, vocab, pad int) error {
 // from one step to the next: the gradient's rows and values, and the
 // sort's pairs and keys. Each grows as needed and is never shrunk.
 type rowBuf struct {
-	rows   []int
+	rows   []int64
 	values any // []float32 or []float64
 	sort   kernel.RowSort
 }
@@ -121,7 +121,7 @@ func rowGradient(ids, grad tensor.Tensor, vocab, pad int, buf *rowBuf) (*RowGrad
 }
 
 // sumRows is kernel.SumRows for values of Go type T.
-func sumRows[T kernel.Float](dst, src *tensor.Dense, order []kernel.RowPos, rows []int, dim int) {
+func sumRows[T kernel.Float](dst, src *tensor.Dense, order []kernel.RowPos, rows []int64, dim int) {
 	kernel.SumRows(operand.Floats[T](dst), operand.Floats[T](src), order, rows, dim)
 }
 

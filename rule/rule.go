@@ -1,0 +1,86 @@
+// Package rule is the contract between the sparse optimisers and the
+// places an embedding table's rows live. A Rule (optim.SparseAdam,
+// optim.RowWiseAdagrad, ...) is a name, the state each row carries
+// (Columns) and a Go function that updates rows where they are held
+// (StepRows). A Stepper (optim.MemoryTable, table.Cached,
+// table.MemoryStore, table.RedisStore) holds rows and steps them by a
+// rule: its Step applies the rule to the rows a RowGrad names and counts
+// the step, whatever the rows are kept in.
+//
+// A store whose rows are updated on its own servers (a Redis Cluster)
+// cannot run a Go function there: it keeps its own encoding of each rule,
+// registered under the rule's Name (table.RegisterRedisRule), and refuses
+// a rule it has none for with an error naming both. The rule's typed
+// settings are the rule value itself, which the encoding reads.
+//
+// Row ids are int64 everywhere: in a RowGrad, in a store, in a cache.
+package rule
+
+import (
+	"context"
+
+	"gorgonia.org/tensor"
+)
+
+// A Rule updates rows of a table by their gradients: an optimiser for
+// row gradients. It keeps no state of its own: the table keeps it, in
+// its Columns beside each row, with one step count, so one Rule value
+// may step any number of tables.
+type Rule interface {
+	// Name names the update ("sparse_adam"), under which a store that
+	// applies rules on its servers registers its encoding of it.
+	Name() string
+	// Columns returns the state each row of a table dim wide carries.
+	Columns(dim int) []Column
+	// StepRows updates the rows g names, and their state, where r holds
+	// them. It must not keep g after it returns. On error nothing
+	// changed.
+	StepRows(r Rows, g *RowGrad) error
+	// Check reports the error StepRows would report for step t and the
+	// gradient g of rows dim wide, for a store that applies the rule
+	// elsewhere: bad settings, a malformed gradient, values not finite.
+	Check(t int64, g *RowGrad, dim int) error
+}
+
+// A Column is one part of the state each row of a table carries beside
+// its values: Width values of the table's dtype, named Name, each Init in
+// a new row.
+type Column struct {
+	Name  string
+	Width int
+	Init  float64
+}
+
+// Rows are rows of a table as StepRows updates them: row g.Rows[k] of the
+// table, with its state, is row Slots[k] of Weight and of each State
+// tensor, or row g.Rows[k] itself when Slots is nil.
+type Rows struct {
+	Weight *tensor.Dense   // [n, dim], the rows' values
+	State  []*tensor.Dense // one per column of Columns, [n, width], the rows' state
+	Slots  []int64         // one per row of the gradient, distinct; nil: the rows themselves
+	Step   int64           // this step's number, from 1: the table's step count plus one
+}
+
+// A Stepper holds a table's rows and steps them.
+type Stepper interface {
+	// Step applies r to the rows g names and counts the step: the
+	// rows' update is step Steps()+1 of r. On error the step is not
+	// counted.
+	Step(ctx context.Context, r Rule, g *RowGrad) error
+	// Steps returns the steps taken.
+	Steps() int64
+}
+
+// SameColumns reports whether a and b name the same columns of the same
+// widths (their Init values may differ: they only start a table).
+func SameColumns(a, b []Column) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if a[k].Name != b[k].Name || a[k].Width != b[k].Width {
+			return false
+		}
+	}
+	return true
+}
