@@ -13,8 +13,9 @@ import (
 	"github.com/gathergrad/gather/internal/graphop"
 )
 
-// ErrClosed is the error of RunAll after Close.
-var ErrClosed = errors.New("machine: closed")
+// ErrClosed is the error of RunAll after Close: the same value as
+// table.ErrClosed, so errors.Is(err, table.ErrClosed) holds for either.
+var ErrClosed = errs.ErrClosed
 
 // ErrBusy is the error of a RunAll while another RunAll of the same
 // machine runs.
@@ -79,7 +80,7 @@ func (m *Machine) RunAll() error {
 	}
 	defer m.busy.Store(false)
 	if m.closed.Load() {
-		return ErrClosed
+		return fmt.Errorf("machine: %w", ErrClosed)
 	}
 	for i := range m.steps {
 		s := &m.steps[i]

@@ -15,6 +15,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/vmtest"
 	"github.com/gathergrad/gather/machine"
+	"github.com/gathergrad/gather/table"
 )
 
 // ops are graphs of Gorgonia's ops that a training graph uses, each a
@@ -228,8 +229,8 @@ func TestClosed(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.RunAll(); !errors.Is(err, machine.ErrClosed) {
-		t.Fatalf("RunAll after Close: %v, want ErrClosed", err)
+	if err := m.RunAll(); !errors.Is(err, machine.ErrClosed) || !errors.Is(err, table.ErrClosed) {
+		t.Fatalf("RunAll after Close: %v, want ErrClosed, which is table.ErrClosed", err)
 	}
 }
 

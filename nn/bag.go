@@ -14,28 +14,23 @@ import (
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
+	"github.com/gathergrad/gather/table"
 )
 
-// A BagMode says how EmbeddingBag pools the rows of a bag.
-type BagMode int
+// A BagMode says how EmbeddingBag pools the rows of a bag: one type with
+// serve.Table.Bag's (table.BagMode).
+type BagMode = table.BagMode
 
-// The pooling modes of EmbeddingBag.
+// The pooling modes of EmbeddingBag (table's).
 const (
-	BagSum  BagMode = iota // Σ wᵢ·rowᵢ
-	BagMean                // (1/m)·Σ wᵢ·rowᵢ, m the number of non-padding ids
-	BagMax                 // the elementwise maximum of wᵢ·rowᵢ
+	BagSum  = table.BagSum  // Σ wᵢ·rowᵢ
+	BagMean = table.BagMean // (1/m)·Σ wᵢ·rowᵢ, m the number of non-padding ids
+	BagMax  = table.BagMax  // the elementwise maximum of wᵢ·rowᵢ
 )
 
-// String returns "sum", "mean" or "max", PyTorch's names of the modes.
-func (m BagMode) String() string {
-	if m >= BagSum && m <= BagMax {
-		return [...]string{"sum", "mean", "max"}[m]
-	}
-	return fmt.Sprintf("BagMode(%d)", int(m))
-}
-
-// kernel returns the bag kernels' mode for m, which newBagOp has checked.
-func (m BagMode) kernel() kernel.BagMode {
+// bagKernel returns the bag kernels' mode for m, which newBagOp has
+// checked.
+func bagKernel(m BagMode) kernel.BagMode {
 	switch m {
 	case BagMean:
 		return kernel.BagMean
@@ -314,7 +309,7 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 	if o.cfg.HasPad {
 		pad = o.cfg.Pad
 	}
-	a.table, a.ids, a.bg, a.bounds = t, ix, kernel.Bags{Bounds: bounds, Pad: pad, Mode: o.mode.kernel()}, p
+	a.table, a.ids, a.bg, a.bounds = t, ix, kernel.Bags{Bounds: bounds, Pad: pad, Mode: bagKernel(o.mode)}, p
 	return a, nil
 }
 

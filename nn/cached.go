@@ -30,9 +30,9 @@ import (
 // its Step compute.
 //
 // A Shared table (table.CacheOptions.Shared) is trained by several
-// workers at once on a Redis Cluster: Step sends the gradient to the
-// servers, which apply the optimiser to their rows (its ServerRule, which
-// a table.RuleStore applies), and applies it to the cached rows too,
+// workers at once on a Redis Cluster: Step (table.Cached.Step) sends the
+// gradient to the servers, which apply the optimiser to their rows, and
+// applies it to the cached rows too,
 // which are read again once CacheOptions.MaxAge batches old; Sync has
 // nothing to write.
 //

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/rule"
 	"gorgonia.org/tensor"
@@ -84,14 +84,14 @@ func (o *SparseAdagrad) check(t int64) (float64, error) {
 		v    float64
 	}{{"learning rate", o.LearnRate}, {"LRDecay", o.LRDecay}, {"InitialAccumulatorValue", o.InitialAccumulatorValue}} {
 		if !(s.v >= 0) || math.IsInf(s.v, 1) {
-			return 0, fmt.Errorf("sparse adagrad: %s %v must be finite and at least 0: %w", s.name, s.v, gather.ErrOption)
+			return 0, fmt.Errorf("sparse adagrad: %s %v must be finite and at least 0: %w", s.name, s.v, errs.ErrOption)
 		}
 	}
 	if !(o.Eps > 0) || math.IsInf(o.Eps, 1) {
-		return 0, fmt.Errorf("sparse adagrad: Eps %v must be above 0 and finite (NewSparseAdagrad sets 1e-10): %w", o.Eps, gather.ErrOption)
+		return 0, fmt.Errorf("sparse adagrad: Eps %v must be above 0 and finite (NewSparseAdagrad sets 1e-10): %w", o.Eps, errs.ErrOption)
 	}
 	if t < 1 {
-		return 0, fmt.Errorf("sparse adagrad: step number %d; steps count from 1: %w", t, gather.ErrOption)
+		return 0, fmt.Errorf("sparse adagrad: step number %d; steps count from 1: %w", t, errs.ErrOption)
 	}
 	return -(o.LearnRate / (1 + float64(t-1)*o.LRDecay)), nil
 }

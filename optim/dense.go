@@ -7,8 +7,8 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
@@ -59,27 +59,27 @@ func (s *slots) check(op string, vgs []gorgonia.ValueGrad, finite bool) ([]learn
 	for i, vg := range vgs {
 		n, ok := vg.(interface{ Name() string })
 		if !ok || n.Name() == "" {
-			return nil, fmt.Errorf("%s: learnable %d has no name; step named nodes (gorgonia.NodesToValueGrads): %w", op, i, gather.ErrOption)
+			return nil, fmt.Errorf("%s: learnable %d has no name; step named nodes (gorgonia.NodesToValueGrads): %w", op, i, errs.ErrOption)
 		}
 		name := n.Name()
 		if seen[name] {
-			return nil, fmt.Errorf("%s: two learnables are named %q: %w", op, name, gather.ErrOption)
+			return nil, fmt.Errorf("%s: two learnables are named %q: %w", op, name, errs.ErrOption)
 		}
 		seen[name] = true
 		w, ok := vg.Value().(*tensor.Dense)
 		if !ok || w.Dtype() != tensor.Float32 && w.Dtype() != tensor.Float64 || !operand.Writable(w) {
-			return nil, fmt.Errorf("%s: %q must hold a row-major float32 or float64 tensor, got %v: %w", op, name, vg.Value(), gather.ErrDtype)
+			return nil, fmt.Errorf("%s: %q must hold a row-major float32 or float64 tensor, got %v: %w", op, name, vg.Value(), errs.ErrDtype)
 		}
 		gv, err := vg.Grad()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %q has no gradient (bind it with gorgonia.BindDualValues): %v: %w", op, name, err, gather.ErrGraph)
+			return nil, fmt.Errorf("%s: %q has no gradient (bind it with gorgonia.BindDualValues): %v: %w", op, name, err, errs.ErrGraph)
 		}
 		g, ok := gv.(*tensor.Dense)
 		if !ok || g.Dtype() != w.Dtype() || !shapes.SameShape(g.Shape(), w.Shape()) {
-			return nil, fmt.Errorf("%s: %q is %v of shape %v, its gradient %v: %w", op, name, w.Dtype(), w.Shape(), gv, gather.ErrShape)
+			return nil, fmt.Errorf("%s: %q is %v of shape %v, its gradient %v: %w", op, name, w.Dtype(), w.Shape(), gv, errs.ErrShape)
 		}
 		if st, ok := s.by[name]; ok && (st[0].Dtype() != w.Dtype() || !shapes.SameShape(st[0].Shape(), w.Shape())) {
-			return nil, fmt.Errorf("%s: %q is %v of shape %v, its state %v of shape %v: %w", op, name, w.Dtype(), w.Shape(), st[0].Dtype(), st[0].Shape(), gather.ErrShape)
+			return nil, fmt.Errorf("%s: %q is %v of shape %v, its state %v of shape %v: %w", op, name, w.Dtype(), w.Shape(), st[0].Dtype(), st[0].Shape(), errs.ErrShape)
 		}
 		if finite {
 			if p := operand.PickFloat(w.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g); p >= 0 {
@@ -142,11 +142,11 @@ func (o *SGD) Step(vgs []gorgonia.ValueGrad) error {
 	}
 	switch {
 	case !(o.Momentum >= 0) || math.IsInf(o.Momentum, 1):
-		return fmt.Errorf("%s: momentum %v must be finite and at least 0: %w", op, o.Momentum, gather.ErrOption)
+		return fmt.Errorf("%s: momentum %v must be finite and at least 0: %w", op, o.Momentum, errs.ErrOption)
 	case !(o.Dampening >= 0 && o.Dampening <= 1):
-		return fmt.Errorf("%s: dampening %v must lie in [0, 1]: %w", op, o.Dampening, gather.ErrOption)
+		return fmt.Errorf("%s: dampening %v must lie in [0, 1]: %w", op, o.Dampening, errs.ErrOption)
 	case o.Nesterov && (o.Momentum == 0 || o.Dampening != 0):
-		return fmt.Errorf("%s: Nesterov momentum needs a momentum above 0 and no dampening: %w", op, gather.ErrOption)
+		return fmt.Errorf("%s: Nesterov momentum needs a momentum above 0 and no dampening: %w", op, errs.ErrOption)
 	}
 	s := o.slots()
 	ls, err := s.check(op, vgs, o.CheckFinite)
@@ -216,7 +216,7 @@ func (o *Adam) Step(vgs []gorgonia.ValueGrad) error {
 		return err
 	}
 	if !(o.Eps >= 0) || math.IsInf(o.Eps, 1) {
-		return fmt.Errorf("%s: Eps %v must be finite and at least 0: %w", op, o.Eps, gather.ErrOption)
+		return fmt.Errorf("%s: Eps %v must be finite and at least 0: %w", op, o.Eps, errs.ErrOption)
 	}
 	s := o.slots()
 	ls, err := s.check(op, vgs, o.CheckFinite)
@@ -296,7 +296,7 @@ func adagradDense[T kernel.Float](w, g, sum *tensor.Dense, clr float64, o *Adagr
 // checkBetas reports an error unless b1 and b2 lie in [0, 1).
 func checkBetas(op string, b1, b2 float64) error {
 	if !(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1) {
-		return fmt.Errorf("%s: betas %v and %v must lie in [0, 1): %w", op, b1, b2, gather.ErrOption)
+		return fmt.Errorf("%s: betas %v and %v must lie in [0, 1): %w", op, b1, b2, errs.ErrOption)
 	}
 	return nil
 }
@@ -330,7 +330,7 @@ type denseState struct {
 
 func (d denseState) check() (*slots, error) {
 	if d.opt == nil || d.name == "" {
-		return nil, fmt.Errorf("dense optimiser state: needs a name and an optimiser: %w", gather.ErrOption)
+		return nil, fmt.Errorf("dense optimiser state: needs a name and an optimiser: %w", errs.ErrOption)
 	}
 	return d.opt.slots(), nil
 }
@@ -343,11 +343,11 @@ func (d denseState) State() (map[string]tensor.Tensor, error) {
 	out := map[string]tensor.Tensor{d.name + ".step": tensor.New(tensor.FromScalar(int64(s.step)))}
 	for i, n := range d.nodes {
 		if n == nil {
-			return nil, fmt.Errorf("dense optimiser state %q: node %d is nil: %w", d.name, i, gather.ErrShape)
+			return nil, fmt.Errorf("dense optimiser state %q: node %d is nil: %w", d.name, i, errs.ErrShape)
 		}
 		w, ok := n.Value().(*tensor.Dense)
 		if !ok {
-			return nil, fmt.Errorf("dense optimiser state %q: node %q holds no tensor: %w", d.name, n.Name(), gather.ErrShape)
+			return nil, fmt.Errorf("dense optimiser state %q: node %q holds no tensor: %w", d.name, n.Name(), errs.ErrShape)
 		}
 		st := s.of(learnable{name: n.Name(), w: w})
 		for k, kind := range s.kinds {
@@ -402,7 +402,7 @@ type Schedule func(base float64, epoch int) float64
 // below 1 or a gamma that is negative or not finite is ErrOption.
 func StepLR(stepSize int, gamma float64) (Schedule, error) {
 	if stepSize < 1 || !(gamma >= 0) || math.IsInf(gamma, 1) {
-		return nil, fmt.Errorf("step schedule: step size %d must be at least 1 and gamma %v finite and at least 0: %w", stepSize, gamma, gather.ErrOption)
+		return nil, fmt.Errorf("step schedule: step size %d must be at least 1 and gamma %v finite and at least 0: %w", stepSize, gamma, errs.ErrOption)
 	}
 	return func(base float64, e int) float64 {
 		if e < 0 {
@@ -418,7 +418,7 @@ func StepLR(stepSize int, gamma float64) (Schedule, error) {
 // finite is ErrOption.
 func CosineLR(tMax int, least float64) (Schedule, error) {
 	if tMax < 1 || !(least >= 0) || math.IsInf(least, 1) {
-		return nil, fmt.Errorf("cosine schedule: tMax %d must be at least 1 and the least rate %v finite and at least 0: %w", tMax, least, gather.ErrOption)
+		return nil, fmt.Errorf("cosine schedule: tMax %d must be at least 1 and the least rate %v finite and at least 0: %w", tMax, least, errs.ErrOption)
 	}
 	return func(base float64, e int) float64 {
 		if e < 0 {
@@ -433,7 +433,7 @@ func CosineLR(tMax int, least float64) (Schedule, error) {
 // steps below 1 or a startFactor outside (0, 1] is ErrOption.
 func WarmupLR(steps int, startFactor float64) (Schedule, error) {
 	if steps < 1 || !(startFactor > 0 && startFactor <= 1) {
-		return nil, fmt.Errorf("warm-up schedule: steps %d must be at least 1 and the start factor %v in (0, 1]: %w", steps, startFactor, gather.ErrOption)
+		return nil, fmt.Errorf("warm-up schedule: steps %d must be at least 1 and the start factor %v in (0, 1]: %w", steps, startFactor, errs.ErrOption)
 	}
 	return func(base float64, e int) float64 {
 		if e < 0 {
@@ -449,7 +449,7 @@ func WarmupLR(steps int, startFactor float64) (Schedule, error) {
 func Then(first Schedule, n int, next Schedule) (Schedule, error) {
 	if first == nil || next == nil || n < 0 {
 		return nil, fmt.Errorf("sequential schedule: needs two schedules (%t, %t) and a switch at epoch %d of at least 0: %w",
-			first != nil, next != nil, n, gather.ErrOption)
+			first != nil, next != nil, n, errs.ErrOption)
 	}
 	return func(base float64, e int) float64 {
 		if e < 0 {
@@ -476,23 +476,23 @@ func Then(first Schedule, n int, next Schedule) (Schedule, error) {
 func ClipGradNorm(maxNorm float64, dense []gorgonia.ValueGrad, rows ...*RowGrad) (float64, error) {
 	const op = "clip grad norm"
 	if !(maxNorm >= 0) || math.IsInf(maxNorm, 1) {
-		return 0, fmt.Errorf("%s: max norm %v must be finite and at least 0: %w", op, maxNorm, gather.ErrOption)
+		return 0, fmt.Errorf("%s: max norm %v must be finite and at least 0: %w", op, maxNorm, errs.ErrOption)
 	}
 	grads := make([]*tensor.Dense, 0, len(dense)+len(rows))
 	for i, vg := range dense {
 		gv, err := vg.Grad()
 		if err != nil {
-			return 0, fmt.Errorf("%s: learnable %d has no gradient: %v: %w", op, i, err, gather.ErrGraph)
+			return 0, fmt.Errorf("%s: learnable %d has no gradient: %v: %w", op, i, err, errs.ErrGraph)
 		}
 		g, ok := gv.(*tensor.Dense)
 		if !ok || g.Dtype() != tensor.Float32 && g.Dtype() != tensor.Float64 || !operand.Writable(g) {
-			return 0, fmt.Errorf("%s: the gradient of learnable %d is %v, not a row-major float tensor: %w", op, i, gv, gather.ErrDtype)
+			return 0, fmt.Errorf("%s: the gradient of learnable %d is %v, not a row-major float tensor: %w", op, i, gv, errs.ErrDtype)
 		}
 		grads = append(grads, g)
 	}
 	for i, r := range rows {
 		if r == nil || r.Values == nil || r.Values.Dtype() != tensor.Float32 && r.Values.Dtype() != tensor.Float64 || !operand.Writable(r.Values) {
-			return 0, fmt.Errorf("%s: row gradient %d holds no row-major float values: %w", op, i, gather.ErrDtype)
+			return 0, fmt.Errorf("%s: row gradient %d holds no row-major float values: %w", op, i, errs.ErrDtype)
 		}
 		grads = append(grads, r.Values)
 	}

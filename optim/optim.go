@@ -7,7 +7,6 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
@@ -56,14 +55,14 @@ type MemoryTable struct {
 // and no step taken.
 func NewMemoryTable(weights *tensor.Dense, opt Sparse) (*MemoryTable, error) {
 	if weights == nil || opt == nil {
-		return nil, fmt.Errorf("optim: NewMemoryTable needs weights and an optimiser: %w", gather.ErrOption)
+		return nil, fmt.Errorf("optim: NewMemoryTable needs weights and an optimiser: %w", errs.ErrOption)
 	}
 	if err := operand.CheckFloat("optim", "the table", weights.Dtype()); err != nil {
 		return nil, err
 	}
 	sh := weights.Shape()
 	if len(sh) != 2 || !operand.Writable(weights) {
-		return nil, fmt.Errorf("optim: the table of shape %v must be a row-major matrix that is not a view: %w", sh, gather.ErrShape)
+		return nil, fmt.Errorf("optim: the table of shape %v must be a row-major matrix that is not a view: %w", sh, errs.ErrShape)
 	}
 	t := &MemoryTable{Weight: weights}
 	for _, c := range opt.Columns(sh[1]) {
@@ -83,7 +82,7 @@ func NewMemoryTable(weights *tensor.Dense, opt Sparse) (*MemoryTable, error) {
 // rule.Stepper interface.
 func (t *MemoryTable) Step(_ context.Context, opt Sparse, g *RowGrad) error {
 	if opt == nil {
-		return fmt.Errorf("optim: Step needs an optimiser: %w", gather.ErrOption)
+		return fmt.Errorf("optim: Step needs an optimiser: %w", errs.ErrOption)
 	}
 	if err := opt.StepRows(Rows{Weight: t.Weight, State: t.State, Step: t.steps + 1}, g); err != nil {
 		return err
@@ -109,52 +108,52 @@ var ErrNotFinite = errs.ErrNotFinite
 func checkRows(op string, r Rows, g *RowGrad, cols func(int) []rule.Column, finite bool) (*RowGrad, int, error) {
 	w := r.Weight
 	if w == nil || g == nil || g.Values == nil {
-		return nil, 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, gather.ErrShape)
+		return nil, 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, errs.ErrShape)
 	}
 	if err := operand.CheckFloat(op, "the table", w.Dtype()); err != nil {
 		return nil, 0, err
 	}
 	ws := w.Shape()
 	if len(ws) != 2 || !operand.Writable(w) {
-		return nil, 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ws, gather.ErrShape)
+		return nil, 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ws, errs.ErrShape)
 	}
 	n, dim := ws[0], ws[1]
 	if w.Dtype() != g.Values.Dtype() {
-		return nil, 0, fmt.Errorf("%s: the gradient holds %v values, the table %v: %w", op, g.Values.Dtype(), w.Dtype(), gather.ErrDtype)
+		return nil, 0, fmt.Errorf("%s: the gradient holds %v values, the table %v: %w", op, g.Values.Dtype(), w.Dtype(), errs.ErrDtype)
 	}
 	if gs := g.Values.Shape(); len(gs) != 2 || gs[0] != len(g.Rows) || gs[1] != dim {
 		return nil, 0, fmt.Errorf("%s: gradient of %d rows has values of shape %v; the table needs shape (%d, %d): %w",
-			op, len(g.Rows), gs, len(g.Rows), dim, gather.ErrShape)
+			op, len(g.Rows), gs, len(g.Rows), dim, errs.ErrShape)
 	}
 	for k, row := range g.Rows {
 		if row < 0 || k > 0 && row <= g.Rows[k-1] || r.Slots == nil && row >= int64(n) {
-			return nil, 0, fmt.Errorf("%s: gradient row %d at position %d is out of order or out of range: %w", op, row, k, gather.ErrIndexOutOfRange)
+			return nil, 0, fmt.Errorf("%s: gradient row %d at position %d is out of order or out of range: %w", op, row, k, errs.ErrIndexOutOfRange)
 		}
 	}
 	sg := g
 	if r.Slots != nil {
 		if len(r.Slots) != len(g.Rows) {
-			return nil, 0, fmt.Errorf("%s: %d slots for a gradient of %d rows: %w", op, len(r.Slots), len(g.Rows), gather.ErrShape)
+			return nil, 0, fmt.Errorf("%s: %d slots for a gradient of %d rows: %w", op, len(r.Slots), len(g.Rows), errs.ErrShape)
 		}
 		for k, s := range r.Slots {
 			if s < 0 || s >= int64(n) {
-				return nil, 0, fmt.Errorf("%s: slot %d of gradient row %d is outside [0, %d): %w", op, s, g.Rows[k], n, gather.ErrIndexOutOfRange)
+				return nil, 0, fmt.Errorf("%s: slot %d of gradient row %d is outside [0, %d): %w", op, s, g.Rows[k], n, errs.ErrIndexOutOfRange)
 			}
 		}
 		sg = &RowGrad{Rows: r.Slots, Values: g.Values}
 	}
 	want := cols(dim)
 	if len(r.State) != len(want) {
-		return nil, 0, fmt.Errorf("%s: the table keeps %d state tensors, this optimiser %d; a table is stepped by one optimiser: %w", op, len(r.State), len(want), gather.ErrShape)
+		return nil, 0, fmt.Errorf("%s: the table keeps %d state tensors, this optimiser %d; a table is stepped by one optimiser: %w", op, len(r.State), len(want), errs.ErrShape)
 	}
 	for k, c := range want {
 		st := r.State[k]
 		if st == nil || st.Dtype() != w.Dtype() || len(st.Shape()) != 2 || st.Shape()[0] != n || st.Shape()[1] != c.Width || !operand.Writable(st) {
-			return nil, 0, fmt.Errorf("%s: state %q must be a [%d, %d] %v tensor: %w", op, c.Name, n, c.Width, w.Dtype(), gather.ErrShape)
+			return nil, 0, fmt.Errorf("%s: state %q must be a [%d, %d] %v tensor: %w", op, c.Name, n, c.Width, w.Dtype(), errs.ErrShape)
 		}
 	}
 	if r.Step < 1 {
-		return nil, 0, fmt.Errorf("%s: step number %d; a table's steps count from 1: %w", op, r.Step, gather.ErrOption)
+		return nil, 0, fmt.Errorf("%s: step number %d; a table's steps count from 1: %w", op, r.Step, errs.ErrOption)
 	}
 	if finite {
 		if err := checkFinite(op, g); err != nil {
@@ -186,7 +185,7 @@ func firstNonFinite[T kernel.Float](t *tensor.Dense) int {
 // its servers step.)
 func checkServer(op string, g *RowGrad, dim int, finite bool) error {
 	if g == nil || g.Values == nil {
-		return fmt.Errorf("%s: the gradient must not be nil: %w", op, gather.ErrShape)
+		return fmt.Errorf("%s: the gradient must not be nil: %w", op, errs.ErrShape)
 	}
 	if err := operand.CheckFloat(op, "the gradient", g.Values.Dtype()); err != nil {
 		return err
@@ -194,11 +193,11 @@ func checkServer(op string, g *RowGrad, dim int, finite bool) error {
 	gs := g.Values.Shape()
 	if len(gs) != 2 || gs[0] != len(g.Rows) || gs[1] != dim || !operand.Writable(g.Values) {
 		return fmt.Errorf("%s: gradient of %d rows has values of shape %v; the table needs shape (%d, %d): %w",
-			op, len(g.Rows), gs, len(g.Rows), dim, gather.ErrShape)
+			op, len(g.Rows), gs, len(g.Rows), dim, errs.ErrShape)
 	}
 	for k, row := range g.Rows {
 		if row < 0 || k > 0 && row <= g.Rows[k-1] {
-			return fmt.Errorf("%s: gradient row %d at position %d is out of order or negative: %w", op, row, k, gather.ErrIndexOutOfRange)
+			return fmt.Errorf("%s: gradient row %d at position %d is out of order or negative: %w", op, row, k, errs.ErrIndexOutOfRange)
 		}
 	}
 	if finite {
@@ -211,10 +210,10 @@ func checkServer(op string, g *RowGrad, dim int, finite bool) error {
 // decay wd of the optimiser named op are finite and not negative.
 func checkRates(op string, lr, wd float64) error {
 	if !(lr >= 0) || math.IsInf(lr, 1) {
-		return fmt.Errorf("%s: learning rate %v must be finite and at least 0: %w", op, lr, gather.ErrOption)
+		return fmt.Errorf("%s: learning rate %v must be finite and at least 0: %w", op, lr, errs.ErrOption)
 	}
 	if !(wd >= 0) || math.IsInf(wd, 1) {
-		return fmt.Errorf("%s: weight decay %v must be finite and at least 0: %w", op, wd, gather.ErrOption)
+		return fmt.Errorf("%s: weight decay %v must be finite and at least 0: %w", op, wd, errs.ErrOption)
 	}
 	return nil
 }

@@ -10,8 +10,8 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/rule"
@@ -118,7 +118,7 @@ func OpenSharedDense(ctx context.Context, store table.Store, opt Sparse, so Shar
 	}
 	prefix := fmt.Sprintf("shared dense %q", store.Schema().Name)
 	if opt == nil || so.Workers < 1 || so.Worker < 0 || so.Worker >= so.Workers || so.Staleness < 0 || so.Wait < 0 || so.Gone < 0 {
-		return nil, fmt.Errorf("%s: optimiser %v, worker %d of %d, staleness %d, wait %v, gone %v: %w", prefix, opt, so.Worker, so.Workers, so.Staleness, so.Wait, so.Gone, gather.ErrOption)
+		return nil, fmt.Errorf("%s: optimiser %v, worker %d of %d, staleness %d, wait %v, gone %v: %w", prefix, opt, so.Worker, so.Workers, so.Staleness, so.Wait, so.Gone, errs.ErrOption)
 	}
 	if want, have := opt.Columns(SharedWidth), store.Schema().Columns; !rule.SameColumns(want, have) {
 		return nil, fmt.Errorf("%s: the optimiser %q keeps %v by row; the table holds %v: %w", prefix, opt.Name(), want, have, checkpoint.ErrMismatch)
@@ -131,12 +131,12 @@ func OpenSharedDense(ctx context.Context, store table.Store, opt Sparse, so Shar
 	}
 	var ok bool
 	if d.store, ok = store.(sharedStore); !ok {
-		return nil, fmt.Errorf("%s: its store, %T, does not step its own rows (rule.Stepper): %w", prefix, store, gather.ErrOption)
+		return nil, fmt.Errorf("%s: its store, %T, does not step its own rows (rule.Stepper): %w", prefix, store, errs.ErrOption)
 	}
 	d.opt, d.so = opt, so
 	if so.Workers > 1 {
 		if d.clock, ok = store.(clock); !ok {
-			return nil, fmt.Errorf("%s: %d workers: its store, %T, keeps no clocks (SetClock, Clocks): %w", prefix, so.Workers, store, gather.ErrOption)
+			return nil, fmt.Errorf("%s: %d workers: its store, %T, keeps no clocks (SetClock, Clocks): %w", prefix, so.Workers, store, errs.ErrOption)
 		}
 		if err := d.clock.SetClock(ctx, so.Worker, 0, so.Gone); err != nil {
 			return nil, err
@@ -149,7 +149,7 @@ func OpenSharedDense(ctx context.Context, store table.Store, opt Sparse, so Shar
 // returns a SharedDense of them, without store or optimiser.
 func sharedTable(store table.Store, nodes []*gorgonia.Node) (*SharedDense, error) {
 	if store == nil {
-		return nil, fmt.Errorf("shared dense: needs a store: %w", gather.ErrOption)
+		return nil, fmt.Errorf("shared dense: needs a store: %w", errs.ErrOption)
 	}
 	sc := store.Schema()
 	prefix := fmt.Sprintf("shared dense %q", sc.Name)
@@ -177,12 +177,12 @@ func sharedSize(prefix string, nodes []*gorgonia.Node) (int, error) {
 	for _, nd := range nodes {
 		w, ok := nd.Value().(*tensor.Dense)
 		if !ok || w.Dtype() != tensor.Float32 || !operand.Writable(w) || nd.Name() == "" {
-			return 0, fmt.Errorf("%s: %q must be a named node holding a float32 tensor, got %v: %w", prefix, nd.Name(), nd.Value(), gather.ErrDtype)
+			return 0, fmt.Errorf("%s: %q must be a named node holding a float32 tensor, got %v: %w", prefix, nd.Name(), nd.Value(), errs.ErrDtype)
 		}
 		n += w.Shape().TotalSize()
 	}
 	if n == 0 {
-		return 0, fmt.Errorf("%s: no learnables: %w", prefix, gather.ErrShape)
+		return 0, fmt.Errorf("%s: no learnables: %w", prefix, errs.ErrShape)
 	}
 	return n, nil
 }
@@ -266,11 +266,11 @@ func (d *SharedDense) Push(ctx context.Context) error {
 	for _, nd := range d.nodes {
 		gv, err := nd.Grad()
 		if err != nil {
-			return fmt.Errorf("shared dense %q: %q has no gradient (bind it with gorgonia.BindDualValues): %v: %w", d.store.Schema().Name, nd.Name(), err, gather.ErrGraph)
+			return fmt.Errorf("shared dense %q: %q has no gradient (bind it with gorgonia.BindDualValues): %v: %w", d.store.Schema().Name, nd.Name(), err, errs.ErrGraph)
 		}
 		gt, ok := gv.(*tensor.Dense)
 		if !ok || gt.Dtype() != tensor.Float32 || gt.Shape().TotalSize() != nd.Shape().TotalSize() {
-			return fmt.Errorf("shared dense %q: the gradient of %q is %v: %w", d.store.Schema().Name, nd.Name(), gv, gather.ErrShape)
+			return fmt.Errorf("shared dense %q: the gradient of %q is %v: %w", d.store.Schema().Name, nd.Name(), gv, errs.ErrShape)
 		}
 		at += copy(g[at:], gt.Float32s())
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/rule"
@@ -22,7 +22,7 @@ import (
 // SGD with L2 regularisation would also shrink untouched rows every step.
 // It keeps no state. A step is O(len(g.Rows) × dim); a learning rate or
 // weight decay that is negative or not finite is an error wrapping
-// gather.ErrOption, and the table is left as it was.
+// errs.ErrOption, and the table is left as it was.
 type SparseSGD struct {
 	LearnRate   float64
 	WeightDecay float64
@@ -145,7 +145,7 @@ func (o *SparseAdam) Check(t int64, g *RowGrad, dim int) error {
 		return err
 	}
 	if t < 1 {
-		return fmt.Errorf("sparse adam: step number %d; steps count from 1: %w", t, gather.ErrOption)
+		return fmt.Errorf("sparse adam: step number %d; steps count from 1: %w", t, errs.ErrOption)
 	}
 	return checkServer("sparse adam", g, dim, o.CheckFinite)
 }
@@ -172,7 +172,7 @@ func (o *SparseAdam) check() error {
 		return err
 	}
 	if !(o.Eps > 0) {
-		return fmt.Errorf("sparse adam: Eps %v must be above 0 (NewSparseAdam sets 1e-8): %w", o.Eps, gather.ErrOption)
+		return fmt.Errorf("sparse adam: Eps %v must be above 0 (NewSparseAdam sets 1e-8): %w", o.Eps, errs.ErrOption)
 	}
 	return nil
 }
@@ -248,7 +248,7 @@ func (o *RowWiseAdagrad) check() error {
 		return err
 	}
 	if !(o.Eps > 0) || math.IsInf(o.Eps, 1) {
-		return fmt.Errorf("rowwise adagrad: Eps %v must be above 0 and finite (NewRowWiseAdagrad sets 1e-8): %w", o.Eps, gather.ErrOption)
+		return fmt.Errorf("rowwise adagrad: Eps %v must be above 0 and finite (NewRowWiseAdagrad sets 1e-8): %w", o.Eps, errs.ErrOption)
 	}
 	return nil
 }

@@ -5,8 +5,8 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/rule"
 )
 
@@ -47,7 +47,7 @@ type optimizerState struct {
 // "" for none.
 func (s optimizerState) table() (*MemoryTable, string, error) {
 	if s.p == nil || s.opt == nil {
-		return nil, "", fmt.Errorf("optimizer state: needs a table and an optimiser: %w", gather.ErrOption)
+		return nil, "", fmt.Errorf("optimizer state: needs a table and an optimiser: %w", errs.ErrOption)
 	}
 	t, err := s.p.Rows(s.opt)
 	if err != nil {

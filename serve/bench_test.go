@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gathergrad/gather/table"
 )
 
 // BenchmarkQuantBag is bench/quant_peer.py's cases: 8-bit and 4-bit bags
@@ -35,7 +37,7 @@ func BenchmarkQuantBag(b *testing.B) {
 				b.Fatal(err)
 			}
 			out := make([]float32, 4096*c.dim)
-			for _, mode := range []Mode{Sum, Mean} {
+			for _, mode := range []table.BagMode{table.BagSum, table.BagMean} {
 				for _, weighted := range []bool{false, true} {
 					o := BagOptions{Mode: mode}
 					name := "plain"

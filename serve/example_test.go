@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/gathergrad/gather/serve"
+	"github.com/gathergrad/gather/table"
 )
 
 // A float32 table quantized to FBGEMM's 8-bit rows, then a mean bag of
@@ -22,7 +23,7 @@ func ExampleQuantize() {
 	}
 	fmt.Println(tb.Format(), tb.Rows(), "rows of", serve.Int8.RowBytes(4), "bytes")
 	mean := make([]float32, 4)
-	if err := tb.Bag(mean, []int64{0, 1}, []int64{0}, serve.BagOptions{Mode: serve.Mean}); err != nil {
+	if err := tb.Bag(mean, []int64{0, 1}, []int64{0}, serve.BagOptions{Mode: table.BagMean}); err != nil {
 		panic(err)
 	}
 	fmt.Printf("%.3f\n", mean)

@@ -10,17 +10,18 @@ import (
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/table"
 )
 
 // The metadata keys under which Save records a quantized table's layout.
 const (
-	formatKey  = "gathergrad.format"
-	dimKey     = "gathergrad.dim"
-	columnsKey = "gathergrad.columns" // a table file's row layout, package table's
+	formatKey = "gathergrad.format"
+	dimKey    = "gathergrad.dim"
 )
 
 // Save writes the table to path as a safetensors file holding one tensor,
-// name: Float32 rows as F32 [rows, dim], Float16 rows as F16 [rows, dim],
+// name: Float32 rows as F32 [rows, dim], Float16 and BFloat16 rows as F16
+// and BF16 [rows, dim],
 // Int8 and Int4 rows as U8 [rows, row bytes] (PyTorch's prepacked rows:
 // torch.frombuffer of the tensor's bytes, reshaped, feeds its
 // *_rowwise_offsets ops), with the format and dim in the metadata
@@ -49,7 +50,7 @@ func (t *Table) Save(path, name string) error {
 // header returns the start of the file of a table of rows rows of dim
 // values in format f, up to its data.
 func header(name string, f Format, rows, dim int) ([]byte, error) {
-	dtype, cols := map[Format]string{Float32: "F32", Float16: "F16", Int8: "U8", Int4: "U8"}[f], dim
+	dtype, cols := f.Safetensors(), dim
 	if f == Int8 || f == Int4 {
 		cols = f.RowBytes(dim)
 	}
@@ -78,15 +79,17 @@ func Open(path, name string) (*Table, error) {
 		}
 	case "F16":
 		f = Float16
+	case "BF16":
+		f = BFloat16
 	case "U8":
-		if f, err = ParseFormat(meta[formatKey]); err != nil || f != Int8 && f != Int4 {
+		if f, err = table.ParseFormat(meta[formatKey]); err != nil || f != Int8 && f != Int4 {
 			return nil, fmt.Errorf("serve: %s: tensor %q of bytes has format %q in its metadata, not int8-rowwise or int4-rowwise: %w", path, name, meta[formatKey], checkpoint.ErrMismatch)
 		}
 		if dim, err = strconv.Atoi(meta[dimKey]); err != nil || dim <= 0 || f.RowBytes(dim) != e.Shape[1] {
 			return nil, fmt.Errorf("serve: %s: tensor %q has rows of %d bytes, which %v rows of dim %q are not: %w", path, name, e.Shape[1], f, meta[dimKey], checkpoint.ErrFormat)
 		}
 	default:
-		return nil, fmt.Errorf("serve: %s: tensor %q is %s, not F32, F16 or U8: %w", path, name, e.Format, checkpoint.ErrMismatch)
+		return nil, fmt.Errorf("serve: %s: tensor %q is %s, not F32, F16, BF16 or U8: %w", path, name, e.Format, checkpoint.ErrMismatch)
 	}
 	if dim == 0 || e.Shape[0] == 0 {
 		return nil, fmt.Errorf("serve: %s: tensor %q has shape %v, an empty table: %w", path, name, e.Shape, checkpoint.ErrMismatch)
@@ -101,21 +104,22 @@ func Open(path, name string) (*Table, error) {
 }
 
 // valueColumns returns how many of a table file's width columns are the
-// row's values: the first of the columns its metadata lists
-// ("gathergrad.columns": "weight:64,sum:1" for rows of 64 values and
-// Adagrad's sum), all of them for a table file without state or a
-// checkpoint's tensor.
+// row's values: the dim of its layout (table.LayoutKey: "weight:64,sum:1"
+// for rows of 64 values and Adagrad's sum), all of them for a table file
+// without state or a checkpoint's tensor.
 func valueColumns(meta map[string]string, width int) (int, error) {
-	cols, ok := meta[columnsKey]
+	desc, ok := meta[table.LayoutKey]
 	if !ok {
 		return width, nil
 	}
-	first, _, _ := strings.Cut(cols, ",")
-	n, err := strconv.Atoi(strings.TrimPrefix(first, "weight:"))
-	if !strings.HasPrefix(first, "weight:") || err != nil || n <= 0 || n > width {
-		return 0, fmt.Errorf("metadata %s = %q names no values of rows %d wide: %w", columnsKey, cols, width, checkpoint.ErrFormat)
+	dim, _, err := table.ParseLayout(desc)
+	if err != nil {
+		return 0, err
 	}
-	return n, nil
+	if dim > width {
+		return 0, fmt.Errorf("metadata %s = %q names %d values in rows %d wide: %w", table.LayoutKey, desc, dim, width, checkpoint.ErrFormat)
+	}
+	return dim, nil
 }
 
 // inspect returns tensor name of the safetensors file at path, and the
@@ -159,7 +163,7 @@ func QuantizeFile(dst, src, name string, f Format) error {
 	if err != nil {
 		return fmt.Errorf("serve: %s: %w", src, err)
 	}
-	rb := f.RowBytes(dim)
+	rb := served(f, dim)
 	if rb == 0 {
 		return fmt.Errorf("serve: quantizing to %v: %w", f, ErrOption)
 	}

@@ -37,7 +37,7 @@ func TestSaveOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := []int64{0, 49, 7, 7}
-	for _, f := range []Format{Float32, Float16, Int8, Int4} {
+	for _, f := range []Format{Float32, Float16, BFloat16, Int8, Int4} {
 		mem, err := Quantize(w, dim, f)
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +218,7 @@ func TestBadFiles(t *testing.T) {
 // FuzzOpen opens any file: an error, or a table whose every row reads.
 func FuzzOpen(f *testing.F) {
 	dir := f.TempDir()
-	for k, fm := range []Format{Float32, Float16, Int8, Int4} {
+	for k, fm := range []Format{Float32, Float16, BFloat16, Int8, Int4} {
 		tb, err := Quantize(sines(24), 6, fm)
 		if err != nil {
 			f.Fatal(err)
@@ -232,7 +232,7 @@ func FuzzOpen(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(b)
-		if k == 2 {
+		if k == 3 {
 			f.Add(b[:len(b)-1])
 		}
 	}

@@ -9,61 +9,42 @@ import (
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/parallel"
+	"github.com/gathergrad/gather/table"
 )
 
-// A Format is how a table stores its rows.
-type Format int
+// A Format is how a table stores its rows: package table's Format, one
+// type for the rows a table trains and the rows serve answers from. A
+// Table serves Float32, Float16, BFloat16, Int8 and Int4 (FBGEMM's
+// row-wise formats, the bytes torch.ops.quantized's
+// embedding_bag_byte_prepack and embedding_bag_4bit_prepack make).
+type Format = table.Format
 
-// The formats. Int8 and Int4 are FBGEMM's row-wise formats, the bytes
-// torch.ops.quantized.embedding_bag_byte_prepack and
-// embedding_bag_4bit_prepack make: a row of dim values is dim bytes then
-// its scale and bias as float32 (Int8), or (dim+1)/2 bytes, two values a
-// byte with the even column in the low nibble, then its scale and bias as
-// float16 (Int4); a value is scale·q + bias.
+// The formats a Table serves.
 const (
-	Float32 Format = iota // 4·dim bytes a row, little-endian
-	Float16               // 2·dim bytes a row, little-endian IEEE half precision
-	Int8                  // dim+8 bytes a row
-	Int4                  // (dim+1)/2+4 bytes a row
+	Float32  = table.Float32
+	Float16  = table.Float16
+	BFloat16 = table.BFloat16
+	Int8     = table.Int8
+	Int4     = table.Int4
 )
 
-var formatNames = [...]string{"float32", "float16", "int8-rowwise", "int4-rowwise"}
-
-func (f Format) String() string {
-	if f < 0 || int(f) >= len(formatNames) {
-		return fmt.Sprintf("Format(%d)", int(f))
-	}
-	return formatNames[f]
+// addRows holds, for each format a Table serves, the kernel that adds w
+// times a row of it to acc: a new format is a row here and its kernel.
+var addRows = map[Format]func(acc []float32, row []byte, w float32){
+	Float32:  kernel.AddRow32,
+	Float16:  kernel.AddRowHalf,
+	BFloat16: kernel.AddRowBF16,
+	Int8:     kernel.AddRow8,
+	Int4:     kernel.AddRow4,
 }
 
-// ParseFormat returns the format String names s.
-func ParseFormat(s string) (Format, error) {
-	for f, name := range formatNames {
-		if name == s {
-			return Format(f), nil
-		}
+// served returns the bytes of a row of dim values in format f, 0 for a
+// format a Table does not serve.
+func served(f Format, dim int) int {
+	if addRows[f] == nil {
+		return 0
 	}
-	return 0, fmt.Errorf("serve: no format %q (float32, float16, int8-rowwise, int4-rowwise): %w", s, errs.ErrOption)
-}
-
-// RowBytes returns the bytes of a row of dim values in format f.
-func (f Format) RowBytes(dim int) int {
-	switch f {
-	case Float32:
-		return 4 * dim
-	case Float16:
-		return 2 * dim
-	case Int8:
-		return kernel.Row8Bytes(dim)
-	case Int4:
-		return kernel.Row4Bytes(dim)
-	}
-	return 0
-}
-
-// addRow returns the kernel that adds w times a row of format f to acc.
-func (f Format) addRow() func(acc []float32, row []byte, w float32) {
-	return [...]func([]float32, []byte, float32){kernel.AddRow32, kernel.AddRowHalf, kernel.AddRow8, kernel.AddRow4}[f]
+	return f.RowBytes(dim)
 }
 
 // A Table is a read-only embedding table for answering requests: rows of
@@ -95,7 +76,7 @@ func Quantize(w []float32, dim int, f Format) (*Table, error) {
 	if dim <= 0 || len(w)%dim != 0 {
 		return nil, fmt.Errorf("serve: %d values are not rows of %d: %w", len(w), dim, errs.ErrShape)
 	}
-	if f.RowBytes(dim) == 0 {
+	if served(f, dim) == 0 {
 		return nil, fmt.Errorf("serve: quantizing to %v: %w", f, errs.ErrOption)
 	}
 	rows := len(w) / dim
@@ -105,6 +86,9 @@ func Quantize(w []float32, dim int, f Format) (*Table, error) {
 	}
 	return newTable(f, dim, data), nil
 }
+
+// maxBFloat16 is bfloat16's largest finite value.
+var maxBFloat16 = math.Float32frombits(0x7f7f0000)
 
 // quantizeRows writes the rows of w, the first of them row first of the
 // table, into data in format f.
@@ -129,6 +113,16 @@ func quantizeRows(data []byte, w []float32, dim int, f Format, first int) error 
 				return fmt.Errorf("serve: row %d holds %v at column %d, beyond float16's largest value, %d: %w", first+r, x[j], j, kernel.MaxFloat16, errs.ErrNotFinite)
 			}
 			kernel.ToHalf(kernel.Float16, dst, x)
+		case BFloat16:
+			lo, hi := kernel.MinMax(x)
+			if big := max(-lo, hi); big > maxBFloat16 {
+				j := slices.Index(x, hi)
+				if -lo > hi {
+					j = slices.Index(x, lo)
+				}
+				return fmt.Errorf("serve: row %d holds %v at column %d, beyond bfloat16's largest value, %v: %w", first+r, x[j], j, maxBFloat16, errs.ErrNotFinite)
+			}
+			kernel.ToHalf(kernel.BFloat16, dst, x)
 		case Int8, Int4:
 			lo, hi := kernel.MinMax(x)
 			if math.IsInf(float64(hi-lo), 0) {
@@ -157,7 +151,7 @@ func quantizeRows(data []byte, w []float32, dim int, f Format, first int) error 
 // embedding_bag_byte_prepack (Int8) or embedding_bag_4bit_prepack (Int4).
 // The table uses data, which the caller must not change.
 func FromBytes(f Format, dim int, data []byte) (*Table, error) {
-	rb := f.RowBytes(dim)
+	rb := served(f, dim)
 	if dim <= 0 || rb == 0 || len(data)%rb != 0 {
 		return nil, fmt.Errorf("serve: %d bytes are not rows of %d values in %v (%d bytes each): %w", len(data), dim, f, rb, errs.ErrShape)
 	}
@@ -166,7 +160,7 @@ func FromBytes(f Format, dim int, data []byte) (*Table, error) {
 
 func newTable(f Format, dim int, data []byte) *Table {
 	rb := f.RowBytes(dim)
-	return &Table{format: f, rows: len(data) / rb, dim: dim, rowBytes: rb, stride: rb, data: data, add: f.addRow()}
+	return &Table{format: f, rows: len(data) / rb, dim: dim, rowBytes: rb, stride: rb, data: data, add: addRows[f]}
 }
 
 // Format, Rows and Dim describe the table.
@@ -233,20 +227,13 @@ func (t *Table) row(id int64) []byte {
 	return t.data[at : at+t.rowBytes]
 }
 
-// A Mode is how Bag pools a bag's rows.
-type Mode int
-
-// The pooling modes: a sum, or a mean (the sum over the bag's number of
-// ids that are not padding; an empty bag pools to zeros).
-const (
-	Sum Mode = iota
-	Mean
-)
-
 // BagOptions are Bag's options: the zero value sums, with no weights, no
 // padding, and offsets without the last one.
 type BagOptions struct {
-	Mode Mode
+	// Mode is table.BagSum or table.BagMean (the sum over the bag's
+	// number of ids that are not padding; an empty bag pools to zeros),
+	// nn.EmbeddingBag's modes; Bag does not pool by the maximum.
+	Mode table.BagMode
 	// Weights is nil or one weight per id: each row is multiplied by
 	// its weight before pooling, in either mode.
 	Weights []float32
@@ -283,8 +270,8 @@ func (t *Table) Bag(dst []float32, ids, offsets []int64, o BagOptions) error {
 	if o.Weights != nil && len(o.Weights) != len(ids) {
 		return fmt.Errorf("serve: %d weights for %d ids: %w", len(o.Weights), len(ids), errs.ErrShape)
 	}
-	if o.Mode != Sum && o.Mode != Mean {
-		return fmt.Errorf("serve: bag mode %d: %w", o.Mode, errs.ErrOption)
+	if o.Mode != table.BagSum && o.Mode != table.BagMean {
+		return fmt.Errorf("serve: bag mode %v: Bag pools by sum or mean: %w", o.Mode, errs.ErrOption)
 	}
 	for b, v := range offsets[:bags] {
 		if b == 0 && v != 0 || b > 0 && v < offsets[b-1] || v > int64(len(ids)) {
@@ -310,7 +297,7 @@ type bagTask struct {
 	offsets []int64 // the bags' starts
 	w       []float32
 	pad     int64
-	mode    Mode
+	mode    table.BagMode
 }
 
 func (k bagTask) Part(lo, hi int) int {
@@ -335,7 +322,7 @@ func (k bagTask) Part(lo, hi int) int {
 			t.add(out, t.row(id), w)
 			n++
 		}
-		if k.mode == Mean && n > 1 {
+		if k.mode == table.BagMean && n > 1 {
 			inv := 1 / float32(n)
 			for j := range out {
 				out[j] *= inv

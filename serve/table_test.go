@@ -17,8 +17,10 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
 // fixtures reads testdata/quant.safetensors, which testdata/quant.py makes
@@ -84,7 +86,7 @@ func TestBagTorch(t *testing.T) {
 				t.Fatal(err)
 			}
 			bags := len(offs) - 1
-			for _, mode := range []Mode{Sum, Mean} {
+			for _, mode := range []table.BagMode{table.BagSum, table.BagMean} {
 				for _, weighted := range []bool{false, true} {
 					name := fmt.Sprintf("%s.%s.%s", tag.name, f.String()[:4], [...]string{"sum", "mean"}[mode])
 					o := BagOptions{Mode: mode}
@@ -124,7 +126,7 @@ func TestBagTorch(t *testing.T) {
 							}
 							for j := range tag.dim {
 								wv := want[b*tag.dim+j]
-								if mode == Mean && n > 0 {
+								if mode == table.BagMean && n > 0 {
 									// PyTorch 1.13's quantized ops return the sum for mode 1.
 									wv /= float32(n)
 									bound[j] /= float32(n)
@@ -151,7 +153,7 @@ func biasOf(tb *Table, id int64) float32 {
 }
 
 // Every format's lookups are its rows' values: Float32 exactly, Float16
-// to half precision, Int8 and Int4 to half their step.
+// and BFloat16 to their precision (values below 5 here), Int8 and Int4 to half their step.
 func TestFormats(t *testing.T) {
 	const rows, dim = 40, 10
 	w := make([]float32, rows*dim)
@@ -159,7 +161,7 @@ func TestFormats(t *testing.T) {
 		w[i] = float32(math.Sin(float64(i)*0.7)) * float32(1+i%5)
 	}
 	ids := []int64{3, 0, 39, 3}
-	for _, f := range []Format{Float32, Float16, Int8, Int4} {
+	for _, f := range []Format{Float32, Float16, BFloat16, Int8, Int4} {
 		tb, err := Quantize(w, dim, f)
 		if err != nil {
 			t.Fatal(err)
@@ -177,7 +179,7 @@ func TestFormats(t *testing.T) {
 			for _, v := range x {
 				lo, hi = min(lo, v), max(hi, v)
 			}
-			tol := map[Format]float64{Float32: 0, Float16: 1.0 / 1024 * 5, Int8: float64(hi-lo) / 255 / 2 * 1.01, Int4: float64(hi-lo)/15/2*1.01 + 0.01}[f]
+			tol := map[Format]float64{Float32: 0, Float16: 1.0 / 1024 * 5, BFloat16: 1.0 / 256 * 5, Int8: float64(hi-lo) / 255 / 2 * 1.01, Int4: float64(hi-lo)/15/2*1.01 + 0.01}[f]
 			for j, v := range x {
 				if d := math.Abs(float64(got[k*dim+j] - v)); d > tol {
 					t.Fatalf("%v: row %d column %d: %v, want %v within %v", f, id, j, got[k*dim+j], v, tol)
@@ -196,7 +198,7 @@ func TestBagPadding(t *testing.T) {
 	}
 	pad := int64(1)
 	got := make([]float32, 6)
-	err = tb.Bag(got, []int64{0, 1, 2, 1, 1}, []int64{0, 3, 3}, BagOptions{Mode: Mean, Padding: &pad})
+	err = tb.Bag(got, []int64{0, 1, 2, 1, 1}, []int64{0, 3, 3}, BagOptions{Mode: table.BagMean, Padding: &pad})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +275,7 @@ func TestNoAllocsConcurrent(t *testing.T) {
 		offsets[b] = int64(5 * b)
 	}
 	out := make([]float32, 4096*dim)
-	o := BagOptions{Mode: Mean}
+	o := BagOptions{Mode: table.BagMean}
 	if err := tb.Bag(out, ids, offsets, o); err != nil { // fills the runner's free lists
 		t.Fatal(err)
 	}
@@ -356,5 +358,42 @@ func TestInt4Range(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BFloat16 rows read back as table.RoundValues rounds the float32 values
+// (to nearest even, as PyTorch's Tensor.bfloat16 rounds), a value beyond
+// bfloat16's largest is refused naming its row, and a mean of BFloat16
+// bags is the mean of the rounded rows.
+func TestBFloat16(t *testing.T) {
+	w := []float32{1, 1.0 / 3, -2.5, 1000.1, 0, 3e-5, 65504, -1e30}
+	tb, err := Quantize(w, 4, BFloat16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(w)
+	table.RoundValues(table.BFloat16, want)
+	got := make([]float32, len(w))
+	if err := tb.Lookup(got, []int64{0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("lookup %v, want %v", got, want)
+	}
+	bag := make([]float32, 4)
+	if err := tb.Bag(bag, []int64{0, 1}, []int64{0}, BagOptions{Mode: table.BagMean}); err != nil {
+		t.Fatal(err)
+	}
+	for j := range bag {
+		if m := (want[j] + want[4+j]) * 0.5; bag[j] != m {
+			t.Fatalf("bag column %d: %v, want %v", j, bag[j], m)
+		}
+	}
+	_, err = Quantize([]float32{1, 2, math.MaxFloat32, 0}, 2, BFloat16)
+	if !errors.Is(err, errs.ErrNotFinite) || !strings.Contains(err.Error(), "row 1") {
+		t.Fatalf("a value beyond bfloat16's largest: %v", err)
+	}
+	if err := tb.Bag(bag, []int64{0}, []int64{0}, BagOptions{Mode: table.BagMax}); !errors.Is(err, errs.ErrOption) {
+		t.Fatalf("a bag by the maximum: %v", err)
 	}
 }

@@ -178,11 +178,11 @@ type CacheOptions struct {
 	// that training starts at the hit rate a long warm-up would reach.
 	Preload bool
 	// Shared says that other workers update the store's rows at the same
-	// time: a RuleStore, such as a RedisStore, whose servers apply the
-	// optimiser's steps. An embedding's Step then sends its gradient to
-	// the server (optim.Sparse) and applies it to the cached rows
-	// too, which it does not mark dirty: the server's rows are the table,
-	// the cache's a copy, read again once MaxAge batches old.
+	// time: a store that steps its own rows (rule.Stepper), such as a
+	// RedisStore, whose servers apply the rule, or a MemoryStore. Step
+	// then has the store step the rows first and steps the cached rows
+	// alike, which it does not mark dirty: the store's rows are the
+	// table, the cache's a copy, read again once MaxAge batches old.
 	Shared bool
 	// MaxAge, if above 0, is how many batches (NewBatch) a row the cache
 	// read is served before it is read again, so that a row is at most
@@ -231,11 +231,11 @@ func (o CacheOptions) journalLimit() int64 {
 
 // A Cached table keeps the hot rows of a Store, with their optimiser
 // state, in memory: rows, not pages. Fetch brings a batch's rows in and
-// tells where they are (their slots), Weight and State are the slots'
-// memory, which lookups read and optimisers update in place, MarkDirty
-// marks a changed row, Sync writes the changed rows back. Prefetch reads
-// the next batch's rows while the current batch computes. nn.CachedEmbedding
-// makes an embedding of it. A Cached is not safe for concurrent use.
+// tells where they are (their slots in Weight, which lookups read), Step
+// steps them there by a rule, Sync writes the changed rows back.
+// Prefetch reads the next batch's rows while the current batch computes.
+// nn.CachedEmbedding makes an embedding of it. A Cached is not safe for
+// concurrent use.
 //
 // A table in a file (OpenCached) writes no row into the file between
 // syncs: rows that leave the cache go to a journal beside it, and Sync

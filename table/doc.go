@@ -9,7 +9,7 @@
 //
 //	opt := optim.NewRowWiseAdagrad(0.05)
 //	table.Create("words.safetensors", "words", 100_000_000, 64, tensor.Float32, table.WithSeed(1), table.WithState(opt.Columns(64)...))
-//	c, _ := table.OpenCached("words.safetensors", "words", opt.Columns(64), table.CacheOptions{Budget: 4 << 30})
+//	c, _ := table.OpenCached("words.safetensors", table.CacheOptions{Budget: 4 << 30})
 //	emb, _ := nn.CachedEmbedding(g, c)
 //	defer emb.Close()
 //
@@ -18,21 +18,29 @@
 // writes changed rows back through a journal, so that a crash leaves the
 // table of the last Sync. NewCached puts the same cache in front of any
 // Store, such as a MemoryStore, or a RedisStore: a table on a Redis
-// Cluster (CreateRedis, OpenRedis). A Store that applies an optimiser's
-// Rule on its servers is a RuleStore (a RedisStore is: each row's update
-// atomic and applied exactly once), so that several workers train one
-// table (CacheOptions.Shared). Every call that reaches a store takes a
-// context first and stops when it is done.
+// Cluster (CreateRedis, OpenRedis). Every call that reaches a store takes
+// a context first and stops when it is done.
 //
-// The package knows no optimiser: a row's state is Columns, which
-// package optim's optimisers name, and a server's update a Rule, which
-// they make.
+// Whatever holds a table's rows steps them by a rule (rule.Rule: an
+// optimiser of package optim), with one method, Step, which applies the
+// rule to the rows a gradient names and counts the step: Cached.Step in
+// the cache (rounding a half table's values and marking the rows for
+// write-back), MemoryStore.Step under its lock, RedisStore.Step on the
+// cluster's servers (each row's update atomic and applied exactly once,
+// by the rule's Lua encoding, RegisterRedisRule). A store that steps its
+// own rows lets several workers train one table (CacheOptions.Shared).
+// The package knows no optimiser: a row's state is Columns, which the
+// rule names, and a server's update the encoding its package registers.
+//
+// A table knows its Schema once opened (its name, rows, values, Format
+// and state), from its file's metadata (LayoutKey), the cluster's record
+// or the store it was made of: callers do not pass it again.
 //
 // A half-precision table (Create with WithHalf, NewHalfMemoryStore)
 // stores two bytes a value, float16 or bfloat16, its optimiser state in
 // float32. Its cache holds the values as float32, which the graph reads
 // and the optimiser steps; each row a step changes is then rounded back
-// to the format (Cached.Round), stochastically by default, so that
+// to the format by Step, stochastically by default, so that
 // updates smaller than the format's spacing survive on average.
 //
 // Open maps a table file without state read-write instead, for

@@ -32,7 +32,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gathergrad/gather/serve"
+	"github.com/gathergrad/gather/table"
 )
 
 func main() {
@@ -41,7 +41,7 @@ func main() {
 	format := flag.String("format", "int8-rowwise", "the tables' format: float32, float16, int8-rowwise or int4-rowwise")
 	addr := flag.String("addr", "localhost:8080", "address to listen on")
 	flag.Parse()
-	f, err := serve.ParseFormat(*format)
+	f, err := table.ParseFormat(*format)
 	if err != nil {
 		log.Fatal(err)
 	}

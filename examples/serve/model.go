@@ -8,6 +8,7 @@ import (
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/serve"
+	"github.com/gathergrad/gather/table"
 )
 
 // features is the number of categorical features of the click model:
@@ -112,7 +113,7 @@ func (m *model) predict(p []float64, b *batch) error {
 	pooled := make([][]float32, features)
 	for f, t := range m.tables {
 		pooled[f] = make([]float32, b.n*m.emb)
-		if err := t.Bag(pooled[f], b.ids[f], b.offsets[f], serve.BagOptions{Mode: serve.Mean}); err != nil {
+		if err := t.Bag(pooled[f], b.ids[f], b.offsets[f], serve.BagOptions{Mode: table.BagMean}); err != nil {
 			return fmt.Errorf("feature %d: %w", f, err)
 		}
 	}

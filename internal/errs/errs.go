@@ -23,8 +23,9 @@ var (
 	ErrOption          = errors.New("option does not apply")
 	ErrGraph           = errors.New("graph error")
 
-	// ErrClosed is table.ErrClosed, which package table documents.
-	ErrClosed = errors.New("the table's file is closed")
+	// ErrClosed is table.ErrClosed and machine.ErrClosed: a table, file or
+	// machine used after its Close.
+	ErrClosed = errors.New("used after Close")
 	// ErrInUse is table.ErrInUse and checkpoint.ErrInUse.
 	ErrInUse = errors.New("the file is in use by an open table")
 	// ErrNotFinite is optim.ErrNotFinite.

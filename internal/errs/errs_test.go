@@ -14,9 +14,9 @@ func TestPrefix(t *testing.T) {
 		err          error
 		want         string
 	}{
-		{"named already", `table "t"`, errorf(`table "t": writing 3 rows: %w`, ErrClosed), `table "t": writing 3 rows: the table's file is closed`},
-		{"named otherwise", `table "t"`, errorf(`table "u": writing 3 rows: %w`, ErrClosed), `table "t": table "u": writing 3 rows: the table's file is closed`},
-		{"a prefix of a longer name", `table "t"`, errorf(`table "t2": %w`, ErrClosed), `table "t": table "t2": the table's file is closed`},
+		{"named already", `table "t"`, errorf(`table "t": writing 3 rows: %w`, ErrClosed), `table "t": writing 3 rows: used after Close`},
+		{"named otherwise", `table "t"`, errorf(`table "u": writing 3 rows: %w`, ErrClosed), `table "t": table "u": writing 3 rows: used after Close`},
+		{"a prefix of a longer name", `table "t"`, errorf(`table "t2": %w`, ErrClosed), `table "t": table "t2": used after Close`},
 	} {
 		got := Prefix(c.prefix, c.err)
 		if got.Error() != c.want || !errors.Is(got, ErrClosed) {

@@ -119,6 +119,14 @@ func AddRowHalf(acc []float32, row []byte, w float32) {
 	}
 }
 
+// AddRowBF16 adds w times the row of little-endian bfloat16 values to
+// acc: each a float32's top 16 bits.
+func AddRowBF16(acc []float32, row []byte, w float32) {
+	for j := range acc {
+		acc[j] += w * math.Float32frombits(uint32(binary.LittleEndian.Uint16(row[2*j:]))<<16)
+	}
+}
+
 // AddRow32 adds w times the row of little-endian float32 values to acc.
 func AddRow32(acc []float32, row []byte, w float32) {
 	for j := range acc {
