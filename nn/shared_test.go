@@ -21,10 +21,42 @@ import (
 // A Shared table on a real Redis Cluster, stepped on the server by each
 // row-wise optimiser for 100 steps by one worker, equals the same table
 // trained in memory to the bit, values and state; two workers training
-// it at once (rows at most two batches stale) both finish.
+// it at once (rows at most two batches stale) both finish. So does a
+// Shared table in front of a table.MemoryStore, which steps its rows
+// under its lock, by the rule's Go function: the test double of a Redis
+// Cluster.
 func TestSharedEqualsMemory(t *testing.T) {
-	cl := localredis.Start(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	t.Run("redis", func(t *testing.T) {
+		cl := localredis.Start(t, 3, 0)
+		o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+		sharedEqualsMemory(t, func(name string, cols []table.Column) func() table.Store {
+			require.NoError(t, table.CreateRedis(context.Background(), o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
+			return func() table.Store {
+				s, err := table.OpenRedis(context.Background(), o, name)
+				require.NoError(t, err)
+				t.Cleanup(func() { s.Close() })
+				return s
+			}
+		})
+	})
+	t.Run("memory store", func(t *testing.T) {
+		sharedEqualsMemory(t, func(name string, cols []table.Column) func() table.Store {
+			init, err := NewEmbedding(gorgonia.NewGraph(), name, cmVocab, cmDim, tensor.Float32, WithSeed(4))
+			require.NoError(t, err)
+			w0, err := init.Weight()
+			require.NoError(t, err)
+			s, err := table.NewMemoryStore(name, w0, cols...)
+			require.NoError(t, err)
+			return func() table.Store { return s }
+		})
+	})
+}
+
+// sharedEqualsMemory runs TestSharedEqualsMemory on the stores that
+// create(name, cols) makes, opened by the function it returns: a table
+// of name, from the values NewEmbedding draws with seed 4, with the state
+// cols.
+func sharedEqualsMemory(t *testing.T, create func(name string, cols []table.Column) func() table.Store) {
 	opts := map[string]func() optim.Sparse{
 		"sgd":     func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.5, WeightDecay: 0.01} },
 		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.05) },
@@ -41,16 +73,15 @@ func TestSharedEqualsMemory(t *testing.T) {
 			require.NoError(t, err)
 			opt1, opt2 := newOpt(), newOpt()
 			cols := opt2.Columns(cmDim)
-			require.NoError(t, table.CreateRedis(context.Background(), o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
+			open := create(name, cols)
 			shared := func(maxAge int) (*Embedding, *gorgonia.ExprGraph, table.Store) {
-				s, err := table.OpenRedis(context.Background(), o, name)
-				require.NoError(t, err)
+				s := open()
 				c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 1 << 20, Shared: true, MaxAge: maxAge})
 				require.NoError(t, err)
 				g := gorgonia.NewGraph()
 				e, err := CachedEmbedding(g, c)
 				require.NoError(t, err)
-				t.Cleanup(func() { e.Close(); s.Close() })
+				t.Cleanup(func() { e.Close() })
 				return e, g, s
 			}
 			e2, g2, s := shared(0)
