@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -138,6 +139,9 @@ func ParseLayout(desc string) (dim int, cols []Column, err error) {
 		if k == 0 {
 			dim = n
 			continue
+		}
+		if slices.ContainsFunc(cols, func(c Column) bool { return c.Name == name }) {
+			return 0, nil, fmt.Errorf("metadata %s = %q names the column %q twice: %w", LayoutKey, desc, name, checkpoint.ErrFormat)
 		}
 		cols = append(cols, Column{Name: name, Width: n})
 	}

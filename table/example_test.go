@@ -199,3 +199,15 @@ func ExampleNewHalfMemoryStore() {
 	// Output:
 	// 6 bytes a row: [1 0.33398438 -2.5 1000 0 3.0040741e-05]
 }
+
+// A table file's layout, as its metadata records it (LayoutKey): the
+// values of a row and the optimiser state after them.
+func ExampleParseLayout() {
+	dim, cols, err := table.ParseLayout("weight:64,exp_avg:64,exp_avg_sq:64")
+	fmt.Println(dim, cols, err)
+	_, _, err = table.ParseLayout("weight:64,sum")
+	fmt.Println(errors.Is(err, checkpoint.ErrFormat))
+	// Output:
+	// 64 [{exp_avg 64 0} {exp_avg_sq 64 0}] <nil>
+	// true
+}
