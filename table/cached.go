@@ -664,9 +664,11 @@ func (c *Cached) Pin(ctx context.Context, id int64) (int32, error) {
 // they leave the cache, and at Sync.
 //
 // A Shared table is stepped first where its rows live: its store's
-// servers apply r (rule.Stepper, such as a RedisStore), and its count
-// numbers the step; the cached rows are then stepped alike, as a copy.
-// On error the step is not counted and no cached row changed.
+// servers apply r (rule.Stepper, such as a RedisStore), as the store's
+// step; the cached rows are then stepped alike, as a copy, as this
+// cache's step. (A RedisStore counts the steps made through it, one
+// worker's, as the cache does.) On error the step is not counted and no
+// cached row changed.
 func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
@@ -687,11 +689,9 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 	}
 	t := c.steps + 1
 	if c.shared {
-		srv := c.store.(rule.Stepper)
-		if err := srv.Step(ctx, r, g); err != nil {
+		if err := c.store.(rule.Stepper).Step(ctx, r, g); err != nil {
 			return err
 		}
-		t = srv.Steps()
 	}
 	if err := r.StepRows(rule.Rows{Weight: c.weight, State: c.state, Slots: c.slots, Step: t}, g); err != nil {
 		return err

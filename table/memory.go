@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"gorgonia.org/tensor"
 
@@ -23,7 +24,7 @@ type MemoryStore struct {
 	schema   Schema
 	rowBytes int
 	data     []byte
-	steps    int64
+	steps    atomic.Int64
 }
 
 // NewMemoryStore returns a MemoryStore of the table name: the rows of
@@ -134,7 +135,7 @@ func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) er
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.steps + 1
+	t := s.steps.Load() + 1
 	if err := r.Check(t, g, sc.Dim); err != nil {
 		return err
 	}
@@ -174,11 +175,11 @@ func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) er
 		}
 		at += w * es
 	}
-	s.steps = t
+	s.steps.Store(t)
 	return nil
 }
 
 // Steps returns the steps made through the store (Step).
-func (s *MemoryStore) Steps() int64 { return s.steps }
+func (s *MemoryStore) Steps() int64 { return s.steps.Load() }
 
 var _ rule.Stepper = (*MemoryStore)(nil)

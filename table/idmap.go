@@ -1,0 +1,364 @@
+package table
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+
+	"github.com/gathergrad/gather/internal/errs"
+)
+
+// An Eviction says which row an IDMap that is full gives a new id.
+type Eviction int
+
+// The eviction policies.
+const (
+	// EvictLRU takes the row of the id used longest ago.
+	EvictLRU Eviction = iota
+	// EvictLFU takes, of 16 rows drawn at random, the row of the id
+	// used least often since it was admitted.
+	EvictLFU
+	// Refuse evicts nothing: a new id of a full map is an error wrapping
+	// ErrCapacity naming the map and the id, and the batch changes
+	// nothing.
+	Refuse
+)
+
+// IDMapOptions configure an IDMap.
+type IDMapOptions struct {
+	// Rows is how many rows the map hands out: rows 0 to Rows-1. Row
+	// Rows is the default row, which ids not yet admitted read: make
+	// the table Rows+1 rows with its padding row at Rows
+	// (nn.WithPadding), so that they read zeros and their gradients are
+	// dropped.
+	Rows int
+	// AdmitAfter is how many times an id must be seen before it gets a
+	// row; 0 means 1. Ids are counted in a count-min sketch (4 rows of
+	// SketchWidth counters): a count is never below the true one and
+	// above it by at most e·N/SketchWidth, N the ids counted, with
+	// probability 1 - e⁻⁴, so an id may be admitted early, never late.
+	AdmitAfter int
+	// SketchWidth is the counters of each row of the sketch, rounded up
+	// to a power of two; 0 means 1<<16.
+	SketchWidth int
+	// Evict is the policy of a full map.
+	Evict Eviction
+	// TTL, if above 0, frees the row of an id not used for TTL steps:
+	// it is evicted at the next Map, whatever the policy.
+	TTL int64
+}
+
+// IDMapStats count what an IDMap did.
+type IDMapStats struct {
+	Used     int    // rows held by an id now
+	Admitted uint64 // ids given a row
+	Evicted  uint64 // ids whose row was taken for another (LRU, LFU)
+	Expired  uint64 // ids whose row was freed after TTL steps unused
+	Rejected uint64 // ids a Refuse map had no row for
+	Pending  uint64 // ids that read the default row, not yet admitted
+}
+
+// An Assignment is a row given to a raw id by Map: the row's values and
+// optimiser state must be started afresh for the id (InitialRow), for
+// it held another id's or none.
+type Assignment struct{ Row, ID int64 }
+
+// An IDMap maps raw 64-bit ids (any value) to the rows of a table of a
+// fixed size: TorchRec's managed collision tables, TFRA's dynamic
+// embeddings. An id gets a row once seen AdmitAfter times, keeps it
+// while it is used, and loses it to a new id when the map is full
+// (Evict) or after TTL unused steps. It is not safe for concurrent use.
+type IDMap struct {
+	name  string
+	o     IDMapOptions
+	ids   map[int64]int32 // raw id -> row
+	row   []rowEntry      // by row
+	free  []int32         // rows held by no id
+	head  int32           // the most recently used row, -1 for none
+	tail  int32           // the least recently used
+	stats IDMapStats
+	cms   []uint32 // the sketch: 4 rows of width counters
+	mask  uint64
+	rng   *rand.Rand
+	step  int64 // the last Map's step
+}
+
+type rowEntry struct {
+	id         int64
+	last       int64  // the step of its last use
+	uses       uint32 // its uses since admitted (EvictLFU)
+	prev, next int32  // the recency list, -1 at its ends
+	held       bool
+}
+
+// NewIDMap returns an empty map named name (its errors name it) of o.
+func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
+	if o.Rows <= 0 || o.Rows >= 1<<31-1 || o.AdmitAfter < 0 || o.SketchWidth < 0 || o.TTL < 0 || o.Evict < EvictLRU || o.Evict > Refuse {
+		return nil, fmt.Errorf("id map %q: rows %d, admit after %d, sketch width %d, TTL %d, eviction %d: %w",
+			name, o.Rows, o.AdmitAfter, o.SketchWidth, o.TTL, o.Evict, errs.ErrOption)
+	}
+	if o.AdmitAfter == 0 {
+		o.AdmitAfter = 1
+	}
+	if o.SketchWidth == 0 {
+		o.SketchWidth = 1 << 16
+	}
+	width := 1 << bits.Len(uint(o.SketchWidth-1))
+	m := &IDMap{name: name, o: o, ids: make(map[int64]int32), row: make([]rowEntry, o.Rows), free: make([]int32, o.Rows),
+		head: -1, tail: -1, rng: rand.New(rand.NewPCG(1, 2)), step: -1 << 63}
+	for r := range m.free {
+		m.free[r] = int32(o.Rows - 1 - r) // row 0 first
+		m.row[r].prev, m.row[r].next = -1, -1
+	}
+	if o.AdmitAfter > 1 {
+		m.cms, m.mask = make([]uint32, 4*width), uint64(width-1)
+	}
+	return m, nil
+}
+
+// Map sets rows[k] to the row of ids[k] for step step (steps must not
+// decrease), admitting new ids and evicting as the options say, and
+// appends to assigned the rows it gave to ids they were not holding, in
+// the order given: each must be started afresh. An id not admitted reads
+// the default row, Rows. A row used at this step, by this batch or an
+// earlier Map of the same step, is never taken: a batch with more new
+// admitted ids than rows it may take is an error wrapping ErrCapacity
+// naming the map (a Refuse map counts them in Stats.Rejected), and
+// nothing else changed.
+func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Assignment, error) {
+	if len(rows) != len(ids) {
+		return assigned, fmt.Errorf("id map %q: %d rows for %d ids: %w", m.name, len(rows), len(ids), errs.ErrShape)
+	}
+	if step < m.step {
+		return assigned, fmt.Errorf("id map %q: step %d after step %d: %w", m.name, step, m.step, errs.ErrOption)
+	}
+	if err := m.check(ids, step); err != nil {
+		return assigned, err
+	}
+	m.step = step
+	m.expire(step)
+	// The ids that hold rows first, so that no new id takes their rows.
+	for k, id := range ids {
+		rows[k] = -1
+		if r, ok := m.ids[id]; ok {
+			m.use(r, step)
+			rows[k] = int64(r)
+		}
+	}
+	for k, id := range ids {
+		if rows[k] >= 0 {
+			continue
+		}
+		if r, ok := m.ids[id]; ok { // named earlier in the batch
+			rows[k] = int64(r)
+			continue
+		}
+		if m.cms != nil && m.count(id) < uint32(m.o.AdmitAfter) {
+			m.stats.Pending++
+			rows[k] = int64(m.o.Rows)
+			continue
+		}
+		r := m.take(step)
+		e := &m.row[r]
+		e.id, e.held, e.uses = id, true, 0
+		m.ids[id] = r
+		m.use(r, step)
+		m.stats.Admitted++
+		rows[k] = int64(r)
+		assigned = append(assigned, Assignment{Row: int64(r), ID: id})
+	}
+	return assigned, nil
+}
+
+// check reports the error Map would meet part way through ids, before
+// Map changes anything: more new ids than rows it may take.
+func (m *IDMap) check(ids []int64, step int64) error {
+	if m.o.Evict != Refuse && m.o.Rows >= len(ids) && step != m.step {
+		return nil // a batch cannot fill the map with its own rows
+	}
+	// Count the rows the batch needs and those it may have: free, or
+	// (evicting) held by an id neither this batch nor an earlier Map of
+	// the same step uses, or expired.
+	seen := make(map[int64]int, len(ids)) // id -> its sightings in the batch
+	for _, id := range ids {
+		seen[id]++
+	}
+	var fresh []int64 // the new ids to admit, in order
+	busy := 0
+	if step == m.step {
+		for r := m.head; r >= 0 && m.row[r].last == step; r = m.row[r].next {
+			busy++
+		}
+	}
+	for _, id := range ids {
+		n := seen[id]
+		if n == 0 {
+			continue
+		}
+		seen[id] = 0
+		if r, ok := m.ids[id]; ok && !(m.o.TTL > 0 && m.row[r].last < step-m.o.TTL) {
+			if m.row[r].last != step {
+				busy++
+			}
+		} else if m.cms == nil || m.peek(id)+uint32(n) >= uint32(m.o.AdmitAfter) {
+			fresh = append(fresh, id)
+		}
+	}
+	need := len(fresh)
+	avail := len(m.free)
+	if m.o.Evict != Refuse {
+		avail = m.o.Rows - busy
+	} else if m.o.TTL > 0 {
+		for r := m.tail; r >= 0 && m.row[r].last < step-m.o.TTL; r = m.row[r].prev {
+			avail++
+		}
+	}
+	if need > avail {
+		if m.o.Evict == Refuse {
+			m.stats.Rejected += uint64(need - avail)
+		}
+		return fmt.Errorf("id map %q: no row for id %d: the batch of step %d needs %d new rows; %d may be given: %w",
+			m.name, fresh[avail], step, need, avail, ErrCapacity)
+	}
+	return nil
+}
+
+// take returns a row for a new id at step: a free row, else one the
+// policy evicts.
+func (m *IDMap) take(step int64) int32 {
+	if n := len(m.free); n > 0 {
+		r := m.free[n-1]
+		m.free = m.free[:n-1]
+		return r
+	}
+	victim := m.tail // EvictLRU; Refuse never gets here (check)
+	if m.o.Evict == EvictLFU {
+		victim = -1
+		for range 16 {
+			r := int32(m.rng.IntN(m.o.Rows))
+			if e := m.row[r]; e.last != step && (victim < 0 || e.uses < m.row[victim].uses) {
+				victim = r
+			}
+		}
+		if victim < 0 {
+			victim = m.tail
+		}
+	}
+	m.release(victim)
+	m.stats.Evicted++
+	m.free = m.free[:len(m.free)-1]
+	return victim
+}
+
+// expire frees the rows of ids unused for TTL steps.
+func (m *IDMap) expire(step int64) {
+	if m.o.TTL <= 0 {
+		return
+	}
+	for m.tail >= 0 && m.row[m.tail].last < step-m.o.TTL {
+		m.release(m.tail)
+		m.stats.Expired++
+	}
+}
+
+// release frees row r: its id loses it.
+func (m *IDMap) release(r int32) {
+	e := &m.row[r]
+	delete(m.ids, e.id)
+	m.unlink(r)
+	e.held = false
+	m.free = append(m.free, r)
+}
+
+// use records a use of row r at step: the front of the recency list.
+func (m *IDMap) use(r int32, step int64) {
+	e := &m.row[r]
+	e.last = step
+	e.uses++
+	if m.head == r {
+		return
+	}
+	if e.prev >= 0 || e.next >= 0 || m.tail == r {
+		m.unlink(r)
+	}
+	e.prev, e.next = -1, m.head
+	if m.head >= 0 {
+		m.row[m.head].prev = r
+	}
+	m.head = r
+	if m.tail < 0 {
+		m.tail = r
+	}
+}
+
+func (m *IDMap) unlink(r int32) {
+	e := &m.row[r]
+	if e.prev >= 0 {
+		m.row[e.prev].next = e.next
+	} else if m.head == r {
+		m.head = e.next
+	}
+	if e.next >= 0 {
+		m.row[e.next].prev = e.prev
+	} else if m.tail == r {
+		m.tail = e.prev
+	}
+	e.prev, e.next = -1, -1
+}
+
+// count adds a sighting of id to the sketch (conservative update: only
+// the smallest counters grow) and returns its estimated count.
+func (m *IDMap) count(id int64) uint32 {
+	var at [4]int
+	c := ^uint32(0)
+	for d := range at {
+		at[d] = d*int(m.mask+1) + int(mix(uint64(id), uint64(d))&m.mask)
+		c = min(c, m.cms[at[d]])
+	}
+	c++
+	for _, i := range at {
+		m.cms[i] = max(m.cms[i], c)
+	}
+	return c
+}
+
+// peek returns the estimated count of id.
+func (m *IDMap) peek(id int64) uint32 {
+	c := ^uint32(0)
+	for d := range 4 {
+		c = min(c, m.cms[d*int(m.mask+1)+int(mix(uint64(id), uint64(d))&m.mask)])
+	}
+	return c
+}
+
+// mix hashes x with the seed d (SplitMix64's finaliser).
+func mix(x, d uint64) uint64 {
+	x += (d + 1) * 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// Row returns the row of id, if it holds one.
+func (m *IDMap) Row(id int64) (int64, bool) {
+	r, ok := m.ids[id]
+	return int64(r), ok
+}
+
+// Stats returns what the map did so far.
+func (m *IDMap) Stats() IDMapStats {
+	s := m.stats
+	s.Used = len(m.ids)
+	return s
+}
+
+// InitialRow fills dst with the initial values of the row of raw id id:
+// N(0, 1) draws from a generator seeded by (seed, id), so that an id
+// starts with the same values on every worker and after a restart,
+// whichever row it gets.
+func InitialRow[T float32 | float64](dst []T, seed uint64, id int64) {
+	r := rand.New(rand.NewPCG(seed, mix(uint64(id), 7)))
+	for i := range dst {
+		dst[i] = T(r.NormFloat64())
+	}
+}
