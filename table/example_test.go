@@ -211,3 +211,35 @@ func ExampleParseLayout() {
 	// 64 [{exp_avg 64 0} {exp_avg_sq 64 0}] <nil>
 	// true
 }
+
+// Raw 64-bit ids mapped to the rows of a table of 3 (and a default row,
+// 3): an id gets a row at its second sighting, keeps it while used, and
+// the id used longest ago loses its row to a new one; an id evicted that
+// comes back has been seen enough, and takes a row at once. Each row
+// given afresh starts from the values of its id.
+func ExampleNewIDMap() {
+	m, err := table.NewIDMap("users", table.IDMapOptions{Rows: 3, AdmitAfter: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	batches := [][]int64{{-7, 1 << 60, -7}, {42, 1 << 60}, {42, 9, 9}, {5, 5, -7}}
+	for step, ids := range batches {
+		rows := make([]int64, len(ids))
+		fresh, err := m.Map(ids, rows, int64(step), nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, a := range fresh {
+			v := make([]float32, 4) // the row's values, in the table
+			table.InitialRow(v, 1, a.ID)
+		}
+		fmt.Println(rows, fresh)
+	}
+	fmt.Printf("%+v\n", m.Stats())
+	// Output:
+	// [3 3 0] [{0 -7}]
+	// [3 1] [{1 1152921504606846976}]
+	// [2 3 0] [{2 42} {0 9}]
+	// [3 1 2] [{1 5} {2 -7}]
+	// {Used:3 Admitted:6 Evicted:3 Expired:0 Rejected:0 Pending:5}
+}
