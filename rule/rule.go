@@ -14,6 +14,12 @@
 // settings are the rule value itself, which the encoding reads.
 //
 // Row ids are int64 everywhere: in a RowGrad, in a store, in a cache.
+//
+// The protocol of a step runs in the type that holds the rows, which
+// alone knows its slots, its rounding, its dirty rows and its servers;
+// its callers hand it a rule and a gradient and nothing else, and what a
+// store can do beyond its rows it says by the methods it has (Stepper),
+// found by assertion, as a database/sql driver's optional interfaces are.
 package rule
 
 import (
