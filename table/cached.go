@@ -374,16 +374,15 @@ func column(cache *rowcache.Cache, k, slots, width int, dt tensor.Dtype) (*tenso
 	return floatsAt(cache.Column(k), 0, dt, slots, width)
 }
 
-// OpenCached opens the table "<name>" with the optimiser state cols of the
-// file at path, as Create with WithState(cols...) makes it, behind a cache
-// of o.Budget bytes. Rows are read and written with o.Depth positioned
-// reads or writes in flight, never through a mapping. With no cols (a
-// rule without state, such as optim.SparseSGD) it opens a table file
-// without state, as Create without WithState makes it.
+// OpenCached opens the table file at path, as Create makes it (with
+// WithState or without), behind a cache of o.Budget bytes: its name, rows
+// and state come from the file (Schema), and a Step by a rule of other
+// columns is an error naming both. Rows are read and written with o.Depth
+// positioned reads or writes in flight, never through a mapping.
 //
-// The file's state must be cols, in order: another state is an error
-// wrapping checkpoint.ErrMismatch naming both; a malformed or truncated
-// file is checkpoint.ErrFormat. A file is opened by one table at a time
+// A file that is not one table (a checkpoint of several tensors) is an
+// error wrapping checkpoint.ErrMismatch; a malformed or truncated file is
+// checkpoint.ErrFormat. A file is opened by one table at a time
 // (ErrInUse, as Open).
 //
 // Its journal is the file path + ".journal". A journal a crash left is
