@@ -79,6 +79,7 @@ type IDMap struct {
 	stats IDMapStats
 	cms   []uint32 // the sketch: 4 rows of width counters
 	mask  uint64
+	pcg   *rand.PCG // rng's source, saved by State
 	rng   *rand.Rand
 	step  int64 // the last Map's step
 }
@@ -105,7 +106,8 @@ func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
 	}
 	width := 1 << bits.Len(uint(o.SketchWidth-1))
 	m := &IDMap{name: name, o: o, ids: make(map[int64]int32), row: make([]rowEntry, o.Rows), free: make([]int32, o.Rows),
-		head: -1, tail: -1, rng: rand.New(rand.NewPCG(1, 2)), step: -1 << 63}
+		head: -1, tail: -1, pcg: rand.NewPCG(1, 2), step: -1 << 63}
+	m.rng = rand.New(m.pcg)
 	for r := range m.free {
 		m.free[r] = int32(o.Rows - 1 - r) // row 0 first
 		m.row[r].prev, m.row[r].next = -1, -1
@@ -344,6 +346,13 @@ func (m *IDMap) Row(id int64) (int64, bool) {
 	r, ok := m.ids[id]
 	return int64(r), ok
 }
+
+// Rows returns the rows the map hands out (IDMapOptions.Rows), which is
+// also the default row.
+func (m *IDMap) Rows() int { return m.o.Rows }
+
+// Name returns the map's name.
+func (m *IDMap) Name() string { return m.name }
 
 // Stats returns what the map did so far.
 func (m *IDMap) Stats() IDMapStats {

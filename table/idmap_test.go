@@ -1,10 +1,19 @@
 package table
 
 import (
+	"encoding/binary"
 	"errors"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/checkpoint"
 )
 
 // refMap is an IDMap's LRU policy with AdmitAfter 1 written plainly: the
@@ -241,4 +250,182 @@ func BenchmarkIDMap(b *testing.B) {
 		step++
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids)), "ns/id")
+}
+
+// stream returns steps batches of ids from a set of live ids that drifts:
+// each step a few ids leave and new ones arrive.
+func stream(seed uint64, steps, batch, live int) [][]int64 {
+	r := rand.New(rand.NewPCG(seed, 3))
+	pool := make([]int64, live)
+	for k := range pool {
+		pool[k] = int64(r.Uint64())
+	}
+	out := make([][]int64, steps)
+	for s := range out {
+		for range 2 {
+			pool[r.IntN(live)] = int64(r.Uint64())
+		}
+		for range batch {
+			out[s] = append(out[s], pool[min(r.IntN(live), r.IntN(live))])
+		}
+	}
+	return out
+}
+
+// A map saved with checkpoint.Save and loaded into a new map of the same
+// options maps every later batch as the saved one does: the same rows,
+// the same rows given afresh, the same errors and Stats, under each
+// policy, with admission and TTL.
+func TestIDMapStateResumes(t *testing.T) {
+	for _, o := range []IDMapOptions{
+		{Rows: 12, Evict: EvictLRU, AdmitAfter: 2, SketchWidth: 64},
+		{Rows: 12, Evict: EvictLFU, TTL: 3},
+		{Rows: 30, Evict: Refuse, TTL: 2, AdmitAfter: 3},
+	} {
+		s := stream(uint64(o.Rows)+uint64(o.Evict), 40, 6, 25)
+		a, err := NewIDMap("user", o)
+		require.NoError(t, err)
+		rows := make([]int64, 6)
+		for step, ids := range s[:20] {
+			a.Map(ids, rows, int64(step), nil) // Refuse errors are part of the history
+		}
+		path := filepath.Join(t.TempDir(), "map.safetensors")
+		require.NoError(t, checkpoint.Save(path, nil, a))
+		b, err := NewIDMap("user", o)
+		require.NoError(t, err)
+		_, err = checkpoint.Load(path, b)
+		require.NoError(t, err)
+		require.Equal(t, a.Stats(), b.Stats())
+		ra, rb := make([]int64, 6), make([]int64, 6)
+		for step, ids := range s[20:] {
+			fa, ea := a.Map(ids, ra, int64(20+step), nil)
+			fb, eb := b.Map(ids, rb, int64(20+step), nil)
+			require.Equal(t, ea, eb, "%+v step %d", o, 20+step)
+			require.Equal(t, ra, rb, "%+v step %d", o, 20+step)
+			require.Equal(t, fa, fb, "%+v step %d", o, 20+step)
+		}
+		require.Equal(t, a.Stats(), b.Stats())
+		require.NotZero(t, a.Stats().Evicted+a.Stats().Expired+a.Stats().Rejected, "%+v: the stream never filled the map", o)
+
+		other, err := NewIDMap("user", IDMapOptions{Rows: o.Rows, Evict: o.Evict, TTL: o.TTL + 1, AdmitAfter: o.AdmitAfter, SketchWidth: o.SketchWidth})
+		require.NoError(t, err)
+		_, err = checkpoint.Load(path, other)
+		require.ErrorIs(t, err, checkpoint.ErrFormat)
+		require.ErrorContains(t, err, "ttl")
+		require.Zero(t, other.Stats().Used, "a refused state changed the map")
+	}
+}
+
+// FuzzIDMapState gives SetState any tensors of a three-row map: an error
+// naming the fault and an unchanged map, or a map that maps and saves.
+func FuzzIDMapState(f *testing.F) {
+	m, _ := NewIDMap("f", IDMapOptions{Rows: 3})
+	rows := make([]int64, 2)
+	m.Map([]int64{5, 9}, rows, 0, nil)
+	m.Map([]int64{7, 5}, rows, 1, nil)
+	f.Add(encodeState(f, m))
+	f.Add(encodeState(f, func() *IDMap { e, _ := NewIDMap("f", IDMapOptions{Rows: 3}); return e }()))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, ok := decodeState(b)
+		if !ok {
+			return
+		}
+		m, _ := NewIDMap("f", IDMapOptions{Rows: 3})
+		if err := m.SetState(st); err != nil {
+			if !errors.Is(err, checkpoint.ErrFormat) || m.Stats().Used != 0 {
+				t.Fatalf("%v; %+v", err, m.Stats())
+			}
+			return
+		}
+		if m.step > math.MaxInt64-8 {
+			return // no later step to map
+		}
+		rows, base := make([]int64, 3), m.step+1
+		for step := int64(0); step < 4; step++ {
+			if _, err := m.Map([]int64{step, 100 + step, 7}, rows, base+step, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r < 0 || r > 3 {
+					t.Fatalf("row %d", r)
+				}
+			}
+		}
+		if _, err := m.State(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// The layout of a three-row map's state as fuzz bytes: the int64s (id,
+// last, meta), the int32s (links, free), uses and the generator.
+var stateLayout = []struct {
+	key   string
+	dt    tensor.Dtype
+	shape []int
+}{{stateID, tensor.Int64, []int{3}}, {stateLast, tensor.Int64, []int{3}}, {stateMeta, tensor.Int64, []int{13}},
+	{stateLinks, tensor.Int32, []int{3, 2}}, {stateFree, tensor.Int32, []int{3}}, {stateUses, tensor.Uint32, []int{3}}, {stateRNG, tensor.Uint8, []int{20}}}
+
+func encodeState(f *testing.F, m *IDMap) []byte {
+	st, err := m.State()
+	if err != nil {
+		f.Fatal(err)
+	}
+	var b []byte
+	for _, l := range stateLayout {
+		switch v := st["f.idmap."+l.key].Data().(type) {
+		case []int64:
+			for _, x := range v {
+				b = binary.LittleEndian.AppendUint64(b, uint64(x))
+			}
+		case []int32:
+			for _, x := range v {
+				b = binary.LittleEndian.AppendUint32(b, uint32(x))
+			}
+		case []uint32:
+			for _, x := range v {
+				b = binary.LittleEndian.AppendUint32(b, x)
+			}
+		case []uint8:
+			b = append(b, v...)
+		}
+	}
+	return b
+}
+
+func decodeState(b []byte) (map[string]*tensor.Dense, bool) {
+	st := map[string]*tensor.Dense{}
+	for _, l := range stateLayout {
+		n := tensor.Shape(l.shape).TotalSize()
+		size := n * int(l.dt.Size())
+		if len(b) < size {
+			return nil, false
+		}
+		var back any
+		switch l.dt {
+		case tensor.Int64:
+			v := make([]int64, n)
+			for k := range v {
+				v[k] = int64(binary.LittleEndian.Uint64(b[8*k:]))
+			}
+			back = v
+		case tensor.Int32:
+			v := make([]int32, n)
+			for k := range v {
+				v[k] = int32(binary.LittleEndian.Uint32(b[4*k:]))
+			}
+			back = v
+		case tensor.Uint32:
+			v := make([]uint32, n)
+			for k := range v {
+				v[k] = binary.LittleEndian.Uint32(b[4*k:])
+			}
+			back = v
+		default:
+			back = append([]uint8(nil), b[:n]...)
+		}
+		st["f.idmap."+l.key] = tensor.New(tensor.WithShape(l.shape...), tensor.WithBacking(back))
+		b = b[size:]
+	}
+	return st, true
 }
