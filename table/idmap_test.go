@@ -16,20 +16,22 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 )
 
-// refMap is an IDMap's LRU policy with AdmitAfter 1 written plainly: the
-// ids in a slice, the most recently used last.
+// refMap is an IDMap's LRU policy written plainly: the ids in a slice,
+// the most recently used last, and exact counts for admission.
 type refMap struct {
 	rows   int
 	ttl    int64
 	refuse bool
+	admit  int             // AdmitAfter
+	seen   map[int64]int   // id -> sightings while it held no row
 	order  []int64         // ids, least recently used first
 	row    map[int64]int64 // id -> row
 	last   map[int64]int64 // id -> step of its last use
 	free   []int64         // free rows, the next to give last
 }
 
-func newRef(rows int, ttl int64, refuse bool) *refMap {
-	r := &refMap{rows: rows, ttl: ttl, refuse: refuse, row: map[int64]int64{}, last: map[int64]int64{}}
+func newRef(rows int, ttl int64, refuse bool, admit int) *refMap {
+	r := &refMap{rows: rows, ttl: ttl, refuse: refuse, admit: admit, seen: map[int64]int{}, row: map[int64]int64{}, last: map[int64]int64{}}
 	for k := rows - 1; k >= 0; k-- {
 		r.free = append(r.free, int64(k))
 	}
@@ -51,16 +53,15 @@ func (r *refMap) touch(id, step int64) {
 
 // mapIDs is Map: the rows, the assignments, or false for ErrCapacity.
 func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
-	distinct := map[int64]bool{}
-	held, fresh := 0, 0
+	distinct := map[int64]int{}
 	for _, id := range ids {
-		if distinct[id] {
-			continue
-		}
-		distinct[id] = true
+		distinct[id]++
+	}
+	held, fresh := 0, 0
+	for id, n := range distinct {
 		if _, ok := r.row[id]; ok && (r.ttl == 0 || r.last[id] >= step-r.ttl) {
 			held++
-		} else {
+		} else if r.seen[id]+n >= r.admit {
 			fresh++
 		}
 	}
@@ -98,6 +99,10 @@ func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
 			rows[k] = row
 			continue
 		}
+		if r.seen[id]++; r.seen[id] < r.admit {
+			rows[k] = int64(r.rows) // the default row
+			continue
+		}
 		if len(r.free) == 0 {
 			r.drop(r.order[0])
 		}
@@ -111,10 +116,14 @@ func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
 	return rows, got, true
 }
 
-// FuzzIDMap holds an IDMap (LRU, every id admitted at once) against the
-// plain model above: the same rows, the same rows given afresh, the same
-// batches refused, with or without TTL, evicting or refusing.
+// FuzzIDMap holds an IDMap (LRU) against the plain model above: the same
+// rows, the same rows given afresh, the same batches refused, with or
+// without TTL and admission, evicting or refusing. The fuzzed ids are
+// few enough that the sketch counts them exactly (checked first).
 func FuzzIDMap(f *testing.F) {
+	if !exactSketch() {
+		f.Fatal("two fuzzed ids share all their counters: the model's exact counts would not be the sketch's")
+	}
 	f.Add([]byte{3, 0, 1, 2, 3, 4, 5, 1, 1, 9, 200, 7, 3})
 	f.Add([]byte{2, 1, 250, 251, 252, 1, 2, 3, 1, 250, 4, 4})
 	f.Add([]byte{5, 2, 0, 0, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1})
@@ -123,8 +132,8 @@ func FuzzIDMap(f *testing.F) {
 			return
 		}
 		rows := 1 + int(b[0]%6)
-		ttl, refuse := int64(b[1]%4), b[1]&4 != 0
-		o := IDMapOptions{Rows: rows, TTL: ttl}
+		ttl, refuse, admit := int64(b[1]%4), b[1]&4 != 0, 1+int(b[1]>>3%3)
+		o := IDMapOptions{Rows: rows, TTL: ttl, AdmitAfter: admit}
 		if refuse {
 			o.Evict = Refuse
 		}
@@ -132,7 +141,7 @@ func FuzzIDMap(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref := newRef(rows, ttl, refuse)
+		ref := newRef(rows, ttl, refuse, admit)
 		step := int64(0)
 		for b = b[2:]; len(b) > 0; step++ {
 			n := 1 + int(b[0]%8)
@@ -158,6 +167,30 @@ func FuzzIDMap(f *testing.F) {
 			}
 		}
 	})
+}
+
+// exactSketch reports whether each of FuzzIDMap's 256 ids has a counter
+// of the default sketch no other of them shares.
+func exactSketch() bool {
+	m, _ := NewIDMap("x", IDMapOptions{Rows: 1, AdmitAfter: 2})
+	width := len(m.cms) / 4
+	at := func(id int64, d int) int { return d*width + int(mix(uint64(id), uint64(d))&m.mask) }
+	users := map[int]int{}
+	for v := range 256 {
+		for d := range 4 {
+			users[at(int64(int8(v))*1_000_003, d)]++
+		}
+	}
+	for v := range 256 {
+		alone := false
+		for d := range 4 {
+			alone = alone || users[at(int64(int8(v))*1_000_003, d)] == 1
+		}
+		if !alone {
+			return false
+		}
+	}
+	return true
 }
 
 // An id gets a row at its AdmitAfter-th sighting, in any batch; before
