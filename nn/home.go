@@ -34,6 +34,8 @@ type home interface {
 	rows(opt optim.Sparse) (*optim.MemoryTable, error)
 	// step updates the rows of g by opt.
 	step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error
+	// reset starts the rows of fresh afresh (RawIDs).
+	reset(ctx context.Context, fresh []table.Assignment, seed uint64) error
 	// prefetch gives the ids of the next run.
 	prefetch(ids [][]int64)
 	sync(ctx context.Context) error

@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -9,84 +11,72 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
 
-// Training on raw 64-bit ids through a table.IDMap (every id admitted at
-// once, rows for all of them) is bit for bit training a fixed table on
-// the same ids numbered in order of first appearance, each row starting
-// from table.InitialRow of its id: the map gives rows in that order, and
-// the default row (the padding row) is never read.
-func TestRawIDsEqualNumbered(t *testing.T) {
-	const rows, dim, batch, steps, seed = 40, 4, 16, 25, 5
-	r := rand.New(rand.NewPCG(11, 12))
-	raw := make([]int64, 30)
+// rawModel is a sparse embedding whose lookup of batch ids is trained to
+// shrink its rows: the loss is the sum of the squared looked-up values.
+type rawModel struct {
+	emb *Embedding
+	ids *tensor.Dense
+	vm  gorgonia.VM
+}
+
+func newRawModel(t *testing.T, g *gorgonia.ExprGraph, emb *Embedding, batch int) rawModel {
+	ids := tensor.New(tensor.WithShape(batch), tensor.Of(tensor.Int))
+	n := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("ids"), gorgonia.WithValue(ids))
+	h, err := emb.Lookup(n)
+	require.NoError(t, err)
+	_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.Square(h)))), emb.GradNodes()...)
+	require.NoError(t, err)
+	vm := gorgonia.NewTapeMachine(g)
+	t.Cleanup(func() { vm.Close() })
+	return rawModel{emb, ids, vm}
+}
+
+func (m rawModel) step(t *testing.T, opt optim.Sparse) {
+	require.NoError(t, m.vm.RunAll())
+	require.NoError(t, m.emb.Step(opt))
+	m.vm.Reset()
+}
+
+// rawStream returns steps batches of raw ids (any int64), the first of
+// distinct ids more often.
+func rawStream(seed uint64, distinct, steps, batch int) [][]int64 {
+	r := rand.New(rand.NewPCG(seed, 12))
+	raw := make([]int64, distinct)
 	for k := range raw {
-		raw[k] = int64(r.Uint64()) // any value, negative too
+		raw[k] = int64(r.Uint64())
 	}
 	stream := make([][]int64, steps)
 	for s := range stream {
 		for range batch {
-			stream[s] = append(stream[s], raw[min(r.IntN(len(raw)), r.IntN(len(raw)))]) // the first ids more often
+			stream[s] = append(stream[s], raw[min(r.IntN(len(raw)), r.IntN(len(raw)))])
 		}
 	}
-	type model struct {
-		emb *Embedding
-		ids *tensor.Dense
-		vm  interface {
-			RunAll() error
-			Reset()
-		}
-	}
-	build := func(name string) model {
-		g := gorgonia.NewGraph()
-		emb, err := NewEmbedding(g, name, rows+1, dim, tensor.Float32, WithSparse(), WithPadding(rows))
-		require.NoError(t, err)
-		w, err := emb.Weight()
-		require.NoError(t, err)
-		w.Zero()
-		ids := tensor.New(tensor.WithShape(batch), tensor.Of(tensor.Int))
-		n := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("ids"), gorgonia.WithValue(ids))
-		h, err := emb.Lookup(n)
-		require.NoError(t, err)
-		_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.Square(h)))), emb.GradNodes()...)
-		require.NoError(t, err)
-		vm := gorgonia.NewTapeMachine(g)
-		t.Cleanup(func() { vm.Close() })
-		return model{emb, ids, vm}
-	}
-	step := func(m model, ids []int64, opt optim.Sparse) {
-		for k, id := range ids {
-			m.ids.Ints()[k] = int(id)
-		}
-		require.NoError(t, m.vm.RunAll())
-		require.NoError(t, m.emb.Step(opt))
-		m.vm.Reset()
-	}
+	return stream
+}
 
-	// The raw ids, mapped.
-	a := build("a")
-	wa, _ := a.emb.Weight()
-	m, err := table.NewIDMap("a", table.IDMapOptions{Rows: rows})
-	require.NoError(t, err)
-	mapped := make([]int64, batch)
-	optA := optim.NewSparseAdam(0.05)
-	var fresh []table.Assignment
-	for s, ids := range stream {
-		fresh, err = m.Map(ids, mapped, int64(s), fresh[:0])
-		require.NoError(t, err)
-		for _, f := range fresh {
-			table.InitialRow(wa.Float32s()[f.Row*dim:(f.Row+1)*dim], seed, f.ID)
-		}
-		step(a, mapped, optA)
-	}
+// Training on raw 64-bit ids through RawIDs (every id admitted at once,
+// rows for all of them) is bit for bit training a fixed table on the same
+// ids numbered in order of first appearance, each row starting from
+// table.InitialRow of its id: the map gives rows in that order, and the
+// default row (the padding row) is never read. In the heap and behind a
+// cache too small for the table.
+func TestRawIDsEqualNumbered(t *testing.T) {
+	const rows, dim, batch, steps, seed = 40, 4, 16, 25, 5
+	stream := rawStream(11, 30, steps, batch)
+	opts := []EmbeddingOption{WithSparse(), WithPadding(rows)}
 
 	// The same ids numbered in order of first appearance.
-	b := build("b")
-	wb, _ := b.emb.Weight()
+	gb := gorgonia.NewGraph()
+	eb, err := NewEmbedding(gb, "b", rows+1, dim, tensor.Float32, opts...)
+	require.NoError(t, err)
+	wb, _ := eb.Weight()
+	wb.Zero()
 	number := map[int64]int64{}
-	optB := optim.NewSparseAdam(0.05)
 	for _, ids := range stream {
 		for _, id := range ids {
 			if _, ok := number[id]; !ok {
@@ -95,16 +85,121 @@ func TestRawIDsEqualNumbered(t *testing.T) {
 			}
 		}
 	}
-	numbered := make([]int64, batch)
+	b := newRawModel(t, gb, eb, batch)
+	optB := optim.NewSparseAdam(0.05)
 	for _, ids := range stream {
 		for k, id := range ids {
-			numbered[k] = number[id]
+			b.ids.Ints()[k] = int(number[id])
 		}
-		step(b, numbered, optB)
+		b.step(t, optB)
 	}
 
-	for i, v := range wa.Float32s() {
-		require.Equal(t, math.Float32bits(wb.Float32s()[i]), math.Float32bits(v), "value %d", i)
+	// The raw ids, mapped, in the heap and behind a cache.
+	for _, where := range []string{"heap", "cached"} {
+		g := gorgonia.NewGraph()
+		optA := optim.NewSparseAdam(0.05)
+		var emb *Embedding
+		var c *table.Cached
+		if where == "heap" {
+			emb, err = NewEmbedding(g, "a", rows+1, dim, tensor.Float32, opts...)
+			require.NoError(t, err)
+			w, _ := emb.Weight()
+			w.Zero()
+		} else {
+			store, err := table.NewMemoryStore("a", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(rows+1, dim)), optA.Columns(dim)...)
+			require.NoError(t, err)
+			c, err = table.NewCached(context.Background(), store, table.CacheOptions{Budget: 20 * (3*dim*4 + 72)})
+			require.NoError(t, err)
+			emb, err = CachedEmbedding(g, c, WithPadding(rows))
+			require.NoError(t, err)
+		}
+		a := newRawModel(t, g, emb, batch)
+		m, err := table.NewIDMap("a", table.IDMapOptions{Rows: rows})
+		require.NoError(t, err)
+		raw, err := NewRawIDs(emb, m, seed)
+		require.NoError(t, err)
+		for s, ids := range stream {
+			require.NoError(t, raw.Map(ids, a.ids, int64(s)))
+			a.step(t, optA)
+		}
+		got := make([]float32, (rows+1)*dim)
+		if c == nil {
+			w, _ := emb.Weight()
+			copy(got, w.Float32s())
+		} else {
+			for r := range rows + 1 {
+				v, err := c.Read(context.Background(), []int64{int64(r)})
+				require.NoError(t, err)
+				copy(got[r*dim:], v.Float32s()[:dim])
+			}
+		}
+		for i, v := range wb.Float32s() {
+			require.Equal(t, math.Float32bits(v), math.Float32bits(got[i]), "%s: value %d", where, i)
+		}
+		require.Equal(t, len(number), m.Stats().Used, where)
 	}
-	require.Equal(t, len(number), m.Stats().Used)
+}
+
+// A row that a full map takes from one id for another starts afresh:
+// its values are InitialRow of the new id and its optimiser state is at
+// its Init, not what the old id trained into them.
+func TestRawIDsResetEvicted(t *testing.T) {
+	const rows, dim, seed = 3, 4, 9
+	g := gorgonia.NewGraph()
+	emb, err := NewEmbedding(g, "e", rows+1, dim, tensor.Float64, WithSparse(), WithPadding(rows))
+	require.NoError(t, err)
+	model := newRawModel(t, g, emb, 2)
+	m, err := table.NewIDMap("e", table.IDMapOptions{Rows: rows})
+	require.NoError(t, err)
+	raw, err := NewRawIDs(emb, m, seed)
+	require.NoError(t, err)
+	adam := optim.NewSparseAdam(0.1)
+	for s, ids := range [][]int64{{-5, 6}, {7, -5}, {6, 7}, {6, 7}, {-5, 6}} {
+		require.NoError(t, raw.Map(ids, model.ids, int64(s)))
+		model.step(t, adam)
+	}
+	// -5 held the row that 42 now takes (the least recently used).
+	old, ok := m.Row(7)
+	require.True(t, ok)
+	require.NoError(t, raw.Map([]int64{42, 6}, model.ids, 5))
+	require.Equal(t, []table.Assignment{{Row: old, ID: 42}}, raw.Fresh())
+	w, _ := emb.Weight()
+	want := make([]float64, dim)
+	table.InitialRow(want, seed, 42)
+	require.Equal(t, want, w.Float64s()[old*dim:(old+1)*dim])
+	st, err := emb.Rows(adam)
+	require.NoError(t, err)
+	for k, col := range st.State {
+		require.Equal(t, make([]float64, dim), col.Float64s()[old*dim:(old+1)*dim], "state column %d", k)
+	}
+	require.NotEqual(t, make([]float64, dim), st.State[0].Float64s()[0:dim], "the state of a row kept was reset too")
+}
+
+// Map refuses raw ids it cannot map without changing the map, the table
+// or the ids tensor; NewRawIDs refuses a table without the default row.
+func TestRawIDsErrors(t *testing.T) {
+	g := gorgonia.NewGraph()
+	emb, err := NewEmbedding(g, "e", 3, 2, tensor.Float32, WithSparse(), WithPadding(2))
+	require.NoError(t, err)
+	m, _ := table.NewIDMap("e", table.IDMapOptions{Rows: 2, Evict: table.Refuse})
+	_, err = NewRawIDs(emb, m, 1)
+	require.NoError(t, err)
+	small, _ := table.NewIDMap("s", table.IDMapOptions{Rows: 1})
+	_, err = NewRawIDs(emb, small, 1)
+	require.ErrorIs(t, err, gather.ErrOption)
+	require.ErrorContains(t, err, "padding row 1")
+
+	raw, _ := NewRawIDs(emb, m, 1)
+	ids := tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{7, 7}))
+	require.NoError(t, raw.Map([]int64{10, 11}, ids, 0))
+	w, _ := emb.Weight()
+	before := append([]float32(nil), w.Float32s()...)
+	err = raw.Map(tensor.New(tensor.WithShape(2), tensor.WithBacking([]int64{12, 10})), ids, 1)
+	require.True(t, errors.Is(err, table.ErrCapacity), "%v", err)
+	require.ErrorContains(t, err, "id 12")
+	require.Equal(t, []int{0, 1}, ids.Ints())
+	require.Equal(t, before, w.Float32s())
+	require.Equal(t, 2, m.Stats().Used)
+	require.ErrorIs(t, raw.Map([]int64{10}, ids, 2), gather.ErrShape)
+	require.ErrorIs(t, raw.Map([]int32{10, 11}, ids, 2), gather.ErrDtype)
 }

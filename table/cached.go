@@ -705,6 +705,43 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 	return nil
 }
 
+// Reset starts the rows of fresh (IDMap.Map's assignments) afresh: row
+// a.Row gets InitialRow(seed, a.ID) (a half table's rounded to its
+// format, to nearest) and each state column its Init. It brings the rows
+// into the cache as a batch of their own and marks them for writing
+// back, so call it between batches, before the batch's Fetch. A Shared
+// table's rows live on its servers: Reset is an error wrapping
+// gather.ErrOption there.
+func (c *Cached) Reset(ctx context.Context, fresh []Assignment, seed uint64) error {
+	if c.closed {
+		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
+	}
+	if c.shared {
+		return fmt.Errorf("table %q: a Shared table's rows are started on its servers, not by Reset: %w", c.name, errs.ErrOption)
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	ids, slots := make([]int64, len(fresh)), make([]int32, len(fresh))
+	for k, a := range fresh {
+		ids[k] = a.Row
+	}
+	c.cache.NewBatch()
+	if err := c.Fetch(ctx, ids, slots); err != nil {
+		return err
+	}
+	at := make([]int64, len(slots))
+	for k, s := range slots {
+		at[k] = int64(s)
+	}
+	initialRows(c.weight, c.state, c.cols, fresh, at, seed)
+	c.roundNearest(at)
+	for _, s := range slots {
+		c.cache.MarkDirty(s)
+	}
+	return nil
+}
+
 // Steps returns the optimiser's step count kept with the table (the t of
 // SparseAdam's bias corrections): saved by Sync with the rows.
 func (c *Cached) Steps() int64 { return c.steps }

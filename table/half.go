@@ -129,6 +129,18 @@ func (c *Cached) round(slots []int64, t int64) {
 	}
 }
 
+// roundNearest rounds the values of a half table's rows at slots to its
+// format, to nearest.
+func (c *Cached) roundNearest(slots []int64) {
+	if c.half == 0 {
+		return
+	}
+	w := c.weight.Float32s()
+	for _, s := range slots {
+		kernel.RoundRow(c.half.half(), w[int(s)*c.dim:int(s+1)*c.dim], false, 0, 0, 0)
+	}
+}
+
 // halfBlock returns the rows of b (little-endian float32 rows, each dim
 // values and then state) with their values in format f: rowBytes a row.
 func halfBlock(f Format, b []byte, rows, dim int, rowBytes int64) []byte {

@@ -5,7 +5,10 @@ import (
 	"math/bits"
 	"math/rand/v2"
 
+	"gorgonia.org/tensor"
+
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // An Eviction says which row an IDMap that is full gives a new id.
@@ -370,4 +373,63 @@ func InitialRow[T float32 | float64](dst []T, seed uint64, id int64) {
 	for i := range dst {
 		dst[i] = T(r.NormFloat64())
 	}
+}
+
+// initialRows starts the rows at slots of w (a [n, dim] float32 or
+// float64 matrix) and of its state columns afresh for the ids of fresh:
+// InitialRow(seed, id), and each column's Init.
+func initialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []Assignment, slots []int64, seed uint64) {
+	dim := w.Shape()[1]
+	for k, a := range fresh {
+		s := int(slots[k])
+		switch v := w.Data().(type) {
+		case []float32:
+			InitialRow(v[s*dim:(s+1)*dim], seed, a.ID)
+		case []float64:
+			InitialRow(v[s*dim:(s+1)*dim], seed, a.ID)
+		}
+		for c, st := range state {
+			width := cols[c].Width
+			switch v := st.Data().(type) {
+			case []float32:
+				for i := range width {
+					v[s*width+i] = float32(cols[c].Init)
+				}
+			case []float64:
+				for i := range width {
+					v[s*width+i] = cols[c].Init
+				}
+			}
+		}
+	}
+}
+
+// InitialRows starts the rows of fresh (IDMap.Map's assignments) of the
+// table w, a [rows, dim] float32 or float64 matrix, and of its optimiser
+// state afresh: row a.Row gets InitialRow(seed, a.ID), and each state
+// tensor ([rows, width] by column of cols, as optim.MemoryTable keeps
+// them) its column's Init. A row outside w is an error wrapping
+// gather.ErrIndexOutOfRange, and then nothing changed.
+func InitialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []Assignment, seed uint64) error {
+	if w == nil || len(w.Shape()) != 2 || len(state) != len(cols) {
+		return fmt.Errorf("table: InitialRows needs a matrix and one state tensor per column: %w", errs.ErrShape)
+	}
+	if err := operand.CheckFloat("table", "the table", w.Dtype()); err != nil {
+		return err
+	}
+	n := w.Shape()[0]
+	slots := make([]int64, len(fresh))
+	for k, a := range fresh {
+		if a.Row < 0 || a.Row >= int64(n) {
+			return fmt.Errorf("table: row %d of id %d is outside the table's %d rows: %w", a.Row, a.ID, n, errs.ErrIndexOutOfRange)
+		}
+		slots[k] = a.Row
+	}
+	for c, st := range state {
+		if st.Dtype() != w.Dtype() || !st.Shape().Eq(tensor.Shape{n, cols[c].Width}) {
+			return fmt.Errorf("table: state %q is %v %v; the table's rows need %v [%d %d]: %w", cols[c].Name, st.Dtype(), st.Shape(), w.Dtype(), n, cols[c].Width, errs.ErrShape)
+		}
+	}
+	initialRows(w, state, cols, fresh, slots, seed)
+	return nil
 }

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 )
 
 // refMap is an IDMap's LRU policy written plainly: the ids in a slice,
@@ -461,4 +463,40 @@ func decodeState(b []byte) (map[string]*tensor.Dense, bool) {
 		b = b[size:]
 	}
 	return st, true
+}
+
+// Cached.Reset starts rows afresh in the cache and writes them back when
+// they leave it: a store read after the cache evicted them holds
+// InitialRow of each new id and the state columns' Init.
+func TestCachedReset(t *testing.T) {
+	cols := []Column{{Name: "sum", Width: 1, Init: 0.5}}
+	w := tensor.New(tensor.WithShape(5, 2), tensor.WithBacking([]float32{1, 1, 2, 2, 3, 3, 4, 4, 5, 5}))
+	store, err := NewMemoryStore("t", w, cols...)
+	require.NoError(t, err)
+	c, err := NewCached(context.Background(), store, CacheOptions{Budget: 2 * (3*4 + 100)})
+	require.NoError(t, err)
+	defer c.Close()
+	fresh := []Assignment{{Row: 1, ID: -77}, {Row: 3, ID: 1 << 40}}
+	require.NoError(t, c.Reset(context.Background(), fresh, 4))
+	c.NewBatch()
+	require.NoError(t, c.Fetch(context.Background(), []int64{0, 4}, make([]int32, 2))) // evicts rows 1 and 3
+	read := func(row int64) []float32 {
+		b := make([]byte, 12)
+		require.NoError(t, store.ReadRows(context.Background(), []int64{row}, b))
+		v := make([]float32, 3)
+		for k := range v {
+			v[k] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*k:]))
+		}
+		return v
+	}
+	for _, a := range fresh {
+		want := make([]float32, 2)
+		InitialRow(want, 4, a.ID)
+		require.Equal(t, append(want, 0.5), read(a.Row), "row %d", a.Row)
+	}
+	require.Equal(t, []float32{3, 3, 0.5}, read(2), "a row not reset changed")
+	shared, err := NewCached(context.Background(), store, CacheOptions{Budget: 1 << 10, Shared: true})
+	require.NoError(t, err)
+	defer shared.Close()
+	require.ErrorIs(t, shared.Reset(context.Background(), fresh, 4), errs.ErrOption)
 }

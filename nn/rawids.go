@@ -1,0 +1,142 @@
+package nn
+
+import (
+	"context"
+	"fmt"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/table"
+)
+
+// RawIDs feeds an Embedding raw 64-bit ids (user ids, item ids, hashed
+// feature crosses: any int64, negative included) through a table.IDMap,
+// which gives each id a row of the table as it comes and takes rows
+// back as ids fade (TorchRec's managed collision tables, TFRA's dynamic
+// embeddings):
+//
+//	m, _ := table.NewIDMap("item", table.IDMapOptions{Rows: 1 << 20, AdmitAfter: 2})
+//	emb, _ := nn.NewEmbedding(g, "item", m.Rows()+1, 16, tensor.Float32, nn.WithSparse(), nn.WithPadding(m.Rows()))
+//	raw, _ := nn.NewRawIDs(emb, m, seed)
+//	for step, batch := range batches {
+//		raw.Map(batch, ids, int64(step)) // ids: the tensor the lookup's node holds
+//		vm.RunAll()
+//		emb.Step(adam)
+//		vm.Reset()
+//	}
+//
+// The table has one row more than the map hands out: its padding row,
+// which ids not yet admitted read (zeros) and whose gradient is dropped.
+// A row given to an id starts afresh, in values (table.InitialRow of the
+// seed and the id, the same on every worker and after a restart) and in
+// optimiser state (each column's Init), whichever id held it before.
+// Tables in the heap, in a mapped file and in a cache (CachedEmbedding,
+// but not a Shared one) work alike. Keep the map with the table:
+// table.IDMap is a checkpoint.Part.
+type RawIDs struct {
+	emb   *Embedding
+	m     *table.IDMap
+	seed  uint64
+	rows  []int64
+	fresh []table.Assignment
+}
+
+// NewRawIDs returns the raw ids of emb, a table of m.Rows()+1 rows whose
+// padding row is m.Rows(), mapped by m, new rows started from seed. A
+// table of another size or padding is an error wrapping gather.ErrOption.
+func NewRawIDs(emb *Embedding, m *table.IDMap, seed uint64) (*RawIDs, error) {
+	if emb == nil || m == nil {
+		return nil, fmt.Errorf("embedding: NewRawIDs needs an embedding and an id map: %w", gather.ErrOption)
+	}
+	if emb.home.vocab() != m.Rows()+1 || emb.padding() != m.Rows() {
+		return nil, fmt.Errorf("embedding %q: raw ids through the map %q of %d rows need a table of %d rows with padding row %d (nn.WithPadding), not %d rows with padding %d: %w",
+			emb.Name(), m.Name(), m.Rows(), m.Rows()+1, m.Rows(), emb.home.vocab(), emb.padding(), gather.ErrOption)
+	}
+	return &RawIDs{emb: emb, m: m, seed: seed}, nil
+}
+
+// Map sets dst, the ids tensor of a lookup or bag of the embedding (Int,
+// Int32 or Int64, as many elements as raw), to the rows the map gives
+// raw (an Int64 tensor, or []int64) at step, and starts the rows it gave
+// new ids afresh. A step that looks the table up several times maps each
+// lookup's ids with the same step; steps must not decrease. An error (the
+// map's ErrCapacity, a dst of another size) changes nothing: not the
+// map, the table or dst.
+func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
+	var ids []int64
+	switch v := raw.(type) {
+	case []int64:
+		ids = v
+	case *tensor.Dense:
+		if v.Dtype() != tensor.Int64 {
+			return fmt.Errorf("embedding %q: raw ids are Int64, not %v: %w", r.emb.Name(), v.Dtype(), gather.ErrDtype)
+		}
+		ids = v.Int64s()
+	default:
+		return fmt.Errorf("embedding %q: raw ids are an Int64 tensor or []int64, not %T: %w", r.emb.Name(), raw, gather.ErrDtype)
+	}
+	if dst == nil || dst.Shape().TotalSize() != len(ids) {
+		return fmt.Errorf("embedding %q: %d raw ids for an ids tensor of shape %v: %w", r.emb.Name(), len(ids), shapeOf(dst), gather.ErrShape)
+	}
+	switch dst.Dtype() {
+	case tensor.Int, tensor.Int32, tensor.Int64:
+	default:
+		return fmt.Errorf("embedding %q: the ids tensor is %v; lookups read Int, Int32 or Int64: %w", r.emb.Name(), dst.Dtype(), gather.ErrDtype)
+	}
+	if r.emb.closed {
+		return fmt.Errorf("embedding %q: %w", r.emb.Name(), table.ErrClosed)
+	}
+	if cap(r.rows) < len(ids) {
+		r.rows = make([]int64, len(ids))
+	}
+	r.rows = r.rows[:len(ids)]
+	var err error
+	if r.fresh, err = r.m.Map(ids, r.rows, step, r.fresh[:0]); err != nil {
+		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+	}
+	if err := r.emb.home.reset(r.emb.context(), r.fresh, r.seed); err != nil {
+		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+	}
+	switch v := dst.Data().(type) {
+	case []int:
+		for k, row := range r.rows {
+			v[k] = int(row)
+		}
+	case []int32:
+		for k, row := range r.rows {
+			v[k] = int32(row)
+		}
+	case []int64:
+		copy(v, r.rows)
+	}
+	return nil
+}
+
+// Fresh returns the rows the last Map gave new ids, in the order given.
+// The slice is reused by the next Map.
+func (r *RawIDs) Fresh() []table.Assignment { return r.fresh }
+
+func shapeOf(t *tensor.Dense) tensor.Shape {
+	if t == nil {
+		return nil
+	}
+	return t.Shape()
+}
+
+// reset starts the rows of fresh afresh in the heap: values and, once
+// the optimiser's state is made, state.
+func (h *heap) reset(_ context.Context, fresh []table.Assignment, seed uint64) error {
+	if h.tab == nil {
+		return table.InitialRows(h.w, nil, nil, fresh, seed)
+	}
+	return table.InitialRows(h.w, h.tab.State, h.cols, fresh, seed)
+}
+
+func (m *mapped) reset(ctx context.Context, fresh []table.Assignment, seed uint64) error {
+	return m.file.Guard(func() error { return m.heap.reset(ctx, fresh, seed) })
+}
+
+func (h *cached) reset(ctx context.Context, fresh []table.Assignment, seed uint64) error {
+	return h.c.Reset(ctx, fresh, seed)
+}
