@@ -10,6 +10,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/ref"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
 // The click model of BenchmarkClickModel (bench/torch_peer.py's
@@ -81,13 +82,25 @@ func clickBatchesOf(seed uint64) []clickData {
 func BenchmarkClickModel(b *testing.B) { ref.OnMachines(b, benchClickModel) }
 
 func benchClickModel(b *testing.B, m ref.Machine) {
-	vm, step := clickModel(b, m)
+	vm, step := clickModel(b, m, false)
 	ref.BenchSteps(b, vm, step)
 }
 
+// BenchmarkClickModelRaw is BenchmarkClickModel/machine on raw 64-bit ids:
+// each table's ids go through a table.IDMap of its rows (RawIDs, the
+// padding id a padding raw id) before the step. Its time over
+// BenchmarkClickModel/machine's is what remapping costs a step.
+func BenchmarkClickModelRaw(b *testing.B) {
+	vm, step := clickModel(b, ref.Machines[0], true)
+	ref.BenchSteps(b, vm, step)
+}
+
+// padRaw is the raw padding id of BenchmarkClickModelRaw's bags.
+const padRaw = math.MinInt64
+
 // clickModel builds BenchmarkClickModel's model on machine m and returns
 // the machine and a function that runs one step.
-func clickModel(b testing.TB, m ref.Machine) (gorgonia.VM, func()) {
+func clickModel(b testing.TB, m ref.Machine, raw bool) (gorgonia.VM, func()) {
 	r := rand.New(rand.NewPCG(5, 6))
 	g := gorgonia.NewGraph()
 	var tables [3]*Embedding
@@ -174,12 +187,40 @@ func clickModel(b testing.TB, m ref.Machine) (gorgonia.VM, func()) {
 	}
 	sgd := &optim.SGD{LearnRate: 0.01}
 	data := clickBatchesOf(7)
+	var maps [3]*RawIDs
+	if raw {
+		for f, e := range tables {
+			im, err := table.NewIDMap(e.Name(), table.IDMapOptions{Rows: clickVocab[f], Pad: true, PadID: padRaw})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if maps[f], err = NewRawIDs(e, im, table.RowInit{Seed: 3, Std: 0.05}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range data {
+			for f := range data[i].ids {
+				for k, id := range data[i].ids[f] {
+					data[i].ids[f][k] = padRaw
+					if id != int64(clickVocab[f]) {
+						data[i].ids[f][k] = int64(uint64(id)*0x9e3779b97f4a7c15 + 1) // distinct ids, spread over int64
+					}
+				}
+			}
+		}
+	}
 	n := 0
 	step := func() {
 		d := &data[n%clickBatches]
 		n++
 		for f := range idT {
-			copy(idT[f].Int64s(), d.ids[f])
+			if raw {
+				if err := maps[f].Map(d.ids[f], idT[f], int64(n)); err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				copy(idT[f].Int64s(), d.ids[f])
+			}
 			copy(offT[f].Int64s(), d.offsets[f])
 		}
 		copy(denseT.Float32s(), d.dense)

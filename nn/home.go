@@ -35,7 +35,7 @@ type home interface {
 	// step updates the rows of g by opt.
 	step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error
 	// reset starts the rows of fresh afresh (RawIDs).
-	reset(ctx context.Context, fresh []table.Assignment, seed uint64) error
+	reset(ctx context.Context, fresh []table.Assignment, init table.RowInit) error
 	// prefetch gives the ids of the next run.
 	prefetch(ids [][]int64)
 	sync(ctx context.Context) error

@@ -18,7 +18,7 @@ import (
 //
 //	m, _ := table.NewIDMap("item", table.IDMapOptions{Rows: 1 << 20, AdmitAfter: 2})
 //	emb, _ := nn.NewEmbedding(g, "item", m.Rows()+1, 16, tensor.Float32, nn.WithSparse(), nn.WithPadding(m.Rows()))
-//	raw, _ := nn.NewRawIDs(emb, m, seed)
+//	raw, _ := nn.NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 0.05})
 //	for step, batch := range batches {
 //		raw.Map(batch, ids, int64(step)) // ids: the tensor the lookup's node holds
 //		vm.RunAll()
@@ -28,24 +28,25 @@ import (
 //
 // The table has one row more than the map hands out: its padding row,
 // which ids not yet admitted read (zeros) and whose gradient is dropped.
-// A row given to an id starts afresh, in values (table.InitialRow of the
-// seed and the id, the same on every worker and after a restart) and in
-// optimiser state (each column's Init), whichever id held it before.
+// A row given to an id starts afresh, in values (table.RowInit's: random
+// draws of the seed and the id, the same on every worker and after a
+// restart) and in optimiser state (each column's Init), whichever id
+// held it before.
 // Tables in the heap, in a mapped file and in a cache (CachedEmbedding,
 // but not a Shared one) work alike. Keep the map with the table:
 // table.IDMap is a checkpoint.Part.
 type RawIDs struct {
 	emb   *Embedding
 	m     *table.IDMap
-	seed  uint64
+	init  table.RowInit
 	rows  []int64
 	fresh []table.Assignment
 }
 
 // NewRawIDs returns the raw ids of emb, a table of m.Rows()+1 rows whose
-// padding row is m.Rows(), mapped by m, new rows started from seed. A
+// padding row is m.Rows(), mapped by m, new rows started by init. A
 // table of another size or padding is an error wrapping gather.ErrOption.
-func NewRawIDs(emb *Embedding, m *table.IDMap, seed uint64) (*RawIDs, error) {
+func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit) (*RawIDs, error) {
 	if emb == nil || m == nil {
 		return nil, fmt.Errorf("embedding: NewRawIDs needs an embedding and an id map: %w", gather.ErrOption)
 	}
@@ -53,7 +54,7 @@ func NewRawIDs(emb *Embedding, m *table.IDMap, seed uint64) (*RawIDs, error) {
 		return nil, fmt.Errorf("embedding %q: raw ids through the map %q of %d rows need a table of %d rows with padding row %d (nn.WithPadding), not %d rows with padding %d: %w",
 			emb.Name(), m.Name(), m.Rows(), m.Rows()+1, m.Rows(), emb.home.vocab(), emb.padding(), gather.ErrOption)
 	}
-	return &RawIDs{emb: emb, m: m, seed: seed}, nil
+	return &RawIDs{emb: emb, m: m, init: init}, nil
 }
 
 // Map sets dst, the ids tensor of a lookup or bag of the embedding (Int,
@@ -95,7 +96,7 @@ func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
 	if r.fresh, err = r.m.Map(ids, r.rows, step, r.fresh[:0]); err != nil {
 		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
 	}
-	if err := r.emb.home.reset(r.emb.context(), r.fresh, r.seed); err != nil {
+	if err := r.emb.home.reset(r.emb.context(), r.fresh, r.init); err != nil {
 		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
 	}
 	switch v := dst.Data().(type) {
@@ -126,17 +127,17 @@ func shapeOf(t *tensor.Dense) tensor.Shape {
 
 // reset starts the rows of fresh afresh in the heap: values and, once
 // the optimiser's state is made, state.
-func (h *heap) reset(_ context.Context, fresh []table.Assignment, seed uint64) error {
+func (h *heap) reset(_ context.Context, fresh []table.Assignment, init table.RowInit) error {
 	if h.tab == nil {
-		return table.InitialRows(h.w, nil, nil, fresh, seed)
+		return table.InitialRows(h.w, nil, nil, fresh, init)
 	}
-	return table.InitialRows(h.w, h.tab.State, h.cols, fresh, seed)
+	return table.InitialRows(h.w, h.tab.State, h.cols, fresh, init)
 }
 
-func (m *mapped) reset(ctx context.Context, fresh []table.Assignment, seed uint64) error {
-	return m.file.Guard(func() error { return m.heap.reset(ctx, fresh, seed) })
+func (m *mapped) reset(ctx context.Context, fresh []table.Assignment, init table.RowInit) error {
+	return m.file.Guard(func() error { return m.heap.reset(ctx, fresh, init) })
 }
 
-func (h *cached) reset(ctx context.Context, fresh []table.Assignment, seed uint64) error {
-	return h.c.Reset(ctx, fresh, seed)
+func (h *cached) reset(ctx context.Context, fresh []table.Assignment, init table.RowInit) error {
+	return h.c.Reset(ctx, fresh, init)
 }

@@ -37,7 +37,7 @@ func ExampleNewRawIDs() {
 	}
 	vm := gorgonia.NewTapeMachine(g)
 	defer vm.Close()
-	raw, err := nn.NewRawIDs(emb, m, 1)
+	raw, err := nn.NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 1})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -706,13 +706,13 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 }
 
 // Reset starts the rows of fresh (IDMap.Map's assignments) afresh: row
-// a.Row gets InitialRow(seed, a.ID) (a half table's rounded to its
+// a.Row gets init's values for a.ID (a half table's rounded to its
 // format, to nearest) and each state column its Init. It brings the rows
 // into the cache as a batch of their own and marks them for writing
 // back, so call it between batches, before the batch's Fetch. A Shared
 // table's rows live on its servers: Reset is an error wrapping
 // gather.ErrOption there.
-func (c *Cached) Reset(ctx context.Context, fresh []Assignment, seed uint64) error {
+func (c *Cached) Reset(ctx context.Context, fresh []Assignment, init RowInit) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
@@ -734,7 +734,7 @@ func (c *Cached) Reset(ctx context.Context, fresh []Assignment, seed uint64) err
 	for k, s := range slots {
 		at[k] = int64(s)
 	}
-	initialRows(c.weight, c.state, c.cols, fresh, at, seed)
+	initialRows(c.weight, c.state, c.cols, fresh, at, init)
 	c.roundNearest(at)
 	for _, s := range slots {
 		c.cache.MarkDirty(s)

@@ -16,10 +16,11 @@ type Eviction int
 
 // The eviction policies.
 const (
-	// EvictLRU takes the row of the id used longest ago.
+	// EvictLRU takes the row of the id used longest ago: of the ids last
+	// used at the earliest step, the one first used in it.
 	EvictLRU Eviction = iota
 	// EvictLFU takes, of 16 rows drawn at random, the row of the id
-	// used least often since it was admitted.
+	// used in the fewest steps since it was admitted.
 	EvictLFU
 	// Refuse evicts nothing: a new id of a full map is an error wrapping
 	// ErrCapacity naming the map and the id, and the batch changes
@@ -49,6 +50,11 @@ type IDMapOptions struct {
 	// TTL, if above 0, frees the row of an id not used for TTL steps:
 	// it is evicted at the next Map, whatever the policy.
 	TTL int64
+	// Pad, if set, makes PadID the padding id: it always reads the
+	// default row and is never counted or given a row, as a bag's
+	// padding_idx (the fill of bags shorter than their tensor).
+	Pad   bool
+	PadID int64
 }
 
 // IDMapStats count what an IDMap did.
@@ -74,7 +80,7 @@ type Assignment struct{ Row, ID int64 }
 type IDMap struct {
 	name  string
 	o     IDMapOptions
-	ids   map[int64]int32 // raw id -> row
+	ids   idIndex  // raw id -> row
 	row   []rowEntry      // by row
 	free  []int32         // rows held by no id
 	head  int32           // the most recently used row, -1 for none
@@ -108,7 +114,7 @@ func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
 		o.SketchWidth = 1 << 16
 	}
 	width := 1 << bits.Len(uint(o.SketchWidth-1))
-	m := &IDMap{name: name, o: o, ids: make(map[int64]int32), row: make([]rowEntry, o.Rows), free: make([]int32, o.Rows),
+	m := &IDMap{name: name, o: o, ids: newIDIndex(o.Rows), row: make([]rowEntry, o.Rows), free: make([]int32, o.Rows),
 		head: -1, tail: -1, pcg: rand.NewPCG(1, 2), step: -1 << 63}
 	m.rng = rand.New(m.pcg)
 	for r := range m.free {
@@ -143,10 +149,15 @@ func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Ass
 	m.step = step
 	m.expire(step)
 	// The ids that hold rows first, so that no new id takes their rows.
+	pad := int64(m.o.Rows)
 	for k, id := range ids {
 		rows[k] = -1
-		if r, ok := m.ids[id]; ok {
-			m.use(r, step)
+		if m.o.Pad && id == m.o.PadID {
+			rows[k] = pad
+		} else if r, ok := m.ids.get(id); ok {
+			if m.row[r].last != step {
+				m.use(r, step)
+			}
 			rows[k] = int64(r)
 		}
 	}
@@ -154,7 +165,7 @@ func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Ass
 		if rows[k] >= 0 {
 			continue
 		}
-		if r, ok := m.ids[id]; ok { // named earlier in the batch
+		if r, ok := m.ids.get(id); ok { // named earlier in the batch
 			rows[k] = int64(r)
 			continue
 		}
@@ -166,7 +177,7 @@ func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Ass
 		r := m.take(step)
 		e := &m.row[r]
 		e.id, e.held, e.uses = id, true, 0
-		m.ids[id] = r
+		m.ids.put(id, r)
 		m.use(r, step)
 		m.stats.Admitted++
 		rows[k] = int64(r)
@@ -186,7 +197,9 @@ func (m *IDMap) check(ids []int64, step int64) error {
 	// the same step uses, or expired.
 	seen := make(map[int64]int, len(ids)) // id -> its sightings in the batch
 	for _, id := range ids {
-		seen[id]++
+		if !m.o.Pad || id != m.o.PadID {
+			seen[id]++
+		}
 	}
 	var fresh []int64 // the new ids to admit, in order
 	busy := 0
@@ -201,7 +214,7 @@ func (m *IDMap) check(ids []int64, step int64) error {
 			continue
 		}
 		seen[id] = 0
-		if r, ok := m.ids[id]; ok && !(m.o.TTL > 0 && m.row[r].last < step-m.o.TTL) {
+		if r, ok := m.ids.get(id); ok && !(m.o.TTL > 0 && m.row[r].last < step-m.o.TTL) {
 			if m.row[r].last != step {
 				busy++
 			}
@@ -269,13 +282,16 @@ func (m *IDMap) expire(step int64) {
 // release frees row r: its id loses it.
 func (m *IDMap) release(r int32) {
 	e := &m.row[r]
-	delete(m.ids, e.id)
+	m.ids.del(e.id)
 	m.unlink(r)
 	e.held = false
 	m.free = append(m.free, r)
 }
 
-// use records a use of row r at step: the front of the recency list.
+// use records a use of row r at step, the first of the step: the front
+// of the recency list. Later uses in the same step change nothing, so
+// that the list orders rows by their last step, and rows of one step by
+// their first use in it.
 func (m *IDMap) use(r int32, step int64) {
 	e := &m.row[r]
 	e.last = step
@@ -346,7 +362,7 @@ func mix(x, d uint64) uint64 {
 
 // Row returns the row of id, if it holds one.
 func (m *IDMap) Row(id int64) (int64, bool) {
-	r, ok := m.ids[id]
+	r, ok := m.ids.get(id)
 	return int64(r), ok
 }
 
@@ -360,7 +376,7 @@ func (m *IDMap) Name() string { return m.name }
 // Stats returns what the map did so far.
 func (m *IDMap) Stats() IDMapStats {
 	s := m.stats
-	s.Used = len(m.ids)
+	s.Used = m.ids.n
 	return s
 }
 
@@ -378,27 +394,26 @@ func InitialRow[T float32 | float64](dst []T, seed uint64, id int64) {
 // initialRows starts the rows at slots of w (a [n, dim] float32 or
 // float64 matrix) and of its state columns afresh for the ids of fresh:
 // InitialRow(seed, id), and each column's Init.
-func initialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []Assignment, slots []int64, seed uint64) {
+func initialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []Assignment, slots []int64, init RowInit) {
 	dim := w.Shape()[1]
+	if w.Dtype() == tensor.Float32 {
+		startRows(w.Float32s(), dim, state, cols, fresh, slots, init, (*tensor.Dense).Float32s)
+	} else {
+		startRows(w.Float64s(), dim, state, cols, fresh, slots, init, (*tensor.Dense).Float64s)
+	}
+}
+
+func startRows[T float32 | float64](w []T, dim int, state []*tensor.Dense, cols []Column, fresh []Assignment, slots []int64, init RowInit, data func(*tensor.Dense) []T) {
 	for k, a := range fresh {
 		s := int(slots[k])
-		switch v := w.Data().(type) {
-		case []float32:
-			InitialRow(v[s*dim:(s+1)*dim], seed, a.ID)
-		case []float64:
-			InitialRow(v[s*dim:(s+1)*dim], seed, a.ID)
-		}
-		for c, st := range state {
-			width := cols[c].Width
-			switch v := st.Data().(type) {
-			case []float32:
-				for i := range width {
-					v[s*width+i] = float32(cols[c].Init)
-				}
-			case []float64:
-				for i := range width {
-					v[s*width+i] = cols[c].Init
-				}
+		fillRow(init, w[s*dim:(s+1)*dim], a.ID)
+	}
+	for c, st := range state {
+		v, width, init := data(st), cols[c].Width, T(cols[c].Init)
+		for _, s := range slots[:len(fresh)] {
+			row := v[int(s)*width : int(s+1)*width]
+			for i := range row {
+				row[i] = init
 			}
 		}
 	}
@@ -406,11 +421,11 @@ func initialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []
 
 // InitialRows starts the rows of fresh (IDMap.Map's assignments) of the
 // table w, a [rows, dim] float32 or float64 matrix, and of its optimiser
-// state afresh: row a.Row gets InitialRow(seed, a.ID), and each state
+// state afresh: row a.Row gets init's values for a.ID, and each state
 // tensor ([rows, width] by column of cols, as optim.MemoryTable keeps
 // them) its column's Init. A row outside w is an error wrapping
 // gather.ErrIndexOutOfRange, and then nothing changed.
-func InitialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []Assignment, seed uint64) error {
+func InitialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []Assignment, init RowInit) error {
 	if w == nil || len(w.Shape()) != 2 || len(state) != len(cols) {
 		return fmt.Errorf("table: InitialRows needs a matrix and one state tensor per column: %w", errs.ErrShape)
 	}
@@ -430,6 +445,30 @@ func InitialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []
 			return fmt.Errorf("table: state %q is %v %v; the table's rows need %v [%d %d]: %w", cols[c].Name, st.Dtype(), st.Shape(), w.Dtype(), n, cols[c].Width, errs.ErrShape)
 		}
 	}
-	initialRows(w, state, cols, fresh, slots, seed)
+	initialRows(w, state, cols, fresh, slots, init)
 	return nil
 }
+
+// A RowInit says how a row given to a new raw id starts: Std times
+// N(0, 1) draws from a generator seeded by (Seed, id) (InitialRow), so
+// that an id starts with the same values on every worker and after a
+// restart, whichever row it gets. Std 0 starts rows at zeros.
+type RowInit struct {
+	Seed uint64
+	Std  float64
+}
+
+// fillRow sets dst to init's values for the row of id.
+func fillRow[T float32 | float64](init RowInit, dst []T, id int64) {
+	if init.Std == 0 {
+		clear(dst)
+		return
+	}
+	InitialRow(dst, init.Seed, id)
+	if init.Std != 1 {
+		for i := range dst {
+			dst[i] = T(float64(dst[i]) * init.Std)
+		}
+	}
+}
+

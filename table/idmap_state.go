@@ -18,12 +18,22 @@ const (
 	stateFree   = "free"   // Int32 [Rows]: the free rows, the next to give last, then -1s
 	stateSketch = "sketch" // Uint32 [4, width]: the admission sketch (AdmitAfter > 1 only)
 	stateRNG    = "rng"    // Uint8 [20]: the generator of EvictLFU's draws
-	stateMeta   = "meta"   // Int64 [13]: options, clock and counts (metaFields)
+	stateMeta   = "meta"   // Int64 [15]: options, clock and counts (metaFields)
 )
 
 // metaFields are the values of the "meta" tensor, in order.
-var metaFields = []string{"rows", "admit_after", "sketch_width", "evict", "ttl", "head", "tail", "step",
+var metaFields = []string{"rows", "admit_after", "sketch_width", "evict", "ttl", "pad", "pad_id", "head", "tail", "step",
 	"admitted", "evicted", "expired", "rejected", "pending"}
+
+// metaOptions returns the options as the first values of the "meta"
+// tensor.
+func (m *IDMap) metaOptions() []int64 {
+	pad := int64(0)
+	if m.o.Pad {
+		pad = 1
+	}
+	return []int64{int64(m.o.Rows), int64(m.o.AdmitAfter), int64(m.o.SketchWidth), int64(m.o.Evict), m.o.TTL, pad, m.o.PadID}
+}
 
 // State returns the map as tensors (checkpoint.Part), named
 // "<name>.idmap.<what>": which id holds each row, the rows' recency and
@@ -50,8 +60,7 @@ func (m *IDMap) State() (map[string]tensor.Tensor, error) {
 		return nil, err
 	}
 	s := m.stats
-	meta := []int64{int64(n), int64(m.o.AdmitAfter), int64(m.o.SketchWidth), int64(m.o.Evict), m.o.TTL,
-		int64(m.head), int64(m.tail), m.step, int64(s.Admitted), int64(s.Evicted), int64(s.Expired), int64(s.Rejected), int64(s.Pending)}
+	meta := append(m.metaOptions(), int64(m.head), int64(m.tail), m.step, int64(s.Admitted), int64(s.Evicted), int64(s.Expired), int64(s.Rejected), int64(s.Pending))
 	st := map[string]tensor.Tensor{
 		stateID:    tensor.New(tensor.WithShape(n), tensor.WithBacking(id)),
 		stateLast:  tensor.New(tensor.WithShape(n), tensor.WithBacking(last)),
@@ -101,7 +110,7 @@ func (m *IDMap) SetState(tensors map[string]*tensor.Dense) error {
 		ts[k] = t
 	}
 	id, last, uses, links, free, meta := ts[0].Int64s(), ts[1].Int64s(), ts[2].Uint32s(), ts[3].Int32s(), ts[4].Int32s(), ts[5].Int64s()
-	opts := []int64{int64(n), int64(m.o.AdmitAfter), int64(m.o.SketchWidth), int64(m.o.Evict), m.o.TTL}
+	opts := m.metaOptions()
 	for k, v := range opts {
 		if meta[k] != v {
 			return m.formatError("saved with %s %d; this map has %d", metaFields[k], meta[k], v)
@@ -111,12 +120,13 @@ func (m *IDMap) SetState(tensors map[string]*tensor.Dense) error {
 	if err := pcg.UnmarshalBinary(ts[6].Uint8s()); err != nil {
 		return m.formatError("the generator: %v", err)
 	}
-	for k, v := range meta[8:] {
+	o := len(opts)
+	for k, v := range meta[o+3:] {
 		if v < 0 {
-			return m.formatError("%s is %d", metaFields[8+k], v)
+			return m.formatError("%s is %d", metaFields[o+3+k], v)
 		}
 	}
-	head, tail, step := meta[5], meta[6], meta[7]
+	head, tail, step := meta[o], meta[o+1], meta[o+2]
 
 	// The free rows: distinct rows, then -1s.
 	isFree := make([]bool, n)
@@ -136,7 +146,7 @@ func (m *IDMap) SetState(tensors map[string]*tensor.Dense) error {
 	}
 	// The held rows: distinct ids, one recency order from head to tail.
 	rows := make([]rowEntry, n)
-	ids := make(map[int64]int32, n-len(freeRows))
+	ids := newIDIndex(n)
 	for r := range rows {
 		e := &rows[r]
 		e.prev, e.next = links[2*r], links[2*r+1]
@@ -149,13 +159,16 @@ func (m *IDMap) SetState(tensors map[string]*tensor.Dense) error {
 		if last[r] > step {
 			return m.formatError("row %d was last used at step %d, after the map's step %d", r, last[r], step)
 		}
-		if _, dup := ids[id[r]]; dup {
-			return m.formatError("rows %d and %d hold id %d", ids[id[r]], r, id[r])
+		if m.o.Pad && id[r] == m.o.PadID {
+			return m.formatError("row %d holds the padding id %d", r, id[r])
+		}
+		if other, dup := ids.get(id[r]); dup {
+			return m.formatError("rows %d and %d hold id %d", other, r, id[r])
 		}
 		e.id, e.last, e.uses, e.held = id[r], last[r], uses[r], true
-		ids[id[r]] = int32(r)
+		ids.put(id[r], int32(r))
 	}
-	held := len(ids)
+	held := ids.n
 	if (held == 0) != (head == -1) || (held == 0) != (tail == -1) || head < -1 || tail < -1 || head >= int64(n) || tail >= int64(n) {
 		return m.formatError("head %d and tail %d for %d held rows", head, tail, held)
 	}
@@ -183,7 +196,8 @@ func (m *IDMap) SetState(tensors map[string]*tensor.Dense) error {
 		m.cms = cms
 	}
 	*m.pcg = pcg
-	m.stats = IDMapStats{Admitted: uint64(meta[8]), Evicted: uint64(meta[9]), Expired: uint64(meta[10]), Rejected: uint64(meta[11]), Pending: uint64(meta[12])}
+	c := meta[o+3:]
+	m.stats = IDMapStats{Admitted: uint64(c[0]), Evicted: uint64(c[1]), Expired: uint64(c[2]), Rejected: uint64(c[3]), Pending: uint64(c[4])}
 	return nil
 }
 

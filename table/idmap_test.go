@@ -25,6 +25,7 @@ type refMap struct {
 	ttl    int64
 	refuse bool
 	admit  int             // AdmitAfter
+	pad    bool            // id 0 is the padding id
 	seen   map[int64]int   // id -> sightings while it held no row
 	order  []int64         // ids, least recently used first
 	row    map[int64]int64 // id -> row
@@ -48,6 +49,9 @@ func (r *refMap) drop(id int64) {
 }
 
 func (r *refMap) touch(id, step int64) {
+	if last, ok := r.last[id]; ok && last == step {
+		return // the first use of a step places it
+	}
 	r.order = slices.DeleteFunc(r.order, func(x int64) bool { return x == id })
 	r.order = append(r.order, id)
 	r.last[id] = step
@@ -57,7 +61,9 @@ func (r *refMap) touch(id, step int64) {
 func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
 	distinct := map[int64]int{}
 	for _, id := range ids {
-		distinct[id]++
+		if !r.pad || id != 0 {
+			distinct[id]++
+		}
 	}
 	held, fresh := 0, 0
 	for id, n := range distinct {
@@ -97,6 +103,10 @@ func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
 	}
 	var got []Assignment
 	for k, id := range ids {
+		if r.pad && id == 0 {
+			rows[k] = int64(r.rows)
+			continue
+		}
 		if row, ok := r.row[id]; ok { // touched above, or given a row earlier in the batch
 			rows[k] = row
 			continue
@@ -135,7 +145,7 @@ func FuzzIDMap(f *testing.F) {
 		}
 		rows := 1 + int(b[0]%6)
 		ttl, refuse, admit := int64(b[1]%4), b[1]&4 != 0, 1+int(b[1]>>3%3)
-		o := IDMapOptions{Rows: rows, TTL: ttl, AdmitAfter: admit}
+		o := IDMapOptions{Rows: rows, TTL: ttl, AdmitAfter: admit, Pad: b[1]&0x80 != 0}
 		if refuse {
 			o.Evict = Refuse
 		}
@@ -144,6 +154,7 @@ func FuzzIDMap(f *testing.F) {
 			t.Fatal(err)
 		}
 		ref := newRef(rows, ttl, refuse, admit)
+		ref.pad = o.Pad
 		step := int64(0)
 		for b = b[2:]; len(b) > 0; step++ {
 			n := 1 + int(b[0]%8)
@@ -398,7 +409,7 @@ var stateLayout = []struct {
 	key   string
 	dt    tensor.Dtype
 	shape []int
-}{{stateID, tensor.Int64, []int{3}}, {stateLast, tensor.Int64, []int{3}}, {stateMeta, tensor.Int64, []int{13}},
+}{{stateID, tensor.Int64, []int{3}}, {stateLast, tensor.Int64, []int{3}}, {stateMeta, tensor.Int64, []int{15}},
 	{stateLinks, tensor.Int32, []int{3, 2}}, {stateFree, tensor.Int32, []int{3}}, {stateUses, tensor.Uint32, []int{3}}, {stateRNG, tensor.Uint8, []int{20}}}
 
 func encodeState(f *testing.F, m *IDMap) []byte {
@@ -477,7 +488,7 @@ func TestCachedReset(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	fresh := []Assignment{{Row: 1, ID: -77}, {Row: 3, ID: 1 << 40}}
-	require.NoError(t, c.Reset(context.Background(), fresh, 4))
+	require.NoError(t, c.Reset(context.Background(), fresh, RowInit{Seed: 4, Std: 1}))
 	c.NewBatch()
 	require.NoError(t, c.Fetch(context.Background(), []int64{0, 4}, make([]int32, 2))) // evicts rows 1 and 3
 	read := func(row int64) []float32 {
@@ -498,5 +509,5 @@ func TestCachedReset(t *testing.T) {
 	shared, err := NewCached(context.Background(), store, CacheOptions{Budget: 1 << 10, Shared: true})
 	require.NoError(t, err)
 	defer shared.Close()
-	require.ErrorIs(t, shared.Reset(context.Background(), fresh, 4), errs.ErrOption)
+	require.ErrorIs(t, shared.Reset(context.Background(), fresh, RowInit{Seed: 4, Std: 1}), errs.ErrOption)
 }

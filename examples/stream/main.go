@@ -1,0 +1,139 @@
+// Command stream trains a click model one pass over a stream of raw
+// 64-bit user and item ids that drifts: ids arrive, live a while and
+// fade, as a recommender's do. It trains three models side by side on the
+// same batches, differing in how an id finds its row:
+//
+//   - dynamic: a table.IDMap of a fixed number of rows, which gives a new
+//     id a row (starting it afresh) and takes back the rows of the ids
+//     used longest ago when full;
+//   - hashed: the hashing trick, the row of an id is id mod rows, shared
+//     by every id that falls there;
+//   - unbounded: an IDMap with a row for every id of the stream, the
+//     ceiling.
+//
+// Each step scores the batch before training on it (progressive
+// validation); the progress lines give each model's AUC and normalized
+// entropy over the latest examples. The last line sums the run up:
+//
+//	dynamic: auc <a> ne <n> hashed-auc <a> hashed-ne <n> unbounded-auc <a> remap-ns <ns> step-ratio <r>
+//
+// the AUC and NE of the last quarter of the stream, the time to remap a
+// batch of 4,096 ids that all hold rows (ns an id), and the dynamic
+// model's step with its ids remapped over the same step without (its
+// ids pre-numbered).
+//
+//	go run ./examples/stream [-steps 2000] [-batch 1024] [-live 40000] [-churn 200] [-rows 50000] [-admit 1]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/gathergrad/gather/table"
+)
+
+func main() {
+	log.SetFlags(0)
+	var c config
+	flag.IntVar(&c.steps, "steps", 2000, "batches in the stream")
+	flag.IntVar(&c.batch, "batch", 1024, "examples a batch")
+	flag.IntVar(&c.live, "live", 40_000, "item ids live at a time (users: half)")
+	flag.IntVar(&c.churn, "churn", 200, "item ids replaced each batch (users: half)")
+	flag.IntVar(&c.rows, "rows", 50_000, "rows of the dynamic and hashed item tables (users: half)")
+	flag.IntVar(&c.admit, "admit", 1, "sightings before the dynamic table gives an id a row")
+	flag.IntVar(&c.every, "every", 200, "steps between progress lines")
+	flag.Parse()
+	if err := run(os.Stdout, c); err != nil {
+		log.Fatal(err)
+	}
+}
+
+type config struct {
+	steps, batch, live, churn, rows, admit, every int
+}
+
+func run(w io.Writer, c config) error {
+	if c.steps < 1 || c.batch < 1 || c.live < 2 || c.churn < 0 || c.rows < 2 || c.admit < 1 || c.every < 1 {
+		return fmt.Errorf("stream: steps %d, batch %d, live %d, churn %d, rows %d, admit %d, every %d: each must be positive (live and rows at least 2)",
+			c.steps, c.batch, c.live, c.churn, c.rows, c.admit, c.every)
+	}
+	window := max(c.steps*c.batch/4, c.batch)
+	distinct := c.live + c.churn*c.steps // an upper bound on the stream's item ids
+	fmt.Fprintf(w, "stream: %d batches of %d; %d items live at a time, %d new a batch (at most %d in all), half as many users; tables of %d rows (users %d)\n",
+		c.steps, c.batch, c.live, c.churn, distinct, c.rows, c.rows/2)
+	var models []*model
+	for _, k := range []kind{dynamic, hashed, unbounded} {
+		rows, admit := [2]int{c.rows / 2, c.rows}, c.admit
+		if k == unbounded {
+			rows, admit = [2]int{distinct/2 + 1, distinct}, 1
+		}
+		m, err := newModel(k, c.batch, rows, admit, window)
+		if err != nil {
+			return fmt.Errorf("%v model: %w", k, err)
+		}
+		defer m.close()
+		models = append(models, m)
+	}
+	s := newClickStream(1, c.live, c.churn)
+	ids := [2][]int64{make([]int64, c.batch), make([]int64, c.batch)}
+	clicks := make([]float32, c.batch)
+	start := time.Now()
+	for step := range c.steps {
+		s.next(ids[0], ids[1], clicks)
+		for _, m := range models {
+			if err := m.step(int64(step), ids, clicks); err != nil {
+				return fmt.Errorf("%v model, step %d: %w", m.kind, step, err)
+			}
+		}
+		if (step+1)%c.every == 0 || step+1 == c.steps {
+			fmt.Fprintf(w, "step %d/%d %.0fs", step+1, c.steps, time.Since(start).Seconds())
+			for _, m := range models {
+				r := m.metric.Window()
+				fmt.Fprintf(w, " | %v auc %.4f ne %.4f", m.kind, r.AUC, r.NE)
+			}
+			fmt.Fprintf(w, " |%s\n", models[0].stats())
+		}
+	}
+	d, h, u := models[0].metric.Window(), models[1].metric.Window(), models[2].metric.Window()
+	ns, err := remapNs(ids[1])
+	if err != nil {
+		return err
+	}
+	dm := models[0]
+	ratio := float64(dm.mapTime+dm.stepTime) / float64(dm.stepTime)
+	fmt.Fprintf(w, "dynamic: auc %.4f ne %.4f hashed-auc %.4f hashed-ne %.4f unbounded-auc %.4f remap-ns %.1f step-ratio %.3f\n",
+		d.AUC, d.NE, h.AUC, h.NE, u.AUC, ns, ratio)
+	return nil
+}
+
+// remapNs returns the median time, in ns an id, of remapping a batch of
+// 4,096 distinct ids (from ids, then made up) that all hold rows.
+func remapNs(ids []int64) (float64, error) {
+	batch := slices.Compact(slices.Sorted(slices.Values(ids)))
+	for k := int64(0); len(batch) < 4096; k++ {
+		batch = append(batch, -1-k)
+	}
+	batch = batch[:4096]
+	m, err := table.NewIDMap("remap", table.IDMapOptions{Rows: 1 << 16})
+	if err != nil {
+		return 0, err
+	}
+	rows := make([]int64, len(batch))
+	var times []float64
+	for step := range 101 {
+		t := time.Now()
+		if _, err := m.Map(batch, rows, int64(step), nil); err != nil {
+			return 0, err
+		}
+		if step > 0 { // the first admits them
+			times = append(times, float64(time.Since(t).Nanoseconds())/float64(len(batch)))
+		}
+	}
+	slices.Sort(times)
+	return times[len(times)/2], nil
+}
