@@ -80,11 +80,11 @@ type Assignment struct{ Row, ID int64 }
 type IDMap struct {
 	name  string
 	o     IDMapOptions
-	ids   idIndex  // raw id -> row
-	row   []rowEntry      // by row
-	free  []int32         // rows held by no id
-	head  int32           // the most recently used row, -1 for none
-	tail  int32           // the least recently used
+	ids   idIndex    // raw id -> row
+	row   []rowEntry // by row
+	free  []int32    // rows held by no id
+	head  int32      // the most recently used row, -1 for none
+	tail  int32      // the least recently used
 	stats IDMapStats
 	cms   []uint32 // the sketch: 4 rows of width counters
 	mask  uint64
@@ -471,4 +471,3 @@ func fillRow[T float32 | float64](init RowInit, dst []T, id int64) {
 		}
 	}
 }
-
