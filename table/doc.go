@@ -43,6 +43,19 @@
 // to the format by Step, stochastically by default, so that
 // updates smaller than the format's spacing survive on average.
 //
+// A Redis Cluster on several machines: start each redis-server with
+// cluster-enabled yes, requirepass and masterauth (one password), join
+// them with redis-cli -a <password> --cluster create host:port...
+// --cluster-replicas 1, and give the workers some of the addresses
+// (RedisOptions.Addrs); SetRedisLog shows go-redis's messages and
+// RedisOptions.TLS takes a tls.Config. A row of 64 float32 and an
+// Adagrad sum takes about 413 bytes in Redis; add workers until the
+// masters' CPU is the limit, then masters.
+//
+// An IDMap maps raw 64-bit ids to the rows of a table of a fixed size,
+// admitting and evicting ids; Cached.Reset and InitialRows start the
+// rows it gives afresh (nn.RawIDs does both).
+//
 // Open maps a table file without state read-write instead, for
 // nn.OpenEmbedding: simpler, but each new row is a page fault, and a crash
 // between syncs leaves rows of different steps.
