@@ -64,7 +64,7 @@ type IDMapStats struct {
 	Evicted  uint64 // ids whose row was taken for another (LRU, LFU)
 	Expired  uint64 // ids whose row was freed after TTL steps unused
 	Rejected uint64 // ids a Refuse map had no row for
-	Pending  uint64 // ids that read the default row, not yet admitted
+	Pending  uint64 // sightings of ids not yet admitted: they read the default row, their gradients dropped
 }
 
 // An Assignment is a row given to a raw id by Map: the row's values and
@@ -80,11 +80,11 @@ type Assignment struct{ Row, ID int64 }
 type IDMap struct {
 	name  string
 	o     IDMapOptions
-	ids   idIndex    // raw id -> row
-	row   []rowEntry // by row
-	free  []int32    // rows held by no id
-	head  int32      // the most recently used row, -1 for none
-	tail  int32      // the least recently used
+	ids   map[int64]int32 // raw id -> row
+	row   []rowEntry      // by row
+	free  []int32         // rows held by no id
+	head  int32           // the most recently used row, -1 for none
+	tail  int32           // the least recently used
 	stats IDMapStats
 	cms   []uint32 // the sketch: 4 rows of width counters
 	mask  uint64
@@ -114,7 +114,7 @@ func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
 		o.SketchWidth = 1 << 16
 	}
 	width := 1 << bits.Len(uint(o.SketchWidth-1))
-	m := &IDMap{name: name, o: o, ids: newIDIndex(o.Rows), row: make([]rowEntry, o.Rows), free: make([]int32, o.Rows),
+	m := &IDMap{name: name, o: o, ids: make(map[int64]int32), row: make([]rowEntry, o.Rows), free: make([]int32, o.Rows),
 		head: -1, tail: -1, pcg: rand.NewPCG(1, 2), step: -1 << 63}
 	m.rng = rand.New(m.pcg)
 	for r := range m.free {
@@ -154,7 +154,7 @@ func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Ass
 		rows[k] = -1
 		if m.o.Pad && id == m.o.PadID {
 			rows[k] = pad
-		} else if r, ok := m.ids.get(id); ok {
+		} else if r, ok := m.ids[id]; ok {
 			if m.row[r].last != step {
 				m.use(r, step)
 			}
@@ -165,7 +165,7 @@ func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Ass
 		if rows[k] >= 0 {
 			continue
 		}
-		if r, ok := m.ids.get(id); ok { // named earlier in the batch
+		if r, ok := m.ids[id]; ok { // named earlier in the batch
 			rows[k] = int64(r)
 			continue
 		}
@@ -177,7 +177,7 @@ func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Ass
 		r := m.take(step)
 		e := &m.row[r]
 		e.id, e.held, e.uses = id, true, 0
-		m.ids.put(id, r)
+		m.ids[id] = r
 		m.use(r, step)
 		m.stats.Admitted++
 		rows[k] = int64(r)
@@ -214,7 +214,7 @@ func (m *IDMap) check(ids []int64, step int64) error {
 			continue
 		}
 		seen[id] = 0
-		if r, ok := m.ids.get(id); ok && !(m.o.TTL > 0 && m.row[r].last < step-m.o.TTL) {
+		if r, ok := m.ids[id]; ok && !(m.o.TTL > 0 && m.row[r].last < step-m.o.TTL) {
 			if m.row[r].last != step {
 				busy++
 			}
@@ -282,7 +282,7 @@ func (m *IDMap) expire(step int64) {
 // release frees row r: its id loses it.
 func (m *IDMap) release(r int32) {
 	e := &m.row[r]
-	m.ids.del(e.id)
+	delete(m.ids, e.id)
 	m.unlink(r)
 	e.held = false
 	m.free = append(m.free, r)
@@ -362,7 +362,7 @@ func mix(x, d uint64) uint64 {
 
 // Row returns the row of id, if it holds one.
 func (m *IDMap) Row(id int64) (int64, bool) {
-	r, ok := m.ids.get(id)
+	r, ok := m.ids[id]
 	return int64(r), ok
 }
 
@@ -376,7 +376,7 @@ func (m *IDMap) Name() string { return m.name }
 // Stats returns what the map did so far.
 func (m *IDMap) Stats() IDMapStats {
 	s := m.stats
-	s.Used = m.ids.n
+	s.Used = len(m.ids)
 	return s
 }
 
@@ -393,7 +393,7 @@ func InitialRow[T float32 | float64](dst []T, seed uint64, id int64) {
 
 // initialRows starts the rows at slots of w (a [n, dim] float32 or
 // float64 matrix) and of its state columns afresh for the ids of fresh:
-// InitialRow(seed, id), and each column's Init.
+// init's values, and each column's Init.
 func initialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []Assignment, slots []int64, init RowInit) {
 	dim := w.Shape()[1]
 	if w.Dtype() == tensor.Float32 {

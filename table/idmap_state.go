@@ -146,7 +146,7 @@ func (m *IDMap) SetState(tensors map[string]*tensor.Dense) error {
 	}
 	// The held rows: distinct ids, one recency order from head to tail.
 	rows := make([]rowEntry, n)
-	ids := newIDIndex(n)
+	ids := make(map[int64]int32, n)
 	for r := range rows {
 		e := &rows[r]
 		e.prev, e.next = links[2*r], links[2*r+1]
@@ -162,13 +162,13 @@ func (m *IDMap) SetState(tensors map[string]*tensor.Dense) error {
 		if m.o.Pad && id[r] == m.o.PadID {
 			return m.formatError("row %d holds the padding id %d", r, id[r])
 		}
-		if other, dup := ids.get(id[r]); dup {
+		if other, dup := ids[id[r]]; dup {
 			return m.formatError("rows %d and %d hold id %d", other, r, id[r])
 		}
 		e.id, e.last, e.uses, e.held = id[r], last[r], uses[r], true
-		ids.put(id[r], int32(r))
+		ids[id[r]] = int32(r)
 	}
-	held := ids.n
+	held := len(ids)
 	if (held == 0) != (head == -1) || (held == 0) != (tail == -1) || head < -1 || tail < -1 || head >= int64(n) || tail >= int64(n) {
 		return m.formatError("head %d and tail %d for %d held rows", head, tail, held)
 	}

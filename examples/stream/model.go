@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	"gorgonia.org/gorgonia"
@@ -73,9 +72,22 @@ func newModel(k kind, batch int, rows [2]int, admitAfter, window int) (*model, e
 			}
 			vocab, opts = rows[f]+1, []nn.EmbeddingOption{nn.WithPadding(rows[f])}
 		}
-		emb, err := nn.NewEmbedding(g, name, vocab, dim, tensor.Float32, append(opts, nn.WithSparse(), nn.WithInit(normal(uint64(f), initStd)))...)
+		emb, err := nn.NewEmbedding(g, name, vocab, dim, tensor.Float32, append(opts, nn.WithSparse())...)
 		if err != nil {
 			return nil, err
+		}
+		if k == hashed { // each row as if an id of its number had it
+			w, err := emb.Weight()
+			if err != nil {
+				return nil, err
+			}
+			all := make([]table.Assignment, vocab)
+			for r := range all {
+				all[r] = table.Assignment{Row: int64(r), ID: int64(r)}
+			}
+			if err := table.InitialRows(w, nil, nil, all, table.RowInit{Seed: 7, Std: initStd}); err != nil {
+				return nil, err
+			}
 		}
 		if k != hashed {
 			if m.raw[f], err = nn.NewRawIDs(emb, m.maps[f], table.RowInit{Seed: 7, Std: initStd}); err != nil {
@@ -170,15 +182,3 @@ func (m *model) stats() string {
 
 func (m *model) close() { m.vm.Close() }
 
-// normal returns an initialiser drawing from N(0, std²) with a seeded
-// generator.
-func normal(seed uint64, std float64) gorgonia.InitWFn {
-	return func(dt tensor.Dtype, s ...int) any {
-		r := rand.New(rand.NewPCG(seed, 1))
-		v := make([]float32, tensor.Shape(s).TotalSize())
-		for i := range v {
-			v[i] = float32(r.NormFloat64() * std)
-		}
-		return v
-	}
-}
