@@ -181,4 +181,3 @@ func (m *model) stats() string {
 }
 
 func (m *model) close() { m.vm.Close() }
-
