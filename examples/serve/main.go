@@ -1,35 +1,54 @@
 // Command serve answers HTTP requests with the click model that
 // examples/distributed trains and saves (-save): its tables quantized on
 // load to one of package serve's formats (float32, float16, FBGEMM's
-// 8-bit or 4-bit rows), its MLP as trained. POST /predict takes a JSON
-// batch of examples, one bag of ids per feature and the dense features,
-// and answers their probabilities of a click:
+// 8-bit or 4-bit rows), its MLP as trained. POST /predict takes a batch
+// of examples, one bag of ids per feature and the dense features, and
+// answers their probabilities of a click, as JSON:
 //
 //	curl -d '{"examples": [{"features": [[12, 7, 7, 40], [3, 1, 9], [5]], "dense": [0.1, -1.2, 0.4, 2]}]}' localhost:8080/predict
 //	{"probabilities":[0.31]}
 //
-// A bad request is answered 400 with a message naming the field (and the
-// id, for an id outside its feature's table), an empty body 400 "empty
-// body". A request holds at most 4,096 examples and 65,536 ids (1,024 in
-// a bag); its body may be as large as the largest such batch written
-// compactly, and a larger one is answered 413, before it is read when
-// its Content-Length says so. GET /stats answers the number of requests
-// answered 200, those answered otherwise by status, and the median and
-// 99th percentile of the model's time per request, JSON decoding
-// excluded.
+// or, with Content-Type application/octet-stream, as little-endian
+// arrays (see readBinary), which cost no number parsing. A bad request is
+// answered 400 with a message naming the field (and the id, for an id
+// outside its feature's table). A request holds at most 4,096 examples
+// and 65,536 ids (1,024 in a bag); its body may be as large as the
+// largest such batch written compactly in JSON, and a larger one is
+// answered 413, before it is read when its Content-Length says so.
+//
+// A model that keeps training: the server loads the model file again on
+// POST /reload, on SIGHUP, and (with -watch) when the file changes, as
+// examples/distributed -save-every rewrites it. It loads the new model
+// beside the old, then switches: a request is answered whole by the
+// model current when it arrived, and every answer names its model in the
+// Model-Version header (<n>-<first bytes of the file's SHA-256>). A file
+// that does not load leaves the old model answering; /reload answers
+// 422 with the error.
+//
+// Overload: -workers requests are handled at once and -queue more wait;
+// past them a request is answered 503 with Retry-After at once. SIGINT or
+// SIGTERM stops taking requests and answers those in flight before it
+// exits. GET /stats answers counts and the model's time per request in
+// JSON; GET /metrics the same in Prometheus's text format (requests by
+// status, a histogram of /predict's time, queue depth, reloads, the
+// model's version).
 //
 // Usage:
 //
 //	go run ./examples/distributed -workers 0 -save click.safetensors
-//	go run ./examples/serve -model click.safetensors [-format int8-rowwise] [-addr localhost:8080]
+//	go run ./examples/serve -model click.safetensors [-format int8-rowwise] [-addr localhost:8080] [-watch 1s] [-workers N] [-queue N]
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/gathergrad/gather/table"
@@ -38,20 +57,64 @@ import (
 func main() {
 	log.SetFlags(0)
 	path := flag.String("model", "click.safetensors", "the model examples/distributed -save wrote")
-	format := flag.String("format", "int8-rowwise", "the tables' format: float32, float16, int8-rowwise or int4-rowwise")
+	format := flag.String("format", "int8-rowwise", "the tables' format: float32, float16, bfloat16, int8-rowwise or int4-rowwise")
 	addr := flag.String("addr", "localhost:8080", "address to listen on")
+	watch := flag.Duration("watch", 0, "how often to look for a new model file (0: only on POST /reload or SIGHUP)")
+	workers := flag.Int("workers", 0, "requests handled at once (0: GOMAXPROCS)")
+	queue := flag.Int("queue", 0, "requests waiting beyond those before a 503 (0: 8 a worker, -1: none)")
 	flag.Parse()
 	f, err := table.ParseFormat(*format)
 	if err != nil {
 		log.Fatal(err)
 	}
-	m, err := loadModel(*path, f)
+	s, err := newServer(*path, f, options{workers: *workers, queue: *queue})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("serving %s: tables of %d, %v, %.1f MB; POST http://%s/predict\n", *path, m.emb, f, float64(m.rowBytes)/1e6, *addr)
-	srv := &http.Server{Addr: *addr, Handler: newServer(m), ReadHeaderTimeout: 10 * time.Second}
+	m := s.cur.Load().m
+	fmt.Printf("serving %s (version %s): tables of %d, %v, %.1f MB; POST http://%s/predict\n", *path, s.Version(), m.emb, f, float64(m.rowBytes)/1e6, *addr)
+	srv := &http.Server{Addr: *addr, Handler: s, ReadHeaderTimeout: 10 * time.Second}
+
+	stop, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	var tick <-chan time.Time
+	if *watch > 0 {
+		t := time.NewTicker(*watch)
+		defer t.Stop()
+		tick = t.C
+	}
+	go func() {
+		for {
+			select {
+			case <-stop.Done():
+				return
+			case <-hup:
+			case <-tick:
+				if !s.Changed() {
+					continue
+				}
+			}
+			if v, err := s.Reload(); err != nil {
+				log.Printf("reload: %v; still serving %s", err, s.Version())
+			} else {
+				log.Printf("reloaded %s: version %s", *path, v)
+			}
+		}
+	}()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		<-stop.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			log.Printf("shutdown: %v", err)
+		}
+	}()
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
+	<-drained // Shutdown returns once the requests in flight are answered
 }

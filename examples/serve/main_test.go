@@ -29,7 +29,14 @@ var testVocab = [features]int{500, 50, 5}
 // writeModel writes a click model of random weights in the layout
 // examples/distributed -save writes, and returns its path and tensors.
 func writeModel(t testing.TB) (string, map[string][]float32) {
-	r := rand.New(rand.NewPCG(1, 2))
+	path := filepath.Join(t.TempDir(), "click.safetensors")
+	return path, writeModelTo(t, path, 1)
+}
+
+// writeModelTo writes the model of seed to path (atomically) and returns
+// its tensors.
+func writeModelTo(t testing.TB, path string, seed uint64) map[string][]float32 {
+	r := rand.New(rand.NewPCG(seed, 2))
 	vals := map[string][]float32{}
 	ts := map[string]tensor.Tensor{}
 	add := func(name string, shape ...int) {
@@ -53,11 +60,19 @@ func writeModel(t testing.TB) (string, map[string][]float32) {
 	add("top1.bias", 32)
 	add("top2.weight", 1, 32)
 	add("top2.bias", 1)
-	path := filepath.Join(t.TempDir(), "click.safetensors")
 	if err := checkpoint.Write(path, ts, nil); err != nil {
 		t.Fatal(err)
 	}
-	return path, vals
+	return vals
+}
+
+// newTestServer is newServer, failing t on error.
+func newTestServer(t testing.TB, path string, f serve.Format, o options) *server {
+	s, err := newServer(path, f, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // reference scores one example in float64 from the float32 weights.
@@ -137,11 +152,7 @@ func TestPredict(t *testing.T) {
 		f   serve.Format
 		tol float64
 	}{{serve.Float32, 1e-5}, {serve.Int8, 0.02}} {
-		m, err := loadModel(path, c.f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewServer(newServer(m))
+		ts := httptest.NewServer(newTestServer(t, path, c.f, options{}))
 		var wg sync.WaitGroup
 		for g := range 8 {
 			wg.Go(func() {
@@ -185,15 +196,12 @@ func TestPredict(t *testing.T) {
 // the field, and the server goes on answering.
 func TestBadRequests(t *testing.T) {
 	path, _ := writeModel(t)
-	m, err := loadModel(path, serve.Int4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := newServer(m)
+	srv := newTestServer(t, path, serve.Int4, options{})
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	ok := `{"features": [[1], [2], [3]], "dense": [0, 0, 0, 0]}`
-	limit := fmt.Sprintf("over %d bytes", srv.maxBody)
+	maxBody := bodyLimit(4)
+	limit := fmt.Sprintf("over %d bytes", maxBody)
 	for _, c := range []struct {
 		body string
 		code int
@@ -211,7 +219,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"examples": [`, 400, "reading the request"},
 		{`{"examples": [{"features": [[` + strings.Repeat("1,", 2000) + `1], [2], [3]], "dense": [0, 0, 0, 0]}]}`, 400, "examples[0].features[0]: 2001 ids, over 1024"},
 		{`{"examples": [` + strings.Repeat(ok+",", 4096) + ok + `]}`, 400, "examples: 4097 of them"},
-		{`{"examples": "` + strings.Repeat("x", int(srv.maxBody)) + `"}`, 413, limit},
+		{`{"examples": "` + strings.Repeat("x", int(maxBody)) + `"}`, 413, limit},
 		{``, 400, "empty body"},
 		{`{"examples": [` + strings.Repeat(`{"features": [[`+strings.Repeat("1,", 1000)+`1], [2], [3]], "dense": [0, 0, 0, 0]},`, 66) + ok + `]}`, 400, "examples[65].features[0]: the request's ids pass 65536"},
 	} {
@@ -238,7 +246,7 @@ func TestBadRequests(t *testing.T) {
 
 	// A body four times the limit, its length given: the client reads
 	// the 413, with no error from its write.
-	code, out := post(t, ts.URL+"/predict", bytes.Repeat([]byte(" "), 4*int(srv.maxBody)))
+	code, out := post(t, ts.URL+"/predict", bytes.Repeat([]byte(" "), 4*int(maxBody)))
 	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(out), limit) {
 		t.Fatalf("an oversized body: %d %s", code, out)
 	}
@@ -327,11 +335,7 @@ func TestLoadMismatch(t *testing.T) {
 // crash or a 500.
 func FuzzPredict(f *testing.F) {
 	path, _ := writeModel(f)
-	m, err := loadModel(path, serve.Int8)
-	if err != nil {
-		f.Fatal(err)
-	}
-	s := newServer(m)
+	s := newTestServer(f, path, serve.Int8, options{})
 	f.Add([]byte(`{"examples": [{"features": [[1], [2], [3]], "dense": [0, 0, 0, 0]}]}`))
 	f.Add([]byte(`{"examples": [{"features": [[1e30], [2], [3]], "dense": [1e39, 0, 0, 0]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {

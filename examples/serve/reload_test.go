@@ -1,0 +1,437 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gathergrad/gather/serve"
+)
+
+// postAs posts body with content type ct and returns the status, the
+// probabilities (JSON or binary) and the model version of the answer.
+func postAs(client *http.Client, url, ct string, body []byte) (int, []float64, string, error) {
+	resp, err := client.Post(url, ct, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	v := resp.Header.Get("Model-Version")
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, nil, v, fmt.Errorf("%s", out)
+	}
+	if ct == binaryType {
+		p := make([]float64, len(out)/8)
+		for k := range p {
+			p[k] = math.Float64frombits(binary.LittleEndian.Uint64(out[8*k:]))
+		}
+		return resp.StatusCode, p, v, nil
+	}
+	var r response
+	err = json.Unmarshal(out, &r)
+	return resp.StatusCode, r.Probabilities, v, err
+}
+
+// A binary request is answered with the JSON request's probabilities,
+// bit for bit, by the same model version.
+func TestBinaryEqualsJSON(t *testing.T) {
+	path, _ := writeModel(t)
+	for _, f := range []serve.Format{serve.Float32, serve.Int4} {
+		ts := httptest.NewServer(newTestServer(t, path, f, options{}))
+		r := rand.New(rand.NewPCG(4, 5))
+		for _, n := range []int{1, 7, 300} {
+			ex := randomExamples(r, n)
+			js, _ := json.Marshal(request{Examples: ex})
+			c1, p1, v1, err1 := postAs(http.DefaultClient, ts.URL+"/predict", "application/json", js)
+			c2, p2, v2, err2 := postAs(http.DefaultClient, ts.URL+"/predict", binaryType, encodeBinary(ex))
+			if c1 != 200 || c2 != 200 || err1 != nil || err2 != nil || v1 == "" || v1 != v2 || len(p1) != n || len(p2) != n {
+				t.Fatalf("%v, %d examples: %d %v %q, %d %v %q", f, n, c1, err1, v1, c2, err2, v2)
+			}
+			for i := range p1 {
+				if math.Float64bits(p1[i]) != math.Float64bits(p2[i]) {
+					t.Fatalf("%v: example %d: JSON %v, binary %v", f, i, p1[i], p2[i])
+				}
+			}
+		}
+		// The binary path's errors name the field as the JSON path's do.
+		bad := randomExamples(r, 3)
+		bad[2].Features[1] = []int64{3, 77}
+		code, _, _, err := postAs(http.DefaultClient, ts.URL+"/predict", binaryType, encodeBinary(bad))
+		if code != 400 || err == nil || !strings.Contains(err.Error(), "examples[2].features[1][1] = 77") {
+			t.Fatalf("a bad id: %d %v", code, err)
+		}
+		code, _, _, err = postAs(http.DefaultClient, ts.URL+"/predict", binaryType, encodeBinary(bad)[:40])
+		if code != 400 || err == nil || !strings.Contains(err.Error(), "bytes") {
+			t.Fatalf("a short body: %d %v", code, err)
+		}
+		ts.Close()
+	}
+}
+
+// FuzzPredictBinary posts any binary body: 200, 400 or 413, never a
+// crash or a 500; a body answered 200 is answered alike as JSON.
+func FuzzPredictBinary(f *testing.F) {
+	path, _ := writeModel(f)
+	s := newTestServer(f, path, serve.Int8, options{})
+	r := rand.New(rand.NewPCG(1, 1))
+	f.Add(encodeBinary(randomExamples(r, 2)))
+	f.Add(encodeBinary(randomExamples(r, 1))[:20])
+	f.Add([]byte(binaryMagic + "\x01\x00\x00\x00\x03\x00\x00\x00\x04\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/predict", bytes.NewReader(body))
+		req.Header.Set("Content-Type", binaryType)
+		s.ServeHTTP(w, req)
+		if w.Code != 200 && w.Code != 400 && w.Code != 413 {
+			t.Fatalf("%q: %d %s", body, w.Code, w.Body)
+		}
+		if w.Code != 200 {
+			return
+		}
+		b, err := decodeBinary(body, s.cur.Load().m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := make([]example, b.n)
+		for i := range ex {
+			for f := range features {
+				end := int64(len(b.ids[f]))
+				if i+1 < b.n {
+					end = b.offsets[f][i+1]
+				}
+				ex[i].Features = append(ex[i].Features, append([]int64{}, b.ids[f][b.offsets[f][i]:end]...))
+			}
+			ex[i].Dense = b.dense[i*4 : (i+1)*4]
+		}
+		js, err := json.Marshal(request{Examples: ex})
+		if err != nil {
+			return // a NaN or infinity JSON cannot carry
+		}
+		jw := httptest.NewRecorder()
+		s.ServeHTTP(jw, httptest.NewRequest(http.MethodPost, "/predict", bytes.NewReader(js)))
+		var resp response
+		if jw.Code != 200 || json.Unmarshal(jw.Body.Bytes(), &resp) != nil || !bytes.Equal(encodeProbabilities(resp.Probabilities), w.Body.Bytes()) {
+			t.Fatalf("JSON: %d %s; binary %x", jw.Code, jw.Body, w.Body.Bytes())
+		}
+	})
+}
+
+// Under load from 4 clients (JSON and binary), the model file is replaced
+// and reloaded 100 times, alternating two models: every request is
+// answered 200, by one model whole (its answers equal that model's to
+// float32 rounding, for the version its header names), and both models
+// answer.
+func TestReloadUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "click.safetensors")
+	vals := [2]map[string][]float32{writeModelTo(t, filepath.Join(dir, "a"), 1), writeModelTo(t, filepath.Join(dir, "b"), 9)}
+	files := [2][]byte{}
+	for k, name := range []string{"a", "b"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[k] = b
+	}
+	replace := func(k int) {
+		tmp := filepath.Join(dir, "next")
+		if err := os.WriteFile(tmp, files[k], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace(0)
+	s := newTestServer(t, path, serve.Float32, options{})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	ex := randomExamples(rand.New(rand.NewPCG(7, 7)), 32)
+	var want [2][]float64
+	for k := range want {
+		for _, e := range ex {
+			want[k] = append(want[k], reference(vals[k], e))
+		}
+	}
+	js, _ := json.Marshal(request{Examples: ex})
+	bodies := map[string][]byte{"application/json": js, binaryType: encodeBinary(ex)}
+	var versions sync.Map // version -> model 0 or 1, told by its answers
+	var answered, failed, mixed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			ct := "application/json"
+			if c%2 == 1 {
+				ct = binaryType
+			}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code, p, v, err := postAs(http.DefaultClient, ts.URL+"/predict", ct, bodies[ct])
+				if code != 200 || err != nil {
+					failed.Add(1)
+					t.Errorf("%s: %d %v", ct, code, err)
+					continue
+				}
+				answered.Add(1)
+				k := -1
+				for m := range want {
+					if near(p, want[m]) {
+						k = m
+					}
+				}
+				if prev, loaded := versions.LoadOrStore(v, k); k < 0 || (loaded && prev.(int) != k) {
+					mixed.Add(1)
+					t.Errorf("version %s: answers of model %d (earlier %v): %v", v, k, prev, p[:3])
+				}
+			}
+		})
+	}
+	for n := range 100 {
+		replace((n + 1) % 2)
+		resp, err := http.Post(ts.URL+"/reload", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("reload %d: %d", n, resp.StatusCode)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	seen := map[int]bool{}
+	versions.Range(func(_, k any) bool { seen[k.(int)] = true; return true })
+	if failed.Load() != 0 || mixed.Load() != 0 || !seen[0] || !seen[1] || answered.Load() < 100 {
+		t.Fatalf("%d answered, %d failed, %d mixed, models seen %v", answered.Load(), failed.Load(), mixed.Load(), seen)
+	}
+	t.Logf("%d requests answered over 100 reloads, 0 failed, 0 mixed", answered.Load())
+}
+
+func near(p, want []float64) bool {
+	if len(p) != len(want) {
+		return false
+	}
+	for i := range p {
+		if math.Abs(p[i]-want[i]) > 1e-5 {
+			return false
+		}
+	}
+	return true
+}
+
+// A model file that does not load leaves the old model answering: the
+// reload is answered 422 naming the error and the version kept, and
+// /metrics counts it.
+func TestBadReload(t *testing.T) {
+	path, _ := writeModel(t)
+	s := newTestServer(t, path, serve.Int8, options{})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	before := s.Version()
+	if err := os.WriteFile(path, []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Changed() {
+		t.Fatal("a rewritten file is not Changed")
+	}
+	code, out := post(t, ts.URL+"/reload", nil)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(out), "the model stays "+before) || !strings.Contains(string(out), path) {
+		t.Fatalf("a bad reload: %d %s", code, out)
+	}
+	if s.Changed() {
+		t.Fatal("the file that failed is Changed still: a watch would retry it every tick")
+	}
+	body, _ := json.Marshal(request{Examples: randomExamples(rand.New(rand.NewPCG(1, 1)), 2)})
+	c, p, v, err := postAs(http.DefaultClient, ts.URL+"/predict", "application/json", body)
+	if c != 200 || err != nil || v != before || len(p) != 2 {
+		t.Fatalf("after a bad reload: %d %v %q", c, err, v)
+	}
+	m := getMetrics(t, ts.URL)
+	if m[`serve_reloads_total{result="failed"}`] != 1 || m[`serve_reloads_total{result="ok"}`] != 0 || m[`serve_model_info{version="`+before+`"}`] != 1 {
+		t.Fatalf("/metrics: %v", m)
+	}
+}
+
+// getMetrics returns /metrics' samples by name and labels.
+func getMetrics(t *testing.T, url string) map[string]float64 {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Fatalf("/metrics' type %q", ct)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	m := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		k := strings.LastIndexByte(line, ' ')
+		var v float64
+		if _, err := fmt.Sscan(line[k+1:], &v); err != nil {
+			t.Fatalf("/metrics line %q: %v", line, err)
+		}
+		m[line[:k]] = v
+	}
+	return m
+}
+
+// Past its workers and queue, the server answers 503 with Retry-After at
+// once, and every request is answered: those admitted 200 once the model
+// runs again. /metrics counts both and the queue.
+func TestOverload(t *testing.T) {
+	path, _ := writeModel(t)
+	s := newTestServer(t, path, serve.Int8, options{workers: 1, queue: 2})
+	hold := make(chan struct{})
+	s.beforeModel = func() { <-hold }
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	defer close(hold) // first, so that Close finds no handler waiting
+	body, _ := json.Marshal(request{Examples: randomExamples(rand.New(rand.NewPCG(1, 1)), 4)})
+	codes := make(chan int, 8)
+	for range 3 { // one runs (and waits in the model), two queue
+		go func() {
+			resp, err := http.Post(ts.URL+"/predict", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				codes <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(s.admit) < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests admitted, want 3", len(s.admit))
+		}
+	}
+	if m := getMetrics(t, ts.URL); m["serve_queue_depth"] != 2 {
+		t.Fatalf("queue depth %v, want 2", m["serve_queue_depth"])
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	for range 5 {
+		start := time.Now()
+		resp, err := client.Post(ts.URL+"/predict", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("over capacity: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || time.Since(start) > 5*time.Second {
+			t.Fatalf("over capacity: %d, Retry-After %q, after %v", resp.StatusCode, resp.Header.Get("Retry-After"), time.Since(start))
+		}
+	}
+	for range 3 {
+		hold <- struct{}{}
+	}
+	for range 3 {
+		if c := <-codes; c != 200 {
+			t.Fatalf("an admitted request: %d", c)
+		}
+	}
+	m := getMetrics(t, ts.URL)
+	if m[`serve_requests_total{code="503"}`] != 5 || m[`serve_requests_total{code="200"}`] != 3 || m["serve_predict_seconds_count"] != 3 || m["serve_queue_depth"] != 0 {
+		t.Fatalf("/metrics: %v", m)
+	}
+}
+
+// Shutdown stops taking requests and returns once the one in flight is
+// answered, 200.
+func TestShutdownDrains(t *testing.T) {
+	path, _ := writeModel(t)
+	s := newTestServer(t, path, serve.Int8, options{})
+	started, hold := make(chan struct{}), make(chan struct{})
+	s.beforeModel = func() { close(started); <-hold }
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: s}
+	go srv.Serve(l)
+	body, _ := json.Marshal(request{Examples: randomExamples(rand.New(rand.NewPCG(1, 1)), 4)})
+	code := make(chan int, 1)
+	go func() {
+		c, _, _, err := postAs(http.DefaultClient, "http://"+l.Addr().String()+"/predict", "application/json", body)
+		if err != nil {
+			t.Error(err)
+		}
+		code <- c
+	}()
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned (%v) with a request in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold)
+	if c := <-code; c != 200 {
+		t.Fatalf("the request in flight: %d", c)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + l.Addr().String() + "/stats"); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("a request after Shutdown: %v", err)
+	}
+}
+
+// encodeBinary writes examples as a binary request; its dense width is
+// that of the first example.
+func encodeBinary(ex []example) []byte {
+	dense := 0
+	if len(ex) > 0 {
+		dense = len(ex[0].Dense)
+	}
+	b := []byte(binaryMagic)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(ex)))
+	b = binary.LittleEndian.AppendUint32(b, features)
+	b = binary.LittleEndian.AppendUint32(b, uint32(dense))
+	for f := range features {
+		for _, e := range ex {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(e.Features[f])))
+		}
+		for _, e := range ex {
+			for _, id := range e.Features[f] {
+				b = binary.LittleEndian.AppendUint64(b, uint64(id))
+			}
+		}
+	}
+	for _, e := range ex {
+		for _, v := range e.Dense {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+	}
+	return b
+}
