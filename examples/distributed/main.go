@@ -23,11 +23,13 @@
 // the held-out loss and the bytes per row of each. -save writes that
 // model to a safetensors file (each table as "feature<f>.weight", the MLP
 // as "dense.*", "top1.*" and "top2.*"), which examples/serve answers
-// requests with.
+// requests with; -save-every N writes it every N steps too, as it trains,
+// each write atomic, so that examples/serve -watch serves a model that
+// keeps training.
 //
 // Usage:
 //
-//	go run ./examples/distributed [-workers 2] [-examples 200000] [-redis host:port,... -password P] [-save click.safetensors] [-half float16 [-nearest]]
+//	go run ./examples/distributed [-workers 2] [-examples 200000] [-redis host:port,... -password P] [-save click.safetensors [-save-every 100]] [-half float16 [-nearest]]
 package main
 
 import (
@@ -61,6 +63,7 @@ type config struct {
 	redis                             table.RedisOptions
 	cacheMB                           int
 	save                              string
+	saveEvery                         int          // steps between saves of the in-memory model, 0 for none
 	half                              table.Format // the in-memory tables' values, 0 for float32
 	nearest                           bool         // round them to nearest, not stochastically
 }
@@ -84,6 +87,7 @@ func main() {
 	flag.StringVar(&c.redis.Username, "user", "", "the cluster's ACL user")
 	flag.StringVar(&c.redis.Password, "password", os.Getenv("GATHER_REDIS_PASSWORD"), "the cluster's password (or $GATHER_REDIS_PASSWORD)")
 	flag.StringVar(&c.save, "save", "", "write the model trained in memory to this safetensors file")
+	flag.IntVar(&c.saveEvery, "save-every", 0, "with -save, also write the model every this many steps as it trains (examples/serve -watch serves each)")
 	half := flag.String("half", "", "hold the in-memory model's tables in float16 or bfloat16")
 	flag.BoolVar(&c.nearest, "nearest", false, "with -half, round the tables' updates to nearest instead of stochastically")
 	flag.Parse()

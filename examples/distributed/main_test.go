@@ -3,9 +3,12 @@ package main
 import (
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/table"
 )
@@ -69,4 +72,42 @@ func TestHalfTablesQuality(t *testing.T) {
 	}
 	t.Logf("held-out loss: float32 %.5f, float16 %.5f (%+.3f%%), float16 to nearest %+.3f%%, bfloat16 %+.3f%%",
 		full, f16, 100*(f16-full)/full, 100*(loss(table.Float16, true)-full)/full, 100*(loss(table.BFloat16, false)-full)/full)
+}
+
+// -save-every writes the model as it trains: after 20 steps with a save
+// every 7, the file holds the model of step 14, whole, not the final one.
+func TestSaveEvery(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "click.safetensors")
+	c := config{examples: 20 * 64, heldOut: 10, batch: 64, lr: 0.01, seed: 3, name: "every", save: path, saveEvery: 7}
+	w, err := trainInMemory(c, examples(c.seed, 1, c.examples))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, _, err := checkpoint.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 3+len(denseNames) {
+		t.Fatalf("%d tensors saved", len(ts))
+	}
+	c.examples, c.saveEvery, c.save = 14*64, 0, ""
+	w14, err := trainInMemory(c, examples(c.seed, 1, 20*64).slice(seq(14*64)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ts["feature0.weight"].Float32s(), w14.tables[0]) || !slices.Equal(ts["top2.weight"].Float32s(), w14.dense[4]) {
+		t.Fatal("the file is not the model of step 14")
+	}
+	if slices.Equal(ts["feature0.weight"].Float32s(), w.tables[0]) {
+		t.Fatal("the file is the final model")
+	}
+}
+
+// seq returns 0, 1, ..., n-1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
 }

@@ -42,6 +42,16 @@ func served(c config, w *weights, held *batch) error {
 	if c.save == "" {
 		return nil
 	}
+	if err := save(c, w); err != nil {
+		return err
+	}
+	fmt.Printf("saved the model to %s\n", c.save)
+	return nil
+}
+
+// save writes w to c.save, atomically (checkpoint.Write): a server
+// watching the file sees the old model or the new, never part of one.
+func save(c config, w *weights) error {
 	ts := map[string]tensor.Tensor{}
 	for f, rows := range w.tables {
 		ts[fmt.Sprintf("feature%d.weight", f)] = tensor.New(tensor.WithShape(vocab[f], embDim), tensor.WithBacking(rows))
@@ -51,9 +61,5 @@ func served(c config, w *weights, held *batch) error {
 		ts[name] = tensor.New(tensor.WithShape(shapes[k]...), tensor.WithBacking(w.dense[k]))
 	}
 	meta := map[string]string{"model": "click", "seed": strconv.FormatUint(c.seed, 10)}
-	if err := checkpoint.Write(c.save, ts, meta); err != nil {
-		return err
-	}
-	fmt.Printf("saved the model (%d tensors) to %s\n", len(ts), c.save)
-	return nil
+	return checkpoint.Write(c.save, ts, meta)
 }

@@ -255,7 +255,22 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 		if err := adam.Step(gorgonia.NodesToValueGrads(m.params)); err != nil {
 			return nil, err
 		}
+		if c.saveEvery > 0 && c.save != "" && (step+1)%c.saveEvery == 0 {
+			w, err := current(tables, cached, m)
+			if err != nil {
+				return nil, err
+			}
+			if err := save(c, w); err != nil {
+				return nil, err
+			}
+		}
 	}
+	return current(tables, cached, m)
+}
+
+// current returns the model's weights as they are now: the tables' values
+// (read from their caches, for half tables) and the dense learnables.
+func current(tables [3]*nn.Embedding, cached [3]*table.Cached, m *model) (*weights, error) {
 	w := &weights{}
 	for f, e := range tables {
 		if cached[f] == nil {
