@@ -61,7 +61,7 @@ func main() {
 	addr := flag.String("addr", "localhost:8080", "address to listen on")
 	watch := flag.Duration("watch", 0, "how often to look for a new model file (0: only on POST /reload or SIGHUP)")
 	workers := flag.Int("workers", 0, "requests handled at once (0: GOMAXPROCS)")
-	queue := flag.Int("queue", 0, "requests waiting beyond those before a 503 (0: 8 a worker, -1: none)")
+	queue := flag.Int("queue", 0, "requests waiting beyond those before a 503 (0: 32 a worker, -1: none)")
 	flag.Parse()
 	f, err := table.ParseFormat(*format)
 	if err != nil {

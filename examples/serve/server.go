@@ -66,7 +66,7 @@ type loaded struct {
 // options configure a server.
 type options struct {
 	workers int // requests handled at once; 0 means GOMAXPROCS
-	queue   int // requests waiting for a worker beyond those; 0 means 8 a worker, -1 none
+	queue   int // requests waiting for a worker beyond those; 0 means 32 a worker, -1 none
 }
 
 // A server answers POST /predict with the model's probabilities, POST
@@ -111,7 +111,7 @@ func newServer(path string, f serve.Format, o options) (*server, error) {
 		o.workers = runtime.GOMAXPROCS(0)
 	}
 	if o.queue == 0 {
-		o.queue = 8 * o.workers
+		o.queue = 32 * o.workers
 	}
 	o.queue = max(o.queue, 0)
 	s := &server{path: path, format: f, admit: make(chan struct{}, o.workers+o.queue), run: make(chan struct{}, o.workers),
@@ -240,8 +240,7 @@ func (s *server) predict(w http.ResponseWriter, r *http.Request) {
 	case s.admit <- struct{}{}:
 		defer func() { <-s.admit }()
 	default:
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set("Connection", "close") // the client's body is not read
+		w.Header().Set("Retry-After", "1") // net/http reads a small unread body after, keeping the connection
 		s.fail(w, http.StatusServiceUnavailable, fmt.Sprintf("over capacity: %d requests handled and %d waiting", cap(s.run), cap(s.admit)-cap(s.run)))
 		return
 	}
