@@ -119,7 +119,9 @@ func main() {
 
 	capJSON := c.capacity(base+"/predict", jsonType, jsonBodies, *dur/2)
 	capBin := c.capacity(base+"/predict", binType, binBodies, *dur/2)
-	at := func(url, ct string, bs [][]byte, rate float64) result { return c.openLoop(url, ct, bs, rate, *dur, nil) }
+	at := func(url, ct string, bs [][]byte, rate float64) result {
+		return c.openLoop(url, ct, bs, rate, *dur, nil)
+	}
 	r25 := at(base+"/predict", jsonType, jsonBodies, 0.25*capJSON)
 	r50 := at(base+"/predict", jsonType, jsonBodies, 0.5*capJSON)
 	r80 := at(base+"/predict", jsonType, jsonBodies, 0.8*capJSON)
