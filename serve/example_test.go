@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 
@@ -70,4 +71,35 @@ func ExampleOpen() {
 	fmt.Println(mapped.Format(), mapped.Rows(), sums[:4], sums[16:20])
 	// Output:
 	// int4-rowwise 1000 [0 0.375 0.75 1.125] [0 0.125 0.25 0.375]
+}
+
+// A table trained on raw ids is served with its id map: the ids that
+// held rows read them, any other id the padding row (zeros).
+func ExampleNewIDs() {
+	m, err := table.NewIDMap("item", table.IDMapOptions{Rows: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rows := make([]int64, 2)
+	if _, err := m.Map([]int64{-500, 1 << 40}, rows, 0, nil); err != nil { // as training did
+		log.Fatal(err)
+	}
+	// The trained table: 2 rows and the padding row, 3 values each.
+	tb, err := serve.Quantize([]float32{1, 1, 1, 2, 2, 2, 0, 0, 0}, 3, serve.Float32)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := serve.NewIDs(m)
+	raw := []int64{1 << 40, 7, -500}
+	got := make([]int64, len(raw))
+	if err := ids.Rows(got, raw); err != nil {
+		log.Fatal(err)
+	}
+	out := make([]float32, 3*len(raw))
+	if err := tb.Lookup(out, got); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(got, out)
+	// Output:
+	// [1 2 0] [2 2 2 0 0 0 1 1 1]
 }

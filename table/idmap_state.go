@@ -2,7 +2,9 @@ package table
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
+	"slices"
 
 	"gorgonia.org/tensor"
 
@@ -203,4 +205,80 @@ func (m *IDMap) SetState(tensors map[string]*tensor.Dense) error {
 
 func (m *IDMap) formatError(format string, args ...any) error {
 	return fmt.Errorf("id map %q: state: %s: %w", m.name, fmt.Sprintf(format, args...), checkpoint.ErrFormat)
+}
+
+// Held returns the ids that hold rows and their rows, in row order:
+// copies, for a server that maps ids as training left them (serve.IDs).
+func (m *IDMap) Held() (ids, rows []int64) {
+	for r, e := range m.row {
+		if e.held {
+			ids, rows = append(ids, e.id), append(rows, int64(r))
+		}
+	}
+	return ids, rows
+}
+
+// metaPart is the "meta" tensor of a map's state alone, as a
+// checkpoint.Part.
+type metaPart struct {
+	name string
+	meta *tensor.Dense
+}
+
+func (p *metaPart) State() (map[string]tensor.Tensor, error) {
+	return map[string]tensor.Tensor{p.name + ".idmap." + stateMeta: p.meta}, nil
+}
+
+func (p *metaPart) SetState(ts map[string]*tensor.Dense) error {
+	t, ok := ts[p.name+".idmap."+stateMeta]
+	if !ok {
+		return fmt.Errorf("id map %q: no state: %w", p.name, checkpoint.ErrFormat)
+	}
+	copy(p.meta.Int64s(), t.Int64s())
+	return nil
+}
+
+// ReadIDMap returns the map named name that checkpoint.Save wrote to the
+// file at path (with the rest of a model, or alone), with the options it
+// was saved with. A file without it, or whose state does not describe a
+// map, is an error wrapping checkpoint.ErrFormat or
+// checkpoint.ErrMismatch.
+func ReadIDMap(path, name string) (*IDMap, error) {
+	mp := &metaPart{name: name, meta: tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(len(metaFields)))}
+	r, err := checkpoint.LoadWith(path, checkpoint.LoadOptions{NonStrict: true}, mp)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Missing) > 0 {
+		return nil, fmt.Errorf("id map %q: %s holds no map of that name: %w", name, path, checkpoint.ErrFormat)
+	}
+	v := mp.meta.Int64s()
+	if v[0] <= 0 || v[0] >= 1<<31-1 || v[1] < 0 || v[1] > 1<<31 || v[2] < 0 || v[2] > 1<<30 || v[3] < 0 || v[4] < 0 {
+		return nil, fmt.Errorf("id map %q: %s: options %v: %w", name, path, v[:7], checkpoint.ErrFormat)
+	}
+	o := IDMapOptions{Rows: int(v[0]), AdmitAfter: int(v[1]), SketchWidth: int(v[2]), Evict: Eviction(v[3]), TTL: v[4], Pad: v[5] != 0, PadID: v[6]}
+	// The map's memory follows its tensors' sizes in the file, so that a
+	// hostile file cannot ask for more than it holds.
+	infos, _, err := checkpoint.Inspect(path)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string][]int{stateID: {o.Rows}}
+	if o.AdmitAfter > 1 {
+		want[stateSketch] = []int{4, 1 << bits.Len(uint(max(o.SketchWidth, 1)-1))}
+	}
+	for key, shape := range want {
+		k := slices.IndexFunc(infos, func(i checkpoint.TensorInfo) bool { return i.Name == name+".idmap."+key })
+		if k < 0 || !slices.Equal(infos[k].Shape, shape) {
+			return nil, fmt.Errorf("id map %q: %s: no %s tensor of shape %v: %w", name, path, key, shape, checkpoint.ErrFormat)
+		}
+	}
+	m, err := NewIDMap(name, o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (%w)", path, err, checkpoint.ErrFormat)
+	}
+	if _, err := checkpoint.LoadWith(path, checkpoint.LoadOptions{NonStrict: true}, m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

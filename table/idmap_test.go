@@ -6,7 +6,9 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -510,4 +512,94 @@ func TestCachedReset(t *testing.T) {
 	require.NoError(t, err)
 	defer shared.Close()
 	require.ErrorIs(t, shared.Reset(context.Background(), fresh, RowInit{Seed: 4, Std: 1}), errs.ErrOption)
+}
+
+// ReadIDMap finds a map in a checkpoint beside other tensors, with the
+// options it was saved with, and maps as the saved map does; a file
+// without it is a format error.
+func TestReadIDMap(t *testing.T) {
+	o := IDMapOptions{Rows: 6, AdmitAfter: 2, SketchWidth: 100, TTL: 4, Pad: true, PadID: -1}
+	a, err := NewIDMap("item", o)
+	require.NoError(t, err)
+	s := stream(5, 30, 5, 12)
+	rows := make([]int64, 5)
+	for step, ids := range s[:15] {
+		_, err := a.Map(ids, rows, int64(step), nil)
+		require.NoError(t, err)
+	}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	w := tensor.New(tensor.WithShape(7, 2), tensor.WithBacking(make([]float32, 14)))
+	require.NoError(t, checkpoint.Write(path, map[string]tensor.Tensor{"item.weight": w}, nil))
+	st, err := a.State()
+	require.NoError(t, err)
+	st["item.weight"] = w
+	require.NoError(t, checkpoint.Write(path, st, nil))
+	b, err := ReadIDMap(path, "item")
+	require.NoError(t, err)
+	require.Equal(t, a.o, b.o)
+	ra, rb := make([]int64, 5), make([]int64, 5)
+	for step, ids := range s[15:] {
+		fa, ea := a.Map(ids, ra, int64(15+step), nil)
+		fb, eb := b.Map(ids, rb, int64(15+step), nil)
+		require.Equal(t, ea, eb)
+		require.Equal(t, ra, rb)
+		require.Equal(t, fa, fb)
+	}
+	ids, held := b.Held()
+	for k, id := range ids {
+		r, ok := b.Row(id)
+		require.True(t, ok)
+		require.Equal(t, held[k], r)
+	}
+	_, err = ReadIDMap(path, "user")
+	require.ErrorIs(t, err, checkpoint.ErrFormat)
+}
+
+// FuzzReadIDMap reads any file as a saved map: an error, or a map that
+// maps.
+func FuzzReadIDMap(f *testing.F) {
+	m, _ := NewIDMap("m", IDMapOptions{Rows: 3, AdmitAfter: 2, SketchWidth: 4})
+	rows := make([]int64, 2)
+	m.Map([]int64{4, 4}, rows, 0, nil)
+	m.Map([]int64{9, 9}, rows, 1, nil)
+	st, _ := m.State()
+	dir := f.TempDir()
+	p := filepath.Join(dir, "seed")
+	if err := checkpoint.Write(p, st, nil); err != nil {
+		f.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := ReadIDMap(p, "m")
+		if err != nil || m.step > math.MaxInt64-2 {
+			return
+		}
+		rows := make([]int64, 3)
+		if _, err := m.Map([]int64{1, 2, 1}, rows, max(m.step, 0)+1, nil); err != nil && !errors.Is(err, ErrCapacity) {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A saved map that claims more rows than its file holds is a format
+// error, found before the map's memory is made.
+func TestReadIDMapHuge(t *testing.T) {
+	m, _ := NewIDMap("m", IDMapOptions{Rows: 2})
+	st, _ := m.State()
+	meta := st["m.idmap.meta"].(*tensor.Dense).Int64s()
+	meta[0] = 1 << 30
+	path := filepath.Join(t.TempDir(), "huge")
+	require.NoError(t, checkpoint.Write(path, st, nil))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadIDMap(path, "m")
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, checkpoint.ErrFormat)
+	require.ErrorContains(t, err, "no id tensor of shape [1073741824]")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20))
 }
