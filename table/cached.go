@@ -675,8 +675,8 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 	if r == nil || g == nil {
 		return fmt.Errorf("table %q: Step needs a rule and a gradient: %w", c.name, errs.ErrOption)
 	}
-	if want := r.Columns(c.dim); !rule.SameColumns(want, c.cols) {
-		return fmt.Errorf("table %q: the rule %q keeps %v by row; the table holds %v: %w", c.name, r.Name(), want, c.cols, errs.ErrOption)
+	if err := checkColumns(r, c.dim, c.cols); err != nil {
+		return fmt.Errorf("table %q: %w", c.name, err)
 	}
 	c.slots = c.slots[:0]
 	for _, id := range g.Rows {

@@ -130,8 +130,8 @@ func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) er
 	if sc.Format.isHalf() {
 		return fmt.Errorf("memory store: the rule %q: a store of %v values steps no rule; step its rows in a cache (NewCached): %w", r.Name(), sc.Format, errs.ErrOption)
 	}
-	if want := r.Columns(sc.Dim); !rule.SameColumns(want, sc.Columns) {
-		return fmt.Errorf("memory store: the rule %q keeps %v by row; the store holds %v: %w", r.Name(), want, sc.Columns, errs.ErrOption)
+	if err := checkColumns(r, sc.Dim, sc.Columns); err != nil {
+		return fmt.Errorf("memory store: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,3 +183,12 @@ func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) er
 func (s *MemoryStore) Steps() int64 { return s.steps.Load() }
 
 var _ rule.Stepper = (*MemoryStore)(nil)
+
+// checkColumns reports an error unless rule r keeps the columns cols
+// beside rows of dim values.
+func checkColumns(r rule.Rule, dim int, cols []Column) error {
+	if want := r.Columns(dim); !rule.SameColumns(want, cols) {
+		return fmt.Errorf("the rule %q keeps %v by row; the table holds %v: %w", r.Name(), want, cols, errs.ErrOption)
+	}
+	return nil
+}

@@ -214,8 +214,8 @@ func (s *RedisStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) err
 	if s.dt != tensor.Float32 {
 		return fmt.Errorf("table %q: a Redis Cluster applies rules to float32 rows; the table's are %v: %w", s.name, s.dt, errs.ErrDtype)
 	}
-	if !rule.SameColumns(r.Columns(s.dim), s.cols) {
-		return fmt.Errorf("table %q: the rule %q keeps %v by row; the table holds %v: %w", s.name, r.Name(), r.Columns(s.dim), s.cols, errs.ErrOption)
+	if err := checkColumns(r, s.dim, s.cols); err != nil {
+		return fmt.Errorf("table %q: %w", s.name, err)
 	}
 	rr, err := redisEncoding(s.name, r)
 	if err != nil {
