@@ -203,3 +203,27 @@ func TestRawIDsErrors(t *testing.T) {
 	require.ErrorIs(t, raw.Map([]int64{10}, ids, 2), gather.ErrShape)
 	require.ErrorIs(t, raw.Map([]int32{10, 11}, ids, 2), gather.ErrDtype)
 }
+
+// When a cached table cannot start the new rows (here: its cache is
+// closed), the map forgets the ids it had just given rows, and the ids
+// tensor is unchanged.
+func TestRawIDsResetFails(t *testing.T) {
+	store, err := table.NewMemoryStore("c", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(4, 2)))
+	require.NoError(t, err)
+	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 1 << 12})
+	require.NoError(t, err)
+	emb, err := CachedEmbedding(gorgonia.NewGraph(), c, WithPadding(3))
+	require.NoError(t, err)
+	m, _ := table.NewIDMap("c", table.IDMapOptions{Rows: 3})
+	raw, err := NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 1})
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	ids := tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{9, 9}))
+	err = raw.Map([]int64{40, 41}, ids, 0)
+	require.ErrorIs(t, err, table.ErrClosed)
+	require.Equal(t, []int{9, 9}, ids.Ints())
+	_, held := m.Row(40)
+	require.False(t, held)
+	require.Zero(t, m.Stats().Used)
+	require.Zero(t, m.Stats().Admitted)
+}

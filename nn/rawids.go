@@ -32,6 +32,7 @@ import (
 // draws of the seed and the id, the same on every worker and after a
 // restart) and in optimiser state (each column's Init), whichever id
 // held it before.
+//
 // Tables in the heap, in a mapped file and in a cache (CachedEmbedding,
 // but not a Shared one) work alike. Keep the map with the table:
 // table.IDMap is a checkpoint.Part.
@@ -61,9 +62,12 @@ func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit) (*RawIDs, err
 // Int32 or Int64, as many elements as raw), to the rows the map gives
 // raw (an Int64 tensor, or []int64) at step, and starts the rows it gave
 // new ids afresh. A step that looks the table up several times maps each
-// lookup's ids with the same step; steps must not decrease. An error (the
-// map's ErrCapacity, a dst of another size) changes nothing: not the
-// map, the table or dst.
+// lookup's ids with the same step; steps must not decrease. An error of
+// the ids or the map (a dst of another size, the map's ErrCapacity)
+// changes nothing: not the map, the table or dst. When a cached table's
+// store fails to give the new rows (its fetch's error), the map forgets
+// the ids it had just given rows (table.IDMap.Forget), so that they get
+// rows, started afresh, at a later Map; dst is unchanged.
 func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
 	var ids []int64
 	switch v := raw.(type) {
@@ -97,6 +101,7 @@ func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
 		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
 	}
 	if err := r.emb.home.reset(r.emb.context(), r.fresh, r.init); err != nil {
+		r.m.Forget(r.fresh)
 		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
 	}
 	switch v := dst.Data().(type) {

@@ -366,6 +366,19 @@ func (m *IDMap) Row(id int64) (int64, bool) {
 	return int64(r), ok
 }
 
+// Forget frees the rows of a, assignments the last Map made, whose rows
+// could not be started afresh (a store's error): their ids hold no row
+// again, and a later Map gives them rows anew. An assignment whose id no
+// longer holds that row is skipped.
+func (m *IDMap) Forget(a []Assignment) {
+	for _, x := range a {
+		if r, ok := m.ids[x.ID]; ok && int64(r) == x.Row {
+			m.release(r)
+			m.stats.Admitted--
+		}
+	}
+}
+
 // Rows returns the rows the map hands out (IDMapOptions.Rows), which is
 // also the default row.
 func (m *IDMap) Rows() int { return m.o.Rows }
