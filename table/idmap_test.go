@@ -157,6 +157,11 @@ func FuzzIDMap(f *testing.F) {
 		}
 		ref := newRef(rows, ttl, refuse, admit)
 		ref.pad = o.Pad
+		var lfu *IDMap // EvictLFU's victims are drawn at random: held to invariants, not to the model
+		if !refuse {
+			o.Evict = EvictLFU
+			lfu, _ = NewIDMap("lfu", o)
+		}
 		step := int64(0)
 		for b = b[2:]; len(b) > 0; step++ {
 			n := 1 + int(b[0]%8)
@@ -166,6 +171,9 @@ func FuzzIDMap(f *testing.F) {
 				ids = append(ids, int64(int8(b[0]))*1_000_003) // negative ids too
 			}
 			got := make([]int64, len(ids))
+			if lfu != nil {
+				checkLFU(t, lfu, ids, step)
+			}
 			assigned, err := m.Map(ids, got, step, nil)
 			want, wantAssigned, ok := ref.mapIDs(ids, step)
 			if !ok {
@@ -182,6 +190,67 @@ func FuzzIDMap(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkLFU maps ids with m at step and checks what holds whatever rows
+// the policy takes: an id that held a row keeps it, distinct ids get
+// distinct rows, the padding id and ids not admitted read the default
+// row, the assignments are the ids that came to hold rows, and Used
+// counts the ids that hold rows.
+func checkLFU(t *testing.T, m *IDMap, ids []int64, step int64) {
+	before := map[int64]int64{} // the ids holding rows that do not expire now
+	for _, id := range ids {
+		if r, ok := m.Row(id); ok && (m.o.TTL == 0 || m.row[r].last >= step-m.o.TTL) {
+			before[id] = r
+		}
+	}
+	rows := make([]int64, len(ids))
+	assigned, err := m.Map(ids, rows, step, nil)
+	if errors.Is(err, ErrCapacity) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[int64]int64{} // row -> id
+	fresh := map[int64]bool{}
+	for _, a := range assigned {
+		fresh[a.ID] = true
+	}
+	for k, id := range ids {
+		r := rows[k]
+		if r == int64(m.o.Rows) {
+			if held, ok := before[id]; ok { // a sighting before its admission in the batch reads it too
+				t.Fatalf("LFU step %d: id %d read the default row, holding row %d", step, id, held)
+			}
+			continue
+		}
+		if r < 0 || r > int64(m.o.Rows) {
+			t.Fatalf("LFU step %d: id %d got row %d", step, id, r)
+		}
+		if b, ok := before[id]; ok && (b != r || fresh[id]) {
+			t.Fatalf("LFU step %d: id %d moved from row %d to %d", step, id, b, r)
+		}
+		if o, ok := owner[r]; ok && o != id {
+			t.Fatalf("LFU step %d: ids %d and %d share row %d", step, o, id, r)
+		}
+		owner[r] = id
+		if _, ok := before[id]; !ok && !fresh[id] {
+			t.Fatalf("LFU step %d: id %d came to hold row %d unannounced", step, id, r)
+		}
+	}
+	used := 0
+	for r := range m.o.Rows {
+		if e := m.row[r]; e.held {
+			if got, ok := m.Row(e.id); !ok || got != int64(r) {
+				t.Fatalf("LFU step %d: row %d's id %d maps to %d", step, r, e.id, got)
+			}
+			used++
+		}
+	}
+	if m.Stats().Used != used {
+		t.Fatalf("LFU step %d: Used %d, %d rows held", step, m.Stats().Used, used)
+	}
 }
 
 // exactSketch reports whether each of FuzzIDMap's 256 ids has a counter
