@@ -85,24 +85,7 @@ func main() {
 		defer t.Stop()
 		tick = t.C
 	}
-	go func() {
-		for {
-			select {
-			case <-stop.Done():
-				return
-			case <-hup:
-			case <-tick:
-				if !s.Changed() {
-					continue
-				}
-			}
-			if v, err := s.Reload(); err != nil {
-				log.Printf("reload: %v; still serving %s", err, s.Version())
-			} else {
-				log.Printf("reloaded %s: version %s", *path, v)
-			}
-		}
-	}()
+	go reloads(stop, s, hup, tick, log.Printf)
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
@@ -117,4 +100,25 @@ func main() {
 		log.Fatal(err)
 	}
 	<-drained // Shutdown returns once the requests in flight are answered
+}
+
+// reloads reloads s's model on each signal from hup and, at each tick,
+// if its file changed, until ctx is done; logf reports each reload.
+func reloads(ctx context.Context, s *server, hup <-chan os.Signal, tick <-chan time.Time, logf func(string, ...any)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		case <-tick:
+			if !s.Changed() {
+				continue
+			}
+		}
+		if v, err := s.Reload(); err != nil {
+			logf("reload: %v; still serving %s", err, s.Version())
+		} else {
+			logf("reloaded %s: version %s", s.path, v)
+		}
+	}
 }

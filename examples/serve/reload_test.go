@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -434,4 +435,52 @@ func encodeBinary(ex []example) []byte {
 		}
 	}
 	return b
+}
+
+// The reload loop of main: a tick reloads a changed file once (not an
+// unchanged one, nor a bad one again), a signal reloads at once.
+func TestReloads(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m")
+	writeModelTo(t, path, 1)
+	s := newTestServer(t, path, serve.Int8, options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	hup, tick := make(chan os.Signal), make(chan time.Time)
+	logs := make(chan string, 16)
+	done := make(chan struct{})
+	go func() {
+		reloads(ctx, s, hup, tick, func(f string, a ...any) { logs <- fmt.Sprintf(f, a...) })
+		close(done)
+	}()
+	v1 := s.Version()
+	tick <- time.Now() // unchanged: nothing
+	writeModelTo(t, path, 2)
+	tick <- time.Now()
+	if l := <-logs; !strings.Contains(l, "reloaded") || s.Version() == v1 {
+		t.Fatalf("a changed file: %q, version %s", l, s.Version())
+	}
+	if err := os.WriteFile(path, []byte("bad"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tick <- time.Now()
+	if l := <-logs; !strings.Contains(l, "still serving") {
+		t.Fatalf("a bad file: %q", l)
+	}
+	tick <- time.Now() // the same bad file: not tried again
+	writeModelTo(t, path, 3)
+	hup <- syscall.SIGHUP
+	if l := <-logs; !strings.Contains(l, "reloaded") {
+		t.Fatalf("SIGHUP: %q", l)
+	}
+	cancel()
+	<-done
+	if len(logs) != 0 {
+		t.Fatalf("more reloads than asked: %q", <-logs)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	m := getMetrics(t, ts.URL)
+	if m[`serve_reloads_total{result="ok"}`] != 2 || m[`serve_reloads_total{result="failed"}`] != 1 {
+		t.Fatalf("/metrics: %v", m)
+	}
 }
