@@ -45,14 +45,16 @@ type RawIDs struct {
 }
 
 // NewRawIDs returns the raw ids of emb, a table of m.Rows()+1 rows whose
-// padding row is m.Rows(), mapped by m, new rows started by init. A
-// table of another size or padding is an error wrapping gather.ErrOption.
+// padding row is m.Rows(), mapped by m, new rows started by init. (A
+// table file may have more rows: those table.Cached.KeepIDMap keeps the
+// map in.) A smaller table or another padding row is an error wrapping
+// gather.ErrOption.
 func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit) (*RawIDs, error) {
 	if emb == nil || m == nil {
 		return nil, fmt.Errorf("embedding: NewRawIDs needs an embedding and an id map: %w", gather.ErrOption)
 	}
-	if emb.home.vocab() != m.Rows()+1 || emb.padding() != m.Rows() {
-		return nil, fmt.Errorf("embedding %q: raw ids through the map %q of %d rows need a table of %d rows with padding row %d (nn.WithPadding), not %d rows with padding %d: %w",
+	if emb.home.vocab() < m.Rows()+1 || emb.padding() != m.Rows() {
+		return nil, fmt.Errorf("embedding %q: raw ids through the map %q of %d rows need a table of at least %d rows with padding row %d (nn.WithPadding), not %d rows with padding %d: %w",
 			emb.Name(), m.Name(), m.Rows(), m.Rows()+1, m.Rows(), emb.home.vocab(), emb.padding(), gather.ErrOption)
 	}
 	return &RawIDs{emb: emb, m: m, init: init}, nil

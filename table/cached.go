@@ -267,6 +267,9 @@ type Cached struct {
 	manual    bool                // past limit, Fetch fails instead of syncing
 	closed    bool
 
+	idmap     *IDMap  // the map KeepIDMap keeps in the file's rows, or nil
+	idmapRows []int64 // its rows
+
 	half    Format // the store's values, 0 for full precision
 	nearest bool   // round stepped values to nearest, not stochastically
 	seed    uint64 // the stochastic rounding's
@@ -796,6 +799,9 @@ func (c *Cached) Sync(ctx context.Context) error {
 		if err := c.journal.SetMeta([]byte(formatSteps(c.steps))); err != nil {
 			return fmt.Errorf("table %q: %w", c.name, err)
 		}
+	}
+	if err := c.writeIDMap(ctx); err != nil {
+		return fmt.Errorf("table %q: %w", c.name, err)
 	}
 	if err := c.cache.Sync(ctx); err != nil {
 		return fmt.Errorf("table %q: %w", c.name, err)

@@ -672,3 +672,97 @@ func TestReadIDMapHuge(t *testing.T) {
 	require.ErrorContains(t, err, "no id tensor of shape [1073741824]")
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20))
 }
+
+// A map kept in a table file's rows (KeepIDMap) is committed with each
+// Sync: the files a crash leaves after unsynced steps reopen with the map
+// of the last Sync, and after Close with the last map. Other options, a
+// table not in a file and rows that overlap the map's are errors.
+func TestKeepIDMap(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t.safetensors")
+	o := IDMapOptions{Rows: 20, AdmitAfter: 2, SketchWidth: 64, Evict: EvictLFU}
+	cols := []Column{{Name: "sum", Width: 1}}
+	k, err := IDMapRows(o, 4*3)
+	require.NoError(t, err)
+	vocab := int64(o.Rows+1) + k
+	require.NoError(t, Create(path, "t", int(vocab), 2, tensor.Float32, WithState(cols...)))
+	ctx := context.Background()
+	c, err := OpenCached(path, CacheOptions{Budget: 1 << 16})
+	require.NoError(t, err)
+	m, _ := NewIDMap("t", o)
+	require.NoError(t, c.KeepIDMap(ctx, m, int64(o.Rows+1)))
+	require.Zero(t, m.Stats().Used, "a new file's rows held a map")
+	s := stream(3, 20, 6, 40)
+	rows := make([]int64, 6)
+	for step, ids := range s[:10] {
+		m.Map(ids, rows, int64(step), nil)
+	}
+	require.NoError(t, c.Sync(ctx))
+	synced := m.encode()
+	for step, ids := range s[10:] {
+		m.Map(ids, rows, int64(10+step), nil)
+	}
+	require.NotEqual(t, synced, m.encode())
+	require.NoError(t, c.writeIDMap(ctx)) // a Sync's first part: the map's rows in the journal, not committed
+
+	// A crash now: the files as they are, copied before anything closes.
+	crash := filepath.Join(dir, "crash")
+	require.NoError(t, os.Mkdir(crash, 0o755))
+	for _, name := range []string{"t.safetensors", "t.safetensors.journal"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(crash, name), b, 0o644))
+	}
+	require.NoError(t, c.Close())
+	reopen := func(p string) *IDMap {
+		c, err := OpenCached(p, CacheOptions{Budget: 1 << 16})
+		require.NoError(t, err)
+		defer c.Close()
+		m, _ := NewIDMap("t", o)
+		require.NoError(t, c.KeepIDMap(ctx, m, int64(o.Rows+1)))
+		return m
+	}
+	require.Equal(t, synced, reopen(filepath.Join(crash, "t.safetensors")).encode(), "the crash's map is not the last Sync's")
+	require.Equal(t, m.encode(), reopen(path).encode(), "Close did not keep the last map")
+
+	c, err = OpenCached(path, CacheOptions{Budget: 1 << 16})
+	require.NoError(t, err)
+	defer c.Close()
+	other, _ := NewIDMap("t", IDMapOptions{Rows: 20, AdmitAfter: 2, SketchWidth: 64, Evict: EvictLRU})
+	require.ErrorIs(t, c.KeepIDMap(ctx, other, int64(o.Rows+1)), checkpoint.ErrFormat)
+	require.Zero(t, other.Stats().Used)
+	require.ErrorIs(t, c.KeepIDMap(ctx, other, int64(o.Rows)), errs.ErrOption)
+	require.ErrorIs(t, c.KeepIDMap(ctx, other, vocab-k+1), errs.ErrOption)
+	store, _ := NewMemoryStore("m", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(30, 2)))
+	mc, _ := NewCached(ctx, store, CacheOptions{Budget: 1 << 12})
+	defer mc.Close()
+	require.ErrorIs(t, mc.KeepIDMap(ctx, other, 21), errs.ErrOption)
+}
+
+// FuzzIDMapDecode gives a map any bytes as the rows KeepIDMap reads: an
+// error and an unchanged map, or a map that maps.
+func FuzzIDMapDecode(f *testing.F) {
+	o := IDMapOptions{Rows: 3, AdmitAfter: 2, SketchWidth: 4}
+	m, _ := NewIDMap("f", o)
+	rows := make([]int64, 2)
+	m.Map([]int64{5, 5}, rows, 0, nil)
+	m.Map([]int64{6, 6}, rows, 1, nil)
+	f.Add(m.encode())
+	f.Add(append([]byte(idMapMagic), make([]byte, 40)...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, _ := NewIDMap("f", o)
+		if _, err := m.decode(b); err != nil {
+			if !errors.Is(err, checkpoint.ErrFormat) || m.Stats().Used != 0 {
+				t.Fatalf("%v; %+v", err, m.Stats())
+			}
+			return
+		}
+		if m.step > math.MaxInt64-2 {
+			return
+		}
+		rows := make([]int64, 3)
+		if _, err := m.Map([]int64{1, 2, 1}, rows, max(m.step, 0)+1, nil); err != nil && !errors.Is(err, ErrCapacity) {
+			t.Fatal(err)
+		}
+	})
+}
