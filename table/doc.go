@@ -55,7 +55,9 @@
 // An IDMap maps raw 64-bit ids to the rows of a table of a fixed size,
 // admitting and evicting ids; Cached.Reset and InitialRows start the
 // rows it gives afresh (nn.RawIDs does both). It is a checkpoint.Part,
-// and ReadIDMap reads one back from a checkpoint, options and all.
+// and ReadIDMap reads one back from a checkpoint, options and all;
+// Cached.KeepIDMap keeps one in a table file's own rows instead,
+// committed with each Sync.
 //
 // Open maps a table file without state read-write instead, for
 // nn.OpenEmbedding: simpler, but each new row is a page fault, and a crash
