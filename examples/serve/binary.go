@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 )
 
 // binaryType is the Content-Type of a binary request and its answer.
@@ -28,19 +27,14 @@ const binaryMagic = "GGB1"
 // Its answer is n float64 probabilities, little-endian, the JSON
 // answer's numbers bit for bit. The limits and checks are the JSON
 // body's, and errors name fields as they do (examples[i].features[f][k]).
-func (s *server) readBinary(body io.Reader, m *model) (*batch, int, error) {
+//
+// readBinary reads such a request for m; its errors are readJSON's.
+func readBinary(body io.Reader, m *model) (*batch, error) {
 	raw, err := io.ReadAll(body)
 	if err != nil {
-		if mb := new(http.MaxBytesError); errors.As(err, &mb) {
-			return nil, http.StatusRequestEntityTooLarge, err
-		}
-		return nil, http.StatusBadRequest, fmt.Errorf("reading the request: %v", err)
+		return nil, fmt.Errorf("reading the request: %w", err)
 	}
-	b, err := decodeBinary(raw, m)
-	if err != nil {
-		return nil, http.StatusBadRequest, err
-	}
-	return b, 0, nil
+	return decodeBinary(raw, m)
 }
 
 // decodeBinary checks a binary request for m and flattens it.

@@ -253,29 +253,31 @@ func (s *server) predict(w http.ResponseWriter, r *http.Request) {
 	l := s.cur.Load() // the model of this request, whatever reload comes
 	w.Header().Set("Model-Version", l.version)
 	maxBody := bodyLimit(l.m.denseIn())
-	tooLarge := fmt.Sprintf("the body is over %d bytes, the size of the largest batch (%d examples, %d ids)", maxBody, maxExamples, maxIDs)
+	tooLarge := func() {
+		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes, the size of the largest batch (%d examples, %d ids)", maxBody, maxExamples, maxIDs))
+	}
 	if r.ContentLength > maxBody {
 		// Answered before the body is read, so that the client reads
 		// the answer rather than an error from its write.
 		w.Header().Set("Connection", "close")
-		s.fail(w, http.StatusRequestEntityTooLarge, tooLarge)
+		tooLarge()
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, maxBody)
 	binary := r.Header.Get("Content-Type") == binaryType
 	var b *batch
-	var code int
 	var err error
 	if binary {
-		b, code, err = s.readBinary(body, l.m)
+		b, err = readBinary(body, l.m)
 	} else {
-		b, code, err = s.readJSON(body, l.m)
+		b, err = readJSON(body, l.m)
 	}
 	if mb := new(http.MaxBytesError); errors.As(err, &mb) {
-		code, err = http.StatusRequestEntityTooLarge, errors.New(tooLarge)
+		tooLarge()
+		return
 	}
 	if err != nil {
-		s.fail(w, code, err.Error())
+		s.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	p := make([]float64, b.n)
@@ -298,29 +300,22 @@ func (s *server) predict(w http.ResponseWriter, r *http.Request) {
 	s.observe(time.Since(start))
 }
 
-// readJSON reads a JSON request for m: the batch, or the status and
-// error to answer.
-func (s *server) readJSON(body io.Reader, m *model) (*batch, int, error) {
+// readJSON reads a JSON request for m. An error is the request's fault
+// (400), or wraps the body's *http.MaxBytesError (413).
+func readJSON(body io.Reader, m *model) (*batch, error) {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	var req request
 	if err := dec.Decode(&req); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, http.StatusBadRequest, errors.New("empty body: POST a JSON batch of examples")
+			return nil, errors.New("empty body: POST a JSON batch of examples")
 		}
-		if mb := new(http.MaxBytesError); errors.As(err, &mb) {
-			return nil, http.StatusRequestEntityTooLarge, err
-		}
-		return nil, http.StatusBadRequest, errors.New("reading the request: " + err.Error())
+		return nil, fmt.Errorf("reading the request: %w", err)
 	}
 	if dec.More() {
-		return nil, http.StatusBadRequest, errors.New("reading the request: more than one JSON value")
+		return nil, errors.New("reading the request: more than one JSON value")
 	}
-	b, err := jsonBatch(req.Examples, m)
-	if err != nil {
-		return nil, http.StatusBadRequest, err
-	}
-	return b, 0, nil
+	return jsonBatch(req.Examples, m)
 }
 
 // jsonBatch checks the examples and flattens them for m; an error names
