@@ -39,6 +39,7 @@ import (
 type RawIDs struct {
 	emb   *Embedding
 	m     *table.IDMap
+	rm    *table.RedisIDMap // NewSharedRawIDs's map, instead of m
 	init  table.RowInit
 	rows  []int64
 	fresh []table.Assignment
@@ -58,6 +59,33 @@ func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit) (*RawIDs, err
 			emb.Name(), m.Name(), m.Rows(), m.Rows()+1, m.Rows(), emb.home.vocab(), emb.padding(), gather.ErrOption)
 	}
 	return &RawIDs{emb: emb, m: m, init: init}, nil
+}
+
+// NewSharedRawIDs returns the raw ids of emb, a Shared cached table
+// (CachedEmbedding of a table.NewCached with CacheOptions.Shared) of the
+// RedisStore of m, whose padding row is m.Rows(): a map that lives on the
+// Redis Cluster beside the rows, shared by every worker that trains the
+// table (table.RedisIDMap). Map then maps each batch on the servers and
+// reads its rows in the same calls, and the step sends each row's raw
+// id, so that the step's round trips are those of numbered ids: one to
+// read, one to step. Rows start as m's RowInit says. Another table is an
+// error wrapping gather.ErrOption.
+func NewSharedRawIDs(emb *Embedding, m *table.RedisIDMap) (*RawIDs, error) {
+	if emb == nil || m == nil {
+		return nil, fmt.Errorf("embedding: NewSharedRawIDs needs an embedding and an id map: %w", gather.ErrOption)
+	}
+	h, ok := emb.home.(*cached)
+	if !ok {
+		return nil, fmt.Errorf("embedding %q: a map on a Redis Cluster needs a Shared cached table: %w", emb.Name(), gather.ErrOption)
+	}
+	if err := m.CheckCache(h.c); err != nil {
+		return nil, fmt.Errorf("embedding %q: %w", emb.Name(), err)
+	}
+	if emb.padding() != m.Rows() {
+		return nil, fmt.Errorf("embedding %q: raw ids through the map %q of %d rows need padding row %d (nn.WithPadding), not %d: %w",
+			emb.Name(), m.Name(), m.Rows(), m.Rows(), emb.padding(), gather.ErrOption)
+	}
+	return &RawIDs{emb: emb, rm: m}, nil
 }
 
 // Map sets dst, the ids tensor of a lookup or bag of the embedding (Int,
@@ -99,12 +127,21 @@ func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
 	}
 	r.rows = r.rows[:len(ids)]
 	var err error
-	if r.fresh, err = r.m.Map(ids, r.rows, step, r.fresh[:0]); err != nil {
-		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
-	}
-	if err := r.emb.home.reset(r.emb.context(), r.fresh, r.init); err != nil {
-		r.m.Forget(r.fresh)
-		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+	if r.rm != nil {
+		if r.fresh, err = r.rm.Map(r.emb.context(), ids, r.rows, step); err != nil {
+			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+		}
+		if err := r.emb.home.reset(r.emb.context(), r.fresh, r.init); err != nil {
+			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+		}
+	} else {
+		if r.fresh, err = r.m.Map(ids, r.rows, step, r.fresh[:0]); err != nil {
+			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+		}
+		if err := r.emb.home.reset(r.emb.context(), r.fresh, r.init); err != nil {
+			r.m.Forget(r.fresh)
+			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+		}
 	}
 	switch v := dst.Data().(type) {
 	case []int:

@@ -712,15 +712,27 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 // a.Row gets init's values for a.ID (a half table's rounded to its
 // format, to nearest) and each state column its Init. It brings the rows
 // into the cache as a batch of their own and marks them for writing
-// back, so call it between batches, before the batch's Fetch. A Shared
-// table's rows live on its servers: Reset is an error wrapping
-// gather.ErrOption there.
+// back, so call it between batches, before the batch's Fetch.
+//
+// A Shared table's rows live on its servers. If its store has a
+// RedisIDMap, whose Map starts the rows it gives, Reset drops the
+// cache's copies of every row that Map gave (fresh and init aside), so
+// that the batch's Fetch takes them from what the Map read. Otherwise
+// Reset of a Shared table is an error wrapping gather.ErrOption.
 func (c *Cached) Reset(ctx context.Context, fresh []Assignment, init RowInit) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
 	if c.shared {
-		return fmt.Errorf("table %q: a Shared table's rows are started on its servers, not by Reset: %w", c.name, errs.ErrOption)
+		rs, ok := c.store.(*RedisStore)
+		if !ok || !rs.hasMap() {
+			return fmt.Errorf("table %q: a Shared table's rows are started on its servers (RedisIDMap), not by Reset: %w", c.name, errs.ErrOption)
+		}
+		c.cache.NewBatch()
+		for _, row := range rs.mappedIDs() {
+			c.cache.Forget(row)
+		}
+		return nil
 	}
 	if len(fresh) == 0 {
 		return nil

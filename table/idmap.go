@@ -65,6 +65,7 @@ type IDMapStats struct {
 	Expired  uint64 // ids whose row was freed after TTL steps unused
 	Rejected uint64 // ids a Refuse map had no row for
 	Pending  uint64 // sightings of ids not yet admitted: they read the default row, their gradients dropped
+	Dropped  uint64 // gradients of rows taken for another id between a worker's Map and its Step (RedisIDMap)
 }
 
 // An Assignment is a row given to a raw id by Map: the row's values and

@@ -123,6 +123,11 @@ type RedisStore struct {
 	id       string
 	updates  uint64
 	pending  *pendingStep
+
+	// The table's RedisIDMap, and the rows its last Map gave, by row.
+	mapMu  sync.Mutex
+	idmap  *RedisIDMap
+	mapped map[int64]mappedRow
 }
 
 // fewerUntil says that a master had live replicas, fewer than a store's
@@ -345,10 +350,31 @@ func (s *RedisStore) Rows() int64   { return s.rows }
 
 // ReadRows reads the rows in one pipelined round trip per master. A row
 // missing from the cluster, or a value of another length than a row, is
-// an error naming its key.
+// an error naming its key. Rows the last Map of the store's RedisIDMap
+// gave are read once from what that Map read (or, for a new row, its
+// initial row), with no call.
 func (s *RedisStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
 	if err := s.check(ids, dst); err != nil {
 		return err
+	}
+	rest, at := s.readMapped(ids, dst)
+	if len(rest) == 0 || len(rest) == len(ids) {
+		return s.readRows(ctx, rest, dst)
+	}
+	buf := make([]byte, len(rest)*s.rowBytes)
+	if err := s.readRows(ctx, rest, buf); err != nil {
+		return err
+	}
+	for i, k := range at {
+		copy(dst[k*s.rowBytes:(k+1)*s.rowBytes], buf[i*s.rowBytes:])
+	}
+	return nil
+}
+
+// readRows reads the rows from the cluster.
+func (s *RedisStore) readRows(ctx context.Context, ids []int64, dst []byte) error {
+	if len(ids) == 0 {
+		return nil
 	}
 	keys := make([]string, len(ids))
 	for k, id := range ids {

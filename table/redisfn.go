@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -149,6 +150,74 @@ local function apply(rule)
     return n
   end
 end
+
+-- applyRaw returns the Function that applies rule to rows an id map
+-- gave (RedisIDMap): its keys are the rows, then the tag's seen, owner
+-- and stats hashes; after dim, the parameters, each row has three
+-- arguments: the raw id it was given to, its gradient, and its initial
+-- row ('' if the worker read it). A row whose owner is no longer that id
+-- (taken for another since), or that is missing with no initial row (a
+-- row started again since the worker read it), is left alone and its
+-- gradient counted as dropped; a missing row with its initial row is
+-- started from it.
+local function applyRaw(rule)
+  return function(keys, args)
+    local struct, tonumber = struct, tonumber
+    local n = #keys - 3
+    local seen, owner, stats = keys[n + 1], keys[n + 2], keys[n + 3]
+    local last = redis.call('HGET', seen, args[1])
+    if last and tonumber(last) >= tonumber(args[2]) then
+      return 0
+    end
+    local dim, np = tonumber(args[3]), tonumber(args[4])
+    local p = {}
+    for i = 1, np do
+      p[i] = tonumber(args[4 + i])
+    end
+    local head = 4 + np
+    local rows, live, rowBytes = {}, {}, nil
+    for i = 1, n do
+      local raw, g, init = args[head + 3 * i - 2], args[head + 3 * i - 1], args[head + 3 * i]
+      if g == nil or #g ~= dim * 4 then
+        return redis.error_reply('gathergrad: the gradient for ' .. keys[i] .. ' is not ' .. dim .. ' float32 values')
+      end
+      local row = string.match(keys[i], ':(%d+)$')
+      local v = false
+      if redis.call('HGET', owner, row) == raw then
+        v = redis.call('GET', keys[i]) or (#init > 0 and init)
+      end
+      if v then
+        rowBytes = rowBytes or #v
+        if #v ~= rowBytes or rowBytes % 4 ~= 0 or rowBytes < dim * 4 then
+          return redis.error_reply('gathergrad: ' .. keys[i] .. ' holds ' .. #v .. ' bytes, not a row of ' .. dim .. ' float32 values and their state')
+        end
+        live[#live + 1] = i
+        rows[i] = v
+      end
+    end
+    local function f(x)
+      local y = struct.unpack('<f', struct.pack('<f', x))
+      return y
+    end
+    if rowBytes then
+      local width = rowBytes / 4
+      local rowFmt = '<' .. string.rep('f', width)
+      local gradFmt = '<' .. string.rep('f', dim)
+      for _, i in ipairs(live) do
+        local w = {struct.unpack(rowFmt, rows[i])}
+        local g = {struct.unpack(gradFmt, args[head + 3 * i - 1])}
+        rule(w, g, p, dim, f)
+        redis.call('SET', keys[i], struct.pack(rowFmt, unpack(w, 1, width)))
+      end
+    end
+    if #live < n then
+      redis.call('HINCRBY', stats, 'dropped', n - #live)
+    end
+    redis.call('HSET', seen, args[1], args[2])
+    redis.call('PEXPIRE', seen, 86400000)
+    return #live
+  end
+end
 `
 
 // RedisFunction returns the name of the Redis Function by which a
@@ -172,7 +241,8 @@ func redisFunction(rule, lua string) (name, library string) {
 	body := redisPreamble + "\nlocal rule = (function()\n" + lua + "\nend)()\n"
 	sum := sha256.Sum256([]byte(body))
 	name = fmt.Sprintf("gg_%s_%x", rule, sum[:6])
-	return name, "#!lua name=" + name + "\n" + body + "redis.register_function('" + name + "', apply(rule))\n"
+	return name, "#!lua name=" + name + "\n" + body + "redis.register_function('" + name + "', apply(rule))\n" +
+		"redis.register_function('" + name + "_raw', applyRaw(rule))\n"
 }
 
 // load loads the library of a rule's Function on every master of the
@@ -225,9 +295,14 @@ func (s *RedisStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) err
 	if err := r.Check(t, g, s.dim); err != nil {
 		return err
 	}
-	if err := s.applyRule(ctx, r.Name(), rr.Lua, rr.Args(r, t), g.Rows, s.dim, fileio.LittleEndianBytes(g.Values.Float32s())); err != nil {
+	raw, err := s.mappedRows(g.Rows)
+	if err != nil {
 		return err
 	}
+	if err := s.applyRule(ctx, r.Name(), rr.Lua, rr.Args(r, t), g.Rows, s.dim, fileio.LittleEndianBytes(g.Values.Float32s()), raw); err != nil {
+		return err
+	}
+	s.stepped(raw)
 	s.steps.Store(t)
 	return nil
 }
@@ -237,8 +312,9 @@ func (s *RedisStore) Steps() int64 { return s.steps.Load() }
 
 // applyRule applies the rule name, whose encoding is lua, with the
 // parameters args, to the rows ids, each by its gradient
-// grad[k*dim*4:(k+1)*dim*4].
-func (s *RedisStore) applyRule(ctx context.Context, name, lua string, args []float64, ids []int64, dim int, grad []byte) error {
+// grad[k*dim*4:(k+1)*dim*4]; with raw, rows an id map gave (RedisIDMap),
+// by the Function that checks each row's raw id.
+func (s *RedisStore) applyRule(ctx context.Context, name, lua string, args []float64, ids []int64, dim int, grad []byte, raw []mappedRow) error {
 	if dim != s.dim || len(grad) != len(ids)*dim*4 || name == "" || lua == "" {
 		return fmt.Errorf("table %q: rule %q: %d gradient bytes for %d rows of %d float32 values; the table's rows are %d wide: %w",
 			s.name, name, len(grad), len(ids), dim, s.dim, errs.ErrShape)
@@ -252,7 +328,11 @@ func (s *RedisStore) applyRule(ctx context.Context, name, lua string, args []flo
 	// master a failover made of a node that never had it. The masters as
 	// the cluster lists them now then load it, and the call goes again.
 	for tries := 0; ; tries++ {
-		err := s.fcall(ctx, fn, dim, ids, grad, head)
+		call := fn
+		if raw != nil {
+			call += "_raw"
+		}
+		err := s.fcall(ctx, call, dim, ids, grad, head, raw)
 		if err == nil || !strings.Contains(err.Error(), "Function not found") || tries == 3 {
 			return err
 		}
@@ -267,89 +347,149 @@ func (s *RedisStore) applyRule(ctx context.Context, name, lua string, args []flo
 
 // fcall calls the function fn once per hash tag of ids, all calls in one
 // pipelined round trip per master, with the update's name, the
-// arguments head, dim and the gradient of each key.
-func (s *RedisStore) fcall(ctx context.Context, fn string, dim int, ids []int64, grad []byte, head []any) error {
+// arguments head, dim and the gradient of each key. With raw (the id
+// map's rows, RedisIDMap), each row's arguments are its raw id, its
+// gradient and its initial row ("" if the worker read it), and each
+// call's keys end in its tag's owner and stats hashes too.
+func (s *RedisStore) fcall(ctx context.Context, fn string, dim int, ids []int64, grad []byte, head []any, raw []mappedRow) error {
 	if err := s.check(ids, nil); err != nil {
 		return err
 	}
 	grad = slices.Clone(grad) // sent on by a call given up (see attempt), not the caller's
-	s.stepping.Lock()
-	defer s.stepping.Unlock()
 	groups := map[int64][]int{}
 	for k, id := range ids {
 		groups[id%redisGroups] = append(groups[id%redisGroups], k)
 	}
-	// The digest is computed only after a Step failed: the next Step may
-	// be the same one again.
-	var digest *[sha256.Size]byte
+	tags := slices.Sorted(maps.Keys(groups)) // the same update again is the same calls
+	calls := make([]tagCall, 0, len(groups))
+	for _, tag := range tags {
+		ks := groups[tag]
+		c := tagCall{keys: make([]string, len(ks), len(ks)+3), args: make([]any, 0, len(head)+3*len(ks))}
+		c.args = append(c.args, head...)
+		for i, k := range ks {
+			c.keys[i] = s.key(ids[k])
+			g := grad[k*dim*4 : (k+1)*dim*4]
+			if raw == nil {
+				c.args = append(c.args, g)
+				continue
+			}
+			init := []byte{}
+			if raw[k].fresh {
+				init = raw[k].row
+			}
+			c.args = append(c.args, strconv.FormatInt(raw[k].raw, 10), g, init)
+		}
+		c.keys = append(c.keys, s.seenKey(tag))
+		if raw != nil {
+			c.keys = append(c.keys, s.mapKey(tag, "owner"), s.mapKey(tag, "stats"))
+		}
+		calls = append(calls, c)
+	}
+	digest := func() [sha256.Size]byte { return callDigest(fn, calls) }
+	err := s.numbered(ctx, digest, func(ctx context.Context, name []any) error {
+		return s.send(ctx, fn, name, calls, nil)
+	})
+	if err == nil || strings.Contains(err.Error(), "Function not found") {
+		return err // applyRule loads a Function not found
+	}
+	return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), err)
+}
+
+// A tagCall is one Function call of an update, to the keys of one hash
+// tag: its keys, and its arguments after the update's name.
+type tagCall struct {
+	keys []string
+	args []any
+}
+
+// send sends the calls of an update named name, one pipelined round trip
+// per master, retried as the store's Retry allows; reply, if not nil,
+// gets each call's reply.
+func (s *RedisStore) send(ctx context.Context, fn string, name []any, calls []tagCall, reply func(k int, cmd *redis.Cmd)) error {
+	first := make([]string, len(calls))
+	for k, c := range calls {
+		first[k] = c.keys[0]
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	err := s.again(ctx, func(ctx context.Context) error {
+		return s.onMasters(ctx, first, true, func(ctx context.Context, p redis.Pipeliner, k int) {
+			cmds[k] = p.FCall(ctx, fn, calls[k].keys, append(slices.Clip(name), calls[k].args...)...)
+		})
+	})
+	if err == nil && reply != nil {
+		for k, cmd := range cmds {
+			reply(k, cmd)
+		}
+	}
+	return err
+}
+
+// numbered runs send, the calls of one update, under the update's name
+// (the store's id and the update's number), one update at a time. The
+// number is the next, unless the last update failed and digest says this
+// is the same update again: then it is the failed update's number, so
+// that the servers apply what it did not apply, and nothing twice. The
+// digest is computed only after an update failed. A failure whose outcome
+// may be in part applied wraps ErrUnknownOutcome.
+func (s *RedisStore) numbered(ctx context.Context, digest func() [sha256.Size]byte, send func(ctx context.Context, name []any) error) error {
+	s.stepping.Lock()
+	defer s.stepping.Unlock()
+	var d *[sha256.Size]byte
 	update := s.updates + 1
 	if s.pending != nil {
-		d := stepDigest(fn, ids, grad, head)
-		if digest = &d; d == s.pending.digest {
-			update = s.pending.update // the same Step again: its update's name again
+		x := digest()
+		if d = &x; x == s.pending.digest {
+			update = s.pending.update // the same update again: its name again
 		}
 	}
 	s.updates = max(s.updates, update)
-	head = append([]any{s.id, strconv.FormatUint(update, 10)}, head...)
-	calls := make([]struct {
-		keys []string
-		args []any
-	}, 0, len(groups))
-	first := make([]string, 0, len(groups))
-	for tag, ks := range groups {
-		keys := make([]string, len(ks), len(ks)+1)
-		args := append(make([]any, 0, len(head)+len(ks)), head...)
-		for i, k := range ks {
-			keys[i] = s.key(ids[k])
-			args = append(args, grad[k*dim*4:(k+1)*dim*4])
-		}
-		keys = append(keys, s.seenKey(tag))
-		calls = append(calls, struct {
-			keys []string
-			args []any
-		}{keys, args})
-		first = append(first, keys[0])
-	}
-	err := s.again(ctx, func(ctx context.Context) error {
-		return s.onMasters(ctx, first, true, func(ctx context.Context, p redis.Pipeliner, k int) {
-			p.FCall(ctx, fn, calls[k].keys, calls[k].args...)
-		})
-	})
+	err := send(ctx, []any{s.id, strconv.FormatUint(update, 10)})
 	if err == nil {
 		s.pending = nil
 		return nil
 	}
-	if digest == nil {
-		d := stepDigest(fn, ids, grad, head[2:])
-		digest = &d
+	if d == nil {
+		x := digest()
+		d = &x
 	}
-	s.pending = &pendingStep{update: update, digest: *digest}
+	s.pending = &pendingStep{update: update, digest: *d}
 	switch {
 	case strings.Contains(err.Error(), "Function not found"):
-		return err // applyRule loads it
+		return err
 	case ctx.Err() != nil:
-		return fmt.Errorf("table %q: stepping %d rows: %w (some of its calls may have been applied; "+
-			"the same step again applies the rest, exactly once): %w", s.name, len(ids), ErrUnknownOutcome, err)
+		return fmt.Errorf("%w (some of its calls may have been applied; "+
+			"the same call again applies the rest, exactly once): %w", ErrUnknownOutcome, err)
 	case errors.Is(err, ErrClosed) || errors.Is(err, redis.ErrClosed):
-		return fmt.Errorf("table %q: %w", s.name, ErrClosed)
+		return ErrClosed
 	case retryable(err) || errors.Is(err, ErrFewReplicas):
-		return fmt.Errorf("table %q: stepping %d rows: %w (some of its calls may have been applied; "+
-			"the same Step again applies the rest, exactly once): %w", s.name, len(ids), ErrUnknownOutcome, redisError(err))
+		return fmt.Errorf("%w (some of its calls may have been applied; "+
+			"the same call again applies the rest, exactly once): %w", ErrUnknownOutcome, redisError(err))
 	}
-	return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), redisError(err))
+	return redisError(err)
 }
 
-// stepDigest returns the digest of a Step's function, rows, gradient and
-// arguments head, by which the same Step made again is known.
-func stepDigest(fn string, ids []int64, grad []byte, head []any) [sha256.Size]byte {
+// callDigest returns the digest of an update's function and calls, by
+// which the same update made again is known.
+func callDigest(fn string, calls []tagCall) [sha256.Size]byte {
 	h := sha256.New()
-	fmt.Fprintln(h, fn, head)
-	b := make([]byte, 0, 8*len(ids))
-	for _, id := range ids {
-		b = binary.LittleEndian.AppendUint64(b, uint64(id))
+	fmt.Fprintln(h, fn, len(calls))
+	var n [8]byte
+	for _, c := range calls {
+		for _, k := range c.keys {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(k)))
+			h.Write(n[:])
+			h.Write([]byte(k))
+		}
+		for _, a := range c.args {
+			b, ok := a.([]byte)
+			if !ok {
+				b = []byte(a.(string))
+			}
+			binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+			h.Write(n[:])
+			h.Write(b)
+		}
 	}
-	h.Write(b)
-	h.Write(grad)
 	var d [sha256.Size]byte
 	h.Sum(d[:0])
 	return d

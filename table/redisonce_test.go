@@ -24,7 +24,7 @@ const testSGD = "return function(w, g, p, dim, f) for j = 1, dim do w[j] = f(w[j
 
 // stepSGD applies testSGD with learning rate 1 to the rows of s.
 func stepSGD(s *RedisStore, ids []int64, grad []float32) error {
-	return s.applyRule(context.Background(), "test_sgd", testSGD, []float64{1}, ids, len(grad)/len(ids), fileio.LittleEndianBytes(grad))
+	return s.applyRule(context.Background(), "test_sgd", testSGD, []float64{1}, ids, len(grad)/len(ids), fileio.LittleEndianBytes(grad), nil)
 }
 
 // testRule is testSGD as a rule.Rule: w -= g, registered with the

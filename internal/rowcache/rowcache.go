@@ -458,6 +458,16 @@ func (c *Cache) Pin(ctx context.Context, id int64) (int32, error) {
 	return slot[0], nil
 }
 
+// Forget drops row id from the cache, if the cache holds it clean and
+// does not pin it, so that the next Fetch naming it reads it from the
+// store. Call it between batches, after NewBatch.
+func (c *Cache) Forget(id int64) {
+	c.Wait()
+	if s, ok := c.slotOf[id]; ok && !c.dirty[s] && c.batch[s] < c.calls {
+		c.drop(s)
+	}
+}
+
 // ID returns the row slot s holds, or -1 for none.
 func (c *Cache) ID(s int32) int64 { return c.idOf[s] }
 

@@ -1,0 +1,164 @@
+package nn
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
+)
+
+// Training raw ids on a Redis Cluster through a map that lives there
+// (NewSharedRawIDs: every id admitted at once, rows for all of them) is
+// bit for bit training a fixed table in memory on the same ids numbered
+// in order of first appearance, each row starting from table.InitialRow
+// of its id, with SparseAdam: each raw id's values and Adam state equal
+// those of its number. (Rows differ: the map's are its tags'.) Two
+// workers then train the table at once, the map shared.
+func TestSharedRawIDsEqualNumbered(t *testing.T) {
+	cl := localredis.Start(t, 3, 0)
+	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	ctx := context.Background()
+	const dim, batch, steps, seed, distinct = 4, 16, 25, 5, 30
+	const rows = 8 * 1024 // 8 rows a tag: no tag fills with 30 ids
+	stream := rawStream(11, distinct, steps, batch)
+
+	// The same ids numbered in order of first appearance.
+	gb := gorgonia.NewGraph()
+	eb, err := NewEmbedding(gb, "b", distinct+1, dim, tensor.Float32, WithSparse(), WithPadding(distinct))
+	require.NoError(t, err)
+	wb, _ := eb.Weight()
+	wb.Zero()
+	number := map[int64]int64{}
+	for _, ids := range stream {
+		for _, id := range ids {
+			if _, ok := number[id]; !ok {
+				number[id] = int64(len(number))
+				table.InitialRow(wb.Float32s()[number[id]*dim:(number[id]+1)*dim], seed, id)
+			}
+		}
+	}
+	b := newRawModel(t, gb, eb, batch)
+	optB := optim.NewSparseAdam(0.05)
+	for _, ids := range stream {
+		for k, id := range ids {
+			b.ids.Ints()[k] = int(number[id])
+		}
+		b.step(t, optB)
+	}
+
+	cols := optim.NewSparseAdam(0.05).Columns(dim)
+	require.NoError(t, table.CreateRedis(ctx, o, "raw", rows+1, dim, tensor.Float32, table.WithState(cols...)))
+	mo := table.IDMapOptions{Rows: rows}
+	worker := func() (rawModel, *RawIDs, *table.RedisIDMap, *table.RedisStore) {
+		s, err := table.OpenRedis(ctx, o, "raw")
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		m, err := table.NewRedisIDMap(ctx, s, mo, table.RowInit{Seed: seed, Std: 1})
+		require.NoError(t, err)
+		c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: true})
+		require.NoError(t, err)
+		g := gorgonia.NewGraph()
+		emb, err := CachedEmbedding(g, c, WithPadding(rows))
+		require.NoError(t, err)
+		t.Cleanup(func() { emb.Close() })
+		raw, err := NewSharedRawIDs(emb, m)
+		require.NoError(t, err)
+		return newRawModel(t, g, emb, batch), raw, m, s
+	}
+	a, raw, m, s := worker()
+	optA := optim.NewSparseAdam(0.05)
+	for step, ids := range stream {
+		require.NoError(t, raw.Map(ids, a.ids, int64(step)))
+		a.step(t, optA)
+	}
+	st, err := m.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, table.IDMapStats{Used: len(number), Admitted: uint64(len(number))}, st)
+
+	// Each raw id's row, values and state, against its number's.
+	all := make([]int64, 0, len(number))
+	for id := range number {
+		all = append(all, id)
+	}
+	at := make([]int64, len(all))
+	_, err = m.Map(ctx, all, at, steps)
+	require.NoError(t, err)
+	got := make([]byte, len(all)*s.RowBytes())
+	require.NoError(t, s.ReadRows(ctx, at, got))
+	state, err := optim.State(eb, optB).State()
+	require.NoError(t, err)
+	width := s.RowBytes() / 4
+	for k, id := range all {
+		row := fileio.Float32s(got)[k*width : (k+1)*width]
+		n := int(number[id])
+		for j := range dim {
+			require.Equal(t, math.Float32bits(wb.Float32s()[n*dim+j]), math.Float32bits(row[j]), "id %d value %d", id, j)
+		}
+		off := dim
+		for _, col := range cols {
+			v := state["b."+col.Name].(*tensor.Dense).Float32s()
+			for j := range col.Width {
+				require.Equal(t, math.Float32bits(v[n*col.Width+j]), math.Float32bits(row[off+j]), "id %d %s[%d]", id, col.Name, j)
+			}
+			off += col.Width
+		}
+	}
+
+	// Two workers at once on new ids: one row each, every step applied.
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for w := range 2 {
+		a, raw, _, _ := worker()
+		opt := optim.NewSparseAdam(0.05)
+		more := rawStream(uint64(20+w), distinct, 10, batch)
+		wg.Go(func() {
+			for step, ids := range more {
+				if err := raw.Map(ids, a.ids, int64(steps+1+step)); err != nil {
+					errs <- err
+					return
+				}
+				if err := a.vm.RunAll(); err != nil {
+					errs <- err
+					return
+				}
+				if err := a.emb.Step(opt); err != nil {
+					errs <- err
+					return
+				}
+				a.vm.Reset()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	st, err = m.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, st.Admitted, uint64(st.Used))
+	require.Zero(t, st.Evicted+st.Rejected)
+
+	// A table that is not a Shared cache of the map's store is refused.
+	s2, err := table.OpenRedis(ctx, o, "raw")
+	require.NoError(t, err)
+	defer s2.Close()
+	c2, err := table.NewCached(ctx, s2, table.CacheOptions{Budget: 1 << 20})
+	require.NoError(t, err)
+	e2, err := CachedEmbedding(gorgonia.NewGraph(), c2, WithPadding(rows))
+	require.NoError(t, err)
+	defer e2.Close()
+	_, err = NewSharedRawIDs(e2, m)
+	require.ErrorIs(t, err, gather.ErrOption)
+}

@@ -1,0 +1,633 @@
+package table
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/rowcache"
+)
+
+// A RedisIDMap is an IDMap that lives on the Redis Cluster of a table's
+// RedisStore, beside the rows it hands out, so that every worker
+// training the table maps raw ids alike: two workers that admit the same
+// new id at once give it one row. It maps raw 64-bit ids (any value) to
+// rows 0 to Rows-1 of the table, with IDMapOptions' admission, eviction
+// and TTL; row Rows is the default row.
+//
+// The map is split as the rows are, by hash tag: a raw id belongs to one
+// of the 1024 tags by a hash of its value, and takes rows of that tag
+// only (the rows r with r mod 1024 equal to it), so that a batch's
+// mapping is one Function call per tag, beside the rows, and its rows'
+// values come back in the same call: Map is the step's read of its rows,
+// with no round trip of its own. A tag is full when its own rows are:
+// about Rows/1024 of them (size Rows with room to spare for the ids of
+// the busiest tag). In the same way, an id's sightings are counted in
+// its tag's count-min sketch, of SketchWidth/1024 counters a row (at
+// least 64), so that the error bound of IDMapOptions.AdmitAfter holds
+// over the ids of a tag; TTL frees a tag's rows at that tag's next call;
+// EvictLRU takes the row of a tag's id used at the earliest step (ties
+// by row), EvictLFU the row of the id used in the fewest steps (not the
+// 16-row sample of IDMap).
+//
+// Workers map at the same time, so a batch cannot be refused whole: a
+// new id that finds no row (Refuse when its tag is full, or every row
+// of its tag used at this step) reads the default row, counted in
+// Stats.Rejected, and Map returns no error for it.
+//
+// Steps: a table with a RedisIDMap is read and stepped through a Shared
+// Cached table (nn.NewSharedRawIDs). Map hands the rows it read to the
+// store's next ReadRows of them, and the store's Step sends each row's
+// raw id: a row taken for another id between a worker's Map and its Step
+// keeps its new id's values (the gradient is dropped, counted in
+// Stats.Dropped), and a row given to an id starts, at its first Step,
+// from RowInit's values for the id and each state column's Init (the
+// worker that mapped it sends them).
+//
+// Every Map is one update of the store (see ErrUnknownOutcome): a call
+// retried after a failover that the server applied already answers what
+// it answered the first time, so admissions, evictions and counts happen
+// exactly once; the same Map again after an error wrapping
+// ErrUnknownOutcome applies what the first did not. The map's keys
+// persist as the rows do (Redis's own persistence and replicas;
+// RedisOptions.Replicas).
+type RedisIDMap struct {
+	s     *RedisStore
+	o     IDMapOptions
+	init  RowInit
+	width int // the counters of each row of a tag's sketch
+	name  string
+	dim   int
+	// Map's scratch: the last Map's ids of each tag, and its rows.
+	scratch []int64
+}
+
+// mappedRow is a row the last Map of a store's RedisIDMap gave: the raw
+// id it belongs to, its bytes (as read, or its initial row if fresh),
+// and whether ReadRows has served them yet.
+type mappedRow struct {
+	rowNum int64
+	raw    int64
+	row   []byte
+	fresh bool // the row was missing: it starts from row at its first Step
+	read  bool
+}
+
+// mapKey is the key of one part of the map of tag tag: "ids" (raw id ->
+// row), "owner" (row -> raw id), "last" (rows by the step of their last
+// use), "uses" (rows by the steps they were used in), "cms" (the
+// sketch), "stats" (counts and the next row never given), "free" (rows
+// freed by TTL).
+func (s *RedisStore) mapKey(tag int64, part string) string {
+	return "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:map:" + part
+}
+
+var mapParts = []string{"ids", "owner", "last", "uses", "cms", "stats", "free"}
+
+// optionsKey records a map's options, which every worker must share.
+func (s *RedisStore) optionsKey() string { return "gg:" + s.name + ":map" }
+
+// NewRedisIDMap returns the map of the table of s, a float32 table of at
+// least o.Rows+1 rows whose row o.Rows is the default row (as for
+// IDMap), whose new rows start by init. The first worker records o on
+// the cluster; a worker whose options differ gets an error wrapping
+// checkpoint.ErrMismatch. A store has one map: a second is an error.
+func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowInit) (*RedisIDMap, error) {
+	if s == nil {
+		return nil, fmt.Errorf("id map: NewRedisIDMap needs a store: %w", errs.ErrOption)
+	}
+	prefix := fmt.Sprintf("id map of table %q", s.name)
+	if _, err := NewIDMap(s.name, IDMapOptions{Rows: max(o.Rows, 1), AdmitAfter: o.AdmitAfter, SketchWidth: o.SketchWidth, Evict: o.Evict, TTL: o.TTL}); err != nil || o.Rows <= 0 {
+		return nil, fmt.Errorf("%s: rows %d, admit after %d, sketch width %d, TTL %d, eviction %d: %w",
+			prefix, o.Rows, o.AdmitAfter, o.SketchWidth, o.TTL, o.Evict, errs.ErrOption)
+	}
+	if s.dt != tensor.Float32 || s.rows < int64(o.Rows)+1 {
+		return nil, fmt.Errorf("%s: a map of %d rows needs a float32 table of at least %d rows, not %v of %d: %w",
+			prefix, o.Rows, o.Rows+1, s.dt, s.rows, errs.ErrOption)
+	}
+	if o.AdmitAfter == 0 {
+		o.AdmitAfter = 1
+	}
+	if o.SketchWidth == 0 {
+		o.SketchWidth = 1 << 16
+	}
+	width := max(64, 1<<bits.Len(uint(max(o.SketchWidth/redisGroups, 1)-1)))
+	desc := fmt.Sprintf("rows=%d;admit=%d;width=%d;evict=%d;ttl=%d;pad=%t;padid=%d", o.Rows, o.AdmitAfter, width, o.Evict, o.TTL, o.Pad, o.PadID)
+	var got string
+	err := s.again(ctx, func(ctx context.Context) error {
+		if err := s.c.SetNX(ctx, s.optionsKey(), desc, 0).Err(); err != nil {
+			return err
+		}
+		var err error
+		got, err = s.c.Get(ctx, s.optionsKey()).Result()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, redisError(err))
+	}
+	if got != desc {
+		return nil, fmt.Errorf("%s: the cluster records the map's options as %q; these are %q: %w", prefix, got, desc, checkpoint.ErrMismatch)
+	}
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	if s.idmap != nil {
+		return nil, fmt.Errorf("%s: the store has a map already: %w", prefix, errs.ErrOption)
+	}
+	m := &RedisIDMap{s: s, o: o, init: init, width: width, name: s.name, dim: s.dim}
+	s.idmap = m
+	return m, nil
+}
+
+// Rows returns the rows the map hands out, which is also the default row.
+func (m *RedisIDMap) Rows() int { return m.o.Rows }
+
+// Name returns the map's name, its table's.
+func (m *RedisIDMap) Name() string { return m.name }
+
+// Store returns the store whose rows the map hands out.
+func (m *RedisIDMap) Store() *RedisStore { return m.s }
+
+// CheckCache returns nil if c is a Shared Cached table of the map's
+// store (NewCached with CacheOptions.Shared), through which the map's
+// rows are read and stepped, and else an error wrapping
+// gather.ErrOption.
+func (m *RedisIDMap) CheckCache(c *Cached) error {
+	if c == nil || !c.shared || c.store != rowcache.Store(m.s) {
+		return fmt.Errorf("id map %q: its rows are read and stepped through a Shared Cached table of its store: %w", m.name, errs.ErrOption)
+	}
+	return nil
+}
+
+// idTag returns the hash tag of raw id id.
+func idTag(id int64) int64 { return int64(mix(uint64(id), 11) % redisGroups) }
+
+// Map sets rows[k] to the row of raw[k] for step step, admitting new ids
+// and evicting on the servers as the options say, and returns the rows
+// it gave ids that must start afresh (rows now missing on the cluster:
+// its Step starts them), in the order given. It reads the values of the
+// rows it gives, in the same calls, for the store's next ReadRows of
+// them. Steps are the worker's own; a row used at a worker's step is not
+// taken for another id by a call of the same or an earlier step. On
+// error rows is unchanged.
+func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]Assignment, error) {
+	s := m.s
+	if len(rows) != len(raw) {
+		return nil, fmt.Errorf("id map %q: %d rows for %d ids: %w", m.name, len(rows), len(raw), errs.ErrShape)
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("id map %q: %w", m.name, ErrClosed)
+	}
+	// The distinct ids of each tag, with their sightings, in order of
+	// first sight.
+	type seen struct {
+		id    int64
+		count int
+	}
+	at := make(map[int64]int, len(raw)) // raw id -> its index in byTag[its tag]
+	byTag := map[int64][]seen{}
+	for _, id := range raw {
+		if m.o.Pad && id == m.o.PadID {
+			continue
+		}
+		tag := idTag(id)
+		if k, ok := at[id]; ok {
+			byTag[tag][k].count++
+			continue
+		}
+		at[id] = len(byTag[tag])
+		byTag[tag] = append(byTag[tag], seen{id, 1})
+	}
+	tags := slices.Sorted(func(yield func(int64) bool) {
+		for t := range byTag {
+			if !yield(t) {
+				return
+			}
+		}
+	})
+	o := m.o
+	calls := make([]tagCall, len(tags))
+	for i, tag := range tags {
+		ids := byTag[tag]
+		keys := make([]string, len(mapParts))
+		for k, part := range mapParts {
+			keys[k] = s.mapKey(tag, part)
+		}
+		keys = append(keys, s.seenKey(tag))
+		args := []any{strconv.FormatInt(step, 10), strconv.Itoa(o.AdmitAfter), strconv.Itoa(int(o.Evict)), strconv.FormatInt(o.TTL, 10),
+			strconv.FormatInt(tag, 10), strconv.Itoa(o.Rows), "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:", strconv.Itoa(len(ids))}
+		for _, x := range ids {
+			var cells string
+			if o.AdmitAfter > 1 {
+				var b strings.Builder
+				for d := range 4 {
+					if d > 0 {
+						b.WriteByte(' ')
+					}
+					b.WriteString(strconv.Itoa(d*m.width + int(mix(uint64(x.id), uint64(d))&uint64(m.width-1))))
+				}
+				cells = b.String()
+			}
+			args = append(args, strconv.FormatInt(x.id, 10), strconv.Itoa(x.count), cells)
+		}
+		calls[i] = tagCall{keys: keys, args: args}
+	}
+	got := make(map[int64]mappedRow, len(at))
+	var bad error
+	reply := func(k int, cmd *redis.Cmd) {
+		v, err := cmd.Slice()
+		ids := byTag[tags[k]]
+		if err == nil && len(v) != 2*len(ids) {
+			err = fmt.Errorf("%d values for %d ids", len(v), len(ids))
+		}
+		if err != nil {
+			bad = cmp(bad, fmt.Errorf("the map's call for tag %d answered: %w", tags[k], err))
+			return
+		}
+		for i, x := range ids {
+			row, ok := v[2*i].(int64)
+			b, _ := v[2*i+1].(string)
+			switch {
+			case !ok || row < -1 || row >= int64(o.Rows) || row >= 0 && row%redisGroups != tags[k]:
+				bad = cmp(bad, fmt.Errorf("the map gave id %d the row %v, not one of its tag %d", x.id, v[2*i], tags[k]))
+			case row >= 0 && v[2*i+1] != nil && len(b) != s.rowBytes:
+				bad = cmp(bad, fmt.Errorf("the row %d of id %d holds %d bytes; a row is %d: %w", row, x.id, len(b), s.rowBytes, errMismatch))
+			case row >= 0:
+				got[x.id] = mappedRow{rowNum: row, raw: x.id, row: []byte(b), fresh: v[2*i+1] == nil}
+			}
+		}
+	}
+	if len(calls) > 0 {
+		_, library := mapFunction()
+		for tries := 0; ; tries++ {
+			err := s.numbered(ctx, func() [sha256.Size]byte { return callDigest(mapFn, calls) }, func(ctx context.Context, name []any) error {
+				return s.send(ctx, mapFn, name, calls, reply)
+			})
+			if err == nil || !strings.Contains(err.Error(), "Function not found") || tries == 3 {
+				if err != nil {
+					return nil, fmt.Errorf("id map %q: mapping %d ids: %w", m.name, len(raw), err)
+				}
+				break
+			}
+			if err := s.load(ctx, library); err != nil {
+				return nil, fmt.Errorf("id map %q: %w", m.name, redisError(err))
+			}
+		}
+	}
+	if bad != nil {
+		return nil, fmt.Errorf("id map %q: %w", m.name, bad)
+	}
+	// The rows, for the store's reads and steps; new rows' values.
+	byRow := make(map[int64]mappedRow, len(got))
+	var fresh []Assignment
+	for _, id := range raw {
+		x, ok := got[id]
+		if !ok {
+			continue
+		}
+		row := x.rowNum
+		if _, done := byRow[row]; done {
+			continue
+		}
+		if x.fresh {
+			x.row = m.initialRow(id)
+			fresh = append(fresh, Assignment{Row: row, ID: id})
+		}
+		byRow[row] = x
+	}
+	for k, id := range raw {
+		if _, ok := got[id]; ok {
+			rows[k] = got[id].rowNum
+		} else {
+			rows[k] = int64(o.Rows)
+		}
+	}
+	s.mapMu.Lock()
+	s.mapped = byRow
+	s.mapMu.Unlock()
+	return fresh, nil
+}
+
+// cmp returns err if it is the first error, else first.
+func cmp(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// initialRow returns the bytes of the row of raw id id as it starts: the
+// RowInit's values, then each state column at its Init.
+func (m *RedisIDMap) initialRow(id int64) []byte {
+	v := make([]float32, m.s.rowBytes/4)
+	fillRow(m.init, v[:m.dim], id)
+	at := m.dim
+	for _, c := range m.s.cols {
+		for i := range c.Width {
+			v[at+i] = float32(c.Init)
+		}
+		at += c.Width
+	}
+	b := make([]byte, 0, len(v)*4)
+	for _, x := range v {
+		b = append(b, byte(math.Float32bits(x)), byte(math.Float32bits(x)>>8), byte(math.Float32bits(x)>>16), byte(math.Float32bits(x)>>24))
+	}
+	return b
+}
+
+// Stats returns the map's counts, summed over its tags on the cluster:
+// Used, Admitted, Evicted, Expired, Rejected, Pending, and Dropped (the
+// gradients of rows taken for another id between a worker's Map and its
+// Step).
+func (m *RedisIDMap) Stats(ctx context.Context) (IDMapStats, error) {
+	s := m.s
+	keys := make([]string, redisGroups)
+	for t := range keys {
+		keys[t] = s.mapKey(int64(t), "stats")
+	}
+	cmds := make([]*redis.SliceCmd, len(keys))
+	err := s.again(ctx, func(ctx context.Context) error {
+		return s.onMasters(ctx, keys, false, func(ctx context.Context, p redis.Pipeliner, k int) {
+			cmds[k] = p.HMGet(ctx, keys[k], "used", "admitted", "evicted", "expired", "rejected", "pending", "dropped")
+		})
+	})
+	if err != nil {
+		return IDMapStats{}, fmt.Errorf("id map %q: reading its counts: %w", m.name, redisError(err))
+	}
+	var st IDMapStats
+	for k, cmd := range cmds {
+		v, err := cmd.Result()
+		if err != nil {
+			return IDMapStats{}, fmt.Errorf("id map %q: reading %q: %w", m.name, keys[k], redisError(err))
+		}
+		var n [7]int64
+		for i, x := range v {
+			if x == nil {
+				continue
+			}
+			str, _ := x.(string)
+			if n[i], err = strconv.ParseInt(str, 10, 64); err != nil || n[i] < 0 {
+				return IDMapStats{}, fmt.Errorf("id map %q: the key %q holds %v, not a count: %w", m.name, keys[k], x, errMismatch)
+			}
+		}
+		st.Used += int(n[0])
+		st.Admitted += uint64(n[1])
+		st.Evicted += uint64(n[2])
+		st.Expired += uint64(n[3])
+		st.Rejected += uint64(n[4])
+		st.Pending += uint64(n[5])
+		st.Dropped += uint64(n[6])
+	}
+	return st, nil
+}
+
+// mappedRows returns, for a Step of the rows ids, the rows the last Map
+// of the store's map gave, or nil for a store without a map; a row the
+// last Map did not give is an error.
+func (s *RedisStore) mappedRows(ids []int64) ([]mappedRow, error) {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	if s.idmap == nil {
+		return nil, nil
+	}
+	out := make([]mappedRow, len(ids))
+	for k, id := range ids {
+		x, ok := s.mapped[id]
+		if !ok {
+			return nil, fmt.Errorf("table %q: row %d of the gradient is not one its id map's last Map gave: %w", s.name, id, errs.ErrGraph)
+		}
+		out[k] = x
+	}
+	return out, nil
+}
+
+// hasMap reports whether the store has a RedisIDMap.
+func (s *RedisStore) hasMap() bool {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	return s.idmap != nil
+}
+
+// mappedIDs returns the rows the last Map gave.
+func (s *RedisStore) mappedIDs() []int64 {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	out := make([]int64, 0, len(s.mapped))
+	for row := range s.mapped {
+		out = append(out, row)
+	}
+	return out
+}
+
+// stepped records that the rows of raw were stepped: they exist on the
+// cluster now, and what Map read of them is old.
+func (s *RedisStore) stepped(raw []mappedRow) {
+	if raw == nil {
+		return
+	}
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	for _, x := range raw {
+		if y, ok := s.mapped[x.rowNum]; ok && y.raw == x.raw {
+			y.fresh, y.read = false, true // what Map read is old now
+			s.mapped[x.rowNum] = y
+		}
+	}
+}
+
+// readMapped copies into dst the rows of ids that the last Map read and
+// no ReadRows has served yet, and returns the ids it did not serve and
+// their indices in ids.
+func (s *RedisStore) readMapped(ids []int64, dst []byte) (rest []int64, at []int) {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	if len(s.mapped) == 0 {
+		return ids, nil
+	}
+	for k, id := range ids {
+		if x, ok := s.mapped[id]; ok && !x.read {
+			copy(dst[k*s.rowBytes:(k+1)*s.rowBytes], x.row)
+			x.read = true
+			s.mapped[id] = x
+			continue
+		}
+		rest = append(rest, id)
+		at = append(at, k)
+	}
+	return rest, at
+}
+
+// mapFn is the name of the map's Function.
+var mapFn, _ = mapFunction()
+
+// mapFunction returns the name of the map's Function, with a digest of
+// its library, and the library.
+func mapFunction() (name, library string) {
+	sum := sha256.Sum256([]byte(mapLua))
+	name = fmt.Sprintf("gg_idmap_%x", sum[:6])
+	return name, "#!lua name=" + name + "\n" + mapLua + "redis.register_function('" + name + "', mapIDs)\n"
+}
+
+// mapLua maps the ids of one hash tag. Keys: the tag's ids, owner, last,
+// uses, cms, stats and free keys (mapKey), then its seen hash. Arguments:
+// the update's name (store, number), the step, AdmitAfter, the eviction
+// policy, the TTL, the tag, Rows, the prefix of the tag's row keys, and
+// n; then for each of n distinct ids: the id (decimal), its sightings in
+// the batch, and its sketch cells (4, space-separated; '' without
+// admission). It returns, for each id, its row (-1: the default row) and
+// the row's bytes (nil: a row now started afresh, missing). An update
+// the seen hash records as applied answers its recorded rows again.
+const mapLua = `
+local function mapIDs(keys, args)
+  local tonumber, tostring = tonumber, tostring
+  local ids, owner, last, uses, cms, stats, free, seen =
+    keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8]
+  local store, update = args[1], tonumber(args[2])
+  local step, admit, evict, ttl = tonumber(args[3]), tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
+  local tag, total, prefix, n = tonumber(args[7]), tonumber(args[8]), args[9], tonumber(args[10])
+  local out = {}
+  local function reply(rows)
+    for i = 1, n do
+      out[2 * i - 1] = rows[i]
+      out[2 * i] = rows[i] >= 0 and redis.call('GET', prefix .. rows[i]) or false
+    end
+    return out
+  end
+  local done = redis.call('HGET', seen, store)
+  if done and tonumber(done) >= update then
+    local rec = redis.call('HGET', seen, store .. ':map')
+    if tonumber(done) ~= update or not rec then
+      return redis.error_reply('gathergrad: update ' .. update .. ' of ' .. store .. ' was applied and its reply is gone')
+    end
+    local rows = {}
+    for r in string.gmatch(rec, '%S+') do
+      rows[#rows + 1] = tonumber(r)
+    end
+    return reply(rows)
+  end
+  local count = {}
+  local function add(f, d)
+    count[f] = (count[f] or 0) + d
+  end
+  local function release(r)
+    local raw = redis.call('HGET', owner, r)
+    if raw then
+      redis.call('HDEL', ids, raw)
+    end
+    redis.call('HDEL', owner, r)
+    redis.call('ZREM', last, r)
+    redis.call('ZREM', uses, r)
+    add('used', -1)
+  end
+  if ttl > 0 then
+    for _, r in ipairs(redis.call('ZRANGEBYSCORE', last, '-inf', '(' .. (step - ttl))) do
+      release(r)
+      redis.call('RPUSH', free, r)
+      add('expired', 1)
+    end
+  end
+  local function use(r)
+    local t = tonumber(redis.call('ZSCORE', last, r))
+    if not t or t < step then
+      redis.call('ZADD', last, step, r)
+      redis.call('ZINCRBY', uses, 1, r)
+    end
+  end
+  -- a row for a new id: a free one, a row never given, or (evicting) the
+  -- row of an id not used at this step
+  local function take()
+    local r = redis.call('LPOP', free)
+    if r then
+      return r
+    end
+    local next = tonumber(redis.call('HGET', stats, 'next') or '0')
+    if tag + next * 1024 < total then
+      redis.call('HSET', stats, 'next', next + 1)
+      return tostring(tag + next * 1024)
+    end
+    if evict == 2 then
+      return nil
+    end
+    local victim = nil
+    if evict == 1 then
+      for _, c in ipairs(redis.call('ZRANGE', uses, 0, 15)) do
+        if tonumber(redis.call('ZSCORE', last, c)) < step then
+          victim = c
+          break
+        end
+      end
+    end
+    if not victim then
+      victim = redis.call('ZRANGEBYSCORE', last, '-inf', '(' .. step, 'LIMIT', 0, 1)[1]
+    end
+    if victim then
+      release(victim)
+      add('evicted', 1)
+    end
+    return victim
+  end
+  local rows = {}
+  local head = 10
+  for i = 1, n do
+    local raw, sightings, cells = args[head + 3 * i - 2], tonumber(args[head + 3 * i - 1]), args[head + 3 * i]
+    local r = redis.call('HGET', ids, raw)
+    if r then
+      use(r)
+    else
+      local ok = true
+      if admit > 1 then
+        local at, c = {}, nil
+        for cell in string.gmatch(cells, '%S+') do
+          at[#at + 1] = cell
+          local v = tonumber(redis.call('HGET', cms, cell) or '0')
+          c = c and math.min(c, v) or v
+        end
+        c = c + sightings
+        for _, cell in ipairs(at) do
+          if tonumber(redis.call('HGET', cms, cell) or '0') < c then
+            redis.call('HSET', cms, cell, c)
+          end
+        end
+        if c < admit then
+          ok = false
+          add('pending', sightings)
+        end
+      end
+      if ok then
+        r = take()
+        if r then
+          redis.call('HSET', ids, raw, r)
+          redis.call('HSET', owner, r, raw)
+          redis.call('ZADD', last, step, r)
+          redis.call('ZADD', uses, 1, r)
+          redis.call('DEL', prefix .. r)
+          add('admitted', 1)
+          add('used', 1)
+        else
+          add('rejected', 1)
+        end
+      end
+    end
+    rows[i] = r and tonumber(r) or -1
+  end
+  for f, d in pairs(count) do
+    redis.call('HINCRBY', stats, f, d)
+  end
+  local rec = {}
+  for i = 1, n do
+    rec[i] = tostring(rows[i])
+  end
+  redis.call('HSET', seen, store, update, store .. ':map', table.concat(rec, ' '))
+  redis.call('PEXPIRE', seen, 86400000)
+  return reply(rows)
+end
+`

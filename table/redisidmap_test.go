@@ -1,0 +1,291 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/rule"
+)
+
+// mapTable writes a float32 table name of mo.Rows+1 rows of dim values
+// to the cluster and returns a store of it with a RedisIDMap of mo.
+func mapTable(t *testing.T, o RedisOptions, name string, dim int, mo IDMapOptions, init RowInit) (*RedisStore, *RedisIDMap) {
+	t.Helper()
+	if err := CreateRedis(context.Background(), o, name, int64(mo.Rows)+1, dim, tensor.Float32, WithSeed(1)); err != nil {
+		t.Fatal(err)
+	}
+	return openMap(t, o, name, mo, init)
+}
+
+// openMap opens the store of name with a RedisIDMap of mo.
+func openMap(t *testing.T, o RedisOptions, name string, mo IDMapOptions, init RowInit) (*RedisStore, *RedisIDMap) {
+	t.Helper()
+	s, err := OpenRedis(context.Background(), o, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	m, err := NewRedisIDMap(context.Background(), s, mo, init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, m
+}
+
+// sameTag returns n raw ids of one hash tag, negative ones among them.
+func sameTag(n int) []int64 {
+	var out []int64
+	for id := int64(-1 << 40); len(out) < n; id += 1 << 35 {
+		if idTag(id) == idTag(-1<<40) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// mapOK maps ids at step and returns the rows and the fresh ones.
+func mapOK(t *testing.T, m *RedisIDMap, ids []int64, step int64) ([]int64, []Assignment) {
+	t.Helper()
+	rows := make([]int64, len(ids))
+	fresh, err := m.Map(context.Background(), ids, rows, step)
+	if err != nil {
+		t.Fatalf("step %d: %v", step, err)
+	}
+	return rows, fresh
+}
+
+func mapStats(t *testing.T, m *RedisIDMap) IDMapStats {
+	t.Helper()
+	st, err := m.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// sgdStep steps rows of s by testRule (w -= g) with a gradient of g in
+// every value.
+func sgdStep(s *RedisStore, rows []int64, g float32) error {
+	grad := make([]float32, len(rows)*s.dim)
+	for i := range grad {
+		grad[i] = g
+	}
+	v := tensor.New(tensor.WithShape(len(rows), s.dim), tensor.WithBacking(grad))
+	return s.Step(context.Background(), testRule{}, &rule.RowGrad{Rows: rows, Values: v})
+}
+
+// A map on the cluster admits, evicts (LRU, LFU), expires and refuses
+// within a tag's rows and reads the default row for ids not admitted;
+// it hands the rows it read to the next read with no call, starts a new
+// row at its first step from RowInit's values, and drops the gradient of
+// a row taken for another id since its worker's Map.
+func TestRedisIDMap(t *testing.T) {
+	cl := localredis.Start(t, 3, 0)
+	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	ctx := context.Background()
+	const dim = 4
+	init := RowInit{Seed: 3, Std: 0.5}
+	ids := sameTag(4)
+	tag := idTag(ids[0])
+	initial := func(id int64) []float32 {
+		v := make([]float32, dim)
+		fillRow(init, v, id)
+		return v
+	}
+	read := func(s *RedisStore, rows ...int64) []float32 {
+		t.Helper()
+		b := make([]byte, len(rows)*s.RowBytes())
+		if err := s.ReadRows(ctx, rows, b); err != nil {
+			t.Fatal(err)
+		}
+		return fileio.Float32s(b)
+	}
+	minus := func(v []float32, g float32) []float32 {
+		out := slices.Clone(v)
+		for i := range out {
+			out[i] -= g
+		}
+		return out
+	}
+
+	t.Run("lru", func(t *testing.T) {
+		mo := IDMapOptions{Rows: 2 * redisGroups} // 2 rows a tag
+		s1, m1 := mapTable(t, o, "lru", dim, mo, init)
+		s2, m2 := openMap(t, o, "lru", mo, init)
+		rows, fresh := mapOK(t, m1, ids[:1], 0)
+		if rows[0] != tag || !slices.Equal(fresh, []Assignment{{tag, ids[0]}}) {
+			t.Fatalf("the first id of tag %d: rows %v fresh %v", tag, rows, fresh)
+		}
+		// The new row reads as its initial row, from Map, once: a row
+		// written on the servers since is read at the second read.
+		other := make([]byte, s1.RowBytes())
+		if err := s2.WriteRows(ctx, rows, other); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(s1, rows...); !slices.Equal(got, initial(ids[0])) {
+			t.Fatalf("the new row read %v, want %v", got, initial(ids[0]))
+		}
+		if got := read(s1, rows...); !slices.Equal(got, make([]float32, dim)) {
+			t.Fatalf("the second read gave %v, not the servers' row", got)
+		}
+		// The first step starts the row (missing on the servers) from
+		// its initial row.
+		if _, err := s2.c.Del(ctx, s1.key(rows[0])).Result(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sgdStep(s1, rows, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(s2, rows...); !slices.Equal(got, minus(initial(ids[0]), 1)) {
+			t.Fatalf("after the first step: %v, want %v", got, minus(initial(ids[0]), 1))
+		}
+		// Another worker fills the tag and then evicts ids[0], the least
+		// recently used, for ids[2]; the first worker's step of its row
+		// is then dropped.
+		if rows, _ := mapOK(t, m2, ids[1:2], 1); rows[0] != tag+redisGroups {
+			t.Fatalf("the second id of the tag: row %d", rows[0])
+		}
+		if got, _ := mapOK(t, m2, ids[2:3], 2); got[0] != tag {
+			t.Fatalf("the third id took row %d, not %d of the least recently used", got[0], tag)
+		}
+		if err := sgdStep(s1, rows, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := sgdStep(s2, []int64{tag}, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(s2, tag); !slices.Equal(got, minus(initial(ids[2]), 1)) {
+			t.Fatalf("the row taken for id %d: %v, want %v", ids[2], got, minus(initial(ids[2]), 1))
+		}
+		st := mapStats(t, m1)
+		want := IDMapStats{Used: 2, Admitted: 3, Evicted: 1, Dropped: 1}
+		if st != want {
+			t.Fatalf("stats %+v, want %+v", st, want)
+		}
+		// Ids not in the map (and every tag but this one) are untouched:
+		// a row not given is an error to step.
+		if err := sgdStep(s2, []int64{tag + 1}, 1); !errors.Is(err, errs.ErrGraph) {
+			t.Fatalf("stepping a row the map did not give: %v", err)
+		}
+	})
+
+	t.Run("lfu", func(t *testing.T) {
+		mo := IDMapOptions{Rows: 2 * redisGroups, Evict: EvictLFU}
+		_, m := mapTable(t, o, "lfu", dim, mo, init)
+		// ids[0] is used in 3 steps, ids[1] in 1, later: LFU takes
+		// ids[1]'s row, where LRU would take ids[0]'s.
+		for step := range int64(3) {
+			mapOK(t, m, ids[:1], step)
+		}
+		if rows, _ := mapOK(t, m, ids[1:2], 3); rows[0] != tag+redisGroups {
+			t.Fatalf("the second id: row %d", rows[0])
+		}
+		if rows, _ := mapOK(t, m, ids[2:3], 4); rows[0] != tag+redisGroups {
+			t.Fatalf("LFU took row %d, not %d of the least used id", rows[0], tag+redisGroups)
+		}
+	})
+
+	t.Run("admit ttl refuse", func(t *testing.T) {
+		mo := IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: Refuse, Pad: true, PadID: ids[3]}
+		_, m := mapTable(t, o, "admit", dim, mo, init)
+		pad := int64(mo.Rows)
+		// Seen twice in one batch and once more: admitted at the third.
+		if rows, _ := mapOK(t, m, []int64{ids[0], ids[0], ids[3]}, 0); !slices.Equal(rows, []int64{pad, pad, pad}) {
+			t.Fatalf("ids seen twice: rows %v", rows)
+		}
+		if rows, _ := mapOK(t, m, ids[:1], 1); rows[0] != tag {
+			t.Fatalf("an id seen 3 times: row %d", rows[0])
+		}
+		// The tag's one row is held: a new id is refused (the default
+		// row, no error), until TTL frees it.
+		mapOK(t, m, []int64{ids[1], ids[1], ids[1]}, 2)
+		if rows, _ := mapOK(t, m, ids[1:2], 3); rows[0] != pad {
+			t.Fatalf("a full Refuse map gave row %d", rows[0])
+		}
+		if rows, _ := mapOK(t, m, ids[1:2], 4); rows[0] != tag {
+			t.Fatalf("after ids[0]'s TTL, ids[1] got row %d", rows[0])
+		}
+		st := mapStats(t, m)
+		want := IDMapStats{Used: 1, Admitted: 2, Expired: 1, Rejected: 2, Pending: 2}
+		if st != want {
+			t.Fatalf("stats %+v, want %+v", st, want)
+		}
+		// Options differ: refused.
+		s, err := OpenRedis(ctx, o, "admit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		mo.TTL = 3
+		if _, err := NewRedisIDMap(ctx, s, mo, init); !errors.Is(err, checkpoint.ErrMismatch) {
+			t.Fatalf("other options: %v", err)
+		}
+	})
+}
+
+// Two workers that map the same new ids at once give each one row; a
+// Map sent again under its update's name (its answer lost, as a retry
+// after a failover sends it) answers the same rows and counts nothing
+// again.
+func TestRedisIDMapOnce(t *testing.T) {
+	cl := localredis.Start(t, 3, 0)
+	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	mo := IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 2}
+	s1, m1 := mapTable(t, o, "once", 2, mo, RowInit{Seed: 1, Std: 1})
+	_, m2 := openMap(t, o, "once", mo, RowInit{Seed: 1, Std: 1})
+	ids := make([]int64, 500)
+	for k := range ids {
+		ids[k] = int64(k)*0x5e3779b97f4a7c15 - 7
+	}
+	batch := append(slices.Clone(ids), ids...) // each seen twice: admitted
+	var wg sync.WaitGroup
+	rows := [2][]int64{make([]int64, len(batch)), make([]int64, len(batch))}
+	errs := make([]error, 2)
+	for w, m := range []*RedisIDMap{m1, m2} {
+		wg.Go(func() { _, errs[w] = m.Map(context.Background(), batch, rows[w], 0) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if !slices.Equal(rows[0], rows[1]) {
+		t.Fatal("two workers got different rows for the same ids")
+	}
+	seen := map[int64]bool{}
+	for _, r := range rows[0][:len(ids)] {
+		if seen[r] || r >= int64(mo.Rows) {
+			t.Fatalf("row %d given twice, or the default row", r)
+		}
+		seen[r] = true
+	}
+	st := mapStats(t, m1)
+	if st.Admitted != uint64(len(ids)) || st.Used != len(ids) {
+		t.Fatalf("two workers admitting %d ids at once: %+v", len(ids), st)
+	}
+
+	// The same update sent again: the same rows, nothing counted.
+	fresh := []int64{-3, -3 << 50, 12345}
+	r1, _ := mapOK(t, m1, fresh, 1) // seen once: the default row
+	before := mapStats(t, m1)
+	s1.updates--
+	r2, _ := mapOK(t, m1, fresh, 1)
+	if !slices.Equal(r1, r2) || mapStats(t, m1) != before {
+		t.Fatalf("a Map sent twice: rows %v then %v, stats %+v then %+v", r1, r2, before, mapStats(t, m1))
+	}
+	if r3, _ := mapOK(t, m1, fresh, 2); slices.Contains(r3, int64(mo.Rows)) {
+		t.Fatalf("the second sighting did not admit: rows %v", r3)
+	}
+	if st := mapStats(t, m1); st.Pending != before.Pending || st.Admitted != before.Admitted+3 {
+		t.Fatalf("after the second sighting: %+v (before %+v)", st, before)
+	}
+}
