@@ -78,9 +78,9 @@ type RedisIDMap struct {
 type mappedRow struct {
 	rowNum int64
 	raw    int64
-	row   []byte
-	fresh bool // the row was missing: it starts from row at its first Step
-	read  bool
+	row    []byte
+	fresh  bool // the row was missing: it starts from row at its first Step
+	read   bool
 }
 
 // mapKey is the key of one part of the map of tag tag: "ids" (raw id ->
@@ -482,7 +482,7 @@ func mapFunction() (name, library string) {
 // the update's name (store, number), the step, AdmitAfter, the eviction
 // policy, the TTL, the tag, Rows, the prefix of the tag's row keys, and
 // n; then for each of n distinct ids: the id (decimal), its sightings in
-// the batch, and its sketch cells (4, space-separated; '' without
+// the batch, and its sketch cells (4, space-separated; ” without
 // admission). It returns, for each id, its row (-1: the default row) and
 // the row's bytes (nil: a row now started afresh, missing). An update
 // the seen hash records as applied answers its recorded rows again.
