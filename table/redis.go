@@ -90,6 +90,10 @@ type RedisStats struct {
 	// Degraded counts pipelines of writes acknowledged by fewer replicas
 	// than RedisOptions.Replicas, because their master had fewer.
 	Degraded uint64
+	// Pipelines counts the pipelines of rows sent (reads, writes, steps,
+	// id maps: one to each master a call reaches, each a round trip),
+	// retries included.
+	Pipelines uint64
 }
 
 // A RedisStore is a Store on a Redis Cluster: each row (values, then
@@ -114,6 +118,7 @@ type RedisStore struct {
 	closed   atomic.Bool
 	retries  atomic.Uint64
 	degraded atomic.Uint64
+	pipes    atomic.Uint64
 	fewer    sync.Map // a master's address -> fewerUntil, for masters with fewer replicas than asked
 
 	// The Step methods' updates are named id (random, the store's own)
@@ -209,7 +214,7 @@ func (r redisLog) Printf(_ context.Context, format string, v ...any) { r.l.Print
 
 // Stats returns what the store has met so far.
 func (s *RedisStore) Stats() RedisStats {
-	return RedisStats{Retries: s.retries.Load(), Degraded: s.degraded.Load()}
+	return RedisStats{Retries: s.retries.Load(), Degraded: s.degraded.Load(), Pipelines: s.pipes.Load()}
 }
 
 // CreateRedis writes the table name to the cluster as Create writes a
@@ -253,6 +258,11 @@ func CreateRedis(ctx context.Context, o RedisOptions, name string, vocab int64, 
 	}
 	if n > 0 && !cfg.replace {
 		return fmt.Errorf("%s: the cluster holds a table of that name; give WithReplace to replace it: %w", prefix, os.ErrExist)
+	}
+	if n > 0 {
+		if err := s.clearMap(ctx); err != nil {
+			return fmt.Errorf("%s: %w", prefix, redisError(err))
+		}
 	}
 	if dt == tensor.Float32 {
 		err = writeBlocks[float32](ctx, s, cfg, prefix, dt, dim, width)
@@ -441,6 +451,7 @@ func (s *RedisStore) onMasters(ctx context.Context, keys []string, writes bool, 
 		}
 		by[node] = append(by[node], k)
 	}
+	s.pipes.Add(uint64(len(by)))
 	errs := make(chan error, len(by))
 	for node, ks := range by {
 		go func() {

@@ -148,6 +148,22 @@ func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowI
 	return m, nil
 }
 
+// clearMap deletes the keys of the table's RedisIDMap, if it has one: a
+// table replaced starts with no map.
+func (s *RedisStore) clearMap(ctx context.Context) error {
+	keys := []string{s.optionsKey()}
+	for t := range int64(redisGroups) {
+		for _, part := range mapParts {
+			keys = append(keys, s.mapKey(t, part))
+		}
+	}
+	return s.again(ctx, func(ctx context.Context) error {
+		return s.onMasters(ctx, keys, true, func(ctx context.Context, p redis.Pipeliner, k int) {
+			p.Del(ctx, keys[k])
+		})
+	})
+}
+
 // Rows returns the rows the map hands out, which is also the default row.
 func (m *RedisIDMap) Rows() int { return m.o.Rows }
 

@@ -3,6 +3,8 @@ package table
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -150,18 +152,18 @@ func TestRedisIDMap(t *testing.T) {
 			t.Fatalf("after the first step: %v, want %v", got, minus(initial(ids[0]), 1))
 		}
 		// Another worker fills the tag and then evicts ids[0], the least
-		// recently used, for ids[2]; the first worker's step of its row
-		// is then dropped.
+		// recently used, for ids[2], and steps it; the first worker's
+		// step of ids[0]'s row, after, is dropped.
 		if rows, _ := mapOK(t, m2, ids[1:2], 1); rows[0] != tag+redisGroups {
 			t.Fatalf("the second id of the tag: row %d", rows[0])
 		}
 		if got, _ := mapOK(t, m2, ids[2:3], 2); got[0] != tag {
 			t.Fatalf("the third id took row %d, not %d of the least recently used", got[0], tag)
 		}
-		if err := sgdStep(s1, rows, 1); err != nil {
+		if err := sgdStep(s2, []int64{tag}, 1); err != nil {
 			t.Fatal(err)
 		}
-		if err := sgdStep(s2, []int64{tag}, 1); err != nil {
+		if err := sgdStep(s1, rows, 1); err != nil {
 			t.Fatal(err)
 		}
 		if got := read(s2, tag); !slices.Equal(got, minus(initial(ids[2]), 1)) {
@@ -230,6 +232,13 @@ func TestRedisIDMap(t *testing.T) {
 		if _, err := NewRedisIDMap(ctx, s, mo, init); !errors.Is(err, checkpoint.ErrMismatch) {
 			t.Fatalf("other options: %v", err)
 		}
+		// A table replaced has no map: other options, and no ids.
+		if err := CreateRedis(ctx, o, "admit", int64(mo.Rows)+1, dim, tensor.Float32, WithReplace()); err != nil {
+			t.Fatal(err)
+		}
+		if _, m := openMap(t, o, "admit", mo, init); mapStats(t, m) != (IDMapStats{}) {
+			t.Fatalf("the replaced table's map: %+v", mapStats(t, m))
+		}
 	})
 }
 
@@ -288,4 +297,129 @@ func TestRedisIDMapOnce(t *testing.T) {
 	if st := mapStats(t, m1); st.Pending != before.Pending || st.Admitted != before.Admitted+3 {
 		t.Fatalf("after the second sighting: %+v (before %+v)", st, before)
 	}
+}
+
+// Across the failover of a master, two workers map and step a stream in
+// which 300 ids are seen 3 times (admitted at the third sighting, each
+// by one call) and 600 ids twice (never admitted): every admission,
+// sighting and step happens exactly once. The counts are exact (each id
+// sighted once a call, the sketch wide enough that no two ids share all
+// their counters) and each admitted id's row took exactly one step.
+func TestRedisIDMapFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a failover")
+	}
+	cl := localredis.Start(t, 3, 1)
+	if err := cl.Settled(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: time.Minute, Replicas: 1}
+	const thrice, twice, batch, dim = 300, 600, 30, 2
+	init := RowInit{Seed: 9, Std: 1}
+	mo := IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 3, SketchWidth: 1 << 20}
+	mapTable(t, o, "failover", dim, mo, init)
+	ids := make([]int64, thrice+twice)
+	for k := range ids {
+		ids[k] = int64(k+1) * -0x2545f4914f6cdd1d
+	}
+	// Three rounds, each a whole number of batches: the thrice ids in
+	// each, the twice ids in the first two; an id once a batch at most.
+	r := rand.New(rand.NewPCG(5, 5))
+	var stream [][]int64
+	for round := range 3 {
+		n := len(ids)
+		if round == 2 {
+			n = thrice
+		}
+		ord := slices.Clone(ids[:n])
+		r.Shuffle(len(ord), func(i, j int) { ord[i], ord[j] = ord[j], ord[i] })
+		for b := 0; b < n; b += batch {
+			stream = append(stream, ord[b:b+batch])
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	progress := make(chan int, len(stream))
+	var stores []*RedisStore
+	for w := range 2 {
+		s, m := openMap(t, o, "failover", mo, init)
+		stores = append(stores, s)
+		wg.Go(func() {
+			for b := w; b < len(stream); b += 2 {
+				rows := make([]int64, batch)
+				if _, err := m.Map(context.Background(), stream[b], rows, int64(b)); err != nil {
+					errs[w] = fmt.Errorf("batch %d: %w", b, err)
+					return
+				}
+				var held []int64
+				for _, row := range rows {
+					if row != int64(mo.Rows) {
+						held = append(held, row)
+					}
+				}
+				if len(held) > 0 {
+					if err := sgdStep(s, held, 1); err != nil {
+						errs[w] = fmt.Errorf("batch %d: %w", b, err)
+						return
+					}
+				}
+				progress <- b
+			}
+		})
+	}
+	for range len(stream) / 3 {
+		<-progress
+	}
+	master := masterOf(t, cl)
+	if err := cl.Kill(master); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("across the failover of %s: %v", master, err)
+		}
+	}
+	s, m := openMap(t, o, "failover", mo, init)
+	st := mapStats(t, m)
+	want := IDMapStats{Used: thrice, Admitted: thrice, Pending: 2 * (thrice + twice)}
+	if st != want {
+		t.Fatalf("after the failover of %s: stats %+v, want %+v", master, st, want)
+	}
+	rows, _ := mapOK(t, m, ids[:thrice], int64(len(stream)))
+	got := make([]byte, thrice*s.RowBytes())
+	if err := s.ReadRows(context.Background(), rows, got); err != nil {
+		t.Fatal(err)
+	}
+	v := fileio.Float32s(got)
+	for k, id := range ids[:thrice] {
+		want := make([]float32, dim)
+		fillRow(init, want, id)
+		for j := range want {
+			if want[j] -= 1; v[k*dim+j] != want[j] {
+				t.Fatalf("id %d's row after one step: %v, want %v", id, v[k*dim:(k+1)*dim], want)
+			}
+		}
+	}
+	retries := stores[0].Stats().Retries + stores[1].Stats().Retries
+	if retries == 0 {
+		t.Fatal("no call met the failover")
+	}
+	t.Logf("master %s killed after %d of %d batches; %d calls retried", master, len(stream)/3, len(stream), retries)
+}
+
+// masterOf returns a master of the cluster that has a live replica.
+func masterOf(t *testing.T, cl *localredis.Cluster) string {
+	t.Helper()
+	nodes, err := cl.Nodes(cl.Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.Role == "slave" && !n.Failing && cl.Running(n.Master) {
+			return n.Master
+		}
+	}
+	t.Fatalf("no master with a live replica: %+v", nodes)
+	return ""
 }
