@@ -33,9 +33,10 @@ import (
 // restart) and in optimiser state (each column's Init), whichever id
 // held it before.
 //
-// Tables in the heap, in a mapped file and in a cache (CachedEmbedding,
-// but not a Shared one) work alike. Keep the map with the table:
-// table.IDMap is a checkpoint.Part.
+// Tables in the heap, in a mapped file and in a cache (CachedEmbedding)
+// work alike. Keep the map with the table: table.IDMap is a
+// checkpoint.Part. A Shared table on a Redis Cluster takes its map from
+// the cluster instead (NewSharedRawIDs).
 type RawIDs struct {
 	emb   *Embedding
 	m     *table.IDMap
@@ -97,7 +98,10 @@ func NewSharedRawIDs(emb *Embedding, m *table.RedisIDMap) (*RawIDs, error) {
 // changes nothing: not the map, the table or dst. When a cached table's
 // store fails to give the new rows (its fetch's error), the map forgets
 // the ids it had just given rows (table.IDMap.Forget), so that they get
-// rows, started afresh, at a later Map; dst is unchanged.
+// rows, started afresh, at a later Map; dst is unchanged. With a map on
+// a Redis Cluster (NewSharedRawIDs), an error wrapping
+// table.ErrUnknownOutcome may leave the map changed in part: the same
+// Map again applies the rest, exactly once.
 func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
 	var ids []int64
 	switch v := raw.(type) {

@@ -57,7 +57,8 @@
 // rows it gives afresh (nn.RawIDs does both). It is a checkpoint.Part,
 // and ReadIDMap reads one back from a checkpoint, options and all;
 // Cached.KeepIDMap keeps one in a table file's own rows instead,
-// committed with each Sync.
+// committed with each Sync. A RedisIDMap keeps the map of a RedisStore's
+// table on the cluster, beside its rows, shared by every worker.
 //
 // Open maps a table file without state read-write instead, for
 // nn.OpenEmbedding: simpler, but each new row is a page fault, and a crash

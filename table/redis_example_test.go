@@ -45,3 +45,44 @@ func ExampleCreateRedis() {
 	// Each step: build and run the graph on emb's lookups, then
 	// emb.Step(opt) sends the gradient to the servers.
 }
+
+// Raw ids on a Redis Cluster: the map lives on the servers beside the
+// rows, shared by every worker, which maps each batch in the calls that
+// read its rows. It needs a cluster at the addresses given, so go test
+// compiles it without running it.
+func ExampleNewRedisIDMap() {
+	ctx := context.Background()
+	o := table.RedisOptions{Addrs: []string{"10.0.0.1:6379"}, Retry: time.Minute, Replicas: 1}
+	opt := optim.NewSparseAdam(0.01)
+	mo := table.IDMapOptions{Rows: 1 << 22, AdmitAfter: 2, TTL: 100_000}
+	// Once: the map's rows and the default row after them.
+	if err := table.CreateRedis(ctx, o, "users", int64(mo.Rows)+1, 16, tensor.Float32, table.WithState(opt.Columns(16)...)); err != nil {
+		log.Fatal(err)
+	}
+	// In each worker:
+	s, err := table.OpenRedis(ctx, o, "users")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	m, err := table.NewRedisIDMap(ctx, s, mo, table.RowInit{Seed: 1, Std: 0.05})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 64 << 20, Shared: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	emb, err := nn.CachedEmbedding(gorgonia.NewGraph(), c, nn.WithPadding(m.Rows()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emb.Close()
+	raw, err := nn.NewSharedRawIDs(emb, m)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = raw
+	// Each step: raw.Map(batch, ids, step) with the batch's raw ids and
+	// the lookup's ids tensor, run the graph, then emb.Step(opt).
+}
