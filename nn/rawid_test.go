@@ -24,7 +24,7 @@ type rawModel struct {
 	vm  gorgonia.VM
 }
 
-func newRawModel(t *testing.T, g *gorgonia.ExprGraph, emb *Embedding, batch int) rawModel {
+func newRawModel(t testing.TB, g *gorgonia.ExprGraph, emb *Embedding, batch int) rawModel {
 	ids := tensor.New(tensor.WithShape(batch), tensor.Of(tensor.Int))
 	n := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("ids"), gorgonia.WithValue(ids))
 	h, err := emb.Lookup(n)

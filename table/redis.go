@@ -399,17 +399,22 @@ func (s *RedisStore) readRows(ctx context.Context, ids []int64, dst []byte) erro
 	if err != nil {
 		return fmt.Errorf("table %q: reading %d rows: %w", s.name, len(ids), redisError(err))
 	}
+	var missing []int
 	for k, cmd := range cmds {
 		b, err := cmd.Bytes()
 		switch {
 		case errors.Is(err, redis.Nil):
-			return fmt.Errorf("table %q: row %d is missing (no key %q): %w", s.name, ids[k], keys[k], errMismatch)
+			missing = append(missing, k)
+			continue
 		case err != nil:
 			return fmt.Errorf("table %q: row %d: %w", s.name, ids[k], redisError(err))
 		case len(b) != s.rowBytes:
 			return fmt.Errorf("table %q: the key %q holds %d bytes; a row is %d: %w", s.name, keys[k], len(b), s.rowBytes, errMismatch)
 		}
 		copy(dst[k*s.rowBytes:], b)
+	}
+	if len(missing) > 0 {
+		return s.readMissing(ctx, ids, missing, dst)
 	}
 	return nil
 }

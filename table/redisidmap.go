@@ -3,6 +3,7 @@ package table
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -99,9 +100,10 @@ func (s *RedisStore) optionsKey() string { return "gg:" + s.name + ":map" }
 
 // NewRedisIDMap returns the map of the table of s, a float32 table of at
 // least o.Rows+1 rows whose row o.Rows is the default row (as for
-// IDMap), whose new rows start by init. The first worker records o on
-// the cluster; a worker whose options differ gets an error wrapping
-// checkpoint.ErrMismatch. A store has one map: a second is an error.
+// IDMap), whose new rows start by init. The first worker records o and
+// init on the cluster; a worker whose options differ gets an error
+// wrapping checkpoint.ErrMismatch. A store has one map: a second is an
+// error.
 func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowInit) (*RedisIDMap, error) {
 	if s == nil {
 		return nil, fmt.Errorf("id map: NewRedisIDMap needs a store: %w", errs.ErrOption)
@@ -122,7 +124,8 @@ func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowI
 		o.SketchWidth = 1 << 16
 	}
 	width := max(64, 1<<bits.Len(uint(max(o.SketchWidth/redisGroups, 1)-1)))
-	desc := fmt.Sprintf("rows=%d;admit=%d;width=%d;evict=%d;ttl=%d;pad=%t;padid=%d", o.Rows, o.AdmitAfter, width, o.Evict, o.TTL, o.Pad, o.PadID)
+	desc := fmt.Sprintf("rows=%d;admit=%d;width=%d;evict=%d;ttl=%d;pad=%t;padid=%d;seed=%d;std=%s",
+		o.Rows, o.AdmitAfter, width, o.Evict, o.TTL, o.Pad, o.PadID, init.Seed, strconv.FormatFloat(init.Std, 'g', -1, 64))
 	var got string
 	err := s.again(ctx, func(ctx context.Context) error {
 		if err := s.c.SetNX(ctx, s.optionsKey(), desc, 0).Err(); err != nil {
@@ -343,11 +346,15 @@ func cmp(first, err error) error {
 
 // initialRow returns the bytes of the row of raw id id as it starts: the
 // RowInit's values, then each state column at its Init.
-func (m *RedisIDMap) initialRow(id int64) []byte {
-	v := make([]float32, m.s.rowBytes/4)
-	fillRow(m.init, v[:m.dim], id)
-	at := m.dim
-	for _, c := range m.s.cols {
+func (m *RedisIDMap) initialRow(id int64) []byte { return m.s.initialRow(m.init, id) }
+
+// initialRow returns the bytes of a row of the store's table given to
+// raw id id as it starts by init.
+func (s *RedisStore) initialRow(init RowInit, id int64) []byte {
+	v := make([]float32, s.rowBytes/4)
+	fillRow(init, v[:s.dim], id)
+	at := s.dim
+	for _, c := range s.cols {
 		for i := range c.Width {
 			v[at+i] = float32(c.Init)
 		}
@@ -424,6 +431,84 @@ func (s *RedisStore) mappedRows(ids []int64) ([]mappedRow, error) {
 		out[k] = x
 	}
 	return out, nil
+}
+
+// readMissing fills dst's rows ids[k], k in missing, rows missing on
+// the cluster: rows an id map gave (RedisIDMap) whose first step has not
+// come, which read as they start (the RowInit the map's options record,
+// for the id that holds the row, and each state column at its Init). A
+// missing row that no id holds is an error naming its key.
+func (s *RedisStore) readMissing(ctx context.Context, ids []int64, missing []int, dst []byte) error {
+	keys := make([]string, 0, 2*len(missing))
+	for _, k := range missing {
+		keys = append(keys, s.key(ids[k]))
+	}
+	init, ok, err := s.mapInit(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("table %q: row %d is missing (no key %q): %w", s.name, ids[missing[0]], keys[0], errMismatch)
+	}
+	cmds := make([]*redis.Cmd, len(missing))
+	err = s.again(ctx, func(ctx context.Context) error {
+		return s.onMasters(ctx, keys, false, func(ctx context.Context, p redis.Pipeliner, i int) {
+			id := ids[missing[i]]
+			cmds[i] = rowAndOwner.Eval(ctx, p, []string{keys[i], s.mapKey(id%redisGroups, "owner")}, id)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("table %q: reading %d rows: %w", s.name, len(missing), redisError(err))
+	}
+	for i, k := range missing {
+		v, err := cmds[i].Slice()
+		if err != nil || len(v) != 2 {
+			return fmt.Errorf("table %q: reading row %d: %v: %w", s.name, ids[k], err, errMismatch)
+		}
+		b, isRow := v[0].(string)
+		owner, held := v[1].(string)
+		raw, perr := strconv.ParseInt(owner, 10, 64)
+		switch {
+		case isRow && len(b) == s.rowBytes:
+			copy(dst[k*s.rowBytes:], b)
+		case isRow:
+			return fmt.Errorf("table %q: the key %q holds %d bytes; a row is %d: %w", s.name, keys[i], len(b), s.rowBytes, errMismatch)
+		case !held || perr != nil:
+			return fmt.Errorf("table %q: row %d is missing (no key %q) and no id holds it: %w", s.name, ids[k], keys[i], errMismatch)
+		default:
+			copy(dst[k*s.rowBytes:], s.initialRow(init, raw))
+		}
+	}
+	return nil
+}
+
+// rowAndOwner reads a row and the raw id that holds it, at once.
+var rowAndOwner = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('HGET', KEYS[2], ARGV[1])}`)
+
+// mapInit returns the RowInit that the options of the table's id map
+// record, and whether the table has a map.
+func (s *RedisStore) mapInit(ctx context.Context) (RowInit, bool, error) {
+	var desc string
+	err := s.again(ctx, func(ctx context.Context) (err error) {
+		desc, err = s.c.Get(ctx, s.optionsKey()).Result()
+		return err
+	})
+	if errors.Is(err, redis.Nil) {
+		return RowInit{}, false, nil
+	}
+	if err != nil {
+		return RowInit{}, false, fmt.Errorf("table %q: reading its id map's options: %w", s.name, redisError(err))
+	}
+	_, rest, ok1 := strings.Cut(desc, ";seed=")
+	seed, std, ok2 := strings.Cut(rest, ";std=")
+	var init RowInit
+	var err1, err2 error
+	init.Seed, err1 = strconv.ParseUint(seed, 10, 64)
+	init.Std, err2 = strconv.ParseFloat(std, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil {
+		return RowInit{}, false, fmt.Errorf("table %q: its id map's options are %q, which are not a map's: %w", s.name, desc, checkpoint.ErrFormat)
+	}
+	return init, true, nil
 }
 
 // hasMap reports whether the store has a RedisIDMap.

@@ -140,10 +140,28 @@ func TestRedisIDMap(t *testing.T) {
 		if got := read(s1, rows...); !slices.Equal(got, make([]float32, dim)) {
 			t.Fatalf("the second read gave %v, not the servers' row", got)
 		}
-		// The first step starts the row (missing on the servers) from
-		// its initial row.
+		// A row missing on the servers (given, not stepped yet) reads,
+		// in any process, as its id's initial row; its first step starts
+		// from that row.
 		if _, err := s2.c.Del(ctx, s1.key(rows[0])).Result(); err != nil {
 			t.Fatal(err)
+		}
+		s3, err := OpenRedis(ctx, o, "lru")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s3.Close()
+		if got := read(s3, rows[0], tag+1); !slices.Equal(got[:dim], initial(ids[0])) {
+			t.Fatalf("the row missing on the servers read %v, want %v", got[:dim], initial(ids[0]))
+		}
+		if err := s3.ReadRows(ctx, []int64{tag + 2}, make([]byte, s3.RowBytes())); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s2.c.Del(ctx, s1.key(tag+2)).Result(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s3.ReadRows(ctx, []int64{tag + 2}, make([]byte, s3.RowBytes())); !errors.Is(err, checkpoint.ErrMismatch) {
+			t.Fatalf("a missing row no id holds: %v", err)
 		}
 		if err := sgdStep(s1, rows, 1); err != nil {
 			t.Fatal(err)
