@@ -269,6 +269,28 @@ func (m *IDMap) take(step int64) int32 {
 	return victim
 }
 
+// hold gives row r to id, last used at step last (the most recent so
+// far) in uses steps: for a map built from another's rows, oldest
+// first, and then freed.
+func (m *IDMap) hold(r int32, id int64, last int64, uses uint32) {
+	m.ids[id] = r
+	e := &m.row[r]
+	e.id, e.held = id, true
+	m.use(r, last)
+	e.uses = uses
+	m.step = max(m.step, last)
+}
+
+// freed makes the free list the rows no id holds, row 0 first.
+func (m *IDMap) freed() {
+	m.free = m.free[:0]
+	for r := int32(m.o.Rows) - 1; r >= 0; r-- {
+		if !m.row[r].held {
+			m.free = append(m.free, r)
+		}
+	}
+}
+
 // expire frees the rows of ids unused for TTL steps.
 func (m *IDMap) expire(step int64) {
 	if m.o.TTL <= 0 {

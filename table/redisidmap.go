@@ -1,6 +1,7 @@
 package table
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -269,7 +270,7 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 			err = fmt.Errorf("%d values for %d ids", len(v), len(ids))
 		}
 		if err != nil {
-			bad = cmp(bad, fmt.Errorf("the map's call for tag %d answered: %w", tags[k], err))
+			bad = firstErr(bad, fmt.Errorf("the map's call for tag %d answered: %w", tags[k], err))
 			return
 		}
 		for i, x := range ids {
@@ -277,9 +278,9 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 			b, _ := v[2*i+1].(string)
 			switch {
 			case !ok || row < -1 || row >= int64(o.Rows) || row >= 0 && row%redisGroups != tags[k]:
-				bad = cmp(bad, fmt.Errorf("the map gave id %d the row %v, not one of its tag %d", x.id, v[2*i], tags[k]))
+				bad = firstErr(bad, fmt.Errorf("the map gave id %d the row %v, not one of its tag %d", x.id, v[2*i], tags[k]))
 			case row >= 0 && v[2*i+1] != nil && len(b) != s.rowBytes:
-				bad = cmp(bad, fmt.Errorf("the row %d of id %d holds %d bytes; a row is %d: %w", row, x.id, len(b), s.rowBytes, errMismatch))
+				bad = firstErr(bad, fmt.Errorf("the row %d of id %d holds %d bytes; a row is %d: %w", row, x.id, len(b), s.rowBytes, errMismatch))
 			case row >= 0:
 				got[x.id] = mappedRow{rowNum: row, raw: x.id, row: []byte(b), fresh: v[2*i+1] == nil}
 			}
@@ -336,8 +337,8 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 	return fresh, nil
 }
 
-// cmp returns err if it is the first error, else first.
-func cmp(first, err error) error {
+// firstErr returns err if it is the first error, else first.
+func firstErr(first, err error) error {
 	if first != nil {
 		return first
 	}
@@ -411,6 +412,90 @@ func (m *RedisIDMap) Stats(ctx context.Context) (IDMapStats, error) {
 		st.Dropped += uint64(n[6])
 	}
 	return st, nil
+}
+
+// Snapshot returns the map as it is on the cluster now, as an IDMap of
+// the same options: each held id with its row, the step of its last use
+// and the steps it was used in, the rows no id holds free, and the
+// counts of Stats. It reads the whole map (three keys a tag, one
+// pipeline a master), so that a table trained on the cluster can be
+// served (serve.NewIDs) or saved (the IDMap is a checkpoint.Part) with
+// its map. The sketch is not read: ids seen but not admitted start
+// uncounted in the IDMap. Workers that map while it reads may leave it
+// a mix of their steps.
+func (m *RedisIDMap) Snapshot(ctx context.Context) (*IDMap, error) {
+	s := m.s
+	o := m.o
+	o.SketchWidth = m.width * redisGroups
+	out, err := NewIDMap(m.name, o)
+	if err != nil {
+		return nil, err
+	}
+	st, err := m.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parts := []string{"owner", "last", "uses"}
+	keys := make([]string, 0, len(parts)*redisGroups)
+	for t := range int64(redisGroups) {
+		for _, part := range parts {
+			keys = append(keys, s.mapKey(t, part))
+		}
+	}
+	owners := make([]*redis.MapStringStringCmd, redisGroups)
+	scores := make([]*redis.ZSliceCmd, 2*redisGroups)
+	err = s.again(ctx, func(ctx context.Context) error {
+		return s.onMasters(ctx, keys, false, func(ctx context.Context, p redis.Pipeliner, k int) {
+			if k%3 == 0 {
+				owners[k/3] = p.HGetAll(ctx, keys[k])
+			} else {
+				scores[2*(k/3)+k%3-1] = p.ZRangeWithScores(ctx, keys[k], 0, -1)
+			}
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("id map %q: reading it: %w", m.name, redisError(err))
+	}
+	type held struct {
+		row, id, last int64
+		uses          uint32
+	}
+	var all []held
+	for t := range redisGroups {
+		last, uses := map[string]float64{}, map[string]float64{}
+		for i, into := range []map[string]float64{last, uses} {
+			zs, err := scores[2*t+i].Result()
+			if err != nil {
+				return nil, fmt.Errorf("id map %q: reading tag %d: %w", m.name, t, redisError(err))
+			}
+			for _, z := range zs {
+				into[fmt.Sprint(z.Member)] = z.Score
+			}
+		}
+		own, err := owners[t].Result()
+		if err != nil {
+			return nil, fmt.Errorf("id map %q: reading tag %d: %w", m.name, t, redisError(err))
+		}
+		for r, id := range own {
+			row, err1 := strconv.ParseInt(r, 10, 64)
+			raw, err2 := strconv.ParseInt(id, 10, 64)
+			l, ok := last[r]
+			if err1 != nil || err2 != nil || !ok || row < 0 || row >= int64(o.Rows) || row%redisGroups != int64(t) {
+				return nil, fmt.Errorf("id map %q: tag %d holds row %q of id %q, which is not a row of the map: %w", m.name, t, r, id, errMismatch)
+			}
+			all = append(all, held{row, raw, int64(l), uint32(uses[r])})
+		}
+	}
+	slices.SortFunc(all, func(a, b held) int {
+		return cmp.Or(cmp.Compare(a.last, b.last), cmp.Compare(a.row, b.row))
+	})
+	for _, h := range all {
+		out.hold(int32(h.row), h.id, h.last, h.uses)
+	}
+	out.freed()
+	out.stats = st
+	out.stats.Used = 0
+	return out, nil
 }
 
 // mappedRows returns, for a Step of the rows ids, the rows the last Map

@@ -315,6 +315,38 @@ func TestRedisIDMapOnce(t *testing.T) {
 	if st := mapStats(t, m1); st.Pending != before.Pending || st.Admitted != before.Admitted+3 {
 		t.Fatalf("after the second sighting: %+v (before %+v)", st, before)
 	}
+
+	// A snapshot holds every id at its row, with the counts; its state
+	// loads into an IDMap of its options.
+	snap, err := m1.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3, _ := mapOK(t, m1, fresh, 3)
+	for k, id := range append(slices.Clone(ids), fresh...) {
+		want := append(rows[0][:len(ids)], r3...)[k]
+		if row, ok := snap.Row(id); !ok || row != want {
+			t.Fatalf("the snapshot gives id %d row %d (%v), the map %d", id, row, ok, want)
+		}
+	}
+	if st, want := snap.Stats(), mapStats(t, m1); st != want {
+		t.Fatalf("the snapshot's stats %+v, the map's %+v", st, want)
+	}
+	state, err := snap.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := NewIDMap("once", snap.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dense := map[string]*tensor.Dense{}
+	for k, v := range state {
+		dense[k] = v.(*tensor.Dense)
+	}
+	if err := back.SetState(dense); err != nil {
+		t.Fatalf("the snapshot's state: %v", err)
+	}
 }
 
 // Across the failover of a master, two workers map and step a stream in
