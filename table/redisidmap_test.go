@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -472,4 +474,209 @@ func masterOf(t *testing.T, cl *localredis.Cluster) string {
 	}
 	t.Fatalf("no master with a live replica: %+v", nodes)
 	return ""
+}
+
+// tagModel is a plain Go model of the map of one hash tag, as the map's
+// Function documents it: rows tag, tag+1024, ... below total; TTL rows
+// freed first come first given; exact counts (the tests' sketch is wide
+// enough that no two ids share all their counters).
+type tagModel struct {
+	o          IDMapOptions
+	tag, total int64
+	ids        map[int64]int64 // id -> row
+	owner      map[int64]int64 // row -> id
+	last, uses map[int64]int64 // by row
+	count      map[int64]int64 // sightings by id
+	free       []int64
+	next       int64
+	st         IDMapStats
+}
+
+func newTagModel(o IDMapOptions, tag int64) *tagModel {
+	return &tagModel{o: o, tag: tag, total: int64(o.Rows), ids: map[int64]int64{}, owner: map[int64]int64{},
+		last: map[int64]int64{}, uses: map[int64]int64{}, count: map[int64]int64{}}
+}
+
+// byScore returns the held rows ordered as a sorted set orders them by
+// score: score, then the row's decimal string.
+func (m *tagModel) byScore(score map[int64]int64) []int64 {
+	rows := slices.Collect(func(yield func(int64) bool) {
+		for r := range m.owner {
+			if !yield(r) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(rows, func(a, b int64) int {
+		if score[a] != score[b] {
+			return cmpInt(score[a], score[b])
+		}
+		return strings.Compare(strconv.FormatInt(a, 10), strconv.FormatInt(b, 10))
+	})
+	return rows
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (m *tagModel) release(r int64) {
+	delete(m.ids, m.owner[r])
+	delete(m.owner, r)
+	delete(m.last, r)
+	delete(m.uses, r)
+	m.st.Used--
+}
+
+// mapIDs maps the distinct ids of the tag, each seen count times, at step.
+func (m *tagModel) mapIDs(ids []int64, counts []int, step int64) []int64 {
+	if m.o.TTL > 0 {
+		for _, r := range m.byScore(m.last) {
+			if m.last[r] < step-m.o.TTL {
+				m.release(r)
+				m.free = append(m.free, r)
+				m.st.Expired++
+			}
+		}
+	}
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		if r, ok := m.ids[id]; ok {
+			if m.last[r] < step {
+				m.last[r] = step
+				m.uses[r]++
+			}
+			out[i] = r
+			continue
+		}
+		out[i] = -1
+		if m.o.AdmitAfter > 1 {
+			m.count[id] += int64(counts[i])
+			if m.count[id] < int64(m.o.AdmitAfter) {
+				m.st.Pending += uint64(counts[i])
+				continue
+			}
+		}
+		r := int64(-1)
+		switch {
+		case len(m.free) > 0:
+			r, m.free = m.free[0], m.free[1:]
+		case m.tag+m.next*redisGroups < m.total:
+			r = m.tag + m.next*redisGroups
+			m.next++
+		case m.o.Evict != Refuse:
+			if m.o.Evict == EvictLFU {
+				for _, c := range m.byScore(m.uses)[:min(16, len(m.owner))] {
+					if m.last[c] < step {
+						r = c
+						break
+					}
+				}
+			}
+			if r < 0 {
+				for _, c := range m.byScore(m.last) {
+					if m.last[c] < step {
+						r = c
+					}
+					break
+				}
+			}
+			if r >= 0 {
+				m.release(r)
+				m.st.Evicted++
+			}
+		}
+		if r < 0 {
+			m.st.Rejected++
+			continue
+		}
+		m.ids[id], m.owner[r], m.last[r], m.uses[r] = r, id, step, 1
+		m.st.Admitted++
+		m.st.Used++
+		out[i] = r
+	}
+	return out
+}
+
+// The map's Function against a plain Go model of it, over random
+// batches of ids most of which share one tag of 3 rows (admission,
+// eviction, TTL and refusal all at work), for LRU, LFU and Refuse: the
+// same rows for every id of every batch, and the same counts.
+func TestRedisIDMapModel(t *testing.T) {
+	cl := localredis.Start(t, 3, 0)
+	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	hot := sameTag(10)
+	tag := idTag(hot[0])
+	others := []int64{1, 2, 3, -4, 5 << 40}
+	for _, evict := range []Eviction{EvictLRU, EvictLFU, Refuse} {
+		t.Run(fmt.Sprint(evict), func(t *testing.T) {
+			mo := IDMapOptions{Rows: 3 * redisGroups, AdmitAfter: 2, TTL: 4, Evict: evict, SketchWidth: 1 << 20}
+			_, m := mapTable(t, o, fmt.Sprint("model", evict), 2, mo, RowInit{})
+			models := map[int64]*tagModel{}
+			r := rand.New(rand.NewPCG(uint64(evict), 3))
+			step := int64(0)
+			for call := range 300 {
+				step += int64(r.IntN(2)) // some calls share a step
+				batch := make([]int64, 1+r.IntN(6))
+				for k := range batch {
+					if r.IntN(4) == 0 {
+						batch[k] = others[r.IntN(len(others))]
+					} else {
+						batch[k] = hot[r.IntN(len(hot))]
+					}
+				}
+				rows, _ := mapOK(t, m, batch, step)
+				// The model, tag by tag, ids in order of first sight.
+				want := map[int64]int64{}
+				byTag := map[int64][]int64{}
+				counts := map[int64]int{}
+				for _, id := range batch {
+					if counts[id] == 0 {
+						byTag[idTag(id)] = append(byTag[idTag(id)], id)
+					}
+					counts[id]++
+				}
+				for tg, ids := range byTag {
+					if models[tg] == nil {
+						models[tg] = newTagModel(mo, tg)
+					}
+					n := make([]int, len(ids))
+					for i, id := range ids {
+						n[i] = counts[id]
+					}
+					for i, row := range models[tg].mapIDs(ids, n, step) {
+						want[ids[i]] = row
+					}
+				}
+				for k, id := range batch {
+					w := want[id]
+					if w < 0 {
+						w = int64(mo.Rows)
+					}
+					if rows[k] != w {
+						t.Fatalf("call %d (step %d), batch %v: id %d got row %d, the model %d (tag %d)", call, step, batch, id, rows[k], w, tag)
+					}
+				}
+			}
+			var want IDMapStats
+			for _, md := range models {
+				want.Used += md.st.Used
+				want.Admitted += md.st.Admitted
+				want.Evicted += md.st.Evicted
+				want.Expired += md.st.Expired
+				want.Rejected += md.st.Rejected
+				want.Pending += md.st.Pending
+			}
+			if got := mapStats(t, m); got != want {
+				t.Fatalf("stats %+v, the model's %+v", got, want)
+			}
+			t.Logf("%+v", want)
+		})
+	}
 }
