@@ -87,7 +87,7 @@ type mappedRow struct {
 
 // mapKey is the key of one part of the map of tag tag: "ids" (raw id ->
 // row), "owner" (row -> raw id), "last" (rows by the step of their last
-// use), "uses" (rows by the steps they were used in), "cms" (the
+// use), "uses" (rows by the steps they were used in, EvictLFU), "cms" (the
 // sketch), "stats" (counts and the next row never given), "free" (rows
 // freed by TTL).
 func (s *RedisStore) mapKey(tag int64, part string) string {
@@ -235,6 +235,7 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 		}
 	})
 	o := m.o
+	head := []any{strconv.FormatInt(step, 10), strconv.Itoa(o.AdmitAfter), strconv.Itoa(int(o.Evict)), strconv.FormatInt(o.TTL, 10)}
 	calls := make([]tagCall, len(tags))
 	for i, tag := range tags {
 		ids := byTag[tag]
@@ -243,8 +244,7 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 			keys[k] = s.mapKey(tag, part)
 		}
 		keys = append(keys, s.seenKey(tag))
-		args := []any{strconv.FormatInt(step, 10), strconv.Itoa(o.AdmitAfter), strconv.Itoa(int(o.Evict)), strconv.FormatInt(o.TTL, 10),
-			strconv.FormatInt(tag, 10), strconv.Itoa(o.Rows), "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:", strconv.Itoa(len(ids))}
+		args := []any{strconv.FormatInt(tag, 10), strconv.Itoa(o.Rows), "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:", strconv.Itoa(len(ids))}
 		for _, x := range ids {
 			var cells string
 			if o.AdmitAfter > 1 {
@@ -263,10 +263,11 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 	}
 	got := make(map[int64]mappedRow, len(at))
 	var bad error
-	reply := func(k int, cmd *redis.Cmd) {
-		v, err := cmd.Slice()
+	reply := func(k int, r any) {
+		v, ok := r.([]any)
 		ids := byTag[tags[k]]
-		if err == nil && len(v) != 2*len(ids) {
+		var err error
+		if !ok || len(v) != 2*len(ids) {
 			err = fmt.Errorf("%d values for %d ids", len(v), len(ids))
 		}
 		if err != nil {
@@ -289,8 +290,8 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 	if len(calls) > 0 {
 		_, library := mapFunction()
 		for tries := 0; ; tries++ {
-			err := s.numbered(ctx, func() [sha256.Size]byte { return callDigest(mapFn, calls) }, func(ctx context.Context, name []any) error {
-				return s.send(ctx, mapFn, name, calls, reply)
+			err := s.numbered(ctx, func() [sha256.Size]byte { return callDigest(mapFn, head, calls) }, func(ctx context.Context, name []any) error {
+				return s.send(ctx, mapFn, name, head, calls, reply)
 			})
 			if err == nil || !strings.Contains(err.Error(), "Function not found") || tries == 3 {
 				if err != nil {
@@ -658,9 +659,9 @@ var mapFn, _ = mapFunction()
 // mapFunction returns the name of the map's Function, with a digest of
 // its library, and the library.
 func mapFunction() (name, library string) {
-	sum := sha256.Sum256([]byte(mapLua))
+	sum := sha256.Sum256([]byte(groupedLua + mapLua))
 	name = fmt.Sprintf("gg_idmap_%x", sum[:6])
-	return name, "#!lua name=" + name + "\n" + mapLua + "redis.register_function('" + name + "', mapIDs)\n"
+	return name, "#!lua name=" + name + "\n" + groupedLua + mapLua + "redis.register_function('" + name + "', mapIDs)\n" + registerGrouped(name, "mapIDs")
 }
 
 // mapLua maps the ids of one hash tag. Keys: the tag's ids, owner, last,
@@ -722,9 +723,7 @@ local function mapIDs(keys, args)
     end
   end
   local function use(r)
-    local t = tonumber(redis.call('ZSCORE', last, r))
-    if not t or t < step then
-      redis.call('ZADD', last, step, r)
+    if redis.call('ZADD', last, 'GT', 'CH', step, r) == 1 and evict == 1 then
       redis.call('ZINCRBY', uses, 1, r)
     end
   end
@@ -794,7 +793,9 @@ local function mapIDs(keys, args)
           redis.call('HSET', ids, raw, r)
           redis.call('HSET', owner, r, raw)
           redis.call('ZADD', last, step, r)
-          redis.call('ZADD', uses, 1, r)
+          if evict == 1 then
+            redis.call('ZADD', uses, 1, r)
+          end
           redis.call('DEL', prefix .. r)
           add('admitted', 1)
           add('used', 1)
