@@ -639,9 +639,6 @@ func retryable(err error) bool {
 	if !errors.As(err, &re) {
 		return true
 	}
-	if strings.Contains(re.Error(), "non local key") {
-		return true // a grouped call (send) reached a slot that moved to another node
-	}
 	code, _, _ := strings.Cut(re.Error(), " ")
 	switch code {
 	case "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "LOADING", "BUSY", "READONLY", "UNBLOCKED", "MISCONF", "NOREPLICAS":

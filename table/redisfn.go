@@ -83,7 +83,7 @@ func redisEncoding(table string, r rule.Rule) (redisRule, error) {
 // already is not applied again (a call retried after a failover), so
 // each is applied exactly once. A call checks every row and gradient
 // before it writes any, so a call that fails changes nothing.
-const redisPreamble = groupedLua + `
+const redisPreamble = `
 -- checked returns the rows under keys[1..n], each rowBytes long, after
 -- checking that each exists and that args[head + i] is its gradient of
 -- dim float32 values; or nil and the error to reply, before anything is
@@ -242,56 +242,8 @@ func redisFunction(rule, lua string) (name, library string) {
 	sum := sha256.Sum256([]byte(body))
 	name = fmt.Sprintf("gg_%s_%x", rule, sum[:6])
 	return name, "#!lua name=" + name + "\n" + body + "redis.register_function('" + name + "', apply(rule))\n" +
-		"redis.register_function('" + name + "_raw', applyRaw(rule))\n" +
-		registerGrouped(name, "apply(rule)") + registerGrouped(name+"_raw", "applyRaw(rule)")
+		"redis.register_function('" + name + "_raw', applyRaw(rule))\n"
 }
-
-// registerGrouped returns the Lua that registers fn+"_m", which runs the
-// Function fn, the Lua value callback, for the calls of several hash
-// tags of one node (grouped).
-func registerGrouped(fn, callback string) string {
-	return "redis.register_function{function_name='" + fn + "_m', callback=grouped(" + callback + "), flags={'allow-cross-slot-keys'}}\n"
-}
-
-// groupedLua defines grouped(fn), which returns the Function that runs
-// fn, a Function of one hash tag's keys, for the calls of several tags
-// of one node: its arguments are the update's name (2), the count and
-// the arguments all calls share, the count of calls, and for each call
-// the count and its keys, the count and its arguments. Each call gets
-// the name, the shared arguments and its own. It returns the calls'
-// replies, or the first error (the calls before it done).
-const groupedLua = `
-local function grouped(fn)
-  return function(_, args)
-    local tonumber = tonumber
-    local nhead = tonumber(args[3])
-    local at = 4 + nhead -- the count of calls
-    local replies = {}
-    for c = 1, tonumber(args[at]) do
-      local keys, cargs = {}, {args[1], args[2]}
-      for i = 1, nhead do
-        cargs[2 + i] = args[3 + i]
-      end
-      local nk = tonumber(args[at + 1])
-      for i = 1, nk do
-        keys[i] = args[at + 1 + i]
-      end
-      at = at + 1 + nk
-      local na = tonumber(args[at + 1])
-      for i = 1, na do
-        cargs[2 + nhead + i] = args[at + 1 + i]
-      end
-      at = at + 1 + na
-      local r = fn(keys, cargs)
-      if type(r) == 'table' and r.err then
-        return r
-      end
-      replies[c] = r
-    end
-    return replies
-  end
-end
-`
 
 // load loads the library of a rule's Function on every master of the
 // cluster (a function load reaches one node), replacing one of the same
@@ -451,66 +403,29 @@ type tagCall struct {
 }
 
 // send sends the calls of an update named name, whose calls share the
-// arguments head, one pipelined round trip per master, retried as the
-// store's Retry allows; reply, if not nil, gets each call's reply.
-//
-// The calls a master serves go in one call of the Function fn+"_m"
-// (grouped), which runs fn for each in turn: its one declared key is
-// the first call's first key, and it reaches the others' keys, of other
-// slots of the same node, by name. Calls are grouped by the masters the
-// cluster lists at each attempt; a call that reaches a key that another
-// node serves by then (a slot moved) fails with an error that is
-// retried, and its tags done before it are recorded as applied.
+// arguments head, all in one pipelined round trip per master, retried as
+// the store's Retry allows; reply, if not nil, gets each call's reply.
 func (s *RedisStore) send(ctx context.Context, fn string, name, head []any, calls []tagCall, reply func(k int, v any)) error {
-	var groups [][]int // the calls of each master
-	var cmds []*redis.Cmd
+	first := make([]string, len(calls))
+	for k, c := range calls {
+		first[k] = c.keys[0]
+	}
+	cmds := make([]*redis.Cmd, len(calls))
 	err := s.again(ctx, func(ctx context.Context) error {
-		by := map[*redis.Client]int{}
-		groups = groups[:0]
-		for k, c := range calls {
-			node, err := s.c.MasterForKey(ctx, c.keys[0])
-			if err != nil {
-				return err
-			}
-			g, ok := by[node]
-			if !ok {
-				g = len(groups)
-				by[node] = g
-				groups = append(groups, nil)
-			}
-			groups[g] = append(groups[g], k)
-		}
-		first := make([]string, len(groups))
-		for g, ks := range groups {
-			first[g] = calls[ks[0]].keys[0]
-		}
-		cmds = make([]*redis.Cmd, len(groups))
-		return s.onMasters(ctx, first, true, func(ctx context.Context, p redis.Pipeliner, g int) {
-			args := append(slices.Clip(name), len(head))
-			args = append(args, head...)
-			args = append(args, len(groups[g]))
-			for _, k := range groups[g] {
-				args = append(args, len(calls[k].keys))
-				for _, key := range calls[k].keys {
-					args = append(args, key)
-				}
-				args = append(args, len(calls[k].args))
-				args = append(args, calls[k].args...)
-			}
-			cmds[g] = p.FCall(ctx, fn+"_m", []string{first[g]}, args...)
+		return s.onMasters(ctx, first, true, func(ctx context.Context, p redis.Pipeliner, k int) {
+			args := append(slices.Clip(name), head...)
+			cmds[k] = p.FCall(ctx, fn, calls[k].keys, append(args, calls[k].args...)...)
 		})
 	})
 	if err != nil || reply == nil {
 		return err
 	}
-	for g, ks := range groups {
-		v, err := cmds[g].Slice()
-		if err != nil || len(v) != len(ks) {
-			return fmt.Errorf("%d replies for %d calls (%v)", len(v), len(ks), err)
+	for k, cmd := range cmds {
+		v, err := cmd.Result()
+		if err != nil {
+			return err
 		}
-		for i, k := range ks {
-			reply(k, v[i])
-		}
+		reply(k, v)
 	}
 	return nil
 }

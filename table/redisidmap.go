@@ -659,9 +659,9 @@ var mapFn, _ = mapFunction()
 // mapFunction returns the name of the map's Function, with a digest of
 // its library, and the library.
 func mapFunction() (name, library string) {
-	sum := sha256.Sum256([]byte(groupedLua + mapLua))
+	sum := sha256.Sum256([]byte(mapLua))
 	name = fmt.Sprintf("gg_idmap_%x", sum[:6])
-	return name, "#!lua name=" + name + "\n" + groupedLua + mapLua + "redis.register_function('" + name + "', mapIDs)\n" + registerGrouped(name, "mapIDs")
+	return name, "#!lua name=" + name + "\n" + mapLua + "redis.register_function('" + name + "', mapIDs)\n"
 }
 
 // mapLua maps the ids of one hash tag. Keys: the tag's ids, owner, last,
