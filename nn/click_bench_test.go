@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -82,7 +83,7 @@ func clickBatchesOf(seed uint64) []clickData {
 func BenchmarkClickModel(b *testing.B) { ref.OnMachines(b, benchClickModel) }
 
 func benchClickModel(b *testing.B, m ref.Machine) {
-	vm, step := clickModel(b, m, false)
+	vm, step := clickModel(b, m, false, false)
 	ref.BenchSteps(b, vm, step)
 }
 
@@ -91,16 +92,35 @@ func benchClickModel(b *testing.B, m ref.Machine) {
 // padding id a padding raw id) before the step. Its time over
 // BenchmarkClickModel/machine's is what remapping costs a step.
 func BenchmarkClickModelRaw(b *testing.B) {
-	vm, step := clickModel(b, ref.Machines[0], true)
+	vm, step := clickModel(b, ref.Machines[0], true, false)
 	ref.BenchSteps(b, vm, step)
+}
+
+// BenchmarkClickModelCached is BenchmarkClickModel/machine with each
+// table in a cache (CachedEmbedding, 64 MB) in front of a
+// table.MemoryStore, on numbered ids ("numbered") and on raw ids
+// through an IDMap ("raw"): raw's time over numbered's is what
+// remapping costs a cached step.
+func BenchmarkClickModelCached(b *testing.B) {
+	for _, raw := range []bool{false, true} {
+		name := "numbered"
+		if raw {
+			name = "raw"
+		}
+		b.Run(name, func(b *testing.B) {
+			vm, step := clickModel(b, ref.Machines[0], raw, true)
+			ref.BenchSteps(b, vm, step)
+		})
+	}
 }
 
 // padRaw is the raw padding id of BenchmarkClickModelRaw's bags.
 const padRaw = math.MinInt64
 
-// clickModel builds BenchmarkClickModel's model on machine m and returns
-// the machine and a function that runs one step.
-func clickModel(b testing.TB, m ref.Machine, raw bool) (gorgonia.VM, func()) {
+// clickModel builds BenchmarkClickModel's model on machine m, on raw ids
+// or not, its tables cached or in the heap, and returns the machine and
+// a function that runs one step.
+func clickModel(b testing.TB, m ref.Machine, raw, cached bool) (gorgonia.VM, func()) {
 	r := rand.New(rand.NewPCG(5, 6))
 	g := gorgonia.NewGraph()
 	var tables [3]*Embedding
@@ -114,10 +134,29 @@ func clickModel(b testing.TB, m ref.Machine, raw bool) (gorgonia.VM, func()) {
 			}
 			return v
 		}
-		e, err := NewEmbedding(g, "table"+string(rune('0'+f)), clickVocab[f]+1, clickDim, tensor.Float32,
+		eg := g
+		if cached {
+			eg = gorgonia.NewGraph() // the initial rows' graph
+		}
+		e, err := NewEmbedding(eg, "table"+string(rune('0'+f)), clickVocab[f]+1, clickDim, tensor.Float32,
 			WithSparse(), WithPadding(clickVocab[f]), WithInit(normal))
 		if err != nil {
 			b.Fatal(err)
+		}
+		if cached {
+			w, _ := e.Weight()
+			store, err := table.NewMemoryStore(e.Name(), w, optim.NewSparseAdam(0.01).Columns(clickDim)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 64 << 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if e, err = CachedEmbedding(g, c, WithPadding(clickVocab[f])); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { e.Close() })
 		}
 		tables[f] = e
 		idT[f] = tensor.New(tensor.WithShape(clickBatch*clickK[f]), tensor.Of(tensor.Int64))

@@ -59,7 +59,7 @@ func TestMachineRunAllocs(t *testing.T) {
 		check(t, vm, step)
 	})
 	t.Run("ClickModel", func(t *testing.T) {
-		vm, step := clickModel(t, m, false)
+		vm, step := clickModel(t, m, false, false)
 		check(t, vm, step)
 	})
 	r := rand.New(rand.NewPCG(4, 5))

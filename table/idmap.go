@@ -104,9 +104,8 @@ type rowEntry struct {
 
 // NewIDMap returns an empty map named name (its errors name it) of o.
 func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
-	if o.Rows <= 0 || o.Rows >= 1<<31-1 || o.AdmitAfter < 0 || o.SketchWidth < 0 || o.TTL < 0 || o.Evict < EvictLRU || o.Evict > Refuse {
-		return nil, fmt.Errorf("id map %q: rows %d, admit after %d, sketch width %d, TTL %d, eviction %d: %w",
-			name, o.Rows, o.AdmitAfter, o.SketchWidth, o.TTL, o.Evict, errs.ErrOption)
+	if err := o.check(name); err != nil {
+		return nil, err
 	}
 	if o.AdmitAfter == 0 {
 		o.AdmitAfter = 1
@@ -126,6 +125,16 @@ func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
 		m.cms, m.mask = make([]uint32, 4*width), uint64(width-1)
 	}
 	return m, nil
+}
+
+// check returns an error naming the map name if o are not options of a
+// map.
+func (o IDMapOptions) check(name string) error {
+	if o.Rows <= 0 || o.Rows >= 1<<31-1 || o.AdmitAfter < 0 || o.SketchWidth < 0 || o.TTL < 0 || o.Evict < EvictLRU || o.Evict > Refuse {
+		return fmt.Errorf("id map %q: rows %d, admit after %d, sketch width %d, TTL %d, eviction %d: %w",
+			name, o.Rows, o.AdmitAfter, o.SketchWidth, o.TTL, o.Evict, errs.ErrOption)
+	}
+	return nil
 }
 
 // Map sets rows[k] to the row of ids[k] for step step (steps must not

@@ -110,9 +110,8 @@ func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowI
 		return nil, fmt.Errorf("id map: NewRedisIDMap needs a store: %w", errs.ErrOption)
 	}
 	prefix := fmt.Sprintf("id map of table %q", s.name)
-	if _, err := NewIDMap(s.name, IDMapOptions{Rows: max(o.Rows, 1), AdmitAfter: o.AdmitAfter, SketchWidth: o.SketchWidth, Evict: o.Evict, TTL: o.TTL}); err != nil || o.Rows <= 0 {
-		return nil, fmt.Errorf("%s: rows %d, admit after %d, sketch width %d, TTL %d, eviction %d: %w",
-			prefix, o.Rows, o.AdmitAfter, o.SketchWidth, o.TTL, o.Evict, errs.ErrOption)
+	if err := o.check(s.name); err != nil {
+		return nil, err
 	}
 	if s.dt != tensor.Float32 || s.rows < int64(o.Rows)+1 {
 		return nil, fmt.Errorf("%s: a map of %d rows needs a float32 table of at least %d rows, not %v of %d: %w",

@@ -252,6 +252,36 @@ func TestRedisIDMap(t *testing.T) {
 		if _, err := NewRedisIDMap(ctx, s, mo, init); !errors.Is(err, checkpoint.ErrMismatch) {
 			t.Fatalf("other options: %v", err)
 		}
+		// Options that are no map's, a table too small or of float64,
+		// a second map of a store: errors.
+		for _, bad := range []IDMapOptions{{Rows: 0}, {Rows: 10, AdmitAfter: -1}, {Rows: 10, Evict: 7}, {Rows: 1 << 20}} {
+			s, err := OpenRedis(ctx, o, "admit")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := NewRedisIDMap(ctx, s, bad, init); !errors.Is(err, errs.ErrOption) {
+				t.Fatalf("options %+v: %v", bad, err)
+			}
+			s.Close()
+		}
+		if _, err := NewRedisIDMap(ctx, nil, mo, init); !errors.Is(err, errs.ErrOption) {
+			t.Fatalf("no store: %v", err)
+		}
+		s1, _ := openMap(t, o, "admit", IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: Refuse, Pad: true, PadID: ids[3]}, init)
+		if _, err := NewRedisIDMap(ctx, s1, IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: Refuse, Pad: true, PadID: ids[3]}, init); !errors.Is(err, errs.ErrOption) {
+			t.Fatalf("a second map: %v", err)
+		}
+		if err := CreateRedis(ctx, o, "wide", 3, dim, tensor.Float64); err != nil {
+			t.Fatal(err)
+		}
+		s64, err := OpenRedis(ctx, o, "wide")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s64.Close()
+		if _, err := NewRedisIDMap(ctx, s64, IDMapOptions{Rows: 2}, init); !errors.Is(err, errs.ErrOption) {
+			t.Fatalf("a float64 table: %v", err)
+		}
 		// A table replaced has no map: other options, and no ids.
 		if err := CreateRedis(ctx, o, "admit", int64(mo.Rows)+1, dim, tensor.Float32, WithReplace()); err != nil {
 			t.Fatal(err)
