@@ -37,10 +37,16 @@ import (
 // the busiest tag). In the same way, an id's sightings are counted in
 // its tag's count-min sketch, of SketchWidth/1024 counters a row (at
 // least 64), so that the error bound of IDMapOptions.AdmitAfter holds
-// over the ids of a tag; TTL frees a tag's rows at that tag's next call;
-// EvictLRU takes the row of a tag's id used at the earliest step (ties
-// by row), EvictLFU the row of the id used in the fewest steps (not the
-// 16-row sample of IDMap).
+// over the ids of a tag; TTL frees a tag's rows at that tag's next call.
+// EvictLRU takes the row of the tag's id used at the earliest step (of
+// ties, the row whose decimal digits sort first); EvictLFU, of the 16
+// rows of the tag's ids used in the fewest steps, the first not used at
+// this step (else as EvictLRU), not the random sample of IDMap. A row
+// used at a worker's step is not taken by a call of that step.
+//
+// A row given to an id is missing on the cluster until its first step;
+// a read of it (ReadRows, Export, in any process) gives its id's
+// initial row, the RowInit the map's options record.
 //
 // Workers map at the same time, so a batch cannot be refused whole: a
 // new id that finds no row (Refuse when its tag is full, or every row
