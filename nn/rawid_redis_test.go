@@ -34,29 +34,7 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 	const rows = 8 * 1024 // 8 rows a tag: no tag fills with 30 ids
 	stream := rawStream(11, distinct, steps, batch)
 
-	// The same ids numbered in order of first appearance.
-	gb := gorgonia.NewGraph()
-	eb, err := NewEmbedding(gb, "b", distinct+1, dim, tensor.Float32, WithSparse(), WithPadding(distinct))
-	require.NoError(t, err)
-	wb, _ := eb.Weight()
-	wb.Zero()
-	number := map[int64]int64{}
-	for _, ids := range stream {
-		for _, id := range ids {
-			if _, ok := number[id]; !ok {
-				number[id] = int64(len(number))
-				table.InitialRow(wb.Float32s()[number[id]*dim:(number[id]+1)*dim], seed, id)
-			}
-		}
-	}
-	b := newRawModel(t, gb, eb, batch)
-	optB := optim.NewSparseAdam(0.05)
-	for _, ids := range stream {
-		for k, id := range ids {
-			b.ids.Ints()[k] = int(number[id])
-		}
-		b.step(t, optB)
-	}
+	wb, number, eb, optB := trainNumbered(t, stream, distinct, dim, seed)
 
 	cols := optim.NewSparseAdam(0.05).Columns(dim)
 	require.NoError(t, table.CreateRedis(ctx, o, "raw", rows+1, dim, tensor.Float32, table.WithState(cols...)))

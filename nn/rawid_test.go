@@ -71,33 +71,13 @@ func TestRawIDsEqualNumbered(t *testing.T) {
 	opts := []EmbeddingOption{WithSparse(), WithPadding(rows)}
 
 	// The same ids numbered in order of first appearance.
-	gb := gorgonia.NewGraph()
-	eb, err := NewEmbedding(gb, "b", rows+1, dim, tensor.Float32, opts...)
-	require.NoError(t, err)
-	wb, _ := eb.Weight()
-	wb.Zero()
-	number := map[int64]int64{}
-	for _, ids := range stream {
-		for _, id := range ids {
-			if _, ok := number[id]; !ok {
-				number[id] = int64(len(number))
-				table.InitialRow(wb.Float32s()[number[id]*dim:(number[id]+1)*dim], seed, id)
-			}
-		}
-	}
-	b := newRawModel(t, gb, eb, batch)
-	optB := optim.NewSparseAdam(0.05)
-	for _, ids := range stream {
-		for k, id := range ids {
-			b.ids.Ints()[k] = int(number[id])
-		}
-		b.step(t, optB)
-	}
+	wb, number, _, _ := trainNumbered(t, stream, rows, dim, seed)
 
 	// The raw ids, mapped, in the heap and behind a cache.
 	for _, where := range []string{"heap", "cached"} {
 		g := gorgonia.NewGraph()
 		optA := optim.NewSparseAdam(0.05)
+		var err error
 		var emb *Embedding
 		var c *table.Cached
 		if where == "heap" {
@@ -138,6 +118,37 @@ func TestRawIDsEqualNumbered(t *testing.T) {
 		}
 		require.Equal(t, len(number), m.Stats().Used, where)
 	}
+}
+
+// trainNumbered trains a table of rows+1 rows of dim values (padding row
+// rows) with SparseAdam (lr 0.05) on the ids of stream numbered in order
+// of first appearance, each row starting from table.InitialRow of its
+// id with seed: it returns the trained values, the numbers, the table
+// and its optimiser.
+func trainNumbered(t *testing.T, stream [][]int64, rows, dim int, seed uint64) (*tensor.Dense, map[int64]int64, *Embedding, *optim.SparseAdam) {
+	g := gorgonia.NewGraph()
+	e, err := NewEmbedding(g, "b", rows+1, dim, tensor.Float32, WithSparse(), WithPadding(rows))
+	require.NoError(t, err)
+	w, _ := e.Weight()
+	w.Zero()
+	number := map[int64]int64{}
+	for _, ids := range stream {
+		for _, id := range ids {
+			if _, ok := number[id]; !ok {
+				number[id] = int64(len(number))
+				table.InitialRow(w.Float32s()[number[id]*int64(dim):(number[id]+1)*int64(dim)], seed, id)
+			}
+		}
+	}
+	m := newRawModel(t, g, e, len(stream[0]))
+	opt := optim.NewSparseAdam(0.05)
+	for _, ids := range stream {
+		for k, id := range ids {
+			m.ids.Ints()[k] = int(number[id])
+		}
+		m.step(t, opt)
+	}
+	return w, number, e, opt
 }
 
 // A row that a full map takes from one id for another starts afresh:

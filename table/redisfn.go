@@ -107,6 +107,46 @@ local function checked(keys, n, args, head, rowBytes, dim)
   return rows
 end
 
+-- update returns nil if the seen hash records the update args[1],
+-- args[2] as applied; else dim, the rule's parameters and the index
+-- after them in args.
+local function update(seen, args)
+  local tonumber = tonumber
+  local last = redis.call('HGET', seen, args[1])
+  if last and tonumber(last) >= tonumber(args[2]) then
+    return nil
+  end
+  local dim, np = tonumber(args[3]), tonumber(args[4])
+  local p = {}
+  for i = 1, np do
+    p[i] = tonumber(args[4 + i])
+  end
+  return dim, p, 4 + np
+end
+
+-- stepRows applies rule with the parameters p to rows[i], rowBytes long,
+-- by grad(i), dim float32 values, and writes it under keys[i], for each
+-- i of live; then it records the update args[1], args[2] in the seen
+-- hash, for a day.
+local function stepRows(rule, keys, rows, live, grad, p, dim, rowBytes, seen, args)
+  local struct = struct
+  local function f(x)
+    local y = struct.unpack('<f', struct.pack('<f', x))
+    return y
+  end
+  local width = rowBytes / 4
+  local rowFmt = '<' .. string.rep('f', width)
+  local gradFmt = '<' .. string.rep('f', dim)
+  for _, i in ipairs(live) do
+    local w = {struct.unpack(rowFmt, rows[i])}
+    local g = {struct.unpack(gradFmt, grad(i))}
+    rule(w, g, p, dim, f)
+    redis.call('SET', keys[i], struct.pack(rowFmt, unpack(w, 1, width)))
+  end
+  redis.call('HSET', seen, args[1], args[2])
+  redis.call('PEXPIRE', seen, 86400000)
+end
+
 -- apply returns the Function that applies rule, a function of (w, g, p,
 -- dim, f) that updates w, a row's float32 values and then its state, by
 -- g, its gradient, with the parameters p; f rounds a number to float32.
@@ -114,39 +154,22 @@ end
 -- key) records it, and then recorded, for a day.
 local function apply(rule)
   return function(keys, args)
-    local struct, tonumber = struct, tonumber
     local n = #keys - 1
     local seen = keys[n + 1]
-    local last = redis.call('HGET', seen, args[1])
-    if last and tonumber(last) >= tonumber(args[2]) then
+    local dim, p, head = update(seen, args)
+    if not dim then
       return 0
     end
-    local dim, np = tonumber(args[3]), tonumber(args[4])
-    local p = {}
-    for i = 1, np do
-      p[i] = tonumber(args[4 + i])
-    end
-    local head = 4 + np
     local rowBytes = #(redis.call('GET', keys[1]) or '')
     local rows, err = checked(keys, n, args, head, rowBytes, dim)
     if not rows then
       return err
     end
-    local function f(x)
-      local y = struct.unpack('<f', struct.pack('<f', x))
-      return y
-    end
-    local width = rowBytes / 4
-    local rowFmt = '<' .. string.rep('f', width)
-    local gradFmt = '<' .. string.rep('f', dim)
+    local live = {}
     for i = 1, n do
-      local w = {struct.unpack(rowFmt, rows[i])}
-      local g = {struct.unpack(gradFmt, args[head + i])}
-      rule(w, g, p, dim, f)
-      redis.call('SET', keys[i], struct.pack(rowFmt, unpack(w, 1, width)))
+      live[i] = i
     end
-    redis.call('HSET', seen, args[1], args[2])
-    redis.call('PEXPIRE', seen, 86400000)
+    stepRows(rule, keys, rows, live, function(i) return args[head + i] end, p, dim, rowBytes, seen, args)
     return n
   end
 end
@@ -162,19 +185,12 @@ end
 -- started from it.
 local function applyRaw(rule)
   return function(keys, args)
-    local struct, tonumber = struct, tonumber
     local n = #keys - 3
     local seen, owner, stats = keys[n + 1], keys[n + 2], keys[n + 3]
-    local last = redis.call('HGET', seen, args[1])
-    if last and tonumber(last) >= tonumber(args[2]) then
+    local dim, p, head = update(seen, args)
+    if not dim then
       return 0
     end
-    local dim, np = tonumber(args[3]), tonumber(args[4])
-    local p = {}
-    for i = 1, np do
-      p[i] = tonumber(args[4 + i])
-    end
-    local head = 4 + np
     local rows, live, rowBytes = {}, {}, nil
     for i = 1, n do
       local raw, g, init = args[head + 3 * i - 2], args[head + 3 * i - 1], args[head + 3 * i]
@@ -195,26 +211,10 @@ local function applyRaw(rule)
         rows[i] = v
       end
     end
-    local function f(x)
-      local y = struct.unpack('<f', struct.pack('<f', x))
-      return y
-    end
-    if rowBytes then
-      local width = rowBytes / 4
-      local rowFmt = '<' .. string.rep('f', width)
-      local gradFmt = '<' .. string.rep('f', dim)
-      for _, i in ipairs(live) do
-        local w = {struct.unpack(rowFmt, rows[i])}
-        local g = {struct.unpack(gradFmt, args[head + 3 * i - 1])}
-        rule(w, g, p, dim, f)
-        redis.call('SET', keys[i], struct.pack(rowFmt, unpack(w, 1, width)))
-      end
-    end
+    stepRows(rule, keys, rows, live, function(i) return args[head + 3 * i - 1] end, p, dim, rowBytes or 0, seen, args)
     if #live < n then
       redis.call('HINCRBY', stats, 'dropped', n - #live)
     end
-    redis.call('HSET', seen, args[1], args[2])
-    redis.call('PEXPIRE', seen, 86400000)
     return #live
   end
 end

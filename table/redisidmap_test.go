@@ -1,6 +1,7 @@
 package table
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -539,21 +540,11 @@ func (m *tagModel) byScore(score map[int64]int64) []int64 {
 	})
 	slices.SortFunc(rows, func(a, b int64) int {
 		if score[a] != score[b] {
-			return cmpInt(score[a], score[b])
+			return cmp.Compare(score[a], score[b])
 		}
 		return strings.Compare(strconv.FormatInt(a, 10), strconv.FormatInt(b, 10))
 	})
 	return rows
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (m *tagModel) release(r int64) {
