@@ -61,5 +61,5 @@ func ExampleNewRawIDs() {
 	// [-9 4611686018427387904] -> [0 1] new: [{0 -9} {1 4611686018427387904}]
 	// [-9 555] -> [0 2] new: []
 	// [555 555] -> [1 1] new: [{1 555}]
-	// {Used:2 Admitted:3 Evicted:1 Expired:0 Rejected:0 Pending:3}
+	// {Used:2 Admitted:3 Evicted:1 Expired:0 Rejected:0 Pending:3 Dropped:0}
 }

@@ -241,5 +241,5 @@ func ExampleNewIDMap() {
 	// [3 1] [{1 1152921504606846976}]
 	// [2 3 0] [{2 42} {0 9}]
 	// [3 1 2] [{1 5} {2 -7}]
-	// {Used:3 Admitted:6 Evicted:3 Expired:0 Rejected:0 Pending:5}
+	// {Used:3 Admitted:6 Evicted:3 Expired:0 Rejected:0 Pending:5 Dropped:0}
 }
