@@ -158,7 +158,12 @@ type pendingStep struct {
 const redisGroups = 1024
 
 func (s *RedisStore) key(id int64) string {
-	return "gg:" + s.name + ":{" + strconv.FormatInt(id%redisGroups, 10) + "}:" + strconv.FormatInt(id, 10)
+	return s.rowPrefix(id%redisGroups) + strconv.FormatInt(id, 10)
+}
+
+// rowPrefix is the start of the keys of the rows of hash tag tag.
+func (s *RedisStore) rowPrefix(tag int64) string {
+	return "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:"
 }
 
 func (s *RedisStore) metaKey() string { return "gg:" + s.name + ":meta" }

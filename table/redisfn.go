@@ -324,15 +324,22 @@ func (s *RedisStore) applyRule(ctx context.Context, name, lua string, args []flo
 	for _, a := range args {
 		head = append(head, strconv.FormatFloat(a, 'g', -1, 64))
 	}
-	// A master may lack the Function: the first call of a rule, or a
-	// master a failover made of a node that never had it. The masters as
-	// the cluster lists them now then load it, and the call goes again.
+	if raw != nil {
+		fn += "_raw"
+	}
+	return s.loading(ctx, library, fmt.Sprintf("table %q: rule %q", s.name, name), func() error {
+		return s.fcall(ctx, fn, dim, ids, grad, head, raw)
+	})
+}
+
+// loading runs call, and while it fails on a master that lacks its
+// Function (the Function's first call, or a master a failover made of a
+// node that never had it), has the masters as the cluster lists them now
+// load library, and runs it again, up to 3 times. An error loading it
+// is prefixed by prefix; call's errors are its own.
+func (s *RedisStore) loading(ctx context.Context, library, prefix string, call func() error) error {
 	for tries := 0; ; tries++ {
-		call := fn
-		if raw != nil {
-			call += "_raw"
-		}
-		err := s.fcall(ctx, call, dim, ids, grad, head, raw)
+		err := call()
 		if err == nil || !strings.Contains(err.Error(), "Function not found") || tries == 3 {
 			return err
 		}
@@ -340,7 +347,7 @@ func (s *RedisStore) applyRule(ctx context.Context, name, lua string, args []flo
 		s.c.ReloadState(at)
 		cancel()
 		if err := s.load(ctx, library); err != nil {
-			return fmt.Errorf("table %q: rule %q: %w", s.name, name, redisError(err))
+			return fmt.Errorf("%s: %w", prefix, redisError(err))
 		}
 	}
 }

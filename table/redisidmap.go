@@ -6,7 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math"
+	"maps"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/rowcache"
 )
 
@@ -75,9 +76,6 @@ type RedisIDMap struct {
 	init  RowInit
 	width int // the counters of each row of a tag's sketch
 	name  string
-	dim   int
-	// Map's scratch: the last Map's ids of each tag, and its rows.
-	scratch []int64
 }
 
 // mappedRow is a row the last Map of a store's RedisIDMap gave: the raw
@@ -152,7 +150,7 @@ func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowI
 	if s.idmap != nil {
 		return nil, fmt.Errorf("%s: the store has a map already: %w", prefix, errs.ErrOption)
 	}
-	m := &RedisIDMap{s: s, o: o, init: init, width: width, name: s.name, dim: s.dim}
+	m := &RedisIDMap{s: s, o: o, init: init, width: width, name: s.name}
 	s.idmap = m
 	return m, nil
 }
@@ -232,13 +230,7 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 		at[id] = len(byTag[tag])
 		byTag[tag] = append(byTag[tag], seen{id, 1})
 	}
-	tags := slices.Sorted(func(yield func(int64) bool) {
-		for t := range byTag {
-			if !yield(t) {
-				return
-			}
-		}
-	})
+	tags := slices.Sorted(maps.Keys(byTag))
 	o := m.o
 	head := []any{strconv.FormatInt(step, 10), strconv.Itoa(o.AdmitAfter), strconv.Itoa(int(o.Evict)), strconv.FormatInt(o.TTL, 10)}
 	calls := make([]tagCall, len(tags))
@@ -249,7 +241,7 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 			keys[k] = s.mapKey(tag, part)
 		}
 		keys = append(keys, s.seenKey(tag))
-		args := []any{strconv.FormatInt(tag, 10), strconv.Itoa(o.Rows), "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:", strconv.Itoa(len(ids))}
+		args := []any{strconv.FormatInt(tag, 10), strconv.Itoa(o.Rows), s.rowPrefix(tag), strconv.Itoa(len(ids))}
 		for _, x := range ids {
 			var cells string
 			if o.AdmitAfter > 1 {
@@ -294,19 +286,18 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 	}
 	if len(calls) > 0 {
 		_, library := mapFunction()
-		for tries := 0; ; tries++ {
+		prefix := fmt.Sprintf("id map %q: mapping %d ids", m.name, len(raw))
+		err := s.loading(ctx, library, prefix, func() error {
 			err := s.numbered(ctx, func() [sha256.Size]byte { return callDigest(mapFn, head, calls) }, func(ctx context.Context, name []any) error {
 				return s.send(ctx, mapFn, name, head, calls, reply)
 			})
-			if err == nil || !strings.Contains(err.Error(), "Function not found") || tries == 3 {
-				if err != nil {
-					return nil, fmt.Errorf("id map %q: mapping %d ids: %w", m.name, len(raw), err)
-				}
-				break
+			if err != nil {
+				return fmt.Errorf("%s: %w", prefix, err)
 			}
-			if err := s.load(ctx, library); err != nil {
-				return nil, fmt.Errorf("id map %q: %w", m.name, redisError(err))
-			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if bad != nil {
@@ -367,11 +358,7 @@ func (s *RedisStore) initialRow(init RowInit, id int64) []byte {
 		}
 		at += c.Width
 	}
-	b := make([]byte, 0, len(v)*4)
-	for _, x := range v {
-		b = append(b, byte(math.Float32bits(x)), byte(math.Float32bits(x)>>8), byte(math.Float32bits(x)>>16), byte(math.Float32bits(x)>>24))
-	}
-	return b
+	return slices.Clone(fileio.LittleEndianBytes(v))
 }
 
 // Stats returns the map's counts, summed over its tags on the cluster:
