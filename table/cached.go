@@ -47,7 +47,8 @@ type Store interface {
 }
 
 // ErrCapacity: a batch names more distinct rows than a Cached table
-// holds, or a cache budget is smaller than one row.
+// holds, a cache budget is smaller than one row, or a batch has more new
+// ids than rows an IDMap may give them (the error says which).
 var ErrCapacity = rowcache.ErrCapacity
 
 // The layout of a table file with optimiser state (WithState).

@@ -197,47 +197,54 @@ func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Ass
 }
 
 // check reports the error Map would meet part way through ids, before
-// Map changes anything: more new ids than rows it may take.
+// Map changes anything: more new ids than rows it may take. It runs
+// Map's admission over the batch on a copy of the sketch cells the batch
+// touches, so that the ids it counts are exactly those Map would admit,
+// however many counters the batch's ids share.
 func (m *IDMap) check(ids []int64, step int64) error {
 	if m.o.Evict != Refuse && m.o.Rows >= len(ids) && step != m.step {
 		return nil // a batch cannot fill the map with its own rows
 	}
-	// Count the rows the batch needs and those it may have: free, or
-	// (evicting) held by an id neither this batch nor an earlier Map of
-	// the same step uses, or expired.
-	seen := make(map[int64]int, len(ids)) // id -> its sightings in the batch
-	for _, id := range ids {
-		if !m.o.Pad || id != m.o.PadID {
-			seen[id]++
-		}
-	}
-	var fresh []int64 // the new ids to admit, in order
+	expired := func(r int32) bool { return m.o.TTL > 0 && m.row[r].last < step-m.o.TTL }
+	// The rows this step uses: those an earlier Map of the step used, and
+	// those the batch's holders use.
 	busy := 0
 	if step == m.step {
 		for r := m.head; r >= 0 && m.row[r].last == step; r = m.row[r].next {
 			busy++
 		}
 	}
+	held := make(map[int64]bool, len(ids)) // ids holding a row that does not expire now
 	for _, id := range ids {
-		n := seen[id]
-		if n == 0 {
-			continue
-		}
-		seen[id] = 0
-		if r, ok := m.ids[id]; ok && !(m.o.TTL > 0 && m.row[r].last < step-m.o.TTL) {
+		if r, ok := m.ids[id]; ok && !expired(r) && !held[id] {
+			held[id] = true
 			if m.row[r].last != step {
 				busy++
 			}
-		} else if m.cms == nil || m.peek(id)+uint32(n) >= uint32(m.o.AdmitAfter) {
-			fresh = append(fresh, id)
 		}
+	}
+	// The batch's sightings of the others, in order, as Map counts them.
+	var fresh []int64 // the ids Map would admit, in order
+	var cells map[int]uint32
+	if m.cms != nil {
+		cells = make(map[int]uint32)
+	}
+	for _, id := range ids {
+		if m.o.Pad && id == m.o.PadID || held[id] {
+			continue
+		}
+		if m.cms != nil && m.countIn(cells, id) < uint32(m.o.AdmitAfter) {
+			continue
+		}
+		held[id] = true // later sightings find its row
+		fresh = append(fresh, id)
 	}
 	need := len(fresh)
 	avail := len(m.free)
 	if m.o.Evict != Refuse {
 		avail = m.o.Rows - busy
 	} else if m.o.TTL > 0 {
-		for r := m.tail; r >= 0 && m.row[r].last < step-m.o.TTL; r = m.row[r].prev {
+		for r := m.tail; r >= 0 && expired(r); r = m.row[r].prev {
 			avail++
 		}
 	}
@@ -245,8 +252,8 @@ func (m *IDMap) check(ids []int64, step int64) error {
 		if m.o.Evict == Refuse {
 			m.stats.Rejected += uint64(need - avail)
 		}
-		return fmt.Errorf("id map %q: no row for id %d: the batch of step %d needs %d new rows; %d may be given: %w",
-			m.name, fresh[avail], step, need, avail, ErrCapacity)
+		return fmt.Errorf("id map %q: no row for id %d: the batch of step %d needs %d new rows and the map may give %d of its %d: %w",
+			m.name, fresh[avail], step, need, avail, m.o.Rows, ErrCapacity)
 	}
 	return nil
 }
@@ -359,27 +366,51 @@ func (m *IDMap) unlink(r int32) {
 	e.prev, e.next = -1, -1
 }
 
-// count adds a sighting of id to the sketch (conservative update: only
-// the smallest counters grow) and returns its estimated count.
-func (m *IDMap) count(id int64) uint32 {
-	var at [4]int
-	c := ^uint32(0)
+// cells returns the indices in m.cms of id's 4 counters.
+func (m *IDMap) cells(id int64) (at [4]int) {
 	for d := range at {
 		at[d] = d*int(m.mask+1) + int(mix(uint64(id), uint64(d))&m.mask)
-		c = min(c, m.cms[at[d]])
 	}
-	c++
+	return at
+}
+
+// count adds a sighting of id to the sketch (conservative update: only
+// the smallest counters grow, and none past the largest uint32) and
+// returns its estimated count.
+func (m *IDMap) count(id int64) uint32 {
+	at := m.cells(id)
+	c := ^uint32(0)
+	for _, i := range at {
+		c = min(c, m.cms[i])
+	}
+	if c < ^uint32(0) {
+		c++
+	}
 	for _, i := range at {
 		m.cms[i] = max(m.cms[i], c)
 	}
 	return c
 }
 
-// peek returns the estimated count of id.
-func (m *IDMap) peek(id int64) uint32 {
+// countIn is count on a copy of the sketch: cells holds the counters
+// changed so far by their index, and m.cms is left as it is.
+func (m *IDMap) countIn(cells map[int]uint32, id int64) uint32 {
+	at := m.cells(id)
 	c := ^uint32(0)
-	for d := range 4 {
-		c = min(c, m.cms[d*int(m.mask+1)+int(mix(uint64(id), uint64(d))&m.mask)])
+	for _, i := range at {
+		v, ok := cells[i]
+		if !ok {
+			v = m.cms[i]
+		}
+		c = min(c, v)
+	}
+	if c < ^uint32(0) {
+		c++
+	}
+	for _, i := range at {
+		if v, ok := cells[i]; ok && v < c || !ok && m.cms[i] < c {
+			cells[i] = c
+		}
 	}
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -21,26 +22,58 @@ import (
 )
 
 // refMap is an IDMap's LRU policy written plainly: the ids in a slice,
-// the most recently used last, and exact counts for admission.
+// the most recently used last, and the counts for admission exact or,
+// with a width, kept in a count-min sketch of 4 rows of width counters
+// (conservative update). A batch is mapped on a copy, kept only if
+// every id it admits found a row.
 type refMap struct {
 	rows   int
 	ttl    int64
 	refuse bool
 	admit  int             // AdmitAfter
 	pad    bool            // id 0 is the padding id
-	seen   map[int64]int   // id -> sightings while it held no row
+	width  int             // the sketch's counters a row; 0: exact counts
+	seen   map[int64]int   // id -> sightings while it held no row (exact counts)
+	cms    map[int]int     // the sketch's counters by index (width > 0)
 	order  []int64         // ids, least recently used first
 	row    map[int64]int64 // id -> row
 	last   map[int64]int64 // id -> step of its last use
 	free   []int64         // free rows, the next to give last
+	st     IDMapStats
 }
 
 func newRef(rows int, ttl int64, refuse bool, admit int) *refMap {
-	r := &refMap{rows: rows, ttl: ttl, refuse: refuse, admit: admit, seen: map[int64]int{}, row: map[int64]int64{}, last: map[int64]int64{}}
+	r := &refMap{rows: rows, ttl: ttl, refuse: refuse, admit: admit, seen: map[int64]int{}, cms: map[int]int{},
+		row: map[int64]int64{}, last: map[int64]int64{}}
 	for k := rows - 1; k >= 0; k-- {
 		r.free = append(r.free, int64(k))
 	}
 	return r
+}
+
+func (r *refMap) clone() *refMap {
+	c := *r
+	c.seen, c.cms, c.row, c.last = maps.Clone(r.seen), maps.Clone(r.cms), maps.Clone(r.row), maps.Clone(r.last)
+	c.order, c.free = slices.Clone(r.order), slices.Clone(r.free)
+	return &c
+}
+
+// count adds a sighting of id and returns its count.
+func (r *refMap) count(id int64) int {
+	if r.width == 0 {
+		r.seen[id]++
+		return r.seen[id]
+	}
+	c := math.MaxInt
+	for d := range 4 {
+		c = min(c, r.cms[d*r.width+int(mix(uint64(id), uint64(d))%uint64(r.width))])
+	}
+	c++
+	for d := range 4 {
+		i := d*r.width + int(mix(uint64(id), uint64(d))%uint64(r.width))
+		r.cms[i] = max(r.cms[i], c)
+	}
+	return c
 }
 
 func (r *refMap) drop(id int64) {
@@ -61,39 +94,27 @@ func (r *refMap) touch(id, step int64) {
 
 // mapIDs is Map: the rows, the assignments, or false for ErrCapacity.
 func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
-	distinct := map[int64]int{}
-	for _, id := range ids {
-		if !r.pad || id != 0 {
-			distinct[id]++
+	c := r.clone()
+	rows, got, short := c.apply(ids, step)
+	if short > 0 {
+		if r.refuse {
+			r.st.Rejected += uint64(short)
 		}
-	}
-	held, fresh := 0, 0
-	for id, n := range distinct {
-		if _, ok := r.row[id]; ok && (r.ttl == 0 || r.last[id] >= step-r.ttl) {
-			held++
-		} else if r.seen[id]+n >= r.admit {
-			fresh++
-		}
-	}
-	expired := 0
-	if r.ttl > 0 {
-		for _, id := range r.order {
-			if r.last[id] < step-r.ttl {
-				expired++
-			}
-		}
-	}
-	avail := len(r.free) + expired
-	if !r.refuse {
-		avail = r.rows - held
-	}
-	if fresh > avail {
 		return nil, nil, false
 	}
+	*r = *c
+	return rows, got, true
+}
+
+// apply maps ids at step, and returns how many ids it admitted found no
+// row: a free one, or (evicting) the least recently used of an id not
+// used at this step.
+func (r *refMap) apply(ids []int64, step int64) ([]int64, []Assignment, int) {
 	if r.ttl > 0 {
 		for _, id := range slices.Clone(r.order) {
 			if r.last[id] < step-r.ttl {
 				r.drop(id)
+				r.st.Expired++
 			}
 		}
 	}
@@ -104,8 +125,9 @@ func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
 		}
 	}
 	var got []Assignment
+	short := map[int64]bool{} // admitted ids that found no row
 	for k, id := range ids {
-		if r.pad && id == 0 {
+		if r.pad && id == 0 || short[id] {
 			rows[k] = int64(r.rows)
 			continue
 		}
@@ -113,27 +135,39 @@ func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
 			rows[k] = row
 			continue
 		}
-		if r.seen[id]++; r.seen[id] < r.admit {
+		if r.admit > 1 && r.count(id) < r.admit {
 			rows[k] = int64(r.rows) // the default row
+			r.st.Pending++
 			continue
 		}
 		if len(r.free) == 0 {
+			if r.refuse || len(r.order) == 0 || r.last[r.order[0]] == step {
+				short[id] = true
+				continue
+			}
 			r.drop(r.order[0])
+			r.st.Evicted++
 		}
 		row := r.free[len(r.free)-1]
 		r.free = r.free[:len(r.free)-1]
 		r.row[id] = row
 		r.touch(id, step)
 		rows[k] = row
+		r.st.Admitted++
 		got = append(got, Assignment{Row: row, ID: id})
 	}
-	return rows, got, true
+	return rows, got, len(short)
 }
 
 // FuzzIDMap holds an IDMap (LRU) against the plain model above: the same
-// rows, the same rows given afresh, the same batches refused, with or
-// without TTL and admission, evicting or refusing. The fuzzed ids are
-// few enough that the sketch counts them exactly (checked first).
+// rows, the same rows given afresh, the same batches refused and the
+// same counts, with or without TTL and admission, evicting or refusing,
+// over batches of up to 16 ids (many repeated) against maps of up to 6
+// rows. The sketch is the default one, whose counts of the fuzzed ids
+// are exact (checked first), or 1 to 64 counters wide, where ids share
+// counters and a batch's own sightings admit its later ids. An EvictLFU
+// map over the same batches is held to the invariants: no two ids of a
+// batch on one row, no id moved off its row.
 func FuzzIDMap(f *testing.F) {
 	if !exactSketch() {
 		f.Fatal("two fuzzed ids share all their counters: the model's exact counts would not be the sketch's")
@@ -141,13 +175,16 @@ func FuzzIDMap(f *testing.F) {
 	f.Add([]byte{3, 0, 1, 2, 3, 4, 5, 1, 1, 9, 200, 7, 3})
 	f.Add([]byte{2, 1, 250, 251, 252, 1, 2, 3, 1, 250, 4, 4})
 	f.Add([]byte{5, 2, 0, 0, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1})
+	f.Add([]byte{1<<5 | 5, 4 | 2<<3, 4, 101, 102, 103, 104, 105}) // 2 rows, width 1, Refuse, AdmitAfter 3: 5 new ids
+	f.Add([]byte{5 | 5<<5, 1<<3 | 1, 15, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) < 2 {
 			return
 		}
 		rows := 1 + int(b[0]%6)
+		width := []int{0, 1, 2, 4, 8, 16, 32, 64}[b[0]>>5]
 		ttl, refuse, admit := int64(b[1]%4), b[1]&4 != 0, 1+int(b[1]>>3%3)
-		o := IDMapOptions{Rows: rows, TTL: ttl, AdmitAfter: admit, Pad: b[1]&0x80 != 0}
+		o := IDMapOptions{Rows: rows, TTL: ttl, AdmitAfter: admit, Pad: b[1]&0x80 != 0, SketchWidth: width}
 		if refuse {
 			o.Evict = Refuse
 		}
@@ -156,7 +193,7 @@ func FuzzIDMap(f *testing.F) {
 			t.Fatal(err)
 		}
 		ref := newRef(rows, ttl, refuse, admit)
-		ref.pad = o.Pad
+		ref.pad, ref.width = o.Pad, width
 		var lfu *IDMap // EvictLFU's victims are drawn at random: held to invariants, not to the model
 		if !refuse {
 			o.Evict = EvictLFU
@@ -164,7 +201,7 @@ func FuzzIDMap(f *testing.F) {
 		}
 		step := int64(0)
 		for b = b[2:]; len(b) > 0; step++ {
-			n := 1 + int(b[0]%8)
+			n := 1 + int(b[0]%16)
 			b = b[1:]
 			ids := make([]int64, 0, n)
 			for ; len(ids) < n && len(b) > 0; b = b[1:] {
@@ -178,15 +215,15 @@ func FuzzIDMap(f *testing.F) {
 			want, wantAssigned, ok := ref.mapIDs(ids, step)
 			if !ok {
 				if !errors.Is(err, ErrCapacity) {
-					t.Fatalf("step %d %v: %v, want ErrCapacity", step, ids, err)
+					t.Fatalf("step %d %v: %v (rows %v, %v), want ErrCapacity", step, ids, err, got, assigned)
 				}
-				continue
-			}
-			if err != nil || !slices.Equal(got, want) || !slices.Equal(assigned, wantAssigned) {
+			} else if err != nil || !slices.Equal(got, want) || !slices.Equal(assigned, wantAssigned) {
 				t.Fatalf("step %d %v: rows %v %v (%v), want %v %v", step, ids, got, assigned, err, want, wantAssigned)
 			}
-			if m.Stats().Used != len(ref.row) {
-				t.Fatalf("step %d: %d rows used, want %d", step, m.Stats().Used, len(ref.row))
+			want0 := ref.st
+			want0.Used = len(ref.row)
+			if st := m.Stats(); st != want0 {
+				t.Fatalf("step %d %v: stats %+v, want %+v", step, ids, st, want0)
 			}
 		}
 	})
@@ -690,4 +727,44 @@ func FuzzIDMapDecode(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A sketch of one counter counts every id of a batch in it: the batch's
+// own sightings admit its later ids. A Refuse map of 2 rows refuses the
+// batch whose third admitted id finds no row, evicting nothing, and an
+// LRU map never gives one row to two ids of the batch.
+func TestIDMapNarrowSketch(t *testing.T) {
+	ids := []int64{101, 102, 103, 104, 105}
+	m, err := NewIDMap("x", IDMapOptions{Rows: 2, AdmitAfter: 3, SketchWidth: 1, Evict: Refuse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]int64, len(ids))
+	a, err := m.Map(ids, rows, 0, nil)
+	if !errors.Is(err, ErrCapacity) || len(a) != 0 {
+		t.Fatalf("Refuse: rows %v, assigned %v, %v; want ErrCapacity", rows, a, err)
+	}
+	if !strings.Contains(err.Error(), `id map "x": no row for id 105`) {
+		t.Fatalf("the error does not name the map and the id: %v", err)
+	}
+	if st := m.Stats(); st != (IDMapStats{Rejected: 1}) {
+		t.Fatalf("Refuse: %+v after a refused batch", st)
+	}
+	// The refused batch counted nothing: the same batch with the map's
+	// rows one larger admits 103, 104 and 105.
+	m, _ = NewIDMap("x", IDMapOptions{Rows: 3, AdmitAfter: 3, SketchWidth: 1, Evict: Refuse})
+	if _, err := m.Map(ids, rows, 0, nil); err != nil || !slices.Equal(rows, []int64{3, 3, 0, 1, 2}) {
+		t.Fatalf("Refuse, 3 rows: %v, %v", rows, err)
+	}
+	for _, evict := range []Eviction{EvictLRU, EvictLFU} {
+		m, _ := NewIDMap("x", IDMapOptions{Rows: 2, AdmitAfter: 3, SketchWidth: 1, Evict: evict})
+		a, err := m.Map(ids, rows, 0, nil)
+		if !errors.Is(err, ErrCapacity) || len(a) != 0 || m.Stats() != (IDMapStats{}) {
+			t.Fatalf("%v: rows %v, assigned %v, %+v, %v; want ErrCapacity", evict, rows, a, m.Stats(), err)
+		}
+		// The refused batch counted nothing: four of its ids admit 103 and 104.
+		if _, err := m.Map(ids[:4], rows[:4], 1, nil); err != nil || !slices.Equal(rows[:4], []int64{2, 2, 0, 1}) {
+			t.Fatalf("%v: %v, %v", evict, rows[:4], err)
+		}
+	}
 }

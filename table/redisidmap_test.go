@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -509,15 +510,19 @@ func masterOf(t *testing.T, cl *localredis.Cluster) string {
 
 // tagModel is a plain Go model of the map of one hash tag, as the map's
 // Function documents it: rows tag, tag+1024, ... below total; TTL rows
-// freed first come first given; exact counts (the tests' sketch is wide
-// enough that no two ids share all their counters).
+// freed first come first given; counts exact (width 0: a sketch wide
+// enough that no two ids share all their counters) or in the tag's
+// count-min sketch of width counters a row, an id's sightings in a batch
+// added at once (conservative update).
 type tagModel struct {
 	o          IDMapOptions
 	tag, total int64
 	ids        map[int64]int64 // id -> row
 	owner      map[int64]int64 // row -> id
 	last, uses map[int64]int64 // by row
-	count      map[int64]int64 // sightings by id
+	count      map[int64]int64 // sightings by id (width 0)
+	width      int
+	cms        map[int]int64 // the sketch's counters by index (width > 0)
 	free       []int64
 	next       int64
 	st         IDMapStats
@@ -525,7 +530,26 @@ type tagModel struct {
 
 func newTagModel(o IDMapOptions, tag int64) *tagModel {
 	return &tagModel{o: o, tag: tag, total: int64(o.Rows), ids: map[int64]int64{}, owner: map[int64]int64{},
-		last: map[int64]int64{}, uses: map[int64]int64{}, count: map[int64]int64{}}
+		last: map[int64]int64{}, uses: map[int64]int64{}, count: map[int64]int64{}, cms: map[int]int64{}}
+}
+
+// sight adds n sightings of id and returns its count.
+func (m *tagModel) sight(id int64, n int) int64 {
+	if m.width == 0 {
+		m.count[id] += int64(n)
+		return m.count[id]
+	}
+	var at [4]int
+	c := int64(math.MaxInt64)
+	for d := range at {
+		at[d] = d*m.width + int(mix(uint64(id), uint64(d))%uint64(m.width))
+		c = min(c, m.cms[at[d]])
+	}
+	c += int64(n)
+	for _, i := range at {
+		m.cms[i] = max(m.cms[i], c)
+	}
+	return c
 }
 
 // byScore returns the held rows ordered as a sorted set orders them by
@@ -578,8 +602,7 @@ func (m *tagModel) mapIDs(ids []int64, counts []int, step int64) []int64 {
 		}
 		out[i] = -1
 		if m.o.AdmitAfter > 1 {
-			m.count[id] += int64(counts[i])
-			if m.count[id] < int64(m.o.AdmitAfter) {
+			if m.sight(id, counts[i]) < int64(m.o.AdmitAfter) {
 				m.st.Pending += uint64(counts[i])
 				continue
 			}
@@ -626,78 +649,94 @@ func (m *tagModel) mapIDs(ids []int64, counts []int, step int64) []int64 {
 }
 
 // The map's Function against a plain Go model of it, over random
-// batches of ids most of which share one tag of 3 rows (admission,
-// eviction, TTL and refusal all at work), for LRU, LFU and Refuse: the
-// same rows for every id of every batch, and the same counts.
+// batches of up to 12 ids (repeated ones among them) most of which share
+// one tag of 3 rows (admission, eviction, TTL and refusal all at work),
+// for LRU, LFU and Refuse, with a wide sketch and the narrowest (64
+// counters a row: the tag's ids share counters): the same rows for every
+// id of every batch, and the same counts. Whatever the model, no two ids
+// of a batch share a row and a Refuse map evicts nothing.
 func TestRedisIDMapModel(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
 	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
-	hot := sameTag(10)
+	hot := sameTag(40)
 	tag := idTag(hot[0])
 	others := []int64{1, 2, 3, -4, 5 << 40}
-	for _, evict := range []Eviction{EvictLRU, EvictLFU, Refuse} {
-		t.Run(fmt.Sprint(evict), func(t *testing.T) {
-			mo := IDMapOptions{Rows: 3 * redisGroups, AdmitAfter: 2, TTL: 4, Evict: evict, SketchWidth: 1 << 20}
-			_, m := mapTable(t, o, fmt.Sprint("model", evict), 2, mo, RowInit{})
-			models := map[int64]*tagModel{}
-			r := rand.New(rand.NewPCG(uint64(evict), 3))
-			step := int64(0)
-			for call := range 300 {
-				step += int64(r.IntN(2)) // some calls share a step
-				batch := make([]int64, 1+r.IntN(6))
-				for k := range batch {
-					if r.IntN(4) == 0 {
-						batch[k] = others[r.IntN(len(others))]
-					} else {
-						batch[k] = hot[r.IntN(len(hot))]
+	for _, width := range []int{1 << 20, 1} {
+		for _, evict := range []Eviction{EvictLRU, EvictLFU, Refuse} {
+			t.Run(fmt.Sprint(evict, "/width", width), func(t *testing.T) {
+				mo := IDMapOptions{Rows: 3 * redisGroups, AdmitAfter: 3, TTL: 4, Evict: evict, SketchWidth: width}
+				_, m := mapTable(t, o, fmt.Sprint("model", evict, "w", width), 2, mo, RowInit{})
+				models := map[int64]*tagModel{}
+				r := rand.New(rand.NewPCG(uint64(evict), uint64(width)))
+				step := int64(0)
+				for call := range 300 {
+					step += int64(r.IntN(2)) // some calls share a step
+					batch := make([]int64, 1+r.IntN(12))
+					for k := range batch {
+						if r.IntN(4) == 0 {
+							batch[k] = others[r.IntN(len(others))]
+						} else {
+							batch[k] = hot[r.IntN(len(hot))>>(k%2*2)] // the first ten more often
+						}
+					}
+					rows, _ := mapOK(t, m, batch, step)
+					// The model, tag by tag, ids in order of first sight.
+					want := map[int64]int64{}
+					byTag := map[int64][]int64{}
+					counts := map[int64]int{}
+					for _, id := range batch {
+						if counts[id] == 0 {
+							byTag[idTag(id)] = append(byTag[idTag(id)], id)
+						}
+						counts[id]++
+					}
+					for tg, ids := range byTag {
+						if models[tg] == nil {
+							models[tg] = newTagModel(mo, tg)
+							if width < redisGroups {
+								models[tg].width = 64
+							}
+						}
+						n := make([]int, len(ids))
+						for i, id := range ids {
+							n[i] = counts[id]
+						}
+						for i, row := range models[tg].mapIDs(ids, n, step) {
+							want[ids[i]] = row
+						}
+					}
+					owner := map[int64]int64{}
+					for k, id := range batch {
+						w := want[id]
+						if w < 0 {
+							w = int64(mo.Rows)
+						}
+						if rows[k] != w {
+							t.Fatalf("call %d (step %d), batch %v: id %d got row %d, the model %d (tag %d)", call, step, batch, id, rows[k], w, tag)
+						}
+						if o, ok := owner[rows[k]]; ok && o != id && rows[k] != int64(mo.Rows) {
+							t.Fatalf("call %d (step %d), batch %v: ids %d and %d share row %d", call, step, batch, o, id, rows[k])
+						}
+						owner[rows[k]] = id
 					}
 				}
-				rows, _ := mapOK(t, m, batch, step)
-				// The model, tag by tag, ids in order of first sight.
-				want := map[int64]int64{}
-				byTag := map[int64][]int64{}
-				counts := map[int64]int{}
-				for _, id := range batch {
-					if counts[id] == 0 {
-						byTag[idTag(id)] = append(byTag[idTag(id)], id)
-					}
-					counts[id]++
+				var want IDMapStats
+				for _, md := range models {
+					want.Used += md.st.Used
+					want.Admitted += md.st.Admitted
+					want.Evicted += md.st.Evicted
+					want.Expired += md.st.Expired
+					want.Rejected += md.st.Rejected
+					want.Pending += md.st.Pending
 				}
-				for tg, ids := range byTag {
-					if models[tg] == nil {
-						models[tg] = newTagModel(mo, tg)
-					}
-					n := make([]int, len(ids))
-					for i, id := range ids {
-						n[i] = counts[id]
-					}
-					for i, row := range models[tg].mapIDs(ids, n, step) {
-						want[ids[i]] = row
-					}
+				if got := mapStats(t, m); got != want {
+					t.Fatalf("stats %+v, the model's %+v", got, want)
 				}
-				for k, id := range batch {
-					w := want[id]
-					if w < 0 {
-						w = int64(mo.Rows)
-					}
-					if rows[k] != w {
-						t.Fatalf("call %d (step %d), batch %v: id %d got row %d, the model %d (tag %d)", call, step, batch, id, rows[k], w, tag)
-					}
+				if evict == Refuse && want.Evicted != 0 {
+					t.Fatalf("a Refuse map evicted %d ids", want.Evicted)
 				}
-			}
-			var want IDMapStats
-			for _, md := range models {
-				want.Used += md.st.Used
-				want.Admitted += md.st.Admitted
-				want.Evicted += md.st.Evicted
-				want.Expired += md.st.Expired
-				want.Rejected += md.st.Rejected
-				want.Pending += md.st.Pending
-			}
-			if got := mapStats(t, m); got != want {
-				t.Fatalf("stats %+v, the model's %+v", got, want)
-			}
-			t.Logf("%+v", want)
-		})
+				t.Logf("%+v", want)
+			})
+		}
 	}
 }

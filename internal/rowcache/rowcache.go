@@ -53,8 +53,9 @@ const (
 // lfuSample is how many rows LFU draws to evict one.
 const lfuSample = 16
 
-// ErrCapacity: a batch names more distinct rows than the cache holds.
-var ErrCapacity = errors.New("the batch's rows do not fit the cache")
+// ErrCapacity: a batch needs more rows than a cache or an id map has
+// room for. The errors that wrap it name which, and the counts.
+var ErrCapacity = errors.New("not enough rows")
 
 // none marks a free slot, and the ends of the recency list.
 const none = -1
