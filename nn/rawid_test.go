@@ -238,3 +238,59 @@ func TestRawIDsResetFails(t *testing.T) {
 	require.Zero(t, m.Stats().Used)
 	require.Zero(t, m.Stats().Admitted)
 }
+
+// A row a full map takes from one id for another starts afresh in a
+// dense table too: the dense optimiser's state of the row (Adam's
+// moments, Adagrad's sum, SGD's momentum buffer) is zeros again, the
+// state of the rows kept is not. A dense table without its optimiser is
+// refused.
+func TestRawIDsResetDense(t *testing.T) {
+	const rows, dim, seed = 3, 4, 9
+	for _, opt := range []optim.Dense{optim.NewAdam(0.1), optim.NewAdagrad(0.1), &optim.SGD{LearnRate: 0.1, Momentum: 0.9}} {
+		g := gorgonia.NewGraph()
+		emb, err := NewEmbedding(g, "d", rows+1, dim, tensor.Float64, WithPadding(rows))
+		require.NoError(t, err)
+		ids := tensor.New(tensor.WithShape(2), tensor.Of(tensor.Int))
+		h, err := emb.Lookup(gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(2), gorgonia.WithName("ids"), gorgonia.WithValue(ids)))
+		require.NoError(t, err)
+		_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.Square(h)))), emb.Learnables()...)
+		require.NoError(t, err)
+		vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(emb.Learnables()...))
+		defer vm.Close()
+		m, err := table.NewIDMap("d", table.IDMapOptions{Rows: rows})
+		require.NoError(t, err)
+		_, err = NewRawIDs(emb, m, table.RowInit{Seed: seed, Std: 1})
+		require.ErrorIs(t, err, gather.ErrOption)
+		require.ErrorContains(t, err, `embedding "d" is dense`)
+		raw, err := NewRawIDs(emb, m, table.RowInit{Seed: seed, Std: 1}, WithDenseOptimizer(opt))
+		require.NoError(t, err)
+		step := func(batch []int64, s int64) {
+			require.NoError(t, raw.Map(batch, ids, s))
+			require.NoError(t, vm.RunAll())
+			require.NoError(t, opt.Step(gorgonia.NodesToValueGrads(emb.Learnables())))
+			vm.Reset()
+		}
+		for s, ids := range [][]int64{{-5, 6}, {7, -5}, {6, 7}, {6, 7}, {-5, 6}} {
+			step(ids, int64(s))
+		}
+		old, ok := m.Row(7) // the least recently used: 42 takes it
+		require.True(t, ok)
+		kept, _ := m.Row(6)
+		require.NoError(t, raw.Map([]int64{42, 6}, ids, 5))
+		require.Equal(t, []table.Assignment{{Row: old, ID: 42}}, raw.Fresh())
+		state, err := optim.DenseState("o", opt, emb.Learnables()...).State()
+		require.NoError(t, err)
+		for name, v := range state {
+			if name == "o.step" {
+				continue
+			}
+			st := v.(*tensor.Dense).Float64s()
+			require.Equal(t, make([]float64, dim), st[old*dim:(old+1)*dim], "%T %s of the row given to 42", opt, name)
+			require.NotEqual(t, make([]float64, dim), st[kept*dim:(kept+1)*dim], "%T %s of the row kept was reset too", opt, name)
+		}
+		w, _ := emb.Weight()
+		want := make([]float64, dim)
+		table.InitialRow(want, seed, 42)
+		require.Equal(t, want, w.Float64s()[old*dim:(old+1)*dim])
+	}
+}

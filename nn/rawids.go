@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -33,6 +34,11 @@ import (
 // restart) and in optimiser state (each column's Init), whichever id
 // held it before.
 //
+// A dense table (no WithSparse), stepped by a dense optimiser
+// (optim.Adam, SGD, Adagrad), keeps that optimiser's state by row:
+// NewRawIDs needs the optimiser (WithDenseOptimizer) to start a row's
+// state afresh, and refuses a dense table without it.
+//
 // Tables in the heap, in a mapped file and in a cache (CachedEmbedding)
 // work alike. Keep the map with the table: table.IDMap is a
 // checkpoint.Part. A Shared table on a Redis Cluster takes its map from
@@ -42,16 +48,27 @@ type RawIDs struct {
 	m     *table.IDMap
 	rm    *table.RedisIDMap // NewSharedRawIDs's map, instead of m
 	init  table.RowInit
+	dense optim.Dense // a dense table's optimiser, whose state by row Map starts afresh
 	rows  []int64
 	fresh []table.Assignment
 }
+
+// A RawOption configures NewRawIDs.
+type RawOption func(*RawIDs)
+
+// WithDenseOptimizer names the dense optimiser that steps a dense
+// table's weight: Map starts the state it keeps for each row given to a
+// new id at zeros (optim.StartRows), as a new learnable's.
+func WithDenseOptimizer(opt optim.Dense) RawOption { return func(r *RawIDs) { r.dense = opt } }
 
 // NewRawIDs returns the raw ids of emb, a table of m.Rows()+1 rows whose
 // padding row is m.Rows(), mapped by m, new rows started by init. (A
 // table file may have more rows: those table.Cached.KeepIDMap keeps the
 // map in.) A smaller table or another padding row is an error wrapping
-// gather.ErrOption.
-func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit) (*RawIDs, error) {
+// gather.ErrOption, as is a dense table (trained, not WithSparse)
+// without WithDenseOptimizer: its optimiser's state of a row could not
+// be started afresh.
+func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit, opts ...RawOption) (*RawIDs, error) {
 	if emb == nil || m == nil {
 		return nil, fmt.Errorf("embedding: NewRawIDs needs an embedding and an id map: %w", gather.ErrOption)
 	}
@@ -59,7 +76,21 @@ func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit) (*RawIDs, err
 		return nil, fmt.Errorf("embedding %q: raw ids through the map %q of %d rows need a table of at least %d rows with padding row %d (nn.WithPadding), not %d rows with padding %d: %w",
 			emb.Name(), m.Name(), m.Rows(), m.Rows()+1, m.Rows(), emb.home.vocab(), emb.padding(), gather.ErrOption)
 	}
-	return &RawIDs{emb: emb, m: m, init: init}, nil
+	if err := init.Check(); err != nil {
+		return nil, fmt.Errorf("embedding %q: %w", emb.Name(), err)
+	}
+	r := &RawIDs{emb: emb, m: m, init: init}
+	for _, o := range opts {
+		o(r)
+	}
+	if dense := !emb.cfg.sparse && !emb.cfg.frozen; dense != (r.dense != nil) {
+		if dense {
+			return nil, fmt.Errorf("embedding %q is dense: the dense optimiser that steps it keeps state by row, which a row given to a new id must start afresh: pass it (nn.WithDenseOptimizer), or make the table sparse (nn.WithSparse): %w",
+				emb.Name(), gather.ErrOption)
+		}
+		return nil, fmt.Errorf("embedding %q is sparse or frozen: a dense optimiser (nn.WithDenseOptimizer) does not step it: %w", emb.Name(), gather.ErrOption)
+	}
+	return r, nil
 }
 
 // NewSharedRawIDs returns the raw ids of emb, a Shared cached table
@@ -142,6 +173,10 @@ func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
 		if r.fresh, err = r.m.Map(ids, r.rows, step, r.fresh[:0]); err != nil {
 			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
 		}
+		if err := r.startDense(); err != nil {
+			r.m.Forget(r.fresh)
+			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+		}
 		if err := r.emb.home.reset(r.emb.context(), r.fresh, r.init); err != nil {
 			r.m.Forget(r.fresh)
 			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
@@ -160,6 +195,18 @@ func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
 		copy(v, r.rows)
 	}
 	return nil
+}
+
+// startDense starts the dense optimiser's state of the rows Map gave.
+func (r *RawIDs) startDense() error {
+	if r.dense == nil || len(r.fresh) == 0 {
+		return nil
+	}
+	rows := make([]int64, len(r.fresh))
+	for k, a := range r.fresh {
+		rows[k] = a.Row
+	}
+	return optim.StartRows(r.dense, r.emb.Table.Name(), rows)
 }
 
 // Fresh returns the rows the last Map gave new ids, in the order given.

@@ -307,6 +307,45 @@ var (
 	_ Dense = (*Adagrad)(nil)
 )
 
+// StartRows sets the state opt keeps for the given rows of the learnable
+// named name, a matrix whose rows are table rows (an embedding's weight),
+// to where a new learnable's starts: zeros. nn.RawIDs calls it for the
+// rows an id map gives new ids, so that a row taken from one id starts
+// afresh for the next, as a sparse optimiser's rows do. A learnable not
+// stepped yet has no state, and nothing changes. State that is not a
+// matrix, or a row outside it, is an error naming it, and then nothing
+// changed. With SGD's dampening τ, a started row's next buffer is
+// (1-τ)·d where a new learnable's first is d.
+func StartRows(opt Dense, name string, rows []int64) error {
+	if opt == nil {
+		return fmt.Errorf("optim: StartRows of %q needs an optimiser: %w", name, errs.ErrOption)
+	}
+	st := opt.slots().by[name]
+	for _, t := range st {
+		if t.Dims() != 2 {
+			return fmt.Errorf("optim: the state of %q is of shape %v; its rows are those of a matrix: %w", name, t.Shape(), errs.ErrShape)
+		}
+		n := t.Shape()[0]
+		for _, r := range rows {
+			if r < 0 || r >= int64(n) {
+				return fmt.Errorf("optim: row %d of %q is outside its %d rows: %w", r, name, n, errs.ErrIndexOutOfRange)
+			}
+		}
+	}
+	for _, t := range st {
+		operand.PickFloat(t.Dtype(), zeroRows[float32], zeroRows[float64])(t, rows)
+	}
+	return nil
+}
+
+// zeroRows sets the rows of the matrix t to zeros.
+func zeroRows[T kernel.Float](t *tensor.Dense, rows []int64) {
+	v, dim := operand.Floats[T](t), t.Shape()[1]
+	for _, r := range rows {
+		clear(v[int(r)*dim : int(r+1)*dim])
+	}
+}
+
 // DenseState returns the checkpoint.Part of opt's state for the
 // learnables nodes, under name: its step count as "<name>.step" (an int64
 // scalar) and each node's state as "<name>.<node>.<kind>", with PyTorch's

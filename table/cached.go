@@ -738,6 +738,9 @@ func (c *Cached) Reset(ctx context.Context, fresh []Assignment, init RowInit) er
 	if len(fresh) == 0 {
 		return nil
 	}
+	if err := init.Check(); err != nil {
+		return fmt.Errorf("table %q: %w", c.name, err)
+	}
 	ids, slots := make([]int64, len(fresh)), make([]int32, len(fresh))
 	for k, a := range fresh {
 		ids[k] = a.Row

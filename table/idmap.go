@@ -2,6 +2,7 @@ package table
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 
@@ -459,12 +460,9 @@ func (m *IDMap) Stats() IDMapStats {
 // InitialRow fills dst with the initial values of the row of raw id id:
 // N(0, 1) draws from a generator seeded by (seed, id), so that an id
 // starts with the same values on every worker and after a restart,
-// whichever row it gets.
+// whichever row it gets. It is RowInit{Seed: seed, Std: 1}'s row.
 func InitialRow[T float32 | float64](dst []T, seed uint64, id int64) {
-	r := rand.New(rand.NewPCG(seed, mix(uint64(id), 7)))
-	for i := range dst {
-		dst[i] = T(r.NormFloat64())
-	}
+	fillRow(RowInit{Seed: seed, Std: 1}, dst, id)
 }
 
 // initialRows starts the rows at slots of w (a [n, dim] float32 or
@@ -508,6 +506,9 @@ func InitialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []
 	if err := operand.CheckFloat("table", "the table", w.Dtype()); err != nil {
 		return err
 	}
+	if err := init.Check(); err != nil {
+		return fmt.Errorf("table: InitialRows: %w", err)
+	}
 	n := w.Shape()[0]
 	slots := make([]int64, len(fresh))
 	for k, a := range fresh {
@@ -528,10 +529,21 @@ func InitialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []
 // A RowInit says how a row given to a new raw id starts: Std times
 // N(0, 1) draws from a generator seeded by (Seed, id) (InitialRow), so
 // that an id starts with the same values on every worker and after a
-// restart, whichever row it gets. Std 0 starts rows at zeros.
+// restart, whichever row it gets. Each value is the float64 product
+// draw·Std rounded once to the table's dtype. Std 0 starts rows at
+// zeros; a negative or non-finite Std is an error (Check).
 type RowInit struct {
 	Seed uint64
 	Std  float64
+}
+
+// Check returns an error wrapping gather.ErrOption, naming Std, if Std
+// is negative or not finite.
+func (init RowInit) Check() error {
+	if !(init.Std >= 0 && init.Std <= math.MaxFloat64) {
+		return fmt.Errorf("row init: Std %v must be finite and at least 0: %w", init.Std, errs.ErrOption)
+	}
+	return nil
 }
 
 // fillRow sets dst to init's values for the row of id.
@@ -540,10 +552,8 @@ func fillRow[T float32 | float64](init RowInit, dst []T, id int64) {
 		clear(dst)
 		return
 	}
-	InitialRow(dst, init.Seed, id)
-	if init.Std != 1 {
-		for i := range dst {
-			dst[i] = T(float64(dst[i]) * init.Std)
-		}
+	r := rand.New(rand.NewPCG(init.Seed, mix(uint64(id), 7)))
+	for i := range dst {
+		dst[i] = T(r.NormFloat64() * init.Std)
 	}
 }

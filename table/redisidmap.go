@@ -117,6 +117,9 @@ func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowI
 	if err := o.check(s.name); err != nil {
 		return nil, err
 	}
+	if err := init.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
 	if s.dt != tensor.Float32 || s.rows < int64(o.Rows)+1 {
 		return nil, fmt.Errorf("%s: a map of %d rows needs a float32 table of at least %d rows, not %v of %d: %w",
 			prefix, o.Rows, o.Rows+1, s.dt, s.rows, errs.ErrOption)
