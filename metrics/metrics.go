@@ -70,16 +70,32 @@ type Binary struct {
 	pos, neg     []float64 // the labels' weights by score bin
 }
 
-// NewBinary returns a Binary of o.
+// MaxBytes bounds the memory a Binary takes: 8 bytes a window example
+// and 32 a bin (its histogram, and Lifetime's copy of it). Options past
+// it are an error naming the bytes.
+const MaxBytes = 1 << 30
+
+// ErrNotFinite: a score that is NaN or infinite. It is optim.ErrNotFinite.
+var ErrNotFinite = errs.ErrNotFinite
+
+// NewBinary returns a Binary of o. A negative Window or Bins, or a
+// Binary of more than MaxBytes, is an error wrapping gather.ErrOption
+// that names the option and its limit.
 func NewBinary(o Options) (*Binary, error) {
-	if o.Window < 0 || o.Bins < 0 {
-		return nil, fmt.Errorf("metrics: window %d and bins %d must be at least 0: %w", o.Window, o.Bins, errs.ErrOption)
+	switch {
+	case o.Window < 0:
+		return nil, fmt.Errorf("metrics: Window %d must be at least 0: %w", o.Window, errs.ErrOption)
+	case o.Bins < 0:
+		return nil, fmt.Errorf("metrics: Bins %d must be at least 0: %w", o.Bins, errs.ErrOption)
 	}
 	if o.Window == 0 {
 		o.Window = 100_000
 	}
 	if o.Bins == 0 {
 		o.Bins = 10_000
+	}
+	if b := 8*float64(o.Window) + 32*float64(o.Bins); b > MaxBytes {
+		return nil, fmt.Errorf("metrics: Window %d and Bins %d take %.0f bytes, more than MaxBytes (%d): %w", o.Window, o.Bins, b, MaxBytes, errs.ErrOption)
 	}
 	return &Binary{bins: o.Bins, scores: make([]float32, o.Window), labels: make([]float32, o.Window),
 		pos: make([]float64, o.Bins), neg: make([]float64, o.Bins)}, nil
@@ -92,12 +108,16 @@ const eps = 1e-7
 // Update adds the examples: scores[k] the predicted probability of a
 // click, labels[k] 0 or 1. A score outside [0, 1] or not a number, a
 // label other than 0 or 1, or slices of different lengths is an error
-// naming it, and nothing is added.
+// naming it (a NaN or infinite score wraps ErrNotFinite; another one
+// outside [0, 1] gather.ErrOption), and nothing is added.
 func (m *Binary) Update(scores, labels []float32) error {
 	if len(scores) != len(labels) {
 		return fmt.Errorf("metrics: %d scores for %d labels: %w", len(scores), len(labels), errs.ErrShape)
 	}
 	for k, p := range scores {
+		if math.IsNaN(float64(p)) || math.IsInf(float64(p), 0) {
+			return fmt.Errorf("metrics: scores[%d] = %v is not a probability: %w", k, p, ErrNotFinite)
+		}
 		if !(p >= 0 && p <= 1) {
 			return fmt.Errorf("metrics: scores[%d] = %v is not a probability: %w", k, p, errs.ErrOption)
 		}

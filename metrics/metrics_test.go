@@ -112,7 +112,8 @@ func TestBinaryErrors(t *testing.T) {
 	}{
 		{[]float32{0.5}, nil, errs.ErrShape, "1 scores for 0 labels"},
 		{[]float32{0.5, 1.5}, []float32{0, 1}, errs.ErrOption, "scores[1] = 1.5"},
-		{[]float32{float32(math.NaN())}, []float32{0}, errs.ErrOption, "scores[0] = NaN"},
+		{[]float32{float32(math.NaN())}, []float32{0}, ErrNotFinite, "scores[0] = NaN"},
+		{[]float32{0.5, float32(math.Inf(-1))}, []float32{0, 1}, ErrNotFinite, "scores[1] = -Inf"},
 		{[]float32{0.5}, []float32{2}, errs.ErrOption, "labels[0] = 2"},
 	} {
 		if err := m.Update(c.scores, c.labels); !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.want) {
@@ -128,8 +129,21 @@ func TestBinaryErrors(t *testing.T) {
 	if r := m.Window(); !math.IsNaN(r.AUC) || !math.IsNaN(r.NE) || !near(r.Calibration, 0.45, 1e-7) {
 		t.Fatalf("clicks only: %+v", r)
 	}
-	if _, err := NewBinary(Options{Window: -1}); !errors.Is(err, errs.ErrOption) {
-		t.Fatalf("a negative window: %v", err)
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Window: -1}, "Window -1 must be at least 0"},
+		{Options{Bins: -2}, "Bins -2 must be at least 0"},
+		{Options{Bins: 1 << 40}, "Window 100000 and Bins 1099511627776 take 35184372888832 bytes, more than MaxBytes (1073741824)"},
+		{Options{Window: 1 << 27}, "take 1074061824 bytes"},
+	} {
+		if _, err := NewBinary(c.o); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want ErrOption naming %q", c.o, err, c.want)
+		}
+	}
+	if _, err := NewBinary(Options{Window: 1 << 26, Bins: 1 << 10}); err != nil {
+		t.Fatalf("a Binary within MaxBytes: %v", err)
 	}
 }
 

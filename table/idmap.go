@@ -31,20 +31,22 @@ const (
 
 // IDMapOptions configure an IDMap.
 type IDMapOptions struct {
-	// Rows is how many rows the map hands out: rows 0 to Rows-1. Row
+	// Rows is how many rows the map hands out: rows 0 to Rows-1, at
+	// most 2³¹-2 and within MaxIDMapBytes. Row
 	// Rows is the default row, which ids not yet admitted read: make
 	// the table Rows+1 rows with its padding row at Rows
 	// (nn.WithPadding), so that they read zeros and their gradients are
 	// dropped.
 	Rows int
 	// AdmitAfter is how many times an id must be seen before it gets a
-	// row; 0 means 1. Ids are counted in a count-min sketch (4 rows of
+	// row; 0 means 1, and at most 2³²-1, the sketch's largest count. Ids are counted in a count-min sketch (4 rows of
 	// SketchWidth counters): a count is never below the true one and
 	// above it by at most e·N/SketchWidth, N the ids counted, with
 	// probability 1 - e⁻⁴, so an id may be admitted early, never late.
 	AdmitAfter int
 	// SketchWidth is the counters of each row of the sketch, rounded up
-	// to a power of two; 0 means 1<<16.
+	// to a power of two; 0 means 1<<16. The map's memory is bounded
+	// (MaxIDMapBytes).
 	SketchWidth int
 	// Evict is the policy of a full map.
 	Evict Eviction
@@ -108,12 +110,10 @@ func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
 	if err := o.check(name); err != nil {
 		return nil, err
 	}
-	if o.AdmitAfter == 0 {
-		o.AdmitAfter = 1
+	if err := o.checkBytes(name); err != nil {
+		return nil, err
 	}
-	if o.SketchWidth == 0 {
-		o.SketchWidth = 1 << 16
-	}
+	o = o.defaults()
 	width := 1 << bits.Len(uint(o.SketchWidth-1))
 	m := &IDMap{name: name, o: o, ids: make(map[int64]int32), row: make([]rowEntry, o.Rows), free: make([]int32, o.Rows),
 		head: -1, tail: -1, pcg: rand.NewPCG(1, 2), step: -1 << 63}
@@ -128,14 +128,63 @@ func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
 	return m, nil
 }
 
-// check returns an error naming the map name if o are not options of a
-// map.
+// MaxIDMapBytes bounds the memory an IDMap takes when it is made: 36
+// bytes a row (IDMapOptions.Rows) and, with admission, 16 bytes a sketch
+// column (SketchWidth, rounded up to a power of two). Options past it
+// are an error naming the bytes; the ids' index grows with the ids held,
+// about 40 bytes each, and is not counted in it.
+const MaxIDMapBytes = 8 << 30
+
+// bytes returns the bytes an IDMap of o takes when made (o's
+// defaults applied), as a float64 so that no size overflows.
+func (o IDMapOptions) bytes() float64 {
+	b := 36 * float64(o.Rows)
+	if o.AdmitAfter > 1 {
+		b += 16 * math.Exp2(float64(bits.Len(uint(o.SketchWidth-1))))
+	}
+	return b
+}
+
+// check returns an error naming the map name, the one option that is
+// wrong and its limit, if o are not options of a map.
 func (o IDMapOptions) check(name string) error {
-	if o.Rows <= 0 || o.Rows >= 1<<31-1 || o.AdmitAfter < 0 || o.SketchWidth < 0 || o.TTL < 0 || o.Evict < EvictLRU || o.Evict > Refuse {
-		return fmt.Errorf("id map %q: rows %d, admit after %d, sketch width %d, TTL %d, eviction %d: %w",
-			name, o.Rows, o.AdmitAfter, o.SketchWidth, o.TTL, o.Evict, errs.ErrOption)
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("id map %q: %s: %w", name, fmt.Sprintf(format, a...), errs.ErrOption)
+	}
+	switch {
+	case o.Rows <= 0 || o.Rows >= 1<<31-1:
+		return bad("Rows %d must lie in [1, %d]", o.Rows, 1<<31-2)
+	case o.AdmitAfter < 0 || uint64(o.AdmitAfter) > math.MaxUint32:
+		return bad("AdmitAfter %d must lie in [0, %d], the sketch's largest count", o.AdmitAfter, uint64(math.MaxUint32))
+	case o.SketchWidth < 0 || o.SketchWidth > 1<<40:
+		return bad("SketchWidth %d must lie in [0, %d]", o.SketchWidth, 1<<40)
+	case o.TTL < 0:
+		return bad("TTL %d must be at least 0", o.TTL)
+	case o.Evict < EvictLRU || o.Evict > Refuse:
+		return bad("Evict %d is not a policy (EvictLRU %d, EvictLFU %d, Refuse %d)", o.Evict, EvictLRU, EvictLFU, Refuse)
 	}
 	return nil
+}
+
+// checkBytes returns an error naming the map name and the bytes if an
+// IDMap of o would take more than MaxIDMapBytes.
+func (o IDMapOptions) checkBytes(name string) error {
+	if b := o.defaults().bytes(); b > MaxIDMapBytes {
+		return fmt.Errorf("id map %q: Rows %d and SketchWidth %d take %.0f bytes, more than MaxIDMapBytes (%d): %w",
+			name, o.Rows, o.SketchWidth, b, MaxIDMapBytes, errs.ErrOption)
+	}
+	return nil
+}
+
+// defaults returns o with its zero values replaced by their defaults.
+func (o IDMapOptions) defaults() IDMapOptions {
+	if o.AdmitAfter == 0 {
+		o.AdmitAfter = 1
+	}
+	if o.SketchWidth == 0 {
+		o.SketchWidth = 1 << 16
+	}
+	return o
 }
 
 // Map sets rows[k] to the row of ids[k] for step step (steps must not

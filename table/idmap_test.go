@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -765,6 +766,67 @@ func TestIDMapNarrowSketch(t *testing.T) {
 		// The refused batch counted nothing: four of its ids admit 103 and 104.
 		if _, err := m.Map(ids[:4], rows[:4], 1, nil); err != nil || !slices.Equal(rows[:4], []int64{2, 2, 0, 1}) {
 			t.Fatalf("%v: %v, %v", evict, rows[:4], err)
+		}
+	}
+}
+
+// Each wrong option is an error naming it, its value and its limit; a
+// map whose memory would pass MaxIDMapBytes is refused before any is
+// taken, naming the bytes; a RowInit's Std must be finite and at least 0.
+func TestIDMapOptionsChecked(t *testing.T) {
+	for _, c := range []struct {
+		o    IDMapOptions
+		want string
+	}{
+		{IDMapOptions{Rows: 0}, "Rows 0 must lie in [1, 2147483646]"},
+		{IDMapOptions{Rows: 1 << 31}, "Rows 2147483648 must lie in [1, 2147483646]"},
+		{IDMapOptions{Rows: 5, AdmitAfter: 1 << 32}, "AdmitAfter 4294967296 must lie in [0, 4294967295]"},
+		{IDMapOptions{Rows: 5, AdmitAfter: -1}, "AdmitAfter -1 must lie in [0, 4294967295]"},
+		{IDMapOptions{Rows: 5, SketchWidth: -3}, "SketchWidth -3 must lie in [0, 1099511627776]"},
+		{IDMapOptions{Rows: 5, TTL: -1}, "TTL -1 must be at least 0"},
+		{IDMapOptions{Rows: 5, Evict: 9}, "Evict 9 is not a policy"},
+		{IDMapOptions{Rows: 1<<31 - 2}, "Rows 2147483646 and SketchWidth 0 take 77309411256 bytes, more than MaxIDMapBytes (8589934592)"},
+		{IDMapOptions{Rows: 5, AdmitAfter: 2, SketchWidth: 1 << 30}, "Rows 5 and SketchWidth 1073741824 take 17179869364 bytes"},
+	} {
+		_, err := NewIDMap("o", c.o)
+		if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), `id map "o": `+c.want) {
+			t.Errorf("%+v: %v, want ErrOption naming %q", c.o, err, c.want)
+		}
+	}
+	// AdmitAfter at the sketch's largest count is a map, whose ids wait.
+	m, err := NewIDMap("o", IDMapOptions{Rows: 5, AdmitAfter: 1<<32 - 1, SketchWidth: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]int64, 3)
+	if _, err := m.Map([]int64{1, 1, 1}, rows, 0, nil); err != nil || !slices.Equal(rows, []int64{5, 5, 5}) {
+		t.Fatalf("AdmitAfter 2³²-1: rows %v, %v", rows, err)
+	}
+	for _, std := range []float64{math.NaN(), math.Inf(1), -1} {
+		err := RowInit{Std: std}.Check()
+		if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), fmt.Sprintf("Std %v must be finite and at least 0", std)) {
+			t.Errorf("Std %v: %v", std, err)
+		}
+		w := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4}))
+		if err := InitialRows(w, nil, nil, []Assignment{{Row: 0, ID: 3}}, RowInit{Std: std}); !errors.Is(err, errs.ErrOption) || w.Float32s()[0] != 1 {
+			t.Errorf("InitialRows, Std %v: %v, row %v", std, err, w.Float32s()[:2])
+		}
+	}
+}
+
+// A float32 row of a RowInit is each draw times Std in float64, rounded
+// once to float32.
+func TestRowInitRoundsOnce(t *testing.T) {
+	init := RowInit{Seed: 4, Std: 0.05}
+	got := make([]float32, 64)
+	if err := InitialRows(tensor.New(tensor.WithShape(1, 64), tensor.WithBacking(got)), nil, nil, []Assignment{{Row: 0, ID: 77}}, init); err != nil {
+		t.Fatal(err)
+	}
+	draws := make([]float64, 64)
+	InitialRow(draws, init.Seed, 77)
+	for i, d := range draws {
+		if want := float32(d * init.Std); got[i] != want {
+			t.Fatalf("value %d: %v, want float32(%v·%v) = %v", i, got[i], d, init.Std, want)
 		}
 	}
 }

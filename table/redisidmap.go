@@ -35,7 +35,8 @@ import (
 // values come back in the same call: Map is the step's read of its rows,
 // with no round trip of its own. A tag is full when its own rows are:
 // about Rows/1024 of them (size Rows with room to spare for the ids of
-// the busiest tag). In the same way, an id's sightings are counted in
+// the busiest tag). Rows under 1024 would leave tags with no rows, whose
+// ids could never be admitted: NewRedisIDMap refuses them. In the same way, an id's sightings are counted in
 // its tag's count-min sketch, of SketchWidth/1024 counters a row (at
 // least 64), so that the error bound of IDMapOptions.AdmitAfter holds
 // over the ids of a tag; TTL frees a tag's rows at that tag's next call.
@@ -119,6 +120,10 @@ func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowI
 	}
 	if err := init.Check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	if o.Rows < redisGroups {
+		return nil, fmt.Errorf("%s: Rows %d leaves hash tags with no rows, whose ids could never be admitted: a map on a Redis Cluster needs at least %d rows, one a hash tag: %w",
+			prefix, o.Rows, redisGroups, errs.ErrOption)
 	}
 	if s.dt != tensor.Float32 || s.rows < int64(o.Rows)+1 {
 		return nil, fmt.Errorf("%s: a map of %d rows needs a float32 table of at least %d rows, not %v of %d: %w",

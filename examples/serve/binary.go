@@ -110,7 +110,11 @@ func decodeBinary(raw []byte, m *model) (*batch, error) {
 	}
 	b.dense = make([]float32, int(n)*int(nd))
 	for k := range b.dense {
-		b.dense[k] = math.Float32frombits(u32(vals[4*k:]))
+		v := math.Float32frombits(u32(vals[4*k:]))
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("examples[%d].dense[%d] = %v is not a finite number", k/int(nd), k%int(nd), v)
+		}
+		b.dense[k] = v
 	}
 	return b, nil
 }

@@ -81,6 +81,14 @@ func TestBinaryEqualsJSON(t *testing.T) {
 		if code != 400 || err == nil || !strings.Contains(err.Error(), "examples[2].features[1][1] = 77") {
 			t.Fatalf("a bad id: %d %v", code, err)
 		}
+		bad[2].Features[1] = []int64{3}
+		for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			bad[1].Dense[3] = float32(v)
+			code, _, _, err := postAs(http.DefaultClient, ts.URL+"/predict", binaryType, encodeBinary(bad))
+			if want := fmt.Sprintf("examples[1].dense[3] = %v is not a finite number", v); code != 400 || err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("a dense value %v: %d %v, want 400 naming %q", v, code, err, want)
+			}
+		}
 		code, _, _, err = postAs(http.DefaultClient, ts.URL+"/predict", binaryType, encodeBinary(bad)[:40])
 		if code != 400 || err == nil || !strings.Contains(err.Error(), "bytes") {
 			t.Fatalf("a short body: %d %v", code, err)
@@ -126,7 +134,7 @@ func FuzzPredictBinary(f *testing.F) {
 		}
 		js, err := json.Marshal(request{Examples: ex})
 		if err != nil {
-			return // a NaN or infinity JSON cannot carry
+			t.Fatalf("a body answered 200 holds what JSON cannot carry: %v", err) // NaN or infinity
 		}
 		jw := httptest.NewRecorder()
 		s.ServeHTTP(jw, httptest.NewRequest(http.MethodPost, "/predict", bytes.NewReader(js)))
