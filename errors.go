@@ -4,9 +4,20 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 )
 
-// Sentinel errors. Every error this module's packages return wraps exactly
-// one of them, so callers can test the class with errors.Is. The comment
-// after each gives its text.
+// Sentinel errors: the errors this module's packages return wrap one, so
+// that callers can test the class with errors.Is. The six below are the
+// root's, and the comment after each gives its text. The other packages
+// export these more, each wrapped by the errors of its own calls (a name
+// in two packages is one value, as a test checks):
+//
+//   - checkpoint: ErrFormat, ErrMismatch, ErrInUse, ErrSameFile
+//   - gradcheck: ErrMismatch
+//   - machine: ErrClosed, ErrBusy
+//   - metrics: ErrNotFinite
+//   - optim: ErrNotFinite, ErrStale
+//   - serve: ErrIndexOutOfRange, ErrShape, ErrOption (the root's), ErrClosed, ErrSameFile
+//   - table: ErrClosed, ErrInUse, ErrSameFile, ErrCapacity, ErrJournal, ErrJournalFull,
+//     ErrFewReplicas, ErrUnknownOutcome
 var (
 	// ErrIndexOutOfRange: an index lies outside [-s, s-1] for an axis of size s.
 	ErrIndexOutOfRange = errIndexOutOfRange() // "index out of range"

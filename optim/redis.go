@@ -20,7 +20,9 @@ func init() {
 		if err != nil {
 			panic("optim: " + err.Error()) // the embedded files are the package's own
 		}
-		table.RegisterRedisRule(r, table.RedisRule{Lua: string(lua), Args: args})
+		if err := table.RegisterRedisRule(r, table.RedisRule{Lua: string(lua), Args: args}); err != nil {
+			panic("optim: " + err.Error()) // optim registers first, under names of its own
+		}
 	}
 	register(&SparseSGD{}, func(r rule.Rule, _ int64) []float64 {
 		o := r.(*SparseSGD)

@@ -91,8 +91,10 @@ func sgdRows[T kernel.Float](table *tensor.Dense, g *RowGrad, dim int, lr, wd fl
 //
 // The moments are the columns "exp_avg" and "exp_avg_sq", dim values a
 // row each. A float32 table is updated in float32 arithmetic, as PyTorch
-// updates one (eight elements at a time with AVX where the processor has
-// it, to the same bits); a float64 table in float64.
+// updates one, but with the operations in another order: its values agree
+// with PyTorch's to a few float32 ulps, not to the bit. (Eight elements
+// are updated at a time with AVX where the processor has it, to the same
+// bits as the Go loop.) A float64 table is updated in float64.
 type SparseAdam struct {
 	LearnRate   float64
 	Beta1       float64

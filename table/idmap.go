@@ -18,7 +18,9 @@ type Eviction int
 // The eviction policies.
 const (
 	// EvictLRU takes the row of the id used longest ago: of the ids last
-	// used at the earliest step, the one first used in it.
+	// used at the earliest step, the one first used in it, where Map
+	// counts the ids of a batch that held rows as used before the
+	// batch's new ids (in the batch's order within each).
 	EvictLRU Eviction = iota
 	// EvictLFU takes, of 16 rows drawn at random, the row of the id
 	// used in the fewest steps since it was admitted.

@@ -830,3 +830,30 @@ func TestRowInitRoundsOnce(t *testing.T) {
 		}
 	}
 }
+
+// EvictLRU's ties: of the ids last used at the earliest step, the one
+// first used in it goes first, and a batch's ids that held rows count as
+// used before its new ids, whatever their order in the batch.
+func TestIDMapLRUTies(t *testing.T) {
+	m, err := NewIDMap("t", IDMapOptions{Rows: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]int64, 2)
+	for s, ids := range [][]int64{{10, 20}, {30, 10}, {40, 40}, {50, 50}} {
+		if _, err := m.Map(ids, rows, int64(s), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Step 2: 40 took 20's row (step 0). Step 3: of 30 and 10, both last
+	// used at step 1, 10 held its row then and counts as used first,
+	// though 30 came first in the batch: 50 takes 10's row.
+	for id, want := range map[int64]bool{10: false, 20: false, 30: true, 40: true, 50: true} {
+		if _, ok := m.Row(id); ok != want {
+			t.Errorf("id %d holds a row: %v, want %v", id, ok, want)
+		}
+	}
+	if r, _ := m.Row(50); r != 0 {
+		t.Errorf("50 has row %d, want 10's row 0", r)
+	}
+}

@@ -45,15 +45,25 @@ type redisRule struct {
 
 // RegisterRedisRule registers how a RedisStore applies rules of the name
 // and Go type of r: package optim registers its optimisers' (their Lua
-// beside them, in optim/lua). A second registration of a name replaces
-// the first.
-func RegisterRedisRule(r rule.Rule, rr RedisRule) {
+// beside them, in optim/lua). A name registered already (optim's
+// "sparse_adam" among them), an encoding without Lua or Args, or a rule
+// with no name is an error wrapping gather.ErrOption naming it, and the
+// registered encoding stays.
+func RegisterRedisRule(r rule.Rule, rr RedisRule) error {
+	if r == nil || r.Name() == "" || rr.Lua == "" || rr.Args == nil {
+		return fmt.Errorf("table: RegisterRedisRule needs a named rule, its Lua and its Args: %w", errs.ErrOption)
+	}
 	redisRules.Lock()
 	defer redisRules.Unlock()
 	if redisRules.m == nil {
 		redisRules.m = map[string]redisRule{}
 	}
+	if old, ok := redisRules.m[r.Name()]; ok {
+		return fmt.Errorf("table: a Redis encoding of the rule %q is registered already (for %v); give %T another Name: %w",
+			r.Name(), old.typ, r, errs.ErrOption)
+	}
 	redisRules.m[r.Name()] = redisRule{rr, reflect.TypeOf(r)}
+	return nil
 }
 
 // redisEncoding returns the encoding registered for r, or an error

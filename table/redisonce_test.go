@@ -39,8 +39,29 @@ func (testRule) StepRows(r rule.Rows, g *rule.RowGrad) error {
 }
 
 func init() {
-	RegisterRedisRule(testRule{}, RedisRule{Lua: testSGD, Args: func(rule.Rule, int64) []float64 { return []float64{1} }})
+	if err := RegisterRedisRule(testRule{}, RedisRule{Lua: testSGD, Args: func(rule.Rule, int64) []float64 { return []float64{1} }}); err != nil {
+		panic(err)
+	}
 }
+
+// A second encoding under a registered name is refused, and the first
+// stays; so is an encoding with no Lua.
+func TestRegisterRedisRuleTwice(t *testing.T) {
+	err := RegisterRedisRule(testRule{}, RedisRule{Lua: "return nil", Args: func(rule.Rule, int64) []float64 { return nil }})
+	if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), `the rule "`+testRule{}.Name()+`" is registered already`) {
+		t.Fatalf("a second registration: %v", err)
+	}
+	if rr, err := redisEncoding("t", testRule{}); err != nil || rr.Lua != testSGD {
+		t.Fatalf("the first encoding was replaced: %v", err)
+	}
+	if err := RegisterRedisRule(otherRule{}, RedisRule{Args: func(rule.Rule, int64) []float64 { return nil }}); !errors.Is(err, errs.ErrOption) {
+		t.Fatalf("no Lua: %v", err)
+	}
+}
+
+type otherRule struct{ testRule }
+
+func (otherRule) Name() string { return "other" }
 
 // An update the server applied already is not applied again: the same
 // step sent twice under the same name (as a retry after a lost answer
