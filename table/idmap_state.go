@@ -2,6 +2,7 @@ package table
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -253,7 +254,7 @@ func ReadIDMap(path, name string) (*IDMap, error) {
 		return nil, fmt.Errorf("id map %q: %s holds no map of that name: %w", name, path, checkpoint.ErrFormat)
 	}
 	v := mp.meta.Int64s()
-	if v[0] <= 0 || v[0] >= 1<<31-1 || v[1] < 0 || v[1] > 1<<31 || v[2] < 0 || v[2] > 1<<30 || v[3] < 0 || v[4] < 0 {
+	if v[0] <= 0 || v[0] >= 1<<31-1 || v[1] < 0 || v[1] > math.MaxUint32 || v[2] < 0 || v[2] > 1<<30 || v[3] < 0 || v[4] < 0 {
 		return nil, fmt.Errorf("id map %q: %s: options %v: %w", name, path, v[:7], checkpoint.ErrFormat)
 	}
 	o := IDMapOptions{Rows: int(v[0]), AdmitAfter: int(v[1]), SketchWidth: int(v[2]), Evict: Eviction(v[3]), TTL: v[4], Pad: v[5] != 0, PadID: v[6]}

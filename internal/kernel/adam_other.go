@@ -10,5 +10,5 @@ func adamRow32(w, grad, m, v *float32, n int, c *AdamConsts) {
 }
 
 func adamDense32(w, grad, m, v *float32, n int, c *adamDenseConsts32) {
-	panic("kernel: adamDense32 without assembly")
+	adamDenseGo(sliceAt(w, n), sliceAt(grad, n), sliceAt(m, n), sliceAt(v, n), c.shrink, c.wd, c.b1, c.c1, c.b2, c.c2, c.bc2, c.eps, c.size)
 }

@@ -114,15 +114,24 @@ func (t adamDenseTask[T]) Part(lo, hi int) int {
 			w, g, m, v = w[n:], g[n:], m[n:], v[n:]
 		}
 	}
-	for i, x := range w {
-		x *= t.shrink
-		d := g[i] + T(t.wd*x)
-		m[i] = T(t.b1*m[i]) + T(t.c1*d)
-		v[i] = T(t.b2*v[i]) + T(t.c2*T(d*d))
-		den := T(sqrt(v[i])/t.bc2) + t.eps
-		w[i] = x - T(t.size*m[i])/den
-	}
+	adamDenseGo(w, g, m, v, t.shrink, t.wd, t.b1, t.c1, t.b2, t.c2, t.bc2, t.eps, t.size)
 	return -1
+}
+
+// adamDenseGo is adamDenseTask's loop, and adamDense32's Go twin:
+//
+//	for i := range w { x := w[i]*shrink; d := g[i] + wd*x; m[i] = b1*m[i] + c1*d;
+//		v[i] = b2*v[i] + c2*d*d; w[i] = x - size*m[i]/(sqrt(v[i])/bc2 + eps) }
+func adamDenseGo[T Float](w, g, m, v []T, shrink, wd, b1, c1, b2, c2, bc2, eps, size T) {
+	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
+	for i, x := range w {
+		x *= shrink
+		d := g[i] + T(wd*x)
+		m[i] = T(b1*m[i]) + T(c1*d)
+		v[i] = T(b2*v[i]) + T(c2*T(d*d))
+		den := T(sqrt(v[i])/bc2) + eps
+		w[i] = x - T(size*m[i])/den
+	}
 }
 
 // AdagradDense is PyTorch's Adagrad step on w with gradient g and the sum

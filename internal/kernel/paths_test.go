@@ -315,6 +315,24 @@ func TestAssemblyTwins(t *testing.T) {
 			}
 		}
 	})
+	t.Run("adamDense32", func(t *testing.T) {
+		// adamDense32 (the assembly, or its Go twin where there is none)
+		// against adamDenseGo on the same values: the same bits.
+		c := adamDenseConsts32{shrink: 0.99, wd: 0.01, b1: 0.9, c1: 0.1, b2: 0.999, c2: 0.001, bc2: 0.3, eps: 1e-8, size: 0.003}
+		for _, n := range []int{8, 16, 64} {
+			g, m, v, w := toFloat32(ref.RandFloats(r, n)), toFloat32(ref.RandFloats(r, n)), toFloat32(ref.RandFloats(r, n)), toFloat32(ref.RandFloats(r, n))
+			for i := range v {
+				v[i] *= v[i]
+			}
+			w1, m1, v1 := slices.Clone(w), slices.Clone(m), slices.Clone(v)
+			w2, m2, v2 := slices.Clone(w), slices.Clone(m), slices.Clone(v)
+			adamDense32(&w1[0], &g[0], &m1[0], &v1[0], n, &c) // the assembly, or the twin in a purego build
+			adamDenseGo(w2, g, m2, v2, c.shrink, c.wd, c.b1, c.c1, c.b2, c.c2, c.bc2, c.eps, c.size)
+			assert.Equal(t, w2, w1, "w, n=%d", n)
+			assert.Equal(t, m2, m1, "m, n=%d", n)
+			assert.Equal(t, v2, v1, "v, n=%d", n)
+		}
+	})
 	t.Run("exp32", func(t *testing.T) {
 		if !hasExpAsm {
 			t.Skip("no AVX2 exp on this processor or build")
