@@ -282,8 +282,17 @@ func TestBadReload(t *testing.T) {
 		t.Fatalf("after a bad reload: %d %v %q", c, err, v)
 	}
 	m := getMetrics(t, ts.URL)
-	if m[`serve_reloads_total{result="failed"}`] != 1 || m[`serve_reloads_total{result="ok"}`] != 0 || m[`serve_model_info{version="`+before+`"}`] != 1 {
+	if m[`serve_reloads_total{result="failed"}`] != 1 || m[`serve_reloads_total{result="ok"}`] != 0 || m[`serve_model_info{version="`+before+`"}`] != 1 ||
+		m[`serve_requests_total{code="422"}`] != 1 || m[`serve_requests_total{code="200"}`] != 1 {
 		t.Fatalf("/metrics: %v", m)
+	}
+	// A /reload that works is a request answered 200.
+	writeModelTo(t, path, 2)
+	if code, out := post(t, ts.URL+"/reload", nil); code != 200 {
+		t.Fatalf("a good reload: %d %s", code, out)
+	}
+	if m := getMetrics(t, ts.URL); m[`serve_requests_total{code="200"}`] != 2 || m[`serve_reloads_total{result="ok"}`] != 1 {
+		t.Fatalf("/metrics after a good reload: %v", m)
 	}
 }
 

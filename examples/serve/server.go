@@ -93,7 +93,8 @@ type server struct {
 	mu       sync.Mutex
 	calls    []time.Duration // the last len(calls) model calls' times, a ring
 	next     int
-	count    int         // requests answered 200
+	count    int         // /predict requests answered 200
+	reloads  int         // /reload requests answered 200
 	failed   map[int]int // requests answered otherwise, by status
 	hist     [len(latencyBuckets) + 1]int64
 	histSum  float64
@@ -210,6 +211,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, http.StatusUnprocessableEntity, fmt.Sprintf("the model stays %s: %v", s.Version(), err))
 			return
 		}
+		s.mu.Lock()
+		s.reloads++
+		s.mu.Unlock()
 		w.Header().Set("Model-Version", v)
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]string{"version": v})
@@ -414,14 +418,14 @@ func (s *server) stats(w http.ResponseWriter) {
 // a worker, reloads, and the model's version.
 func (s *server) metrics(w http.ResponseWriter) {
 	s.mu.Lock()
-	codes := map[int]int{http.StatusOK: s.count}
+	codes := map[int]int{http.StatusOK: s.count + s.reloads}
 	for c, k := range s.failed {
 		codes[c] = k
 	}
 	hist, sum, reloaded := s.hist, s.histSum, s.reloaded
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	fmt.Fprint(w, "# HELP serve_requests_total Requests answered, by status.\n# TYPE serve_requests_total counter\n")
+	fmt.Fprint(w, "# HELP serve_requests_total Requests answered, by status (GET /stats and /metrics are counted only when refused).\n# TYPE serve_requests_total counter\n")
 	for _, c := range slices.Sorted(func(yield func(int) bool) {
 		for c := range codes {
 			if !yield(c) {
