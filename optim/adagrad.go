@@ -55,7 +55,7 @@ func (o *SparseAdagrad) StepRows(r Rows, g *RowGrad) error {
 	if err != nil {
 		return err
 	}
-	sg, dim, err := checkRows("sparse adagrad", r, g, o.Columns, o.CheckFinite)
+	sg, dim, err := rule.CheckRows("sparse adagrad", r, g, o.Columns, o.CheckFinite)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (o *SparseAdagrad) Check(t int64, g *RowGrad, dim int) error {
 	if _, err := o.check(t); err != nil {
 		return err
 	}
-	return checkServer("sparse adagrad", g, dim, o.CheckFinite)
+	return rule.CheckGrad("sparse adagrad", g, dim, o.CheckFinite)
 }
 
 // check reports an error unless o's settings are ones PyTorch accepts,

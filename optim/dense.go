@@ -12,6 +12,7 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/shapes"
+	"github.com/gathergrad/gather/rule"
 )
 
 // A Dense optimiser updates dense learnables (weights, biases) from their
@@ -137,7 +138,7 @@ func (o *SGD) slots() *slots { o.s.kinds = []string{"momentum_buffer"}; return &
 // Step updates the learnables in place.
 func (o *SGD) Step(vgs []gorgonia.ValueGrad) error {
 	const op = "sgd"
-	if err := checkRates(op, o.LearnRate, o.WeightDecay); err != nil {
+	if err := rule.CheckRates(op, o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
 	switch {
@@ -209,7 +210,7 @@ func (o *Adam) slots() *slots { o.s.kinds = []string{"exp_avg", "exp_avg_sq"}; r
 // Step updates the learnables in place.
 func (o *Adam) Step(vgs []gorgonia.ValueGrad) error {
 	const op = "adam"
-	if err := checkRates(op, o.LearnRate, o.WeightDecay); err != nil {
+	if err := rule.CheckRates(op, o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
 	if err := checkBetas(op, o.Beta1, o.Beta2); err != nil {
@@ -267,10 +268,10 @@ func (o *Adagrad) slots() *slots { o.s.kinds = []string{"sum"}; return &o.s }
 // Step updates the learnables in place.
 func (o *Adagrad) Step(vgs []gorgonia.ValueGrad) error {
 	const op = "adagrad"
-	if err := checkRates(op, o.LearnRate, o.WeightDecay); err != nil {
+	if err := rule.CheckRates(op, o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
-	if err := checkRates(op, o.LRDecay, o.Eps); err != nil {
+	if err := rule.CheckRates(op, o.LRDecay, o.Eps); err != nil {
 		return fmt.Errorf("%s: the rate decay and Eps: %w", op, err)
 	}
 	s := o.slots()
@@ -556,3 +557,7 @@ func sumSquares[T kernel.Float](t *tensor.Dense) float64 {
 }
 
 func scale[T kernel.Float](t *tensor.Dense, c float64) { kernel.Scale(operand.Floats[T](t), T(c)) }
+
+func firstNonFinite[T kernel.Float](t *tensor.Dense) int {
+	return kernel.FirstNonFinite(operand.Floats[T](t))
+}

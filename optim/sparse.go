@@ -40,10 +40,10 @@ func (o *SparseSGD) Columns(dim int) []rule.Column { return nil }
 
 // StepRows updates the rows g names where r holds them.
 func (o *SparseSGD) StepRows(r Rows, g *RowGrad) error {
-	if err := checkRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
+	if err := rule.CheckRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
-	sg, dim, err := checkRows("sparse sgd", r, g, o.Columns, o.CheckFinite)
+	sg, dim, err := rule.CheckRows("sparse sgd", r, g, o.Columns, o.CheckFinite)
 	if err != nil {
 		return err
 	}
@@ -54,10 +54,10 @@ func (o *SparseSGD) StepRows(r Rows, g *RowGrad) error {
 // Check reports the error StepRows would report for step t and the
 // gradient g of rows dim wide.
 func (o *SparseSGD) Check(t int64, g *RowGrad, dim int) error {
-	if err := checkRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
+	if err := rule.CheckRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
-	return checkServer("sparse sgd", g, dim, o.CheckFinite)
+	return rule.CheckGrad("sparse sgd", g, dim, o.CheckFinite)
 }
 
 // sgdRows is kernel.SGDRows for a table of Go type T.
@@ -126,7 +126,7 @@ func (o *SparseAdam) StepRows(r Rows, g *RowGrad) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	sg, dim, err := checkRows("sparse adam", r, g, o.Columns, o.CheckFinite)
+	sg, dim, err := rule.CheckRows("sparse adam", r, g, o.Columns, o.CheckFinite)
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (o *SparseAdam) Check(t int64, g *RowGrad, dim int) error {
 	if t < 1 {
 		return fmt.Errorf("sparse adam: step number %d; steps count from 1: %w", t, errs.ErrOption)
 	}
-	return checkServer("sparse adam", g, dim, o.CheckFinite)
+	return rule.CheckGrad("sparse adam", g, dim, o.CheckFinite)
 }
 
 // step returns the step size and the decay factor of step t.
@@ -167,7 +167,7 @@ func (o *SparseAdam) consts32(step, decay float64) kernel.AdamConsts {
 
 // check reports an error unless o's settings are ones PyTorch accepts.
 func (o *SparseAdam) check() error {
-	if err := checkRates("sparse adam", o.LearnRate, o.WeightDecay); err != nil {
+	if err := rule.CheckRates("sparse adam", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
 	if err := checkBetas("sparse adam", o.Beta1, o.Beta2); err != nil {
@@ -223,7 +223,7 @@ func (o *RowWiseAdagrad) StepRows(r Rows, g *RowGrad) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	sg, dim, err := checkRows("rowwise adagrad", r, g, o.Columns, o.CheckFinite)
+	sg, dim, err := rule.CheckRows("rowwise adagrad", r, g, o.Columns, o.CheckFinite)
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (o *RowWiseAdagrad) Check(t int64, g *RowGrad, dim int) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	return checkServer("rowwise adagrad", g, dim, o.CheckFinite)
+	return rule.CheckGrad("rowwise adagrad", g, dim, o.CheckFinite)
 }
 
 // stepless marks an optimiser whose checkpointed state holds no step
@@ -246,7 +246,7 @@ func (o *RowWiseAdagrad) stepless() {}
 
 // check reports an error unless o's settings are usable.
 func (o *RowWiseAdagrad) check() error {
-	if err := checkRates("rowwise adagrad", o.LearnRate, o.WeightDecay); err != nil {
+	if err := rule.CheckRates("rowwise adagrad", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
 	if !(o.Eps > 0) || math.IsInf(o.Eps, 1) {

@@ -2,11 +2,15 @@ package rule_test
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"log"
+	"math"
 
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
@@ -60,4 +64,80 @@ func ExampleSameColumns() {
 	// Output:
 	// sparse_adam [{exp_avg 4 0} {exp_avg_sq 4 0}]
 	// false
+}
+
+// clippedSGD is a rule written outside the module: SGD whose gradient
+// is clipped to [-Clip, Clip] value by value. It checks what the
+// module's own rules check, with package rule's checks.
+type clippedSGD struct{ LearnRate, Clip float64 }
+
+func (clippedSGD) Name() string                  { return "clipped_sgd" }
+func (clippedSGD) Columns(dim int) []rule.Column { return nil }
+
+func (o clippedSGD) Check(t int64, g *rule.RowGrad, dim int) error {
+	if err := rule.CheckRates("clipped sgd", o.LearnRate, 0); err != nil {
+		return err
+	}
+	return rule.CheckGrad("clipped sgd", g, dim, true)
+}
+
+func (o clippedSGD) StepRows(r rule.Rows, g *rule.RowGrad) error {
+	if err := rule.CheckRates("clipped sgd", o.LearnRate, 0); err != nil {
+		return err
+	}
+	sg, dim, err := rule.CheckRows("clipped sgd", r, g, o.Columns, true)
+	if err != nil {
+		return err
+	}
+	if r.Weight.Dtype() != tensor.Float32 {
+		return fmt.Errorf("clipped sgd: a float32 table only, not %v", r.Weight.Dtype())
+	}
+	w, v := r.Weight.Float32s(), sg.Values.Float32s()
+	for k, row := range sg.Rows { // slots, where a cache holds the rows
+		for i := range dim {
+			w[int(row)*dim+i] -= float32(o.LearnRate) * max(-float32(o.Clip), min(float32(o.Clip), v[k*dim+i]))
+		}
+	}
+	return nil
+}
+
+// A rule of one's own steps rows in memory and in a store alike, and its
+// checks refuse what the module's rules refuse, naming the value.
+func ExampleRule() {
+	w := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float32{1, 1, 2, 2, 3, 3}))
+	mem, err := optim.NewMemoryTable(w.Clone().(*tensor.Dense), clippedSGD{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := table.NewMemoryStore("t", w)
+	if err != nil {
+		log.Fatal(err)
+	}
+	g := &rule.RowGrad{Rows: []int64{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{5, -1, 0.5, -7}))}
+	for _, s := range []rule.Stepper{mem, store} {
+		if err := s.Step(context.Background(), clippedSGD{LearnRate: 0.1, Clip: 2}, g); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(mem.Weight.Float32s())
+	raw := make([]byte, 2*store.RowBytes())
+	if err := store.ReadRows(context.Background(), []int64{0, 2}, raw); err != nil {
+		log.Fatal(err)
+	}
+	got := make([]float32, 4) // rows 0 and 2, little-endian float32s
+	for i := range got {
+		got[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	fmt.Println(got)
+
+	err = mem.Step(context.Background(), clippedSGD{LearnRate: -1}, g)
+	fmt.Println(errors.Is(err, gather.ErrOption), err)
+	bad := &rule.RowGrad{Rows: []int64{1}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float32{float32(math.NaN()), 0}))}
+	err = mem.Step(context.Background(), clippedSGD{LearnRate: 0.1, Clip: 1}, bad)
+	fmt.Println(errors.Is(err, optim.ErrNotFinite), err)
+	// Output:
+	// [0.8 1.1 2 2 2.95 3.2]
+	// [0.8 1.1 2.95 3.2]
+	// true clipped sgd: learning rate -1 must be finite and at least 0: option does not apply
+	// true clipped sgd: the gradient of row 1 holds NaN at column 0; nothing was updated: value is not finite
 }

@@ -13,6 +13,11 @@
 // a rule it has none for with an error naming both. The rule's typed
 // settings are the rule value itself, which the encoding reads.
 //
+// A rule written outside this module runs the checks the module's own
+// rules run (CheckRates, CheckRows in StepRows, CheckGrad in Check,
+// CheckFinite), so that it refuses what they refuse, with the same
+// errors (ExampleRule).
+//
 // Row ids are int64 everywhere: in a RowGrad, in a store, in a cache.
 //
 // The protocol of a step runs in the type that holds the rows, which

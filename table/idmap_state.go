@@ -243,7 +243,10 @@ func (p *metaPart) SetState(ts map[string]*tensor.Dense) error {
 // file at path (with the rest of a model, or alone), with the options it
 // was saved with. A file without it, or whose state does not describe a
 // map, is an error wrapping checkpoint.ErrFormat or
-// checkpoint.ErrMismatch.
+// checkpoint.ErrMismatch. To resume a model saved with its map, pass the
+// map ReadIDMap returns to checkpoint.Load with the model's other parts
+// (Load restores it again, to the same state): a strict Load refuses a
+// file with tensors no part holds, and its error names the map.
 func ReadIDMap(path, name string) (*IDMap, error) {
 	mp := &metaPart{name: name, meta: tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(len(metaFields)))}
 	r, err := checkpoint.LoadWith(path, checkpoint.LoadOptions{NonStrict: true}, mp)

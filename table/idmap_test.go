@@ -585,6 +585,29 @@ func TestReadIDMap(t *testing.T) {
 	}
 	_, err = ReadIDMap(path, "user")
 	require.ErrorIs(t, err, checkpoint.ErrFormat)
+
+	// The resume: the weights and the map ReadIDMap returned, as parts of
+	// one Load. Without the map, the error names it.
+	c, err := ReadIDMap(path, "item")
+	require.NoError(t, err)
+	wp := weightPart{tensor.New(tensor.WithShape(7, 2), tensor.Of(tensor.Float32))}
+	_, err = checkpoint.Load(path, wp)
+	require.ErrorIs(t, err, checkpoint.ErrMismatch)
+	require.ErrorContains(t, err, `the id map "item": pass it as a part too`)
+	_, err = checkpoint.Load(path, wp, c)
+	require.NoError(t, err)
+	require.Equal(t, b.o, c.o)
+}
+
+// weightPart is the checkpoint.Part of one tensor, "item.weight".
+type weightPart struct{ w *tensor.Dense }
+
+func (p weightPart) State() (map[string]tensor.Tensor, error) {
+	return map[string]tensor.Tensor{"item.weight": p.w}, nil
+}
+
+func (p weightPart) SetState(m map[string]*tensor.Dense) error {
+	return checkpoint.CopyInto(p.w, m["item.weight"])
 }
 
 // FuzzReadIDMap reads any file as a saved map: an error, or a map that
