@@ -273,7 +273,7 @@ func TestRedisIDMap(t *testing.T) {
 		if _, err := NewRedisIDMap(ctx, s1, IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: Refuse, Pad: true, PadID: ids[3]}, init); !errors.Is(err, errs.ErrOption) {
 			t.Fatalf("a second map: %v", err)
 		}
-		if err := CreateRedis(ctx, o, "wide", 3, dim, tensor.Float64); err != nil {
+		if err := CreateRedis(ctx, o, "wide", redisGroups+1, dim, tensor.Float64); err != nil {
 			t.Fatal(err)
 		}
 		s64, err := OpenRedis(ctx, o, "wide")
@@ -281,8 +281,24 @@ func TestRedisIDMap(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s64.Close()
-		if _, err := NewRedisIDMap(ctx, s64, IDMapOptions{Rows: 2}, init); !errors.Is(err, errs.ErrOption) {
+		if _, err := NewRedisIDMap(ctx, s64, IDMapOptions{Rows: redisGroups}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "float32") {
 			t.Fatalf("a float64 table: %v", err)
+		}
+		// Fewer rows than hash tags would leave tags whose ids are never
+		// admitted; a RowInit that is no number makes no rows.
+		if err := CreateRedis(ctx, o, "few", 601, dim, tensor.Float32); err != nil {
+			t.Fatal(err)
+		}
+		few, err := OpenRedis(ctx, o, "few")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer few.Close()
+		if _, err := NewRedisIDMap(ctx, few, IDMapOptions{Rows: 600}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Rows 600 leaves hash tags with no rows") {
+			t.Fatalf("600 rows: %v", err)
+		}
+		if _, err := NewRedisIDMap(ctx, s64, IDMapOptions{Rows: redisGroups}, RowInit{Std: math.NaN()}); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Std NaN") {
+			t.Fatalf("Std NaN: %v", err)
 		}
 		// A table replaced has no map: other options, and no ids.
 		if err := CreateRedis(ctx, o, "admit", int64(mo.Rows)+1, dim, tensor.Float32, WithReplace()); err != nil {
