@@ -407,6 +407,24 @@ func BenchmarkIDMap(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids)), "ns/id")
 }
 
+// BenchmarkIDMapRefuse maps batches of 4,096 ids, a few new each step,
+// with a Refuse map that admits at the second sighting: every batch
+// takes the capacity check's path that counts the batch's sightings.
+func BenchmarkIDMapRefuse(b *testing.B) {
+	m, _ := NewIDMap("b", IDMapOptions{Rows: 1 << 20, AdmitAfter: 2, Evict: Refuse})
+	batches := stream(2, 64, 4096, 20_000)
+	rows := make([]int64, 4096)
+	step := int64(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Map(batches[step%64], rows, step, nil); err != nil {
+			b.Fatal(err)
+		}
+		step++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/id")
+}
+
 // stream returns steps batches of ids from a set of live ids that drifts:
 // each step a few ids leave and new ones arrive.
 func stream(seed uint64, steps, batch, live int) [][]int64 {
