@@ -135,7 +135,7 @@ func TestBinaryErrors(t *testing.T) {
 	}{
 		{Options{Window: -1}, "Window -1 must be at least 0"},
 		{Options{Bins: -2}, "Bins -2 must be at least 0"},
-		{Options{Bins: 1 << 40}, "Window 100000 and Bins 1099511627776 take 35184372888832 bytes, more than MaxBytes (1073741824)"},
+		{Options{Bins: 1 << 30}, "Window 100000 and Bins 1073741824 take 34360538368 bytes, more than MaxBytes (1073741824)"},
 		{Options{Window: 1 << 27}, "take 1074061824 bytes"},
 	} {
 		if _, err := NewBinary(c.o); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), c.want) {

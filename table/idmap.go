@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"strconv"
 
 	"gorgonia.org/tensor"
 
@@ -134,8 +135,9 @@ func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
 // bytes a row (IDMapOptions.Rows) and, with admission, 16 bytes a sketch
 // column (SketchWidth, rounded up to a power of two). Options past it
 // are an error naming the bytes; the ids' index grows with the ids held,
-// about 40 bytes each, and is not counted in it.
-const MaxIDMapBytes = 8 << 30
+// about 40 bytes each, and is not counted in it. It is 8 GiB, or 1 GiB
+// where an int is 32 bits.
+const MaxIDMapBytes int64 = 1 << (30 + 3*(strconv.IntSize/64))
 
 // bytes returns the bytes an IDMap of o takes when made (o's
 // defaults applied), as a float64 so that no size overflows.
@@ -158,8 +160,8 @@ func (o IDMapOptions) check(name string) error {
 		return bad("Rows %d must lie in [1, %d]", o.Rows, 1<<31-2)
 	case o.AdmitAfter < 0 || uint64(o.AdmitAfter) > math.MaxUint32:
 		return bad("AdmitAfter %d must lie in [0, %d], the sketch's largest count", o.AdmitAfter, uint64(math.MaxUint32))
-	case o.SketchWidth < 0 || o.SketchWidth > 1<<40:
-		return bad("SketchWidth %d must lie in [0, %d]", o.SketchWidth, 1<<40)
+	case o.SketchWidth < 0 || int64(o.SketchWidth) > 1<<40:
+		return bad("SketchWidth %d must lie in [0, %d]", o.SketchWidth, int64(1)<<40)
 	case o.TTL < 0:
 		return bad("TTL %d must be at least 0", o.TTL)
 	case o.Evict < EvictLRU || o.Evict > Refuse:
@@ -171,7 +173,7 @@ func (o IDMapOptions) check(name string) error {
 // checkBytes returns an error naming the map name and the bytes if an
 // IDMap of o would take more than MaxIDMapBytes.
 func (o IDMapOptions) checkBytes(name string) error {
-	if b := o.defaults().bytes(); b > MaxIDMapBytes {
+	if b := o.defaults().bytes(); b > float64(MaxIDMapBytes) {
 		return fmt.Errorf("id map %q: Rows %d and SketchWidth %d take %.0f bytes, more than MaxIDMapBytes (%d): %w",
 			name, o.Rows, o.SketchWidth, b, MaxIDMapBytes, errs.ErrOption)
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -815,27 +816,33 @@ func TestIDMapNarrowSketch(t *testing.T) {
 // map whose memory would pass MaxIDMapBytes is refused before any is
 // taken, naming the bytes; a RowInit's Std must be finite and at least 0.
 func TestIDMapOptionsChecked(t *testing.T) {
-	for _, c := range []struct {
+	type bad struct {
 		o    IDMapOptions
 		want string
-	}{
+	}
+	cases := []bad{
 		{IDMapOptions{Rows: 0}, "Rows 0 must lie in [1, 2147483646]"},
-		{IDMapOptions{Rows: 1 << 31}, "Rows 2147483648 must lie in [1, 2147483646]"},
-		{IDMapOptions{Rows: 5, AdmitAfter: 1 << 32}, "AdmitAfter 4294967296 must lie in [0, 4294967295]"},
 		{IDMapOptions{Rows: 5, AdmitAfter: -1}, "AdmitAfter -1 must lie in [0, 4294967295]"},
 		{IDMapOptions{Rows: 5, SketchWidth: -3}, "SketchWidth -3 must lie in [0, 1099511627776]"},
 		{IDMapOptions{Rows: 5, TTL: -1}, "TTL -1 must be at least 0"},
 		{IDMapOptions{Rows: 5, Evict: 9}, "Evict 9 is not a policy"},
-		{IDMapOptions{Rows: 1<<31 - 2}, "Rows 2147483646 and SketchWidth 0 take 77309411256 bytes, more than MaxIDMapBytes (8589934592)"},
+		{IDMapOptions{Rows: 1<<31 - 2}, fmt.Sprintf("Rows 2147483646 and SketchWidth 0 take 77309411256 bytes, more than MaxIDMapBytes (%d)", MaxIDMapBytes)},
 		{IDMapOptions{Rows: 5, AdmitAfter: 2, SketchWidth: 1 << 30}, "Rows 5 and SketchWidth 1073741824 take 17179869364 bytes"},
-	} {
+	}
+	if strconv.IntSize == 64 {
+		big := int64(1) << 31
+		cases = append(cases, bad{IDMapOptions{Rows: int(big)}, "Rows 2147483648 must lie in [1, 2147483646]"},
+			bad{IDMapOptions{Rows: 5, AdmitAfter: int(2 * big)}, "AdmitAfter 4294967296 must lie in [0, 4294967295]"})
+	}
+	for _, c := range cases {
 		_, err := NewIDMap("o", c.o)
 		if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), `id map "o": `+c.want) {
 			t.Errorf("%+v: %v, want ErrOption naming %q", c.o, err, c.want)
 		}
 	}
-	// AdmitAfter at the sketch's largest count is a map, whose ids wait.
-	m, err := NewIDMap("o", IDMapOptions{Rows: 5, AdmitAfter: 1<<32 - 1, SketchWidth: 64})
+	// AdmitAfter at the sketch's largest count (or int's) is a map, whose
+	// ids wait.
+	m, err := NewIDMap("o", IDMapOptions{Rows: 5, AdmitAfter: int(min(math.MaxUint32, math.MaxInt)), SketchWidth: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
