@@ -258,7 +258,7 @@ func checkOut(kind operator, out *tensor.Dense, shape tensor.Shape, dt tensor.Dt
 	if !shapes.SameShape(out.Shape(), shape) {
 		return fmt.Errorf("%s: the output has shape %v, the result %s: %w", kind, out.Shape(), shapes.ShapeString(shape), ErrShape)
 	}
-	if !operand.Writable(out) {
+	if !shapes.Writable(out) {
 		return fmt.Errorf("%s: the output of shape %v must be a row-major tensor that is not a view: %w", kind, out.Shape(), ErrShape)
 	}
 	for _, in := range inputs {
@@ -326,7 +326,7 @@ func planAdd(kind operator, dst *tensor.Dense, indices, src any, axis int, l lab
 	if dt := dst.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
 		return a, fmt.Errorf("%s gradient: data must be float32 or float64 to have a gradient, got %v: %w", kind, dt, ErrDtype)
 	}
-	if !operand.Writable(dst) {
+	if !shapes.Writable(dst) {
 		return a, fmt.Errorf("%s gradient: destination of shape %v must be a row-major tensor that is not a view: %w", kind, dst.Shape(), ErrShape)
 	}
 	var buf [8]int

@@ -223,7 +223,7 @@ type directRead struct {
 // or more, on a little-endian machine.
 func directTarget(e entry, t tensor.Tensor) (*tensor.Dense, bool) {
 	d, ok := t.(*tensor.Dense)
-	if !ok || e.end-e.begin < directMin || !fileio.LittleEndian || !operand.Writable(d) {
+	if !ok || e.end-e.begin < directMin || !fileio.LittleEndian || !shapes.Writable(d) {
 		return nil, false
 	}
 	f, ok := formatOf(d.Dtype())
@@ -352,7 +352,7 @@ func CopyInto(dst, src *tensor.Dense) error {
 	if dst.Dtype() != src.Dtype() || !shapes.SameShape(dst.Shape(), src.Shape()) {
 		return fmt.Errorf("checkpoint: copying %v of shape %v into %v of shape %v: %w", src.Dtype(), src.Shape(), dst.Dtype(), dst.Shape(), errs.ErrShape)
 	}
-	if !operand.Writable(dst) {
+	if !shapes.Writable(dst) {
 		return fmt.Errorf("checkpoint: the destination of shape %v is a view or not row-major: %w", dst.Shape(), errs.ErrShape)
 	}
 	if dst == src || dst.Shape().TotalSize() > 0 && dst.Uintptr() == src.Uintptr() {

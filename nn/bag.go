@@ -373,7 +373,7 @@ func (o *bagOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return o.do(n
 // is checked before prealloc is written.
 func (o *bagOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Dtype() != o.dtype || !shapes.SameShape(out.Shape(), []int{o.bags, o.dim}) || !operand.Writable(out) {
+	if !ok || out.Dtype() != o.dtype || !shapes.SameShape(out.Shape(), []int{o.bags, o.dim}) || !shapes.Writable(out) {
 		out = nil
 	}
 	for _, v := range in {
@@ -411,7 +411,7 @@ func (o *bagOp) gradRun(wrtTable bool) opkit.Run {
 		if wrtTable {
 			want = tensor.Shape{o.vocab, o.dim}
 		}
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
+		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !shapes.Writable(dst) {
 			return fmt.Errorf("%s gradient: cannot write into %v: %w", opBag, dst, gather.ErrShape)
 		}
 		a, g, err := o.gradArgs(in)
@@ -488,7 +488,7 @@ func PackBags(ids, offsets *tensor.Dense, bags [][]int, pad int) error {
 		if err := operand.CheckIndexDtype(op, t.what, t.t.Dtype()); err != nil {
 			return err
 		}
-		if t.t.Dims() != 1 || !operand.Writable(t.t) {
+		if t.t.Dims() != 1 || !shapes.Writable(t.t) {
 			return fmt.Errorf("%s: %s of shape %v must be a vector that is not a view: %w", op, t.what, t.t.Shape(), gather.ErrShape)
 		}
 	}

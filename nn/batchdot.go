@@ -119,7 +119,7 @@ func (o *batchDotOp) runGrad(wrt int) opkit.Run {
 
 func (o *batchDotOp) grad(wrt int, dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 	want := o.shapes[wrt]
-	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
+	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !shapes.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			opBatchDot, dst.Dtype(), dst.Shape(), o.dtype, want, gather.ErrShape)
 	}

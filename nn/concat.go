@@ -133,7 +133,7 @@ func (o *concatOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) 
 // upstream gradient, written or added into dst.
 func (o *concatOp) grad(i int) opkit.Run {
 	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shapes[i]) || !operand.Writable(dst) {
+		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shapes[i]) || !shapes.Writable(dst) {
 			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 				opConcat, dst.Dtype(), dst.Shape(), o.dtype, o.shapes[i], gather.ErrShape)
 		}

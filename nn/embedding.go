@@ -16,6 +16,7 @@ import (
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
+	"github.com/gathergrad/gather/internal/rowgrad"
 	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -35,7 +36,7 @@ type Embedding struct {
 
 	cfg     config
 	lookups []sparseLookup // sparse mode: one per Lookup
-	grad    optim.RowGrad  // sparse mode: Step's row gradient, reused
+	grad    rowgrad.Buffer // sparse mode: Step's row gradient, reused
 	// rowGrads counts the row gradients built, which decides when the
 	// taps are checked (see tapCheckDue).
 	rowGrads int
@@ -599,9 +600,8 @@ func (e *Embedding) GradNodes() gorgonia.Nodes {
 // gather.ErrGraph.
 func (e *Embedding) RowGrad() (*optim.RowGrad, error) { return e.rowGrad(nil) }
 
-// rowGrad is RowGrad, built in buf's memory (optim.RowGrad.Set) when buf
-// is not nil.
-func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
+// rowGrad is RowGrad, built in buf's memory when buf is not nil.
+func (e *Embedding) rowGrad(buf *rowgrad.Buffer) (*optim.RowGrad, error) {
 	if err := e.checkCaptured("RowGrad", false); err != nil {
 		return nil, err
 	}
@@ -649,14 +649,8 @@ func (e *Embedding) rowGrad(buf *optim.RowGrad) (*optim.RowGrad, error) {
 
 // rowGradient returns optim.RowGradient(ids, grad, vocab, pad), built in
 // buf's memory when buf is not nil.
-func rowGradient(buf *optim.RowGrad, ids, grad tensor.Tensor, vocab, pad int) (*optim.RowGrad, error) {
-	if buf == nil {
-		return optim.RowGradient(ids, grad, vocab, pad)
-	}
-	if err := buf.Set(ids, grad, vocab, pad); err != nil {
-		return nil, err
-	}
-	return buf, nil
+func rowGradient(buf *rowgrad.Buffer, ids, grad tensor.Tensor, vocab, pad int) (*optim.RowGrad, error) {
+	return rowgrad.Build(ids, grad, vocab, pad, buf)
 }
 
 // Step is the sparse training step of the table: it takes RowGrad and

@@ -138,7 +138,7 @@ func (o *linearOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) 
 func (o *linearOp) grad(i int) opkit.Run {
 	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 		want := o.shapes[i]
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
+		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !shapes.Writable(dst) {
 			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 				opLinear, dst.Dtype(), dst.Shape(), o.dtype, want, gather.ErrShape)
 		}

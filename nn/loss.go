@@ -325,7 +325,7 @@ func (o *crossEntropyOp) name() string {
 // in[0] for the targets in[1] and the upstream gradient in[2], after
 // checking every argument, so that dst is untouched on error.
 func (o *crossEntropyOp) runGrad(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
+	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !shapes.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			o.op, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
@@ -546,7 +546,7 @@ func (o *bceOp) name() string {
 // or shaped like the logits for ReduceNone), after checking every
 // argument, so that dst is untouched on error.
 func (o *bceOp) runGrad(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
+	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !shapes.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			opBCE, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}

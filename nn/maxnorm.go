@@ -35,7 +35,7 @@ func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 		return nil, err
 	}
 	t, ok := in[0].(*tensor.Dense)
-	if !ok || !operand.Writable(t) || t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
+	if !ok || !shapes.Writable(t) || t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
 		return nil, fmt.Errorf("embedding %q: max-norm needs the table as a row-major %v tensor of shape (%d, %d), got %v: %w",
 			o.lbl.Name, o.dtype, o.vocab, o.dim, in[0], gather.ErrShape)
 	}

@@ -68,7 +68,7 @@ func (s *slots) check(op string, vgs []gorgonia.ValueGrad, finite bool) ([]learn
 		}
 		seen[name] = true
 		w, ok := vg.Value().(*tensor.Dense)
-		if !ok || w.Dtype() != tensor.Float32 && w.Dtype() != tensor.Float64 || !operand.Writable(w) {
+		if !ok || w.Dtype() != tensor.Float32 && w.Dtype() != tensor.Float64 || !shapes.Writable(w) {
 			return nil, fmt.Errorf("%s: %q must hold a row-major float32 or float64 tensor, got %v: %w", op, name, vg.Value(), errs.ErrDtype)
 		}
 		gv, err := vg.Grad()
@@ -525,13 +525,13 @@ func ClipGradNorm(maxNorm float64, dense []gorgonia.ValueGrad, rows ...*RowGrad)
 			return 0, fmt.Errorf("%s: learnable %d has no gradient: %v: %w", op, i, err, errs.ErrGraph)
 		}
 		g, ok := gv.(*tensor.Dense)
-		if !ok || g.Dtype() != tensor.Float32 && g.Dtype() != tensor.Float64 || !operand.Writable(g) {
+		if !ok || g.Dtype() != tensor.Float32 && g.Dtype() != tensor.Float64 || !shapes.Writable(g) {
 			return 0, fmt.Errorf("%s: the gradient of learnable %d is %v, not a row-major float tensor: %w", op, i, gv, errs.ErrDtype)
 		}
 		grads = append(grads, g)
 	}
 	for i, r := range rows {
-		if r == nil || r.Values == nil || r.Values.Dtype() != tensor.Float32 && r.Values.Dtype() != tensor.Float64 || !operand.Writable(r.Values) {
+		if r == nil || r.Values == nil || r.Values.Dtype() != tensor.Float32 && r.Values.Dtype() != tensor.Float64 || !shapes.Writable(r.Values) {
 			return 0, fmt.Errorf("%s: row gradient %d holds no row-major float values: %w", op, i, errs.ErrDtype)
 		}
 		grads = append(grads, r.Values)

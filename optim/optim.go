@@ -3,11 +3,13 @@ package optim
 import (
 	"context"
 	"fmt"
+	"github.com/gathergrad/gather/internal/shapes"
 
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/rowgrad"
 	"github.com/gathergrad/gather/rule"
 )
 
@@ -29,10 +31,17 @@ type RowGrad = rule.RowGrad
 // Rows are rows of a table as StepRows updates them (rule.Rows).
 type Rows = rule.Rows
 
-// RowGradient is rule.RowGradient: the row gradient of a lookup of ids
-// in a table of vocab rows, the padding row pad (if >= 0) left out.
+// RowGradient sums the gradients of looked-up vectors into the gradients
+// of the rows they came from: grad has shape ids.shape + [dim] (the
+// gradient of a lookup's output), and ids index rows of a table of vocab
+// rows: each in [0, vocab), any other an *gather.IndexError. Repeated
+// ids are summed in the order they appear in ids, as IndexAdd sums them
+// into a dense gradient, so the two agree exactly. Row pad (if >= 0) is
+// left out. It is O(n + n × dim) for n ids (a radix sort of the ids; for
+// fewer than 256 ids, or a vocabulary of 2^33 rows or more, a comparison
+// sort: O(n log n + n × dim)).
 func RowGradient(ids, grad tensor.Tensor, vocab, pad int) (*RowGrad, error) {
-	return rule.RowGradient(ids, grad, vocab, pad)
+	return rowgrad.Build(ids, grad, vocab, pad, nil)
 }
 
 // A MemoryTable is a table in memory with the state of the optimiser
@@ -59,7 +68,7 @@ func NewMemoryTable(weights *tensor.Dense, opt Sparse) (*MemoryTable, error) {
 		return nil, err
 	}
 	sh := weights.Shape()
-	if len(sh) != 2 || !operand.Writable(weights) {
+	if len(sh) != 2 || !shapes.Writable(weights) {
 		return nil, fmt.Errorf("optim: the table of shape %v must be a row-major matrix that is not a view: %w", sh, errs.ErrShape)
 	}
 	t := &MemoryTable{Weight: weights}

@@ -2,13 +2,13 @@ package rule
 
 import (
 	"fmt"
+	"github.com/gathergrad/gather/internal/shapes"
 	"math"
 
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/operand"
 )
 
 // The checks of a rule's StepRows and Check, which this module's rules
@@ -26,11 +26,11 @@ func CheckRows(op string, r Rows, g *RowGrad, cols func(int) []Column, finite bo
 	if w == nil || g == nil || g.Values == nil {
 		return nil, 0, fmt.Errorf("%s: table and gradient must not be nil: %w", op, errs.ErrShape)
 	}
-	if err := operand.CheckFloat(op, "the table", w.Dtype()); err != nil {
+	if err := checkFloat(op, "the table", w.Dtype()); err != nil {
 		return nil, 0, err
 	}
 	ws := w.Shape()
-	if len(ws) != 2 || !operand.Writable(w) {
+	if len(ws) != 2 || !shapes.Writable(w) {
 		return nil, 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ws, errs.ErrShape)
 	}
 	n, dim := ws[0], ws[1]
@@ -64,7 +64,7 @@ func CheckRows(op string, r Rows, g *RowGrad, cols func(int) []Column, finite bo
 	}
 	for k, c := range want {
 		st := r.State[k]
-		if st == nil || st.Dtype() != w.Dtype() || len(st.Shape()) != 2 || st.Shape()[0] != n || st.Shape()[1] != c.Width || !operand.Writable(st) {
+		if st == nil || st.Dtype() != w.Dtype() || len(st.Shape()) != 2 || st.Shape()[0] != n || st.Shape()[1] != c.Width || !shapes.Writable(st) {
 			return nil, 0, fmt.Errorf("%s: state %q must be a [%d, %d] %v tensor: %w", op, c.Name, n, c.Width, w.Dtype(), errs.ErrShape)
 		}
 	}
@@ -83,7 +83,7 @@ func CheckRows(op string, r Rows, g *RowGrad, cols func(int) []Column, finite bo
 // column, if g, a float32 or float64 gradient of shape [len(g.Rows),
 // dim], holds a NaN or an infinity.
 func CheckFinite(op string, g *RowGrad) error {
-	if p := operand.PickFloat(g.Values.Dtype(), firstNonFinite[float32], firstNonFinite[float64])(g.Values); p >= 0 {
+	if p := firstNonFinite(g.Values); p >= 0 {
 		dim := g.Values.Shape()[1]
 		return fmt.Errorf("%s: the gradient of row %d holds %v at column %d; nothing was updated: %w",
 			op, g.Rows[p/dim], g.Values.Get(p), p%dim, errs.ErrNotFinite)
@@ -91,8 +91,25 @@ func CheckFinite(op string, g *RowGrad) error {
 	return nil
 }
 
-func firstNonFinite[T kernel.Float](t *tensor.Dense) int {
-	return kernel.FirstNonFinite(operand.Floats[T](t))
+// firstNonFinite returns the position of the first NaN or infinity of
+// t, a float32 or float64 tensor, or -1.
+func firstNonFinite(t *tensor.Dense) int {
+	if v, ok := t.Data().([]float32); ok {
+		return kernel.FirstNonFinite(v)
+	}
+	if v, ok := t.Data().([]float64); ok {
+		return kernel.FirstNonFinite(v)
+	}
+	return -1 // a scalar or an empty tensor
+}
+
+// checkFloat returns an error wrapping gather.ErrDtype, naming what for
+// the rule op, unless dt is float32 or float64.
+func checkFloat(op, what string, dt tensor.Dtype) error {
+	if dt == tensor.Float32 || dt == tensor.Float64 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s must be float32 or float64, got %v: %w", op, what, dt, errs.ErrDtype)
 }
 
 // CheckGrad checks g, a gradient for a step of rows dim wide held
@@ -104,11 +121,11 @@ func CheckGrad(op string, g *RowGrad, dim int, finite bool) error {
 	if g == nil || g.Values == nil {
 		return fmt.Errorf("%s: the gradient must not be nil: %w", op, errs.ErrShape)
 	}
-	if err := operand.CheckFloat(op, "the gradient", g.Values.Dtype()); err != nil {
+	if err := checkFloat(op, "the gradient", g.Values.Dtype()); err != nil {
 		return err
 	}
 	gs := g.Values.Shape()
-	if len(gs) != 2 || gs[0] != len(g.Rows) || gs[1] != dim || !operand.Writable(g.Values) {
+	if len(gs) != 2 || gs[0] != len(g.Rows) || gs[1] != dim || !shapes.Writable(g.Values) {
 		return fmt.Errorf("%s: gradient of %d rows has values of shape %v; the table needs shape (%d, %d): %w",
 			op, len(g.Rows), gs, len(g.Rows), dim, errs.ErrShape)
 	}

@@ -157,37 +157,10 @@ func Read(op, what string, v any) (*tensor.Dense, error) {
 	if _, err := shapes.Size(op, what, t.Shape()); err != nil {
 		return nil, err
 	}
-	if IsRowMajor(t) {
+	if shapes.IsRowMajor(t) {
 		return t, nil
 	}
 	return rowMajorCopy(t)
-}
-
-// Writable reports whether kernels can write t in place through its
-// storage: row-major and contiguous, not a view of another tensor, and in
-// Go memory.
-func Writable(t *tensor.Dense) bool {
-	return IsRowMajor(t) && !t.IsView() && t.IsNativelyAccessible()
-}
-
-// IsRowMajor reports whether t's elements lie in row-major order from the
-// start of its storage with no gaps.
-func IsRowMajor(t *tensor.Dense) bool {
-	if t.Shape().TotalSize() <= 1 {
-		return true
-	}
-	want := 1
-	shape, strides := t.Shape(), t.Strides()
-	if len(strides) != len(shape) {
-		return false
-	}
-	for d := len(shape) - 1; d >= 0; d-- {
-		if shape[d] != 1 && strides[d] != want {
-			return false
-		}
-		want *= shape[d]
-	}
-	return true
 }
 
 // rowMajorCopy returns a new row-major tensor with t's values, reading t
@@ -524,7 +497,7 @@ func Floats[T kernel.Float](t *tensor.Dense) []T {
 // after checking every input.
 func Prealloc(prealloc gorgonia.Value, dt tensor.Dtype, shape tensor.Shape, in []gorgonia.Value) *tensor.Dense {
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Dtype() != dt || !shapes.SameShape(out.Shape(), shape) || !Writable(out) {
+	if !ok || out.Dtype() != dt || !shapes.SameShape(out.Shape(), shape) || !shapes.Writable(out) {
 		return NewOutput(dt, shape)
 	}
 	for _, v := range in {

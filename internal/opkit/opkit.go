@@ -175,7 +175,7 @@ func (g *Grad) check(in []gorgonia.Value) error {
 
 // fits reports whether out can hold the gradient in place.
 func (g *Grad) fits(out *tensor.Dense, in []gorgonia.Value) bool {
-	if out == nil || out.Dtype() != g.sig.Dtype || !shapes.SameShape(out.Shape(), g.sig.Shape) || !operand.Writable(out) {
+	if out == nil || out.Dtype() != g.sig.Dtype || !shapes.SameShape(out.Shape(), g.sig.Shape) || !shapes.Writable(out) {
 		return false
 	}
 	for _, v := range in {

@@ -68,3 +68,30 @@ func Unravel(p int, shape tensor.Shape) []int {
 	}
 	return pos
 }
+
+// Writable reports whether kernels can write t in place through its
+// storage: row-major and contiguous, not a view of another tensor, and in
+// Go memory.
+func Writable(t *tensor.Dense) bool {
+	return IsRowMajor(t) && !t.IsView() && t.IsNativelyAccessible()
+}
+
+// IsRowMajor reports whether t's elements lie in row-major order from the
+// start of its storage with no gaps.
+func IsRowMajor(t *tensor.Dense) bool {
+	if t.Shape().TotalSize() <= 1 {
+		return true
+	}
+	want := 1
+	shape, strides := t.Shape(), t.Strides()
+	if len(strides) != len(shape) {
+		return false
+	}
+	for d := len(shape) - 1; d >= 0; d-- {
+		if shape[d] != 1 && strides[d] != want {
+			return false
+		}
+		want *= shape[d]
+	}
+	return true
+}
