@@ -71,7 +71,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	m := s.cur.Load().m
+	m := s.Current().Model
 	fmt.Printf("serving %s (version %s): tables of %d, %v, %.1f MB; POST http://%s/predict\n", *path, s.Version(), m.emb, f, float64(m.rowBytes)/1e6, *addr)
 	srv := &http.Server{Addr: *addr, Handler: s, ReadHeaderTimeout: 10 * time.Second}
 
@@ -85,7 +85,7 @@ func main() {
 		defer t.Stop()
 		tick = t.C
 	}
-	go reloads(stop, s, hup, tick, log.Printf)
+	go s.Watch(stop, hup, tick, log.Printf)
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
@@ -100,25 +100,4 @@ func main() {
 		log.Fatal(err)
 	}
 	<-drained // Shutdown returns once the requests in flight are answered
-}
-
-// reloads reloads s's model on each signal from hup and, at each tick,
-// if its file changed, until ctx is done; logf reports each reload.
-func reloads(ctx context.Context, s *server, hup <-chan os.Signal, tick <-chan time.Time, logf func(string, ...any)) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-		case <-tick:
-			if !s.Changed() {
-				continue
-			}
-		}
-		if v, err := s.Reload(); err != nil {
-			logf("reload: %v; still serving %s", err, s.Version())
-		} else {
-			logf("reloaded %s: version %s", s.path, v)
-		}
-	}
 }

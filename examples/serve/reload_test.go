@@ -117,7 +117,7 @@ func FuzzPredictBinary(f *testing.F) {
 		if w.Code != 200 {
 			return
 		}
-		b, err := decodeBinary(body, s.cur.Load().m)
+		b, err := decodeBinary(body, s.Current().Model)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -348,9 +348,9 @@ func TestOverload(t *testing.T) {
 			codes <- resp.StatusCode
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(s.admit) < 3; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); s.gate.Admitted() < 3; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d requests admitted, want 3", len(s.admit))
+			t.Fatalf("%d requests admitted, want 3", s.gate.Admitted())
 		}
 	}
 	if m := getMetrics(t, ts.URL); m["serve_queue_depth"] != 2 {
@@ -466,7 +466,7 @@ func TestReloads(t *testing.T) {
 	logs := make(chan string, 16)
 	done := make(chan struct{})
 	go func() {
-		reloads(ctx, s, hup, tick, func(f string, a ...any) { logs <- fmt.Sprintf(f, a...) })
+		s.Watch(ctx, hup, tick, func(f string, a ...any) { logs <- fmt.Sprintf(f, a...) })
 		close(done)
 	}()
 	v1 := s.Version()
