@@ -10,6 +10,7 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/rowcache"
 	"github.com/gathergrad/gather/rule"
 )
@@ -153,4 +154,35 @@ func chunks(rows int64, rowBytes int, fn func(ids []int64, buf []byte) error) er
 		}
 	}
 	return nil
+}
+
+// ReadValues returns the values of the rows ids of src as they are now,
+// without their optimiser state: a [len(ids), dim] tensor of the store's
+// dtype (float32 for a half format, each value widened exactly), in one
+// ReadRows. An id outside the store is the store's error, and nothing
+// is returned.
+func ReadValues(ctx context.Context, src Store, ids []int64) (*tensor.Dense, error) {
+	if src == nil {
+		return nil, fmt.Errorf("table: ReadValues needs a store: %w", errs.ErrOption)
+	}
+	sc := src.Schema()
+	rb, dim := src.RowBytes(), sc.Dim
+	es := int(sc.Dtype.Size())
+	if sc.Dtype != tensor.Float32 && sc.Dtype != tensor.Float64 || sc.Format != format(sc.Dtype, sc.Format) {
+		return nil, fmt.Errorf("table %q: ReadValues reads float32, float64 and half rows, not %v: %w", sc.Name, sc.Format, errs.ErrDtype)
+	}
+	raw := make([]byte, len(ids)*rb)
+	if err := src.ReadRows(ctx, ids, raw); err != nil {
+		return nil, err
+	}
+	out := make([]byte, len(ids)*dim*es)
+	for k := range ids {
+		row, dst := raw[k*rb:(k+1)*rb], out[k*dim*es:(k+1)*dim*es]
+		if sc.Format.isHalf() {
+			kernel.HalfToFloatBytes(sc.Format.half(), dst, row[:2*dim])
+		} else {
+			copy(dst, row[:dim*es])
+		}
+	}
+	return floatsAt(out, 0, sc.Dtype, len(ids), dim)
 }

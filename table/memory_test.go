@@ -3,6 +3,7 @@ package table_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -155,3 +156,53 @@ func TestRedisRuleRegistry(t *testing.T) {
 type sgdNamed struct{ plainRule }
 
 func (sgdNamed) Name() string { return "sparse_sgd" }
+
+// ReadValues gives a store's rows' values as floats, without their
+// state: float32 and float64 rows as stored, half rows widened; an id
+// outside the store is an error.
+func TestReadValues(t *testing.T) {
+	ctx := context.Background()
+	w := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float32{1, 2, 3.5, 4, 5, 6}))
+	cols := []table.Column{{Name: "exp_avg", Width: 2, Init: 9}}
+	s32, err := table.NewMemoryStore("a", w.Clone().(*tensor.Dense), cols...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s64, err := table.NewMemoryStore("b", tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 2, 3.5, 4, 5, 6})), cols...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half, err := table.NewHalfMemoryStore("c", w.Clone().(*tensor.Dense), table.BFloat16, cols...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []table.Store{s32, s64, half} {
+		v, err := table.ReadValues(ctx, s, []int64{2, 1, 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []float64{5, 6, 3.5, 4, 5, 6}
+		if !v.Shape().Eq(tensor.Shape{3, 2}) {
+			t.Fatalf("%s: shape %v", s.Schema().Name, v.Shape())
+		}
+		for i, x := range want {
+			if got := v.Data(); fmt.Sprint(reflectIndex(got, i)) != fmt.Sprint(x) {
+				t.Fatalf("%s: value %d is %v, want %v (%v)", s.Schema().Name, i, reflectIndex(got, i), x, got)
+			}
+		}
+	}
+	if _, err := table.ReadValues(ctx, s32, []int64{3}); !errors.Is(err, errs.ErrIndexOutOfRange) {
+		t.Fatalf("id 3 of 3 rows: %v", err)
+	}
+}
+
+// reflectIndex returns element i of a []float32 or []float64.
+func reflectIndex(v any, i int) any {
+	switch x := v.(type) {
+	case []float32:
+		return x[i]
+	case []float64:
+		return x[i]
+	}
+	return nil
+}

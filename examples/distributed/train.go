@@ -8,7 +8,6 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -161,17 +160,12 @@ func clusterWeights(c config) (*weights, error) {
 		for i := range ids {
 			ids[i] = int64(i)
 		}
-		raw := make([]byte, len(ids)*s.RowBytes())
-		err = s.ReadRows(context.Background(), ids, raw)
+		v, err := table.ReadValues(context.Background(), s, ids)
 		s.Close()
 		if err != nil {
 			return nil, err
 		}
-		rows, width := fileio.Float32s(raw), s.RowBytes()/4
-		w.tables[f] = make([]float32, vocab[f]*embDim)
-		for r := range vocab[f] {
-			copy(w.tables[f][r*embDim:(r+1)*embDim], rows[r*width:])
-		}
+		w.tables[f] = v.Float32s()
 	}
 	params := denseParams(gorgonia.NewGraph(), c.seed)
 	d, err := openDense(c, optim.SharedOptions{Workers: 1}, params)
