@@ -35,14 +35,14 @@ const (
 // IDMapOptions configure an IDMap.
 type IDMapOptions struct {
 	// Rows is how many rows the map hands out: rows 0 to Rows-1, at
-	// most 2³¹-2 and within MaxIDMapBytes. Row
-	// Rows is the default row, which ids not yet admitted read: make
-	// the table Rows+1 rows with its padding row at Rows
-	// (nn.WithPadding), so that they read zeros and their gradients are
-	// dropped.
+	// most 2³¹-2 and within MaxIDMapBytes. Row Rows is the default row,
+	// which ids not yet admitted read: make the table Rows+1 rows with
+	// its padding row at Rows (nn.WithPadding), so that they read zeros
+	// and their gradients are dropped.
 	Rows int
 	// AdmitAfter is how many times an id must be seen before it gets a
-	// row; 0 means 1, and at most 2³²-1, the sketch's largest count. Ids are counted in a count-min sketch (4 rows of
+	// row; 0 means 1, and at most 2³²-1, the sketch's largest count. Ids
+	// are counted in a count-min sketch (4 rows of
 	// SketchWidth counters): a count is never below the true one and
 	// above it by at most e·N/SketchWidth, N the ids counted, with
 	// probability 1 - e⁻⁴, so an id may be admitted early, never late.
@@ -233,7 +233,7 @@ func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Ass
 			rows[k] = int64(r)
 			continue
 		}
-		if m.cms != nil && m.count(id) < uint32(m.o.AdmitAfter) {
+		if m.cms != nil && m.count(id, nil) < uint32(m.o.AdmitAfter) {
 			m.stats.Pending++
 			rows[k] = int64(m.o.Rows)
 			continue
@@ -287,7 +287,7 @@ func (m *IDMap) check(ids []int64, step int64) error {
 		if m.o.Pad && id == m.o.PadID || held[id] {
 			continue
 		}
-		if m.cms != nil && m.countIn(cells, id) < uint32(m.o.AdmitAfter) {
+		if m.cms != nil && m.count(id, cells) < uint32(m.o.AdmitAfter) {
 			continue
 		}
 		held[id] = true // later sightings find its row
@@ -430,25 +430,10 @@ func (m *IDMap) cells(id int64) (at [4]int) {
 
 // count adds a sighting of id to the sketch (conservative update: only
 // the smallest counters grow, and none past the largest uint32) and
-// returns its estimated count.
-func (m *IDMap) count(id int64) uint32 {
-	at := m.cells(id)
-	c := ^uint32(0)
-	for _, i := range at {
-		c = min(c, m.cms[i])
-	}
-	if c < ^uint32(0) {
-		c++
-	}
-	for _, i := range at {
-		m.cms[i] = max(m.cms[i], c)
-	}
-	return c
-}
-
-// countIn is count on a copy of the sketch: cells holds the counters
-// changed so far by their index, and m.cms is left as it is.
-func (m *IDMap) countIn(cells map[int]uint32, id int64) uint32 {
+// returns its estimated count. With cells, it counts on a copy: cells
+// holds the counters changed so far by their index, and m.cms is left
+// as it is.
+func (m *IDMap) count(id int64, cells map[int]uint32) uint32 {
 	at := m.cells(id)
 	c := ^uint32(0)
 	for _, i := range at {
@@ -462,7 +447,9 @@ func (m *IDMap) countIn(cells map[int]uint32, id int64) uint32 {
 		c++
 	}
 	for _, i := range at {
-		if v, ok := cells[i]; ok && v < c || !ok && m.cms[i] < c {
+		if cells == nil {
+			m.cms[i] = max(m.cms[i], c)
+		} else if v, ok := cells[i]; ok && v < c || !ok && m.cms[i] < c {
 			cells[i] = c
 		}
 	}
