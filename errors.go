@@ -5,10 +5,12 @@ import (
 )
 
 // Sentinel errors: the errors this module's packages return wrap one, so
-// that callers can test the class with errors.Is. The six below are the
-// root's, and the comment after each gives its text. The other packages
-// export these more, each wrapped by the errors of its own calls (a name
-// in two packages is one value, as a test checks):
+// that callers can test the class with errors.Is (serve/live also passes
+// on the errors of the caller's load function, the file system and the
+// request's context as they are). The six below are the root's, and the
+// comment after each gives its text. The other packages export these
+// more, each wrapped by the errors of its own calls (a name in two
+// packages is one value, as a test checks):
 //
 //   - checkpoint: ErrFormat, ErrMismatch, ErrInUse, ErrSameFile
 //   - gradcheck: ErrMismatch
@@ -16,6 +18,7 @@ import (
 //   - metrics: ErrNotFinite
 //   - optim: ErrNotFinite, ErrStale
 //   - serve: ErrIndexOutOfRange, ErrShape, ErrOption (the root's), ErrClosed, ErrSameFile
+//   - serve/live: ErrFull
 //   - table: ErrClosed, ErrInUse, ErrSameFile, ErrCapacity, ErrJournal, ErrJournalFull,
 //     ErrFewReplicas, ErrUnknownOutcome
 var (

@@ -58,7 +58,7 @@ func TestSentinelList(t *testing.T) {
 		t.Fatal(err)
 	}
 	listed := map[string][]string{}
-	for _, m := range regexp.MustCompile(`(?m)^//   - (\w+): ((?:.|\n//     )*)$`).FindAllStringSubmatch(string(src), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^//   - ([\w/]+): ((?:.|\n//     )*)$`).FindAllStringSubmatch(string(src), -1) {
 		listed[m[1]] = regexp.MustCompile(`Err\w+`).FindAllString(m[2], -1)
 	}
 	listed["."] = exported["."] // the root's are its var block, documented one by one

@@ -11,7 +11,8 @@
 //	gate := live.NewGate(0, 0)
 //	http.HandleFunc("/predict", func(w http.ResponseWriter, r *http.Request) {
 //		leave, err := gate.Enter(r.Context())
-//		if err != nil { ... 503 ... }
+//		if errors.Is(err, live.ErrFull) { ... answer 503 ... }
+//		if err != nil { return } // the client left while it waited
 //		defer leave()
 //		m := h.Current() // answer with m.Model, name m.Version
 //	})
