@@ -469,8 +469,11 @@ func TestReloads(t *testing.T) {
 		s.Watch(ctx, hup, tick, func(f string, a ...any) { logs <- fmt.Sprintf(f, a...) })
 		close(done)
 	}()
+	// A tick is received before Watch looks at the file: a second send
+	// returns only once it has, so that the file is not written under it.
+	ticks := func() { tick <- time.Now(); tick <- time.Now() }
 	v1 := s.Version()
-	tick <- time.Now() // unchanged: nothing
+	ticks() // unchanged: nothing
 	writeModelTo(t, path, 2)
 	tick <- time.Now()
 	if l := <-logs; !strings.Contains(l, "reloaded") || s.Version() == v1 {
@@ -483,7 +486,7 @@ func TestReloads(t *testing.T) {
 	if l := <-logs; !strings.Contains(l, "still serving") {
 		t.Fatalf("a bad file: %q", l)
 	}
-	tick <- time.Now() // the same bad file: not tried again
+	ticks() // the same bad file: not tried again
 	writeModelTo(t, path, 3)
 	hup <- syscall.SIGHUP
 	if l := <-logs; !strings.Contains(l, "reloaded") {
