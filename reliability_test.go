@@ -2,8 +2,6 @@ package gather
 
 import (
 	"fmt"
-	"github.com/gathergrad/gather/internal/shapes"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/ref"
+	"github.com/gathergrad/gather/internal/shapes"
+	"github.com/gathergrad/gather/internal/vmtest"
 )
 
 // views returns tensors holding the values of a row-major [a, b] tensor x

@@ -558,6 +558,8 @@ func sumSquares[T kernel.Float](t *tensor.Dense) float64 {
 
 func scale[T kernel.Float](t *tensor.Dense, c float64) { kernel.Scale(operand.Floats[T](t), T(c)) }
 
+// firstNonFinite returns the position of the first NaN or infinity of
+// t, a tensor of Go type T, or -1.
 func firstNonFinite[T kernel.Float](t *tensor.Dense) int {
 	return kernel.FirstNonFinite(operand.Floats[T](t))
 }

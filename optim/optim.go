@@ -3,13 +3,13 @@ package optim
 import (
 	"context"
 	"fmt"
-	"github.com/gathergrad/gather/internal/shapes"
 
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/rowgrad"
+	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/rule"
 )
 

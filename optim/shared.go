@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gathergrad/gather/internal/shapes"
 	"math"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 )

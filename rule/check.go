@@ -2,13 +2,13 @@ package rule
 
 import (
 	"fmt"
-	"github.com/gathergrad/gather/internal/shapes"
 	"math"
 
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // The checks of a rule's StepRows and Check, which this module's rules
