@@ -163,8 +163,11 @@ func TestMetrics(t *testing.T) {
 	for k := range 5 {
 		m.Call(time.Duration(k+1) * time.Millisecond)
 	}
-	if n, p50 := m.Calls(0.5); n != 5 || p50 != 3*time.Millisecond {
-		t.Fatalf("calls %d, median %v", n, p50)
+	if n, q := m.Calls(0.5, 1); n != 5 || q[0] != 3*time.Millisecond || q[1] != 5*time.Millisecond {
+		t.Fatalf("calls %d, median and largest %v", n, q)
+	}
+	if n, q := NewMetrics().Calls(0.5); n != 0 || q[0] != 0 {
+		t.Fatalf("no calls: %d, %v", n, q)
 	}
 	if c := m.Counts(); c[200] != 2 || c[503] != 1 || len(c) != 2 {
 		t.Fatalf("counts %v", c)

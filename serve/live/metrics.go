@@ -74,19 +74,23 @@ func (m *Metrics) Counts() map[int]int64 {
 	return maps.Clone(m.codes)
 }
 
-// Calls returns how many model calls were made, and the p-quantile
-// (0 <= p <= 1) of the last 4,096 calls' times (0 before the first):
-// the time of rank ⌊p·(n-1)⌋ of the n kept, in increasing order.
-func (m *Metrics) Calls(p float64) (int64, time.Duration) {
+// Calls returns how many model calls were made, and for each p of ps
+// (0 <= p <= 1) the p-quantile of the last 4,096 calls' times (0 before
+// the first): the time of rank ⌊p·(n-1)⌋ of the n kept, in increasing
+// order.
+func (m *Metrics) Calls(ps ...float64) (int64, []time.Duration) {
 	m.mu.Lock()
 	calls := slices.Clone(m.calls)
 	n := m.n
 	m.mu.Unlock()
-	if len(calls) == 0 {
-		return n, 0
-	}
 	slices.Sort(calls)
-	return n, calls[int(p*float64(len(calls)-1))]
+	q := make([]time.Duration, len(ps))
+	for k, p := range ps {
+		if len(calls) > 0 {
+			q[k] = calls[int(p*float64(len(calls)-1))]
+		}
+	}
+	return n, q
 }
 
 // A Family is metrics WriteText writes beside its own: a name, a type
