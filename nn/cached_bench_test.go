@@ -29,7 +29,7 @@ func benchCachedStep(b *testing.B, m ref.Machine) {
 	if err := table.Create(path, "t", vocab, dim, tensor.Float32, table.WithSeed(1), table.WithState(cols...)); err != nil {
 		b.Fatal(err)
 	}
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: 64 << 20})
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: 64 << 20}, table.FileOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

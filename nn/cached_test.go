@@ -207,7 +207,7 @@ func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.Spars
 		}
 	}
 	if _, ok := opt2.(*optim.SparseAdam); ok {
-		assert.Equal(t, int64(steps), c.Steps())
+		assert.Equal(t, int64(steps), c.Stats().Steps)
 	}
 }
 
@@ -266,7 +266,7 @@ func TestCachedFile(t *testing.T) {
 
 	_, err := table.Open(path, "t")
 	require.ErrorIs(t, err, checkpoint.ErrMismatch, "a table with state is not mapped")
-	c0, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
+	c0, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"exp_avg", "exp_avg_sq"}, []string{c0.Schema().Columns[0].Name, c0.Schema().Columns[1].Name})
 	g0 := &optim.RowGrad{Rows: []int64{}, Values: tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(0, cmDim))}
@@ -282,9 +282,9 @@ func TestCachedFile(t *testing.T) {
 	memOpt := optim.NewSparseAdam(0.05)
 
 	for round := range 2 { // 10 steps, close, reopen, 10 more
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(40 * ((3*cmDim)*4 + 72))})
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(40 * ((3*cmDim)*4 + 72))}, table.FileOptions{})
 		require.NoError(t, err)
-		_, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
+		_, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 		require.ErrorIs(t, err, table.ErrInUse)
 		g := gorgonia.NewGraph()
 		emb, err := CachedEmbedding(g, c)
@@ -299,10 +299,10 @@ func TestCachedFile(t *testing.T) {
 		require.NoError(t, emb.Close())
 		require.NoError(t, emb.Close())
 	}
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 	require.NoError(t, err)
 	defer c.Close()
-	assert.Equal(t, int64(20), c.Steps())
+	assert.Equal(t, int64(20), c.Stats().Steps)
 	want, _ := mem.Weight()
 	ids := make([]int64, cmVocab)
 	for i := range ids {

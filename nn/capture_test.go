@@ -13,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/optim"
@@ -128,19 +129,19 @@ func captureModel(t *testing.T, home string, cl *localredis.Cluster, name string
 	case "cached":
 		path := filepath.Join(t.TempDir(), "t.safetensors")
 		require.NoError(t, table.Create(path, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 		require.NoError(t, err)
 		emb, err = CachedEmbedding(g, c)
 		require.NoError(t, err)
 	case "shared":
-		o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+		o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 		name += "-" + t.Name()
 		ctx := context.Background()
-		require.NoError(t, table.CreateRedis(ctx, o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
-		s, err := table.OpenRedis(ctx, o, name)
+		require.NoError(t, cluster.Create(ctx, o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
+		s, err := cluster.Open(ctx, o, name)
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
-		c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: true})
+		c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{}})
 		require.NoError(t, err)
 		emb, err = CachedEmbedding(g, c)
 		require.NoError(t, err)

@@ -254,7 +254,7 @@ func clickModel(b testing.TB, m ref.Machine, raw, cached bool) (gorgonia.VM, fun
 		n++
 		for f := range idT {
 			if raw {
-				if err := maps[f].Map(d.ids[f], idT[f], int64(n)); err != nil {
+				if err := maps[f].Map(context.Background(), d.ids[f], idT[f], int64(n)); err != nil {
 					b.Fatal(err)
 				}
 			} else {

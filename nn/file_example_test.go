@@ -127,7 +127,7 @@ func ExampleCachedEmbedding() {
 	if err := table.Create(path, "words", 1000, 4, tensor.Float32, table.WithInit(counting), table.WithState(cols...)); err != nil {
 		log.Fatal(err)
 	}
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: 8 * (5*4 + 72)})
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: 8 * (5*4 + 72)}, table.FileOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func ExampleCachedEmbedding() {
 		log.Fatal(err)
 	}
 
-	c, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
+	c, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

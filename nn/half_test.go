@@ -73,7 +73,7 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 		t.Cleanup(func() { emb.Close() })
 		return emb, c, newCachedModel(t, emb, g, tensor.Float32)
 	}
-	_, c1, m1 := memory(table.CacheOptions{RoundingSeed: 9})
+	_, c1, m1 := memory(table.CacheOptions{Rounding: table.Rounding{Seed: 9}})
 	opt1 := newOpt()
 	for n := range steps {
 		m1.step(t, n, opt1, false)
@@ -90,7 +90,7 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 	require.NoError(t, table.Create(path, "t", cmVocab, cmDim, tensor.Float32, opts...))
 	opt2 := newOpt()
 	for _, span := range [][2]int{{0, steps / 2}, {steps / 2, steps}} {
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: budget(5 * cmBatch), RoundingSeed: 9})
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: budget(5 * cmBatch), Rounding: table.Rounding{Seed: 9}}, table.FileOptions{})
 		require.NoError(t, err)
 		require.Equal(t, f, c.Schema().Format)
 		g := gorgonia.NewGraph()
@@ -126,7 +126,7 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 	}
 
 	// Rounding to nearest trains to other values.
-	_, c3, m3 := memory(table.CacheOptions{NearestRounding: true})
+	_, c3, m3 := memory(table.CacheOptions{Rounding: table.Rounding{Nearest: true}})
 	opt3 := newOpt()
 	for n := range steps {
 		m3.step(t, n, opt3, false)

@@ -7,12 +7,13 @@ import (
 
 	"github.com/gathergrad/gather/internal/vmtest"
 
-	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/ref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // refRenorm rescales the rows of table named by ids as PyTorch's max_norm

@@ -10,10 +10,11 @@ import (
 
 	"github.com/gathergrad/gather/internal/vmtest"
 
-	"github.com/gathergrad/gather/internal/ref"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // lossCase is one case of testdata/losses.json, written by

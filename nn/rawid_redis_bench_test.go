@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -19,7 +20,7 @@ import (
 // (NewSharedRawIDs). The step-ratio of raw ids on Redis is raw/numbered.
 func BenchmarkSharedRawStep(b *testing.B) {
 	cl := localredis.Start(b, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	ctx := context.Background()
 	const dim, batch, distinct, rows = 16, 256, 20_000, 64 * 1024
 	stream := rawStream(3, distinct, 64, batch)
@@ -34,21 +35,21 @@ func BenchmarkSharedRawStep(b *testing.B) {
 	cols := optim.NewSparseAdam(0.01).Columns(dim)
 	for _, mode := range []string{"numbered", "raw"} {
 		b.Run(mode, func(b *testing.B) {
-			if err := table.CreateRedis(ctx, o, mode, rows+1, dim, tensor.Float32, table.WithState(cols...), table.WithReplace()); err != nil {
+			if err := cluster.Create(ctx, o, mode, rows+1, dim, tensor.Float32, table.WithState(cols...), table.WithReplace()); err != nil {
 				b.Fatal(err)
 			}
-			s, err := table.OpenRedis(ctx, o, mode)
+			s, err := cluster.Open(ctx, o, mode)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			var m *table.RedisIDMap
+			var m *cluster.IDMap
 			if mode == "raw" {
-				if m, err = table.NewRedisIDMap(ctx, s, table.IDMapOptions{Rows: rows}, table.RowInit{Seed: 1, Std: 0.1}); err != nil {
+				if m, err = cluster.NewIDMap(ctx, s, table.IDMapOptions{Rows: rows}, table.RowInit{Seed: 1, Std: 0.1}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 16 << 20, Shared: true})
+			c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 16 << 20, Shared: &table.SharedOptions{}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -61,7 +62,7 @@ func BenchmarkSharedRawStep(b *testing.B) {
 			model := newRawModel(b, g, emb, batch)
 			var raw *RawIDs
 			if m != nil {
-				if raw, err = NewSharedRawIDs(emb, m); err != nil {
+				if raw, err = NewRawIDs(emb, m, m.RowInit()); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -69,7 +70,7 @@ func BenchmarkSharedRawStep(b *testing.B) {
 			step := func(n int) {
 				ids := stream[n%len(stream)]
 				if raw != nil {
-					if err := raw.Map(ids, model.ids, int64(n)); err != nil {
+					if err := raw.Map(ctx, ids, model.ids, int64(n)); err != nil {
 						b.Fatal(err)
 					}
 				} else {

@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
@@ -28,7 +29,7 @@ import (
 // table at once, the map shared.
 func TestSharedRawIDsEqualNumbered(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	ctx := context.Background()
 	const dim, batch, steps, seed, distinct = 4, 16, 25, 5, 30
 	const rows = 8 * 1024 // 8 rows a tag: no tag fills with 30 ids
@@ -37,21 +38,21 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 	wb, number, eb, optB := trainNumbered(t, stream, distinct, dim, seed)
 
 	cols := optim.NewSparseAdam(0.05).Columns(dim)
-	require.NoError(t, table.CreateRedis(ctx, o, "raw", rows+1, dim, tensor.Float32, table.WithState(cols...)))
+	require.NoError(t, cluster.Create(ctx, o, "raw", rows+1, dim, tensor.Float32, table.WithState(cols...)))
 	mo := table.IDMapOptions{Rows: rows}
-	worker := func() (rawModel, *RawIDs, *table.RedisIDMap, *table.RedisStore) {
-		s, err := table.OpenRedis(ctx, o, "raw")
+	worker := func() (rawModel, *RawIDs, *cluster.IDMap, *cluster.Store) {
+		s, err := cluster.Open(ctx, o, "raw")
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
-		m, err := table.NewRedisIDMap(ctx, s, mo, table.RowInit{Seed: seed, Std: 1})
+		m, err := cluster.NewIDMap(ctx, s, mo, table.RowInit{Seed: seed, Std: 1})
 		require.NoError(t, err)
-		c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: true})
+		c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{}})
 		require.NoError(t, err)
 		g := gorgonia.NewGraph()
 		emb, err := CachedEmbedding(g, c, WithPadding(rows))
 		require.NoError(t, err)
 		t.Cleanup(func() { emb.Close() })
-		raw, err := NewSharedRawIDs(emb, m)
+		raw, err := NewRawIDs(emb, m, m.RowInit())
 		require.NoError(t, err)
 		return newRawModel(t, g, emb, batch), raw, m, s
 	}
@@ -59,7 +60,7 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 	optA := optim.NewSparseAdam(0.05)
 	var pipes uint64
 	for step, ids := range stream {
-		require.NoError(t, raw.Map(ids, a.ids, int64(step)))
+		require.NoError(t, raw.Map(ctx, ids, a.ids, int64(step)))
 		a.step(t, optA)
 		if step == 0 { // the first step loads the Functions, and calls again
 			pipes = s.Stats().Pipelines
@@ -78,7 +79,7 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 		all = append(all, id)
 	}
 	at := make([]int64, len(all))
-	_, err = m.Map(ctx, all, at, steps)
+	_, err = m.Map(ctx, all, at, steps, nil)
 	require.NoError(t, err)
 	got := make([]byte, len(all)*s.RowBytes())
 	require.NoError(t, s.ReadRows(ctx, at, got))
@@ -110,7 +111,7 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 		more := rawStream(uint64(20+w), distinct, 10, batch)
 		wg.Go(func() {
 			for step, ids := range more {
-				if err := raw.Map(ids, a.ids, int64(steps+1+step)); err != nil {
+				if err := raw.Map(ctx, ids, a.ids, int64(steps+1+step)); err != nil {
 					errs <- err
 					return
 				}
@@ -137,7 +138,7 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 	require.Zero(t, st.Evicted+st.Rejected)
 
 	// A table that is not a Shared cache of the map's store is refused.
-	s2, err := table.OpenRedis(ctx, o, "raw")
+	s2, err := cluster.Open(ctx, o, "raw")
 	require.NoError(t, err)
 	defer s2.Close()
 	c2, err := table.NewCached(ctx, s2, table.CacheOptions{Budget: 1 << 20})
@@ -145,6 +146,6 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 	e2, err := CachedEmbedding(gorgonia.NewGraph(), c2, WithPadding(rows))
 	require.NoError(t, err)
 	defer e2.Close()
-	_, err = NewSharedRawIDs(e2, m)
+	_, err = NewRawIDs(e2, m, m.RowInit())
 	require.ErrorIs(t, err, gather.ErrOption)
 }

@@ -99,7 +99,7 @@ func TestRawIDsEqualNumbered(t *testing.T) {
 		raw, err := NewRawIDs(emb, m, table.RowInit{Seed: seed, Std: 1})
 		require.NoError(t, err)
 		for s, ids := range stream {
-			require.NoError(t, raw.Map(ids, a.ids, int64(s)))
+			require.NoError(t, raw.Map(context.Background(), ids, a.ids, int64(s)))
 			a.step(t, optA)
 		}
 		got := make([]float32, (rows+1)*dim)
@@ -116,7 +116,7 @@ func TestRawIDsEqualNumbered(t *testing.T) {
 		for i, v := range wb.Float32s() {
 			require.Equal(t, math.Float32bits(v), math.Float32bits(got[i]), "%s: value %d", where, i)
 		}
-		require.Equal(t, len(number), m.Stats().Used, where)
+		require.Equal(t, len(number), statsOf(m).Used, where)
 	}
 }
 
@@ -166,13 +166,13 @@ func TestRawIDsResetEvicted(t *testing.T) {
 	require.NoError(t, err)
 	adam := optim.NewSparseAdam(0.1)
 	for s, ids := range [][]int64{{-5, 6}, {7, -5}, {6, 7}, {6, 7}, {-5, 6}} {
-		require.NoError(t, raw.Map(ids, model.ids, int64(s)))
+		require.NoError(t, raw.Map(context.Background(), ids, model.ids, int64(s)))
 		model.step(t, adam)
 	}
 	// -5 held the row that 42 now takes (the least recently used).
 	old, ok := m.Row(7)
 	require.True(t, ok)
-	require.NoError(t, raw.Map([]int64{42, 6}, model.ids, 5))
+	require.NoError(t, raw.Map(context.Background(), []int64{42, 6}, model.ids, 5))
 	require.Equal(t, []table.Assignment{{Row: old, ID: 42}}, raw.Fresh())
 	w, _ := emb.Weight()
 	want := make([]float64, dim)
@@ -202,17 +202,17 @@ func TestRawIDsErrors(t *testing.T) {
 
 	raw, _ := NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 1})
 	ids := tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{7, 7}))
-	require.NoError(t, raw.Map([]int64{10, 11}, ids, 0))
+	require.NoError(t, raw.Map(context.Background(), []int64{10, 11}, ids, 0))
 	w, _ := emb.Weight()
 	before := append([]float32(nil), w.Float32s()...)
-	err = raw.Map(tensor.New(tensor.WithShape(2), tensor.WithBacking([]int64{12, 10})), ids, 1)
+	err = raw.Map(context.Background(), tensor.New(tensor.WithShape(2), tensor.WithBacking([]int64{12, 10})), ids, 1)
 	require.True(t, errors.Is(err, table.ErrCapacity), "%v", err)
 	require.ErrorContains(t, err, "id 12")
 	require.Equal(t, []int{0, 1}, ids.Ints())
 	require.Equal(t, before, w.Float32s())
-	require.Equal(t, 2, m.Stats().Used)
-	require.ErrorIs(t, raw.Map([]int64{10}, ids, 2), gather.ErrShape)
-	require.ErrorIs(t, raw.Map([]int32{10, 11}, ids, 2), gather.ErrDtype)
+	require.Equal(t, 2, statsOf(m).Used)
+	require.ErrorIs(t, raw.Map(context.Background(), []int64{10}, ids, 2), gather.ErrShape)
+	require.ErrorIs(t, raw.Map(context.Background(), []int32{10, 11}, ids, 2), gather.ErrDtype)
 }
 
 // When a cached table cannot start the new rows (here: its cache is
@@ -230,13 +230,13 @@ func TestRawIDsResetFails(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
 	ids := tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{9, 9}))
-	err = raw.Map([]int64{40, 41}, ids, 0)
+	err = raw.Map(context.Background(), []int64{40, 41}, ids, 0)
 	require.ErrorIs(t, err, table.ErrClosed)
 	require.Equal(t, []int{9, 9}, ids.Ints())
 	_, held := m.Row(40)
 	require.False(t, held)
-	require.Zero(t, m.Stats().Used)
-	require.Zero(t, m.Stats().Admitted)
+	require.Zero(t, statsOf(m).Used)
+	require.Zero(t, statsOf(m).Admitted)
 }
 
 // A row a full map takes from one id for another starts afresh in a
@@ -265,7 +265,7 @@ func TestRawIDsResetDense(t *testing.T) {
 		raw, err := NewRawIDs(emb, m, table.RowInit{Seed: seed, Std: 1}, WithDenseOptimizer(opt))
 		require.NoError(t, err)
 		step := func(batch []int64, s int64) {
-			require.NoError(t, raw.Map(batch, ids, s))
+			require.NoError(t, raw.Map(context.Background(), batch, ids, s))
 			require.NoError(t, vm.RunAll())
 			require.NoError(t, opt.Step(gorgonia.NodesToValueGrads(emb.Learnables())))
 			vm.Reset()
@@ -276,7 +276,7 @@ func TestRawIDsResetDense(t *testing.T) {
 		old, ok := m.Row(7) // the least recently used: 42 takes it
 		require.True(t, ok)
 		kept, _ := m.Row(6)
-		require.NoError(t, raw.Map([]int64{42, 6}, ids, 5))
+		require.NoError(t, raw.Map(context.Background(), []int64{42, 6}, ids, 5))
 		require.Equal(t, []table.Assignment{{Row: old, ID: 42}}, raw.Fresh())
 		state, err := optim.DenseState("o", opt, emb.Learnables()...).State()
 		require.NoError(t, err)
@@ -293,4 +293,13 @@ func TestRawIDsResetDense(t *testing.T) {
 		table.InitialRow(want, seed, 42)
 		require.Equal(t, want, w.Float64s()[old*dim:(old+1)*dim])
 	}
+}
+
+// statsOf returns m's Stats.
+func statsOf(m table.Mapper) table.IDMapStats {
+	s, err := m.Stats(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // RawIDs feeds an Embedding raw 64-bit ids (user ids, item ids, hashed
-// feature crosses: any int64, negative included) through a table.IDMap,
+// feature crosses: any int64, negative included) through a table.Mapper,
 // which gives each id a row of the table as it comes and takes rows
 // back as ids fade (TorchRec's managed collision tables, TFRA's dynamic
 // embeddings):
@@ -21,7 +21,7 @@ import (
 //	emb, _ := nn.NewEmbedding(g, "item", m.Rows()+1, 16, tensor.Float32, nn.WithSparse(), nn.WithPadding(m.Rows()))
 //	raw, _ := nn.NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 0.05})
 //	for step, batch := range batches {
-//		raw.Map(batch, ids, int64(step)) // ids: the tensor the lookup's node holds
+//		raw.Map(ctx, batch, ids, int64(step)) // ids: the tensor the lookup's node holds
 //		vm.RunAll()
 //		emb.Step(adam)
 //		vm.Reset()
@@ -40,13 +40,15 @@ import (
 // state afresh, and refuses a dense table without it.
 //
 // Tables in the heap, in a mapped file and in a cache (CachedEmbedding)
-// work alike. Keep the map with the table: table.IDMap is a
-// checkpoint.Part. A Shared table on a Redis Cluster takes its map from
-// the cluster instead (NewSharedRawIDs).
+// work alike with a map in memory (table.IDMap, a checkpoint.Part: keep
+// it with the table). A map that lives beside its store's rows
+// (table.StoreMapper, such as cluster.IDMap, shared by every worker)
+// maps a Shared cached table of that store: its Map maps each batch where
+// the rows live and reads them in the same calls, and the rows start
+// there.
 type RawIDs struct {
 	emb   *Embedding
-	m     *table.IDMap
-	rm    *table.RedisIDMap // NewSharedRawIDs's map, instead of m
+	m     table.Mapper
 	init  table.RowInit
 	dense optim.Dense // a dense table's optimiser, whose state by row Map starts afresh
 	rows  []int64
@@ -63,12 +65,14 @@ func WithDenseOptimizer(opt optim.Dense) RawOption { return func(r *RawIDs) { r.
 
 // NewRawIDs returns the raw ids of emb, a table of m.Rows()+1 rows whose
 // padding row is m.Rows(), mapped by m, new rows started by init. (A
-// table file may have more rows: those table.Cached.KeepIDMap keeps the
+// table file may have more rows: those table.FileOptions.IDMap keeps the
 // map in.) A smaller table or another padding row is an error wrapping
 // gather.ErrOption, as is a dense table (trained, not WithSparse)
 // without WithDenseOptimizer: its optimiser's state of a row could not
-// be started afresh.
-func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit, opts ...RawOption) (*RawIDs, error) {
+// be started afresh. A table.StoreMapper maps only a Shared cached table
+// of its store (table.CheckMapper), with init its RowInit; a map in
+// memory maps any table but a Shared one.
+func NewRawIDs(emb *Embedding, m table.Mapper, init table.RowInit, opts ...RawOption) (*RawIDs, error) {
 	if emb == nil || m == nil {
 		return nil, fmt.Errorf("embedding: NewRawIDs needs an embedding and an id map: %w", gather.ErrOption)
 	}
@@ -78,6 +82,20 @@ func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit, opts ...RawOp
 	}
 	if err := init.Check(); err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", emb.Name(), err)
+	}
+	h, cached := emb.home.(*cached)
+	if cached {
+		if err := table.CheckMapper(h.c, m); err != nil {
+			return nil, fmt.Errorf("embedding %q: %w", emb.Name(), err)
+		}
+	}
+	if sm, ok := m.(table.StoreMapper); ok {
+		if !cached {
+			return nil, fmt.Errorf("embedding %q: the map %q starts its rows on its store: it maps a Shared cached table of that store: %w", emb.Name(), m.Name(), gather.ErrOption)
+		}
+		if sm.RowInit() != init {
+			return nil, fmt.Errorf("embedding %q: the map %q starts its rows as %+v, not %+v: %w", emb.Name(), m.Name(), sm.RowInit(), init, gather.ErrOption)
+		}
 	}
 	r := &RawIDs{emb: emb, m: m, init: init}
 	for _, o := range opts {
@@ -93,33 +111,6 @@ func NewRawIDs(emb *Embedding, m *table.IDMap, init table.RowInit, opts ...RawOp
 	return r, nil
 }
 
-// NewSharedRawIDs returns the raw ids of emb, a Shared cached table
-// (CachedEmbedding of a table.NewCached with CacheOptions.Shared) of the
-// RedisStore of m, whose padding row is m.Rows(): a map that lives on the
-// Redis Cluster beside the rows, shared by every worker that trains the
-// table (table.RedisIDMap). Map then maps each batch on the servers and
-// reads its rows in the same calls, and the step sends each row's raw
-// id, so that the step's round trips are those of numbered ids: one to
-// read, one to step. Rows start as m's RowInit says. Another table is an
-// error wrapping gather.ErrOption.
-func NewSharedRawIDs(emb *Embedding, m *table.RedisIDMap) (*RawIDs, error) {
-	if emb == nil || m == nil {
-		return nil, fmt.Errorf("embedding: NewSharedRawIDs needs an embedding and an id map: %w", gather.ErrOption)
-	}
-	h, ok := emb.home.(*cached)
-	if !ok {
-		return nil, fmt.Errorf("embedding %q: a map on a Redis Cluster needs a Shared cached table: %w", emb.Name(), gather.ErrOption)
-	}
-	if err := m.CheckCache(h.c); err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", emb.Name(), err)
-	}
-	if emb.padding() != m.Rows() {
-		return nil, fmt.Errorf("embedding %q: raw ids through the map %q of %d rows need padding row %d (nn.WithPadding), not %d: %w",
-			emb.Name(), m.Name(), m.Rows(), m.Rows(), emb.padding(), gather.ErrOption)
-	}
-	return &RawIDs{emb: emb, rm: m}, nil
-}
-
 // Map sets dst, the ids tensor of a lookup or bag of the embedding (Int,
 // Int32 or Int64, as many elements as raw), to the rows the map gives
 // raw (an Int64 tensor, or []int64) at step, and starts the rows it gave
@@ -128,12 +119,12 @@ func NewSharedRawIDs(emb *Embedding, m *table.RedisIDMap) (*RawIDs, error) {
 // the ids or the map (a dst of another size, the map's ErrCapacity)
 // changes nothing: not the map, the table or dst. When a cached table's
 // store fails to give the new rows (its fetch's error), the map forgets
-// the ids it had just given rows (table.IDMap.Forget), so that they get
-// rows, started afresh, at a later Map; dst is unchanged. With a map on
-// a Redis Cluster (NewSharedRawIDs), an error wrapping
-// table.ErrUnknownOutcome may leave the map changed in part: the same
+// the ids it had just given rows (table.Mapper's Forget), so that they
+// get rows, started afresh, at a later Map; dst is unchanged. With a map
+// on a Redis Cluster (cluster.IDMap), an error wrapping
+// cluster.ErrUnknownOutcome may leave the map changed in part: the same
 // Map again applies the rest, exactly once.
-func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
+func (r *RawIDs) Map(ctx context.Context, raw any, dst *tensor.Dense, step int64) error {
 	var ids []int64
 	switch v := raw.(type) {
 	case []int64:
@@ -162,25 +153,14 @@ func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
 	}
 	r.rows = r.rows[:len(ids)]
 	var err error
-	if r.rm != nil {
-		if r.fresh, err = r.rm.Map(r.emb.context(), ids, r.rows, step); err != nil {
-			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
-		}
-		if err := r.emb.home.reset(r.emb.context(), r.fresh, r.init); err != nil {
-			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
-		}
-	} else {
-		if r.fresh, err = r.m.Map(ids, r.rows, step, r.fresh[:0]); err != nil {
-			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
-		}
-		if err := r.startDense(); err != nil {
-			r.m.Forget(r.fresh)
-			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
-		}
-		if err := r.emb.home.reset(r.emb.context(), r.fresh, r.init); err != nil {
-			r.m.Forget(r.fresh)
-			return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
-		}
+	if r.fresh, err = r.m.Map(ctx, ids, r.rows, step, r.fresh[:0]); err != nil {
+		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+	}
+	if err := r.startDense(); err != nil {
+		return r.forget(ctx, err)
+	}
+	if err := r.emb.home.reset(ctx, r.fresh, r.init); err != nil {
+		return r.forget(ctx, err)
 	}
 	switch v := dst.Data().(type) {
 	case []int:
@@ -195,6 +175,16 @@ func (r *RawIDs) Map(raw any, dst *tensor.Dense, step int64) error {
 		copy(v, r.rows)
 	}
 	return nil
+}
+
+// forget has the map take back the rows the last Map gave, which could
+// not be started (err), and returns err, with the map's own error if it
+// could not.
+func (r *RawIDs) forget(ctx context.Context, err error) error {
+	if ferr := r.m.Forget(ctx, r.fresh); ferr != nil {
+		return fmt.Errorf("embedding %q: %w (and taking back the rows it gave: %v)", r.emb.Name(), err, ferr)
+	}
+	return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
 }
 
 // startDense starts the dense optimiser's state of the rows Map gave.

@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 
@@ -43,7 +44,7 @@ func ExampleNewRawIDs() {
 	}
 	sgd := &optim.SparseSGD{LearnRate: 0.5}
 	for step, batch := range [][]int64{{-9, 1 << 62}, {-9, 1 << 62}, {-9, 555}, {555, 555}} {
-		if err := raw.Map(batch, ids, int64(step)); err != nil {
+		if err := raw.Map(context.Background(), batch, ids, int64(step)); err != nil {
 			log.Fatal(err)
 		}
 		if err := vm.RunAll(); err != nil {
@@ -55,7 +56,8 @@ func ExampleNewRawIDs() {
 		vm.Reset()
 		fmt.Println(batch, "->", ids.Ints(), "new:", raw.Fresh())
 	}
-	fmt.Printf("%+v\n", m.Stats())
+	st, _ := m.Stats(context.Background())
+	fmt.Printf("%+v\n", st)
 	// Output:
 	// [-9 4611686018427387904] -> [2 2] new: []
 	// [-9 4611686018427387904] -> [0 1] new: [{0 -9} {1 4611686018427387904}]

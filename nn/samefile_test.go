@@ -92,7 +92,7 @@ func TestSameFileRefused(t *testing.T) {
 			return table.Create(dst, "u", 10, 4, tensor.Float32, table.WithReplace())
 		}, nil},
 		{"table.Export", func(t *testing.T, path string) func() {
-			c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 16})
+			c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 16}, table.FileOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

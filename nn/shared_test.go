@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
@@ -28,11 +29,11 @@ import (
 func TestSharedEqualsMemory(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		cl := localredis.Start(t, 3, 0)
-		o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+		o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 		sharedEqualsMemory(t, func(name string, cols []table.Column) func() table.Store {
-			require.NoError(t, table.CreateRedis(context.Background(), o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
+			require.NoError(t, cluster.Create(context.Background(), o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
 			return func() table.Store {
-				s, err := table.OpenRedis(context.Background(), o, name)
+				s, err := cluster.Open(context.Background(), o, name)
 				require.NoError(t, err)
 				t.Cleanup(func() { s.Close() })
 				return s
@@ -76,7 +77,7 @@ func sharedEqualsMemory(t *testing.T, create func(name string, cols []table.Colu
 			open := create(name, cols)
 			shared := func(maxAge int) (*Embedding, *gorgonia.ExprGraph, table.Store) {
 				s := open()
-				c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 1 << 20, Shared: true, MaxAge: maxAge})
+				c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{MaxAge: maxAge}})
 				require.NoError(t, err)
 				g := gorgonia.NewGraph()
 				e, err := CachedEmbedding(g, c)

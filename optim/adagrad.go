@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"math"
 
+	"gorgonia.org/tensor"
+
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/rule"
-	"gorgonia.org/tensor"
 )
 
 // SparseAdagrad is PyTorch's torch.optim.Adagrad on a sparse gradient
@@ -43,6 +44,13 @@ func NewSparseAdagrad(lr float64) *SparseAdagrad {
 
 // Name returns "sparse_adagrad".
 func (o *SparseAdagrad) Name() string { return "sparse_adagrad" }
+
+// Params returns the numbers of the update at step t, for a store that
+// applies the rule on its servers (rule.Params).
+func (o *SparseAdagrad) Params(t int64) []float64 {
+	nclr, _ := o.check(t) // checked by the store's call of Check
+	return []float64{f32(nclr), f32(o.Eps)}
+}
 
 // Columns returns the accumulators, "sum", dim values.
 func (o *SparseAdagrad) Columns(dim int) []rule.Column {

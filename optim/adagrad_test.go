@@ -6,11 +6,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/checkpoint"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/checkpoint"
 )
 
 // RowWiseAdagrad follows its formula: one accumulator per row, the mean of

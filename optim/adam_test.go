@@ -5,10 +5,11 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gathergrad/gather"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
 )
 
 // A Table keeps the moments in the table's dtype and counts its steps;

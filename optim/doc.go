@@ -11,7 +11,7 @@
 // one step count, wherever its rows live, and whatever holds them steps
 // them by it (rule.Stepper): a MemoryTable (an nn.Embedding in memory or
 // mapped from a file, or a tensor stepped directly), a table.Cached, a
-// table.MemoryStore, a table.RedisStore. State saves and restores it
+// table.MemoryStore, a cluster.Store. State saves and restores it
 // with package checkpoint for an exact resume.
 //
 //	g, _ := optim.RowGradient(ids, grad, vocab, -1)
@@ -20,8 +20,8 @@
 //	tab.Step(ctx, adam, g)
 //
 // Each rule is written once in Go (its kernel) and once in Lua
-// (lua/<name>.lua, which this package registers with table.RedisStore,
-// table.RegisterRedisRule), to the same bits on float32 rows. A new
+// (lua/<name>.lua, which this package registers with cluster.Store,
+// cluster.RegisterRule), to the same bits on float32 rows. A new
 // rule is three files: its type, its kernel, its Lua. SharedDense keeps
 // a model's dense learnables in a store that steps its rows (a Redis
 // Cluster, parameter-server style, the workers at most

@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
-	"gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
 // A table and its optim.SparseAdam state saved together, and restored into a

@@ -21,7 +21,7 @@ import (
 // Sparse. An optimiser keeps no state of its own: the table keeps it, in
 // its columns, with one step count, so one optimiser value may step any
 // number of tables. Whatever holds the rows steps them by it
-// (rule.Stepper): a MemoryTable, a table.Cached, a table.RedisStore.
+// (rule.Stepper): a MemoryTable, a table.Cached, a cluster.Store.
 type Sparse = rule.Rule
 
 // A RowGrad is the gradient of an embedding table held as the rows a

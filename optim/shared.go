@@ -24,7 +24,7 @@ const SharedWidth = 256
 
 // A SharedDense holds dense learnables (a model's weights and biases) in
 // a table that steps its own rows (a table.Store that is a rule.Stepper:
-// a RedisStore for several workers, parameter-server style, or a
+// a cluster.Store for several workers, parameter-server style, or a
 // MemoryStore): each worker reads them at the start of a step (Pull) and
 // sends its gradient at the end (Push), which the store applies by the
 // optimiser, each update atomic and applied exactly once. The learnables
@@ -34,8 +34,8 @@ const SharedWidth = 256
 // table has SharedRows rows:
 //
 //	rows, _ := optim.SharedRows(params...)
-//	table.CreateRedis(ctx, o, "dense", rows, optim.SharedWidth, tensor.Float32, table.WithState(adam.Columns(optim.SharedWidth)...))
-//	s, _ := table.OpenRedis(ctx, o, "dense")
+//	cluster.Create(ctx, o, "dense", rows, optim.SharedWidth, tensor.Float32, table.WithState(adam.Columns(optim.SharedWidth)...))
+//	s, _ := cluster.Open(ctx, o, "dense")
 //	optim.CreateSharedDense(ctx, s, params...)
 //	d, _ := optim.OpenSharedDense(ctx, s, adam, optim.SharedOptions{Worker: w, Workers: n}, params...)
 //
@@ -45,7 +45,7 @@ const SharedWidth = 256
 // every worker's updates up to then, and its gradient, computed from
 // them, lands at most Staleness steps of each other worker late. Workers
 // record their steps in the store's clocks (SetClock and Clocks, which a
-// RedisStore keeps): a store without them serves one worker.
+// cluster.Store keeps): a store without them serves one worker.
 type SharedDense struct {
 	store sharedStore
 	clock clock // the store's, for several workers
@@ -201,7 +201,7 @@ type sharedStore interface {
 }
 
 // clock is what several workers of a SharedDense need of its store: each
-// worker's step count (a RedisStore keeps them).
+// worker's step count (a cluster.Store keeps them).
 type clock interface {
 	SetClock(ctx context.Context, worker int, steps int64, ttl time.Duration) error
 	Clocks(ctx context.Context, workers int) ([]int64, error)
@@ -287,7 +287,7 @@ func (d *SharedDense) Push(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the store, if it has a Close method (a RedisStore's
+// Close closes the store, if it has a Close method (a cluster.Store's
 // connections).
 func (d *SharedDense) Close() error {
 	if c, ok := d.store.(interface{ Close() error }); ok {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/vmtest"
 
 	"gorgonia.org/gorgonia"
@@ -62,7 +63,7 @@ func (m *sharedModel) run(t *testing.T) {
 // naming it; a worker gone (its record expired) holds no one back.
 func TestSharedDense(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	opt := &optim.SparseSGD{LearnRate: 0.1}
 	m := newSharedModel(t, 1)
 	nodes := []*gorgonia.Node{m.w, m.b}
@@ -170,16 +171,16 @@ func TestSharedDense(t *testing.T) {
 
 // createShared writes the table name of the learnables nodes, stepped by
 // opt, to the cluster o.
-func createShared(o table.RedisOptions, name string, opt optim.Sparse, nodes []*gorgonia.Node) error {
+func createShared(o cluster.Options, name string, opt optim.Sparse, nodes []*gorgonia.Node) error {
 	ctx := context.Background()
 	rows, err := optim.SharedRows(nodes...)
 	if err != nil {
 		return err
 	}
-	if err := table.CreateRedis(ctx, o, name, rows, optim.SharedWidth, tensor.Float32, table.WithState(opt.Columns(optim.SharedWidth)...)); err != nil {
+	if err := cluster.Create(ctx, o, name, rows, optim.SharedWidth, tensor.Float32, table.WithState(opt.Columns(optim.SharedWidth)...)); err != nil {
 		return err
 	}
-	s, err := table.OpenRedis(ctx, o, name)
+	s, err := cluster.Open(ctx, o, name)
 	if err != nil {
 		return err
 	}
@@ -189,8 +190,8 @@ func createShared(o table.RedisOptions, name string, opt optim.Sparse, nodes []*
 
 // openShared opens the learnables nodes of the table name on the cluster
 // o, as worker so.
-func openShared(o table.RedisOptions, name string, opt optim.Sparse, so optim.SharedOptions, nodes ...*gorgonia.Node) (*optim.SharedDense, error) {
-	s, err := table.OpenRedis(context.Background(), o, name)
+func openShared(o cluster.Options, name string, opt optim.Sparse, so optim.SharedOptions, nodes ...*gorgonia.Node) (*optim.SharedDense, error) {
+	s, err := cluster.Open(context.Background(), o, name)
 	if err != nil {
 		return nil, err
 	}

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"math"
 
+	"gorgonia.org/tensor"
+
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/rule"
-	"gorgonia.org/tensor"
 )
 
 // SparseSGD is stochastic gradient descent on the rows a RowGrad names:
@@ -34,6 +35,12 @@ type SparseSGD struct {
 
 // Name returns "sparse_sgd".
 func (o *SparseSGD) Name() string { return "sparse_sgd" }
+
+// Params returns the numbers of the update at step t, for a store that
+// applies the rule on its servers (rule.Params).
+func (o *SparseSGD) Params(int64) []float64 {
+	return []float64{f32(o.LearnRate), f32(o.WeightDecay)}
+}
 
 // Columns returns no column: SparseSGD keeps no state.
 func (o *SparseSGD) Columns(dim int) []rule.Column { return nil }
@@ -115,6 +122,13 @@ func NewSparseAdam(lr float64) *SparseAdam {
 
 // Name returns "sparse_adam".
 func (o *SparseAdam) Name() string { return "sparse_adam" }
+
+// Params returns the numbers of the update at step t, for a store that
+// applies the rule on its servers (rule.Params).
+func (o *SparseAdam) Params(t int64) []float64 {
+	c := o.consts32(o.step(t))
+	return []float64{float64(c.B1), float64(c.C1), float64(c.B2), float64(c.C2), float64(c.Eps), float64(c.Step), float64(c.Decay)}
+}
 
 // Columns returns the moments, "exp_avg" and "exp_avg_sq", dim values each.
 func (o *SparseAdam) Columns(dim int) []rule.Column {
@@ -212,6 +226,12 @@ func NewRowWiseAdagrad(lr float64) *RowWiseAdagrad {
 
 // Name returns "rowwise_adagrad".
 func (o *RowWiseAdagrad) Name() string { return "rowwise_adagrad" }
+
+// Params returns the numbers of the update at step t, for a store that
+// applies the rule on its servers (rule.Params).
+func (o *RowWiseAdagrad) Params(int64) []float64 {
+	return []float64{o.LearnRate, o.Eps, o.WeightDecay}
+}
 
 // Columns returns the row's accumulator, "sum", one value.
 func (o *RowWiseAdagrad) Columns(dim int) []rule.Column {

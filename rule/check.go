@@ -151,3 +151,13 @@ func CheckRates(op string, lr, wd float64) error {
 	}
 	return nil
 }
+
+// CheckColumns reports an error wrapping gather.ErrOption, naming both,
+// unless r keeps the state cols beside rows of dim values: a store of
+// rows with state cols can be stepped by r.
+func CheckColumns(r Rule, dim int, cols []Column) error {
+	if want := r.Columns(dim); !SameColumns(want, cols) {
+		return fmt.Errorf("the rule %q keeps %v by row; the table holds %v: %w", r.Name(), want, cols, errs.ErrOption)
+	}
+	return nil
+}

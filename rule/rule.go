@@ -3,13 +3,13 @@
 // optim.RowWiseAdagrad, ...) is a name, the state each row carries
 // (Columns) and a Go function that updates rows where they are held
 // (StepRows). A Stepper (optim.MemoryTable, table.Cached,
-// table.MemoryStore, table.RedisStore) holds rows and steps them by a
+// table.MemoryStore, cluster.Store) holds rows and steps them by a
 // rule: its Step applies the rule to the rows a RowGrad names and counts
 // the step, whatever the rows are kept in.
 //
 // A store whose rows are updated on its own servers (a Redis Cluster)
 // cannot run a Go function there: it keeps its own encoding of each rule,
-// registered under the rule's Name (table.RegisterRedisRule), and refuses
+// registered under the rule's Name (cluster.RegisterRule), and refuses
 // a rule it has none for with an error naming both. The rule's typed
 // settings are the rule value itself, which the encoding reads.
 //
@@ -70,6 +70,15 @@ type Rows struct {
 	State  []*tensor.Dense // one per column of Columns, [n, width], the rows' state
 	Slots  []int64         // one per row of the gradient, distinct; nil: the rows themselves
 	Step   int64           // this step's number, from 1: the table's step count plus one
+}
+
+// A Params rule says the numbers its update at step t uses: its
+// settings and what depends on the step (bias corrections), rounded as
+// its Go update rounds them, in the order that a store's own encoding of
+// the rule reads them (cluster.RegisterRule). optim's sparse optimisers
+// are Params rules.
+type Params interface {
+	Params(t int64) []float64
 }
 
 // A Stepper holds a table's rows and steps them.

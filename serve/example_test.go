@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
@@ -81,7 +82,7 @@ func ExampleNewIDs() {
 		log.Fatal(err)
 	}
 	rows := make([]int64, 2)
-	if _, err := m.Map([]int64{-500, 1 << 40}, rows, 0, nil); err != nil { // as training did
+	if _, err := m.Map(context.Background(), []int64{-500, 1 << 40}, rows, 0, nil); err != nil { // as training did
 		log.Fatal(err)
 	}
 	// The trained table: 2 rows and the padding row, 3 values each.

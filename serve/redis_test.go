@@ -9,6 +9,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
@@ -19,31 +20,31 @@ import (
 
 // A table trained on raw ids on a Redis Cluster is served with its map:
 // table.Export writes its rows (a row given and not yet stepped as it
-// starts), RedisIDMap.Snapshot its map, and serve.NewIDs and serve.Open
+// starts), cluster.IDMap.Snapshot its map, and serve.NewIDs and serve.Open
 // read each id's row as the cluster holds it; an id the map does not
 // hold reads the default row, zeros.
 func TestServeRedisMap(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	ctx := context.Background()
 	const dim, rows = 4, 2 * 1024
 	opt := optim.NewSparseAdam(0.1)
-	if err := table.CreateRedis(ctx, o, "srv", rows+1, dim, tensor.Float32, table.WithPadding(rows), table.WithState(opt.Columns(dim)...)); err != nil {
+	if err := cluster.Create(ctx, o, "srv", rows+1, dim, tensor.Float32, table.WithPadding(rows), table.WithState(opt.Columns(dim)...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(ctx, o, "srv")
+	s, err := cluster.Open(ctx, o, "srv")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	m, err := table.NewRedisIDMap(ctx, s, table.IDMapOptions{Rows: rows}, table.RowInit{Seed: 2, Std: 0.5})
+	m, err := cluster.NewIDMap(ctx, s, table.IDMapOptions{Rows: rows}, table.RowInit{Seed: 2, Std: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw := []int64{-9, 1 << 50, 77, 5}
 	step := func(ids []int64, n int64, stepped int) {
 		at := make([]int64, len(ids))
-		if _, err := m.Map(ctx, ids, at, n); err != nil {
+		if _, err := m.Map(ctx, ids, at, n, nil); err != nil {
 			t.Fatal(err)
 		}
 		g := make([]float32, stepped*dim)
@@ -60,7 +61,7 @@ func TestServeRedisMap(t *testing.T) {
 	step([]int64{raw[0], raw[3]}, 1, 1) // raw[3] given a row, never stepped
 	// Another process's store: what the cluster holds, none of what s
 	// read with its last Map.
-	s2, err := table.OpenRedis(ctx, o, "srv")
+	s2, err := cluster.Open(ctx, o, "srv")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -23,18 +22,19 @@ import (
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/rowcache"
+	"github.com/gathergrad/gather/internal/tablerows"
 	"github.com/gathergrad/gather/rule"
 )
 
 // A Store holds every row of a table: each row's values and, beside them,
 // its optimiser state (WithState), RowBytes bytes in all, little-endian,
 // as its Schema says. A Cached table keeps the hot rows of a Store in
-// memory. MemoryStore holds the rows in memory, RedisStore on a Redis
+// memory. MemoryStore holds the rows in memory, cluster.Store on a Redis
 // Cluster; OpenCached keeps a file's rows in a store of its own. A store
 // with more to offer says so by implementing more methods, found by
 // assertion: one that steps its own rows (rule.Stepper, as MemoryStore
-// and RedisStore do) can back a Shared cache, one that keeps the workers'
-// clocks (RedisStore) an optim.SharedDense of several workers.
+// and cluster.Store do) can back a Shared cache, one that keeps the workers'
+// clocks (cluster.Store) an optim.SharedDense of several workers.
 //
 // A read or write stops when ctx is done and returns an error wrapping
 // ctx.Err().
@@ -61,7 +61,7 @@ const (
 
 // A Column is one part of the optimiser state each row of a table carries
 // beside its values (WithState): Width values of the table's dtype, named
-// Name, each Init in a new row (Create, CreateRedis, NewMemoryStore).
+// Name, each Init in a new row (Create, cluster.Create, NewMemoryStore).
 // Package optim's sparse optimisers name theirs (optim.Sparse.Columns).
 type Column = rule.Column
 
@@ -73,7 +73,7 @@ func layout(prefix, name string, dim int, cols []Column) (key string, width int,
 	if len(cols) == 0 {
 		return name + ".weight", dim, meta, nil
 	}
-	desc, width, err := describe(prefix, dim, cols)
+	desc, width, err := tablerows.Describe(prefix, dim, cols)
 	if err != nil {
 		return "", 0, nil, err
 	}
@@ -104,22 +104,6 @@ func writeTable(path string, write func(f *os.File) error) error {
 	return fileio.SyncDir(filepath.Dir(path))
 }
 
-// describe returns the description of rows of dim values and the state
-// cols that a table file's metadata holds, and the rows' width in values.
-func describe(prefix string, dim int, cols []Column) (string, int, error) {
-	parts := []string{fmt.Sprintf("weight:%d", dim)}
-	width := dim
-	for _, c := range cols {
-		if c.Name == "" || c.Name == "weight" || strings.ContainsAny(c.Name, ",:") || c.Width <= 0 || math.IsNaN(c.Init) || math.IsInf(c.Init, 0) {
-			return "", 0, fmt.Errorf("%s: state column %+v: a column needs a name other than \"weight\", without ',' or ':', "+
-				"a width of at least 1 and a finite Init: %w", prefix, c, errs.ErrOption)
-		}
-		parts = append(parts, fmt.Sprintf("%s:%d", c.Name, c.Width))
-		width += c.Width
-	}
-	return strings.Join(parts, ","), width, nil
-}
-
 // LayoutKey is the metadata entry of a table file with optimiser state
 // (WithState) that describes its rows: "weight:<dim>,<column>:<width>,..."
 // (ParseLayout).
@@ -146,7 +130,7 @@ func ParseLayout(desc string) (dim int, cols []Column, err error) {
 		}
 		cols = append(cols, Column{Name: name, Width: n})
 	}
-	if _, _, err := describe("", dim, cols); err != nil {
+	if _, _, err := tablerows.Describe("", dim, cols); err != nil {
 		return 0, nil, fmt.Errorf("metadata %s = %q: %v: %w", LayoutKey, desc, err, checkpoint.ErrFormat)
 	}
 	return dim, cols, nil
@@ -164,7 +148,8 @@ func parseSteps(b []byte) (int64, bool) {
 // load) and its slot's bookkeeping (41 bytes).
 const slotOverhead = 72
 
-// CacheOptions configure a Cached table.
+// CacheOptions configure the cache of any table, NewCached's and
+// OpenCached's.
 type CacheOptions struct {
 	// Budget is the memory the cache takes, in bytes: its rows (each
 	// row's values and state) and its index, about 72 bytes a row. A
@@ -173,50 +158,74 @@ type CacheOptions struct {
 	// LFU evicts, of 16 rows drawn at random, the one named least often
 	// since it came in, instead of the least recently used.
 	LFU bool
-	// Depth is how many reads or writes of rows a file keeps in flight;
-	// 0 means 32.
-	Depth int
 	// Preload fills the cache when it opens with the table's first rows,
 	// as many as it holds, read in order: for a table whose ids are
 	// numbered by frequency (a vocabulary sorted by count, as word2vec's
 	// and fastText's are), the rows a cache of its size should hold, so
 	// that training starts at the hit rate a long warm-up would reach.
 	Preload bool
-	// Shared says that other workers update the store's rows at the same
-	// time: a store that steps its own rows (rule.Stepper), such as a
-	// RedisStore, whose servers apply the rule, or a MemoryStore. Step
-	// then has the store step the rows first and steps the cached rows
-	// alike, which it does not mark dirty: the store's rows are the
-	// table, the cache's a copy, read again once MaxAge batches old.
-	Shared bool
-	// MaxAge, if above 0, is how many batches (NewBatch) a row the cache
-	// read is served before it is read again, so that a row is at most
-	// MaxAge batches stale to this worker: the other workers' updates
-	// made since it was read are missing from it (its own are not). Rows
-	// marked dirty are kept. 0 means no limit, or 1 for a Shared table:
-	// each batch reads its rows afresh.
+	// Shared, if not nil, makes the cache Shared: other workers update
+	// the store's rows at the same time (NewCached of a store that steps
+	// its own rows, rule.Stepper, such as a cluster.Store, whose servers
+	// apply the rule, or a MemoryStore; a table file has one writer).
+	Shared *SharedOptions
+	// Rounding says how a half table's stepped values are rounded.
+	Rounding Rounding
+}
+
+// SharedOptions configure a Shared cache. Step has the store step the
+// rows first and steps the cached rows alike, which it does not mark
+// dirty: the store's rows are the table, the cache's a copy, read again
+// once MaxAge batches old.
+type SharedOptions struct {
+	// MaxAge is how many batches (NewBatch) a row the cache read is
+	// served before it is read again, so that a row is at most MaxAge
+	// batches stale to this worker: the other workers' updates made
+	// since it was read are missing from it (its own are not). 0 means
+	// 1: each batch reads its rows afresh.
 	MaxAge int
-	// JournalLimit bounds the journal of a table in a file (OpenCached),
-	// in bytes. Changed rows that leave the cache between syncs go to the
-	// journal, which therefore grows with every batch until Sync empties
-	// it. Once it holds more than JournalLimit bytes, the next Fetch
-	// syncs the table first, so the journal stays within the limit and
-	// one batch's evictions. 0 means 4 × Budget, and at least 64 MB; a
+}
+
+// Rounding says how a half table's stepped values are rounded to its
+// format. Nearest rounds to nearest even. Without it they are rounded
+// stochastically (up or down at random, unbiased), from a hash of Seed,
+// the step, the row and the column: the same on any store. Small updates
+// then survive on average where rounding to nearest would drop them.
+type Rounding struct {
+	Nearest bool
+	Seed    uint64
+}
+
+// FileOptions configure what only a table in a file has (OpenCached):
+// its reads and writes, its journal, and an id map kept in its rows.
+type FileOptions struct {
+	// Depth is how many reads or writes of rows the file keeps in
+	// flight; 0 means 32.
+	Depth int
+	// JournalLimit bounds the table's journal, in bytes. Changed rows
+	// that leave the cache between syncs go to the journal, which
+	// therefore grows with every batch until Sync empties it. Once it
+	// holds more than JournalLimit bytes, the next Fetch syncs the table
+	// first, so the journal stays within the limit and one batch's
+	// evictions. 0 means 4 × the cache's Budget, and at least 64 MB; a
 	// negative limit means none.
 	JournalLimit int64
 	// ManualSync makes a Fetch that finds the journal past JournalLimit
 	// fail with an error wrapping ErrJournalFull instead of syncing, for
 	// a program that chooses its own moments to Sync.
 	ManualSync bool
-	// NearestRounding rounds a half table's stepped values to nearest
-	// even. Without it they are rounded stochastically (up or down at
-	// random, unbiased), from a hash of RoundingSeed, the step, the row
-	// and the column: the same on any store. Small updates then survive
-	// on average where rounding to nearest would drop them.
-	NearestRounding bool
-	RoundingSeed    uint64
-
-	half Format // the store's values' format, if half precision
+	// IDMap, if not nil, is kept in the file's rows from IDMapRow on
+	// (IDMapRows of them, past the rows the map hands out and its
+	// default row): OpenCached loads into it the map an earlier Sync kept
+	// there (a table not stepped yet, or rows of zeros, leave it as it
+	// is), and every Sync (and Close) writes its state into those rows in
+	// the same commit as the table's rows and step count. After a crash,
+	// OpenCached finds the map and the rows of the same Sync. Rows
+	// outside the table or overlapping the map's, or a map of other
+	// options, is an error; a kept state that does not describe a map
+	// wraps checkpoint.ErrFormat, and the map is unchanged.
+	IDMap    *IDMap
+	IDMapRow int64
 }
 
 // ErrJournalFull: the journal of a table in a file is past
@@ -224,14 +233,14 @@ type CacheOptions struct {
 var ErrJournalFull = errors.New("journal full")
 
 // journalLimit returns the journal bound o asks for, -1 for none.
-func (o CacheOptions) journalLimit() int64 {
+func (f FileOptions) journalLimit(budget int64) int64 {
 	switch {
-	case o.JournalLimit < 0:
+	case f.JournalLimit < 0:
 		return -1
-	case o.JournalLimit > 0:
-		return o.JournalLimit
+	case f.JournalLimit > 0:
+		return f.JournalLimit
 	}
-	return max(4*o.Budget, 64<<20)
+	return max(4*budget, 64<<20)
 }
 
 // A Cached table keeps the hot rows of a Store, with their optimiser
@@ -268,7 +277,7 @@ type Cached struct {
 	manual    bool                // past limit, Fetch fails instead of syncing
 	closed    bool
 
-	idmap     *IDMap  // the map KeepIDMap keeps in the file's rows, or nil
+	idmap     *IDMap  // the map FileOptions.IDMap keeps in the file's rows, or nil
 	idmapRows []int64 // its rows
 
 	half    Format // the store's values, 0 for full precision
@@ -280,7 +289,7 @@ type Cached struct {
 // rows as o.Budget allows: rows of the store's Schema (float32 or
 // float64 values, or half-precision values that the cache holds as
 // float32, then the state). The store's rows start with step count 0
-// (see Steps).
+// (see Stats).
 func NewCached(ctx context.Context, store Store, o CacheOptions) (*Cached, error) {
 	if store == nil {
 		return nil, fmt.Errorf("table: NewCached needs a store: %w", errs.ErrOption)
@@ -294,32 +303,38 @@ func NewCached(ctx context.Context, store Store, o CacheOptions) (*Cached, error
 	if dim <= 0 {
 		return nil, fmt.Errorf("%s: dimension %d must be positive: %w", prefix, dim, errs.ErrShape)
 	}
-	_, width, err := describe(prefix, dim, cols)
+	_, width, err := tablerows.Describe(prefix, dim, cols)
 	if err != nil {
 		return nil, err
 	}
 	var rs rowcache.Store = store
+	var half Format
 	if sc.Format.isHalf() {
-		if dt != tensor.Float32 || o.Shared {
+		if dt != tensor.Float32 || o.Shared != nil {
 			return nil, fmt.Errorf("%s: a half table (%v) is float32 and not Shared: %w", prefix, sc.Format, errs.ErrOption)
 		}
 		if rb := 2*dim + 4*(width-dim); store.RowBytes() != rb {
 			return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d half values and %d float32 of state are %d: %w",
 				prefix, store.RowBytes(), dim, width-dim, rb, errs.ErrShape)
 		}
-		rs, o.half = &halfStore{inner: store, f: sc.Format, dim: dim}, sc.Format
+		rs, half = &halfStore{inner: store, f: sc.Format, dim: dim}, sc.Format
 	} else if rb := width * int(dt.Size()); store.RowBytes() != rb {
 		return nil, fmt.Errorf("%s: the store's rows are %d bytes; %d values of %v (%d of them state) are %d: %w",
 			prefix, store.RowBytes(), width, dt, width-dim, rb, errs.ErrShape)
 	}
-	return newCached(ctx, rs, sc.Name, dim, dt, cols, o)
+	return newCached(ctx, rs, sc.Name, dim, dt, cols, half, o)
 }
 
-func newCached(ctx context.Context, store rowcache.Store, name string, dim int, dt tensor.Dtype, cols []Column, o CacheOptions) (*Cached, error) {
+// newCached returns a cache of o in front of store, whose values are in
+// the half format half (0 for none).
+func newCached(ctx context.Context, store rowcache.Store, name string, dim int, dt tensor.Dtype, cols []Column, half Format, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	rb := int64(store.RowBytes())
-	if o.MaxAge < 0 {
-		return nil, fmt.Errorf("%s: MaxAge %d must be at least 0: %w", prefix, o.MaxAge, errs.ErrOption)
+	maxAge := 0
+	if o.Shared != nil {
+		if maxAge = max(o.Shared.MaxAge, 1); o.Shared.MaxAge < 0 {
+			return nil, fmt.Errorf("%s: MaxAge %d must be at least 0: %w", prefix, o.Shared.MaxAge, errs.ErrOption)
+		}
 	}
 	slots := o.Budget / (rb + slotOverhead)
 	if slots < 1 || slots > int64(^uint32(0)>>1) {
@@ -340,18 +355,15 @@ func newCached(ctx context.Context, store rowcache.Store, name string, dim int, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache, shared: o.Shared,
-		half: o.half, nearest: o.NearestRounding, seed: o.RoundingSeed}
-	if o.Shared {
+	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache, shared: o.Shared != nil,
+		half: half, nearest: o.Rounding.Nearest, seed: o.Rounding.Seed}
+	if c.shared {
 		if _, ok := store.(rule.Stepper); !ok {
 			cache.Close()
-			return nil, fmt.Errorf("%s: a Shared table needs a store that steps its rows itself (a rule.Stepper, such as a RedisStore), not %T: %w", prefix, store, errs.ErrOption)
-		}
-		if o.MaxAge == 0 {
-			o.MaxAge = 1
+			return nil, fmt.Errorf("%s: a Shared table needs a store that steps its rows itself (a rule.Stepper, such as a cluster.Store), not %T: %w", prefix, store, errs.ErrOption)
 		}
 	}
-	cache.SetMaxAge(o.MaxAge)
+	cache.SetMaxAge(maxAge)
 	if o.Preload {
 		if _, err := cache.Preload(ctx, int(slots)); err != nil {
 			cache.Close()
@@ -381,8 +393,10 @@ func column(cache *rowcache.Cache, k, slots, width int, dt tensor.Dtype) (*tenso
 // OpenCached opens the table file at path, as Create makes it (with
 // WithState or without), behind a cache of o.Budget bytes: its name, rows
 // and state come from the file (Schema), and a Step by a rule of other
-// columns is an error naming both. Rows are read and written with o.Depth
-// positioned reads or writes in flight, never through a mapping.
+// columns is an error naming both. Rows are read and written with
+// fo.Depth positioned reads or writes in flight, never through a mapping.
+// A table in a file has one writer: o.Shared is an error wrapping
+// gather.ErrOption.
 //
 // A file that is not one table (a checkpoint of several tensors) is an
 // error wrapping checkpoint.ErrMismatch; a malformed or truncated file is
@@ -397,7 +411,7 @@ func column(cache *rowcache.Cache, k, slots, width int, dt tensor.Dtype) (*tenso
 // (Create with WithReplace) left, or one with a committed part that does
 // not match its checksum, is an error wrapping ErrJournal naming it, and
 // nothing is changed.
-func OpenCached(path string, o CacheOptions) (*Cached, error) {
+func OpenCached(path string, o CacheOptions, fo FileOptions) (*Cached, error) {
 	t, err := inspectRows(path)
 	if err != nil {
 		return nil, err
@@ -408,7 +422,7 @@ func OpenCached(path string, o CacheOptions) (*Cached, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	c, err := openCached(f, path, name, t, cols, o)
+	c, err := openCached(f, path, name, t, cols, o, fo)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -501,7 +515,7 @@ func inspectRows(path string) (rowsFile, error) {
 		return rowsFile{name: name, info: info, dim: info.Shape[1], half: half, id: id, steps: steps}, nil
 	}
 	dim, _, _ := ParseLayout(meta[LayoutKey])
-	want, width, err := describe(prefix, dim, cols)
+	want, width, err := tablerows.Describe(prefix, dim, cols)
 	if err != nil {
 		return none, err
 	}
@@ -517,12 +531,15 @@ func inspectRows(path string) (rowsFile, error) {
 	return rowsFile{name: name, cols: cols, info: info, dim: dim, half: half, id: id, steps: true}, nil
 }
 
-func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o CacheOptions) (*Cached, error) {
+func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o CacheOptions, fo FileOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
+	if o.Shared != nil {
+		return nil, fmt.Errorf("%s: a table in a file has one writer: it is not Shared: %w", prefix, errs.ErrOption)
+	}
 	if err := fileio.Lock(f); err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	depth := o.Depth
+	depth := fo.Depth
 	if depth <= 0 {
 		depth = 32
 	}
@@ -555,20 +572,26 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 	}
 	var store rowcache.Store = j
 	if t.half != 0 {
-		if o.Shared {
-			j.Close()
-			return nil, fmt.Errorf("%s: a half table is not Shared: %w", prefix, errs.ErrOption)
-		}
-		store, o.half = &halfStore{inner: j, f: t.half, dim: t.dim}, t.half
+		store = &halfStore{inner: j, f: t.half, dim: t.dim}
 	}
-	c, err := newCached(context.Background(), store, name, t.dim, dt, cols, o)
+	c, err := newCached(context.Background(), store, name, t.dim, dt, cols, t.half, o)
 	if err != nil {
 		j.Close()
 		return nil, err
 	}
 	c.steps, c.file, c.journal, c.keepSteps = steps, f, j, t.steps
-	c.limit, c.manual = o.journalLimit(), o.ManualSync
+	c.limit, c.manual = fo.journalLimit(o.Budget), fo.ManualSync
 	c.release = fileio.Hold(path, f)
+	if fo.IDMap != nil {
+		if err := c.keepIDMap(context.Background(), fo.IDMap, fo.IDMapRow); err != nil {
+			// Closed without a Sync: the file stays as it was.
+			c.closed = true
+			c.cache.Close()
+			j.Close()
+			c.release()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -660,16 +683,16 @@ func (c *Cached) Pin(ctx context.Context, id int64) (int32, error) {
 }
 
 // Step applies r to the rows g names and their state where the cache
-// holds them, as step Steps()+1, and counts the step: the rows must be in
+// holds them, as step Stats().Steps+1, and counts the step: the rows must be in
 // the cache, fetched since the last NewBatch. r must keep the table's
 // columns. A half table's stepped values are then rounded to its format
 // (its Schema's Format). The rows are written back to the store before
 // they leave the cache, and at Sync.
 //
 // A Shared table is stepped first where its rows live: its store's
-// servers apply r (rule.Stepper, such as a RedisStore), as the store's
+// servers apply r (rule.Stepper, such as a cluster.Store), as the store's
 // step; the cached rows are then stepped alike, as a copy, as this
-// cache's step. (A RedisStore counts the steps made through it, one
+// cache's step. (A cluster.Store counts the steps made through it, one
 // worker's, as the cache does.) On error the step is not counted and no
 // cached row changed.
 func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
@@ -679,7 +702,7 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 	if r == nil || g == nil {
 		return fmt.Errorf("table %q: Step needs a rule and a gradient: %w", c.name, errs.ErrOption)
 	}
-	if err := checkColumns(r, c.dim, c.cols); err != nil {
+	if err := rule.CheckColumns(r, c.dim, c.cols); err != nil {
 		return fmt.Errorf("table %q: %w", c.name, err)
 	}
 	c.slots = c.slots[:0]
@@ -715,8 +738,9 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 // into the cache as a batch of their own and marks them for writing
 // back, so call it between batches, before the batch's Fetch.
 //
-// A Shared table's rows live on its servers. If its store has a
-// RedisIDMap, whose Map starts the rows it gives, Reset drops the
+// A Shared table's rows live where its store keeps them. If its store
+// has a map beside its rows (a MappedStore, such as cluster.Store with a
+// cluster.IDMap), whose Map starts the rows it gives, Reset drops the
 // cache's copies of every row that Map gave (fresh and init aside), so
 // that the batch's Fetch takes them from what the Map read. Otherwise
 // Reset of a Shared table is an error wrapping gather.ErrOption.
@@ -725,12 +749,16 @@ func (c *Cached) Reset(ctx context.Context, fresh []Assignment, init RowInit) er
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
 	if c.shared {
-		rs, ok := c.store.(*RedisStore)
-		if !ok || !rs.hasMap() {
-			return fmt.Errorf("table %q: a Shared table's rows are started on its servers (RedisIDMap), not by Reset: %w", c.name, errs.ErrOption)
+		var rows []int64
+		ms, ok := c.store.(MappedStore)
+		if ok {
+			rows, ok = ms.MappedRows()
+		}
+		if !ok {
+			return fmt.Errorf("table %q: a Shared table's rows are started where they live, by a map beside them (a MappedStore's), not by Reset: %w", c.name, errs.ErrOption)
 		}
 		c.cache.NewBatch()
-		for _, row := range rs.mappedIDs() {
+		for _, row := range rows {
 			c.cache.Forget(row)
 		}
 		return nil
@@ -760,10 +788,6 @@ func (c *Cached) Reset(ctx context.Context, fresh []Assignment, init RowInit) er
 	}
 	return nil
 }
-
-// Steps returns the optimiser's step count kept with the table (the t of
-// SparseAdam's bias corrections): saved by Sync with the rows.
-func (c *Cached) Steps() int64 { return c.steps }
 
 // Read returns the rows ids names as they are now, from the cache or the
 // store, without bringing them into the cache: a [len(ids), width] tensor,
@@ -825,10 +849,13 @@ func (c *Cached) Sync(ctx context.Context) error {
 	return nil
 }
 
-// CacheStats counts what Fetch found: ids in the cache (Hits), ids it
-// had to bring in (Misses), and of those, how many a Prefetch had read
-// (Prefetched).
+// CacheStats counts what a Cached table did: the optimiser's steps kept
+// with the table (Steps, the t of SparseAdam's bias corrections, saved
+// by Sync with the rows), and what Fetch found: ids in the cache (Hits),
+// ids it had to bring in (Misses), and of those, how many a Prefetch had
+// read (Prefetched).
 type CacheStats struct {
+	Steps                    int64
 	Hits, Misses, Prefetched uint64
 }
 
@@ -840,10 +867,10 @@ func (s CacheStats) HitRate() float64 {
 	return float64(s.Hits) / float64(s.Hits+s.Misses)
 }
 
-// Stats returns what the cache's Fetches found so far.
+// Stats returns the steps taken and what the cache's Fetches found so far.
 func (c *Cached) Stats() CacheStats {
 	h, m, p := c.cache.Stats()
-	return CacheStats{Hits: h, Misses: m, Prefetched: p}
+	return CacheStats{Steps: c.steps, Hits: h, Misses: m, Prefetched: p}
 }
 
 // Close syncs the table, frees the cache's memory and, for a file, closes

@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -18,49 +16,24 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/killtest"
+	"github.com/gathergrad/gather/internal/tabletest"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
 
 const (
-	kVocab, kDim, kBatch, kSyncEvery = 2000, 4, 48, 5
+	kVocab, kDim, kBatch, kSyncEvery = tabletest.Vocab, tabletest.Dim, tabletest.Batch, 5
 )
 
-var kOpt = optim.NewSparseAdam(0.01)
-
-// kStep runs training step n on c: a batch of ids (half from 20 hot
-// rows), a gradient drawn from n, SparseAdam by Cached.Step.
-func kStep(c *table.Cached, n int) error { return kStepWith(c, n, kOpt) }
-
-// kStepWith is kStep with the optimiser opt.
-func kStepWith(c *table.Cached, n int, opt optim.Sparse) error {
-	r := rand.New(rand.NewPCG(uint64(n), 5))
-	ids := make([]int64, kBatch)
-	for k := range ids {
-		if k%2 == 0 {
-			ids[k] = int64(r.IntN(20))
-		} else {
-			ids[k] = int64(r.IntN(kVocab))
-		}
-	}
-	c.NewBatch()
-	slots := make([]int32, kBatch)
-	if err := c.Fetch(context.Background(), ids, slots); err != nil {
-		return err
-	}
-	rows := slices.Clone(ids)
-	slices.Sort(rows)
-	rows = slices.Compact(rows)
-	vals := make([]float32, len(rows)*kDim)
-	for i := range vals {
-		vals[i] = float32(r.NormFloat64())
-	}
-	g := &optim.RowGrad{Rows: rows, Values: tensor.New(tensor.WithShape(len(rows), kDim), tensor.WithBacking(vals))}
-	return c.Step(context.Background(), opt, g)
-}
+var (
+	kOpt      = tabletest.Opt
+	kStep     = tabletest.Step
+	kStepWith = tabletest.StepWith
+	kTrained  = tabletest.Trained
+)
 
 func kOpen(path string, budget int64) (*table.Cached, error) {
-	return table.OpenCached(path, table.CacheOptions{Budget: budget, Depth: 4})
+	return table.OpenCached(path, table.CacheOptions{Budget: budget}, table.FileOptions{Depth: 4})
 }
 
 // kWant returns every row (values and state) and the step count of the
@@ -94,7 +67,7 @@ func kRead(t *testing.T, c *table.Cached) ([]byte, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fileio.LittleEndianBytes(rows.Float32s()), c.Steps()
+	return fileio.LittleEndianBytes(rows.Float32s()), c.Stats().Steps
 }
 
 // A process that trains a table file behind a small cache with SparseAdam
@@ -359,31 +332,4 @@ func TestExportImport(t *testing.T) {
 	if _, err := table.Import(context.Background(), other, path); !errors.Is(err, checkpoint.ErrMismatch) {
 		t.Fatalf("a store of other rows: %v", err)
 	}
-}
-
-// kTrained returns a table in memory trained for steps steps by kStep
-// behind a cache of 64 rows, synced, and the cache.
-func kTrained(t *testing.T, steps int) (*table.MemoryStore, *table.Cached) {
-	cols := kOpt.Columns(kDim)
-	w := tensor.New(tensor.WithShape(kVocab, kDim), tensor.WithBacking(make([]float32, kVocab*kDim)))
-	for i := range w.Float32s() {
-		w.Float32s()[i] = float32(i%97) / 7
-	}
-	store, err := table.NewMemoryStore("t", w, cols...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 64 * (3*kDim*4 + 72)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n := range steps {
-		if err := kStep(c, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return store, c
 }

@@ -9,7 +9,7 @@
 //
 //	opt := optim.NewRowWiseAdagrad(0.05)
 //	table.Create("words.safetensors", "words", 100_000_000, 64, tensor.Float32, table.WithSeed(1), table.WithState(opt.Columns(64)...))
-//	c, _ := table.OpenCached("words.safetensors", table.CacheOptions{Budget: 4 << 30})
+//	c, _ := table.OpenCached("words.safetensors", table.CacheOptions{Budget: 4 << 30}, table.FileOptions{})
 //	emb, _ := nn.CachedEmbedding(g, c)
 //	defer emb.Close()
 //
@@ -17,17 +17,17 @@
 // reads, prefetches the next batch's while the current one computes, and
 // writes changed rows back through a journal, so that a crash leaves the
 // table of the last Sync. NewCached puts the same cache in front of any
-// Store, such as a MemoryStore, or a RedisStore: a table on a Redis
-// Cluster (CreateRedis, OpenRedis). Every call that reaches a store takes
+// Store, such as a MemoryStore, or a cluster.Store: a table on a Redis
+// Cluster. Every call that reaches a store takes
 // a context first and stops when it is done.
 //
 // Whatever holds a table's rows steps them by a rule (rule.Rule: an
 // optimiser of package optim), with one method, Step, which applies the
 // rule to the rows a gradient names and counts the step: Cached.Step in
 // the cache (rounding a half table's values and marking the rows for
-// write-back), MemoryStore.Step under its lock, RedisStore.Step on the
+// write-back), MemoryStore.Step under its lock, cluster.Store.Step on the
 // cluster's servers (each row's update atomic and applied exactly once,
-// by the rule's Lua encoding, RegisterRedisRule). A store that steps its
+// by the rule's Lua encoding, cluster.RegisterRule). A store that steps its
 // own rows lets several workers train one table (CacheOptions.Shared).
 // The package knows no optimiser: a row's state is Columns, which the
 // rule names, and a server's update the encoding its package registers.
@@ -43,22 +43,20 @@
 // to the format by Step, stochastically by default, so that
 // updates smaller than the format's spacing survive on average.
 //
-// A Redis Cluster on several machines: start each redis-server with
-// cluster-enabled yes, requirepass and masterauth (one password), join
-// them with redis-cli -a <password> --cluster create host:port...
-// --cluster-replicas 1, and give the workers some of the addresses
-// (RedisOptions.Addrs); SetRedisLog shows go-redis's messages and
-// RedisOptions.TLS takes a tls.Config. A row of 64 float32 and an
-// Adagrad sum takes about 413 bytes in Redis; add workers until the
-// masters' CPU is the limit, then masters.
+// What a cache needs of a store beyond its rows it finds by assertion,
+// as database/sql finds a driver's optional interfaces: a store that
+// steps its own rows (rule.Stepper) can back a Shared cache; one beside
+// whose rows an id map lives (MappedStore) has that map start the rows
+// it gives.
 //
-// An IDMap maps raw 64-bit ids to the rows of a table of a fixed size,
-// admitting and evicting ids; Cached.Reset and InitialRows start the
-// rows it gives afresh (nn.RawIDs does both). It is a checkpoint.Part,
-// and ReadIDMap reads one back from a checkpoint, options and all;
-// Cached.KeepIDMap keeps one in a table file's own rows instead,
-// committed with each Sync. A RedisIDMap keeps the map of a RedisStore's
-// table on the cluster, beside its rows, shared by every worker.
+// A Mapper maps raw 64-bit ids to the rows of a table of a fixed size,
+// admitting and evicting ids. IDMap holds the map in memory;
+// Cached.Reset and InitialRows start the rows it gives afresh (nn.RawIDs
+// does both). It is a checkpoint.Part, and ReadIDMap reads one back from
+// a checkpoint, options and all; FileOptions.IDMap keeps one in a table
+// file's own rows instead, committed with each Sync. A StoreMapper
+// (cluster.IDMap) keeps the map beside its store's rows, shared by every
+// worker, and starts the rows it gives there.
 //
 // Open maps a table file without state read-write instead, for
 // nn.OpenEmbedding: simpler, but each new row is a page fault, and a crash
@@ -68,6 +66,5 @@
 // malformed file, checkpoint.ErrMismatch for a file that is not the table
 // asked for, or this package's ErrClosed, ErrInUse, ErrCapacity,
 // ErrJournal (a journal beside a table file that is not its own),
-// ErrJournalFull, ErrUnknownOutcome (a server-side step that may have
-// been applied in part: make it again) and ErrFewReplicas.
+// and ErrJournalFull.
 package table

@@ -150,7 +150,7 @@ func ExampleWithHalf() {
 		log.Fatal(err)
 	}
 	fmt.Println(infos[0].Name, infos[0].Format, infos[0].Shape) // 8 values of 2 bytes and a float32 sum
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20})
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func ExampleNewIDMap() {
 	batches := [][]int64{{-7, 1 << 60, -7}, {42, 1 << 60}, {42, 9, 9}, {5, 5, -7}}
 	for step, ids := range batches {
 		rows := make([]int64, len(ids))
-		fresh, err := m.Map(ids, rows, int64(step), nil)
+		fresh, err := m.Map(context.Background(), ids, rows, int64(step), nil)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -235,7 +235,8 @@ func ExampleNewIDMap() {
 		}
 		fmt.Println(rows, fresh)
 	}
-	fmt.Printf("%+v\n", m.Stats())
+	st, _ := m.Stats(context.Background())
+	fmt.Printf("%+v\n", st)
 	// Output:
 	// [3 3 0] [{0 -7}]
 	// [3 1] [{1 1152921504606846976}]

@@ -24,7 +24,7 @@ const copyChunk = 16 << 20
 // steps, to a table file at path, as Create with WithState lays one out: OpenCached
 // opens it, NumPy and PyTorch's safetensors read it. It reads src in
 // chunks of 16 MB, in order, so its memory stays bounded for any table
-// (a RedisStore: one pipelined round trip per master and chunk), and
+// (a cluster.Store: one pipelined round trip per master and chunk), and
 // writes atomically, as checkpoint.Write does.
 func Export(ctx context.Context, path string, src Store, steps int64) error {
 	if src == nil {

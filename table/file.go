@@ -15,6 +15,7 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/parallel"
+	"github.com/gathergrad/gather/internal/tablerows"
 )
 
 // ErrClosed: a table whose file was closed was used, or a graph that
@@ -73,27 +74,27 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	default:
 		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, errs.ErrDtype)
 	}
-	if cfg.half != 0 && (!cfg.half.isHalf() || dt != tensor.Float32) {
-		return fmt.Errorf("%s: half format %v for a %v table; WithHalf takes Float16 or BFloat16 for a float32 table: %w", prefix, cfg.half, dt, errs.ErrOption)
+	if cfg.Half != 0 && (!Format(cfg.Half).isHalf() || dt != tensor.Float32) {
+		return fmt.Errorf("%s: half format %v for a %v table; WithHalf takes Float16 or BFloat16 for a float32 table: %w", prefix, Format(cfg.Half), dt, errs.ErrOption)
 	}
-	if cfg.hasPad {
+	if cfg.HasPad {
 		var err error
-		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, vocab); err != nil {
+		if cfg.Pad, err = opconfig.NormIndex(prefix, cfg.Pad, vocab); err != nil {
 			return err
 		}
 	}
-	if _, err := os.Lstat(path); err == nil && !cfg.replace {
+	if _, err := os.Lstat(path); err == nil && !cfg.Replace {
 		return fmt.Errorf("%s: %s exists; give WithReplace to replace it: %w", prefix, path, os.ErrExist)
 	}
-	key, width, meta, err := layout(prefix, name, dim, cfg.state)
+	key, width, meta, err := layout(prefix, name, dim, cfg.State)
 	if err != nil {
 		return err
 	}
 	shape := []int{vocab, width}
 	rowBytes := int64(width) * int64(dt.Size())
-	if cfg.half != 0 {
-		meta[valuesKey] = cfg.half.Safetensors()
-		format = cfg.half.Safetensors()
+	if cfg.Half != 0 {
+		meta[valuesKey] = Format(cfg.Half).Safetensors()
+		format = Format(cfg.Half).Safetensors()
 		rowBytes = int64(2*dim + 4*(width-dim))
 		if width > dim {
 			format, shape = "U8", []int{vocab, int(rowBytes)}
@@ -121,7 +122,7 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 // fill writes the table's initial values (of dtype dt, whose Go type is
 // T), block by block in parallel, to f from offset on, each row's dim
 // values followed by width-dim zeros (its optimiser state), rowBytes a
-// row (the values in cfg.half's format, if set); errors start with
+// row (the values in the half format cfg.Half, if set); errors start with
 // prefix.
 func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, dim, width int, rowBytes int64, dt tensor.Dtype, cfg config) error {
 	const rows = kernel.NormalBlock
@@ -143,14 +144,14 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 		}
 		for b := lo; b < hi; b++ {
 			r0, r1 := b*rows, min((b+1)*rows, vocab)
-			v, err := block(cfg, prefix, dt, int64(r0), r1-r0, dim, width, buf, wide)
+			v, err := tablerows.Block(cfg, prefix, dt, int64(r0), r1-r0, dim, width, buf, wide)
 			if err != nil {
 				fail(err)
 				return
 			}
 			b := fileio.LittleEndianBytes(v)
-			if cfg.half != 0 {
-				b = halfBlock(cfg.half, b, r1-r0, dim, rowBytes)
+			if cfg.Half != 0 {
+				b = halfBlock(Format(cfg.Half), b, r1-r0, dim, rowBytes)
 			}
 			if _, err := fileio.WriteAt(f, b, offset+int64(r0)*rowBytes); err != nil {
 				fail(err)
@@ -159,50 +160,6 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 		}
 	})
 	return first
-}
-
-// block returns the rows rows of a table from row r0 on (a multiple of
-// kernel.NormalBlock), width values each, of dtype dt (Go type T): the
-// dim values cfg's initialiser gives (WithInit's, called once for the
-// block, or N(0, 1) drawn as nn.NewEmbedding draws with WithSeed's seed;
-// WithPadding's row zero), then the state's Init values. buf holds at least rows*dim
-// values, and wide rows*width when width > dim; the result is in one of
-// them. Errors start with prefix.
-func block[T float32 | float64](cfg config, prefix string, dt tensor.Dtype, r0 int64, rows, dim, width int, buf, wide []T) ([]T, error) {
-	v := buf[:rows*dim]
-	if cfg.init == nil {
-		// One block per call: kernel.Normal seeds it by its row.
-		kernel.Normal(v, cfg.seed, dim, int(r0))
-	} else {
-		got, ok := cfg.init(dt, rows, dim).([]T)
-		if !ok || len(got) != len(v) {
-			return nil, fmt.Errorf("%s: the initialiser returned a %T of %d values for a block of (%d, %d): %w", prefix, got, len(got), rows, dim, errs.ErrShape)
-		}
-		copy(v, got)
-	}
-	if p := int64(cfg.pad); cfg.hasPad && p >= r0 && p < r0+int64(rows) {
-		clear(v[(p-r0)*int64(dim):][:dim])
-	}
-	if width == dim {
-		return v, nil
-	}
-	w := wide[:rows*width]
-	for r := range rows {
-		copy(w[r*width:r*width+dim], v[r*dim:(r+1)*dim])
-		initState(w[r*width+dim:(r+1)*width], cfg.state)
-	}
-	return w, nil
-}
-
-// initState sets the state of a new row, the values after its dim
-// values, to each column's Init.
-func initState[T float32 | float64](state []T, cols []Column) {
-	for _, c := range cols {
-		for j := range c.Width {
-			state[j] = T(c.Init)
-		}
-		state = state[c.Width:]
-	}
 }
 
 // A File is a table mapped read-write from a safetensors file (as Create

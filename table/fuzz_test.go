@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/tablerows"
 )
 
 // FuzzParseLayout reads any layout description: an error wrapping
@@ -26,7 +27,7 @@ func FuzzParseLayout(f *testing.F) {
 			}
 			return
 		}
-		desc, _, err := describe("", dim, cols)
+		desc, _, err := tablerows.Describe("", dim, cols)
 		if err != nil || desc != s && !sameLayout(desc, s) {
 			t.Fatalf("%q reads as %d %v, which describes as %q (%v)", s, dim, cols, desc, err)
 		}
@@ -70,7 +71,7 @@ func FuzzOpenCached(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, err := OpenCached(p, CacheOptions{Budget: 1 << 16})
+		c, err := OpenCached(p, CacheOptions{Budget: 1 << 16}, FileOptions{})
 		if err != nil {
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/rowcache"
+	"github.com/gathergrad/gather/internal/tablerows"
 )
 
 // valuesKey is the metadata entry of a table file whose values are half
@@ -76,13 +77,13 @@ func (s *halfStore) Sync(ctx context.Context) error {
 // state cols at their Init, float32.
 func halfRows(weights *tensor.Dense, f Format, cols []Column) ([]byte, int, error) {
 	vocab, dim := weights.Shape()[0], weights.Shape()[1]
-	_, width, err := describe("memory store", dim, cols)
+	_, width, err := tablerows.Describe("memory store", dim, cols)
 	if err != nil {
 		return nil, 0, err
 	}
 	rb := 2*dim + 4*(width-dim)
 	state := make([]float32, width-dim)
-	initState(state, cols)
+	tablerows.InitState(state, cols)
 	w := weights.Float32s()
 	data := make([]byte, vocab*rb)
 	for r := range vocab {

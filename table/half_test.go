@@ -35,7 +35,7 @@ func TestHalfRefuses(t *testing.T) {
 			return Create(filepath.Join(dir, "f64"), "t", 10, 4, tensor.Float64, WithHalf(Float16))
 		}},
 		{errs.ErrOption, "a half table (float16) is float32 and not Shared", func() error {
-			_, err := NewCached(ctx, s, CacheOptions{Budget: 1 << 20, Shared: true})
+			_, err := NewCached(ctx, s, CacheOptions{Budget: 1 << 20, Shared: &SharedOptions{}})
 			return err
 		}},
 		{checkpoint.ErrMismatch, "a table Open maps is F32 or F64", func() error {

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/bits"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/tablerows"
 )
 
 // An Eviction says which row an IDMap that is full gives a new id.
@@ -71,7 +73,7 @@ type IDMapStats struct {
 	Expired  uint64 // ids whose row was freed after TTL steps unused
 	Rejected uint64 // ids a Refuse map had no row for
 	Pending  uint64 // sightings of ids not yet admitted: they read the default row, their gradients dropped
-	Dropped  uint64 // gradients of rows taken for another id between a worker's Map and its Step (RedisIDMap)
+	Dropped  uint64 // gradients of rows taken for another id between a worker's Map and its Step (cluster.IDMap)
 }
 
 // An Assignment is a row given to a raw id by Map: the row's values and
@@ -110,7 +112,7 @@ type rowEntry struct {
 
 // NewIDMap returns an empty map named name (its errors name it) of o.
 func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
-	if err := o.check(name); err != nil {
+	if err := o.Check(name); err != nil {
 		return nil, err
 	}
 	if err := o.checkBytes(name); err != nil {
@@ -149,9 +151,10 @@ func (o IDMapOptions) bytes() float64 {
 	return b
 }
 
-// check returns an error naming the map name, the one option that is
-// wrong and its limit, if o are not options of a map.
-func (o IDMapOptions) check(name string) error {
+// Check returns an error wrapping gather.ErrOption naming the map name,
+// the one option that is wrong and its limit, if o are not options of a
+// map.
+func (o IDMapOptions) Check(name string) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("id map %q: %s: %w", name, fmt.Sprintf(format, a...), errs.ErrOption)
 	}
@@ -199,8 +202,12 @@ func (o IDMapOptions) defaults() IDMapOptions {
 // earlier Map of the same step, is never taken: a batch with more new
 // admitted ids than rows it may take is an error wrapping ErrCapacity
 // naming the map (a Refuse map counts them in Stats.Rejected), and
-// nothing else changed.
-func (m *IDMap) Map(ids, rows []int64, step int64, assigned []Assignment) ([]Assignment, error) {
+// nothing else changed. A done ctx is an error wrapping ctx.Err(), and
+// nothing changed.
+func (m *IDMap) Map(ctx context.Context, ids, rows []int64, step int64, assigned []Assignment) ([]Assignment, error) {
+	if err := ctx.Err(); err != nil {
+		return assigned, fmt.Errorf("id map %q: %w", m.name, err)
+	}
 	if len(rows) != len(ids) {
 		return assigned, fmt.Errorf("id map %q: %d rows for %d ids: %w", m.name, len(rows), len(ids), errs.ErrShape)
 	}
@@ -423,7 +430,7 @@ func (m *IDMap) unlink(r int32) {
 // cells returns the indices in m.cms of id's 4 counters.
 func (m *IDMap) cells(id int64) (at [4]int) {
 	for d := range at {
-		at[d] = d*int(m.mask+1) + int(mix(uint64(id), uint64(d))&m.mask)
+		at[d] = d*int(m.mask+1) + int(tablerows.Mix(uint64(id), uint64(d))&m.mask)
 	}
 	return at
 }
@@ -456,14 +463,6 @@ func (m *IDMap) count(id int64, cells map[int]uint32) uint32 {
 	return c
 }
 
-// mix hashes x with the seed d (SplitMix64's finaliser).
-func mix(x, d uint64) uint64 {
-	x += (d + 1) * 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
-}
-
 // Row returns the row of id, if it holds one.
 func (m *IDMap) Row(id int64) (int64, bool) {
 	r, ok := m.ids[id]
@@ -474,13 +473,14 @@ func (m *IDMap) Row(id int64) (int64, bool) {
 // could not be started afresh (a store's error): their ids hold no row
 // again, and a later Map gives them rows anew. An assignment whose id no
 // longer holds that row is skipped.
-func (m *IDMap) Forget(a []Assignment) {
+func (m *IDMap) Forget(_ context.Context, a []Assignment) error {
 	for _, x := range a {
 		if r, ok := m.ids[x.ID]; ok && int64(r) == x.Row {
 			m.release(r)
 			m.stats.Admitted--
 		}
 	}
+	return nil
 }
 
 // Rows returns the rows the map hands out (IDMapOptions.Rows), which is
@@ -490,12 +490,14 @@ func (m *IDMap) Rows() int { return m.o.Rows }
 // Name returns the map's name.
 func (m *IDMap) Name() string { return m.name }
 
-// Stats returns what the map did so far.
-func (m *IDMap) Stats() IDMapStats {
+// Stats returns what the map did so far; the error is always nil.
+func (m *IDMap) Stats(context.Context) (IDMapStats, error) {
 	s := m.stats
 	s.Used = len(m.ids)
-	return s
+	return s, nil
 }
+
+var _ Mapper = (*IDMap)(nil)
 
 // InitialRow fills dst with the initial values of the row of raw id id:
 // N(0, 1) draws from a generator seeded by (seed, id), so that an id
@@ -588,12 +590,5 @@ func (init RowInit) Check() error {
 
 // fillRow sets dst to init's values for the row of id.
 func fillRow[T float32 | float64](init RowInit, dst []T, id int64) {
-	if init.Std == 0 {
-		clear(dst)
-		return
-	}
-	r := rand.New(rand.NewPCG(init.Seed, mix(uint64(id), 7)))
-	for i := range dst {
-		dst[i] = T(r.NormFloat64() * init.Std)
-	}
+	tablerows.FillRow(init.Seed, init.Std, dst, id)
 }

@@ -13,7 +13,7 @@ import (
 // idMapMagic opens the state of an IDMap kept in a table's rows.
 const idMapMagic = "GGIDMAP1"
 
-// encode returns the map's state as KeepIDMap keeps it: idMapMagic, then
+// encode returns the map's state as FileOptions.IDMap keeps it: idMapMagic, then
 // each tensor of State, little-endian, in a fixed order. Its length
 // depends on the options alone.
 func (m *IDMap) encode() []byte {
@@ -102,7 +102,7 @@ func allZero(b []byte) bool {
 
 // IDMapRows returns how many rows of rowBytes bytes (a table file's
 // Schema().Rows' bytes: Store.RowBytes) hold the state of an IDMap of
-// options o, as Cached.KeepIDMap keeps it: make the table that many rows
+// options o, as FileOptions.IDMap keeps it: make the table that many rows
 // larger. It is O(o.Rows).
 func IDMapRows(o IDMapOptions, rowBytes int) (int64, error) {
 	m, err := NewIDMap("", o)
@@ -115,17 +115,9 @@ func IDMapRows(o IDMapOptions, rowBytes int) (int64, error) {
 	return int64((len(m.encode()) + rowBytes - 1) / rowBytes), nil
 }
 
-// KeepIDMap keeps m in the table file's rows from first on (IDMapRows of
-// them, past the rows m hands out and its default row): it loads the map
-// an earlier Sync kept there into m (a table not stepped yet, or rows of
-// zeros, leave m as it is), and from now on every Sync (and Close) writes m's state
-// into those rows in the same commit as the table's rows and step count.
-// After a crash, OpenCached and KeepIDMap find the map and the rows of
-// the same Sync. A table that is not a file, rows outside the table or
-// overlapping m's, or a map of other options is an error; a kept state
-// that does not describe a map wraps checkpoint.ErrFormat, and m is
-// unchanged.
-func (c *Cached) KeepIDMap(ctx context.Context, m *IDMap, first int64) error {
+// keepIDMap keeps m in the table file's rows from first on
+// (FileOptions.IDMap).
+func (c *Cached) keepIDMap(ctx context.Context, m *IDMap, first int64) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}

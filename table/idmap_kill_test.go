@@ -37,7 +37,7 @@ func rmStep(c *table.Cached, m *table.IDMap, n int) error {
 		raw[k] = int64(n/4+r.IntN(40)) * -7919
 	}
 	rows := make([]int64, rmBatch)
-	fresh, err := m.Map(raw, rows, int64(n), nil)
+	fresh, err := m.Map(context.Background(), raw, rows, int64(n), nil)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func rmState(t *testing.T, c *table.Cached, m *table.IDMap) []byte {
 	}
 	var b bytes.Buffer
 	b.Write(fileio.LittleEndianBytes(rows.Float32s()))
-	fmt.Fprintln(&b, c.Steps())
+	fmt.Fprintln(&b, c.Stats().Steps)
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range state {
 			if !yield(k) {
@@ -92,7 +92,7 @@ func rmState(t *testing.T, c *table.Cached, m *table.IDMap) []byte {
 }
 
 // A process that trains raw ids through an IDMap kept in its table
-// file's rows (Cached.KeepIDMap), syncing every 5 steps, is killed at 16
+// file's rows (FileOptions.IDMap), syncing every 5 steps, is killed at 16
 // random moments: each time the file reopens with the map and the rows
 // of one Sync (the last that returned, or the one under way if its
 // commit reached the disk), bit for bit as a replay in memory of the
@@ -146,7 +146,8 @@ func TestKillKeepIDMap(t *testing.T) {
 	killtest.Run(t, killtest.Config{Test: "TestKillKeepIDMap", Env: "GATHER_IDMAP_CHILD", Kills: 16, Seed: 21, Window: "syncing"}, setup, func(k killtest.Kill) {
 		c, m := rmOpen(filepath.Join(k.Dir, "t.safetensors"))
 		got := rmState(t, c, m)
-		used := m.Stats().Used
+		st, _ := m.Stats(context.Background())
+		used := st.Used
 		c.Close()
 		ok := bytes.Equal(got, wantAt(k.Step))
 		if !ok && k.State == "syncing" {
@@ -161,15 +162,12 @@ func TestKillKeepIDMap(t *testing.T) {
 
 // rmOpen opens the table file at path with its map.
 func rmOpen(path string) (*table.Cached, *table.IDMap) {
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(32 * (3*kDim*4 + 72)), Depth: 4})
-	if err != nil {
-		panic(err)
-	}
 	m, err := table.NewIDMap("t", rmOpts)
 	if err != nil {
 		panic(err)
 	}
-	if err := c.KeepIDMap(context.Background(), m, int64(rmOpts.Rows+1)); err != nil {
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(32 * (3*kDim*4 + 72))}, table.FileOptions{Depth: 4, IDMap: m, IDMapRow: int64(rmOpts.Rows + 1)})
+	if err != nil {
 		panic(err)
 	}
 	return c, m

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -10,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 )
 
 // The tensors of an IDMap's State, each named "<map name>.idmap.<key>".
@@ -284,5 +286,40 @@ func ReadIDMap(path, name string) (*IDMap, error) {
 	if _, err := checkpoint.LoadWith(path, checkpoint.LoadOptions{NonStrict: true}, m); err != nil {
 		return nil, err
 	}
+	return m, nil
+}
+
+// A HeldRow is a row of an id map held by an id: its last use was at
+// step Last, and it was used in Uses steps since its id was admitted.
+type HeldRow struct {
+	Row, ID, Last int64
+	Uses          uint32
+}
+
+// HeldIDMap returns a map of options o named name whose rows held holds
+// and whose other rows are free, its Stats st (Used aside): a map read
+// from elsewhere, such as cluster.IDMap.Snapshot's. Its recency order is
+// that of Last (then Row), its clock the latest Last, and its sketch
+// empty. Invalid options, a row outside [0, o.Rows), or a row or an id
+// held twice is an error wrapping gather.ErrOption naming it.
+func HeldIDMap(name string, o IDMapOptions, held []HeldRow, st IDMapStats) (*IDMap, error) {
+	m, err := NewIDMap(name, o)
+	if err != nil {
+		return nil, err
+	}
+	held = slices.Clone(held)
+	slices.SortFunc(held, func(a, b HeldRow) int { return cmp.Or(cmp.Compare(a.Last, b.Last), cmp.Compare(a.Row, b.Row)) })
+	for _, h := range held {
+		if h.Row < 0 || h.Row >= int64(m.o.Rows) || m.row[h.Row].held {
+			return nil, fmt.Errorf("id map %q: row %d of id %d is not a row of the map, or held twice: %w", name, h.Row, h.ID, errs.ErrOption)
+		}
+		if _, ok := m.ids[h.ID]; ok {
+			return nil, fmt.Errorf("id map %q: id %d holds two rows: %w", name, h.ID, errs.ErrOption)
+		}
+		m.hold(int32(h.Row), h.ID, h.Last, h.Uses)
+	}
+	m.freed()
+	m.stats = st
+	m.stats.Used = 0
 	return m, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/tablerows"
 )
 
 // refMap is an IDMap's LRU policy written plainly: the ids in a slice,
@@ -68,11 +69,11 @@ func (r *refMap) count(id int64) int {
 	}
 	c := math.MaxInt
 	for d := range 4 {
-		c = min(c, r.cms[d*r.width+int(mix(uint64(id), uint64(d))%uint64(r.width))])
+		c = min(c, r.cms[d*r.width+int(tablerows.Mix(uint64(id), uint64(d))%uint64(r.width))])
 	}
 	c++
 	for d := range 4 {
-		i := d*r.width + int(mix(uint64(id), uint64(d))%uint64(r.width))
+		i := d*r.width + int(tablerows.Mix(uint64(id), uint64(d))%uint64(r.width))
 		r.cms[i] = max(r.cms[i], c)
 	}
 	return c
@@ -213,7 +214,7 @@ func FuzzIDMap(f *testing.F) {
 			if lfu != nil {
 				checkLFU(t, lfu, ids, step)
 			}
-			assigned, err := m.Map(ids, got, step, nil)
+			assigned, err := m.Map(context.Background(), ids, got, step, nil)
 			want, wantAssigned, ok := ref.mapIDs(ids, step)
 			if !ok {
 				if !errors.Is(err, ErrCapacity) {
@@ -224,7 +225,7 @@ func FuzzIDMap(f *testing.F) {
 			}
 			want0 := ref.st
 			want0.Used = len(ref.row)
-			if st := m.Stats(); st != want0 {
+			if st := statsOf(m); st != want0 {
 				t.Fatalf("step %d %v: stats %+v, want %+v", step, ids, st, want0)
 			}
 		}
@@ -244,7 +245,7 @@ func checkLFU(t *testing.T, m *IDMap, ids []int64, step int64) {
 		}
 	}
 	rows := make([]int64, len(ids))
-	assigned, err := m.Map(ids, rows, step, nil)
+	assigned, err := m.Map(context.Background(), ids, rows, step, nil)
 	if errors.Is(err, ErrCapacity) {
 		return
 	}
@@ -287,8 +288,8 @@ func checkLFU(t *testing.T, m *IDMap, ids []int64, step int64) {
 			used++
 		}
 	}
-	if m.Stats().Used != used {
-		t.Fatalf("LFU step %d: Used %d, %d rows held", step, m.Stats().Used, used)
+	if statsOf(m).Used != used {
+		t.Fatalf("LFU step %d: Used %d, %d rows held", step, statsOf(m).Used, used)
 	}
 }
 
@@ -297,7 +298,7 @@ func checkLFU(t *testing.T, m *IDMap, ids []int64, step int64) {
 func exactSketch() bool {
 	m, _ := NewIDMap("x", IDMapOptions{Rows: 1, AdmitAfter: 2})
 	width := len(m.cms) / 4
-	at := func(id int64, d int) int { return d*width + int(mix(uint64(id), uint64(d))&m.mask) }
+	at := func(id int64, d int) int { return d*width + int(tablerows.Mix(uint64(id), uint64(d))&m.mask) }
 	users := map[int]int{}
 	for v := range 256 {
 		for d := range 4 {
@@ -327,14 +328,14 @@ func TestIDMapAdmission(t *testing.T) {
 	steps := [][]int64{{7, 8, 7}, {7, 9, 8}, {8, 9, 9}}
 	want := [][]int64{{4, 4, 4}, {0, 4, 4}, {1, 4, 2}} // 9 is admitted at its third sighting
 	for s, ids := range steps {
-		if _, err := m.Map(ids, rows, int64(s), nil); err != nil {
+		if _, err := m.Map(context.Background(), ids, rows, int64(s), nil); err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(rows, want[s]) {
 			t.Fatalf("step %d: %v, want %v", s, rows, want[s])
 		}
 	}
-	if st := m.Stats(); st.Admitted != 3 || st.Pending != 6 || st.Used != 3 {
+	if st := statsOf(m); st.Admitted != 3 || st.Pending != 6 || st.Used != 3 {
 		t.Fatalf("%+v", st)
 	}
 }
@@ -346,7 +347,7 @@ func TestIDMapPolicies(t *testing.T) {
 	m, _ := NewIDMap("lfu", IDMapOptions{Rows: 2, Evict: EvictLFU})
 	rows := make([]int64, 1)
 	for s, id := range []int64{1, 1, 1, 2, 3} {
-		if _, err := m.Map([]int64{id}, rows, int64(s), nil); err != nil {
+		if _, err := m.Map(context.Background(), []int64{id}, rows, int64(s), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -357,22 +358,22 @@ func TestIDMapPolicies(t *testing.T) {
 		t.Fatal("LFU kept the id used once over the new one")
 	}
 	r, _ := NewIDMap("full", IDMapOptions{Rows: 1, Evict: Refuse})
-	if _, err := r.Map([]int64{5}, rows, 0, nil); err != nil {
+	if _, err := r.Map(context.Background(), []int64{5}, rows, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err := r.Map([]int64{6}, rows, 1, nil)
+	_, err := r.Map(context.Background(), []int64{6}, rows, 1, nil)
 	if !errors.Is(err, ErrCapacity) || !contains(err.Error(), `"full"`, "id 6") {
 		t.Fatalf("a full map: %v", err)
 	}
-	if row, ok := r.Row(5); !ok || row != 0 || r.Stats().Rejected != 1 {
-		t.Fatalf("the refused batch changed the map: %v %v %+v", row, ok, r.Stats())
+	if row, ok := r.Row(5); !ok || row != 0 || statsOf(r).Rejected != 1 {
+		t.Fatalf("the refused batch changed the map: %v %v %+v", row, ok, statsOf(r))
 	}
 	two := make([]int64, 2)
 	l, _ := NewIDMap("lru", IDMapOptions{Rows: 2})
-	if _, err := l.Map([]int64{1, 2}, two, 0, nil); err != nil {
+	if _, err := l.Map(context.Background(), []int64{1, 2}, two, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Map([]int64{3}, rows, 0, nil); !errors.Is(err, ErrCapacity) {
+	if _, err := l.Map(context.Background(), []int64{3}, rows, 0, nil); !errors.Is(err, ErrCapacity) {
 		t.Fatalf("a second Map of the same step took a row the step uses: %v", err)
 	}
 }
@@ -391,16 +392,16 @@ func BenchmarkIDMap(b *testing.B) {
 	m, _ := NewIDMap("b", IDMapOptions{Rows: 1 << 20})
 	ids := make([]int64, 4096)
 	for k := range ids {
-		ids[k] = int64(mix(uint64(k), 9))
+		ids[k] = int64(tablerows.Mix(uint64(k), 9))
 	}
 	rows := make([]int64, len(ids))
-	if _, err := m.Map(ids, rows, 0, nil); err != nil {
+	if _, err := m.Map(context.Background(), ids, rows, 0, nil); err != nil {
 		b.Fatal(err)
 	}
 	step := int64(1)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := m.Map(ids, rows, step, nil); err != nil {
+		if _, err := m.Map(context.Background(), ids, rows, step, nil); err != nil {
 			b.Fatal(err)
 		}
 		step++
@@ -418,7 +419,7 @@ func BenchmarkIDMapRefuse(b *testing.B) {
 	step := int64(0)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := m.Map(batches[step%64], rows, step, nil); err != nil {
+		if _, err := m.Map(context.Background(), batches[step%64], rows, step, nil); err != nil {
 			b.Fatal(err)
 		}
 		step++
@@ -461,7 +462,7 @@ func TestIDMapStateResumes(t *testing.T) {
 		require.NoError(t, err)
 		rows := make([]int64, 6)
 		for step, ids := range s[:20] {
-			a.Map(ids, rows, int64(step), nil) // Refuse errors are part of the history
+			a.Map(context.Background(), ids, rows, int64(step), nil) // Refuse errors are part of the history
 		}
 		path := filepath.Join(t.TempDir(), "map.safetensors")
 		require.NoError(t, checkpoint.Save(path, nil, a))
@@ -469,24 +470,24 @@ func TestIDMapStateResumes(t *testing.T) {
 		require.NoError(t, err)
 		_, err = checkpoint.Load(path, b)
 		require.NoError(t, err)
-		require.Equal(t, a.Stats(), b.Stats())
+		require.Equal(t, statsOf(a), statsOf(b))
 		ra, rb := make([]int64, 6), make([]int64, 6)
 		for step, ids := range s[20:] {
-			fa, ea := a.Map(ids, ra, int64(20+step), nil)
-			fb, eb := b.Map(ids, rb, int64(20+step), nil)
+			fa, ea := a.Map(context.Background(), ids, ra, int64(20+step), nil)
+			fb, eb := b.Map(context.Background(), ids, rb, int64(20+step), nil)
 			require.Equal(t, ea, eb, "%+v step %d", o, 20+step)
 			require.Equal(t, ra, rb, "%+v step %d", o, 20+step)
 			require.Equal(t, fa, fb, "%+v step %d", o, 20+step)
 		}
-		require.Equal(t, a.Stats(), b.Stats())
-		require.NotZero(t, a.Stats().Evicted+a.Stats().Expired+a.Stats().Rejected, "%+v: the stream never filled the map", o)
+		require.Equal(t, statsOf(a), statsOf(b))
+		require.NotZero(t, statsOf(a).Evicted+statsOf(a).Expired+statsOf(a).Rejected, "%+v: the stream never filled the map", o)
 
 		other, err := NewIDMap("user", IDMapOptions{Rows: o.Rows, Evict: o.Evict, TTL: o.TTL + 1, AdmitAfter: o.AdmitAfter, SketchWidth: o.SketchWidth})
 		require.NoError(t, err)
 		_, err = checkpoint.Load(path, other)
 		require.ErrorIs(t, err, checkpoint.ErrFormat)
 		require.ErrorContains(t, err, "ttl")
-		require.Zero(t, other.Stats().Used, "a refused state changed the map")
+		require.Zero(t, statsOf(other).Used, "a refused state changed the map")
 	}
 }
 
@@ -496,16 +497,16 @@ func TestIDMapStateResumes(t *testing.T) {
 func FuzzIDMapState(f *testing.F) {
 	m, _ := NewIDMap("f", IDMapOptions{Rows: 3})
 	rows := make([]int64, 2)
-	m.Map([]int64{5, 9}, rows, 0, nil)
-	m.Map([]int64{7, 5}, rows, 1, nil)
+	m.Map(context.Background(), []int64{5, 9}, rows, 0, nil)
+	m.Map(context.Background(), []int64{7, 5}, rows, 1, nil)
 	f.Add(m.encode()[len(idMapMagic):])
 	empty, _ := NewIDMap("f", IDMapOptions{Rows: 3})
 	f.Add(empty.encode()[len(idMapMagic):])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, _ := NewIDMap("f", IDMapOptions{Rows: 3})
 		if _, err := m.decode(append([]byte(idMapMagic), b...)); err != nil {
-			if !errors.Is(err, checkpoint.ErrFormat) || m.Stats().Used != 0 {
-				t.Fatalf("%v; %+v", err, m.Stats())
+			if !errors.Is(err, checkpoint.ErrFormat) || statsOf(m).Used != 0 {
+				t.Fatalf("%v; %+v", err, statsOf(m))
 			}
 			return
 		}
@@ -514,7 +515,7 @@ func FuzzIDMapState(f *testing.F) {
 		}
 		rows, base := make([]int64, 3), m.step+1
 		for step := int64(0); step < 4; step++ {
-			if _, err := m.Map([]int64{step, 100 + step, 7}, rows, base+step, nil); err != nil {
+			if _, err := m.Map(context.Background(), []int64{step, 100 + step, 7}, rows, base+step, nil); err != nil {
 				t.Fatal(err)
 			}
 			for _, r := range rows {
@@ -559,7 +560,7 @@ func TestCachedReset(t *testing.T) {
 		require.Equal(t, append(want, 0.5), read(a.Row), "row %d", a.Row)
 	}
 	require.Equal(t, []float32{3, 3, 0.5}, read(2), "a row not reset changed")
-	shared, err := NewCached(context.Background(), store, CacheOptions{Budget: 1 << 10, Shared: true})
+	shared, err := NewCached(context.Background(), store, CacheOptions{Budget: 1 << 10, Shared: &SharedOptions{}})
 	require.NoError(t, err)
 	defer shared.Close()
 	require.ErrorIs(t, shared.Reset(context.Background(), fresh, RowInit{Seed: 4, Std: 1}), errs.ErrOption)
@@ -575,7 +576,7 @@ func TestReadIDMap(t *testing.T) {
 	s := stream(5, 30, 5, 12)
 	rows := make([]int64, 5)
 	for step, ids := range s[:15] {
-		_, err := a.Map(ids, rows, int64(step), nil)
+		_, err := a.Map(context.Background(), ids, rows, int64(step), nil)
 		require.NoError(t, err)
 	}
 	path := filepath.Join(t.TempDir(), "model.safetensors")
@@ -590,8 +591,8 @@ func TestReadIDMap(t *testing.T) {
 	require.Equal(t, a.o, b.o)
 	ra, rb := make([]int64, 5), make([]int64, 5)
 	for step, ids := range s[15:] {
-		fa, ea := a.Map(ids, ra, int64(15+step), nil)
-		fb, eb := b.Map(ids, rb, int64(15+step), nil)
+		fa, ea := a.Map(context.Background(), ids, ra, int64(15+step), nil)
+		fb, eb := b.Map(context.Background(), ids, rb, int64(15+step), nil)
 		require.Equal(t, ea, eb)
 		require.Equal(t, ra, rb)
 		require.Equal(t, fa, fb)
@@ -634,8 +635,8 @@ func (p weightPart) SetState(m map[string]*tensor.Dense) error {
 func FuzzReadIDMap(f *testing.F) {
 	m, _ := NewIDMap("m", IDMapOptions{Rows: 3, AdmitAfter: 2, SketchWidth: 4})
 	rows := make([]int64, 2)
-	m.Map([]int64{4, 4}, rows, 0, nil)
-	m.Map([]int64{9, 9}, rows, 1, nil)
+	m.Map(context.Background(), []int64{4, 4}, rows, 0, nil)
+	m.Map(context.Background(), []int64{9, 9}, rows, 1, nil)
 	st, _ := m.State()
 	dir := f.TempDir()
 	p := filepath.Join(dir, "seed")
@@ -654,7 +655,7 @@ func FuzzReadIDMap(f *testing.F) {
 			return
 		}
 		rows := make([]int64, 3)
-		if _, err := m.Map([]int64{1, 2, 1}, rows, max(m.step, 0)+1, nil); err != nil && !errors.Is(err, ErrCapacity) {
+		if _, err := m.Map(context.Background(), []int64{1, 2, 1}, rows, max(m.step, 0)+1, nil); err != nil && !errors.Is(err, ErrCapacity) {
 			t.Fatal(err)
 		}
 	})
@@ -678,10 +679,11 @@ func TestReadIDMapHuge(t *testing.T) {
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20))
 }
 
-// A map kept in a table file's rows (KeepIDMap) is committed with each
-// Sync: the files a crash leaves after unsynced steps reopen with the map
-// of the last Sync, and after Close with the last map. Other options, a
-// table not in a file and rows that overlap the map's are errors.
+// A map kept in a table file's rows (FileOptions.IDMap) is committed
+// with each Sync: the files a crash leaves after unsynced steps reopen
+// with the map of the last Sync, and after Close with the last map. Other
+// options and rows that overlap the map's are errors, and leave the file
+// as it was.
 func TestKeepIDMap(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "t.safetensors")
@@ -692,20 +694,19 @@ func TestKeepIDMap(t *testing.T) {
 	vocab := int64(o.Rows+1) + k
 	require.NoError(t, Create(path, "t", int(vocab), 2, tensor.Float32, WithState(cols...)))
 	ctx := context.Background()
-	c, err := OpenCached(path, CacheOptions{Budget: 1 << 16})
-	require.NoError(t, err)
 	m, _ := NewIDMap("t", o)
-	require.NoError(t, c.KeepIDMap(ctx, m, int64(o.Rows+1)))
-	require.Zero(t, m.Stats().Used, "a new file's rows held a map")
+	c, err := OpenCached(path, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: int64(o.Rows + 1)})
+	require.NoError(t, err)
+	require.Zero(t, statsOf(m).Used, "a new file's rows held a map")
 	s := stream(3, 20, 6, 40)
 	rows := make([]int64, 6)
 	for step, ids := range s[:10] {
-		m.Map(ids, rows, int64(step), nil)
+		m.Map(context.Background(), ids, rows, int64(step), nil)
 	}
 	require.NoError(t, c.Sync(ctx))
 	synced := m.encode()
 	for step, ids := range s[10:] {
-		m.Map(ids, rows, int64(10+step), nil)
+		m.Map(context.Background(), ids, rows, int64(10+step), nil)
 	}
 	require.NotEqual(t, synced, m.encode())
 	require.NoError(t, c.writeIDMap(ctx)) // a Sync's first part: the map's rows in the journal, not committed
@@ -720,45 +721,45 @@ func TestKeepIDMap(t *testing.T) {
 	}
 	require.NoError(t, c.Close())
 	reopen := func(p string) *IDMap {
-		c, err := OpenCached(p, CacheOptions{Budget: 1 << 16})
+		m, _ := NewIDMap("t", o)
+		c, err := OpenCached(p, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: int64(o.Rows + 1)})
 		require.NoError(t, err)
 		defer c.Close()
-		m, _ := NewIDMap("t", o)
-		require.NoError(t, c.KeepIDMap(ctx, m, int64(o.Rows+1)))
 		return m
 	}
 	require.Equal(t, synced, reopen(filepath.Join(crash, "t.safetensors")).encode(), "the crash's map is not the last Sync's")
 	require.Equal(t, m.encode(), reopen(path).encode(), "Close did not keep the last map")
 
-	c, err = OpenCached(path, CacheOptions{Budget: 1 << 16})
-	require.NoError(t, err)
-	defer c.Close()
 	other, _ := NewIDMap("t", IDMapOptions{Rows: 20, AdmitAfter: 2, SketchWidth: 64, Evict: EvictLRU})
-	require.ErrorIs(t, c.KeepIDMap(ctx, other, int64(o.Rows+1)), checkpoint.ErrFormat)
-	require.Zero(t, other.Stats().Used)
-	require.ErrorIs(t, c.KeepIDMap(ctx, other, int64(o.Rows)), errs.ErrOption)
-	require.ErrorIs(t, c.KeepIDMap(ctx, other, vocab-k+1), errs.ErrOption)
-	store, _ := NewMemoryStore("m", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(30, 2)))
-	mc, _ := NewCached(ctx, store, CacheOptions{Budget: 1 << 12})
-	defer mc.Close()
-	require.ErrorIs(t, mc.KeepIDMap(ctx, other, 21), errs.ErrOption)
+	keep := func(m *IDMap, row int64) error {
+		c, err := OpenCached(path, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: row})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	require.ErrorIs(t, keep(other, int64(o.Rows+1)), checkpoint.ErrFormat)
+	require.Zero(t, statsOf(other).Used)
+	require.ErrorIs(t, keep(other, int64(o.Rows)), errs.ErrOption)
+	require.ErrorIs(t, keep(other, vocab-k+1), errs.ErrOption)
+	require.Equal(t, m.encode(), reopen(path).encode(), "a refused map changed the file")
 }
 
-// FuzzIDMapDecode gives a map any bytes as the rows KeepIDMap reads: an
+// FuzzIDMapDecode gives a map any bytes as the rows FileOptions.IDMap reads: an
 // error and an unchanged map, or a map that maps.
 func FuzzIDMapDecode(f *testing.F) {
 	o := IDMapOptions{Rows: 3, AdmitAfter: 2, SketchWidth: 4}
 	m, _ := NewIDMap("f", o)
 	rows := make([]int64, 2)
-	m.Map([]int64{5, 5}, rows, 0, nil)
-	m.Map([]int64{6, 6}, rows, 1, nil)
+	m.Map(context.Background(), []int64{5, 5}, rows, 0, nil)
+	m.Map(context.Background(), []int64{6, 6}, rows, 1, nil)
 	f.Add(m.encode())
 	f.Add(append([]byte(idMapMagic), make([]byte, 40)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, _ := NewIDMap("f", o)
 		if _, err := m.decode(b); err != nil {
-			if !errors.Is(err, checkpoint.ErrFormat) || m.Stats().Used != 0 {
-				t.Fatalf("%v; %+v", err, m.Stats())
+			if !errors.Is(err, checkpoint.ErrFormat) || statsOf(m).Used != 0 {
+				t.Fatalf("%v; %+v", err, statsOf(m))
 			}
 			return
 		}
@@ -766,7 +767,7 @@ func FuzzIDMapDecode(f *testing.F) {
 			return
 		}
 		rows := make([]int64, 3)
-		if _, err := m.Map([]int64{1, 2, 1}, rows, max(m.step, 0)+1, nil); err != nil && !errors.Is(err, ErrCapacity) {
+		if _, err := m.Map(context.Background(), []int64{1, 2, 1}, rows, max(m.step, 0)+1, nil); err != nil && !errors.Is(err, ErrCapacity) {
 			t.Fatal(err)
 		}
 	})
@@ -783,30 +784,30 @@ func TestIDMapNarrowSketch(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := make([]int64, len(ids))
-	a, err := m.Map(ids, rows, 0, nil)
+	a, err := m.Map(context.Background(), ids, rows, 0, nil)
 	if !errors.Is(err, ErrCapacity) || len(a) != 0 {
 		t.Fatalf("Refuse: rows %v, assigned %v, %v; want ErrCapacity", rows, a, err)
 	}
 	if !strings.Contains(err.Error(), `id map "x": no row for id 105`) {
 		t.Fatalf("the error does not name the map and the id: %v", err)
 	}
-	if st := m.Stats(); st != (IDMapStats{Rejected: 1}) {
+	if st := statsOf(m); st != (IDMapStats{Rejected: 1}) {
 		t.Fatalf("Refuse: %+v after a refused batch", st)
 	}
 	// The refused batch counted nothing: the same batch with the map's
 	// rows one larger admits 103, 104 and 105.
 	m, _ = NewIDMap("x", IDMapOptions{Rows: 3, AdmitAfter: 3, SketchWidth: 1, Evict: Refuse})
-	if _, err := m.Map(ids, rows, 0, nil); err != nil || !slices.Equal(rows, []int64{3, 3, 0, 1, 2}) {
+	if _, err := m.Map(context.Background(), ids, rows, 0, nil); err != nil || !slices.Equal(rows, []int64{3, 3, 0, 1, 2}) {
 		t.Fatalf("Refuse, 3 rows: %v, %v", rows, err)
 	}
 	for _, evict := range []Eviction{EvictLRU, EvictLFU} {
 		m, _ := NewIDMap("x", IDMapOptions{Rows: 2, AdmitAfter: 3, SketchWidth: 1, Evict: evict})
-		a, err := m.Map(ids, rows, 0, nil)
-		if !errors.Is(err, ErrCapacity) || len(a) != 0 || m.Stats() != (IDMapStats{}) {
-			t.Fatalf("%v: rows %v, assigned %v, %+v, %v; want ErrCapacity", evict, rows, a, m.Stats(), err)
+		a, err := m.Map(context.Background(), ids, rows, 0, nil)
+		if !errors.Is(err, ErrCapacity) || len(a) != 0 || statsOf(m) != (IDMapStats{}) {
+			t.Fatalf("%v: rows %v, assigned %v, %+v, %v; want ErrCapacity", evict, rows, a, statsOf(m), err)
 		}
 		// The refused batch counted nothing: four of its ids admit 103 and 104.
-		if _, err := m.Map(ids[:4], rows[:4], 1, nil); err != nil || !slices.Equal(rows[:4], []int64{2, 2, 0, 1}) {
+		if _, err := m.Map(context.Background(), ids[:4], rows[:4], 1, nil); err != nil || !slices.Equal(rows[:4], []int64{2, 2, 0, 1}) {
 			t.Fatalf("%v: %v, %v", evict, rows[:4], err)
 		}
 	}
@@ -847,7 +848,7 @@ func TestIDMapOptionsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := make([]int64, 3)
-	if _, err := m.Map([]int64{1, 1, 1}, rows, 0, nil); err != nil || !slices.Equal(rows, []int64{5, 5, 5}) {
+	if _, err := m.Map(context.Background(), []int64{1, 1, 1}, rows, 0, nil); err != nil || !slices.Equal(rows, []int64{5, 5, 5}) {
 		t.Fatalf("AdmitAfter 2³²-1: rows %v, %v", rows, err)
 	}
 	for _, std := range []float64{math.NaN(), math.Inf(1), -1} {
@@ -889,7 +890,7 @@ func TestIDMapLRUTies(t *testing.T) {
 	}
 	rows := make([]int64, 2)
 	for s, ids := range [][]int64{{10, 20}, {30, 10}, {40, 40}, {50, 50}} {
-		if _, err := m.Map(ids, rows, int64(s), nil); err != nil {
+		if _, err := m.Map(context.Background(), ids, rows, int64(s), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -904,4 +905,13 @@ func TestIDMapLRUTies(t *testing.T) {
 	if r, _ := m.Row(50); r != 0 {
 		t.Errorf("50 has row %d, want 10's row 0", r)
 	}
+}
+
+// statsOf returns m's Stats.
+func statsOf(m Mapper) IDMapStats {
+	s, err := m.Stats(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

@@ -73,8 +73,8 @@ func TestStaleJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.Read(context.Background(), []int64{7}); err != nil || c.Steps() != 1500 || got.Float32s()[0] != math.Float32frombits(0x41414141) {
-		t.Fatalf("the old table did not apply its committed journal: step count %d, %v", c.Steps(), err)
+	if got, err := c.Read(context.Background(), []int64{7}); err != nil || c.Stats().Steps != 1500 || got.Float32s()[0] != math.Float32frombits(0x41414141) {
+		t.Fatalf("the old table did not apply its committed journal: step count %d, %v", c.Stats().Steps, err)
 	}
 	c.Close()
 	if err := os.WriteFile(path+".journal", stale, 0o644); err != nil {
@@ -97,7 +97,7 @@ func TestStaleJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := c.Steps()
+	steps := c.Stats().Steps
 	c.Close()
 	if got := readAll(t, path); steps != 0 || !bytes.Equal(got, want) {
 		t.Fatalf("the new table opened at step count %d, its rows those of a fresh table: %v", steps, bytes.Equal(got, want))
@@ -160,7 +160,7 @@ func TestCachedWithoutState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(64 * (kDim*4 + 72))})
+	c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(64 * (kDim*4 + 72))}, table.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,21 +200,20 @@ func TestJournalLimit(t *testing.T) {
 	rowBytes := int64(3 * kDim * 4)
 	budget := 64 * (rowBytes + 72)
 	const limit = 8 << 10
-	open := func(name string, o table.CacheOptions) *table.Cached {
+	open := func(name string, fo table.FileOptions) *table.Cached {
 		path := filepath.Join(dir, name)
 		if err := table.Create(path, "t", kVocab, kDim, tensor.Float32, table.WithSeed(3), table.WithState(cols...)); err != nil {
 			t.Fatal(err)
 		}
-		o.Budget = budget
-		c, err := table.OpenCached(path, o)
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: budget}, fo)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	bounded := open("bounded", table.CacheOptions{JournalLimit: limit})
-	unbounded := open("unbounded", table.CacheOptions{JournalLimit: -1})
+	bounded := open("bounded", table.FileOptions{JournalLimit: limit})
+	unbounded := open("unbounded", table.FileOptions{JournalLimit: -1})
 	largest, largestFree := int64(0), int64(0)
 	for n := range 200 {
 		if err := kStep(bounded, n); err != nil {
@@ -236,7 +235,7 @@ func TestJournalLimit(t *testing.T) {
 		t.Fatal("the table whose journal was bounded trained otherwise")
 	}
 
-	manual := open("manual", table.CacheOptions{JournalLimit: limit, ManualSync: true})
+	manual := open("manual", table.FileOptions{JournalLimit: limit, ManualSync: true})
 	n := 0
 	var err error
 	for ; n < 200 && err == nil; n++ {

@@ -11,6 +11,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/tablerows"
 	"github.com/gathergrad/gather/rule"
 )
 
@@ -18,7 +19,7 @@ import (
 // for a table whose rows fit in memory, or a test. It is safe for
 // concurrent use, and it steps its own rows (Step) under its lock, as a
 // Redis Cluster steps its rows on its servers: several Shared caches in
-// front of one MemoryStore train it as workers train a RedisStore.
+// front of one MemoryStore train it as workers train a cluster.Store.
 type MemoryStore struct {
 	mu       sync.Mutex
 	schema   Schema
@@ -39,7 +40,7 @@ func NewMemoryStore(name string, weights *tensor.Dense, cols ...Column) (*Memory
 		return nil, err
 	}
 	vocab, dim := weights.Shape()[0], weights.Shape()[1]
-	_, width, err := describe("memory store", dim, cols)
+	_, width, err := tablerows.Describe("memory store", dim, cols)
 	if err != nil {
 		return nil, err
 	}
@@ -50,11 +51,11 @@ func NewMemoryStore(name string, weights *tensor.Dense, cols ...Column) (*Memory
 	state := make([]byte, s.rowBytes-dim*es)
 	if dt == tensor.Float32 {
 		v := make([]float32, width-dim)
-		initState(v, cols)
+		tablerows.InitState(v, cols)
 		copy(state, fileio.LittleEndianBytes(v))
 	} else {
 		v := make([]float64, width-dim)
-		initState(v, cols)
+		tablerows.InitState(v, cols)
 		copy(state, fileio.LittleEndianBytes(v))
 	}
 	for r := range vocab {
@@ -130,7 +131,7 @@ func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) er
 	if sc.Format.isHalf() {
 		return fmt.Errorf("memory store: the rule %q: a store of %v values steps no rule; step its rows in a cache (NewCached): %w", r.Name(), sc.Format, errs.ErrOption)
 	}
-	if err := checkColumns(r, sc.Dim, sc.Columns); err != nil {
+	if err := rule.CheckColumns(r, sc.Dim, sc.Columns); err != nil {
 		return fmt.Errorf("memory store: %w", err)
 	}
 	s.mu.Lock()
@@ -183,12 +184,3 @@ func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) er
 func (s *MemoryStore) Steps() int64 { return s.steps.Load() }
 
 var _ rule.Stepper = (*MemoryStore)(nil)
-
-// checkColumns reports an error unless rule r keeps the columns cols
-// beside rows of dim values.
-func checkColumns(r rule.Rule, dim int, cols []Column) error {
-	if want := r.Columns(dim); !rule.SameColumns(want, cols) {
-		return fmt.Errorf("the rule %q keeps %v by row; the table holds %v: %w", r.Name(), want, cols, errs.ErrOption)
-	}
-	return nil
-}

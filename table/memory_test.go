@@ -97,7 +97,7 @@ func TestCachedStepAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, shared := range []bool{false, true} {
+	for _, shared := range []*table.SharedOptions{nil, {}} {
 		c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 1 << 20, Shared: shared})
 		if err != nil {
 			t.Fatal(err)
@@ -126,36 +126,6 @@ func TestCachedStepAllocs(t *testing.T) {
 		c.Close()
 	}
 }
-
-// plainRule is a rule no store has an encoding of.
-type plainRule struct{ optim.SparseSGD }
-
-func (plainRule) Name() string { return "plain" }
-
-// A rule with no Redis encoding registered under its name and type is an
-// error naming the rule, before anything reaches a cluster; optim's rules
-// have theirs.
-func TestRedisRuleRegistry(t *testing.T) {
-	_, err := table.RedisFunction(&plainRule{})
-	if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), `"plain"`) {
-		t.Fatalf("an unregistered rule: %v", err)
-	}
-	// A rule of another type under a registered name is not the rule.
-	if _, err := table.RedisFunction(&sgdNamed{}); !errors.Is(err, errs.ErrOption) {
-		t.Fatalf("a rule of another type named sparse_sgd: %v", err)
-	}
-	for _, r := range []optim.Sparse{&optim.SparseSGD{}, optim.NewSparseAdam(1), optim.NewSparseAdagrad(1), optim.NewRowWiseAdagrad(1)} {
-		fn, err := table.RedisFunction(r)
-		if err != nil || !strings.HasPrefix(fn, "gg_"+r.Name()+"_") {
-			t.Fatalf("%s: %q, %v", r.Name(), fn, err)
-		}
-	}
-}
-
-// sgdNamed is a rule of another type under SparseSGD's name.
-type sgdNamed struct{ plainRule }
-
-func (sgdNamed) Name() string { return "sparse_sgd" }
 
 // ReadValues gives a store's rows' values as floats, without their
 // state: float32 and float64 rows as stored, half rows widened; an id

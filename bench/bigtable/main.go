@@ -147,7 +147,7 @@ func main() {
 		stream, load := strings.TrimSuffix(run1, "-cold"), *preload && !strings.HasSuffix(run1, "-cold")
 		memory(fmt.Sprintf("before the %s steps", run1))
 		t0 := time.Now()
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: *budget, Depth: *depth, Preload: load, LFU: *lfu, JournalLimit: -1})
+		c, err := table.OpenCached(path, table.CacheOptions{Budget: *budget, Preload: load, LFU: *lfu}, table.FileOptions{Depth: *depth, JournalLimit: -1})
 		if err != nil {
 			log.Fatal(err)
 		}

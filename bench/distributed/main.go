@@ -34,6 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
@@ -55,7 +56,7 @@ func main() {
 	addrs := flag.String("redis", "", "a Redis Cluster's nodes (host:port,...); none starts a local one of 3 masters")
 	password := flag.String("password", "", "the cluster's password")
 	flag.Parse()
-	o := table.RedisOptions{Password: *password, Timeout: 10 * time.Second}
+	o := cluster.Options{Password: *password, Timeout: 10 * time.Second}
 	if *addrs != "" {
 		o.Addrs = strings.Split(*addrs, ",")
 	} else {
@@ -77,11 +78,11 @@ func main() {
 	}
 }
 
-func run(o table.RedisOptions, rounds, steps, workers, examples int) error {
+func run(o cluster.Options, rounds, steps, workers, examples int) error {
 	opt := optim.NewRowWiseAdagrad(0.01)
 	cols := opt.Columns(dim)
 	fmt.Printf("writing a table of %d rows of %d float32 values and an Adagrad sum\n", vocab, dim)
-	if err := table.CreateRedis(context.Background(), o, "bench", vocab, dim, tensor.Float32, table.WithState(cols...), table.WithReplace()); err != nil {
+	if err := cluster.Create(context.Background(), o, "bench", vocab, dim, tensor.Float32, table.WithState(cols...), table.WithReplace()); err != nil {
 		return err
 	}
 	ours, err := newWorker(o, opt, 1)
@@ -93,7 +94,7 @@ func run(o table.RedisOptions, rounds, steps, workers, examples int) error {
 	if err := ours.step(); err != nil {
 		return err
 	}
-	fn, err := table.RedisFunction(opt)
+	fn, err := cluster.Function(opt)
 	if err != nil {
 		return err
 	}
@@ -137,7 +138,7 @@ func run(o table.RedisOptions, rounds, steps, workers, examples int) error {
 // A worker is the store's part of a training step: a Shared cache's
 // fetch of a batch's rows, and the server's update of them.
 type worker struct {
-	s     *table.RedisStore
+	s     *cluster.Store
 	c     *table.Cached
 	opt   *optim.RowWiseAdagrad
 	r     *rand.Rand
@@ -146,12 +147,12 @@ type worker struct {
 	g     *optim.RowGrad
 }
 
-func newWorker(o table.RedisOptions, opt *optim.RowWiseAdagrad, seed uint64) (*worker, error) {
-	s, err := table.OpenRedis(context.Background(), o, "bench")
+func newWorker(o cluster.Options, opt *optim.RowWiseAdagrad, seed uint64) (*worker, error) {
+	s, err := cluster.Open(context.Background(), o, "bench")
 	if err != nil {
 		return nil, err
 	}
-	c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 64 << 20, Shared: true})
+	c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 64 << 20, Shared: &table.SharedOptions{}})
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +201,7 @@ type bare struct {
 	n    uint64
 }
 
-func newBare(o table.RedisOptions, fn string) *bare {
+func newBare(o cluster.Options, fn string) *bare {
 	g := make([]float32, dim)
 	for i := range g {
 		g[i] = 1e-3
@@ -243,7 +244,7 @@ func (b *bare) step(batch []int64) error {
 
 // rowsPerSecond runs n workers at once, each steps steps, and returns the
 // rows they stepped a second, together.
-func rowsPerSecond(o table.RedisOptions, opt *optim.RowWiseAdagrad, n, steps int) (float64, error) {
+func rowsPerSecond(o cluster.Options, opt *optim.RowWiseAdagrad, n, steps int) (float64, error) {
 	ws := make([]*worker, n)
 	for k := range ws {
 		w, err := newWorker(o, opt, uint64(100+k))
@@ -276,7 +277,7 @@ func rowsPerSecond(o table.RedisOptions, opt *optim.RowWiseAdagrad, n, steps int
 
 // job runs examples/distributed on the cluster and returns the held-out
 // losses of its workers' model and of the one trained in memory.
-func job(o table.RedisOptions, workers, examples int) (float64, float64, error) {
+func job(o cluster.Options, workers, examples int) (float64, float64, error) {
 	dir, err := os.MkdirTemp("", "gathergrad-job-")
 	if err != nil {
 		return 0, 0, err

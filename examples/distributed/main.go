@@ -46,7 +46,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -60,7 +60,7 @@ type config struct {
 	lr                                float64
 	seed                              uint64
 	name                              string
-	redis                             table.RedisOptions
+	redis                             cluster.Options
 	cacheMB                           int
 	save                              string
 	saveEvery                         int          // steps between saves of the in-memory model, 0 for none
@@ -143,13 +143,13 @@ func run(c config) (workers, single float64, err error) {
 			return 0, 0, err
 		}
 		defer os.RemoveAll(dir)
-		cl, err := localredis.Launch(dir, 3, 0)
+		cl, err := cluster.StartLocal(dir, 3)
 		if err != nil {
-			return 0, 0, fmt.Errorf("starting a local Redis Cluster: %w (or give one with -redis)", err)
+			return 0, 0, fmt.Errorf("%w (or give a cluster with -redis)", err)
 		}
 		defer cl.Stop()
-		c.redis.Addrs, c.redis.Password = cl.Addrs, cl.Password
-		fmt.Printf("a local Redis Cluster of 3 masters at %s\n", strings.Join(cl.Addrs, ", "))
+		c.redis.Addrs, c.redis.Password = cl.Options.Addrs, cl.Options.Password
+		fmt.Printf("a local Redis Cluster of 3 masters at %s\n", strings.Join(cl.Options.Addrs, ", "))
 	}
 	if err := create(c); err != nil {
 		return 0, 0, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/table"
 )
@@ -31,7 +32,7 @@ func TestWorkersMatchMemory(t *testing.T) {
 	}
 	cl := localredis.Start(t, 3, 0)
 	c := config{workers: 2, examples: 10_240, heldOut: 5_000, batch: 256, staleness: 2, maxAge: 1, lr: 0.01, seed: 3, name: "test", cacheMB: 16,
-		redis: table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 10 * time.Second, Retry: time.Minute}}
+		redis: cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 10 * time.Second, Retry: time.Minute}}
 	d, s, err := run(c)
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ const (
 )
 
 // tableSeed is the seed of feature f's table: nn.NewEmbedding and
-// table.CreateRedis draw the same rows from it.
+// cluster.Create draw the same rows from it.
 func tableSeed(seed uint64, f int) uint64 { return seed + uint64(f) + 1 }
 
 type model struct {

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -26,7 +27,7 @@ func sparseAdam(c config) *optim.SparseAdam { return optim.NewSparseAdam(c.lr) }
 func create(c config) error {
 	cols := sparseAdam(c).Columns(embDim)
 	for f := range vocab {
-		err := table.CreateRedis(context.Background(), c.redis, tableName(c, f), int64(vocab[f]), embDim, tensor.Float32,
+		err := cluster.Create(context.Background(), c.redis, tableName(c, f), int64(vocab[f]), embDim, tensor.Float32,
 			table.WithSeed(tableSeed(c.seed, f)), table.WithState(cols...), table.WithReplace())
 		if err != nil {
 			return err
@@ -37,12 +38,12 @@ func create(c config) error {
 	if err != nil {
 		return err
 	}
-	err = table.CreateRedis(context.Background(), c.redis, denseName(c), rows, optim.SharedWidth, tensor.Float32,
+	err = cluster.Create(context.Background(), c.redis, denseName(c), rows, optim.SharedWidth, tensor.Float32,
 		table.WithState(sparseAdam(c).Columns(optim.SharedWidth)...), table.WithReplace())
 	if err != nil {
 		return err
 	}
-	s, err := table.OpenRedis(context.Background(), c.redis, denseName(c))
+	s, err := cluster.Open(context.Background(), c.redis, denseName(c))
 	if err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func create(c config) error {
 // openDense returns the dense learnables params as the cluster holds
 // them, for the worker so places.
 func openDense(c config, so optim.SharedOptions, params []*gorgonia.Node) (*optim.SharedDense, error) {
-	s, err := table.OpenRedis(context.Background(), c.redis, denseName(c))
+	s, err := cluster.Open(context.Background(), c.redis, denseName(c))
 	if err != nil {
 		return nil, err
 	}
@@ -73,12 +74,12 @@ func runWorker(c config, w int) error {
 	g := gorgonia.NewGraph()
 	var tables [3]*nn.Embedding
 	for f := range tables {
-		s, err := table.OpenRedis(context.Background(), c.redis, tableName(c, f))
+		s, err := cluster.Open(context.Background(), c.redis, tableName(c, f))
 		if err != nil {
 			return err
 		}
 		cached, err := table.NewCached(context.Background(), s,
-			table.CacheOptions{Budget: int64(c.cacheMB) << 20, Shared: true, MaxAge: c.maxAge})
+			table.CacheOptions{Budget: int64(c.cacheMB) << 20, Shared: &table.SharedOptions{MaxAge: c.maxAge}})
 
 		if err != nil {
 			return err
@@ -152,7 +153,7 @@ func runWorker(c config, w int) error {
 func clusterWeights(c config) (*weights, error) {
 	w := &weights{}
 	for f := range vocab {
-		s, err := table.OpenRedis(context.Background(), c.redis, tableName(c, f))
+		s, err := cluster.Open(context.Background(), c.redis, tableName(c, f))
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +219,7 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 		}
 		budget := int64(vocab[f]) * int64(s.RowBytes()+2*embDim+72) // every row, as float32 in the cache
 		cached[f], err = table.NewCached(context.Background(), s,
-			table.CacheOptions{Budget: budget, NearestRounding: c.nearest, RoundingSeed: c.seed})
+			table.CacheOptions{Budget: budget, Rounding: table.Rounding{Nearest: c.nearest, Seed: c.seed}})
 		if err != nil {
 			return nil, err
 		}

@@ -281,7 +281,7 @@ func save(cfg config, m *model, pcg *rand.PCG, step int) error {
 		if err := m.emb.Sync(); err != nil {
 			return err
 		}
-		meta["table_steps"] = strconv.FormatInt(c.Steps(), 10)
+		meta["table_steps"] = strconv.FormatInt(c.Stats().Steps, 10)
 	}
 	return checkpoint.Save(cfg.save, meta, m.parts()...)
 }
@@ -307,9 +307,9 @@ func resume(cfg config, m *model, pcg *rand.PCG) (int, error) {
 	if meta["solver"] != cfg.solver {
 		return 0, fmt.Errorf("%s was trained with -solver %s, this run asks for %s", cfg.resume, meta["solver"], cfg.solver)
 	}
-	if c := m.emb.Cached(); c != nil && meta["table_steps"] != strconv.FormatInt(c.Steps(), 10) {
+	if c := m.emb.Cached(); c != nil && meta["table_steps"] != strconv.FormatInt(c.Stats().Steps, 10) {
 		return 0, fmt.Errorf("%s was saved with the table at %s steps; %s is at %d: resume with the table file of that checkpoint",
-			cfg.resume, meta["table_steps"], cfg.table, c.Steps())
+			cfg.resume, meta["table_steps"], cfg.table, c.Stats().Steps)
 	}
 	return step + 1, nil
 }

@@ -133,7 +133,7 @@ func openTable(g *gorgonia.ExprGraph, cfg config, vocab int, opt *optim.SparseAd
 			return nil, err
 		}
 	}
-	c, err := table.OpenCached(cfg.table, table.CacheOptions{Budget: int64(cfg.cacheMB) << 20})
+	c, err := table.OpenCached(cfg.table, table.CacheOptions{Budget: int64(cfg.cacheMB) << 20}, table.FileOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -127,7 +128,7 @@ func remapNs(ids []int64) (float64, error) {
 	var times []float64
 	for step := range 101 {
 		t := time.Now()
-		if _, err := m.Map(batch, rows, int64(step), nil); err != nil {
+		if _, err := m.Map(context.Background(), batch, rows, int64(step), nil); err != nil {
 			return 0, err
 		}
 		if step > 0 { // the first admits them

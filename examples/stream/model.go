@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
@@ -140,7 +141,7 @@ func (m *model) step(step int64, ids [2][]int64, clicks []float32) error {
 			for k, id := range ids[f] {
 				m.ids[f].Ints()[k] = int(uint64(id) % uint64(m.rows[f]))
 			}
-		} else if err := m.raw[f].Map(ids[f], m.ids[f], step); err != nil {
+		} else if err := m.raw[f].Map(context.Background(), ids[f], m.ids[f], step); err != nil {
 			return err
 		}
 	}
@@ -174,7 +175,7 @@ func (m *model) stats() string {
 	var used int
 	var admitted, evicted uint64
 	for _, im := range m.maps {
-		s := im.Stats()
+		s, _ := im.Stats(context.Background()) // a map in memory: never an error
 		used, admitted, evicted = used+s.Used, admitted+s.Admitted, evicted+s.Evicted
 	}
 	return fmt.Sprintf(" rows used %d admitted %d evicted %d", used, admitted, evicted)

@@ -195,7 +195,7 @@ func cachedScenario() scenario {
 		if err != nil {
 			return nil, err
 		}
-		b := binary.LittleEndian.AppendUint64(nil, uint64(c.Steps()))
+		b := binary.LittleEndian.AppendUint64(nil, uint64(c.Stats().Steps))
 		return append(b, fileio.LittleEndianBytes(rows.Float32s())...), nil
 	}
 	return scenario{
@@ -205,7 +205,7 @@ func cachedScenario() scenario {
 			if err := table.Create(path, "t", vocab, dim, tensor.Float32, table.WithSeed(3), table.WithState(adamCols...)); err != nil {
 				t.Fatal(err)
 			}
-			c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 16})
+			c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 16}, table.FileOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +239,7 @@ func cachedScenario() scenario {
 			mark(nil)
 		},
 		read: func(dir string) ([]byte, error) {
-			c, err := table.OpenCached(filepath.Join(dir, "t.safetensors"), table.CacheOptions{Budget: 1 << 16})
+			c, err := table.OpenCached(filepath.Join(dir, "t.safetensors"), table.CacheOptions{Budget: 1 << 16}, table.FileOptions{})
 			if err != nil {
 				return nil, err
 			}

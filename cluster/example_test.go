@@ -1,4 +1,4 @@
-package table_test
+package cluster_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -18,22 +19,22 @@ import (
 // SparseAdam steps. It needs a cluster at the addresses given, so go test
 // compiles it without running it; examples/distributed runs the same
 // calls against a local cluster.
-func ExampleCreateRedis() {
-	o := table.RedisOptions{Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, Password: "secret",
+func ExampleCreate() {
+	o := cluster.Options{Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, Password: "secret",
 		Retry: time.Minute, Replicas: 1}
 	opt := optim.NewSparseAdam(0.01)
 	cols := opt.Columns(16)
 	// Once, by one process:
-	if err := table.CreateRedis(context.Background(), o, "items", 1_000_000, 16, tensor.Float32, table.WithSeed(1), table.WithState(cols...)); err != nil {
+	if err := cluster.Create(context.Background(), o, "items", 1_000_000, 16, tensor.Float32, table.WithSeed(1), table.WithState(cols...)); err != nil {
 		log.Fatal(err)
 	}
 	// In each worker:
-	s, err := table.OpenRedis(context.Background(), o, "items")
+	s, err := cluster.Open(context.Background(), o, "items")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 64 << 20, Shared: true})
+	c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 64 << 20, Shared: &table.SharedOptions{}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,26 +51,26 @@ func ExampleCreateRedis() {
 // rows, shared by every worker, which maps each batch in the calls that
 // read its rows. It needs a cluster at the addresses given, so go test
 // compiles it without running it.
-func ExampleNewRedisIDMap() {
+func ExampleNewIDMap() {
 	ctx := context.Background()
-	o := table.RedisOptions{Addrs: []string{"10.0.0.1:6379"}, Retry: time.Minute, Replicas: 1}
+	o := cluster.Options{Addrs: []string{"10.0.0.1:6379"}, Retry: time.Minute, Replicas: 1}
 	opt := optim.NewSparseAdam(0.01)
 	mo := table.IDMapOptions{Rows: 1 << 22, AdmitAfter: 2, TTL: 100_000}
 	// Once: the map's rows and the default row after them.
-	if err := table.CreateRedis(ctx, o, "users", int64(mo.Rows)+1, 16, tensor.Float32, table.WithState(opt.Columns(16)...)); err != nil {
+	if err := cluster.Create(ctx, o, "users", int64(mo.Rows)+1, 16, tensor.Float32, table.WithState(opt.Columns(16)...)); err != nil {
 		log.Fatal(err)
 	}
 	// In each worker:
-	s, err := table.OpenRedis(ctx, o, "users")
+	s, err := cluster.Open(ctx, o, "users")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	m, err := table.NewRedisIDMap(ctx, s, mo, table.RowInit{Seed: 1, Std: 0.05})
+	m, err := cluster.NewIDMap(ctx, s, mo, table.RowInit{Seed: 1, Std: 0.05})
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 64 << 20, Shared: true})
+	c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 64 << 20, Shared: &table.SharedOptions{}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -78,11 +79,11 @@ func ExampleNewRedisIDMap() {
 		log.Fatal(err)
 	}
 	defer emb.Close()
-	raw, err := nn.NewSharedRawIDs(emb, m)
+	raw, err := nn.NewRawIDs(emb, m, m.RowInit())
 	if err != nil {
 		log.Fatal(err)
 	}
 	_ = raw
-	// Each step: raw.Map(batch, ids, step) with the batch's raw ids and
+	// Each step: raw.Map(ctx, batch, ids, step) with the batch's raw ids and
 	// the lookup's ids tensor, run the graph, then emb.Step(opt).
 }

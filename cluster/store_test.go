@@ -1,4 +1,4 @@
-package table_test
+package cluster_test
 
 import (
 	"bytes"
@@ -20,8 +20,11 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/cluster"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/internal/tabletest"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -35,16 +38,16 @@ import (
 // errors naming them; an ACL user reads it, a wrong password does not.
 func TestRedisStore(t *testing.T) {
 	cl := localredis.Start(t, 3, 1)
-	o := table.RedisOptions{Addrs: cl.Addrs[:1], Password: cl.Password, Timeout: 5 * time.Second}
-	const vocab, dim = 5000, kDim
-	cols := kOpt.Columns(dim)
-	if err := table.CreateRedis(context.Background(), o, "words", vocab, dim, tensor.Float32, table.WithSeed(3), table.WithState(cols...)); err != nil {
+	o := cluster.Options{Addrs: cl.Addrs[:1], Password: cl.Password, Timeout: 5 * time.Second}
+	const vocab, dim = 5000, tabletest.Dim
+	cols := tabletest.Opt.Columns(dim)
+	if err := cluster.Create(context.Background(), o, "words", vocab, dim, tensor.Float32, table.WithSeed(3), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	if err := table.CreateRedis(context.Background(), o, "words", vocab, dim, tensor.Float32); !errors.Is(err, os.ErrExist) {
-		t.Fatalf("a second CreateRedis: %v", err)
+	if err := cluster.Create(context.Background(), o, "words", vocab, dim, tensor.Float32); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("a second Create: %v", err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, "words")
+	s, err := cluster.Open(context.Background(), o, "words")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +91,10 @@ func TestRedisStore(t *testing.T) {
 	}
 	defer inMemory.Close()
 	for n := range 30 {
-		if err := kStep(onRedis, n); err != nil {
+		if err := tabletest.Step(onRedis, n); err != nil {
 			t.Fatal(err)
 		}
-		if err := kStep(inMemory, n); err != nil {
+		if err := tabletest.Step(inMemory, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,10 +129,10 @@ func TestRedisStore(t *testing.T) {
 	if out, err := cl.CLI(cl.Addrs[0], "-c", "set", "gg:broken:meta", "weight:x;rows=1;dtype=float32"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if _, err := table.OpenRedis(context.Background(), o, "broken"); !errors.Is(err, checkpoint.ErrFormat) || !strings.Contains(err.Error(), "weight:x") {
+	if _, err := cluster.Open(context.Background(), o, "broken"); !errors.Is(err, checkpoint.ErrFormat) || !strings.Contains(err.Error(), "weight:x") {
 		t.Fatalf("a layout that is not one: %v", err)
 	}
-	if _, err := table.OpenRedis(context.Background(), o, "nothing"); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "gg:nothing:meta") {
+	if _, err := cluster.Open(context.Background(), o, "nothing"); !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), "gg:nothing:meta") {
 		t.Fatalf("a missing table: %v", err)
 	}
 	// An ACL user limited to the tables' keys reads them; a wrong password
@@ -139,7 +142,7 @@ func TestRedisStore(t *testing.T) {
 			t.Fatalf("%v: %s", err, out)
 		}
 	}
-	user, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "trainer-pw", Timeout: 5 * time.Second},
+	user, err := cluster.Open(context.Background(), cluster.Options{Addrs: cl.Addrs[:1], Username: "trainer", Password: "trainer-pw", Timeout: 5 * time.Second},
 		"words")
 
 	if err != nil {
@@ -149,13 +152,13 @@ func TestRedisStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	user.Close()
-	if _, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs[:1], Username: "trainer", Password: "wrong", Timeout: 5 * time.Second},
+	if _, err := cluster.Open(context.Background(), cluster.Options{Addrs: cl.Addrs[:1], Username: "trainer", Password: "wrong", Timeout: 5 * time.Second},
 		"words"); err == nil {
 		t.Fatal("a wrong password opened the table")
 	}
 
 	start := time.Now()
-	_, err = table.OpenRedis(context.Background(), table.RedisOptions{Addrs: []string{"127.0.0.1:1"}, Password: cl.Password, Timeout: time.Second}, "words")
+	_, err = cluster.Open(context.Background(), cluster.Options{Addrs: []string{"127.0.0.1:1"}, Password: cl.Password, Timeout: time.Second}, "words")
 	if err == nil || time.Since(start) > 10*time.Second {
 		t.Fatalf("no node: %v after %v", err, time.Since(start))
 	}
@@ -334,19 +337,19 @@ func TestRedisAdamFunction(t *testing.T) {
 // and comes back (Export) to the same bytes, step count included.
 func TestRedisExportImport(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	dir := t.TempDir()
-	cols := kOpt.Columns(kDim)
-	store, c := kTrained(t, 9)
+	cols := tabletest.Opt.Columns(tabletest.Dim)
+	store, c := tabletest.Trained(t, 9)
 	c.Close()
 	saved, back := filepath.Join(dir, "saved.safetensors"), filepath.Join(dir, "back.safetensors")
 	if err := table.Export(context.Background(), saved, store, 9); err != nil {
 		t.Fatal(err)
 	}
-	if err := table.CreateRedis(context.Background(), o, "t", kVocab, kDim, tensor.Float32, table.WithState(cols...)); err != nil {
+	if err := cluster.Create(context.Background(), o, "t", tabletest.Vocab, tabletest.Dim, tensor.Float32, table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := table.OpenRedis(context.Background(), o, "t")
+	rs, err := cluster.Open(context.Background(), o, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,21 +399,21 @@ func TestRedisFailover(t *testing.T) {
 		t.Skip("waits for a failover")
 	}
 	cl := localredis.Start(t, 3, 1)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: 60 * time.Second, Replicas: 1}
-	cols := kOpt.Columns(kDim)
-	if err := table.CreateRedis(context.Background(), o, "f", kVocab, kDim, tensor.Float32, table.WithSeed(2), table.WithState(cols...)); err != nil {
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: 60 * time.Second, Replicas: 1}
+	cols := tabletest.Opt.Columns(tabletest.Dim)
+	if err := cluster.Create(context.Background(), o, "f", tabletest.Vocab, tabletest.Dim, tensor.Float32, table.WithSeed(2), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, "f")
+	s, err := cluster.Open(context.Background(), o, "f")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	all := make([]int64, kVocab)
+	all := make([]int64, tabletest.Vocab)
 	for i := range all {
 		all[i] = int64(i)
 	}
-	want := make([]byte, kVocab*s.RowBytes())
+	want := make([]byte, tabletest.Vocab*s.RowBytes())
 	for i := range want {
 		want[i] = byte(i * 13)
 	}
@@ -418,7 +421,7 @@ func TestRedisFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	master, _ := masterWithReplica(t, cl, rand.New(rand.NewPCG(3, 4)))
-	noRetry, err := table.OpenRedis(context.Background(), table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}, "f")
+	noRetry, err := cluster.Open(context.Background(), cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}, "f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,13 +459,13 @@ func TestRedisFailover(t *testing.T) {
 // vocab rows of dim values and the state cols to it, loads the Function
 // library, and returns the cluster, the table's store (closed when the
 // test ends), every row id and the rows as they start.
-func functionTable(t *testing.T, name string, vocab, dim int, cols []table.Column, seed uint64) (*localredis.Cluster, *table.RedisStore, []int64, []byte) {
+func functionTable(t *testing.T, name string, vocab, dim int, cols []table.Column, seed uint64) (*localredis.Cluster, *cluster.Store, []int64, []byte) {
 	cl := localredis.Start(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
-	if err := table.CreateRedis(context.Background(), o, name, int64(vocab), dim, tensor.Float32, table.WithSeed(seed), table.WithState(cols...)); err != nil {
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	if err := cluster.Create(context.Background(), o, name, int64(vocab), dim, tensor.Float32, table.WithSeed(seed), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, name)
+	s, err := cluster.Open(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +499,37 @@ func randomRows(r *rand.Rand, vocab, n, dim int) ([]int, []int64, []float32) {
 
 // serverStep has s apply opt to the rows ids on its servers (its Step,
 // which a Shared table's Step calls), each by its gradient in grad.
-func serverStep(s *table.RedisStore, opt optim.Sparse, ids []int64, grad []float32) error {
+func serverStep(s *cluster.Store, opt optim.Sparse, ids []int64, grad []float32) error {
 	dim := len(grad) / max(len(ids), 1)
 	return s.Step(context.Background(), opt, &optim.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.WithBacking(grad))})
 }
+
+// plainRule is a rule no store has an encoding of.
+type plainRule struct{ optim.SparseSGD }
+
+func (plainRule) Name() string { return "plain" }
+
+// A rule with no encoding registered under its name and type is an
+// error naming the rule, before anything reaches a cluster; optim's rules
+// have theirs.
+func TestRedisRuleRegistry(t *testing.T) {
+	_, err := cluster.Function(&plainRule{})
+	if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), `"plain"`) {
+		t.Fatalf("an unregistered rule: %v", err)
+	}
+	// A rule of another type under a registered name is not the rule.
+	if _, err := cluster.Function(&sgdNamed{}); !errors.Is(err, errs.ErrOption) {
+		t.Fatalf("a rule of another type named sparse_sgd: %v", err)
+	}
+	for _, r := range []optim.Sparse{&optim.SparseSGD{}, optim.NewSparseAdam(1), optim.NewSparseAdagrad(1), optim.NewRowWiseAdagrad(1)} {
+		fn, err := cluster.Function(r)
+		if err != nil || !strings.HasPrefix(fn, "gg_"+r.Name()+"_") {
+			t.Fatalf("%s: %q, %v", r.Name(), fn, err)
+		}
+	}
+}
+
+// sgdNamed is a rule of another type under SparseSGD's name.
+type sgdNamed struct{ plainRule }
+
+func (sgdNamed) Name() string { return "sparse_sgd" }

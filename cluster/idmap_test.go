@@ -1,4 +1,4 @@
-package table
+package cluster
 
 import (
 	"cmp"
@@ -20,28 +20,30 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/internal/tablerows"
 	"github.com/gathergrad/gather/rule"
+	"github.com/gathergrad/gather/table"
 )
 
 // mapTable writes a float32 table name of mo.Rows+1 rows of dim values
-// to the cluster and returns a store of it with a RedisIDMap of mo.
-func mapTable(t *testing.T, o RedisOptions, name string, dim int, mo IDMapOptions, init RowInit) (*RedisStore, *RedisIDMap) {
+// to the cluster and returns a store of it with a IDMap of mo.
+func mapTable(t *testing.T, o Options, name string, dim int, mo table.IDMapOptions, init table.RowInit) (*Store, *IDMap) {
 	t.Helper()
-	if err := CreateRedis(context.Background(), o, name, int64(mo.Rows)+1, dim, tensor.Float32, WithSeed(1)); err != nil {
+	if err := Create(context.Background(), o, name, int64(mo.Rows)+1, dim, tensor.Float32, table.WithSeed(1)); err != nil {
 		t.Fatal(err)
 	}
 	return openMap(t, o, name, mo, init)
 }
 
-// openMap opens the store of name with a RedisIDMap of mo.
-func openMap(t *testing.T, o RedisOptions, name string, mo IDMapOptions, init RowInit) (*RedisStore, *RedisIDMap) {
+// openMap opens the store of name with a IDMap of mo.
+func openMap(t *testing.T, o Options, name string, mo table.IDMapOptions, init table.RowInit) (*Store, *IDMap) {
 	t.Helper()
-	s, err := OpenRedis(context.Background(), o, name)
+	s, err := Open(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	m, err := NewRedisIDMap(context.Background(), s, mo, init)
+	m, err := NewIDMap(context.Background(), s, mo, init)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,17 +62,17 @@ func sameTag(n int) []int64 {
 }
 
 // mapOK maps ids at step and returns the rows and the fresh ones.
-func mapOK(t *testing.T, m *RedisIDMap, ids []int64, step int64) ([]int64, []Assignment) {
+func mapOK(t *testing.T, m *IDMap, ids []int64, step int64) ([]int64, []table.Assignment) {
 	t.Helper()
 	rows := make([]int64, len(ids))
-	fresh, err := m.Map(context.Background(), ids, rows, step)
+	fresh, err := m.Map(context.Background(), ids, rows, step, nil)
 	if err != nil {
 		t.Fatalf("step %d: %v", step, err)
 	}
 	return rows, fresh
 }
 
-func mapStats(t *testing.T, m *RedisIDMap) IDMapStats {
+func mapStats(t *testing.T, m table.Mapper) table.IDMapStats {
 	t.Helper()
 	st, err := m.Stats(context.Background())
 	if err != nil {
@@ -81,7 +83,7 @@ func mapStats(t *testing.T, m *RedisIDMap) IDMapStats {
 
 // sgdStep steps rows of s by testRule (w -= g) with a gradient of g in
 // every value.
-func sgdStep(s *RedisStore, rows []int64, g float32) error {
+func sgdStep(s *Store, rows []int64, g float32) error {
 	grad := make([]float32, len(rows)*s.dim)
 	for i := range grad {
 		grad[i] = g
@@ -97,18 +99,18 @@ func sgdStep(s *RedisStore, rows []int64, g float32) error {
 // a row taken for another id since its worker's Map.
 func TestRedisIDMap(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	ctx := context.Background()
 	const dim = 4
-	init := RowInit{Seed: 3, Std: 0.5}
+	init := table.RowInit{Seed: 3, Std: 0.5}
 	ids := sameTag(4)
 	tag := idTag(ids[0])
 	initial := func(id int64) []float32 {
 		v := make([]float32, dim)
-		fillRow(init, v, id)
+		tablerows.FillRow(init.Seed, init.Std, v, id)
 		return v
 	}
-	read := func(s *RedisStore, rows ...int64) []float32 {
+	read := func(s *Store, rows ...int64) []float32 {
 		t.Helper()
 		b := make([]byte, len(rows)*s.RowBytes())
 		if err := s.ReadRows(ctx, rows, b); err != nil {
@@ -125,11 +127,11 @@ func TestRedisIDMap(t *testing.T) {
 	}
 
 	t.Run("lru", func(t *testing.T) {
-		mo := IDMapOptions{Rows: 2 * redisGroups} // 2 rows a tag
+		mo := table.IDMapOptions{Rows: 2 * redisGroups} // 2 rows a tag
 		s1, m1 := mapTable(t, o, "lru", dim, mo, init)
 		s2, m2 := openMap(t, o, "lru", mo, init)
 		rows, fresh := mapOK(t, m1, ids[:1], 0)
-		if rows[0] != tag || !slices.Equal(fresh, []Assignment{{tag, ids[0]}}) {
+		if rows[0] != tag || !slices.Equal(fresh, []table.Assignment{{Row: tag, ID: ids[0]}}) {
 			t.Fatalf("the first id of tag %d: rows %v fresh %v", tag, rows, fresh)
 		}
 		// The new row reads as its initial row, from Map, once: a row
@@ -150,7 +152,7 @@ func TestRedisIDMap(t *testing.T) {
 		if _, err := s2.c.Del(ctx, s1.key(rows[0])).Result(); err != nil {
 			t.Fatal(err)
 		}
-		s3, err := OpenRedis(ctx, o, "lru")
+		s3, err := Open(ctx, o, "lru")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +194,7 @@ func TestRedisIDMap(t *testing.T) {
 			t.Fatalf("the row taken for id %d: %v, want %v", ids[2], got, minus(initial(ids[2]), 1))
 		}
 		st := mapStats(t, m1)
-		want := IDMapStats{Used: 2, Admitted: 3, Evicted: 1, Dropped: 1}
+		want := table.IDMapStats{Used: 2, Admitted: 3, Evicted: 1, Dropped: 1}
 		if st != want {
 			t.Fatalf("stats %+v, want %+v", st, want)
 		}
@@ -204,7 +206,7 @@ func TestRedisIDMap(t *testing.T) {
 	})
 
 	t.Run("lfu", func(t *testing.T) {
-		mo := IDMapOptions{Rows: 2 * redisGroups, Evict: EvictLFU}
+		mo := table.IDMapOptions{Rows: 2 * redisGroups, Evict: table.EvictLFU}
 		_, m := mapTable(t, o, "lfu", dim, mo, init)
 		// ids[0] is used in 3 steps, ids[1] in 1, later: LFU takes
 		// ids[1]'s row, where LRU would take ids[0]'s.
@@ -220,7 +222,7 @@ func TestRedisIDMap(t *testing.T) {
 	})
 
 	t.Run("admit ttl refuse", func(t *testing.T) {
-		mo := IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: Refuse, Pad: true, PadID: ids[3]}
+		mo := table.IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: table.Refuse, Pad: true, PadID: ids[3]}
 		_, m := mapTable(t, o, "admit", dim, mo, init)
 		pad := int64(mo.Rows)
 		// Seen twice in one batch and once more: admitted at the third.
@@ -240,71 +242,71 @@ func TestRedisIDMap(t *testing.T) {
 			t.Fatalf("after ids[0]'s TTL, ids[1] got row %d", rows[0])
 		}
 		st := mapStats(t, m)
-		want := IDMapStats{Used: 1, Admitted: 2, Expired: 1, Rejected: 2, Pending: 2}
+		want := table.IDMapStats{Used: 1, Admitted: 2, Expired: 1, Rejected: 2, Pending: 2}
 		if st != want {
 			t.Fatalf("stats %+v, want %+v", st, want)
 		}
 		// Options differ: refused.
-		s, err := OpenRedis(ctx, o, "admit")
+		s, err := Open(ctx, o, "admit")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
 		mo.TTL = 3
-		if _, err := NewRedisIDMap(ctx, s, mo, init); !errors.Is(err, checkpoint.ErrMismatch) {
+		if _, err := NewIDMap(ctx, s, mo, init); !errors.Is(err, checkpoint.ErrMismatch) {
 			t.Fatalf("other options: %v", err)
 		}
 		// Options that are no map's, a table too small or of float64,
 		// a second map of a store: errors.
-		for _, bad := range []IDMapOptions{{Rows: 0}, {Rows: 10, AdmitAfter: -1}, {Rows: 10, Evict: 7}, {Rows: 1 << 20}} {
-			s, err := OpenRedis(ctx, o, "admit")
+		for _, bad := range []table.IDMapOptions{{Rows: 0}, {Rows: 10, AdmitAfter: -1}, {Rows: 10, Evict: 7}, {Rows: 1 << 20}} {
+			s, err := Open(ctx, o, "admit")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := NewRedisIDMap(ctx, s, bad, init); !errors.Is(err, errs.ErrOption) {
+			if _, err := NewIDMap(ctx, s, bad, init); !errors.Is(err, errs.ErrOption) {
 				t.Fatalf("options %+v: %v", bad, err)
 			}
 			s.Close()
 		}
-		if _, err := NewRedisIDMap(ctx, nil, mo, init); !errors.Is(err, errs.ErrOption) {
+		if _, err := NewIDMap(ctx, nil, mo, init); !errors.Is(err, errs.ErrOption) {
 			t.Fatalf("no store: %v", err)
 		}
-		s1, _ := openMap(t, o, "admit", IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: Refuse, Pad: true, PadID: ids[3]}, init)
-		if _, err := NewRedisIDMap(ctx, s1, IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: Refuse, Pad: true, PadID: ids[3]}, init); !errors.Is(err, errs.ErrOption) {
+		s1, _ := openMap(t, o, "admit", table.IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: table.Refuse, Pad: true, PadID: ids[3]}, init)
+		if _, err := NewIDMap(ctx, s1, table.IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: table.Refuse, Pad: true, PadID: ids[3]}, init); !errors.Is(err, errs.ErrOption) {
 			t.Fatalf("a second map: %v", err)
 		}
-		if err := CreateRedis(ctx, o, "wide", redisGroups+1, dim, tensor.Float64); err != nil {
+		if err := Create(ctx, o, "wide", redisGroups+1, dim, tensor.Float64); err != nil {
 			t.Fatal(err)
 		}
-		s64, err := OpenRedis(ctx, o, "wide")
+		s64, err := Open(ctx, o, "wide")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s64.Close()
-		if _, err := NewRedisIDMap(ctx, s64, IDMapOptions{Rows: redisGroups}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "float32") {
+		if _, err := NewIDMap(ctx, s64, table.IDMapOptions{Rows: redisGroups}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "float32") {
 			t.Fatalf("a float64 table: %v", err)
 		}
 		// Fewer rows than hash tags would leave tags whose ids are never
 		// admitted; a RowInit that is no number makes no rows.
-		if err := CreateRedis(ctx, o, "few", 601, dim, tensor.Float32); err != nil {
+		if err := Create(ctx, o, "few", 601, dim, tensor.Float32); err != nil {
 			t.Fatal(err)
 		}
-		few, err := OpenRedis(ctx, o, "few")
+		few, err := Open(ctx, o, "few")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer few.Close()
-		if _, err := NewRedisIDMap(ctx, few, IDMapOptions{Rows: 600}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Rows 600 leaves hash tags with no rows") {
+		if _, err := NewIDMap(ctx, few, table.IDMapOptions{Rows: 600}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Rows 600 leaves hash tags with no rows") {
 			t.Fatalf("600 rows: %v", err)
 		}
-		if _, err := NewRedisIDMap(ctx, s64, IDMapOptions{Rows: redisGroups}, RowInit{Std: math.NaN()}); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Std NaN") {
+		if _, err := NewIDMap(ctx, s64, table.IDMapOptions{Rows: redisGroups}, table.RowInit{Std: math.NaN()}); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Std NaN") {
 			t.Fatalf("Std NaN: %v", err)
 		}
 		// A table replaced has no map: other options, and no ids.
-		if err := CreateRedis(ctx, o, "admit", int64(mo.Rows)+1, dim, tensor.Float32, WithReplace()); err != nil {
+		if err := Create(ctx, o, "admit", int64(mo.Rows)+1, dim, tensor.Float32, table.WithReplace()); err != nil {
 			t.Fatal(err)
 		}
-		if _, m := openMap(t, o, "admit", mo, init); mapStats(t, m) != (IDMapStats{}) {
+		if _, m := openMap(t, o, "admit", mo, init); mapStats(t, m) != (table.IDMapStats{}) {
 			t.Fatalf("the replaced table's map: %+v", mapStats(t, m))
 		}
 	})
@@ -316,10 +318,10 @@ func TestRedisIDMap(t *testing.T) {
 // again.
 func TestRedisIDMapOnce(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
-	mo := IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 2}
-	s1, m1 := mapTable(t, o, "once", 2, mo, RowInit{Seed: 1, Std: 1})
-	_, m2 := openMap(t, o, "once", mo, RowInit{Seed: 1, Std: 1})
+	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	mo := table.IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 2}
+	s1, m1 := mapTable(t, o, "once", 2, mo, table.RowInit{Seed: 1, Std: 1})
+	_, m2 := openMap(t, o, "once", mo, table.RowInit{Seed: 1, Std: 1})
 	ids := make([]int64, 500)
 	for k := range ids {
 		ids[k] = int64(k)*0x5e3779b97f4a7c15 - 7
@@ -328,8 +330,8 @@ func TestRedisIDMapOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	rows := [2][]int64{make([]int64, len(batch)), make([]int64, len(batch))}
 	errs := make([]error, 2)
-	for w, m := range []*RedisIDMap{m1, m2} {
-		wg.Go(func() { _, errs[w] = m.Map(context.Background(), batch, rows[w], 0) })
+	for w, m := range []*IDMap{m1, m2} {
+		wg.Go(func() { _, errs[w] = m.Map(context.Background(), batch, rows[w], 0, nil) })
 	}
 	wg.Wait()
 	if errs[0] != nil || errs[1] != nil {
@@ -379,14 +381,16 @@ func TestRedisIDMapOnce(t *testing.T) {
 			t.Fatalf("the snapshot gives id %d row %d (%v), the map %d", id, row, ok, want)
 		}
 	}
-	if st, want := snap.Stats(), mapStats(t, m1); st != want {
+	if st, want := mapStats(t, snap), mapStats(t, m1); st != want {
 		t.Fatalf("the snapshot's stats %+v, the map's %+v", st, want)
 	}
 	state, err := snap.State()
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := NewIDMap("once", snap.o)
+	so := m1.o
+	so.SketchWidth = m1.width * redisGroups
+	back, err := table.NewIDMap("once", so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,10 +417,10 @@ func TestRedisIDMapFailover(t *testing.T) {
 	if err := cl.Settled(time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: time.Minute, Replicas: 1}
+	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: time.Minute, Replicas: 1}
 	const thrice, twice, batch, dim = 300, 600, 30, 2
-	init := RowInit{Seed: 9, Std: 1}
-	mo := IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 3, SketchWidth: 1 << 20}
+	init := table.RowInit{Seed: 9, Std: 1}
+	mo := table.IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 3, SketchWidth: 1 << 20}
 	mapTable(t, o, "failover", dim, mo, init)
 	ids := make([]int64, thrice+twice)
 	for k := range ids {
@@ -440,14 +444,14 @@ func TestRedisIDMapFailover(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	progress := make(chan int, len(stream))
-	var stores []*RedisStore
+	var stores []*Store
 	for w := range 2 {
 		s, m := openMap(t, o, "failover", mo, init)
 		stores = append(stores, s)
 		wg.Go(func() {
 			for b := w; b < len(stream); b += 2 {
 				rows := make([]int64, batch)
-				if _, err := m.Map(context.Background(), stream[b], rows, int64(b)); err != nil {
+				if _, err := m.Map(context.Background(), stream[b], rows, int64(b), nil); err != nil {
 					errs[w] = fmt.Errorf("batch %d: %w", b, err)
 					return
 				}
@@ -482,7 +486,7 @@ func TestRedisIDMapFailover(t *testing.T) {
 	}
 	s, m := openMap(t, o, "failover", mo, init)
 	st := mapStats(t, m)
-	want := IDMapStats{Used: thrice, Admitted: thrice, Pending: 2 * (thrice + twice)}
+	want := table.IDMapStats{Used: thrice, Admitted: thrice, Pending: 2 * (thrice + twice)}
 	if st != want {
 		t.Fatalf("after the failover of %s: stats %+v, want %+v", master, st, want)
 	}
@@ -494,7 +498,7 @@ func TestRedisIDMapFailover(t *testing.T) {
 	v := fileio.Float32s(got)
 	for k, id := range ids[:thrice] {
 		want := make([]float32, dim)
-		fillRow(init, want, id)
+		tablerows.FillRow(init.Seed, init.Std, want, id)
 		for j := range want {
 			if want[j] -= 1; v[k*dim+j] != want[j] {
 				t.Fatalf("id %d's row after one step: %v, want %v", id, v[k*dim:(k+1)*dim], want)
@@ -531,7 +535,7 @@ func masterOf(t *testing.T, cl *localredis.Cluster) string {
 // count-min sketch of width counters a row, an id's sightings in a batch
 // added at once (conservative update).
 type tagModel struct {
-	o          IDMapOptions
+	o          table.IDMapOptions
 	tag, total int64
 	ids        map[int64]int64 // id -> row
 	owner      map[int64]int64 // row -> id
@@ -541,10 +545,10 @@ type tagModel struct {
 	cms        map[int]int64 // the sketch's counters by index (width > 0)
 	free       []int64
 	next       int64
-	st         IDMapStats
+	st         table.IDMapStats
 }
 
-func newTagModel(o IDMapOptions, tag int64) *tagModel {
+func newTagModel(o table.IDMapOptions, tag int64) *tagModel {
 	return &tagModel{o: o, tag: tag, total: int64(o.Rows), ids: map[int64]int64{}, owner: map[int64]int64{},
 		last: map[int64]int64{}, uses: map[int64]int64{}, count: map[int64]int64{}, cms: map[int]int64{}}
 }
@@ -558,7 +562,7 @@ func (m *tagModel) sight(id int64, n int) int64 {
 	var at [4]int
 	c := int64(math.MaxInt64)
 	for d := range at {
-		at[d] = d*m.width + int(mix(uint64(id), uint64(d))%uint64(m.width))
+		at[d] = d*m.width + int(tablerows.Mix(uint64(id), uint64(d))%uint64(m.width))
 		c = min(c, m.cms[at[d]])
 	}
 	c += int64(n)
@@ -630,8 +634,8 @@ func (m *tagModel) mapIDs(ids []int64, counts []int, step int64) []int64 {
 		case m.tag+m.next*redisGroups < m.total:
 			r = m.tag + m.next*redisGroups
 			m.next++
-		case m.o.Evict != Refuse:
-			if m.o.Evict == EvictLFU {
+		case m.o.Evict != table.Refuse:
+			if m.o.Evict == table.EvictLFU {
 				for _, c := range m.byScore(m.uses)[:min(16, len(m.owner))] {
 					if m.last[c] < step {
 						r = c
@@ -673,15 +677,15 @@ func (m *tagModel) mapIDs(ids []int64, counts []int, step int64) []int64 {
 // of a batch share a row and a Refuse map evicts nothing.
 func TestRedisIDMapModel(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
+	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	hot := sameTag(40)
 	tag := idTag(hot[0])
 	others := []int64{1, 2, 3, -4, 5 << 40}
 	for _, width := range []int{1 << 20, 1} {
-		for _, evict := range []Eviction{EvictLRU, EvictLFU, Refuse} {
+		for _, evict := range []table.Eviction{table.EvictLRU, table.EvictLFU, table.Refuse} {
 			t.Run(fmt.Sprint(evict, "/width", width), func(t *testing.T) {
-				mo := IDMapOptions{Rows: 3 * redisGroups, AdmitAfter: 3, TTL: 4, Evict: evict, SketchWidth: width}
-				_, m := mapTable(t, o, fmt.Sprint("model", evict, "w", width), 2, mo, RowInit{})
+				mo := table.IDMapOptions{Rows: 3 * redisGroups, AdmitAfter: 3, TTL: 4, Evict: evict, SketchWidth: width}
+				_, m := mapTable(t, o, fmt.Sprint("model", evict, "w", width), 2, mo, table.RowInit{})
 				models := map[int64]*tagModel{}
 				r := rand.New(rand.NewPCG(uint64(evict), uint64(width)))
 				step := int64(0)
@@ -736,7 +740,7 @@ func TestRedisIDMapModel(t *testing.T) {
 						owner[rows[k]] = id
 					}
 				}
-				var want IDMapStats
+				var want table.IDMapStats
 				for _, md := range models {
 					want.Used += md.st.Used
 					want.Admitted += md.st.Admitted
@@ -748,7 +752,7 @@ func TestRedisIDMapModel(t *testing.T) {
 				if got := mapStats(t, m); got != want {
 					t.Fatalf("stats %+v, the model's %+v", got, want)
 				}
-				if evict == Refuse && want.Evicted != 0 {
+				if evict == table.Refuse && want.Evicted != 0 {
 					t.Fatalf("a Refuse map evicted %d ids", want.Evicted)
 				}
 				t.Logf("%+v", want)

@@ -1,7 +1,6 @@
-package table
+package cluster
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -18,11 +17,12 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
-	"github.com/gathergrad/gather/internal/rowcache"
+	"github.com/gathergrad/gather/internal/tablerows"
+	"github.com/gathergrad/gather/table"
 )
 
-// A RedisIDMap is an IDMap that lives on the Redis Cluster of a table's
-// RedisStore, beside the rows it hands out, so that every worker
+// A IDMap is an IDMap that lives on the Redis Cluster of a table's
+// Store, beside the rows it hands out, so that every worker
 // training the table maps raw ids alike: two workers that admit the same
 // new id at once give it one row. It maps raw 64-bit ids (any value) to
 // rows 0 to Rows-1 of the table, with IDMapOptions' admission, eviction
@@ -36,7 +36,7 @@ import (
 // with no round trip of its own. A tag is full when its own rows are:
 // about Rows/1024 of them (size Rows with room to spare for the ids of
 // the busiest tag). Rows under 1024 would leave tags with no rows, whose
-// ids could never be admitted: NewRedisIDMap refuses them. In the same way, an id's sightings are counted in
+// ids could never be admitted: NewIDMap refuses them. In the same way, an id's sightings are counted in
 // its tag's count-min sketch, of SketchWidth/1024 counters a row (at
 // least 64), so that the error bound of IDMapOptions.AdmitAfter holds
 // over the ids of a tag; TTL frees a tag's rows at that tag's next call.
@@ -55,7 +55,7 @@ import (
 // of its tag used at this step) reads the default row, counted in
 // Stats.Rejected, and Map returns no error for it.
 //
-// Steps: a table with a RedisIDMap is read and stepped through a Shared
+// Steps: a table with a IDMap is read and stepped through a Shared
 // Cached table (nn.NewSharedRawIDs). Map hands the rows it read to the
 // store's next ReadRows of them, and the store's Step sends each row's
 // raw id: a row taken for another id between a worker's Map and its Step
@@ -70,16 +70,16 @@ import (
 // exactly once; the same Map again after an error wrapping
 // ErrUnknownOutcome applies what the first did not. The map's keys
 // persist as the rows do (Redis's own persistence and replicas;
-// RedisOptions.Replicas).
-type RedisIDMap struct {
-	s     *RedisStore
-	o     IDMapOptions
-	init  RowInit
+// Options.Replicas).
+type IDMap struct {
+	s     *Store
+	o     table.IDMapOptions
+	init  table.RowInit
 	width int // the counters of each row of a tag's sketch
 	name  string
 }
 
-// mappedRow is a row the last Map of a store's RedisIDMap gave: the raw
+// mappedRow is a row the last Map of a store's IDMap gave: the raw
 // id it belongs to, its bytes (as read, or its initial row if fresh),
 // and whether ReadRows has served them yet.
 type mappedRow struct {
@@ -95,27 +95,27 @@ type mappedRow struct {
 // use), "uses" (rows by the steps they were used in, EvictLFU), "cms" (the
 // sketch), "stats" (counts and the next row never given), "free" (rows
 // freed by TTL).
-func (s *RedisStore) mapKey(tag int64, part string) string {
+func (s *Store) mapKey(tag int64, part string) string {
 	return "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:map:" + part
 }
 
 var mapParts = []string{"ids", "owner", "last", "uses", "cms", "stats", "free"}
 
 // optionsKey records a map's options, which every worker must share.
-func (s *RedisStore) optionsKey() string { return "gg:" + s.name + ":map" }
+func (s *Store) optionsKey() string { return "gg:" + s.name + ":map" }
 
-// NewRedisIDMap returns the map of the table of s, a float32 table of at
+// NewIDMap returns the map of the table of s, a float32 table of at
 // least o.Rows+1 rows whose row o.Rows is the default row (as for
 // IDMap), whose new rows start by init. The first worker records o and
 // init on the cluster; a worker whose options differ gets an error
 // wrapping checkpoint.ErrMismatch. A store has one map: a second is an
 // error.
-func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowInit) (*RedisIDMap, error) {
+func NewIDMap(ctx context.Context, s *Store, o table.IDMapOptions, init table.RowInit) (*IDMap, error) {
 	if s == nil {
-		return nil, fmt.Errorf("id map: NewRedisIDMap needs a store: %w", errs.ErrOption)
+		return nil, fmt.Errorf("id map: NewIDMap needs a store: %w", errs.ErrOption)
 	}
 	prefix := fmt.Sprintf("id map of table %q", s.name)
-	if err := o.check(s.name); err != nil {
+	if err := o.Check(s.name); err != nil {
 		return nil, err
 	}
 	if err := init.Check(); err != nil {
@@ -158,14 +158,14 @@ func NewRedisIDMap(ctx context.Context, s *RedisStore, o IDMapOptions, init RowI
 	if s.idmap != nil {
 		return nil, fmt.Errorf("%s: the store has a map already: %w", prefix, errs.ErrOption)
 	}
-	m := &RedisIDMap{s: s, o: o, init: init, width: width, name: s.name}
+	m := &IDMap{s: s, o: o, init: init, width: width, name: s.name}
 	s.idmap = m
 	return m, nil
 }
 
-// clearMap deletes the keys of the table's RedisIDMap, if it has one: a
+// clearMap deletes the keys of the table's IDMap, if it has one: a
 // table replaced starts with no map.
-func (s *RedisStore) clearMap(ctx context.Context) error {
+func (s *Store) clearMap(ctx context.Context) error {
 	keys := []string{s.optionsKey()}
 	for t := range int64(redisGroups) {
 		for _, part := range mapParts {
@@ -180,43 +180,44 @@ func (s *RedisStore) clearMap(ctx context.Context) error {
 }
 
 // Rows returns the rows the map hands out, which is also the default row.
-func (m *RedisIDMap) Rows() int { return m.o.Rows }
+func (m *IDMap) Rows() int { return m.o.Rows }
 
 // Name returns the map's name, its table's.
-func (m *RedisIDMap) Name() string { return m.name }
+func (m *IDMap) Name() string { return m.name }
 
-// Store returns the store whose rows the map hands out.
-func (m *RedisIDMap) Store() *RedisStore { return m.s }
+// Store returns the store whose rows the map hands out, a *Store.
+func (m *IDMap) Store() table.Store { return m.s }
 
-// CheckCache returns nil if c is a Shared Cached table of the map's
-// store (NewCached with CacheOptions.Shared), through which the map's
-// rows are read and stepped, and else an error wrapping
-// gather.ErrOption.
-func (m *RedisIDMap) CheckCache(c *Cached) error {
-	if c == nil || !c.shared || c.store != rowcache.Store(m.s) {
-		return fmt.Errorf("id map %q: its rows are read and stepped through a Shared Cached table of its store: %w", m.name, errs.ErrOption)
-	}
-	return nil
-}
+// RowInit returns how the rows the map gives start, as the cluster
+// records it.
+func (m *IDMap) RowInit() table.RowInit { return m.init }
+
+// Forget does nothing and returns nil: the rows Map gave start on the
+// cluster, from the map's RowInit, at their first read or step by any
+// worker, so a worker that could not start them has nothing to take
+// back.
+func (m *IDMap) Forget(context.Context, []table.Assignment) error { return nil }
+
+var _ table.StoreMapper = (*IDMap)(nil)
 
 // idTag returns the hash tag of raw id id.
-func idTag(id int64) int64 { return int64(mix(uint64(id), 11) % redisGroups) }
+func idTag(id int64) int64 { return int64(tablerows.Mix(uint64(id), 11) % redisGroups) }
 
 // Map sets rows[k] to the row of raw[k] for step step, admitting new ids
-// and evicting on the servers as the options say, and returns the rows
-// it gave ids that must start afresh (rows now missing on the cluster:
+// and evicting on the servers as the options say, and appends to
+// assigned the rows it gave ids that must start afresh (rows now missing on the cluster:
 // its Step starts them), in the order given. It reads the values of the
 // rows it gives, in the same calls, for the store's next ReadRows of
 // them. Steps are the worker's own; a row used at a worker's step is not
 // taken for another id by a call of the same or an earlier step. On
 // error rows is unchanged.
-func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]Assignment, error) {
+func (m *IDMap) Map(ctx context.Context, raw, rows []int64, step int64, assigned []table.Assignment) ([]table.Assignment, error) {
 	s := m.s
 	if len(rows) != len(raw) {
-		return nil, fmt.Errorf("id map %q: %d rows for %d ids: %w", m.name, len(rows), len(raw), errs.ErrShape)
+		return assigned, fmt.Errorf("id map %q: %d rows for %d ids: %w", m.name, len(rows), len(raw), errs.ErrShape)
 	}
 	if s.closed.Load() {
-		return nil, fmt.Errorf("id map %q: %w", m.name, ErrClosed)
+		return assigned, fmt.Errorf("id map %q: %w", m.name, table.ErrClosed)
 	}
 	// The distinct ids of each tag, with their sightings, in order of
 	// first sight.
@@ -258,7 +259,7 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 					if d > 0 {
 						b.WriteByte(' ')
 					}
-					b.WriteString(strconv.Itoa(d*m.width + int(mix(uint64(x.id), uint64(d))&uint64(m.width-1))))
+					b.WriteString(strconv.Itoa(d*m.width + int(tablerows.Mix(uint64(x.id), uint64(d))&uint64(m.width-1))))
 				}
 				cells = b.String()
 			}
@@ -305,15 +306,15 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return assigned, err
 		}
 	}
 	if bad != nil {
-		return nil, fmt.Errorf("id map %q: %w", m.name, bad)
+		return assigned, fmt.Errorf("id map %q: %w", m.name, bad)
 	}
 	// The rows, for the store's reads and steps; new rows' values.
 	byRow := make(map[int64]mappedRow, len(got))
-	var fresh []Assignment
+	fresh := assigned
 	for _, id := range raw {
 		x, ok := got[id]
 		if !ok {
@@ -325,7 +326,7 @@ func (m *RedisIDMap) Map(ctx context.Context, raw, rows []int64, step int64) ([]
 		}
 		if x.fresh {
 			x.row = m.initialRow(id)
-			fresh = append(fresh, Assignment{Row: row, ID: id})
+			fresh = append(fresh, table.Assignment{Row: row, ID: id})
 		}
 		byRow[row] = x
 	}
@@ -352,13 +353,13 @@ func firstErr(first, err error) error {
 
 // initialRow returns the bytes of the row of raw id id as it starts: the
 // RowInit's values, then each state column at its Init.
-func (m *RedisIDMap) initialRow(id int64) []byte { return m.s.initialRow(m.init, id) }
+func (m *IDMap) initialRow(id int64) []byte { return m.s.initialRow(m.init, id) }
 
 // initialRow returns the bytes of a row of the store's table given to
 // raw id id as it starts by init.
-func (s *RedisStore) initialRow(init RowInit, id int64) []byte {
+func (s *Store) initialRow(init table.RowInit, id int64) []byte {
 	v := make([]float32, s.rowBytes/4)
-	fillRow(init, v[:s.dim], id)
+	tablerows.FillRow(init.Seed, init.Std, v[:s.dim], id)
 	at := s.dim
 	for _, c := range s.cols {
 		for i := range c.Width {
@@ -373,7 +374,7 @@ func (s *RedisStore) initialRow(init RowInit, id int64) []byte {
 // Used, Admitted, Evicted, Expired, Rejected, Pending, and Dropped (the
 // gradients of rows taken for another id between a worker's Map and its
 // Step).
-func (m *RedisIDMap) Stats(ctx context.Context) (IDMapStats, error) {
+func (m *IDMap) Stats(ctx context.Context) (table.IDMapStats, error) {
 	s := m.s
 	keys := make([]string, redisGroups)
 	for t := range keys {
@@ -386,13 +387,13 @@ func (m *RedisIDMap) Stats(ctx context.Context) (IDMapStats, error) {
 		})
 	})
 	if err != nil {
-		return IDMapStats{}, fmt.Errorf("id map %q: reading its counts: %w", m.name, redisError(err))
+		return table.IDMapStats{}, fmt.Errorf("id map %q: reading its counts: %w", m.name, redisError(err))
 	}
-	var st IDMapStats
+	var st table.IDMapStats
 	for k, cmd := range cmds {
 		v, err := cmd.Result()
 		if err != nil {
-			return IDMapStats{}, fmt.Errorf("id map %q: reading %q: %w", m.name, keys[k], redisError(err))
+			return table.IDMapStats{}, fmt.Errorf("id map %q: reading %q: %w", m.name, keys[k], redisError(err))
 		}
 		var n [7]int64
 		for i, x := range v {
@@ -401,7 +402,7 @@ func (m *RedisIDMap) Stats(ctx context.Context) (IDMapStats, error) {
 			}
 			str, _ := x.(string)
 			if n[i], err = strconv.ParseInt(str, 10, 64); err != nil || n[i] < 0 {
-				return IDMapStats{}, fmt.Errorf("id map %q: the key %q holds %v, not a count: %w", m.name, keys[k], x, errMismatch)
+				return table.IDMapStats{}, fmt.Errorf("id map %q: the key %q holds %v, not a count: %w", m.name, keys[k], x, errMismatch)
 			}
 		}
 		st.Used += int(n[0])
@@ -424,12 +425,11 @@ func (m *RedisIDMap) Stats(ctx context.Context) (IDMapStats, error) {
 // its map. The sketch is not read: ids seen but not admitted start
 // uncounted in the IDMap. Workers that map while it reads may leave it
 // a mix of their steps.
-func (m *RedisIDMap) Snapshot(ctx context.Context) (*IDMap, error) {
+func (m *IDMap) Snapshot(ctx context.Context) (*table.IDMap, error) {
 	s := m.s
 	o := m.o
 	o.SketchWidth = m.width * redisGroups
-	out, err := NewIDMap(m.name, o)
-	if err != nil {
+	if err := o.Check(m.name); err != nil {
 		return nil, err
 	}
 	st, err := m.Stats(ctx)
@@ -457,11 +457,7 @@ func (m *RedisIDMap) Snapshot(ctx context.Context) (*IDMap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("id map %q: reading it: %w", m.name, redisError(err))
 	}
-	type held struct {
-		row, id, last int64
-		uses          uint32
-	}
-	var all []held
+	var all []table.HeldRow
 	for t := range redisGroups {
 		last, uses := map[string]float64{}, map[string]float64{}
 		for i, into := range []map[string]float64{last, uses} {
@@ -484,25 +480,16 @@ func (m *RedisIDMap) Snapshot(ctx context.Context) (*IDMap, error) {
 			if err1 != nil || err2 != nil || !ok || row < 0 || row >= int64(o.Rows) || row%redisGroups != int64(t) {
 				return nil, fmt.Errorf("id map %q: tag %d holds row %q of id %q, which is not a row of the map: %w", m.name, t, r, id, errMismatch)
 			}
-			all = append(all, held{row, raw, int64(l), uint32(uses[r])})
+			all = append(all, table.HeldRow{Row: row, ID: raw, Last: int64(l), Uses: uint32(uses[r])})
 		}
 	}
-	slices.SortFunc(all, func(a, b held) int {
-		return cmp.Or(cmp.Compare(a.last, b.last), cmp.Compare(a.row, b.row))
-	})
-	for _, h := range all {
-		out.hold(int32(h.row), h.id, h.last, h.uses)
-	}
-	out.freed()
-	out.stats = st
-	out.stats.Used = 0
-	return out, nil
+	return table.HeldIDMap(m.name, o, all, st)
 }
 
 // mappedRows returns, for a Step of the rows ids, the rows the last Map
 // of the store's map gave, or nil for a store without a map; a row the
 // last Map did not give is an error.
-func (s *RedisStore) mappedRows(ids []int64) ([]mappedRow, error) {
+func (s *Store) mappedRows(ids []int64) ([]mappedRow, error) {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
 	if s.idmap == nil {
@@ -520,11 +507,11 @@ func (s *RedisStore) mappedRows(ids []int64) ([]mappedRow, error) {
 }
 
 // readMissing fills dst's rows ids[k], k in missing, rows missing on
-// the cluster: rows an id map gave (RedisIDMap) whose first step has not
+// the cluster: rows an id map gave (IDMap) whose first step has not
 // come, which read as they start (the RowInit the map's options record,
 // for the id that holds the row, and each state column at its Init). A
 // missing row that no id holds is an error naming its key.
-func (s *RedisStore) readMissing(ctx context.Context, ids []int64, missing []int, dst []byte) error {
+func (s *Store) readMissing(ctx context.Context, ids []int64, missing []int, dst []byte) error {
 	keys := make([]string, 0, 2*len(missing))
 	for _, k := range missing {
 		keys = append(keys, s.key(ids[k]))
@@ -573,51 +560,51 @@ var rowAndOwner = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.cal
 
 // mapInit returns the RowInit that the options of the table's id map
 // record, and whether the table has a map.
-func (s *RedisStore) mapInit(ctx context.Context) (RowInit, bool, error) {
+func (s *Store) mapInit(ctx context.Context) (table.RowInit, bool, error) {
 	var desc string
 	err := s.again(ctx, func(ctx context.Context) (err error) {
 		desc, err = s.c.Get(ctx, s.optionsKey()).Result()
 		return err
 	})
 	if errors.Is(err, redis.Nil) {
-		return RowInit{}, false, nil
+		return table.RowInit{}, false, nil
 	}
 	if err != nil {
-		return RowInit{}, false, fmt.Errorf("table %q: reading its id map's options: %w", s.name, redisError(err))
+		return table.RowInit{}, false, fmt.Errorf("table %q: reading its id map's options: %w", s.name, redisError(err))
 	}
 	_, rest, ok1 := strings.Cut(desc, ";seed=")
 	seed, std, ok2 := strings.Cut(rest, ";std=")
-	var init RowInit
+	var init table.RowInit
 	var err1, err2 error
 	init.Seed, err1 = strconv.ParseUint(seed, 10, 64)
 	init.Std, err2 = strconv.ParseFloat(std, 64)
 	if !ok1 || !ok2 || err1 != nil || err2 != nil {
-		return RowInit{}, false, fmt.Errorf("table %q: its id map's options are %q, which are not a map's: %w", s.name, desc, checkpoint.ErrFormat)
+		return table.RowInit{}, false, fmt.Errorf("table %q: its id map's options are %q, which are not a map's: %w", s.name, desc, checkpoint.ErrFormat)
 	}
 	return init, true, nil
 }
 
-// hasMap reports whether the store has a RedisIDMap.
-func (s *RedisStore) hasMap() bool {
+// MappedRows returns the rows the last Map of the store's IDMap gave,
+// whose values that Map read (table.MappedStore); false if the store has
+// no IDMap.
+func (s *Store) MappedRows() ([]int64, bool) {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
-	return s.idmap != nil
-}
-
-// mappedIDs returns the rows the last Map gave.
-func (s *RedisStore) mappedIDs() []int64 {
-	s.mapMu.Lock()
-	defer s.mapMu.Unlock()
+	if s.idmap == nil {
+		return nil, false
+	}
 	out := make([]int64, 0, len(s.mapped))
 	for row := range s.mapped {
 		out = append(out, row)
 	}
-	return out
+	return out, true
 }
+
+var _ table.MappedStore = (*Store)(nil)
 
 // stepped records that the rows of raw were stepped: they exist on the
 // cluster now, and what Map read of them is old.
-func (s *RedisStore) stepped(raw []mappedRow) {
+func (s *Store) stepped(raw []mappedRow) {
 	if raw == nil {
 		return
 	}
@@ -634,7 +621,7 @@ func (s *RedisStore) stepped(raw []mappedRow) {
 // readMapped copies into dst the rows of ids that the last Map read and
 // no ReadRows has served yet, and returns the ids it did not serve and
 // their indices in ids.
-func (s *RedisStore) readMapped(ids []int64, dst []byte) (rest []int64, at []int) {
+func (s *Store) readMapped(ids []int64, dst []byte) (rest []int64, at []int) {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
 	if len(s.mapped) == 0 {

@@ -1,4 +1,4 @@
-package table_test
+package cluster_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
@@ -34,7 +35,7 @@ type span struct{ start, end time.Time }
 // A crew is fWorkers workers stepping the table name, each with a store
 // of its own, until stop.
 type crew struct {
-	stores []*table.RedisStore
+	stores []*cluster.Store
 	done   chan struct{}
 	wg     sync.WaitGroup
 	acked  []int
@@ -44,11 +45,11 @@ type crew struct {
 }
 
 // workers starts a crew on the table name with stores of o.
-func workers(t *testing.T, o table.RedisOptions, name string) *crew {
+func workers(t *testing.T, o cluster.Options, name string) *crew {
 	t.Helper()
 	c := &crew{done: make(chan struct{}), acked: make([]int, fWorkers), errs: make([]error, fWorkers)}
 	for w := range fWorkers {
-		s, err := table.OpenRedis(context.Background(), o, name)
+		s, err := cluster.Open(context.Background(), o, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +102,7 @@ func (c *crew) stop() ([]int, []error) {
 
 // faultCluster starts the README's layout with a zero table name on it
 // and returns the cluster and the options of the workers' stores.
-func faultCluster(t *testing.T, name string) (*localredis.Cluster, table.RedisOptions) {
+func faultCluster(t *testing.T, name string) (*localredis.Cluster, cluster.Options) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("waits for failovers")
@@ -144,7 +145,7 @@ func masterWithReplica(t *testing.T, cl *localredis.Cluster, r *rand.Rand) (mast
 
 // checkSteps stops the workers and checks that none failed and that every
 // row took exactly the steps the stores acknowledged.
-func checkSteps(t *testing.T, o table.RedisOptions, name string, c *crew) int {
+func checkSteps(t *testing.T, o cluster.Options, name string, c *crew) int {
 	t.Helper()
 	acked, errs := c.stop()
 	for w, err := range errs {
@@ -163,7 +164,7 @@ func checkSteps(t *testing.T, o table.RedisOptions, name string, c *crew) int {
 
 // checkFaults stops the crew, checks its steps (checkSteps), and checks
 // that each fault (what, at the moments landed) held up a step for d.
-func checkFaults(t *testing.T, o table.RedisOptions, name string, c *crew, what string, landed []time.Time, d time.Duration) {
+func checkFaults(t *testing.T, o cluster.Options, name string, c *crew, what string, landed []time.Time, d time.Duration) {
 	t.Helper()
 	total := checkSteps(t, o, name, c)
 	for round, at := range landed {
@@ -259,7 +260,7 @@ func TestRedisKillMasters(t *testing.T) {
 
 // A master killed for good with the README's layout: its replica takes
 // over with no replica of its own, and training goes on, each write to
-// it degraded (RedisStats.Degraded); every row took exactly the
+// it degraded (Stats.Degraded); every row took exactly the
 // acknowledged steps. A store with StrictReplicas fails at once with
 // ErrFewReplicas naming the master, and the same Step made again is
 // applied once, whatever the errors before it.
@@ -290,7 +291,7 @@ func TestRedisMasterLostForGood(t *testing.T) {
 	t.Logf("master %s killed for good, %s took over: %d steps acknowledged, %d degraded pipelines", master, replica, total, degraded)
 
 	o.StrictReplicas = true
-	s, err := table.OpenRedis(context.Background(), o, "lost")
+	s, err := cluster.Open(context.Background(), o, "lost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +300,7 @@ func TestRedisMasterLostForGood(t *testing.T) {
 	for range 2 {
 		start := time.Now()
 		err := serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad)
-		if !errors.Is(err, table.ErrFewReplicas) || !errors.Is(err, table.ErrUnknownOutcome) || !strings.Contains(err.Error(), replica) {
+		if !errors.Is(err, cluster.ErrFewReplicas) || !errors.Is(err, cluster.ErrUnknownOutcome) || !strings.Contains(err.Error(), replica) {
 			t.Fatalf("a strict store stepping on a master without replicas: %v", err)
 		}
 		if d := time.Since(start); d > 10*time.Second {
@@ -321,20 +322,20 @@ func TestRedisMasterLostForGood(t *testing.T) {
 // hang (SIGSTOP). Once they resume, the store works again.
 func TestRedisContext(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 20 * time.Second, Retry: time.Minute}
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 20 * time.Second, Retry: time.Minute}
 	ctx := context.Background()
 	const vocab, dim = 500, 4
 	opt := optim.NewSparseAdam(0.1)
 	cols := opt.Columns(dim)
-	if err := table.CreateRedis(ctx, o, "ctx", vocab, dim, tensor.Float32, table.WithState(cols...)); err != nil {
+	if err := cluster.Create(ctx, o, "ctx", vocab, dim, tensor.Float32, table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(ctx, o, "ctx")
+	s, err := cluster.Open(ctx, o, "ctx")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: true})
+	c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,10 +350,10 @@ func TestRedisContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := table.CreateRedis(ctx, o, "ctxdense", rows, optim.SharedWidth, tensor.Float32, table.WithState(opt.Columns(optim.SharedWidth)...)); err != nil {
+	if err := cluster.Create(ctx, o, "ctxdense", rows, optim.SharedWidth, tensor.Float32, table.WithState(opt.Columns(optim.SharedWidth)...)); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := table.OpenRedis(ctx, o, "ctxdense")
+	ds, err := cluster.Open(ctx, o, "ctxdense")
 	if err != nil {
 		t.Fatal(err)
 	}

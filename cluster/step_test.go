@@ -1,4 +1,4 @@
-package table_test
+package cluster_test
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/killtest"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
-	"github.com/gathergrad/gather/table"
 )
 
 // SparseSGD applied on the server equals a Go reference of the same
@@ -70,13 +70,13 @@ func TestRedisSGDFunction(t *testing.T) {
 // zeroTable starts a cluster, writes a float32 table of vocab rows of dim
 // zeros without state, loads the Functions, and returns the cluster and
 // the options that reach it.
-func zeroTable(t *testing.T, name string, replicas, vocab, dim int) (*localredis.Cluster, table.RedisOptions) {
+func zeroTable(t *testing.T, name string, replicas, vocab, dim int) (*localredis.Cluster, cluster.Options) {
 	cl := localredis.Start(t, 3, replicas)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
-	if err := table.CreateRedis(context.Background(), o, name, int64(vocab), dim, tensor.Float32); err != nil {
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
+	if err := cluster.Create(context.Background(), o, name, int64(vocab), dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, name)
+	s, err := cluster.Open(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +107,9 @@ func filled(n int, v float32) []float32 {
 // rate 1 and gradients of -1, and returns how many steps each row took,
 // failing the test if a row's values differ (a row half-updated) or are
 // not whole steps.
-func countRows(t *testing.T, o table.RedisOptions, name string, vocab, dim int) []int {
+func countRows(t *testing.T, o cluster.Options, name string, vocab, dim int) []int {
 	t.Helper()
-	s, err := table.OpenRedis(context.Background(), o, name)
+	s, err := cluster.Open(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestRedisKillWorker(t *testing.T) {
 		t.Skip("runs child workers")
 	}
 	cl, o := zeroTable(t, name, 0, vocab, dim)
-	s, err := table.OpenRedis(context.Background(), o, name)
+	s, err := cluster.Open(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +205,8 @@ func redisWorker(t *testing.T, dir, name string, vocab, dim int) {
 		t.Fatal(err)
 	}
 	addrs, password, _ := strings.Cut(string(conf), "\n")
-	o := table.RedisOptions{Addrs: strings.Split(addrs, ","), Password: password, Timeout: 2 * time.Second}
-	s, err := table.OpenRedis(context.Background(), o, name)
+	o := cluster.Options{Addrs: strings.Split(addrs, ","), Password: password, Timeout: 2 * time.Second}
+	s, err := cluster.Open(context.Background(), o, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,16 +222,16 @@ func redisWorker(t *testing.T, dir, name string, vocab, dim int) {
 }
 
 // A cluster that speaks TLS alone (clients and cluster bus): a store
-// given RedisOptions.TLS writes, reads and steps its rows; one without
+// given Options.TLS writes, reads and steps its rows; one without
 // TLS is refused.
 func TestRedisTLS(t *testing.T) {
 	cl := localredis.StartTLS(t, 3, 0)
-	o := table.RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, TLS: cl.TLS}
+	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, TLS: cl.TLS}
 	const vocab, dim = 2000, 4
-	if err := table.CreateRedis(context.Background(), o, "tls", vocab, dim, tensor.Float32); err != nil {
+	if err := cluster.Create(context.Background(), o, "tls", vocab, dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := table.OpenRedis(context.Background(), o, "tls")
+	s, err := cluster.Open(context.Background(), o, "tls")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestRedisTLS(t *testing.T) {
 		}
 	}
 	o.TLS = nil
-	if _, err := table.OpenRedis(context.Background(), o, "tls"); err == nil {
+	if _, err := cluster.Open(context.Background(), o, "tls"); err == nil {
 		t.Fatal("a client without TLS read the table")
 	}
 }

@@ -1,4 +1,4 @@
-package table
+package cluster
 
 import (
 	"bytes"
@@ -17,13 +17,14 @@ import (
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/rule"
+	"github.com/gathergrad/gather/table"
 )
 
 // testSGD is SGD as a rule: w -= p[1]*g.
 const testSGD = "return function(w, g, p, dim, f) for j = 1, dim do w[j] = f(w[j] - f(p[1] * g[j])) end end"
 
 // stepSGD applies testSGD with learning rate 1 to the rows of s.
-func stepSGD(s *RedisStore, ids []int64, grad []float32) error {
+func stepSGD(s *Store, ids []int64, grad []float32) error {
 	return s.applyRule(context.Background(), "test_sgd", testSGD, []float64{1}, ids, len(grad)/len(ids), fileio.LittleEndianBytes(grad), nil)
 }
 
@@ -32,14 +33,14 @@ func stepSGD(s *RedisStore, ids []int64, grad []float32) error {
 type testRule struct{}
 
 func (testRule) Name() string                          { return "test_sgd" }
-func (testRule) Columns(int) []Column                  { return nil }
+func (testRule) Columns(int) []table.Column            { return nil }
 func (testRule) Check(int64, *rule.RowGrad, int) error { return nil }
 func (testRule) StepRows(r rule.Rows, g *rule.RowGrad) error {
 	return fmt.Errorf("testRule steps on a Redis Cluster only: %w", errs.ErrOption)
 }
 
 func init() {
-	if err := RegisterRedisRule(testRule{}, RedisRule{Lua: testSGD, Args: func(rule.Rule, int64) []float64 { return []float64{1} }}); err != nil {
+	if err := RegisterRule(testRule{}, Encoding{Lua: testSGD, Args: func(rule.Rule, int64) []float64 { return []float64{1} }}); err != nil {
 		panic(err)
 	}
 }
@@ -47,14 +48,14 @@ func init() {
 // A second encoding under a registered name is refused, and the first
 // stays; so is an encoding with no Lua.
 func TestRegisterRedisRuleTwice(t *testing.T) {
-	err := RegisterRedisRule(testRule{}, RedisRule{Lua: "return nil", Args: func(rule.Rule, int64) []float64 { return nil }})
+	err := RegisterRule(testRule{}, Encoding{Lua: "return nil", Args: func(rule.Rule, int64) []float64 { return nil }})
 	if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), `the rule "`+testRule{}.Name()+`" is registered already`) {
 		t.Fatalf("a second registration: %v", err)
 	}
 	if rr, err := redisEncoding("t", testRule{}); err != nil || rr.Lua != testSGD {
 		t.Fatalf("the first encoding was replaced: %v", err)
 	}
-	if err := RegisterRedisRule(otherRule{}, RedisRule{Args: func(rule.Rule, int64) []float64 { return nil }}); !errors.Is(err, errs.ErrOption) {
+	if err := RegisterRule(otherRule{}, Encoding{Args: func(rule.Rule, int64) []float64 { return nil }}); !errors.Is(err, errs.ErrOption) {
 		t.Fatalf("no Lua: %v", err)
 	}
 }
@@ -68,12 +69,12 @@ func (otherRule) Name() string { return "other" }
 // sends it) changes the rows once; the next update applies.
 func TestRedisExactlyOnce(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
+	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
 	const vocab, dim = 2100, 4
-	if err := CreateRedis(context.Background(), o, "once", vocab, dim, tensor.Float32); err != nil {
+	if err := Create(context.Background(), o, "once", vocab, dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRedis(context.Background(), o, "once")
+	s, err := Open(context.Background(), o, "once")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestRedisExactlyOnce(t *testing.T) {
 		t.Fatalf("after the next update: rows %v", got)
 	}
 	// Another store's updates are its own, numbered from 1 again.
-	s2, err := OpenRedis(context.Background(), o, "once")
+	s2, err := Open(context.Background(), o, "once")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestRedisExactlyOnce(t *testing.T) {
 	// A call the server refuses (a row of the wrong length) is not
 	// retried: the error comes at once, though Retry allows a minute.
 	o.Retry = time.Minute
-	s3, err := OpenRedis(context.Background(), o, "once")
+	s3, err := Open(context.Background(), o, "once")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,15 +148,15 @@ func TestRedisExactlyOnce(t *testing.T) {
 }
 
 // A rule's first step loads its Function; a store used after Close fails at once with ErrClosed; go-redis's
-// messages go to the logger SetRedisLog gives, and nowhere without one.
+// messages go to the logger SetLog gives, and nowhere without one.
 func TestRedisMisuse(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: time.Minute}
+	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: time.Minute}
 	const vocab, dim = 100, 4
-	if err := CreateRedis(context.Background(), o, "misuse", vocab, dim, tensor.Float32); err != nil {
+	if err := Create(context.Background(), o, "misuse", vocab, dim, tensor.Float32); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRedis(context.Background(), o, "misuse")
+	s, err := Open(context.Background(), o, "misuse")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,10 +166,10 @@ func TestRedisMisuse(t *testing.T) {
 		t.Fatalf("the first step of a rule loads its Function: %v", err)
 	}
 	// A Redis Cluster steps float32 rows only.
-	if err := CreateRedis(context.Background(), o, "misuse64", vocab, dim, tensor.Float64); err != nil {
+	if err := Create(context.Background(), o, "misuse64", vocab, dim, tensor.Float64); err != nil {
 		t.Fatal(err)
 	}
-	s64, err := OpenRedis(context.Background(), o, "misuse64")
+	s64, err := Open(context.Background(), o, "misuse64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,21 +181,21 @@ func TestRedisMisuse(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	SetRedisLog(log.New(&buf, "", 0))
-	defer SetRedisLog(nil)
-	bad := newStore(RedisOptions{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second}, "none", 16, tensor.Float32)
+	SetLog(log.New(&buf, "", 0))
+	defer SetLog(nil)
+	bad := newStore(Options{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second}, "none", 16, tensor.Float32)
 	bad.c.Ping(context.Background())
 	bad.Close()
 	if !strings.Contains(buf.String(), "127.0.0.1:1") {
-		t.Fatalf("go-redis's messages did not reach the logger SetRedisLog gave: %q", buf.String())
+		t.Fatalf("go-redis's messages did not reach the logger SetLog gave: %q", buf.String())
 	}
-	SetRedisLog(nil)
+	SetLog(nil)
 	buf.Reset()
-	bad = newStore(RedisOptions{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second}, "none", 16, tensor.Float32)
+	bad = newStore(Options{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second}, "none", 16, tensor.Float32)
 	bad.c.Ping(context.Background())
 	bad.Close()
 	if buf.Len() > 0 {
-		t.Fatalf("go-redis's messages reached a logger after SetRedisLog(nil): %q", buf.String())
+		t.Fatalf("go-redis's messages reached a logger after SetLog(nil): %q", buf.String())
 	}
 
 	if err := s.Close(); err != nil {
@@ -207,7 +208,7 @@ func TestRedisMisuse(t *testing.T) {
 		"StepSGD":   func() error { return stepSGD(s, ids, grad) },
 		"SetClock":  func() error { return s.SetClock(context.Background(), 0, 1, time.Second) },
 	} {
-		if err := call(); !errors.Is(err, ErrClosed) {
+		if err := call(); !errors.Is(err, table.ErrClosed) {
 			t.Fatalf("%s after Close: %v", name, err)
 		}
 	}
@@ -219,11 +220,11 @@ func TestRedisMisuse(t *testing.T) {
 	}
 }
 
-// CreateRedis takes WithInit's initialiser, as Create does: each row
+// Create takes WithInit's initialiser, as Create does: each row
 // holds its values and then zero state.
 func TestRedisCreateWithInit(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
-	o := RedisOptions{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
+	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second}
 	const vocab, dim = 5000, 3
 	init := func(dt tensor.Dtype, s ...int) any {
 		v := make([]float32, s[0]*s[1])
@@ -232,11 +233,11 @@ func TestRedisCreateWithInit(t *testing.T) {
 		}
 		return v
 	}
-	cols := []Column{{Name: "sum", Width: 1}}
-	if err := CreateRedis(context.Background(), o, "init", vocab, dim, tensor.Float32, WithInit(init), WithState(cols...)); err != nil {
+	cols := []table.Column{{Name: "sum", Width: 1}}
+	if err := Create(context.Background(), o, "init", vocab, dim, tensor.Float32, table.WithInit(init), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRedis(context.Background(), o, "init")
+	s, err := Open(context.Background(), o, "init")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package table
+package cluster
 
 import (
 	"context"
@@ -26,10 +26,12 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
+	"github.com/gathergrad/gather/internal/tablerows"
+	"github.com/gathergrad/gather/table"
 )
 
-// RedisOptions say how to reach a Redis Cluster.
-type RedisOptions struct {
+// Options say how to reach a Redis Cluster.
+type Options struct {
 	// Addrs are the addresses (host:port) of some of the cluster's nodes;
 	// the client finds the others.
 	Addrs []string
@@ -58,7 +60,7 @@ type RedisOptions struct {
 	// (a replica promoted after its master died, until a node joins it as
 	// a replica) cannot give that many: by default its writes wait for
 	// every replica it has, and each such pipeline is counted in
-	// RedisStats.Degraded, so that training goes on through the loss of
+	// Stats.Degraded, so that training goes on through the loss of
 	// a node; those writes are on fewer replicas than asked, and the loss
 	// of that master too would lose them. With StrictReplicas such a
 	// write is instead an error wrapping ErrFewReplicas that names the
@@ -69,12 +71,12 @@ type RedisOptions struct {
 }
 
 // ErrFewReplicas: a master the store wrote to has fewer live replicas
-// than RedisOptions.Replicas asks for, and RedisOptions.StrictReplicas
+// than Options.Replicas asks for, and Options.StrictReplicas
 // is set. The writes were made on the master.
 var ErrFewReplicas = errors.New("fewer replicas than asked for")
 
 // ErrUnknownOutcome: a Step whose calls may have been applied in part or
-// in whole when its RedisOptions.Retry ran out (a node that did not
+// in whole when its Options.Retry ran out (a node that did not
 // answer, replicas that did not acknowledge). The store keeps the
 // update's name: the same Step called again next (the same ids and
 // gradient) applies exactly what was not applied, never a call twice.
@@ -82,13 +84,13 @@ var ErrFewReplicas = errors.New("fewer replicas than asked for")
 // unknown.
 var ErrUnknownOutcome = errors.New("outcome unknown")
 
-// RedisStats counts what a RedisStore met.
-type RedisStats struct {
+// Stats counts what a Store met.
+type Stats struct {
 	// Retries counts calls made again after one failed for the
-	// cluster's sake (RedisOptions.Retry).
+	// cluster's sake (Options.Retry).
 	Retries uint64
 	// Degraded counts pipelines of writes acknowledged by fewer replicas
-	// than RedisOptions.Replicas, because their master had fewer.
+	// than Options.Replicas, because their master had fewer.
 	Degraded uint64
 	// Pipelines counts the pipelines of rows sent (reads, writes, steps,
 	// id maps: one to each master a call reaches, each a round trip),
@@ -96,19 +98,19 @@ type RedisStats struct {
 	Pipelines uint64
 }
 
-// A RedisStore is a Store on a Redis Cluster: each row (values, then
+// A Store is a Store on a Redis Cluster: each row (values, then
 // state) a little-endian binary value under the key
 // "gg:<name>:{<id mod 1024>}:<id>", so that rows spread over the
 // cluster's masters and a batch's reads or writes are one pipelined round
 // trip per master. The key "gg:<name>:meta" records the table's layout,
-// which OpenRedis checks.
-type RedisStore struct {
+// which Open checks.
+type Store struct {
 	c        *redis.ClusterClient
 	name     string
 	rows     int64
 	rowBytes int
-	dim      int      // the values of a row, before its state (OpenRedis)
-	cols     []Column // the state after them
+	dim      int            // the values of a row, before its state (Open)
+	cols     []table.Column // the state after them
 	dt       tensor.Dtype
 	steps    atomic.Int64 // the steps made through the store (Step)
 	timeout  time.Duration
@@ -129,9 +131,9 @@ type RedisStore struct {
 	updates  uint64
 	pending  *pendingStep
 
-	// The table's RedisIDMap, and the rows its last Map gave, by row.
+	// The table's IDMap, and the rows its last Map gave, by row.
 	mapMu  sync.Mutex
-	idmap  *RedisIDMap
+	idmap  *IDMap
 	mapped map[int64]mappedRow
 }
 
@@ -157,24 +159,24 @@ type pendingStep struct {
 // redisGroups is how many hash tags a table's keys use.
 const redisGroups = 1024
 
-func (s *RedisStore) key(id int64) string {
+func (s *Store) key(id int64) string {
 	return s.rowPrefix(id%redisGroups) + strconv.FormatInt(id, 10)
 }
 
 // rowPrefix is the start of the keys of the rows of hash tag tag.
-func (s *RedisStore) rowPrefix(tag int64) string {
+func (s *Store) rowPrefix(tag int64) string {
 	return "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:"
 }
 
-func (s *RedisStore) metaKey() string { return "gg:" + s.name + ":meta" }
+func (s *Store) metaKey() string { return "gg:" + s.name + ":meta" }
 
 // seenKey is the hash that records, for the rows of hash tag tag, the
 // last update of each store applied to them.
-func (s *RedisStore) seenKey(tag int64) string {
+func (s *Store) seenKey(tag int64) string {
 	return "gg:" + s.name + ":{" + strconv.FormatInt(tag, 10) + "}:seen"
 }
 
-func newStore(o RedisOptions, name string, rowBytes int, dt tensor.Dtype) *RedisStore {
+func newStore(o Options, name string, rowBytes int, dt tensor.Dtype) *Store {
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -185,21 +187,21 @@ func newStore(o RedisOptions, name string, rowBytes int, dt tensor.Dtype) *Redis
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 		ContextTimeoutEnabled: true, // a call's deadline bounds its reads and writes
 	})
-	return &RedisStore{c: c, name: name, rowBytes: rowBytes, dt: dt, timeout: timeout, retry: o.Retry,
+	return &Store{c: c, name: name, rowBytes: rowBytes, dt: dt, timeout: timeout, retry: o.Retry,
 		replicas: o.Replicas, strict: o.StrictReplicas, id: strconv.FormatUint(rand.Uint64(), 36)}
 }
 
 // quietOnce silences go-redis's log when the first store is made, unless
-// SetRedisLog was called before.
+// SetLog was called before.
 var quietOnce sync.Once
 
-// SetRedisLog sends the messages of go-redis, the Redis client that
-// RedisStore uses (such as "failed to dial" while a node is down), to l,
+// SetLog sends the messages of go-redis, the Redis client that
+// Store uses (such as "failed to dial" while a node is down), to l,
 // or discards them if l is nil, which is what happens from the first
-// RedisStore on unless SetRedisLog was called before. The client's log
+// Store on unless SetLog was called before. The client's log
 // is one for the whole process: this changes it for every go-redis
 // client in the program.
-func SetRedisLog(l *log.Logger) { setRedisLog(l, true) }
+func SetLog(l *log.Logger) { setRedisLog(l, true) }
 
 func setRedisLog(l *log.Logger, explicit bool) {
 	if explicit {
@@ -218,19 +220,19 @@ type redisLog struct{ l *log.Logger }
 func (r redisLog) Printf(_ context.Context, format string, v ...any) { r.l.Printf(format, v...) }
 
 // Stats returns what the store has met so far.
-func (s *RedisStore) Stats() RedisStats {
-	return RedisStats{Retries: s.retries.Load(), Degraded: s.degraded.Load(), Pipelines: s.pipes.Load()}
+func (s *Store) Stats() Stats {
+	return Stats{Retries: s.retries.Load(), Degraded: s.degraded.Load(), Pipelines: s.pipes.Load()}
 }
 
-// CreateRedis writes the table name to the cluster as Create writes a
+// Create writes the table name to the cluster as Create writes a
 // file: vocab rows of dim values of dtype dt, from N(0, 1) with
 // WithSeed's seed (the values nn.NewEmbedding draws) or by WithInit's
 // initialiser, WithPadding's row zero, each followed by WithState's
 // state, each value its column's Init. A table of that name
 // already on the cluster is an error unless WithReplace is given.
-func CreateRedis(ctx context.Context, o RedisOptions, name string, vocab int64, dim int, dt tensor.Dtype, opts ...Option) error {
+func Create(ctx context.Context, o Options, name string, vocab int64, dim int, dt tensor.Dtype, opts ...table.Option) error {
 	prefix := fmt.Sprintf("table %q", name)
-	var cfg config
+	var cfg tablerows.Config
 	for _, opt := range opts {
 		opt(&cfg)
 	}
@@ -240,13 +242,13 @@ func CreateRedis(ctx context.Context, o RedisOptions, name string, vocab int64, 
 	if vocab <= 0 || dim <= 0 || name == "" {
 		return fmt.Errorf("%s: needs a name, and a positive vocabulary (%d) and dimension (%d): %w", prefix, vocab, dim, errs.ErrShape)
 	}
-	if cfg.hasPad {
+	if cfg.HasPad {
 		var err error
-		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, int(vocab)); err != nil {
+		if cfg.Pad, err = opconfig.NormIndex(prefix, cfg.Pad, int(vocab)); err != nil {
 			return err
 		}
 	}
-	desc, width, err := describe(prefix, dim, cfg.state)
+	desc, width, err := tablerows.Describe(prefix, dim, cfg.State)
 	if err != nil {
 		return err
 	}
@@ -261,7 +263,7 @@ func CreateRedis(ctx context.Context, o RedisOptions, name string, vocab int64, 
 	if err != nil {
 		return fmt.Errorf("%s: %w", prefix, redisError(err))
 	}
-	if n > 0 && !cfg.replace {
+	if n > 0 && !cfg.Replace {
 		return fmt.Errorf("%s: the cluster holds a table of that name; give WithReplace to replace it: %w", prefix, os.ErrExist)
 	}
 	if n > 0 {
@@ -289,13 +291,13 @@ func CreateRedis(ctx context.Context, o RedisOptions, name string, vocab int64, 
 
 // writeBlocks writes the rows of s, block by block, as Create writes a
 // file's (see block).
-func writeBlocks[T float32 | float64](ctx context.Context, s *RedisStore, cfg config, prefix string, dt tensor.Dtype, dim, width int) error {
+func writeBlocks[T float32 | float64](ctx context.Context, s *Store, cfg tablerows.Config, prefix string, dt tensor.Dtype, dim, width int) error {
 	const rows = kernel.NormalBlock
 	buf, wide := make([]T, rows*dim), make([]T, rows*width)
 	ids := make([]int64, 0, rows)
 	for r0 := int64(0); r0 < s.rows; r0 += rows {
 		n := int(min(rows, s.rows-r0))
-		v, err := block(cfg, prefix, dt, r0, n, dim, width, buf, wide)
+		v, err := tablerows.Block(cfg, prefix, dt, r0, n, dim, width, buf, wide)
 		if err != nil {
 			return err
 		}
@@ -310,10 +312,10 @@ func writeBlocks[T float32 | float64](ctx context.Context, s *RedisStore, cfg co
 	return nil
 }
 
-// OpenRedis returns the Store of the table name that CreateRedis wrote to
+// Open returns the Store of the table name that Create wrote to
 // the cluster, its Schema as the cluster records it: a missing table is
 // an error naming it, wrapping checkpoint.ErrMismatch.
-func OpenRedis(ctx context.Context, o RedisOptions, name string) (*RedisStore, error) {
+func Open(ctx context.Context, o Options, name string) (*Store, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	s := newStore(o, name, 0, tensor.Float32)
 	var meta string
@@ -324,14 +326,14 @@ func OpenRedis(ctx context.Context, o RedisOptions, name string) (*RedisStore, e
 	if err != nil {
 		s.Close()
 		if errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("%s: the cluster holds no table of that name (no key %q); CreateRedis writes one: %w", prefix, s.metaKey(), errMissing)
+			return nil, fmt.Errorf("%s: the cluster holds no table of that name (no key %q); Create writes one: %w", prefix, s.metaKey(), errMissing)
 		}
 		return nil, fmt.Errorf("%s: %w", prefix, redisError(err))
 	}
 	desc, rest, _ := strings.Cut(meta, ";")
 	var rows int64
 	var dtype string
-	dim, cols, err := ParseLayout(desc)
+	dim, cols, err := table.ParseLayout(desc)
 	if err == nil {
 		_, err = fmt.Sscanf(rest, "rows=%d;dtype=%s", &rows, &dtype)
 	}
@@ -340,7 +342,7 @@ func OpenRedis(ctx context.Context, o RedisOptions, name string) (*RedisStore, e
 		s.Close()
 		return nil, fmt.Errorf("%s: the cluster records its layout as %q, which is not one: %w", prefix, meta, checkpoint.ErrFormat)
 	}
-	_, width, _ := describe(prefix, dim, cols)
+	_, width, _ := tablerows.Describe(prefix, dim, cols)
 	s.rows, s.dim, s.cols, s.dt, s.rowBytes = rows, dim, cols, dt, width*int(dt.Size())
 	return s, nil
 }
@@ -353,22 +355,30 @@ var (
 )
 
 // Name returns the table's name.
-func (s *RedisStore) Name() string { return s.name }
+func (s *Store) Name() string { return s.name }
 
 // Schema returns what the table's rows are.
-func (s *RedisStore) Schema() Schema {
-	return Schema{Name: s.name, Rows: s.rows, Dim: s.dim, Dtype: s.dt, Format: format(s.dt, 0), Columns: s.cols}
+func (s *Store) Schema() table.Schema {
+	return table.Schema{Name: s.name, Rows: s.rows, Dim: s.dim, Dtype: s.dt, Format: formatOf(s.dt), Columns: s.cols}
 }
 
-func (s *RedisStore) RowBytes() int { return s.rowBytes }
-func (s *RedisStore) Rows() int64   { return s.rows }
+// formatOf returns the format of a table of dtype dt.
+func formatOf(dt tensor.Dtype) table.Format {
+	if dt == tensor.Float64 {
+		return table.Float64
+	}
+	return table.Float32
+}
+
+func (s *Store) RowBytes() int { return s.rowBytes }
+func (s *Store) Rows() int64   { return s.rows }
 
 // ReadRows reads the rows in one pipelined round trip per master. A row
 // missing from the cluster, or a value of another length than a row, is
-// an error naming its key. Rows the last Map of the store's RedisIDMap
+// an error naming its key. Rows the last Map of the store's IDMap
 // gave are read once from what that Map read (or, for a new row, its
 // initial row), with no call.
-func (s *RedisStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
+func (s *Store) ReadRows(ctx context.Context, ids []int64, dst []byte) error {
 	if err := s.check(ids, dst); err != nil {
 		return err
 	}
@@ -387,7 +397,7 @@ func (s *RedisStore) ReadRows(ctx context.Context, ids []int64, dst []byte) erro
 }
 
 // readRows reads the rows from the cluster.
-func (s *RedisStore) readRows(ctx context.Context, ids []int64, dst []byte) error {
+func (s *Store) readRows(ctx context.Context, ids []int64, dst []byte) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -425,7 +435,7 @@ func (s *RedisStore) readRows(ctx context.Context, ids []int64, dst []byte) erro
 }
 
 // WriteRows writes the rows in one pipelined round trip per master.
-func (s *RedisStore) WriteRows(ctx context.Context, ids []int64, src []byte) error {
+func (s *Store) WriteRows(ctx context.Context, ids []int64, src []byte) error {
 	if err := s.check(ids, src); err != nil {
 		return err
 	}
@@ -452,7 +462,7 @@ func (s *RedisStore) WriteRows(ctx context.Context, ids []int64, src []byte) err
 // add(ctx, p, k) for keys[k]. After writes, with the store's Replicas,
 // each pipeline ends in a WAIT for them. A failed pipeline's error names
 // its master when the master does not answer a PING.
-func (s *RedisStore) onMasters(ctx context.Context, keys []string, writes bool, add func(ctx context.Context, p redis.Pipeliner, k int)) error {
+func (s *Store) onMasters(ctx context.Context, keys []string, writes bool, add func(ctx context.Context, p redis.Pipeliner, k int)) error {
 	by := map[*redis.Client][]int{}
 	for k, key := range keys {
 		node, err := s.c.MasterForKey(ctx, key)
@@ -510,7 +520,7 @@ func (s *RedisStore) onMasters(ctx context.Context, keys []string, writes bool, 
 // write, counted; the next writes to that master wait for the replicas
 // it has, for fewerFor), ErrFewReplicas for such a write if the store is
 // strict, and else an error that is retried.
-func (s *RedisStore) fewReplicas(ctx context.Context, node *redis.Client, n int) error {
+func (s *Store) fewReplicas(ctx context.Context, node *redis.Client, n int) error {
 	addr := node.Options().Addr
 	short := fmt.Errorf("%d of the %d replicas asked for acknowledged the writes to %s", n, s.replicas, addr)
 	role, err := node.Do(ctx, "ROLE").Slice()
@@ -547,12 +557,12 @@ func (s *RedisStore) fewReplicas(ctx context.Context, node *redis.Client, n int)
 // allows, reloads the cluster's layout and runs it again, waiting 100 ms,
 // then up to 1 s, between attempts. Once ctx is done it stops, and its
 // error wraps ctx's (context.Canceled or context.DeadlineExceeded).
-func (s *RedisStore) again(ctx context.Context, call func(ctx context.Context) error) error {
+func (s *Store) again(ctx context.Context, call func(ctx context.Context) error) error {
 	end := time.Now().Add(s.retry)
 	wait := 100 * time.Millisecond
 	for {
 		if s.closed.Load() {
-			return ErrClosed
+			return table.ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -577,9 +587,9 @@ func (s *RedisStore) again(ctx context.Context, call func(ctx context.Context) e
 	}
 }
 
-func (s *RedisStore) check(ids []int64, buf []byte) error {
+func (s *Store) check(ids []int64, buf []byte) error {
 	if s.closed.Load() {
-		return fmt.Errorf("table %q: %w", s.name, ErrClosed)
+		return fmt.Errorf("table %q: %w", s.name, table.ErrClosed)
 	}
 	if buf != nil && len(buf) < len(ids)*s.rowBytes {
 		return fmt.Errorf("table %q: %d bytes for %d rows of %d: %w", s.name, len(buf), len(ids), s.rowBytes, errs.ErrShape)
@@ -594,7 +604,7 @@ func (s *RedisStore) check(ids []int64, buf []byte) error {
 
 // Close closes the store's connections. After it, every call fails at
 // once with an error wrapping ErrClosed. A second Close does nothing.
-func (s *RedisStore) Close() error {
+func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
@@ -610,7 +620,7 @@ func (s *RedisStore) Close() error {
 // step again is applied once). So a call must not read or write memory
 // its caller keeps: the writes send copies, and the reads fill memory of
 // their own, copied out only when the call returns in time.
-func (s *RedisStore) attempt(ctx context.Context, call func(ctx context.Context) error) error {
+func (s *Store) attempt(ctx context.Context, call func(ctx context.Context) error) error {
 	at, cancel := context.WithTimeout(ctx, s.timeout)
 	done := make(chan error, 1)
 	go func() {
@@ -637,7 +647,7 @@ func (s *RedisStore) attempt(ctx context.Context, call func(ctx context.Context)
 // length, a missing Function, a password refused), nor a closed client,
 // nor ErrFewReplicas.
 func retryable(err error) bool {
-	if errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrFewReplicas) || errors.Is(err, ErrClosed) {
+	if errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrFewReplicas) || errors.Is(err, table.ErrClosed) {
 		return false
 	}
 	var re redis.Error
@@ -664,14 +674,14 @@ func redisError(err error) error {
 
 // clockKey is the key of worker's step count (SetClock); the clocks of a
 // table share one hash tag, so that Clocks reads them in one call.
-func (s *RedisStore) clockKey(worker int) string {
+func (s *Store) clockKey(worker int) string {
 	return "gg:" + s.name + ":{clock}:" + strconv.Itoa(worker)
 }
 
 // SetClock records that worker has done step steps, for a bound on how
 // far workers drift apart (Clocks); the record expires after ttl unless
 // set again, so that a worker that died holds no one back for longer.
-func (s *RedisStore) SetClock(ctx context.Context, worker int, steps int64, ttl time.Duration) error {
+func (s *Store) SetClock(ctx context.Context, worker int, steps int64, ttl time.Duration) error {
 	err := s.again(ctx, func(ctx context.Context) error {
 		return s.c.Set(ctx, s.clockKey(worker), steps, ttl).Err()
 	})
@@ -684,7 +694,7 @@ func (s *RedisStore) SetClock(ctx context.Context, worker int, steps int64, ttl 
 // Clocks returns the step count SetClock recorded for each of the
 // workers 0 to workers-1, -1 for a worker with none (not started, or
 // expired).
-func (s *RedisStore) Clocks(ctx context.Context, workers int) ([]int64, error) {
+func (s *Store) Clocks(ctx context.Context, workers int) ([]int64, error) {
 	keys := make([]string, workers)
 	for w := range keys {
 		keys[w] = s.clockKey(w)

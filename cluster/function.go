@@ -1,8 +1,9 @@
-package table
+package cluster
 
 import (
 	"context"
 	"crypto/sha256"
+	"embed"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,16 +19,19 @@ import (
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/rule"
+	"github.com/gathergrad/gather/table"
 )
 
-// A RedisRule is a RedisStore's encoding of a rule.Rule: Lua, a chunk of
-// Lua 5.1 that returns a function (w, g, p, dim, f) updating in place w,
-// one row (its dim float32 values, then its state, as numbers), from g,
-// the row's gradient (dim numbers), with the parameters p; f(x) rounds x
-// to float32, as Go's float32(x) does. Args returns p for step t of the
-// rule r, a value of the type registered.
-type RedisRule struct {
+// An Encoding is how a Store's servers apply rules of one name: Lua, a
+// chunk of Lua 5.1 that returns a function (w, g, p, dim, f) updating in
+// place w, one row (its dim float32 values, then its state, as numbers),
+// from g, the row's gradient (dim numbers), with the parameters p; f(x)
+// rounds x to float32, as Go's float32(x) does. Args returns p for step
+// t of the rule r, a value of the type registered; nil takes them from
+// the rule's own Params method (rule.Params).
+type Encoding struct {
 	Lua  string
 	Args func(r rule.Rule, t int64) []float64
 }
@@ -39,19 +43,41 @@ var redisRules struct {
 }
 
 type redisRule struct {
-	RedisRule
+	Encoding
 	typ reflect.Type // the rule's Go type
 }
 
-// RegisterRedisRule registers how a RedisStore applies rules of the name
-// and Go type of r: package optim registers its optimisers' (their Lua
-// beside them, in optim/lua). A name registered already (optim's
-// "sparse_adam" among them), an encoding without Lua or Args, or a rule
-// with no name is an error wrapping gather.ErrOption naming it, and the
-// registered encoding stays.
-func RegisterRedisRule(r rule.Rule, rr RedisRule) error {
-	if r == nil || r.Name() == "" || rr.Lua == "" || rr.Args == nil {
-		return fmt.Errorf("table: RegisterRedisRule needs a named rule, its Lua and its Args: %w", errs.ErrOption)
+// luaRules holds the encodings of package optim's sparse optimisers:
+// lua/<name>.lua, each taking the rule's Params.
+//
+//go:embed lua/*.lua
+var luaRules embed.FS
+
+func init() {
+	for _, r := range []rule.Rule{&optim.SparseSGD{}, &optim.SparseAdam{}, &optim.RowWiseAdagrad{}, &optim.SparseAdagrad{}} {
+		lua, err := luaRules.ReadFile("lua/" + r.Name() + ".lua")
+		if err != nil {
+			panic("cluster: " + err.Error()) // the embedded files are the package's own
+		}
+		if err := RegisterRule(r, Encoding{Lua: string(lua)}); err != nil {
+			panic("cluster: " + err.Error()) // registered first, under optim's names
+		}
+	}
+}
+
+// RegisterRule registers how a Store's servers apply rules of the name
+// and Go type of r (optim's sparse optimisers are registered, their Lua
+// in cluster/lua). A name registered already (optim's "sparse_adam"
+// among them), an encoding without Lua, without Args for a rule that
+// has no Params method, or a rule with no name is an error wrapping
+// gather.ErrOption naming it, and the registered encoding stays.
+func RegisterRule(r rule.Rule, e Encoding) error {
+	_, params := r.(rule.Params)
+	if r == nil || r.Name() == "" || e.Lua == "" || (e.Args == nil && !params) {
+		return fmt.Errorf("cluster: RegisterRule needs a named rule, its Lua and its Args (or its Params method): %w", errs.ErrOption)
+	}
+	if e.Args == nil {
+		e.Args = func(r rule.Rule, t int64) []float64 { return r.(rule.Params).Params(t) }
 	}
 	redisRules.Lock()
 	defer redisRules.Unlock()
@@ -59,10 +85,10 @@ func RegisterRedisRule(r rule.Rule, rr RedisRule) error {
 		redisRules.m = map[string]redisRule{}
 	}
 	if old, ok := redisRules.m[r.Name()]; ok {
-		return fmt.Errorf("table: a Redis encoding of the rule %q is registered already (for %v); give %T another Name: %w",
+		return fmt.Errorf("cluster: an encoding of the rule %q is registered already (for %v); give %T another Name: %w",
 			r.Name(), old.typ, r, errs.ErrOption)
 	}
-	redisRules.m[r.Name()] = redisRule{rr, reflect.TypeOf(r)}
+	redisRules.m[r.Name()] = redisRule{e, reflect.TypeOf(r)}
 	return nil
 }
 
@@ -74,7 +100,7 @@ func redisEncoding(table string, r rule.Rule) (redisRule, error) {
 	redisRules.RUnlock()
 	if !ok || rr.typ != reflect.TypeOf(r) || rr.Lua == "" || rr.Args == nil {
 		return redisRule{}, fmt.Errorf("table %q: a Redis Cluster has no encoding of the rule %q (%T) to apply on its servers "+
-			"(RegisterRedisRule): %w", table, r.Name(), r, errs.ErrOption)
+			"(RegisterRule): %w", table, r.Name(), r, errs.ErrOption)
 	}
 	return rr, nil
 }
@@ -185,7 +211,7 @@ local function apply(rule)
 end
 
 -- applyRaw returns the Function that applies rule to rows an id map
--- gave (RedisIDMap): its keys are the rows, then the tag's seen, owner
+-- gave (IDMap): its keys are the rows, then the tag's seen, owner
 -- and stats hashes; after dim, the parameters, each row has three
 -- arguments: the raw id it was given to, its gradient, and its initial
 -- row ('' if the worker read it). A row whose owner is no longer that id
@@ -230,11 +256,11 @@ local function applyRaw(rule)
 end
 `
 
-// RedisFunction returns the name of the Redis Function by which a
-// RedisStore applies rules of r's name ("gg_<name>_<digest>"), for a
+// Function returns the name of the Redis Function by which a
+// Store applies rules of r's name ("gg_<name>_<digest>"), for a
 // program that calls it itself (FCALL; see Step for its keys and
 // arguments): an error for a rule with no registered encoding.
-func RedisFunction(r rule.Rule) (string, error) {
+func Function(r rule.Rule) (string, error) {
 	rr, err := redisEncoding("", r)
 	if err != nil {
 		return "", err
@@ -258,7 +284,7 @@ func redisFunction(rule, lua string) (name, library string) {
 // load loads the library of a rule's Function on every master of the
 // cluster (a function load reaches one node), replacing one of the same
 // name.
-func (s *RedisStore) load(ctx context.Context, library string) error {
+func (s *Store) load(ctx context.Context, library string) error {
 	return s.again(ctx, func(ctx context.Context) error {
 		return s.c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 			if err := m.FunctionLoadReplace(ctx, library).Err(); err != nil {
@@ -271,7 +297,7 @@ func (s *RedisStore) load(ctx context.Context, library string) error {
 
 // Step applies r to float32 rows on the servers, as step Steps()+1,
 // through a Redis Function that runs r's registered encoding
-// (RegisterRedisRule) for each row, loaded on the cluster's masters the
+// (RegisterRule) for each row, loaded on the cluster's masters the
 // first time it is missing; the row is stored back as float32 values. A
 // rule with no encoding is an error naming it, and nothing is sent. The
 // step count is this store's: the steps made through it, by one worker.
@@ -280,21 +306,21 @@ func (s *RedisStore) load(ctx context.Context, library string) error {
 // atomic, so workers that update the same rows at once lose no update;
 // the rows of one hash tag go in one call, all calls in one pipelined
 // round trip per master. Each call is applied exactly once: a call that
-// fails for the cluster's sake is retried as RedisOptions.Retry allows,
+// fails for the cluster's sake is retried as Options.Retry allows,
 // and a call the server applied already (its answer lost to a failover)
 // is not applied again; the same Step again after an error wrapping
 // ErrUnknownOutcome applies what the first did not. With
-// RedisOptions.Replicas, it returns once that many replicas of each
-// master have its updates. A RedisStore applies rules to float32 rows
+// Options.Replicas, it returns once that many replicas of each
+// master have its updates. A Store applies rules to float32 rows
 // only (its other rows it reads and writes).
-func (s *RedisStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
+func (s *Store) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 	if r == nil {
 		return fmt.Errorf("table %q: Step needs a rule: %w", s.name, errs.ErrOption)
 	}
 	if s.dt != tensor.Float32 {
 		return fmt.Errorf("table %q: a Redis Cluster applies rules to float32 rows; the table's are %v: %w", s.name, s.dt, errs.ErrDtype)
 	}
-	if err := checkColumns(r, s.dim, s.cols); err != nil {
+	if err := rule.CheckColumns(r, s.dim, s.cols); err != nil {
 		return fmt.Errorf("table %q: %w", s.name, err)
 	}
 	rr, err := redisEncoding(s.name, r)
@@ -318,13 +344,13 @@ func (s *RedisStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) err
 }
 
 // Steps returns the steps made through the store (Step).
-func (s *RedisStore) Steps() int64 { return s.steps.Load() }
+func (s *Store) Steps() int64 { return s.steps.Load() }
 
 // applyRule applies the rule name, whose encoding is lua, with the
 // parameters args, to the rows ids, each by its gradient
-// grad[k*dim*4:(k+1)*dim*4]; with raw, rows an id map gave (RedisIDMap),
+// grad[k*dim*4:(k+1)*dim*4]; with raw, rows an id map gave (IDMap),
 // by the Function that checks each row's raw id.
-func (s *RedisStore) applyRule(ctx context.Context, name, lua string, args []float64, ids []int64, dim int, grad []byte, raw []mappedRow) error {
+func (s *Store) applyRule(ctx context.Context, name, lua string, args []float64, ids []int64, dim int, grad []byte, raw []mappedRow) error {
 	if dim != s.dim || len(grad) != len(ids)*dim*4 || name == "" || lua == "" {
 		return fmt.Errorf("table %q: rule %q: %d gradient bytes for %d rows of %d float32 values; the table's rows are %d wide: %w",
 			s.name, name, len(grad), len(ids), dim, s.dim, errs.ErrShape)
@@ -347,7 +373,7 @@ func (s *RedisStore) applyRule(ctx context.Context, name, lua string, args []flo
 // node that never had it), has the masters as the cluster lists them now
 // load library, and runs it again, up to 3 times. An error loading it
 // is prefixed by prefix; call's errors are its own.
-func (s *RedisStore) loading(ctx context.Context, library, prefix string, call func() error) error {
+func (s *Store) loading(ctx context.Context, library, prefix string, call func() error) error {
 	for tries := 0; ; tries++ {
 		err := call()
 		if err == nil || !strings.Contains(err.Error(), "Function not found") || tries == 3 {
@@ -365,10 +391,10 @@ func (s *RedisStore) loading(ctx context.Context, library, prefix string, call f
 // fcall calls the function fn once per hash tag of ids, all calls in one
 // pipelined round trip per master, with the update's name, the
 // arguments head, dim and the gradient of each key. With raw (the id
-// map's rows, RedisIDMap), each row's arguments are its raw id, its
+// map's rows, IDMap), each row's arguments are its raw id, its
 // gradient and its initial row ("" if the worker read it), and each
 // call's keys end in its tag's owner and stats hashes too.
-func (s *RedisStore) fcall(ctx context.Context, fn string, dim int, ids []int64, grad []byte, head []any, raw []mappedRow) error {
+func (s *Store) fcall(ctx context.Context, fn string, dim int, ids []int64, grad []byte, head []any, raw []mappedRow) error {
 	if err := s.check(ids, nil); err != nil {
 		return err
 	}
@@ -422,7 +448,7 @@ type tagCall struct {
 // send sends the calls of an update named name, whose calls share the
 // arguments head, all in one pipelined round trip per master, retried as
 // the store's Retry allows; reply, if not nil, gets each call's reply.
-func (s *RedisStore) send(ctx context.Context, fn string, name, head []any, calls []tagCall, reply func(k int, v any)) error {
+func (s *Store) send(ctx context.Context, fn string, name, head []any, calls []tagCall, reply func(k int, v any)) error {
 	first := make([]string, len(calls))
 	for k, c := range calls {
 		first[k] = c.keys[0]
@@ -454,7 +480,7 @@ func (s *RedisStore) send(ctx context.Context, fn string, name, head []any, call
 // that the servers apply what it did not apply, and nothing twice. The
 // digest is computed only after an update failed. A failure whose outcome
 // may be in part applied wraps ErrUnknownOutcome.
-func (s *RedisStore) numbered(ctx context.Context, digest func() [sha256.Size]byte, send func(ctx context.Context, name []any) error) error {
+func (s *Store) numbered(ctx context.Context, digest func() [sha256.Size]byte, send func(ctx context.Context, name []any) error) error {
 	s.stepping.Lock()
 	defer s.stepping.Unlock()
 	var d *[sha256.Size]byte
@@ -482,8 +508,8 @@ func (s *RedisStore) numbered(ctx context.Context, digest func() [sha256.Size]by
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w (some of its calls may have been applied; "+
 			"the same call again applies the rest, exactly once): %w", ErrUnknownOutcome, err)
-	case errors.Is(err, ErrClosed) || errors.Is(err, redis.ErrClosed):
-		return ErrClosed
+	case errors.Is(err, table.ErrClosed) || errors.Is(err, redis.ErrClosed):
+		return table.ErrClosed
 	case retryable(err) || errors.Is(err, ErrFewReplicas):
 		return fmt.Errorf("%w (some of its calls may have been applied; "+
 			"the same call again applies the rest, exactly once): %w", ErrUnknownOutcome, redisError(err))
