@@ -13,14 +13,14 @@ import (
 // packages is one value, as a test checks):
 //
 //   - checkpoint: ErrFormat, ErrMismatch, ErrInUse, ErrSameFile
+//   - cluster: ErrFewReplicas, ErrUnknownOutcome
 //   - gradcheck: ErrMismatch
 //   - machine: ErrClosed, ErrBusy
 //   - metrics: ErrNotFinite
 //   - optim: ErrNotFinite, ErrStale
 //   - serve: ErrIndexOutOfRange, ErrShape, ErrOption (the root's), ErrClosed, ErrSameFile
 //   - serve/live: ErrFull
-//   - table: ErrClosed, ErrInUse, ErrSameFile, ErrCapacity, ErrJournal, ErrJournalFull,
-//     ErrFewReplicas, ErrUnknownOutcome
+//   - table: ErrClosed, ErrInUse, ErrSameFile, ErrCapacity, ErrJournal, ErrJournalFull
 var (
 	// ErrIndexOutOfRange: an index lies outside [-s, s-1] for an axis of size s.
 	ErrIndexOutOfRange = errIndexOutOfRange() // "index out of range"

@@ -162,7 +162,7 @@ var readmeErrors = map[string]func() error{
 		if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(v)), emb.GradNodes()...); err != nil {
 			return err
 		}
-		return emb.Step(&optim.SparseSGD{LearnRate: 0.1})
+		return emb.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1})
 	},
 	"`Step` again with no run since": func() error {
 		g := gorgonia.NewGraph()
@@ -186,10 +186,10 @@ var readmeErrors = map[string]func() error{
 			return err
 		}
 		sgd := &optim.SparseSGD{LearnRate: 0.1}
-		if err := emb.Step(sgd); err != nil {
+		if err := emb.Step(context.Background(), sgd); err != nil {
 			return err
 		}
-		return emb.Step(sgd)
+		return emb.Step(context.Background(), sgd)
 	},
 	"a nil node in `WithGrads`": func() error {
 		g := gorgonia.NewGraph()
@@ -440,7 +440,7 @@ func init() {
 		if err := vm.RunAll(); err != nil {
 			return err
 		}
-		return emb.Step(&optim.SparseSGD{LearnRate: 0.1, CheckFinite: true})
+		return emb.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1, CheckFinite: true})
 	}
 	readmeErrors["an input with no value, on `machine.Machine`"] = func() error {
 		g := gorgonia.NewGraph()

@@ -60,7 +60,7 @@ func TestRedisStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, _ := mem.Weight()
+	w, _ := mem.Home().(nn.Weights).Weight()
 	ids := []int64{0, 1, 4095, 4096, 4999}
 	buf := make([]byte, len(ids)*s.RowBytes())
 	if err := s.ReadRows(context.Background(), ids, buf); err != nil {

@@ -26,7 +26,7 @@ func TestExportedFunctionsDoNotPanic(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return e.Step(nil)
+		return e.Step(context.Background(), nil)
 	}
 	calls := map[string]func() error{
 		"gradcheck.Check(nil)": func() error { return gradcheck.Check(nil, nil) },

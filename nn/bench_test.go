@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -98,7 +99,7 @@ func trainStep(b testing.TB, sparse bool, rows int, m ref.Machine) (gorgonia.VM,
 			b.Fatal(err)
 		}
 		if sparse {
-			if err := emb.Step(sgd); err != nil {
+			if err := emb.Step(context.Background(), sgd); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -144,12 +145,12 @@ func skipGram(b testing.TB, m ref.Machine) (gorgonia.VM, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	centre, context := make([]int, batch), make([]int, batch*k)
+	centre, ctxWords := make([]int, batch), make([]int, batch*k)
 	for i := range centre {
 		centre[i] = r.IntN(vocab)
 	}
-	for i := range context {
-		context[i] = r.IntN(vocab)
+	for i := range ctxWords {
+		ctxWords[i] = r.IntN(vocab)
 	}
 	labels := make([]float32, batch*k)
 	for i := 0; i < len(labels); i += k {
@@ -157,7 +158,7 @@ func skipGram(b testing.TB, m ref.Machine) (gorgonia.VM, func()) {
 	}
 	cn := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("centre"), gorgonia.WithValue(tensor.New(tensor.WithBacking(centre))))
 	xn := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithName("context"),
-		gorgonia.WithValue(tensor.New(tensor.WithShape(batch, k), tensor.WithBacking(context))))
+		gorgonia.WithValue(tensor.New(tensor.WithShape(batch, k), tensor.WithBacking(ctxWords))))
 	yn := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName("labels"),
 		gorgonia.WithValue(tensor.New(tensor.WithShape(batch, k), tensor.WithBacking(labels))))
 	cv, err := in.Lookup(cn)
@@ -188,10 +189,10 @@ func skipGram(b testing.TB, m ref.Machine) (gorgonia.VM, func()) {
 		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)
 		}
-		if err := in.Step(adamIn); err != nil {
+		if err := in.Step(context.Background(), adamIn); err != nil {
 			b.Fatal(err)
 		}
-		if err := out.Step(adamOut); err != nil {
+		if err := out.Step(context.Background(), adamOut); err != nil {
 			b.Fatal(err)
 		}
 		vm.Reset()

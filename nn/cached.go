@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -25,9 +26,9 @@ import (
 // Each run of the graph brings the rows its lookups name into the cache
 // (table.Cached.Fetch, all of them together, where they stay until Step);
 // Step updates them and their optimiser state in the cache, marking them
-// for write-back; Sync writes them to the store. Prefetch, given the next
-// batch's ids before a run, reads that batch's misses while the run and
-// its Step compute.
+// for write-back; Sync writes them to the store. Its Home is a Cache: its
+// Prefetch, given the next batch's ids before a run, reads that batch's
+// misses while the run and its Step compute.
 //
 // A Shared table (table.CacheOptions.Shared) is trained by several
 // workers at once on a Redis Cluster: Step (table.Cached.Step) sends the
@@ -59,11 +60,12 @@ func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOp
 	vocab, dim := sc.Rows, sc.Dim
 	h := &cached{c: c}
 	e := &Embedding{cfg: cfg, home: h}
+	h.e = e
 	if cfg.hasPad {
 		if e.cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, int(vocab)); err != nil {
 			return nil, err
 		}
-		s, err := c.Pin(e.context(), int64(e.cfg.pad))
+		s, err := c.Pin(context.Background(), int64(e.cfg.pad))
 		if err != nil {
 			return nil, fmt.Errorf("%s: keeping the padding row in the cache: %w", prefix, err)
 		}
@@ -76,21 +78,6 @@ func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOp
 	e.Table = gorgonia.NewMatrix(g, w.Dtype(), gorgonia.WithShape(w.Shape()[0], dim), gorgonia.WithName(name), gorgonia.WithValue(w))
 	return e, nil
 }
-
-// Cached returns the cache of a CachedEmbedding, else nil.
-func (e *Embedding) Cached() *table.Cached {
-	if h, ok := e.home.(*cached); ok {
-		return h.c
-	}
-	return nil
-}
-
-// Prefetch gives a CachedEmbedding the ids of the next batch, one slice
-// per lookup or bag (in any order): the run after this one reads their
-// rows that the cache misses while it and its Step compute, once its own
-// rows are fetched. It is a hint and changes no result. For a table not
-// in a cache it does nothing.
-func (e *Embedding) Prefetch(ids ...[]int64) { e.home.prefetch(ids) }
 
 // slotIDs returns the node of the cache slots of ids, a lookup's ids in
 // the cache h (see fetchOp), after checking that the run's ids fit the
@@ -160,12 +147,12 @@ func (o *fetchOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 		h.c.NewBatch()
 		h.fetched = 0
 	}
-	if err := h.c.Fetch(e.context(), o.ids, o.slots); err != nil {
+	if err := h.c.Fetch(h.context(), o.ids, o.slots); err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", o.lbl.Name, err)
 	}
 	h.fetched++
 	if h.fetched == len(h.fetches) && len(h.next) > 0 {
-		h.c.Prefetch(e.context(), h.next)
+		h.c.Prefetch(h.context(), h.next)
 		h.next = h.next[:0]
 	}
 	out := make([]int, n)

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -61,7 +62,7 @@ func benchCachedStep(b *testing.B, m ref.Machine) {
 		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)
 		}
-		if err := emb.Step(opt); err != nil {
+		if err := emb.Step(context.Background(), opt); err != nil {
 			b.Fatal(err)
 		}
 		vm.Reset()

@@ -112,10 +112,10 @@ func (m *cachedModel) step(t *testing.T, n int, opt optim.Sparse, prefetch bool)
 	copy(m.y.Ints(), y)
 	if prefetch {
 		nids, nbag, _ := cmBatchIDs(n + 1)
-		m.emb.Prefetch(int64s(nids), int64s(nbag))
+		m.emb.Home().(Cache).Prefetch(int64s(nids), int64s(nbag))
 	}
 	require.NoError(t, m.vm.RunAll())
-	require.NoError(t, m.emb.Step(opt))
+	require.NoError(t, m.emb.Step(context.Background(), opt))
 	m.vm.Reset()
 }
 
@@ -148,7 +148,7 @@ func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.Spars
 	g1 := gorgonia.NewGraph()
 	mem, err := NewEmbedding(g1, "t", cmVocab, cmDim, dt, WithSparse(), WithSeed(4))
 	require.NoError(t, err)
-	w0, err := mem.Weight()
+	w0, err := mem.Home().(Weights).Weight()
 	require.NoError(t, err)
 	opt1, opt2 := newOpt(), newOpt()
 	cols := opt2.Columns(cmDim)
@@ -177,7 +177,7 @@ func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.Spars
 	if prefetch {
 		assert.Greater(t, st.Prefetched, uint64(0))
 	}
-	require.NoError(t, cached.Sync())
+	require.NoError(t, cached.Home().(Syncer).Sync(context.Background()))
 
 	// The store now holds every row as the table in memory has it, and its
 	// optimiser state as the in-memory optimiser keeps it.
@@ -187,9 +187,9 @@ func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.Spars
 	}
 	got, err := c.Read(context.Background(), ids)
 	require.NoError(t, err)
-	want, err := mem.Weight()
+	want, err := mem.Home().(Weights).Weight()
 	require.NoError(t, err)
-	state, err := optim.State(mem, opt1).State()
+	state, err := optim.State(mem.Home().(Weights), opt1).State()
 	require.NoError(t, err)
 	for r := range cmVocab {
 		for j := range cmDim {
@@ -217,7 +217,7 @@ func TestCachedPadding(t *testing.T) {
 	g1 := gorgonia.NewGraph()
 	mem, err := NewEmbedding(g1, "t", cmVocab, cmDim, tensor.Float64, WithSparse(), WithSeed(4), WithPadding(7))
 	require.NoError(t, err)
-	w0, _ := mem.Weight()
+	w0, _ := mem.Home().(Weights).Weight()
 	opt1, opt2 := optim.NewRowWiseAdagrad(0.2), optim.NewRowWiseAdagrad(0.2)
 	store, err := table.NewMemoryStore("t", w0.Clone().(*tensor.Dense), opt2.Columns(cmDim)...)
 	require.NoError(t, err)
@@ -237,14 +237,14 @@ func TestCachedPadding(t *testing.T) {
 		copy(m1.bagIDs.Ints(), bag)
 		copy(m1.y.Ints(), y)
 		require.NoError(t, m1.vm.RunAll())
-		require.NoError(t, mem.Step(opt1))
+		require.NoError(t, mem.Step(context.Background(), opt1))
 		m1.vm.Reset()
 		require.NoError(t, m2.vm.RunAll())
-		require.NoError(t, cached.Step(opt2))
+		require.NoError(t, cached.Step(context.Background(), opt2))
 		m2.vm.Reset()
 	}
-	require.NoError(t, cached.Sync())
-	want, _ := mem.Weight()
+	require.NoError(t, cached.Home().(Syncer).Sync(context.Background()))
+	want, _ := mem.Home().(Weights).Weight()
 	for r := range cmVocab {
 		got, err := c.Read(context.Background(), []int64{int64(r)})
 		require.NoError(t, err)
@@ -294,7 +294,7 @@ func TestCachedFile(t *testing.T) {
 			m.step(t, n, opt, true)
 			m1.step(t, n, memOpt, false)
 		}
-		err = emb.Step(&optim.SparseSGD{LearnRate: 1})
+		err = emb.Step(context.Background(), &optim.SparseSGD{LearnRate: 1})
 		require.ErrorIs(t, err, gather.ErrGraph, "no run since the last step")
 		require.NoError(t, emb.Close())
 		require.NoError(t, emb.Close())
@@ -303,7 +303,7 @@ func TestCachedFile(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	assert.Equal(t, int64(20), c.Stats().Steps)
-	want, _ := mem.Weight()
+	want, _ := mem.Home().(Weights).Weight()
 	ids := make([]int64, cmVocab)
 	for i := range ids {
 		ids[i] = int64(i)
@@ -355,12 +355,12 @@ func TestCachedErrors(t *testing.T) {
 	vm.Reset()
 	idv.Ints()[2] = 5
 	require.NoError(t, vm.RunAll())
-	err = emb.Step(optim.NewSparseAdam(0.1))
+	err = emb.Step(context.Background(), optim.NewSparseAdam(0.1))
 	require.ErrorIs(t, err, gather.ErrOption)
 	assert.Contains(t, err.Error(), "exp_avg")
 	assert.Equal(t, 1, strings.Count(err.Error(), `embedding "t"`), "the error names the embedding once: %v", err)
-	require.NoError(t, emb.Step(optim.NewRowWiseAdagrad(0.1)))
-	_, err = emb.Weight()
+	require.NoError(t, emb.Step(context.Background(), optim.NewRowWiseAdagrad(0.1)))
+	_, err = emb.Home().(Weights).Weight()
 	require.ErrorIs(t, err, gather.ErrOption)
 	require.NoError(t, emb.Close())
 	vm.Reset()

@@ -84,7 +84,7 @@ func TestStepTrainsWhatItsRunSaw(t *testing.T) {
 						copy(got.y.Ints(), y)
 						require.NoError(t, got.vm.RunAll())
 						f(t, got, n)
-						require.NoError(t, got.emb.Step(opt2))
+						require.NoError(t, got.emb.Step(context.Background(), opt2))
 						got.vm.Reset()
 					}
 					w, g := tableValues(t, want.emb), tableValues(t, got.emb)
@@ -153,7 +153,7 @@ func captureModel(t *testing.T, home string, cl *localredis.Cluster, name string
 
 // tableValues returns every value of emb's table.
 func tableValues(t *testing.T, emb *Embedding) []float32 {
-	if c := emb.Cached(); c != nil {
+	if c := emb.Home().(Cache).Cached(); c != nil {
 		ids := make([]int64, cmVocab)
 		for i := range ids {
 			ids[i] = int64(i)
@@ -162,7 +162,7 @@ func tableValues(t *testing.T, emb *Embedding) []float32 {
 		require.NoError(t, err)
 		return slices.Clone(rows.Float32s())
 	}
-	w, err := emb.Weight()
+	w, err := emb.Home().(Weights).Weight()
 	require.NoError(t, err)
 	return slices.Clone(w.Float32s())
 }
@@ -174,7 +174,7 @@ func TestStepNeedsACapturedGradient(t *testing.T) {
 	m := captureModel(t, "memory", nil, "words")
 	opt := optim.NewSparseAdam(0.05)
 	before := tableValues(t, m.emb)
-	err := m.emb.Step(opt)
+	err := m.emb.Step(context.Background(), opt)
 	require.ErrorIs(t, err, gather.ErrGraph)
 	require.ErrorContains(t, err, `embedding "words"`)
 	require.ErrorContains(t, err, "has not run")
@@ -183,7 +183,7 @@ func TestStepNeedsACapturedGradient(t *testing.T) {
 	after := tableValues(t, m.emb)
 	require.NotEqual(t, before, after)
 	evaluate(t, m, 1, func(g *gorgonia.ExprGraph) gorgonia.VM { return gorgonia.NewTapeMachine(g) })
-	err = m.emb.Step(opt)
+	err = m.emb.Step(context.Background(), opt)
 	require.ErrorIs(t, err, gather.ErrGraph, "an evaluation computes no gradient")
 	require.ErrorContains(t, err, "since the last Step")
 	require.Equal(t, after, tableValues(t, m.emb))

@@ -144,7 +144,7 @@ func clickModel(b testing.TB, m ref.Machine, raw, cached bool) (gorgonia.VM, fun
 			b.Fatal(err)
 		}
 		if cached {
-			w, _ := e.Weight()
+			w, _ := e.Home().(Weights).Weight()
 			store, err := table.NewMemoryStore(e.Name(), w, optim.NewSparseAdam(0.01).Columns(clickDim)...)
 			if err != nil {
 				b.Fatal(err)
@@ -268,7 +268,7 @@ func clickModel(b testing.TB, m ref.Machine, raw, cached bool) (gorgonia.VM, fun
 			b.Fatal(err)
 		}
 		for f, e := range tables {
-			if err := e.Step(adams[f]); err != nil {
+			if err := e.Step(context.Background(), adams[f]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -22,7 +23,7 @@ import (
 func TestOldCheckpointResumes(t *testing.T) {
 	m := newCompatModel(t)
 	adam, ada := optim.NewSparseAdam(0.05), optim.NewRowWiseAdagrad(0.1)
-	parts := []checkpoint.Part{m.words, m.items, optim.State(m.words, adam), optim.State(m.items, ada)}
+	parts := []checkpoint.Part{m.words, m.items, optim.State(m.words.Home().(nn.Weights), adam), optim.State(m.items.Home().(nn.Weights), ada)}
 	meta, err := checkpoint.Load(filepath.Join("testdata", "state0", "step3.safetensors"), parts...)
 	require.NoError(t, err)
 	require.Equal(t, "3", meta["step"])
@@ -92,8 +93,8 @@ func (m *compatModel) train(t *testing.T, adam *optim.SparseAdam, ada *optim.Row
 			m.iIDs.Value().(*tensor.Dense).Ints()[i] = (s*5 + i*i) % 40
 		}
 		require.NoError(t, m.vm.RunAll())
-		require.NoError(t, m.words.Step(adam))
-		require.NoError(t, m.items.Step(ada))
+		require.NoError(t, m.words.Step(context.Background(), adam))
+		require.NoError(t, m.items.Step(context.Background(), ada))
 		m.vm.Reset()
 	}
 }

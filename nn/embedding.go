@@ -41,9 +41,8 @@ type Embedding struct {
 	// taps are checked (see tapCheckDue).
 	rowGrads int
 
-	home   home            // where the rows live
-	ctx    context.Context // what calls to a store run under (SetContext)
-	closed bool            // Close was called
+	home   home // where the rows live
+	closed bool // Close was called
 }
 
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -95,7 +94,9 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 		row.Zero()
 	}
 	table := gorgonia.NewMatrix(g, dt, gorgonia.WithShape(vocab, dim), gorgonia.WithName(name), gorgonia.WithValue(w))
-	return &Embedding{Table: table, cfg: cfg, home: &heap{w: w}}, nil
+	h := &heap{w: w}
+	h.e = &Embedding{Table: table, cfg: cfg, home: h}
+	return h.e, nil
 }
 
 // checkNewNode reports an error unless g is a graph with no node named name.
@@ -307,7 +308,7 @@ func (e *Embedding) tap(out *gorgonia.Node, c *capture) (*gorgonia.Node, error) 
 	l := sparseLookup{cap: c}
 	l.tap = gorgonia.NewTensor(g, e.Table.Dtype(), out.Dims(), gorgonia.WithShape(out.Shape().Clone()...),
 		gorgonia.WithName(name), gorgonia.WithValue(zeros))
-	c.table, c.vocab = fmt.Sprintf("embedding %q", e.Table.Name()), e.home.vocab()
+	c.table, c.vocab = fmt.Sprintf("embedding %q", e.Table.Name()), e.home.Vocab()
 	if c.bag != nil {
 		c.shape = append(c.bag.idShape.Clone(), c.bag.dim)
 	}
@@ -337,7 +338,7 @@ func (e *Embedding) Learnables() gorgonia.Nodes {
 // checkpoint.Part, saved by checkpoint.Save and restored by
 // checkpoint.Load. The tensor is the table itself, not a copy.
 func (e *Embedding) State() (map[string]tensor.Tensor, error) {
-	t, err := e.Weight()
+	t, err := e.weights()
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +349,7 @@ func (e *Embedding) State() (map[string]tensor.Tensor, error) {
 // table, in place, so that graphs and machines built on it see the new
 // values.
 func (e *Embedding) SetState(tensors map[string]*tensor.Dense) error {
-	t, err := e.Weight()
+	t, err := e.weights()
 	if err != nil {
 		return err
 	}
@@ -363,54 +364,20 @@ func (e *Embedding) SetState(tensors map[string]*tensor.Dense) error {
 // optimiser state's keys begin with.
 func (e *Embedding) Name() string { return e.Table.Name() }
 
-// Weight returns the table's value, the [vocab, dim] tensor itself
-// (PyTorch's emb.weight): writes to it change the table. After Close it
-// is an error wrapping table.ErrClosed.
-func (e *Embedding) Weight() (*tensor.Dense, error) {
-	if e.closed {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
-	}
-	t, err := e.home.weight()
-	if err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
-	}
-	return t, nil
-}
+// Home returns where the embedding's rows live: the heap, a mapped file
+// or a cache, each with the abilities its interfaces say (Weights,
+// Syncer, Cache).
+func (e *Embedding) Home() Home { return e.home }
 
-// Rows returns the table with the state of opt, the optimiser that steps
-// it, and its step count (optim.Param, for optim.State): the state is
-// made, at its columns' Init values, by the first call or Step. A table
-// is stepped by one optimiser: another's state is an error wrapping
-// gather.ErrOption. A CachedEmbedding's state lives with its rows in the
-// store (an error here).
-func (e *Embedding) Rows(opt optim.Sparse) (*optim.MemoryTable, error) {
-	if e.closed {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
+// weights returns the table in memory, or an error naming the home that
+// keeps it elsewhere.
+func (e *Embedding) weights() (*tensor.Dense, error) {
+	w, ok := e.home.(Weights)
+	if !ok {
+		return nil, fmt.Errorf("embedding %q: its rows live in a cache in front of their store, not in one tensor; "+
+			"read them with table.Cached.Read, keep them with its Sync: %w", e.Table.Name(), gather.ErrOption)
 	}
-	if opt == nil {
-		return nil, fmt.Errorf("embedding %q: Rows needs an optimiser: %w", e.Table.Name(), gather.ErrOption)
-	}
-	t, err := e.home.rows(opt)
-	if err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
-	}
-	return t, nil
-}
-
-// SetContext sets the context of the embedding's calls to the store that
-// holds its rows (a CachedEmbedding's): the fetches of each run of the
-// graph (which Gorgonia's machines run without a context), Step and Sync.
-// A done context stops them with an error wrapping its error
-// (context.Canceled or context.DeadlineExceeded). Without it they run
-// under context.Background().
-func (e *Embedding) SetContext(ctx context.Context) { e.ctx = ctx }
-
-// context returns the context of the embedding's calls to its store.
-func (e *Embedding) context() context.Context {
-	if e.ctx == nil {
-		return context.Background()
-	}
-	return e.ctx
+	return w.Weight()
 }
 
 // OpenEmbedding maps the table "<name>.weight" of the safetensors file at
@@ -430,8 +397,9 @@ func (e *Embedding) context() context.Context {
 // A file is opened by one OpenEmbedding at a time: a second open, in this
 // process or another, is an error wrapping table.ErrInUse.
 //
-// Updates reach the file as the system writes the mapping back; Sync makes
-// every update so far durable, and Close syncs and unmaps. After a crash
+// Updates reach the file as the system writes the mapping back; its
+// Home's Sync (a Syncer) makes every update so far durable, and Close
+// syncs and unmaps. After a crash
 // between syncs the file is still a valid safetensors file of the table's
 // shape: each row holds its values from some step since the last Sync (the
 // header is never rewritten). For exact restore points, checkpoint.Save
@@ -468,29 +436,17 @@ func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...EmbeddingOp
 		cfg.sparse = true
 	}
 	t := gorgonia.NewMatrix(g, w.Dtype(), gorgonia.WithShape(w.Shape()...), gorgonia.WithName(name), gorgonia.WithValue(w))
-	return &Embedding{Table: t, cfg: cfg, home: &mapped{heap: heap{w: w}, file: f}}, nil
-}
-
-// Sync makes every update of a table in a file durable: for
-// OpenEmbedding's, it writes the mapping back to the file and the file to
-// its disk; for CachedEmbedding's, it writes the changed rows back to the
-// store (table.Cached.Sync). For a table in memory it is an error
-// wrapping gather.ErrOption: save it with checkpoint.Save.
-func (e *Embedding) Sync() error {
-	if e.closed {
-		return fmt.Errorf("embedding %q: %w", e.Table.Name(), table.ErrClosed)
-	}
-	if err := e.home.sync(e.context()); err != nil {
-		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
-	}
-	return nil
+	m := &mapped{heap: heap{w: w}, file: f}
+	m.e = &Embedding{Table: t, cfg: cfg, home: m}
+	return m.e, nil
 }
 
 // Close syncs and unmaps a table OpenEmbedding mapped, or syncs and closes
-// a CachedEmbedding's table, and frees its file for another open. After it, Step, State, Weight, Sync,
-// Lookup and Bag fail with table.ErrClosed, and so does running a graph
-// that looks the table up (gather.Cause finds it in the machine's error);
-// the tensor a Weight or Table.Value() returned before must not be read.
+// a CachedEmbedding's table, and frees its file for another open. After
+// it, Step, State, Lookup, Bag and its Home's Weight and Sync fail with
+// table.ErrClosed, and so does running a graph that looks the table up
+// (gather.Cause finds it in the machine's error); the tensor a Weight or
+// Table.Value() returned before must not be read.
 // For a table in memory it does nothing. A second Close does nothing.
 func (e *Embedding) Close() error {
 	if e.closed {
@@ -605,7 +561,7 @@ func (e *Embedding) rowGrad(buf *rowgrad.Buffer) (*optim.RowGrad, error) {
 	if err := e.checkCaptured("RowGrad", false); err != nil {
 		return nil, err
 	}
-	vocab, dim := e.home.vocab(), e.Table.Shape()[1]
+	vocab, dim := e.home.Vocab(), e.Table.Shape()[1]
 	checkTaps := tapCheckDue(e.rowGrads)
 	e.rowGrads++
 	idss, grads := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
@@ -675,22 +631,22 @@ func rowGradient(buf *rowgrad.Buffer, ids, grad tensor.Tensor, vocab, pad int) (
 // gradient since the last Step is an error wrapping gather.ErrGraph and
 // changes nothing: the run's gradient was used, and stepping again would
 // move rows by an optimiser's momentum alone.
-func (e *Embedding) Step(opt optim.Sparse) error {
-	return e.step(opt, nil)
+func (e *Embedding) Step(ctx context.Context, opt optim.Sparse) error {
+	return e.step(ctx, opt, nil)
 }
 
 // StepWith updates the table by opt from g, a row gradient that RowGrad
 // returned for this run and the caller changed, such as by
 // optim.ClipGradNorm: Step with the caller's gradient, under Step's rules.
-func (e *Embedding) StepWith(opt optim.Sparse, g *optim.RowGrad) error {
+func (e *Embedding) StepWith(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error {
 	if g == nil {
 		return fmt.Errorf("embedding %q: StepWith needs a row gradient (RowGrad): %w", e.Table.Name(), gather.ErrShape)
 	}
-	return e.step(opt, g)
+	return e.step(ctx, opt, g)
 }
 
 // step is Step, from g, or from the row gradient it builds if g is nil.
-func (e *Embedding) step(opt optim.Sparse, g *optim.RowGrad) error {
+func (e *Embedding) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error {
 	if opt == nil {
 		return fmt.Errorf("embedding %q: Step needs an optimiser, such as &optim.SparseSGD{...} or optim.NewSparseAdam: %w", e.Table.Name(), gather.ErrOption)
 	}
@@ -706,7 +662,7 @@ func (e *Embedding) step(opt optim.Sparse, g *optim.RowGrad) error {
 			return err
 		}
 	}
-	if err := e.home.step(e.context(), opt, g); err != nil {
+	if err := e.home.step(ctx, opt, g); err != nil {
 		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
 	for _, l := range e.lookups {

@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"slices"
@@ -89,7 +90,7 @@ func ExampleWithSparse() {
 			log.Fatal(err)
 		}
 		// The table: only the rows this run touched (3 and 7) move.
-		if err := emb.Step(adam); err != nil {
+		if err := emb.Step(context.Background(), adam); err != nil {
 			log.Fatal(err)
 		}
 		// The rest of the model.

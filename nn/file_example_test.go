@@ -49,7 +49,7 @@ func ExampleOpenEmbedding() {
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
 	}
-	if err := emb.Step(&optim.SparseSGD{LearnRate: 0.5}); err != nil {
+	if err := emb.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.5}); err != nil {
 		log.Fatal(err)
 	}
 	vm.Close()
@@ -103,10 +103,10 @@ func ExampleEmbedding_StepWith() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := emb.StepWith(&optim.SparseSGD{LearnRate: 1}, rg); err != nil {
+	if err := emb.StepWith(context.Background(), &optim.SparseSGD{LearnRate: 1}, rg); err != nil {
 		log.Fatal(err)
 	}
-	w, _ := emb.Weight()
+	w, _ := emb.Home().(nn.Weights).Weight()
 	fmt.Printf("norm %.1f; row 4 now %.3f\n", norm, w.Float64s()[8:10])
 	// Output:
 	// norm 28.3; row 4 now [-0.707 -0.707]
@@ -154,12 +154,12 @@ func ExampleCachedEmbedding() {
 	for i, b := range batches {
 		copy(idv.Ints(), b)
 		if i+1 < len(batches) {
-			emb.Prefetch([]int64{int64(batches[i+1][0]), int64(batches[i+1][1])})
+			emb.Home().(nn.Cache).Prefetch([]int64{int64(batches[i+1][0]), int64(batches[i+1][1])})
 		}
 		if err := vm.RunAll(); err != nil {
 			log.Fatal(err)
 		}
-		if err := emb.Step(opt); err != nil {
+		if err := emb.Step(context.Background(), opt); err != nil {
 			log.Fatal(err)
 		}
 		vm.Reset()

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -95,7 +96,7 @@ func trainTable(t *testing.T, emb *Embedding, g *gorgonia.ExprGraph, opt optim.S
 			ids.Ints()[i] = r.IntN(vocab)
 		}
 		require.NoError(t, vm.RunAll())
-		require.NoError(t, emb.Step(opt))
+		require.NoError(t, emb.Step(context.Background(), opt))
 		vm.Reset()
 	}
 }
@@ -155,7 +156,7 @@ func TestFileTableLifecycle(t *testing.T) {
 
 	opt := optim.NewRowWiseAdagrad(0.1)
 	trainTable(t, emb, g, opt, 4)
-	require.NoError(t, emb.Sync())
+	require.NoError(t, emb.Home().(Syncer).Sync(context.Background()))
 	trained := append([]float32{}, emb.Table.Value().(*tensor.Dense).Float32s()...)
 	onDisk, _, err := checkpoint.Read(path)
 	require.NoError(t, err)
@@ -163,14 +164,14 @@ func TestFileTableLifecycle(t *testing.T) {
 
 	// Exact restore points: the table and Adagrad's state.
 	ckpt := filepath.Join(dir, "ckpt.safetensors")
-	require.NoError(t, checkpoint.Save(ckpt, nil, emb, optim.State(emb, opt)))
-	saved, err := optim.State(emb, opt).State()
+	require.NoError(t, checkpoint.Save(ckpt, nil, emb, optim.State(emb.Home().(Weights), opt)))
+	saved, err := optim.State(emb.Home().(Weights), opt).State()
 	require.NoError(t, err)
 
 	require.NoError(t, emb.Close())
 	require.NoError(t, emb.Close(), "a second Close does nothing")
-	require.ErrorIs(t, emb.Step(opt), table.ErrClosed)
-	require.ErrorIs(t, emb.Sync(), table.ErrClosed)
+	require.ErrorIs(t, emb.Step(context.Background(), opt), table.ErrClosed)
+	require.ErrorIs(t, emb.Home().(Syncer).Sync(context.Background()), table.ErrClosed)
 	_, err = emb.State()
 	require.ErrorIs(t, err, table.ErrClosed)
 
@@ -178,9 +179,9 @@ func TestFileTableLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, trained, again.Table.Value().(*tensor.Dense).Float32s())
 	fresh := optim.NewRowWiseAdagrad(0.1)
-	_, err = checkpoint.Load(ckpt, again, optim.State(again, fresh))
+	_, err = checkpoint.Load(ckpt, again, optim.State(again.Home().(Weights), fresh))
 	require.NoError(t, err)
-	loaded, err := optim.State(again, fresh).State()
+	loaded, err := optim.State(again.Home().(Weights), fresh).State()
 	require.NoError(t, err)
 	assert.Equal(t, saved, loaded)
 	require.NoError(t, again.Close())
@@ -188,7 +189,7 @@ func TestFileTableLifecycle(t *testing.T) {
 	// An in-memory table has nothing to sync.
 	mem, err := NewEmbedding(gorgonia.NewGraph(), "m", 3, 2, tensor.Float32)
 	require.NoError(t, err)
-	require.ErrorIs(t, mem.Sync(), gather.ErrOption)
+	require.ErrorIs(t, mem.Home().(Syncer).Sync(context.Background()), gather.ErrOption)
 	require.NoError(t, mem.Close())
 }
 
@@ -253,7 +254,7 @@ func TestFileTableFaultIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	defer emb.Close()
 	require.NoError(t, os.Truncate(path, 4096)) // the header and a few rows stay
-	w, err := emb.Weight()
+	w, err := emb.Home().(Weights).Weight()
 	require.NoError(t, err)
 	grad := &optim.RowGrad{Rows: []int64{vocab - 1}, Values: tensor.New(tensor.WithShape(1, dim), tensor.WithBacking(make([]float32, dim)))}
 	err = fileio.Guard(func() error { return stepOnce(&optim.SparseSGD{LearnRate: 1}, w, grad) })
@@ -290,8 +291,8 @@ func TestFileTableRunAfterClose(t *testing.T) {
 		err = vm.RunAll()
 		require.Error(t, err, "bag=%v", bag)
 		assert.ErrorIs(t, gather.Cause(err), table.ErrClosed, "bag=%v: %v", bag, err)
-		assert.ErrorIs(t, emb.Step(&optim.SparseSGD{LearnRate: 0.1}), table.ErrClosed)
-		_, err = emb.Weight()
+		assert.ErrorIs(t, emb.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1}), table.ErrClosed)
+		_, err = emb.Home().(Weights).Weight()
 		assert.ErrorIs(t, err, table.ErrClosed)
 		// The table's tensor, still held by the graph, reads zeros rather
 		// than faulting.

@@ -59,7 +59,7 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 	g0 := gorgonia.NewGraph()
 	init, err := NewEmbedding(g0, "t", cmVocab, cmDim, tensor.Float32, WithSeed(4))
 	require.NoError(t, err)
-	w0, err := init.Weight()
+	w0, err := init.Home().(Weights).Weight()
 	require.NoError(t, err)
 	memory := func(o table.CacheOptions) (*Embedding, *table.Cached, *cachedModel) {
 		store, err := table.NewHalfMemoryStore("t", w0, f, cols...)
@@ -78,7 +78,7 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 	for n := range steps {
 		m1.step(t, n, opt1, false)
 	}
-	require.NoError(t, m1.emb.Sync())
+	require.NoError(t, m1.emb.Home().(Syncer).Sync(context.Background()))
 	want := allRows(t, c1)
 
 	// In a file, reopened half way.
@@ -101,7 +101,7 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 			m.step(t, n, opt2, true)
 		}
 		if span[1] == steps {
-			require.NoError(t, emb.Sync())
+			require.NoError(t, emb.Home().(Syncer).Sync(context.Background()))
 			require.Equal(t, want, allRows(t, c), "the file's rows and state against memory's")
 		}
 		require.NoError(t, emb.Close())
@@ -131,6 +131,6 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 	for n := range steps {
 		m3.step(t, n, opt3, false)
 	}
-	require.NoError(t, m3.emb.Sync())
+	require.NoError(t, m3.emb.Home().(Syncer).Sync(context.Background()))
 	assert.NotEqual(t, want, allRows(t, c3))
 }

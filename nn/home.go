@@ -13,38 +13,99 @@ import (
 	"github.com/gathergrad/gather/table"
 )
 
-// A home is where an Embedding's rows live: the Go heap (NewEmbedding),
-// a file mapped into memory (OpenEmbedding), or a cache in front of a
-// store (CachedEmbedding). Lookups, bags and steps go through it, one
-// path for all three.
+// A Home is where an Embedding's rows live (Embedding.Home): the Go
+// heap (NewEmbedding), a file mapped into memory (OpenEmbedding) or a
+// cache in front of a store (CachedEmbedding). Lookups, bags and steps
+// work alike on all three; what a home can do beyond them it says by
+// the methods it has, found by assertion, as a database/sql driver's
+// optional interfaces are:
+//
+//	if w, ok := emb.Home().(nn.Weights); ok { // the heap's and the file's
+//		t, _ := w.Weight()
+//		...
+//	}
+//	if s, ok := emb.Home().(nn.Syncer); ok { // the file's and the cache's
+//		err = s.Sync(ctx)
+//	}
+//
+// The cache's home is also a Cache: its table.Cached, the next batch's
+// ids (Prefetch) and the context of its fetches.
+type Home interface {
+	// Vocab returns the number of the table's rows.
+	Vocab() int
+}
+
+// Weights is a home that holds the whole table in memory. It is an
+// optim.Param: optim.State(w, opt) is the optimiser's state of the
+// table.
+type Weights interface {
+	Home
+	// Name returns the table's name, the embedding's.
+	Name() string
+	// Weight returns the table's value, the [vocab, dim] tensor itself
+	// (PyTorch's emb.weight): writes to it change the table. After
+	// Close it is an error wrapping table.ErrClosed.
+	Weight() (*tensor.Dense, error)
+	// Rows returns the table with the state of opt, the optimiser that
+	// steps it, and its step count (optim.Param, for optim.State): the
+	// state is made, at its columns' Init values, by the first call or
+	// Step. A table is stepped by one optimiser: another's state is an
+	// error wrapping gather.ErrOption.
+	Rows(opt optim.Sparse) (*optim.MemoryTable, error)
+}
+
+// A Syncer is a home that keeps its rows beyond the process: Sync makes
+// every update so far durable. For OpenEmbedding's file it writes the
+// mapping back to the file and the file to its disk; for
+// CachedEmbedding's cache it writes the changed rows back to the store
+// (table.Cached.Sync). A done ctx stops it with an error wrapping its
+// error.
+type Syncer interface {
+	Home
+	Sync(ctx context.Context) error
+}
+
+// A Cache is CachedEmbedding's home: its rows in a table.Cached.
+type Cache interface {
+	Home
+	// Cached returns the table.
+	Cached() *table.Cached
+	// Prefetch gives the ids of the next batch, one slice per lookup or
+	// bag (in any order): the run after this one reads their rows that
+	// the cache misses while it and its Step compute, once its own rows
+	// are fetched. It is a hint and changes no result.
+	Prefetch(ids ...[]int64)
+	// SetContext sets the context of the fetches of the graph's runs,
+	// context.Background() until set: Gorgonia's machines call an op's
+	// Do without a context, so this is the one context a home keeps
+	// (every method that reaches the store takes its own). A done
+	// context stops a run's fetch with an error wrapping its error
+	// (context.Canceled or context.DeadlineExceeded).
+	SetContext(ctx context.Context)
+}
+
+// home is what an Embedding needs of its Home.
 type home interface {
+	Home
 	// index returns the node of the rows of e.Table that ids name: ids
 	// itself, or a cache's slots.
 	index(e *Embedding, ids *gorgonia.Node, op string) (*gorgonia.Node, error)
 	// read returns the table node as a lookup of the rows idx names
 	// reads it.
 	read(e *Embedding, idx *gorgonia.Node) (*gorgonia.Node, error)
-	// vocab returns the number of the table's rows.
-	vocab() int
 	// padRow returns the row of e.Table that holds the padding row pad.
 	padRow(pad int) int
-	// weight returns the table in memory.
-	weight() (*tensor.Dense, error)
-	// rows returns the table in memory with opt's state (optim.Param).
-	rows(opt optim.Sparse) (*optim.MemoryTable, error)
 	// step updates the rows of g by opt.
 	step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error
 	// reset starts the rows of fresh afresh (RawIDs).
 	reset(ctx context.Context, fresh []table.Assignment, init table.RowInit) error
-	// prefetch gives the ids of the next run.
-	prefetch(ids [][]int64)
-	sync(ctx context.Context) error
 	close() error
 }
 
 // heap is a table in the Go heap: the tensor of e.Table, and the state of
 // the optimiser that steps it.
 type heap struct {
+	e    *Embedding
 	w    *tensor.Dense
 	tab  *optim.MemoryTable // made by the first step or State, for its optimiser
 	cols []rule.Column      // the columns of tab's state
@@ -55,10 +116,30 @@ func (h *heap) index(_ *Embedding, ids *gorgonia.Node, _ string) (*gorgonia.Node
 }
 
 func (h *heap) read(e *Embedding, _ *gorgonia.Node) (*gorgonia.Node, error) { return e.Table, nil }
-func (h *heap) weight() (*tensor.Dense, error)                              { return h.w, nil }
-func (h *heap) vocab() int                                                  { return h.w.Shape()[0] }
+func (h *heap) Vocab() int                                                  { return h.w.Shape()[0] }
+func (h *heap) Name() string                                                { return h.e.Name() }
 func (h *heap) padRow(pad int) int                                          { return pad }
-func (h *heap) prefetch([][]int64)                                          {}
+
+func (h *heap) Weight() (*tensor.Dense, error) {
+	if h.e.closed {
+		return nil, fmt.Errorf("embedding %q: %w", h.e.Name(), table.ErrClosed)
+	}
+	return h.w, nil
+}
+
+func (h *heap) Rows(opt optim.Sparse) (*optim.MemoryTable, error) {
+	if h.e.closed {
+		return nil, fmt.Errorf("embedding %q: %w", h.e.Name(), table.ErrClosed)
+	}
+	if opt == nil {
+		return nil, fmt.Errorf("embedding %q: Rows needs an optimiser: %w", h.e.Name(), gather.ErrOption)
+	}
+	t, err := h.rows(opt)
+	if err != nil {
+		return nil, fmt.Errorf("embedding %q: %w", h.e.Name(), err)
+	}
+	return t, nil
+}
 
 // rows returns the table with opt's state, made at the first call: a
 // table is stepped by one optimiser, with one set of columns.
@@ -85,10 +166,6 @@ func (h *heap) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) err
 	return t.Step(ctx, opt, g)
 }
 
-func (h *heap) sync(context.Context) error {
-	return fmt.Errorf("it lives in memory, not in a file; keep it with checkpoint.Save: %w", gather.ErrOption)
-}
-
 func (h *heap) close() error { return nil }
 
 // mapped is a table in a file mapped into memory: a heap table whose
@@ -107,13 +184,26 @@ func (m *mapped) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) e
 	return m.file.Guard(func() error { return m.heap.step(ctx, opt, g) })
 }
 
-func (m *mapped) sync(context.Context) error { return m.file.Sync() }
-func (m *mapped) close() error               { return m.file.Close() }
+func (m *mapped) Sync(ctx context.Context) error {
+	if m.e.closed {
+		return fmt.Errorf("embedding %q: %w", m.e.Name(), table.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("embedding %q: %w", m.e.Name(), err)
+	}
+	if err := m.file.Sync(); err != nil {
+		return fmt.Errorf("embedding %q: %w", m.e.Name(), err)
+	}
+	return nil
+}
+func (m *mapped) close() error { return m.file.Close() }
 
 // cached is a table whose rows live in a store, the rows of a run in a
 // cache (CachedEmbedding).
 type cached struct {
+	e       *Embedding
 	c       *table.Cached
+	ctx     context.Context // the context of the fetches (SetContext)
 	padSlot int
 	fetches []*fetchOp // one per lookup or bag
 	fetched int        // how many of them ran since the batch began
@@ -125,21 +215,21 @@ func (h *cached) index(e *Embedding, ids *gorgonia.Node, op string) (*gorgonia.N
 }
 
 func (h *cached) read(e *Embedding, _ *gorgonia.Node) (*gorgonia.Node, error) { return e.Table, nil }
-func (h *cached) vocab() int                                                  { return int(h.c.Schema().Rows) }
+func (h *cached) Vocab() int                                                  { return int(h.c.Schema().Rows) }
+func (h *cached) Cached() *table.Cached                                       { return h.c }
+func (h *cached) SetContext(ctx context.Context)                              { h.ctx = ctx }
+
+// context returns the context of the fetches.
+func (h *cached) context() context.Context {
+	if h.ctx == nil {
+		return context.Background()
+	}
+	return h.ctx
+}
 
 func (h *cached) padRow(int) int { return h.padSlot }
 
-func (h *cached) weight() (*tensor.Dense, error) {
-	return nil, fmt.Errorf("its rows live in a cache in front of their store, not in one tensor; "+
-		"read rows with Cached().Read, keep them with Sync: %w", gather.ErrOption)
-}
-
-func (h *cached) rows(optim.Sparse) (*optim.MemoryTable, error) {
-	_, err := h.weight()
-	return nil, err
-}
-
-func (h *cached) prefetch(ids [][]int64) {
+func (h *cached) Prefetch(ids ...[]int64) {
 	h.next = h.next[:0]
 	for _, s := range ids {
 		h.next = append(h.next, s...)
@@ -156,5 +246,19 @@ func (h *cached) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) e
 	return nil
 }
 
-func (h *cached) sync(ctx context.Context) error { return h.c.Sync(ctx) }
-func (h *cached) close() error                   { return h.c.Close() }
+func (h *cached) Sync(ctx context.Context) error {
+	if err := h.c.Sync(ctx); err != nil {
+		return fmt.Errorf("embedding %q: %w", h.e.Name(), err)
+	}
+	return nil
+}
+
+var (
+	_ Weights = (*heap)(nil)
+	_ Weights = (*mapped)(nil)
+	_ Syncer  = (*mapped)(nil)
+	_ Syncer  = (*cached)(nil)
+	_ Cache   = (*cached)(nil)
+)
+
+func (h *cached) close() error { return h.c.Close() }

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -76,7 +77,7 @@ func TestTapsGivenToDenseSolver(t *testing.T) {
 	// The dense step first: it moves the taps by their gradients and
 	// clears those, so the table's row gradient would be zero.
 	require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(wrong)))
-	err = emb.Step(optim.NewSparseAdam(0.1))
+	err = emb.Step(context.Background(), optim.NewSparseAdam(0.1))
 	require.ErrorIs(t, err, gather.ErrGraph)
 	assert.Contains(t, err.Error(), "is no longer zero")
 }

@@ -81,7 +81,7 @@ func BenchmarkSharedRawStep(b *testing.B) {
 				if err := model.vm.RunAll(); err != nil {
 					b.Fatal(err)
 				}
-				if err := emb.Step(opt); err != nil {
+				if err := emb.Step(context.Background(), opt); err != nil {
 					b.Fatal(err)
 				}
 				model.vm.Reset()

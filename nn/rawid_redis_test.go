@@ -83,7 +83,7 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 	require.NoError(t, err)
 	got := make([]byte, len(all)*s.RowBytes())
 	require.NoError(t, s.ReadRows(ctx, at, got))
-	state, err := optim.State(eb, optB).State()
+	state, err := optim.State(eb.Home().(Weights), optB).State()
 	require.NoError(t, err)
 	width := s.RowBytes() / 4
 	for k, id := range all {
@@ -119,7 +119,7 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 					errs <- err
 					return
 				}
-				if err := a.emb.Step(opt); err != nil {
+				if err := a.emb.Step(context.Background(), opt); err != nil {
 					errs <- err
 					return
 				}

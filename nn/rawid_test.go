@@ -38,7 +38,7 @@ func newRawModel(t testing.TB, g *gorgonia.ExprGraph, emb *Embedding, batch int)
 
 func (m rawModel) step(t *testing.T, opt optim.Sparse) {
 	require.NoError(t, m.vm.RunAll())
-	require.NoError(t, m.emb.Step(opt))
+	require.NoError(t, m.emb.Step(context.Background(), opt))
 	m.vm.Reset()
 }
 
@@ -83,7 +83,7 @@ func TestRawIDsEqualNumbered(t *testing.T) {
 		if where == "heap" {
 			emb, err = NewEmbedding(g, "a", rows+1, dim, tensor.Float32, opts...)
 			require.NoError(t, err)
-			w, _ := emb.Weight()
+			w, _ := emb.Home().(Weights).Weight()
 			w.Zero()
 		} else {
 			store, err := table.NewMemoryStore("a", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(rows+1, dim)), optA.Columns(dim)...)
@@ -104,7 +104,7 @@ func TestRawIDsEqualNumbered(t *testing.T) {
 		}
 		got := make([]float32, (rows+1)*dim)
 		if c == nil {
-			w, _ := emb.Weight()
+			w, _ := emb.Home().(Weights).Weight()
 			copy(got, w.Float32s())
 		} else {
 			for r := range rows + 1 {
@@ -129,7 +129,7 @@ func trainNumbered(t *testing.T, stream [][]int64, rows, dim int, seed uint64) (
 	g := gorgonia.NewGraph()
 	e, err := NewEmbedding(g, "b", rows+1, dim, tensor.Float32, WithSparse(), WithPadding(rows))
 	require.NoError(t, err)
-	w, _ := e.Weight()
+	w, _ := e.Home().(Weights).Weight()
 	w.Zero()
 	number := map[int64]int64{}
 	for _, ids := range stream {
@@ -174,11 +174,11 @@ func TestRawIDsResetEvicted(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, raw.Map(context.Background(), []int64{42, 6}, model.ids, 5))
 	require.Equal(t, []table.Assignment{{Row: old, ID: 42}}, raw.Fresh())
-	w, _ := emb.Weight()
+	w, _ := emb.Home().(Weights).Weight()
 	want := make([]float64, dim)
 	table.InitialRow(want, seed, 42)
 	require.Equal(t, want, w.Float64s()[old*dim:(old+1)*dim])
-	st, err := emb.Rows(adam)
+	st, err := emb.Home().(Weights).Rows(adam)
 	require.NoError(t, err)
 	for k, col := range st.State {
 		require.Equal(t, make([]float64, dim), col.Float64s()[old*dim:(old+1)*dim], "state column %d", k)
@@ -203,7 +203,7 @@ func TestRawIDsErrors(t *testing.T) {
 	raw, _ := NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 1})
 	ids := tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{7, 7}))
 	require.NoError(t, raw.Map(context.Background(), []int64{10, 11}, ids, 0))
-	w, _ := emb.Weight()
+	w, _ := emb.Home().(Weights).Weight()
 	before := append([]float32(nil), w.Float32s()...)
 	err = raw.Map(context.Background(), tensor.New(tensor.WithShape(2), tensor.WithBacking([]int64{12, 10})), ids, 1)
 	require.True(t, errors.Is(err, table.ErrCapacity), "%v", err)
@@ -288,7 +288,7 @@ func TestRawIDsResetDense(t *testing.T) {
 			require.Equal(t, make([]float64, dim), st[old*dim:(old+1)*dim], "%T %s of the row given to 42", opt, name)
 			require.NotEqual(t, make([]float64, dim), st[kept*dim:(kept+1)*dim], "%T %s of the row kept was reset too", opt, name)
 		}
-		w, _ := emb.Weight()
+		w, _ := emb.Home().(Weights).Weight()
 		want := make([]float64, dim)
 		table.InitialRow(want, seed, 42)
 		require.Equal(t, want, w.Float64s()[old*dim:(old+1)*dim])

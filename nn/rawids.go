@@ -76,9 +76,9 @@ func NewRawIDs(emb *Embedding, m table.Mapper, init table.RowInit, opts ...RawOp
 	if emb == nil || m == nil {
 		return nil, fmt.Errorf("embedding: NewRawIDs needs an embedding and an id map: %w", gather.ErrOption)
 	}
-	if emb.home.vocab() < m.Rows()+1 || emb.padding() != m.Rows() {
+	if emb.home.Vocab() < m.Rows()+1 || emb.padding() != m.Rows() {
 		return nil, fmt.Errorf("embedding %q: raw ids through the map %q of %d rows need a table of at least %d rows with padding row %d (nn.WithPadding), not %d rows with padding %d: %w",
-			emb.Name(), m.Name(), m.Rows(), m.Rows()+1, m.Rows(), emb.home.vocab(), emb.padding(), gather.ErrOption)
+			emb.Name(), m.Name(), m.Rows(), m.Rows()+1, m.Rows(), emb.home.Vocab(), emb.padding(), gather.ErrOption)
 	}
 	if err := init.Check(); err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", emb.Name(), err)

@@ -50,7 +50,7 @@ func ExampleNewRawIDs() {
 		if err := vm.RunAll(); err != nil {
 			log.Fatal(err)
 		}
-		if err := emb.Step(sgd); err != nil {
+		if err := emb.Step(context.Background(), sgd); err != nil {
 			log.Fatal(err)
 		}
 		vm.Reset()

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -77,8 +78,8 @@ func (m *resumeModel) train(t *testing.T, from, to int) {
 			m.targets.Ints()[i] = r.IntN(4)
 		}
 		require.NoError(t, m.vm.RunAll())
-		require.NoError(t, m.adamEmb.Step(m.adam))
-		require.NoError(t, m.sgdEmb.Step(m.sgd))
+		require.NoError(t, m.adamEmb.Step(context.Background(), m.adam))
+		require.NoError(t, m.sgdEmb.Step(context.Background(), m.sgd))
 		require.NoError(t, m.solver.Step(gorgonia.NodesToValueGrads(gorgonia.Nodes{m.w})))
 		m.vm.Reset()
 	}
@@ -86,7 +87,7 @@ func (m *resumeModel) train(t *testing.T, from, to int) {
 
 func (m *resumeModel) parts() []checkpoint.Part {
 	return []checkpoint.Part{m.adamEmb, m.sgdEmb, checkpoint.Nodes(m.w),
-		optim.State(m.adamEmb, m.adam), optim.State(m.sgdEmb, m.sgd), optim.DenseState("mlp", m.solver, m.w)}
+		optim.State(m.adamEmb.Home().(Weights), m.adam), optim.State(m.sgdEmb.Home().(Weights), m.sgd), optim.DenseState("mlp", m.solver, m.w)}
 }
 
 const resumeN, resumeM = 7, 5
@@ -161,26 +162,26 @@ func TestOptimizerStateBinding(t *testing.T) {
 	m := newResumeModel(t, 1)
 	m.train(t, 0, 2)
 	path := filepath.Join(dir, "a.safetensors")
-	require.NoError(t, checkpoint.Save(path, nil, m.adamEmb, optim.State(m.adamEmb, m.adam)))
+	require.NoError(t, checkpoint.Save(path, nil, m.adamEmb, optim.State(m.adamEmb.Home().(Weights), m.adam)))
 
 	other := newResumeModel(t, 2)
 	other.train(t, 0, 1) // its table now keeps SparseAdam's state
 	before := append([]float32{}, other.adamEmb.Table.Value().(*tensor.Dense).Float32s()...)
-	_, err := checkpoint.Load(path, other.adamEmb, optim.State(other.adamEmb, optim.NewRowWiseAdagrad(0.1)))
+	_, err := checkpoint.Load(path, other.adamEmb, optim.State(other.adamEmb.Home().(Weights), optim.NewRowWiseAdagrad(0.1)))
 	require.ErrorIs(t, err, gather.ErrOption)
 	assert.Equal(t, before, other.adamEmb.Table.Value().(*tensor.Dense).Float32s())
 
 	fresh := optim.NewSparseAdam(0.05)
-	_, err = checkpoint.Load(path, other.adamEmb, optim.State(other.adamEmb, fresh))
+	_, err = checkpoint.Load(path, other.adamEmb, optim.State(other.adamEmb.Home().(Weights), fresh))
 	require.NoError(t, err)
-	st, err := optim.State(other.adamEmb, fresh).State()
+	st, err := optim.State(other.adamEmb.Home().(Weights), fresh).State()
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), st[other.adamEmb.Name()+".step"].Data(), "the step count loaded")
 	require.NoError(t, other.vm.RunAll())
-	require.NoError(t, other.adamEmb.Step(fresh), "bound to the table it was loaded for")
+	require.NoError(t, other.adamEmb.Step(context.Background(), fresh), "bound to the table it was loaded for")
 	other.vm.Reset()
 
 	type custom struct{ optim.SparseSGD }
-	_, err = checkpoint.Load(path, other.adamEmb, optim.State(other.adamEmb, &custom{}))
+	_, err = checkpoint.Load(path, other.adamEmb, optim.State(other.adamEmb.Home().(Weights), &custom{}))
 	require.Error(t, err)
 }

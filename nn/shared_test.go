@@ -44,7 +44,7 @@ func TestSharedEqualsMemory(t *testing.T) {
 		sharedEqualsMemory(t, func(name string, cols []table.Column) func() table.Store {
 			init, err := NewEmbedding(gorgonia.NewGraph(), name, cmVocab, cmDim, tensor.Float32, WithSeed(4))
 			require.NoError(t, err)
-			w0, err := init.Weight()
+			w0, err := init.Home().(Weights).Weight()
 			require.NoError(t, err)
 			s, err := table.NewMemoryStore(name, w0, cols...)
 			require.NoError(t, err)
@@ -99,9 +99,9 @@ func sharedEqualsMemory(t *testing.T, create func(name string, cols []table.Colu
 			raw := make([]byte, cmVocab*s.RowBytes())
 			require.NoError(t, s.ReadRows(context.Background(), ids, raw))
 			got := fileio.Float32s(raw)
-			want, err := mem.Weight()
+			want, err := mem.Home().(Weights).Weight()
 			require.NoError(t, err)
-			state, err := optim.State(mem, opt1).State()
+			state, err := optim.State(mem.Home().(Weights), opt1).State()
 			require.NoError(t, err)
 			width := len(got) / cmVocab
 			for r := range cmVocab {
@@ -135,7 +135,7 @@ func sharedEqualsMemory(t *testing.T, create func(name string, cols []table.Colu
 							errs <- fmt.Errorf("worker %d: %w", w, err)
 							return
 						}
-						if err := m.emb.Step(opt); err != nil {
+						if err := m.emb.Step(context.Background(), opt); err != nil {
 							errs <- fmt.Errorf("worker %d: %w", w, err)
 							return
 						}

@@ -118,7 +118,7 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 			if sparseMode {
 				// Embedding.Step, which reuses its row gradient's memory
 				// from step to step, as the number of rows touched varies.
-				require.NoError(t, emb.Step(opt))
+				require.NoError(t, emb.Step(context.Background(), opt))
 				require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(gorgonia.Nodes{w})))
 			} else {
 				require.NoError(t, solver.Step(gorgonia.NodesToValueGrads(learn)))
@@ -324,7 +324,7 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 	for range 3 {
 		vm.Reset()
 		require.NoError(t, vm.RunAll())
-		require.NoError(t, emb.Step(check))
+		require.NoError(t, emb.Step(context.Background(), check))
 	}
 	require.Len(t, seen, 3)
 	assert.Same(t, &seen[0][0], &seen[2][0], "the second step reuses the first step's values")
@@ -349,7 +349,7 @@ func TestEmbeddingStepReusesMemory(t *testing.T) {
 	valueBytes := uint64(len(rows) * dim * 4)
 	// Step's own memory: the check that the graph ran between two Steps
 	// is set aside, so that no run's allocations are counted.
-	step := perCall(func() error { emb.lookups[0].cap.fresh = true; return emb.Step(sgd) })
+	step := perCall(func() error { emb.lookups[0].cap.fresh = true; return emb.Step(context.Background(), sgd) })
 	fresh := perCall(func() error { _, err := emb.RowGrad(); return err })
 	t.Logf("bytes a call: Step %d, RowGrad %d; the values take %d", step, fresh, valueBytes)
 	assert.Less(t, step, valueBytes/4, "Step allocates %d bytes a call; the values take %d", step, valueBytes)
@@ -374,14 +374,14 @@ func TestStepTwiceWithoutRun(t *testing.T) {
 	defer vm.Close()
 	adam := optim.NewSparseAdam(0.1)
 	require.NoError(t, vm.RunAll())
-	require.NoError(t, emb.Step(adam))
-	w, err := emb.Weight()
+	require.NoError(t, emb.Step(context.Background(), adam))
+	w, err := emb.Home().(Weights).Weight()
 	require.NoError(t, err)
 	before := slices.Clone(w.Float64s())
-	require.ErrorIs(t, emb.Step(adam), gather.ErrGraph)
+	require.ErrorIs(t, emb.Step(context.Background(), adam), gather.ErrGraph)
 	assert.Equal(t, before, w.Float64s(), "the refused Step changed the table")
 	vm.Reset()
 	require.NoError(t, vm.RunAll())
-	require.NoError(t, emb.Step(adam))
+	require.NoError(t, emb.Step(context.Background(), adam))
 	assert.NotEqual(t, before, w.Float64s())
 }

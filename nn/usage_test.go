@@ -182,7 +182,7 @@ func TestStepBeforeRun(t *testing.T) {
 	require.NoError(t, err)
 	_, err = gorgonia.Grad(gorgonia.Must(gorgonia.Sum(v)), emb.GradNodes()...)
 	require.NoError(t, err)
-	err = emb.Step(&optim.SparseSGD{LearnRate: 0.1})
+	err = emb.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1})
 	require.ErrorIs(t, err, gather.ErrGraph)
 	assert.Contains(t, err.Error(), `embedding "clicks"`)
 	assert.Contains(t, err.Error(), "run it")

@@ -36,13 +36,13 @@ func ExampleState() {
 		return emb, optim.NewSparseAdam(0.1)
 	}
 	emb, adam := build(1)
-	if err := checkpoint.Save(path, nil, emb, optim.State(emb, adam)); err != nil {
+	if err := checkpoint.Save(path, nil, emb, optim.State(emb.Home().(nn.Weights), adam)); err != nil {
 		log.Fatal(err)
 	}
 	saved := slices.Clone(emb.Table.Value().(*tensor.Dense).Float32s())
 
 	again, fresh := build(2)
-	if _, err := checkpoint.Load(path, again, optim.State(again, fresh)); err != nil {
+	if _, err := checkpoint.Load(path, again, optim.State(again.Home().(nn.Weights), fresh)); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("same table:", slices.Equal(saved, again.Table.Value().(*tensor.Dense).Float32s()))

@@ -444,12 +444,12 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 		for i := range y.Ints() {
 			y.Ints()[i] = r.IntN(classes)
 		}
-		if c := emb.Cached(); c != nil {
+		if c := emb.Home().(nn.Cache).Cached(); c != nil {
 			for i, id := range next {
 				next64[i] = int64(id)
 			}
 			if prefetch {
-				emb.Prefetch(next64)
+				emb.Home().(nn.Cache).Prefetch(next64)
 			}
 			if step == warmup {
 				before = c.Stats()
@@ -470,7 +470,7 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 		if err := vm.RunAll(); err != nil {
 			log.Fatal(err)
 		}
-		if err := emb.Step(opt); err != nil {
+		if err := emb.Step(context.Background(), opt); err != nil {
 			log.Fatal(err)
 		}
 		for _, id := range cur {
@@ -480,7 +480,7 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 			log.Fatal(err)
 		}
 		vm.Reset()
-		if c := emb.Cached(); c != nil {
+		if c := emb.Home().(nn.Cache).Cached(); c != nil {
 			// The next batch's reads, started in this step, count in its
 			// time: what they overlap is this step's computing. A Read
 			// waits for them.
@@ -490,8 +490,8 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 		}
 		el := time.Since(start)
 		if step < warmup {
-			if step%500 == 0 && emb.Cached() != nil {
-				fmt.Printf("  warm-up step %d: %.1f ms, hit rate so far %.3f\n", step, ms(el), emb.Cached().Stats().HitRate())
+			if step%500 == 0 && emb.Home().(nn.Cache).Cached() != nil {
+				fmt.Printf("  warm-up step %d: %.1f ms, hit rate so far %.3f\n", step, ms(el), emb.Home().(nn.Cache).Cached().Stats().HitRate())
 			}
 			continue
 		}
@@ -500,7 +500,7 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 			ref.read(cur)
 		}
 	}
-	if c := emb.Cached(); c != nil {
+	if c := emb.Home().(nn.Cache).Cached(); c != nil {
 		st := c.Stats()
 		d := table.CacheStats{Hits: st.Hits - before.Hits, Misses: st.Misses - before.Misses, Prefetched: st.Prefetched - before.Prefetched}
 		res.hit, res.misses, res.prefetched = d.HitRate(), d.Misses, d.Prefetched

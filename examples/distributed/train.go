@@ -119,7 +119,7 @@ func runWorker(c config, w int) error {
 		if step+1 < steps {
 			next = shard(step + 1)
 			for f, e := range tables {
-				e.Prefetch(next.ids[f])
+				e.Home().(nn.Cache).Prefetch(next.ids[f])
 			}
 		}
 		if err := dense.Pull(context.Background()); err != nil {
@@ -130,7 +130,7 @@ func runWorker(c config, w int) error {
 			return err
 		}
 		for f, e := range tables {
-			if err := e.Step(opts[f]); err != nil {
+			if err := e.Step(context.Background(), opts[f]); err != nil {
 				return err
 			}
 		}
@@ -143,7 +143,7 @@ func runWorker(c config, w int) error {
 		}
 	}
 	for f, e := range tables {
-		st := e.Cached().Stats()
+		st := e.Home().(nn.Cache).Cached().Stats()
 		fmt.Printf("table %d: %d rows read, hit rate %.3f\n", f, st.Misses, st.HitRate())
 	}
 	return nil
@@ -208,7 +208,7 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 		if err != nil {
 			return nil, err
 		}
-		w0, err := init.Weight()
+		w0, err := init.Home().(nn.Weights).Weight()
 		if err != nil {
 			return nil, err
 		}
@@ -243,7 +243,7 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 			return nil, err
 		}
 		for f, e := range tables {
-			if err := e.Step(opts[f]); err != nil {
+			if err := e.Step(context.Background(), opts[f]); err != nil {
 				return nil, err
 			}
 		}
@@ -269,7 +269,7 @@ func current(tables [3]*nn.Embedding, cached [3]*table.Cached, m *model) (*weigh
 	w := &weights{}
 	for f, e := range tables {
 		if cached[f] == nil {
-			t, err := e.Weight()
+			t, err := e.Home().(nn.Weights).Weight()
 			if err != nil {
 				return nil, err
 			}

@@ -20,6 +20,7 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -36,6 +37,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/openblas"
 )
 
@@ -275,10 +277,10 @@ func save(cfg config, m *model, pcg *rand.PCG, step int) error {
 	}
 	meta := map[string]string{"step": strconv.Itoa(step), "sampler": hex.EncodeToString(state),
 		"seed": strconv.FormatUint(cfg.seed, 10), "solver": cfg.solver}
-	if c := m.emb.Cached(); c != nil {
+	if c := m.emb.Home().(nn.Cache).Cached(); c != nil {
 		// The table keeps itself: sync it first, and record how far it
 		// was trained, so that a resume can check it against the file.
-		if err := m.emb.Sync(); err != nil {
+		if err := m.emb.Home().(nn.Syncer).Sync(context.Background()); err != nil {
 			return err
 		}
 		meta["table_steps"] = strconv.FormatInt(c.Stats().Steps, 10)
@@ -307,7 +309,7 @@ func resume(cfg config, m *model, pcg *rand.PCG) (int, error) {
 	if meta["solver"] != cfg.solver {
 		return 0, fmt.Errorf("%s was trained with -solver %s, this run asks for %s", cfg.resume, meta["solver"], cfg.solver)
 	}
-	if c := m.emb.Cached(); c != nil && meta["table_steps"] != strconv.FormatInt(c.Stats().Steps, 10) {
+	if c := m.emb.Home().(nn.Cache).Cached(); c != nil && meta["table_steps"] != strconv.FormatInt(c.Stats().Steps, 10) {
 		return 0, fmt.Errorf("%s was saved with the table at %s steps; %s is at %d: resume with the table file of that checkpoint",
 			cfg.resume, meta["table_steps"], cfg.table, c.Stats().Steps)
 	}

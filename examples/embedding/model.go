@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -153,12 +154,12 @@ func openTable(g *gorgonia.ExprGraph, cfg config, vocab int, opt *optim.SparseAd
 // state included, in its own file.
 func (m *model) parts() []checkpoint.Part {
 	parts := []checkpoint.Part{checkpoint.Nodes(m.dense...), optim.DenseState("solver", m.solver, m.learn...)}
-	if m.emb.Cached() != nil {
+	if m.emb.Home().(nn.Cache).Cached() != nil {
 		return parts
 	}
 	parts = append(parts, m.emb)
 	if m.sparse != nil {
-		parts = append(parts, optim.State(m.emb, m.sparse))
+		parts = append(parts, optim.State(m.emb.Home().(nn.Weights), m.sparse))
 	}
 	return parts
 }
@@ -170,7 +171,7 @@ func (m *model) close() error { return m.emb.Close() }
 // prefetch gives a table in a file the ids of the next batch, whose
 // positions rng draws as the training loop will.
 func (m *model) prefetch(text []int, rng *rand.Rand, n int) {
-	if m.emb.Cached() == nil {
+	if m.emb.Home().(nn.Cache).Cached() == nil {
 		return
 	}
 	ids := make([]int64, 0, n*m.context)
@@ -180,7 +181,7 @@ func (m *model) prefetch(text []int, rng *rand.Rand, n int) {
 			ids = append(ids, int64(t))
 		}
 	}
-	m.emb.Prefetch(ids)
+	m.emb.Home().(nn.Cache).Prefetch(ids)
 }
 
 // affine is x w + b, with b of shape [1, n] broadcast over the rows of x.
@@ -217,7 +218,7 @@ func (m *model) step() (float64, error) {
 		return 0, err
 	}
 	if m.sparse != nil {
-		if err := m.emb.Step(m.sparse); err != nil {
+		if err := m.emb.Step(context.Background(), m.sparse); err != nil {
 			return 0, err
 		}
 	}

@@ -78,7 +78,7 @@ func newModel(k kind, batch int, rows [2]int, admitAfter, window int) (*model, e
 			return nil, err
 		}
 		if k == hashed { // each row as if an id of its number had it
-			w, err := emb.Weight()
+			w, err := emb.Home().(nn.Weights).Weight()
 			if err != nil {
 				return nil, err
 			}
@@ -154,7 +154,7 @@ func (m *model) step(step int64, ids [2][]int64, clicks []float32) error {
 		m.probs[k] = float32(1 / (1 + math.Exp(-float64(x))))
 	}
 	for _, e := range m.embs {
-		if err := e.Step(m.sparse); err != nil {
+		if err := e.Step(context.Background(), m.sparse); err != nil {
 			return err
 		}
 	}

@@ -176,7 +176,7 @@ func (tr *trainer) step(t *testing.T, n int, opt optim.Sparse) {
 	if err := tr.vm.RunAll(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.emb.Step(opt); err != nil {
+	if err := tr.emb.Step(context.Background(), opt); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -223,7 +223,7 @@ func cachedScenario() scenario {
 			for round := range 2 {
 				tr.step(t, 2*round+1, opt)
 				tr.step(t, 2*round+2, opt)
-				if err := emb.Sync(); err != nil {
+				if err := emb.Home().(nn.Syncer).Sync(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				b, err := allRows(c)
@@ -265,7 +265,7 @@ func mappedScenario() scenario {
 				t.Fatal(err)
 			}
 			weight := func() []byte {
-				w, err := emb.Weight()
+				w, err := emb.Home().(nn.Weights).Weight()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -276,7 +276,7 @@ func mappedScenario() scenario {
 			for round := range 2 {
 				tr.step(t, 2*round+1, opt)
 				tr.step(t, 2*round+2, opt)
-				if err := emb.Sync(); err != nil {
+				if err := emb.Home().(nn.Syncer).Sync(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				mark(weight())
@@ -315,7 +315,7 @@ func checkpointScenario() scenario {
 			}
 			path := filepath.Join(dir, "ckpt.safetensors")
 			for round := range 2 {
-				w, _ := emb.Weight()
+				w, _ := emb.Home().(nn.Weights).Weight()
 				w.Float32s()[round] += 1
 				if err := checkpoint.Save(path, map[string]string{"round": fmt.Sprint(round)}, emb); err != nil {
 					t.Fatal(err)
