@@ -56,7 +56,7 @@ import (
 // Stats.Rejected, and Map returns no error for it.
 //
 // Steps: a table with a IDMap is read and stepped through a Shared
-// Cached table (nn.NewSharedRawIDs). Map hands the rows it read to the
+// Cached table (nn.NewRawIDs). Map hands the rows it read to the
 // store's next ReadRows of them, and the store's Step sends each row's
 // raw id: a row taken for another id between a worker's Map and its Step
 // keeps its new id's values (the gradient is dropped, counted in

@@ -34,7 +34,7 @@ import (
 // workers at once on a Redis Cluster: Step (table.Cached.Step) sends the
 // gradient to the servers, which apply the optimiser to their rows, and
 // applies it to the cached rows too,
-// which are read again once CacheOptions.MaxAge batches old; Sync has
+// which are read again once SharedOptions.MaxAge batches old; Sync has
 // nothing to write.
 //
 // The optimiser given to Step must keep the columns c holds (those c was created with, such as table.WithState(opt.Columns(dim)...)).

@@ -153,7 +153,8 @@ func captureModel(t *testing.T, home string, cl *localredis.Cluster, name string
 
 // tableValues returns every value of emb's table.
 func tableValues(t *testing.T, emb *Embedding) []float32 {
-	if c := emb.Home().(Cache).Cached(); c != nil {
+	if h, ok := emb.Home().(Cache); ok {
+		c := h.Cached()
 		ids := make([]int64, cmVocab)
 		for i := range ids {
 			ids[i] = int64(i)

@@ -17,7 +17,7 @@ import (
 // A training step of a Shared table on a local Redis Cluster of 3
 // masters, batches of 256 ids from 20,000 drawn skewed, SparseAdam:
 // numbered ids, and the same ids raw through a map on the cluster
-// (NewSharedRawIDs). The step-ratio of raw ids on Redis is raw/numbered.
+// (NewRawIDs of a cluster.IDMap). The step-ratio of raw ids on Redis is raw/numbered.
 func BenchmarkSharedRawStep(b *testing.B) {
 	cl := localredis.Start(b, 3, 0)
 	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}

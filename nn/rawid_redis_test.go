@@ -20,7 +20,7 @@ import (
 )
 
 // Training raw ids on a Redis Cluster through a map that lives there
-// (NewSharedRawIDs: every id admitted at once, rows for all of them) is
+// (NewRawIDs of a cluster.IDMap: every id admitted at once, rows for all of them) is
 // bit for bit training a fixed table in memory on the same ids numbered
 // in order of first appearance, each row starting from table.InitialRow
 // of its id, with SparseAdam: each raw id's values and Adam state equal

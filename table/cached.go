@@ -229,7 +229,7 @@ type FileOptions struct {
 }
 
 // ErrJournalFull: the journal of a table in a file is past
-// CacheOptions.JournalLimit and CacheOptions.ManualSync is set: call Sync.
+// FileOptions.JournalLimit and FileOptions.ManualSync is set: call Sync.
 var ErrJournalFull = errors.New("journal full")
 
 // journalLimit returns the journal bound o asks for, -1 for none.
@@ -629,8 +629,8 @@ func (c *Cached) Weight() *tensor.Dense { return c.weight }
 // (ErrCapacity, naming both), is an error.
 //
 // For a table in a file, a Fetch that finds the journal past
-// CacheOptions.JournalLimit syncs the table first (Sync), or fails with
-// ErrJournalFull under CacheOptions.ManualSync.
+// FileOptions.JournalLimit syncs the table first (Sync), or fails with
+// ErrJournalFull under FileOptions.ManualSync.
 func (c *Cached) Fetch(ctx context.Context, ids []int64, slots []int32) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
@@ -830,7 +830,7 @@ func (c *Cached) Read(ctx context.Context, ids []int64) (*tensor.Dense, error) {
 // the file (fsync) and emptied; a crash at any moment leaves the table as
 // this Sync or the one before left it, never a mix. Between syncs the
 // journal grows with the changed rows the cache evicts; a Fetch syncs on
-// its own once it passes CacheOptions.JournalLimit.
+// its own once it passes FileOptions.JournalLimit.
 func (c *Cached) Sync(ctx context.Context) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)

@@ -117,7 +117,7 @@ func NewHalfMemoryStore(name string, weights *tensor.Dense, f Format, cols ...Co
 
 // round rounds the values of the rows in slots, just stepped as step t,
 // to the table's half format (its Schema's Format): stochastically with
-// CacheOptions.RoundingSeed unless CacheOptions.NearestRounding. It does
+// CacheOptions.Rounding.Seed unless Rounding.Nearest. It does
 // nothing to a table of full precision.
 func (c *Cached) round(slots []int64, t int64) {
 	if c.half == 0 {

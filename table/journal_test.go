@@ -190,7 +190,7 @@ func TestCachedWithoutState(t *testing.T) {
 	}
 }
 
-// The journal of a table in a file stays within CacheOptions.JournalLimit
+// The journal of a table in a file stays within FileOptions.JournalLimit
 // (and one batch's evictions): past it, Fetch syncs on its own, and the
 // table trains bit for bit as without a limit; with ManualSync, Fetch
 // fails with ErrJournalFull until Sync.

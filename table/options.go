@@ -46,5 +46,5 @@ func WithState(cols ...Column) Option { return func(c *config) { c.State = cols 
 // PyTorch's safetensors loads as torch.half or torch.bfloat16; with
 // state, "<name>.rows" as bytes (U8), each row its dim half values and
 // then its float32 state. OpenCached trains it, its steps computed in
-// float32 and rounded back (CacheOptions.NearestRounding).
+// float32 and rounded back (CacheOptions.Rounding).
 func WithHalf(f Format) Option { return func(c *config) { c.Half = int(f) } }

@@ -435,6 +435,11 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 	res := result{touched: make(bitset, (rows+63)/64)}
 	var before table.CacheStats
 	var oracleHits, all int
+	var c *table.Cached // a cached table's, else nil
+	h, cached := emb.Home().(nn.Cache)
+	if cached {
+		c = h.Cached()
+	}
 	next := draw()
 	next64 := make([]int64, batch)
 	for step := range warmup + steps {
@@ -444,12 +449,12 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 		for i := range y.Ints() {
 			y.Ints()[i] = r.IntN(classes)
 		}
-		if c := emb.Home().(nn.Cache).Cached(); c != nil {
+		if c != nil {
 			for i, id := range next {
 				next64[i] = int64(id)
 			}
 			if prefetch {
-				emb.Home().(nn.Cache).Prefetch(next64)
+				h.Prefetch(next64)
 			}
 			if step == warmup {
 				before = c.Stats()
@@ -480,7 +485,7 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 			log.Fatal(err)
 		}
 		vm.Reset()
-		if c := emb.Home().(nn.Cache).Cached(); c != nil {
+		if c != nil {
 			// The next batch's reads, started in this step, count in its
 			// time: what they overlap is this step's computing. A Read
 			// waits for them.
@@ -490,8 +495,8 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 		}
 		el := time.Since(start)
 		if step < warmup {
-			if step%500 == 0 && emb.Home().(nn.Cache).Cached() != nil {
-				fmt.Printf("  warm-up step %d: %.1f ms, hit rate so far %.3f\n", step, ms(el), emb.Home().(nn.Cache).Cached().Stats().HitRate())
+			if step%500 == 0 && c != nil {
+				fmt.Printf("  warm-up step %d: %.1f ms, hit rate so far %.3f\n", step, ms(el), c.Stats().HitRate())
 			}
 			continue
 		}
@@ -500,7 +505,7 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 			ref.read(cur)
 		}
 	}
-	if c := emb.Home().(nn.Cache).Cached(); c != nil {
+	if c != nil {
 		st := c.Stats()
 		d := table.CacheStats{Hits: st.Hits - before.Hits, Misses: st.Misses - before.Misses, Prefetched: st.Prefetched - before.Prefetched}
 		res.hit, res.misses, res.prefetched = d.HitRate(), d.Misses, d.Prefetched

@@ -277,10 +277,11 @@ func save(cfg config, m *model, pcg *rand.PCG, step int) error {
 	}
 	meta := map[string]string{"step": strconv.Itoa(step), "sampler": hex.EncodeToString(state),
 		"seed": strconv.FormatUint(cfg.seed, 10), "solver": cfg.solver}
-	if c := m.emb.Home().(nn.Cache).Cached(); c != nil {
+	if h, ok := m.emb.Home().(nn.Cache); ok {
 		// The table keeps itself: sync it first, and record how far it
 		// was trained, so that a resume can check it against the file.
-		if err := m.emb.Home().(nn.Syncer).Sync(context.Background()); err != nil {
+		c := h.Cached()
+		if err := c.Sync(context.Background()); err != nil {
 			return err
 		}
 		meta["table_steps"] = strconv.FormatInt(c.Stats().Steps, 10)
@@ -309,9 +310,11 @@ func resume(cfg config, m *model, pcg *rand.PCG) (int, error) {
 	if meta["solver"] != cfg.solver {
 		return 0, fmt.Errorf("%s was trained with -solver %s, this run asks for %s", cfg.resume, meta["solver"], cfg.solver)
 	}
-	if c := m.emb.Home().(nn.Cache).Cached(); c != nil && meta["table_steps"] != strconv.FormatInt(c.Stats().Steps, 10) {
-		return 0, fmt.Errorf("%s was saved with the table at %s steps; %s is at %d: resume with the table file of that checkpoint",
-			cfg.resume, meta["table_steps"], cfg.table, c.Stats().Steps)
+	if h, ok := m.emb.Home().(nn.Cache); ok {
+		if steps := h.Cached().Stats().Steps; meta["table_steps"] != strconv.FormatInt(steps, 10) {
+			return 0, fmt.Errorf("%s was saved with the table at %s steps; %s is at %d: resume with the table file of that checkpoint",
+				cfg.resume, meta["table_steps"], cfg.table, steps)
+		}
 	}
 	return step + 1, nil
 }

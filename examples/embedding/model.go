@@ -154,12 +154,13 @@ func openTable(g *gorgonia.ExprGraph, cfg config, vocab int, opt *optim.SparseAd
 // state included, in its own file.
 func (m *model) parts() []checkpoint.Part {
 	parts := []checkpoint.Part{checkpoint.Nodes(m.dense...), optim.DenseState("solver", m.solver, m.learn...)}
-	if m.emb.Home().(nn.Cache).Cached() != nil {
+	w, inMemory := m.emb.Home().(nn.Weights)
+	if !inMemory {
 		return parts
 	}
 	parts = append(parts, m.emb)
 	if m.sparse != nil {
-		parts = append(parts, optim.State(m.emb.Home().(nn.Weights), m.sparse))
+		parts = append(parts, optim.State(w, m.sparse))
 	}
 	return parts
 }
@@ -171,7 +172,8 @@ func (m *model) close() error { return m.emb.Close() }
 // prefetch gives a table in a file the ids of the next batch, whose
 // positions rng draws as the training loop will.
 func (m *model) prefetch(text []int, rng *rand.Rand, n int) {
-	if m.emb.Home().(nn.Cache).Cached() == nil {
+	h, cached := m.emb.Home().(nn.Cache)
+	if !cached {
 		return
 	}
 	ids := make([]int64, 0, n*m.context)
@@ -181,7 +183,7 @@ func (m *model) prefetch(text []int, rng *rand.Rand, n int) {
 			ids = append(ids, int64(t))
 		}
 	}
-	m.emb.Home().(nn.Cache).Prefetch(ids)
+	h.Prefetch(ids)
 }
 
 // affine is x w + b, with b of shape [1, n] broadcast over the rows of x.
