@@ -2,7 +2,9 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"gorgonia.org/gorgonia"
@@ -44,7 +46,7 @@ func ExampleCreate() {
 	}
 	defer emb.Close()
 	// Each step: build and run the graph on emb's lookups, then
-	// emb.Step(opt) sends the gradient to the servers.
+	// emb.Step(ctx, opt) sends the gradient to the servers.
 }
 
 // Raw ids on a Redis Cluster: the map lives on the servers beside the
@@ -85,5 +87,32 @@ func ExampleNewIDMap() {
 	}
 	_ = raw
 	// Each step: raw.Map(ctx, batch, ids, step) with the batch's raw ids and
-	// the lookup's ids tensor, run the graph, then emb.Step(opt).
+	// the lookup's ids tensor, run the graph, then emb.Step(ctx, opt).
+}
+
+// A Redis Cluster of three local servers, for a test or an example on
+// one machine: a table written to it and opened again. It needs
+// redis-server on the PATH, so go test compiles it without running it;
+// TestStartLocal runs it.
+func ExampleStartLocal() {
+	dir, err := os.MkdirTemp("", "redis-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := cluster.StartLocal(dir, 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Stop()
+	ctx := context.Background()
+	if err := cluster.Create(ctx, l.Options, "items", 1000, 8, tensor.Float32, table.WithSeed(1)); err != nil {
+		log.Fatal(err)
+	}
+	s, err := cluster.Open(ctx, l.Options, "items")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	fmt.Println(s.Schema().Rows, s.Schema().Dim)
 }

@@ -533,3 +533,36 @@ func TestRedisRuleRegistry(t *testing.T) {
 type sgdNamed struct{ plainRule }
 
 func (sgdNamed) Name() string { return "sparse_sgd" }
+
+// StartLocal starts servers a Store reaches, and Stop stops them: the
+// cluster's addresses answer no more.
+func TestStartLocal(t *testing.T) {
+	l, err := cluster.StartLocal(t.TempDir(), 3)
+	if errors.Is(err, localredis.ErrNoServer) && os.Getenv(localredis.Require) == "" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := cluster.Create(ctx, l.Options, "items", 1000, 8, tensor.Float32, table.WithSeed(1)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cluster.Open(ctx, l.Options, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := s.Schema(); sc.Rows != 1000 || sc.Dim != 8 {
+		t.Fatalf("the table opens as %+v", sc)
+	}
+	s.Close()
+	l.Stop()
+	o := l.Options
+	o.Timeout = time.Second
+	if _, err := cluster.Open(ctx, o, "items"); err == nil {
+		t.Fatal("the cluster answers after Stop")
+	}
+	if _, err := cluster.StartLocal(t.TempDir(), 2); !errors.Is(err, errs.ErrOption) {
+		t.Fatalf("a cluster of 2 masters: %v", err)
+	}
+}

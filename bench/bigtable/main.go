@@ -436,9 +436,9 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 	var before table.CacheStats
 	var oracleHits, all int
 	var c *table.Cached // a cached table's, else nil
-	h, cached := emb.Home().(nn.Cache)
+	home, cached := emb.Home().(nn.Cache)
 	if cached {
-		c = h.Cached()
+		c = home.Cached()
 	}
 	next := draw()
 	next64 := make([]int64, batch)
@@ -454,7 +454,7 @@ func run(g *gorgonia.ExprGraph, emb *nn.Embedding, rows, warmup, steps int, stre
 				next64[i] = int64(id)
 			}
 			if prefetch {
-				h.Prefetch(next64)
+				home.Prefetch(next64)
 			}
 			if step == warmup {
 				before = c.Stats()
