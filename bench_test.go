@@ -5,9 +5,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gathergrad/gather/internal/ref"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // benchCase is one row of bench/bench_cases.md: float32 data,

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/machine"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/machine"
 )
 
 func ExampleGather() {

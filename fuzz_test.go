@@ -8,8 +8,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gathergrad/gather/internal/ref"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // The fuzz targets decode a case from bytes: ranks and dimensions (0 to 4,

@@ -3,10 +3,11 @@ package gather
 import (
 	"errors"
 	"fmt"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -2,9 +2,10 @@ package gather_test
 
 import (
 	"fmt"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

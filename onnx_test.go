@@ -3,18 +3,20 @@ package gather
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/gathergrad/gather/internal/vmtest"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/gathergrad/gather/internal/ref"
+	"github.com/gathergrad/gather/internal/vmtest"
+
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protowire"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // The ONNX backend node tests in testdata/onnx are the ONNX project's own

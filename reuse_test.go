@@ -5,10 +5,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gathergrad/gather/internal/ref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/ref"
 )
 
 // Take and TakeAlongAxis write into a caller's buffer with

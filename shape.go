@@ -3,9 +3,10 @@ package gather
 import (
 	"fmt"
 
+	"gorgonia.org/tensor"
+
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/shapes"
-	"gorgonia.org/tensor"
 )
 
 // normAxis maps axis in [-rank, rank-1] to [0, rank-1].

@@ -8,7 +8,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
@@ -113,11 +112,7 @@ func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg
 		return nil, err
 	}
 	o.setOps()
-	n, err := gorgonia.ApplyOp(o, bagOpInputs(table, ids, offsets, weights)...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opBag, errs.Graph(err))
-	}
-	return n, nil
+	return opkit.Apply(opBag, o, bagOpInputs(table, ids, offsets, weights)...)
 }
 
 // bagOp is the op of EmbeddingBag: table, ids, offsets (if hasOffsets) and

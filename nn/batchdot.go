@@ -8,7 +8,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
@@ -53,11 +52,7 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 	in := []hm.Type{operand.Type(2, dt), operand.Type(3, dt)}
 	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("BatchDot{%d, %d, %d}", o.n, o.k, o.d), In: in, Dtype: dt,
 		Shape: tensor.Shape{o.n, o.k}}, opBatchDot, []tensor.Shape{as, bs}, o.runGrad)
-	out, err := gorgonia.ApplyOp(o, a, b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opBatchDot, errs.Graph(err))
-	}
-	return out, nil
+	return opkit.Apply(opBatchDot, o, a, b)
 }
 
 // batchDotOp is the op of BatchDot: a [n, d] and b [n, k, d] in, [n, k] out.

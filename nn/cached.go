@@ -10,7 +10,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
@@ -101,11 +100,7 @@ func (e *Embedding) slotIDs(h *cached, ids *gorgonia.Node, op string) (*gorgonia
 		Name: fmt.Sprintf("Fetch{%q, %d}", e.Table.Name(), len(h.fetches)), Diff: []bool{false},
 		In: []hm.Type{operand.Type(ids.Dims(), ids.Dtype())}, Dtype: tensor.Int, Shape: o.shape}, fmt.Sprintf("%p", o))}
 	h.fetches = append(h.fetches, o)
-	t, err := gorgonia.ApplyOp(o, ids)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", prefix, errs.Graph(err))
-	}
-	return t, nil
+	return opkit.Apply(prefix, o, ids)
 }
 
 // fetchOp brings the rows its ids name into a CachedEmbedding's cache and

@@ -8,7 +8,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/shapes"
@@ -81,11 +80,7 @@ func Concat(axis int, xs ...*gorgonia.Node) (*gorgonia.Node, error) {
 	}
 	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("Concat{axis=%d}", axis), In: in, Dtype: dt, Shape: out},
 		opConcat, o.shapes, o.grad)
-	n, err := gorgonia.ApplyOp(o, xs...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opConcat, errs.Graph(err))
-	}
-	return n, nil
+	return opkit.Apply(opConcat, o, xs...)
 }
 
 // concatOp is the op of Concat: each input, seen as [outer, width] (its

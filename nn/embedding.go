@@ -290,11 +290,7 @@ func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, err
 	o.passGrad = passGrad{what: fmt.Sprintf("embedding %q: max-norm", o.lbl.Name), Op: opkit.New(opkit.Sig{
 		Name: fmt.Sprintf("MaxNorm{%v, %q}", o.maxNorm, o.lbl.Name), PassThrough: true, Diff: []bool{true, false},
 		In: []hm.Type{operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType)}, Dtype: o.dtype, Shape: tensor.Shape{vocab, dim}})}
-	t, err := gorgonia.ApplyOp(o, table, ids)
-	if err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
-	}
-	return t, nil
+	return opkit.Apply(fmt.Sprintf("embedding %q", e.Table.Name()), o, table, ids)
 }
 
 // tap routes the gradient of out, the output of a lookup of a sparse
@@ -514,11 +510,7 @@ func (e *Embedding) willNeed(f *table.File, ids *gorgonia.Node) (*gorgonia.Node,
 	o.passGrad = passGrad{what: fmt.Sprintf("embedding %q: prefetch", o.name), Op: opkit.New(opkit.Sig{
 		Name: fmt.Sprintf("WillNeed{%q}", o.name), PassThrough: true, Diff: []bool{true, false},
 		In: []hm.Type{operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType)}, Dtype: o.dtype, Shape: tensor.Shape{vocab, dim}}, fmt.Sprintf("%p", o.file))}
-	t, err := gorgonia.ApplyOp(o, e.Table, ids)
-	if err != nil {
-		return nil, fmt.Errorf("embedding %q: %w", e.Table.Name(), errs.Graph(err))
-	}
-	return t, nil
+	return opkit.Apply(fmt.Sprintf("embedding %q", e.Table.Name()), o, e.Table, ids)
 }
 
 // sparseLookup is one lookup of a sparse embedding: the zero "tap"

@@ -10,7 +10,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
@@ -60,11 +59,7 @@ func Linear(x, w, b *gorgonia.Node) (*gorgonia.Node, error) {
 	}
 	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("Linear{%d, %d, %d, bias=%v}", o.n, o.in, o.out, o.bias), In: ins,
 		Dtype: dt, Shape: tensor.Shape{o.n, o.out}}, opLinear, []tensor.Shape{{o.n, o.in}, {o.out, o.in}, {o.out}}, o.grad)
-	out, err := gorgonia.ApplyOp(o, nodes...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opLinear, errs.Graph(err))
-	}
-	return out, nil
+	return opkit.Apply(opLinear, o, nodes...)
 }
 
 // linearOp is the op of Linear: x [n, in], w [out, in] and, with bias, b

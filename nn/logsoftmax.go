@@ -8,7 +8,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
@@ -68,11 +67,7 @@ func LogSoftmax(x *gorgonia.Node, axis int) (*gorgonia.Node, error) {
 	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("LogSoftmax{axis=%d}", axis), In: in, Dtype: dt, Shape: shape},
 		opLogSoftmax, []tensor.Shape{shape}, func(int) opkit.Run { return o.grad })
 	o.FromOutput = true // the gradient reads the log-probabilities, as PyTorch's
-	out, err := gorgonia.ApplyOp(o, x)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opLogSoftmax, errs.Graph(err))
-	}
-	return out, nil
+	return opkit.Apply(opLogSoftmax, o, x)
 }
 
 // logSoftmaxOp is the op of LogSoftmax: x in, log-probabilities of its

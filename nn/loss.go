@@ -9,7 +9,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
@@ -108,11 +107,7 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 		}
 	}
 	o := newCrossEntropyOp(op, dt, targets.Dtype(), ls, c.loss.reduction, cl)
-	n, err := gorgonia.ApplyOp(o, scores, targets)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, errs.Graph(err))
-	}
-	return n, nil
+	return opkit.Apply(op, o, scores, targets)
 }
 
 // checkTargets reports an error unless targets has the shape of scores
@@ -424,11 +419,7 @@ func BCEWithLogits(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgoni
 	o.Op = opkit.New(opkit.Sig{Name: o.name(), In: []hm.Type{x, x}, Dtype: dt, Shape: out, Diff: []bool{true, false}}, o.pos)
 	grad := opkit.Sig{Name: o.name() + "Grad", In: []hm.Type{x, x, operand.Type(len(out), dt)}, Dtype: dt, Shape: shape}
 	o.Grads, o.What = []*opkit.Grad{opkit.NewGrad(grad, o.runGrad, o.ID()), nil}, opBCE
-	n, err := gorgonia.ApplyOp(o, logits, targets)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", opBCE, errs.Graph(err))
-	}
-	return n, nil
+	return opkit.Apply(opBCE, o, logits, targets)
 }
 
 // classVector checks that w, the option named what, is a vector of n values

@@ -308,3 +308,13 @@ func NewDiff(s Sig, what string, shapes []tensor.Shape, run func(i int) Run, key
 	}
 	return d
 }
+
+// Apply adds op of the inputs in to their graph and returns its node; an
+// error of Gorgonia's is one wrapping gather.ErrGraph, prefixed by what.
+func Apply(what string, op gorgonia.Op, in ...*gorgonia.Node) (*gorgonia.Node, error) {
+	out, err := gorgonia.ApplyOp(op, in...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, errs.Graph(err))
+	}
+	return out, nil
+}
