@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +42,16 @@ type crew struct {
 	acked  []int
 	errs   []error
 	mu     sync.Mutex
-	spans  []span // of the acknowledged steps
+	spans  []span       // of the acknowledged steps
+	busy   atomic.Int32 // steps in flight
+}
+
+// waitBusy returns once a step is in flight, so that a fault made next
+// meets one even on a machine too loaded to start steps on time.
+func (c *crew) waitBusy() {
+	for c.busy.Load() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // workers starts a crew on the table name with stores of o.
@@ -64,7 +74,10 @@ func workers(t *testing.T, o cluster.Options, name string) *crew {
 				default:
 				}
 				start := time.Now()
-				if c.errs[w] = serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad); c.errs[w] != nil {
+				c.busy.Add(1)
+				c.errs[w] = serverStep(s, &optim.SparseSGD{LearnRate: 1, WeightDecay: 0}, ids, grad)
+				c.busy.Add(-1)
+				if c.errs[w] != nil {
 					return
 				}
 				c.acked[w]++
@@ -194,6 +207,7 @@ func TestRedisPausedMaster(t *testing.T) {
 	for round := range 5 {
 		time.Sleep(time.Duration(100+r.IntN(400)) * time.Millisecond)
 		master, _ := masterWithReplica(t, cl, r)
+		c.waitBusy()
 		if err := cl.Pause(master); err != nil {
 			t.Fatal(err)
 		}
@@ -237,6 +251,7 @@ func TestRedisKillMasters(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)
+		c.waitBusy()
 		if err := cl.Kill(master); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,29 @@
+// Package onnx brings ONNX models (the format PyTorch, TensorFlow and
+// scikit-learn export to, and ONNX Runtime serves) into Gorgonia graphs,
+// to run and to fine-tune in Go.
+//
+// ReadFile (or Import) builds a model's graph with this module's Gather
+// and GatherElements, nn's Linear, Concat and LogSoftmax, and Gorgonia's
+// ops. Its initializers become learnable nodes under their ONNX names
+// (PyTorch's state_dict names, "l1.weight"), so that Gorgonia's solvers
+// train them and checkpoint.Nodes saves them; its inputs are nodes to
+// give values (gorgonia.Let), their symbolic dimensions sized by
+// Options.Dims.
+//
+// The operators Import reads (Ops), in their forms of opsets 13 to 17:
+//
+//	Gather, GatherElements        this module's ops: any axis, negative indices
+//	Gemm                          alpha, beta, transA, transB; C broadcast
+//	MatMul                        of two matrices
+//	Add, Sub, Mul, Div            numpy broadcasting
+//	Neg, Exp, Log, Relu, Sigmoid, Tanh, Identity
+//	Concat, Flatten, Transpose
+//	Reshape                       to a shape known when the graph is built (0 and -1 as ONNX says)
+//	Softmax, LogSoftmax           along one axis (opset 13's)
+//	ReduceSum, ReduceMean         axes and keepdims; ReduceSum's axes a constant input
+//	Constant                      its value a tensor
+//
+// Element types: float, double, int64 and int32. Anything else is an
+// error naming the node, its operator and the opset, never a panic: a
+// file from an unknown source is read as a hostile one (FuzzImport).
+package onnx

@@ -1,0 +1,373 @@
+package onnx
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/onnxpb"
+)
+
+// MaxFileBytes bounds the size of a model file ReadFile reads: 2 GiB, the
+// most a protobuf message holds.
+const MaxFileBytes = 2 << 30
+
+// The opsets of the default domain Import reads: the operators of
+// opsets 13 to 17 as this package implements them (their opset-13
+// forms, which 14 to 17 kept for these operators).
+const (
+	MinOpset = 13
+	MaxOpset = 17
+)
+
+// Options configure Import.
+type Options struct {
+	// Dims gives the size of each symbolic dimension (dim_param, such as
+	// the "batch" a PyTorch export's dynamic_axes names) of the graph's
+	// inputs: a Gorgonia graph has fixed shapes.
+	Dims map[string]int
+}
+
+// A Model is an ONNX model as a Gorgonia graph.
+type Model struct {
+	Graph *gorgonia.ExprGraph
+	// Inputs are the graph's inputs, in the file's order, named as there,
+	// without values: give each one (gorgonia.Let) before a run.
+	Inputs []*gorgonia.Node
+	// Outputs are the graph's outputs, in the file's order.
+	Outputs []*gorgonia.Node
+	// Params are the initializers of float values, named as in the file
+	// (PyTorch's state_dict names): learnable nodes that Gorgonia's
+	// solvers, nn and optim train and checkpoint.Nodes saves. Integer
+	// initializers (shapes, indices) are constants of the graph.
+	Params []*gorgonia.Node
+	// Opset is the version of the default domain the file imports.
+	Opset int64
+}
+
+// ReadFile imports the ONNX model file at path (Import). A file larger
+// than MaxFileBytes is an error wrapping checkpoint.ErrFormat, read no
+// further.
+func ReadFile(path string, o Options) (*Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("onnx: %s holds %d bytes, more than a model's %d: %w", path, fi.Size(), int64(MaxFileBytes), checkpoint.ErrFormat)
+	}
+	b := make([]byte, fi.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", path, err)
+	}
+	m, err := Import(b, o)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Import builds the graph of b, an ONNX model (a ModelProto), in a new
+// Gorgonia graph, with this module's Gather and GatherElements and
+// Gorgonia's ops (Ops lists the operators it reads). Bytes that are not a
+// model, a tensor whose values do not fit its shape, or a graph whose
+// nodes name values it does not define are errors wrapping
+// checkpoint.ErrFormat; an operator it does not read, or an attribute of
+// a value it does not implement, is an error wrapping gather.ErrOption
+// naming the node, its operator and the opset.
+func Import(b []byte, o Options) (*Model, error) {
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(b, &mp); err != nil {
+		return nil, fmt.Errorf("onnx: not a model: %v: %w", err, checkpoint.ErrFormat)
+	}
+	opset := int64(-1)
+	for _, s := range mp.GetOpsetImport() {
+		if d := s.GetDomain(); d == "" || d == "ai.onnx" {
+			opset = s.GetVersion()
+		}
+	}
+	if opset < MinOpset || opset > MaxOpset {
+		return nil, fmt.Errorf("onnx: the model imports opset %d of the default domain; Import reads %d to %d: %w", opset, MinOpset, MaxOpset, errs.ErrOption)
+	}
+	gp := mp.GetGraph()
+	if gp == nil {
+		return nil, fmt.Errorf("onnx: the model has no graph: %w", checkpoint.ErrFormat)
+	}
+	b2 := &builder{g: gorgonia.NewGraph(), values: map[string]*gorgonia.Node{}, consts: map[string]*tensor.Dense{}, opset: opset}
+	m := &Model{Graph: b2.g, Opset: opset}
+	for _, t := range gp.GetInitializer() {
+		v, err := decode(t)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := b2.consts[t.GetName()]; dup || t.GetName() == "" {
+			return nil, fmt.Errorf("onnx: initializer %q is unnamed or named twice: %w", t.GetName(), checkpoint.ErrFormat)
+		}
+		b2.consts[t.GetName()] = v
+		n := b2.node(t.GetName(), v)
+		if v.Dtype() == tensor.Float32 || v.Dtype() == tensor.Float64 {
+			m.Params = append(m.Params, n)
+		}
+	}
+	for _, in := range gp.GetInput() {
+		if _, init := b2.consts[in.GetName()]; init {
+			continue // an initializer listed as an input, as older exporters do
+		}
+		n, err := b2.input(in, o)
+		if err != nil {
+			return nil, err
+		}
+		m.Inputs = append(m.Inputs, n)
+	}
+	for _, np := range gp.GetNode() {
+		if err := b2.apply(np); err != nil {
+			return nil, err
+		}
+	}
+	for _, out := range gp.GetOutput() {
+		n, ok := b2.values[out.GetName()]
+		if !ok {
+			return nil, fmt.Errorf("onnx: the graph's output %q is no node's: %w", out.GetName(), checkpoint.ErrFormat)
+		}
+		m.Outputs = append(m.Outputs, n)
+	}
+	return m, nil
+}
+
+// builder builds one graph.
+type builder struct {
+	g      *gorgonia.ExprGraph
+	values map[string]*gorgonia.Node // every value defined so far, by ONNX name
+	consts map[string]*tensor.Dense  // the values known when the graph is built (initializers, Constant)
+	opset  int64
+}
+
+// node adds a node named name holding v.
+func (b *builder) node(name string, v *tensor.Dense) *gorgonia.Node {
+	var n *gorgonia.Node
+	if v.Dims() == 0 {
+		n = gorgonia.NewScalar(b.g, v.Dtype(), gorgonia.WithName(name), gorgonia.WithValue(v))
+	} else {
+		n = gorgonia.NewTensor(b.g, v.Dtype(), v.Dims(), gorgonia.WithShape(v.Shape()...), gorgonia.WithName(name), gorgonia.WithValue(v))
+	}
+	b.values[name] = n
+	return n
+}
+
+// input adds the graph input in, its symbolic dimensions sized by o.Dims.
+func (b *builder) input(in *onnxpb.ValueInfoProto, o Options) (*gorgonia.Node, error) {
+	name := in.GetName()
+	tt := in.GetType().GetTensorType()
+	if tt == nil || name == "" {
+		return nil, fmt.Errorf("onnx: input %q is not a named tensor: %w", name, checkpoint.ErrFormat)
+	}
+	dt, ok := dtypeOf(tt.GetElemType())
+	if !ok {
+		return nil, fmt.Errorf("onnx: input %q: element type %v: Import reads float, double, int64 and int32: %w", name, onnxpb.TensorProto_DataType(tt.GetElemType()), errs.ErrOption)
+	}
+	if tt.GetShape() == nil {
+		return nil, fmt.Errorf("onnx: input %q has no shape: %w", name, errs.ErrOption)
+	}
+	dims := make([]int64, 0, len(tt.GetShape().GetDim()))
+	for _, d := range tt.GetShape().GetDim() {
+		switch {
+		case d.GetDimParam() != "":
+			v, ok := o.Dims[d.GetDimParam()]
+			if !ok || v <= 0 {
+				return nil, fmt.Errorf("onnx: input %q: dimension %q needs a size (Options.Dims): %w", name, d.GetDimParam(), errs.ErrOption)
+			}
+			dims = append(dims, int64(v))
+		case d.Value != nil:
+			dims = append(dims, d.GetDimValue())
+		default:
+			return nil, fmt.Errorf("onnx: input %q: a dimension with neither size nor name: %w", name, errs.ErrOption)
+		}
+	}
+	if _, err := shapeSize("input "+name, dims); err != nil {
+		return nil, err
+	}
+	if _, dup := b.values[name]; dup {
+		return nil, fmt.Errorf("onnx: input %q is named twice: %w", name, checkpoint.ErrFormat)
+	}
+	var n *gorgonia.Node
+	if len(dims) == 0 {
+		n = gorgonia.NewScalar(b.g, dt, gorgonia.WithName(name))
+	} else {
+		shape := make(tensor.Shape, len(dims))
+		for k, d := range dims {
+			shape[k] = int(d)
+		}
+		n = gorgonia.NewTensor(b.g, dt, len(shape), gorgonia.WithShape(shape...), gorgonia.WithName(name))
+	}
+	b.values[name] = n
+	return n, nil
+}
+
+// apply adds the node np.
+func (b *builder) apply(np *onnxpb.NodeProto) error {
+	name := np.GetName()
+	if name == "" && len(np.GetOutput()) > 0 {
+		name = np.GetOutput()[0]
+	}
+	if d := np.GetDomain(); d != "" && d != "ai.onnx" {
+		return fmt.Errorf("onnx: node %q: operator %s of domain %q: Import reads the default domain: %w", name, np.GetOpType(), d, errs.ErrOption)
+	}
+	op, ok := ops[np.GetOpType()]
+	if !ok {
+		return fmt.Errorf("onnx: node %q: operator %s (opset %d) is not one Import reads (%s): %w",
+			name, np.GetOpType(), b.opset, strings.Join(Ops(), ", "), errs.ErrOption)
+	}
+	in := make([]*gorgonia.Node, len(np.GetInput()))
+	for k, x := range np.GetInput() {
+		if x == "" {
+			continue // an optional input left out
+		}
+		n, ok := b.values[x]
+		if !ok {
+			return fmt.Errorf("onnx: node %q (%s): input %q is defined by no earlier node: %w", name, np.GetOpType(), x, checkpoint.ErrFormat)
+		}
+		in[k] = n
+	}
+	if len(in) < op.inputs {
+		return fmt.Errorf("onnx: node %q (%s): %d inputs, not at least %d: %w", name, np.GetOpType(), len(in), op.inputs, checkpoint.ErrFormat)
+	}
+	for k := range op.inputs {
+		if in[k] == nil {
+			return fmt.Errorf("onnx: node %q (%s): input %d is required: %w", name, np.GetOpType(), k, checkpoint.ErrFormat)
+		}
+	}
+	c := &call{b: b, np: np, name: name, in: in}
+	out, err := op.build(c)
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "onnx: ") {
+			return err
+		}
+		return fmt.Errorf("onnx: node %q (%s): %w", name, np.GetOpType(), err)
+	}
+	if len(np.GetOutput()) != 1 {
+		return fmt.Errorf("onnx: node %q (%s): %d outputs; Import reads nodes of one: %w", name, np.GetOpType(), len(np.GetOutput()), errs.ErrOption)
+	}
+	if _, dup := b.values[np.GetOutput()[0]]; dup {
+		return fmt.Errorf("onnx: node %q (%s): its output %q is defined twice: %w", name, np.GetOpType(), np.GetOutput()[0], checkpoint.ErrFormat)
+	}
+	b.values[np.GetOutput()[0]] = out
+	if v, ok := c.constOut(); ok {
+		b.consts[np.GetOutput()[0]] = v
+	}
+	return nil
+}
+
+// A call is one node being built.
+type call struct {
+	b    *builder
+	np   *onnxpb.NodeProto
+	name string
+	in   []*gorgonia.Node
+	out  *tensor.Dense // a Constant's value
+}
+
+func (c *call) constOut() (*tensor.Dense, bool) { return c.out, c.out != nil }
+
+// attr returns the attribute name, or nil.
+func (c *call) attr(name string) *onnxpb.AttributeProto {
+	for _, a := range c.np.GetAttribute() {
+		if a.GetName() == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// int returns the integer attribute name, or def.
+func (c *call) int(name string, def int64) int64 {
+	if a := c.attr(name); a != nil {
+		return a.GetI()
+	}
+	return def
+}
+
+// float returns the float attribute name, or def.
+func (c *call) float(name string, def float64) float64 {
+	if a := c.attr(name); a != nil {
+		return float64(a.GetF())
+	}
+	return def
+}
+
+// ints returns the integers attribute name, or nil.
+func (c *call) ints(name string) []int64 {
+	if a := c.attr(name); a != nil {
+		return a.GetInts()
+	}
+	return nil
+}
+
+// constInts returns the integers of input k, which must be known when
+// the graph is built (an initializer or a Constant), or an error naming
+// what.
+func (c *call) constInts(k int, what string) ([]int64, error) {
+	v, ok := c.b.consts[c.np.GetInput()[k]]
+	if !ok {
+		return nil, fmt.Errorf("%s must be an initializer or a Constant: Import builds graphs of fixed shapes: %w", what, errs.ErrOption)
+	}
+	switch d := v.Data().(type) {
+	case []int64:
+		return d, nil
+	case int64:
+		return []int64{d}, nil
+	case []int32:
+		out := make([]int64, len(d))
+		for i, x := range d {
+			out[i] = int64(x)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%s holds %v, not integers: %w", what, v.Dtype(), errs.ErrDtype)
+}
+
+// axis returns the attribute name, an axis of a tensor of rank r
+// (negative counts from the end), or an error.
+func (c *call) axis(name string, def int64, r int) (int, error) {
+	a := c.int(name, def)
+	if a < -int64(r) || a >= int64(max(r, 1)) {
+		return 0, fmt.Errorf("%s %d for rank %d: %w", name, a, r, errs.ErrAxisOutOfRange)
+	}
+	if a < 0 {
+		a += int64(r)
+	}
+	return int(a), nil
+}
+
+// scalar returns a scalar node of x's dtype holding v.
+func (c *call) scalar(x *gorgonia.Node, v float64) *gorgonia.Node {
+	if x.Dtype() == tensor.Float32 {
+		return gorgonia.NewConstant(float32(v))
+	}
+	return gorgonia.NewConstant(v)
+}
+
+// isOne reports whether v is exactly 1.
+func isOne(v float64) bool { return v == 1 && !math.Signbit(v) }
+
+// Ops returns the operators Import reads, sorted.
+func Ops() []string {
+	out := make([]string, 0, len(ops))
+	for k := range ops {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
