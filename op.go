@@ -70,6 +70,16 @@ type gatherOp struct {
 	cfg        config
 }
 
+// ONNX returns the op as ONNX's Gather or GatherElements. Its options
+// change only its gradient, which ONNX does not hold.
+func (o *gatherOp) ONNX() (string, map[string]int64) {
+	t := "GatherElements"
+	if _, ok := o.kind.(gatherer); ok {
+		t = "Gather"
+	}
+	return t, map[string]int64{"axis": int64(o.axis)}
+}
+
 // newOp checks the arguments of Gather or GatherElements and returns its op.
 func newOp(kind operator, data, indices *gorgonia.Node, axis int, cfg config) (*gatherOp, error) {
 	if data == nil || indices == nil {

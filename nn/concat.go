@@ -48,7 +48,7 @@ func Concat(axis int, xs ...*gorgonia.Node) (*gorgonia.Node, error) {
 	}
 	out := first.Clone()
 	out[axis] = 0
-	o := &concatOp{dtype: dt, outer: 1, inner: 1}
+	o := &concatOp{dtype: dt, outer: 1, inner: 1, axis: axis}
 	for _, d := range first[:axis] {
 		o.outer *= d
 	}
@@ -93,6 +93,12 @@ type concatOp struct {
 	shapes       []tensor.Shape // the inputs'
 	widths       []int
 	outer, inner int
+	axis         int // normalised
+}
+
+// ONNX returns the op as ONNX's Concat.
+func (o *concatOp) ONNX() (string, map[string]int64) {
+	return "Concat", map[string]int64{"axis": int64(o.axis)}
 }
 
 // Do concatenates the inputs into a new tensor.

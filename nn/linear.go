@@ -72,6 +72,9 @@ type linearOp struct {
 	shapes     [4]tensor.Shape // x, w, b and y: made once, as a run checks them
 }
 
+// ONNX returns the op as ONNX's Gemm of x and wᵀ (and b).
+func (o *linearOp) ONNX() (string, map[string]int64) { return "Gemm", map[string]int64{"transB": 1} }
+
 // args reads and checks x, w and b (nil without a bias).
 func (o *linearOp) args(in []gorgonia.Value, want int) (x, w, b *tensor.Dense, err error) {
 	if err := operand.CheckArity(opLinear, "", len(in), want); err != nil {

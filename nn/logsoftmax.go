@@ -55,7 +55,7 @@ func LogSoftmax(x *gorgonia.Node, axis int) (*gorgonia.Node, error) {
 	if _, err := shapes.Size(opLogSoftmax, "x", shape); err != nil {
 		return nil, err
 	}
-	o := &logSoftmaxOp{dtype: dt, shape: shape, outer: 1, n: shape[axis], inner: 1}
+	o := &logSoftmaxOp{dtype: dt, shape: shape, outer: 1, n: shape[axis], inner: 1, axis: axis}
 	for _, d := range shape[:axis] {
 		o.outer *= d
 	}
@@ -77,7 +77,13 @@ type logSoftmaxOp struct {
 	dtype           tensor.Dtype
 	shape           tensor.Shape
 	outer, n, inner int
+	axis            int // normalised
 	f               *logSoftmaxKernels
+}
+
+// ONNX returns the op as ONNX's LogSoftmax.
+func (o *logSoftmaxOp) ONNX() (string, map[string]int64) {
+	return "LogSoftmax", map[string]int64{"axis": int64(o.axis)}
 }
 
 // logSoftmaxKernels are LogSoftmax's loops for one dtype.

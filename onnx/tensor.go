@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"gorgonia.org/tensor"
 
@@ -209,3 +210,13 @@ func encode(name string, t *tensor.Dense) (*onnxpb.TensorProto, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

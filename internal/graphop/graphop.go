@@ -104,3 +104,10 @@ func Ints(op gorgonia.Op, name string) ([]int, bool) {
 	}
 	return out, true
 }
+
+// An ONNXOp is an op of this module that is one ONNX operator (opset
+// 13): package onnx writes its node from the op type and the integer
+// attributes it returns.
+type ONNXOp interface {
+	ONNX() (opType string, attrs map[string]int64)
+}

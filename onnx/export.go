@@ -1,0 +1,270 @@
+package onnx
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/fileio"
+	"github.com/gathergrad/gather/internal/graphop"
+	"github.com/gathergrad/gather/internal/onnxpb"
+)
+
+// ExportOpset is the opset of the default domain Export writes.
+const ExportOpset = 13
+
+// A Graph is what Export writes: the nodes that are the model's inputs
+// (given values at each run), its outputs and their names (the nodes'
+// names where OutputNames is nil). Every other leaf the outputs depend on
+// is written with its value, as an initializer under its node's name:
+// learnables (a Model's Params, an nn.Embedding's table) and constants.
+type Graph struct {
+	Inputs      []*gorgonia.Node
+	Outputs     []*gorgonia.Node
+	OutputNames []string
+}
+
+// Export writes g to path as an ONNX model of opset 13 that ONNX Runtime
+// runs: the nodes of this module's Gather, GatherElements, nn.Linear
+// (Gemm), nn.Concat and nn.LogSoftmax, and Gorgonia's element-wise ops
+// (Add, Sub, Mul, Div of one shape; Neg, Exp, Log, Tanh, Sigmoid;
+// Rectify as Relu), Reshape and matrix products (MatMul). Losses and
+// optimiser state, which only training needs, are not written: name the
+// outputs. A node of another op is an error naming it and its op, and
+// nothing is written. The file is written whole or not at all (a
+// temporary file, synced and renamed over path).
+func Export(path string, g Graph) error {
+	b, err := marshal(g)
+	if err != nil {
+		return err
+	}
+	return fileio.WriteAtomic(path, func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	})
+}
+
+// marshal returns g as the bytes of an ONNX model.
+func marshal(g Graph) ([]byte, error) {
+	if len(g.Outputs) == 0 || (g.OutputNames != nil && len(g.OutputNames) != len(g.Outputs)) {
+		return nil, fmt.Errorf("onnx: Export needs outputs, and a name for each if any: %w", errs.ErrOption)
+	}
+	e := &exporter{names: map[*gorgonia.Node]string{}, inputs: map[*gorgonia.Node]bool{}, gp: &onnxpb.GraphProto{Name: ptr("gathergrad")}}
+	for _, n := range g.Inputs {
+		e.inputs[n] = true
+		e.names[n] = n.Name()
+		vi, err := valueInfo(n.Name(), n)
+		if err != nil {
+			return nil, err
+		}
+		e.gp.Input = append(e.gp.Input, vi)
+	}
+	for k, n := range g.Outputs {
+		name, err := e.visit(n)
+		if err != nil {
+			return nil, err
+		}
+		if g.OutputNames != nil && g.OutputNames[k] != name {
+			e.gp.Node = append(e.gp.Node, &onnxpb.NodeProto{OpType: ptr("Identity"), Input: []string{name}, Output: []string{g.OutputNames[k]}, Name: ptr(g.OutputNames[k])})
+			name = g.OutputNames[k]
+		}
+		vi, err := valueInfo(name, n)
+		if err != nil {
+			return nil, err
+		}
+		e.gp.Output = append(e.gp.Output, vi)
+	}
+	m := &onnxpb.ModelProto{
+		IrVersion:    ptr(int64(8)),
+		ProducerName: ptr("gathergrad"),
+		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: ptr(""), Version: ptr(int64(ExportOpset))}},
+		Graph:        e.gp,
+	}
+	return proto.Marshal(m)
+}
+
+// exporter writes one graph.
+type exporter struct {
+	names  map[*gorgonia.Node]string // the value name of each node written
+	inputs map[*gorgonia.Node]bool
+	gp     *onnxpb.GraphProto
+	next   int
+}
+
+// valueInfo describes n's value, named name.
+func valueInfo(name string, n *gorgonia.Node) (*onnxpb.ValueInfoProto, error) {
+	et, ok := elemType(n.Dtype())
+	if !ok {
+		return nil, fmt.Errorf("onnx: node %q: dtype %v: Export writes float32, float64, int64 and int32 values: %w", name, n.Dtype(), errs.ErrDtype)
+	}
+	shape := &onnxpb.TensorShapeProto{}
+	for _, d := range n.Shape() {
+		shape.Dim = append(shape.Dim, &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: int64(d)}})
+	}
+	return &onnxpb.ValueInfoProto{Name: &name, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+		TensorType: &onnxpb.TypeProto_Tensor{ElemType: ptr(int32(et)), Shape: shape}}}}, nil
+}
+
+// visit writes n and what it depends on, and returns n's value name.
+func (e *exporter) visit(n *gorgonia.Node) (string, error) {
+	if name, ok := e.names[n]; ok {
+		return name, nil
+	}
+	op := n.Op()
+	if op == nil || strings.HasPrefix(graphop.TypeName(op), "gorgonia.constant") {
+		return e.initializer(n)
+	}
+	if x, ok := relu(n); ok {
+		in, err := e.visit(x)
+		if err != nil {
+			return "", err
+		}
+		return e.node(n, "Relu", nil, in)
+	}
+	in := make([]string, len(children(n)))
+	for k, c := range children(n) {
+		name, err := e.visit(c)
+		if err != nil {
+			return "", err
+		}
+		in[k] = name
+	}
+	if o, ok := op.(graphop.ONNXOp); ok {
+		t, attrs := o.ONNX()
+		return e.node(n, t, attrs, in...)
+	}
+	t, attrs, extra, err := gorgoniaOp(n)
+	if err != nil {
+		return "", fmt.Errorf("onnx: node %q: %w", n.Name(), err)
+	}
+	for _, x := range extra {
+		name, err := e.constant(x)
+		if err != nil {
+			return "", err
+		}
+		in = append(in, name)
+	}
+	return e.node(n, t, attrs, in...)
+}
+
+// initializer writes the value of the leaf n under its name.
+func (e *exporter) initializer(n *gorgonia.Node) (string, error) {
+	v, ok := n.Value().(*tensor.Dense)
+	if !ok {
+		if s, isScalar := n.Value().(gorgonia.Scalar); isScalar {
+			v = tensor.New(tensor.FromScalar(s.Data()))
+		} else {
+			return "", fmt.Errorf("onnx: node %q is a leaf without a value, and not one of the inputs: %w", n.Name(), errs.ErrOption)
+		}
+	}
+	name := n.Name()
+	if n.Op() != nil { // a constant: named afresh
+		name = e.fresh("const")
+	}
+	t, err := encode(name, v)
+	if err != nil {
+		return "", err
+	}
+	e.gp.Initializer = append(e.gp.Initializer, t)
+	e.names[n] = name
+	return name, nil
+}
+
+// constant writes v as an initializer of a name of its own.
+func (e *exporter) constant(v *tensor.Dense) (string, error) {
+	name := e.fresh("const")
+	t, err := encode(name, v)
+	if err != nil {
+		return "", err
+	}
+	e.gp.Initializer = append(e.gp.Initializer, t)
+	return name, nil
+}
+
+// node writes the node of n: op type t, attributes attrs, inputs in.
+func (e *exporter) node(n *gorgonia.Node, t string, attrs map[string]int64, in ...string) (string, error) {
+	out := e.fresh(t)
+	np := &onnxpb.NodeProto{OpType: &t, Name: &out, Input: in, Output: []string{out}}
+	for _, k := range sortedKeys(attrs) {
+		np.Attribute = append(np.Attribute, &onnxpb.AttributeProto{Name: ptr(k), I: ptr(attrs[k]), Type: onnxpb.AttributeProto_INT.Enum()})
+	}
+	e.gp.Node = append(e.gp.Node, np)
+	e.names[n] = out
+	return out, nil
+}
+
+// fresh returns a new value name starting with what.
+func (e *exporter) fresh(what string) string {
+	e.next++
+	return fmt.Sprintf("%s_%d", what, e.next)
+}
+
+// relu returns x if n is Gorgonia's Rectify of x: x ⊙ (x >= 0).
+func relu(n *gorgonia.Node) (*gorgonia.Node, bool) {
+	if graphop.TypeName(n.Op()) != "gorgonia.elemBinOp" || n.Op().String() != "⊙ false" || len(children(n)) != 2 {
+		return nil, false
+	}
+	x, c := children(n)[0], children(n)[1]
+	if c.Op() == nil || c.Op().String() != ">= true" || len(children(c)) != 2 || children(c)[0] != x {
+		return nil, false
+	}
+	z, ok := children(c)[1].Value().(gorgonia.Scalar)
+	if !ok {
+		return nil, false
+	}
+	switch v := z.Data().(type) {
+	case float32:
+		return x, v == 0
+	case float64:
+		return x, v == 0
+	}
+	return nil, false
+}
+
+// gorgoniaOp returns the ONNX op of n's Gorgonia op, its attributes and
+// the constant inputs it takes after n's, or an error naming the op.
+func gorgoniaOp(n *gorgonia.Node) (string, map[string]int64, []*tensor.Dense, error) {
+	op := n.Op()
+	sym := op.String()
+	switch graphop.TypeName(op) {
+	case "gorgonia.elemBinOp":
+		t, ok := map[string]string{"+ false": "Add", "- false": "Sub", "⊙ false": "Mul", "÷ false": "Div"}[sym]
+		if ok && children(n)[0].Shape().Eq(children(n)[1].Shape()) {
+			return t, nil, nil, nil
+		}
+	case "gorgonia.elemUnaryOp":
+		if t, ok := map[string]string{"neg": "Neg", "exp": "Exp", "ln": "Log", "tanh": "Tanh", "sigmoid": "Sigmoid"}[sym]; ok {
+			return t, nil, nil, nil
+		}
+	case "gorgonia.reshapeOp":
+		to := make([]int64, len(n.Shape()))
+		for k, d := range n.Shape() {
+			to[k] = int64(d)
+		}
+		return "Reshape", nil, []*tensor.Dense{tensor.New(tensor.WithShape(len(to)), tensor.WithBacking(to))}, nil
+	case "gorgonia.linAlgBinOp":
+		if sym == "×" && children(n)[0].Dims() == 2 && children(n)[1].Dims() == 2 {
+			return "MatMul", nil, nil, nil
+		}
+	}
+	return "", nil, nil, fmt.Errorf("op %s (%s): Export writes %s: %w", sym, graphop.TypeName(op), strings.Join(exportOps, ", "), errs.ErrOption)
+}
+
+// exportOps are the ops Export writes, for its errors.
+var exportOps = []string{"Gather", "GatherElements", "nn.Linear", "nn.Concat", "nn.LogSoftmax", "+", "-", "⊙", "÷ (of one shape)",
+	"neg", "exp", "ln", "tanh", "sigmoid", "Rectify", "Reshape", "× (of matrices)"}
+
+// children returns the inputs of n's op, in order.
+func children(n *gorgonia.Node) []*gorgonia.Node {
+	var out []*gorgonia.Node
+	it := n.Graph().From(n.ID())
+	for it.Next() {
+		out = append(out, it.Node().(*gorgonia.Node))
+	}
+	return out
+}

@@ -1,0 +1,86 @@
+package onnx
+
+import (
+	"path/filepath"
+	"testing"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// graphOf returns m as Export takes it, its outputs named out_<k>.
+func graphOf(m *Model) Graph {
+	g := Graph{Inputs: m.Inputs, Outputs: m.Outputs}
+	for k := range m.Outputs {
+		g.OutputNames = append(g.OutputNames, "out_"+string(rune('0'+k)))
+	}
+	return g
+}
+
+// Import(Export(m)) of PyTorch's exports and ONNX's node tests runs to
+// the same bits as m.
+func TestExportRoundTrip(t *testing.T) {
+	type fixture struct {
+		dir   string
+		batch int
+	}
+	var all []fixture
+	for name, batch := range torchModels {
+		all = append(all, fixture{filepath.Join("testdata", "torch", name), batch})
+	}
+	nodes, _ := filepath.Glob("testdata/node/test_*")
+	for _, d := range nodes {
+		all = append(all, fixture{d, 0})
+	}
+	for _, f := range all {
+		t.Run(filepath.Base(f.dir), func(t *testing.T) {
+			o := Options{Dims: map[string]int{"batch": f.batch}}
+			m, err := ReadFile(filepath.Join(f.dir, "model.onnx"), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var in []*tensor.Dense
+			if f.batch > 0 {
+				in = readInputs(t, f.dir, len(m.Inputs))
+			} else {
+				for k := range len(m.Inputs) {
+					in = append(in, readTensor(t, filepath.Join(f.dir, "test_data_set_0", "input_"+string(rune('0'+k))+".pb")))
+				}
+			}
+			want := run(t, m, in...)
+			path := filepath.Join(t.TempDir(), "model.onnx")
+			if err := Export(path, graphOf(m)); err != nil {
+				t.Fatal(err)
+			}
+			back, err := ReadFile(path, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := run(t, back, in...)
+			for k := range want {
+				if !got[k].Shape().Eq(want[k].Shape()) || !equalData(got[k].Data(), want[k].Data()) {
+					t.Fatalf("output %d: %v, want %v", k, got[k].Data(), want[k].Data())
+				}
+			}
+		})
+	}
+}
+
+// A node Export does not write is an error naming it and its op, and no
+// file is written.
+func TestExportRefuses(t *testing.T) {
+	g := gorgonia.NewGraph()
+	x := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(2, 3), gorgonia.WithName("x"))
+	y := gorgonia.Must(gorgonia.Square(x))
+	path := filepath.Join(t.TempDir(), "m.onnx")
+	err := Export(path, Graph{Inputs: []*gorgonia.Node{x}, Outputs: []*gorgonia.Node{y}})
+	if err == nil || !containsAll(err.Error(), y.Name(), "square") {
+		t.Fatalf("an op Export does not write: %v", err)
+	}
+	if _, statErr := filepath.Glob(path); statErr != nil {
+		t.Fatal(statErr)
+	}
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*")); len(m) != 0 {
+		t.Fatalf("files written on error: %v", m)
+	}
+}
