@@ -36,8 +36,10 @@ type Graph struct {
 // Rectify as Relu), Reshape and matrix products (MatMul). Losses and
 // optimiser state, which only training needs, are not written: name the
 // outputs. A node of another op is an error naming it and its op, and
-// nothing is written. The file is written whole or not at all (a
-// temporary file, synced and renamed over path).
+// nothing is written. Every value keeps the shape it has in g (the
+// file's dimensions are fixed: a batch dimension is g's batch). The file
+// is written whole or not at all (a temporary file, synced and renamed
+// over path).
 func Export(path string, g Graph) error {
 	b, err := marshal(g)
 	if err != nil {
