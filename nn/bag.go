@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/graphop"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
@@ -131,6 +132,12 @@ type bagOp struct {
 	lastOffset bool            // offsets hold bags+1 entries (WithIncludeLastOffset)
 	cfg        opconfig.Config // Pad normalised
 	lbl        opconfig.Label  // how index errors name the op
+}
+
+// BagSpec says what the op pools, for package onnx's export.
+func (o *bagOp) BagSpec() graphop.BagSpec {
+	return graphop.BagSpec{Mode: int(o.mode), Bags: o.bags, Offsets: o.hasOffsets, Weights: o.hasWeights,
+		LastOffset: o.lastOffset, HasPad: o.cfg.HasPad, Pad: o.cfg.Pad}
 }
 
 func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opconfig.Config, includeLast bool) (*bagOp, error) {

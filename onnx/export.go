@@ -33,7 +33,12 @@ type Graph struct {
 // runs: the nodes of this module's Gather, GatherElements, nn.Linear
 // (Gemm), nn.Concat and nn.LogSoftmax, and Gorgonia's element-wise ops
 // (Add, Sub, Mul, Div of one shape; Neg, Exp, Log, Tanh, Sigmoid;
-// Rectify as Relu), Reshape and matrix products (MatMul). Losses and
+// Rectify as Relu), Reshape and matrix products (MatMul). nn.EmbeddingBag,
+// in every mode, by offsets or by rows of ids, with per-sample weights and
+// a padding id, is written as a composition of standard operators
+// (Gather, Mul, Unsqueeze, Shape, Expand, Cast, Equal, Not,
+// GreaterOrEqual, Greater, Slice, ReduceSum, ReduceMax, MatMul, Max, Div,
+// Where), which ONNX Runtime runs and Import does not read. Losses and
 // optimiser state, which only training needs, are not written: name the
 // outputs. A node of another op is an error naming it and its op, and
 // nothing is written. Every value keeps the shape it has in g (the
@@ -139,6 +144,9 @@ func (e *exporter) visit(n *gorgonia.Node) (string, error) {
 	if o, ok := op.(graphop.ONNXOp); ok {
 		t, attrs := o.ONNX()
 		return e.node(n, t, attrs, in...)
+	}
+	if o, ok := op.(graphop.Bag); ok {
+		return e.bag(n, o.BagSpec(), in)
 	}
 	t, attrs, extra, err := gorgoniaOp(n)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"gorgonia.org/tensor"
 
@@ -41,6 +42,11 @@ func elemType(dt tensor.Dtype) (onnxpb.TensorProto_DataType, bool) {
 	case tensor.Int64:
 		return onnxpb.TensorProto_INT64, true
 	case tensor.Int32:
+		return onnxpb.TensorProto_INT32, true
+	case tensor.Int:
+		if strconv.IntSize == 64 {
+			return onnxpb.TensorProto_INT64, true
+		}
 		return onnxpb.TensorProto_INT32, true
 	}
 	return 0, false
@@ -201,6 +207,18 @@ func encode(name string, t *tensor.Dense) (*onnxpb.TensorProto, error) {
 		raw = make([]byte, 4*len(v))
 		for i, x := range v {
 			binary.LittleEndian.PutUint32(raw[4*i:], uint32(x))
+		}
+	case int64:
+		raw = binary.LittleEndian.AppendUint64(nil, uint64(v))
+	case int32:
+		raw = binary.LittleEndian.AppendUint32(nil, uint32(v))
+	case []int:
+		for _, x := range v {
+			if strconv.IntSize == 64 {
+				raw = binary.LittleEndian.AppendUint64(raw, uint64(x))
+			} else {
+				raw = binary.LittleEndian.AppendUint32(raw, uint32(x))
+			}
 		}
 	default:
 		return nil, fmt.Errorf("tensor %q: values of %T: %w", name, v, checkpoint.ErrFormat)

@@ -111,3 +111,21 @@ func Ints(op gorgonia.Op, name string) ([]int, bool) {
 type ONNXOp interface {
 	ONNX() (opType string, attrs map[string]int64)
 }
+
+// A Bag is nn.EmbeddingBag's op, which package onnx writes as a
+// composition of ONNX operators: what it pools and how.
+type Bag interface {
+	BagSpec() BagSpec
+}
+
+// BagSpec says what a bag op pools: Mode 0 sums, 1 averages, 2 takes the
+// maximum; its inputs are the table, the ids, then the offsets if
+// Offsets (Bags+1 of them if LastOffset) and the weights if Weights; ids
+// equal to Pad are skipped if HasPad.
+type BagSpec struct {
+	Mode                         int
+	Bags                         int
+	Offsets, Weights, LastOffset bool
+	HasPad                       bool
+	Pad                          int
+}
