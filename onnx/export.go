@@ -3,6 +3,7 @@ package onnx
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -33,7 +34,8 @@ type Graph struct {
 // runs: the nodes of this module's Gather, GatherElements, nn.Linear
 // (Gemm), nn.Concat and nn.LogSoftmax, and Gorgonia's element-wise ops
 // (Add, Sub, Mul, Div of one shape; Neg, Exp, Log, Tanh, Sigmoid;
-// Rectify as Relu), Reshape and matrix products (MatMul). nn.EmbeddingBag,
+// Rectify as Relu; a division by a scalar), Reshape, Transpose, Sum and
+// Mean (ReduceSum) and matrix products (MatMul). nn.EmbeddingBag,
 // in every mode, by offsets or by rows of ids, with per-sample weights and
 // a padding id, is written as a composition of standard operators
 // (Gather, Mul, Unsqueeze, Shape, Expand, Cast, Equal, Not,
@@ -148,9 +150,19 @@ func (e *exporter) visit(n *gorgonia.Node) (string, error) {
 	if o, ok := op.(graphop.Bag); ok {
 		return e.bag(n, o.BagSpec(), in)
 	}
-	t, attrs, extra, err := gorgoniaOp(n)
+	t, attrs, extra, value, perm, err := gorgoniaOp(n)
 	if err != nil {
 		return "", fmt.Errorf("onnx: node %q: %w", n.Name(), err)
+	}
+	switch {
+	case value != nil:
+		name, err := e.constant(value)
+		if err != nil {
+			return "", err
+		}
+		return e.finish(n, name)
+	case perm != nil:
+		return e.finish(n, e.emit("Transpose", []*onnxpb.AttributeProto{intsAttr("perm", perm...)}, in...))
 	}
 	for _, x := range extra {
 		name, err := e.constant(x)
@@ -236,38 +248,83 @@ func relu(n *gorgonia.Node) (*gorgonia.Node, bool) {
 	return nil, false
 }
 
-// gorgoniaOp returns the ONNX op of n's Gorgonia op, its attributes and
-// the constant inputs it takes after n's, or an error naming the op.
-func gorgoniaOp(n *gorgonia.Node) (string, map[string]int64, []*tensor.Dense, error) {
+// gorgoniaOp returns the ONNX op of n's Gorgonia op, its attributes, the
+// constant inputs it takes after n's, the value of a Constant and the
+// permutation of a Transpose, or an error naming the op.
+func gorgoniaOp(n *gorgonia.Node) (string, map[string]int64, []*tensor.Dense, *tensor.Dense, []int64, error) {
 	op := n.Op()
 	sym := op.String()
 	switch graphop.TypeName(op) {
 	case "gorgonia.elemBinOp":
 		t, ok := map[string]string{"+ false": "Add", "- false": "Sub", "⊙ false": "Mul", "÷ false": "Div"}[sym]
-		if ok && children(n)[0].Shape().Eq(children(n)[1].Shape()) {
-			return t, nil, nil, nil
+		a, b := children(n)[0], children(n)[1]
+		if ok && (a.Shape().Eq(b.Shape()) || a.IsScalar() || b.IsScalar()) {
+			return t, nil, nil, nil, nil, nil
+		}
+	case "gorgonia.transposeOp": // "Aᵀ{1, 0}"
+		if perm, ok := parseInts(sym, "Aᵀ{", "}"); ok {
+			return "Transpose", nil, nil, nil, perm, nil
+		}
+	case "gorgonia.sumOp": // "Σ[0 1]"
+		if axes, ok := parseInts(sym, "Σ[", "]"); ok {
+			return "ReduceSum", map[string]int64{"keepdims": 0}, []*tensor.Dense{tensor.New(tensor.WithShape(len(axes)), tensor.WithBacking(axes))}, nil, nil, nil
+		}
+	case "gorgonia.sizeOp": // "SizeOf=3", a constant of the graph's shapes
+		if v, ok := parseInts(sym, "SizeOf=", ""); ok && len(v) == 1 {
+			var c *tensor.Dense
+			switch n.Dtype() {
+			case tensor.Float32:
+				c = tensor.New(tensor.FromScalar(float32(v[0])))
+			case tensor.Float64:
+				c = tensor.New(tensor.FromScalar(float64(v[0])))
+			}
+			if c != nil {
+				return "Constant", nil, nil, c, nil, nil
+			}
 		}
 	case "gorgonia.elemUnaryOp":
 		if t, ok := map[string]string{"neg": "Neg", "exp": "Exp", "ln": "Log", "tanh": "Tanh", "sigmoid": "Sigmoid"}[sym]; ok {
-			return t, nil, nil, nil
+			return t, nil, nil, nil, nil, nil
 		}
 	case "gorgonia.reshapeOp":
 		to := make([]int64, len(n.Shape()))
 		for k, d := range n.Shape() {
 			to[k] = int64(d)
 		}
-		return "Reshape", nil, []*tensor.Dense{tensor.New(tensor.WithShape(len(to)), tensor.WithBacking(to))}, nil
+		return "Reshape", nil, []*tensor.Dense{tensor.New(tensor.WithShape(len(to)), tensor.WithBacking(to))}, nil, nil, nil
 	case "gorgonia.linAlgBinOp":
 		if sym == "×" && children(n)[0].Dims() == 2 && children(n)[1].Dims() == 2 {
-			return "MatMul", nil, nil, nil
+			return "MatMul", nil, nil, nil, nil, nil
 		}
 	}
-	return "", nil, nil, fmt.Errorf("op %s (%s): Export writes %s: %w", sym, graphop.TypeName(op), strings.Join(exportOps, ", "), errs.ErrOption)
+	return "", nil, nil, nil, nil, fmt.Errorf("op %s (%s): Export writes %s: %w", sym, graphop.TypeName(op), strings.Join(exportOps, ", "), errs.ErrOption)
 }
 
 // exportOps are the ops Export writes, for its errors.
-var exportOps = []string{"Gather", "GatherElements", "nn.Linear", "nn.Concat", "nn.LogSoftmax", "+", "-", "⊙", "÷ (of one shape)",
-	"neg", "exp", "ln", "tanh", "sigmoid", "Rectify", "Reshape", "× (of matrices)"}
+var exportOps = []string{"Gather", "GatherElements", "nn.EmbeddingBag", "nn.Linear", "nn.Concat", "nn.LogSoftmax",
+	"+", "-", "⊙", "÷ (of one shape, or by a scalar)", "neg", "exp", "ln", "tanh", "sigmoid", "Rectify", "Reshape",
+	"Transpose", "Sum", "Mean", "× (of matrices)"}
+
+// parseInts returns the integers of s between prefix and suffix,
+// separated by spaces or commas.
+func parseInts(s, prefix, suffix string) ([]int64, bool) {
+	body, ok := strings.CutPrefix(s, prefix)
+	if !ok {
+		return nil, false
+	}
+	if body, ok = strings.CutSuffix(body, suffix); !ok {
+		return nil, false
+	}
+	var out []int64
+	for _, f := range strings.FieldsFunc(body, func(r rune) bool { return r == ' ' || r == ',' }) {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+	}
+	return out, true
+}
 
 // children returns the inputs of n's op, in order.
 func children(n *gorgonia.Node) []*gorgonia.Node {
