@@ -19,6 +19,8 @@ const (
 	// ortRequire makes a missing runtime a failure instead of a skip
 	// (.ci/run sets it).
 	ortRequire = "GATHER_REQUIRE_ORT"
+	// ortScript runs a model with ONNX Runtime: examples/onnx's.
+	ortScript = "../examples/onnx/ort.js"
 )
 
 // needORT skips t, naming the install, unless node can load
@@ -77,7 +79,7 @@ func runORT(t *testing.T, path string, names []string, in []*tensor.Dense) map[s
 	if err := os.WriteFile(inPath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("node", "testdata/ort.js", path, inPath).Output()
+	out, err := exec.Command("node", ortScript, path, inPath).Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			t.Fatalf("ONNX Runtime: %v: %s", err, ee.Stderr)

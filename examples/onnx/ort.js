@@ -1,6 +1,6 @@
-// Runs an ONNX model with ONNX Runtime (onnxruntime-node) for package
-// onnx's tests: node ort.js model.onnx inputs.json prints the outputs as
-// JSON, {name: {dims, data}}. inputs.json is [{name, type, dims, data}],
+// Runs an ONNX model with ONNX Runtime (onnxruntime-node), for this
+// example and package onnx's tests: node ort.js model.onnx inputs.json
+// prints the outputs as JSON, {name: {dims, data}}. inputs.json is [{name, type, dims, data}],
 // type "float32", "float64", "int64" or "int32".
 const ort = require('onnxruntime-node');
 const fs = require('fs');
