@@ -106,39 +106,39 @@ func Import(b []byte, o Options) (*Model, error) {
 	if gp == nil {
 		return nil, fmt.Errorf("onnx: the model has no graph: %w", checkpoint.ErrFormat)
 	}
-	b2 := &builder{g: gorgonia.NewGraph(), values: map[string]*gorgonia.Node{}, consts: map[string]*tensor.Dense{}, opset: opset}
-	m := &Model{Graph: b2.g, Opset: opset}
+	bd := &builder{g: gorgonia.NewGraph(), values: map[string]*gorgonia.Node{}, consts: map[string]*tensor.Dense{}, opset: opset}
+	m := &Model{Graph: bd.g, Opset: opset}
 	for _, t := range gp.GetInitializer() {
 		v, err := decode(t)
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := b2.consts[t.GetName()]; dup || t.GetName() == "" {
+		if _, dup := bd.consts[t.GetName()]; dup || t.GetName() == "" {
 			return nil, fmt.Errorf("onnx: initializer %q is unnamed or named twice: %w", t.GetName(), checkpoint.ErrFormat)
 		}
-		b2.consts[t.GetName()] = v
-		n := b2.node(t.GetName(), v)
+		bd.consts[t.GetName()] = v
+		n := bd.node(t.GetName(), v)
 		if v.Dtype() == tensor.Float32 || v.Dtype() == tensor.Float64 {
 			m.Params = append(m.Params, n)
 		}
 	}
 	for _, in := range gp.GetInput() {
-		if _, init := b2.consts[in.GetName()]; init {
+		if _, init := bd.consts[in.GetName()]; init {
 			continue // an initializer listed as an input, as older exporters do
 		}
-		n, err := b2.input(in, o)
+		n, err := bd.input(in, o)
 		if err != nil {
 			return nil, err
 		}
 		m.Inputs = append(m.Inputs, n)
 	}
 	for _, np := range gp.GetNode() {
-		if err := b2.apply(np); err != nil {
+		if err := bd.apply(np); err != nil {
 			return nil, err
 		}
 	}
 	for _, out := range gp.GetOutput() {
-		n, ok := b2.values[out.GetName()]
+		n, ok := bd.values[out.GetName()]
 		if !ok {
 			return nil, fmt.Errorf("onnx: the graph's output %q is no node's: %w", out.GetName(), checkpoint.ErrFormat)
 		}
@@ -155,16 +155,19 @@ type builder struct {
 	opset  int64
 }
 
-// node adds a node named name holding v.
+// node adds a node named name holding v, the value of that name.
 func (b *builder) node(name string, v *tensor.Dense) *gorgonia.Node {
-	var n *gorgonia.Node
-	if v.Dims() == 0 {
-		n = gorgonia.NewScalar(b.g, v.Dtype(), gorgonia.WithName(name), gorgonia.WithValue(v))
-	} else {
-		n = gorgonia.NewTensor(b.g, v.Dtype(), v.Dims(), gorgonia.WithShape(v.Shape()...), gorgonia.WithName(name), gorgonia.WithValue(v))
-	}
+	n := b.leaf(name, v)
 	b.values[name] = n
 	return n
+}
+
+// leaf returns a new node named name holding v.
+func (b *builder) leaf(name string, v *tensor.Dense) *gorgonia.Node {
+	if v.Dims() == 0 {
+		return gorgonia.NewScalar(b.g, v.Dtype(), gorgonia.WithName(name), gorgonia.WithValue(v))
+	}
+	return gorgonia.NewTensor(b.g, v.Dtype(), v.Dims(), gorgonia.WithShape(v.Shape()...), gorgonia.WithName(name), gorgonia.WithValue(v))
 }
 
 // input adds the graph input in, its symbolic dimensions sized by o.Dims.
@@ -249,6 +252,12 @@ func (b *builder) apply(np *onnxpb.NodeProto) error {
 			return fmt.Errorf("onnx: node %q (%s): input %d is required: %w", name, np.GetOpType(), k, checkpoint.ErrFormat)
 		}
 	}
+	if len(np.GetOutput()) != 1 {
+		return fmt.Errorf("onnx: node %q (%s): %d outputs; Import reads nodes of one: %w", name, np.GetOpType(), len(np.GetOutput()), errs.ErrOption)
+	}
+	if _, dup := b.values[np.GetOutput()[0]]; dup {
+		return fmt.Errorf("onnx: node %q (%s): its output %q is defined twice: %w", name, np.GetOpType(), np.GetOutput()[0], checkpoint.ErrFormat)
+	}
 	c := &call{b: b, np: np, name: name, in: in}
 	out, err := op.build(c)
 	if err != nil {
@@ -256,12 +265,6 @@ func (b *builder) apply(np *onnxpb.NodeProto) error {
 			return err
 		}
 		return fmt.Errorf("onnx: node %q (%s): %w", name, np.GetOpType(), err)
-	}
-	if len(np.GetOutput()) != 1 {
-		return fmt.Errorf("onnx: node %q (%s): %d outputs; Import reads nodes of one: %w", name, np.GetOpType(), len(np.GetOutput()), errs.ErrOption)
-	}
-	if _, dup := b.values[np.GetOutput()[0]]; dup {
-		return fmt.Errorf("onnx: node %q (%s): its output %q is defined twice: %w", name, np.GetOpType(), np.GetOutput()[0], checkpoint.ErrFormat)
 	}
 	b.values[np.GetOutput()[0]] = out
 	if v, ok := c.constOut(); ok {

@@ -110,7 +110,7 @@ func init() {
 				return nil, err
 			}
 			c.out = v
-			return c.b.node(c.np.GetOutput()[0]+"/value", v), nil
+			return c.b.leaf(c.np.GetOutput()[0], v), nil
 		}},
 	}
 }
