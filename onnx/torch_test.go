@@ -40,7 +40,10 @@ func maxDiff(a, b tensor.Tensor) float64 {
 
 // Each PyTorch export imports and runs to torch's forward within 1e-6,
 // and three SGD steps of the loss sum(output * weights) in Go leave every
-// parameter where torch's left it, within float32 rounding (1e-6).
+// parameter where torch's left it, within float32 rounding: 4e-6, about
+// 32 units in the last place of the parameters' magnitudes (under 1), as
+// the products' sums run in another order (3e-7 with the module's GEMM,
+// 1.01e-6 with the purego build's).
 func TestTorchFixtures(t *testing.T) {
 	for name, batch := range torchModels {
 		t.Run(name, func(t *testing.T) {
@@ -101,7 +104,7 @@ func TestTorchFixtures(t *testing.T) {
 					t.Fatalf("parameter %q has no tuned value: %v", p.Name(), err)
 				}
 				d := maxDiff(p.Value().(tensor.Tensor), readTensor(t, path))
-				if d > 1e-6 {
+				if d > 4e-6 {
 					t.Fatalf("parameter %q after 3 steps: %g from torch's", p.Name(), d)
 				}
 				worst = max(worst, d)
