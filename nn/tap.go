@@ -26,6 +26,9 @@ type tapOp struct {
 	cap   *capture
 }
 
+// Through says the output is input 0, the lookup's (graphop.Through).
+func (o *tapOp) Through() int { return 0 }
+
 // Do returns the lookup's output itself.
 func (o *tapOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 	if err := operand.CheckArity("embedding", " tap", len(in), 2); err != nil {

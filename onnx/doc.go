@@ -6,7 +6,9 @@
 // and GatherElements, nn's Linear, Concat and LogSoftmax, and Gorgonia's
 // ops. Its initializers become learnable nodes under their ONNX names
 // (PyTorch's state_dict names, "l1.weight"), so that Gorgonia's solvers
-// train them and checkpoint.Nodes saves them; its inputs are nodes to
+// train them and checkpoint.Nodes saves them; the tables Options.Sparse
+// names become row-sparse nn.Embedding tables whose Gathers are Lookups
+// (Model.Embeddings, stepped by an optim.Sparse). Its inputs are nodes to
 // give values (gorgonia.Let), their symbolic dimensions sized by
 // Options.Dims.
 //

@@ -128,6 +128,14 @@ func (e *exporter) visit(n *gorgonia.Node) (string, error) {
 	if op == nil || strings.HasPrefix(graphop.TypeName(op), "gorgonia.constant") {
 		return e.initializer(n)
 	}
+	if o, ok := op.(graphop.Through); ok {
+		name, err := e.visit(children(n)[o.Through()])
+		if err != nil {
+			return "", err
+		}
+		e.names[n] = name
+		return name, nil
+	}
 	if x, ok := relu(n); ok {
 		in, err := e.visit(x)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/onnxpb"
+	"github.com/gathergrad/gather/nn"
 )
 
 // MaxFileBytes bounds the size of a model file ReadFile reads: 2 GiB, the
@@ -34,6 +35,12 @@ type Options struct {
 	// the "batch" a PyTorch export's dynamic_axes names) of the graph's
 	// inputs: a Gorgonia graph has fixed shapes.
 	Dims map[string]int
+	// Sparse names initializers to import as row-sparse embedding tables
+	// (nn.NewEmbedding with nn.WithSparse, started from the initializer's
+	// values): each Gather of one along axis 0 is its Lookup, stepped
+	// row by row (Model.Embeddings). An initializer named here that is
+	// not a matrix, or that a node uses otherwise, is an error.
+	Sparse []string
 }
 
 // A Model is an ONNX model as a Gorgonia graph.
@@ -49,6 +56,9 @@ type Model struct {
 	// solvers, nn and optim train and checkpoint.Nodes saves. Integer
 	// initializers (shapes, indices) are constants of the graph.
 	Params []*gorgonia.Node
+	// Embeddings are the tables Options.Sparse named, by name: row-sparse
+	// (Embedding.Step with an optim.Sparse), not among Params.
+	Embeddings map[string]*nn.Embedding
 	// Opset is the version of the default domain the file imports.
 	Opset int64
 }
@@ -106,7 +116,8 @@ func Import(b []byte, o Options) (*Model, error) {
 	if gp == nil {
 		return nil, fmt.Errorf("onnx: the model has no graph: %w", checkpoint.ErrFormat)
 	}
-	bd := &builder{g: gorgonia.NewGraph(), values: map[string]*gorgonia.Node{}, consts: map[string]*tensor.Dense{}, opset: opset}
+	bd := &builder{g: gorgonia.NewGraph(), values: map[string]*gorgonia.Node{}, consts: map[string]*tensor.Dense{}, opset: opset,
+		sparse: map[*gorgonia.Node]*nn.Embedding{}}
 	m := &Model{Graph: bd.g, Opset: opset}
 	for _, t := range gp.GetInitializer() {
 		v, err := decode(t)
@@ -117,9 +128,27 @@ func Import(b []byte, o Options) (*Model, error) {
 			return nil, fmt.Errorf("onnx: initializer %q is unnamed or named twice: %w", t.GetName(), checkpoint.ErrFormat)
 		}
 		bd.consts[t.GetName()] = v
+		if slices.Contains(o.Sparse, t.GetName()) {
+			emb, err := sparseTable(bd.g, t.GetName(), v)
+			if err != nil {
+				return nil, err
+			}
+			bd.values[t.GetName()] = emb.Table
+			bd.sparse[emb.Table] = emb
+			if m.Embeddings == nil {
+				m.Embeddings = map[string]*nn.Embedding{}
+			}
+			m.Embeddings[t.GetName()] = emb
+			continue
+		}
 		n := bd.node(t.GetName(), v)
 		if v.Dtype() == tensor.Float32 || v.Dtype() == tensor.Float64 {
 			m.Params = append(m.Params, n)
+		}
+	}
+	for _, name := range o.Sparse {
+		if _, ok := m.Embeddings[name]; !ok {
+			return nil, fmt.Errorf("onnx: Options.Sparse names %q, which is no initializer: %w", name, errs.ErrOption)
 		}
 	}
 	for _, in := range gp.GetInput() {
@@ -150,9 +179,19 @@ func Import(b []byte, o Options) (*Model, error) {
 // builder builds one graph.
 type builder struct {
 	g      *gorgonia.ExprGraph
-	values map[string]*gorgonia.Node // every value defined so far, by ONNX name
-	consts map[string]*tensor.Dense  // the values known when the graph is built (initializers, Constant)
+	values map[string]*gorgonia.Node        // every value defined so far, by ONNX name
+	consts map[string]*tensor.Dense         // the values known when the graph is built (initializers, Constant)
+	sparse map[*gorgonia.Node]*nn.Embedding // Options.Sparse's tables, by their Table nodes
 	opset  int64
+}
+
+// sparseTable returns the row-sparse embedding named name of g, started
+// from v.
+func sparseTable(g *gorgonia.ExprGraph, name string, v *tensor.Dense) (*nn.Embedding, error) {
+	if v.Dims() != 2 || (v.Dtype() != tensor.Float32 && v.Dtype() != tensor.Float64) {
+		return nil, fmt.Errorf("onnx: initializer %q is %v %v; a sparse table is a float matrix: %w", name, v.Dtype(), v.Shape(), errs.ErrOption)
+	}
+	return nn.NewEmbedding(g, name, v.Shape()[0], v.Shape()[1], v.Dtype(), nn.WithSparse(), nn.WithWeights(v))
 }
 
 // node adds a node named name holding v, the value of that name.
@@ -241,6 +280,9 @@ func (b *builder) apply(np *onnxpb.NodeProto) error {
 		n, ok := b.values[x]
 		if !ok {
 			return fmt.Errorf("onnx: node %q (%s): input %q is defined by no earlier node: %w", name, np.GetOpType(), x, checkpoint.ErrFormat)
+		}
+		if _, sparse := b.sparse[n]; sparse && (np.GetOpType() != "Gather" || k != 0) {
+			return fmt.Errorf("onnx: node %q (%s) reads %q, a sparse table (Options.Sparse), which only Gather's data may be: %w", name, np.GetOpType(), x, errs.ErrOption)
 		}
 		in[k] = n
 	}

@@ -33,6 +33,12 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			if emb, ok := c.b.sparse[c.in[0]]; ok {
+				if axis != 0 {
+					return nil, fmt.Errorf("a sparse table is gathered along axis 0, not %d: %w", axis, errs.ErrOption)
+				}
+				return emb.Lookup(c.in[1])
+			}
 			return gather.Gather(c.in[0], c.in[1], axis, gather.WithName(c.name))
 		}},
 		"GatherElements": {2, func(c *call) (*gorgonia.Node, error) {

@@ -129,3 +129,10 @@ type BagSpec struct {
 	HasPad                       bool
 	Pad                          int
 }
+
+// A Through is an op of this module whose output is its input Through()
+// (a capture of the gradient that passes it): package onnx writes it as
+// that input.
+type Through interface {
+	Through() int
+}
