@@ -24,13 +24,16 @@
 //	Softmax, LogSoftmax           along one axis (opset 13's)
 //	ReduceSum, ReduceMean         axes and keepdims; ReduceSum's axes a constant input
 //	Constant                      its value a tensor
+//	Cast                          to the type its input has (a half weight read as float)
 //
 // Export writes a graph of this module's ops back (ExportOpset 13), for
 // ONNX Runtime, Triton or any other runtime to serve: Import(Export(g))
 // runs bit for bit as g, and nn.EmbeddingBag is written as a composition
 // of standard operators (see Export).
 //
-// Element types: float, double, int64 and int32. Anything else is an
+// Element types: float, double, int64 and int32; float16 and bfloat16
+// initializers are read as float32 values (Export writes them with
+// Graph.Half). Anything else is an
 // error naming the node, its operator and the opset, never a panic: a
 // file from an unknown source is read as a hostile one (FuzzImport).
 package onnx

@@ -13,7 +13,9 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/graphop"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/onnxpb"
+	"github.com/gathergrad/gather/table"
 )
 
 // ExportOpset is the opset of the default domain Export writes.
@@ -28,6 +30,11 @@ type Graph struct {
 	Inputs      []*gorgonia.Node
 	Outputs     []*gorgonia.Node
 	OutputNames []string
+	// Half stores the float32 leaves it names in a half format
+	// (table.Float16 or table.BFloat16, rounded to nearest), each read
+	// through a Cast to float: half the bytes, as PyTorch's .half() or
+	// .bfloat16() weights.
+	Half map[*gorgonia.Node]table.Format
 }
 
 // Export writes g to path as an ONNX model of opset 13 that ONNX Runtime
@@ -63,7 +70,7 @@ func marshal(g Graph) ([]byte, error) {
 	if len(g.Outputs) == 0 || (g.OutputNames != nil && len(g.OutputNames) != len(g.Outputs)) {
 		return nil, fmt.Errorf("onnx: Export needs outputs, and a name for each if any: %w", errs.ErrOption)
 	}
-	e := &exporter{names: map[*gorgonia.Node]string{}, inputs: map[*gorgonia.Node]bool{}, gp: &onnxpb.GraphProto{Name: ptr("gathergrad")}}
+	e := &exporter{names: map[*gorgonia.Node]string{}, inputs: map[*gorgonia.Node]bool{}, half: g.Half, gp: &onnxpb.GraphProto{Name: ptr("gathergrad")}}
 	for _, n := range g.Inputs {
 		e.inputs[n] = true
 		e.names[n] = n.Name()
@@ -101,6 +108,7 @@ func marshal(g Graph) ([]byte, error) {
 type exporter struct {
 	names  map[*gorgonia.Node]string // the value name of each node written
 	inputs map[*gorgonia.Node]bool
+	half   map[*gorgonia.Node]table.Format
 	gp     *onnxpb.GraphProto
 	next   int
 }
@@ -196,6 +204,9 @@ func (e *exporter) initializer(n *gorgonia.Node) (string, error) {
 	if n.Op() != nil { // a constant: named afresh
 		name = e.fresh("const")
 	}
+	if f, ok := e.half[n]; ok {
+		return e.halfInitializer(n, name, v, f)
+	}
 	t, err := encode(name, v)
 	if err != nil {
 		return "", err
@@ -203,6 +214,29 @@ func (e *exporter) initializer(n *gorgonia.Node) (string, error) {
 	e.gp.Initializer = append(e.gp.Initializer, t)
 	e.names[n] = name
 	return name, nil
+}
+
+// halfInitializer writes v, the value of the leaf n, as an initializer
+// name of half values f, and a Cast of it to float, n's value.
+func (e *exporter) halfInitializer(n *gorgonia.Node, name string, v *tensor.Dense, f table.Format) (string, error) {
+	et, hf := onnxpb.TensorProto_FLOAT16, kernel.Float16
+	switch {
+	case f == table.BFloat16:
+		et, hf = onnxpb.TensorProto_BFLOAT16, kernel.BFloat16
+	case f != table.Float16:
+		return "", fmt.Errorf("onnx: node %q: Graph.Half gives %v; it takes Float16 or BFloat16: %w", name, f, errs.ErrOption)
+	}
+	x, ok := v.Data().([]float32)
+	if !ok {
+		return "", fmt.Errorf("onnx: node %q holds %v; Graph.Half stores float32 values: %w", name, v.Dtype(), errs.ErrDtype)
+	}
+	t := &onnxpb.TensorProto{Name: &name, DataType: ptr(int32(et)), RawData: make([]byte, 2*len(x))}
+	for _, d := range v.Shape() {
+		t.Dims = append(t.Dims, int64(d))
+	}
+	kernel.ToHalf(hf, t.RawData, x)
+	e.gp.Initializer = append(e.gp.Initializer, t)
+	return e.finish(n, e.emit("Cast", []*onnxpb.AttributeProto{intAttr("to", int64(onnxpb.TensorProto_FLOAT))}, name))
 }
 
 // constant writes v as an initializer of a name of its own.

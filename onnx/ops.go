@@ -8,6 +8,7 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/onnxpb"
 	"github.com/gathergrad/gather/nn"
 )
 
@@ -61,6 +62,14 @@ func init() {
 		"Sigmoid":  unary(gorgonia.Sigmoid),
 		"Tanh":     unary(gorgonia.Tanh),
 		"Identity": unary(func(x *gorgonia.Node) (*gorgonia.Node, error) { return x, nil }),
+		"Cast": {1, func(c *call) (*gorgonia.Node, error) {
+			to := c.int("to", 0)
+			if et, ok := elemType(c.in[0].Dtype()); !ok || int64(et) != to {
+				return nil, fmt.Errorf("a Cast of %v to %v: Import reads a Cast to the type its input has (a half weight read as float): %w",
+					c.in[0].Dtype(), onnxpb.TensorProto_DataType(to), errs.ErrOption)
+			}
+			return c.in[0], nil
+		}},
 		"Concat": {1, func(c *call) (*gorgonia.Node, error) {
 			axis, err := c.axis("axis", 0, c.in[0].Dims())
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/onnxpb"
 )
 
@@ -75,9 +76,12 @@ func decode(t *onnxpb.TensorProto) (*tensor.Dense, error) {
 	if t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL || len(t.GetExternalData()) > 0 {
 		return nil, fmt.Errorf("%s: its data is in another file, which Import does not read: %w", what, checkpoint.ErrFormat)
 	}
+	if f, ok := halfOf(t.GetDataType()); ok {
+		return decodeHalf(what, t, f)
+	}
 	dt, ok := dtypeOf(t.GetDataType())
 	if !ok {
-		return nil, fmt.Errorf("%s: element type %v: Import reads float, double, int64 and int32: %w", what, onnxpb.TensorProto_DataType(t.GetDataType()), checkpoint.ErrFormat)
+		return nil, fmt.Errorf("%s: element type %v: Import reads float, double, float16, bfloat16, int64 and int32: %w", what, onnxpb.TensorProto_DataType(t.GetDataType()), checkpoint.ErrFormat)
 	}
 	n, err := shapeSize(what, t.GetDims())
 	if err != nil {
@@ -237,4 +241,48 @@ func sortedKeys(m map[string]int64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// halfOf returns the half format of an ONNX element type.
+func halfOf(et int32) (kernel.HalfFormat, bool) {
+	switch onnxpb.TensorProto_DataType(et) {
+	case onnxpb.TensorProto_FLOAT16:
+		return kernel.Float16, true
+	case onnxpb.TensorProto_BFLOAT16:
+		return kernel.BFloat16, true
+	}
+	return 0, false
+}
+
+// decodeHalf returns the float32 values of t, a tensor of half values f:
+// two little-endian bytes each in raw_data, or one a value of int32_data.
+func decodeHalf(what string, t *onnxpb.TensorProto, f kernel.HalfFormat) (*tensor.Dense, error) {
+	n, err := shapeSize(what, t.GetDims())
+	if err != nil {
+		return nil, err
+	}
+	raw := t.GetRawData()
+	if raw == nil {
+		bits := t.GetInt32Data()
+		if len(bits) != n {
+			return nil, fmt.Errorf("%s: %d values for %d: %w", what, len(bits), n, checkpoint.ErrFormat)
+		}
+		raw = make([]byte, 2*n)
+		for i, b := range bits {
+			binary.LittleEndian.PutUint16(raw[2*i:], uint16(b))
+		}
+	}
+	if len(raw) != 2*n {
+		return nil, fmt.Errorf("%s: %d bytes of raw data for %d values of 2: %w", what, len(raw), n, checkpoint.ErrFormat)
+	}
+	v := make([]float32, n)
+	kernel.FromHalf(f, v, raw)
+	shape := make(tensor.Shape, len(t.GetDims()))
+	for k, d := range t.GetDims() {
+		shape[k] = int(d)
+	}
+	if len(shape) == 0 {
+		return tensor.New(tensor.FromScalar(v[0])), nil
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v)), nil
 }
