@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"encoding/json"
 	"math"
 
 	"gorgonia.org/gorgonia"
@@ -26,6 +27,45 @@ import (
 // find each id's bag as the number of offsets at or below its position,
 // minus one.
 func (e *exporter) bag(n *gorgonia.Node, s graphop.BagSpec, in []string) (string, error) {
+	nodes, inits := len(e.gp.Node), len(e.gp.Initializer)
+	out, err := e.bagNodes(n, s, in)
+	if err != nil {
+		return "", err
+	}
+	// Every part of the composition says so, and its last node says what
+	// it computes, so that Import reads the bag back as one op.
+	for _, np := range e.gp.Node[nodes:] {
+		np.DocString = ptr(bagPart)
+	}
+	for _, t := range e.gp.Initializer[inits:] {
+		t.DocString = ptr(bagPart)
+	}
+	spec, err := json.Marshal(bagDoc{Spec: s, Inputs: in})
+	if err != nil {
+		return "", err
+	}
+	e.gp.Node[len(e.gp.Node)-1].DocString = ptr(bagMark + string(spec))
+	return out, nil
+}
+
+// The doc strings of a bag's composition: bagPart on each of its nodes
+// and initializers but the last node, which holds bagMark and its
+// bagDoc.
+const (
+	bagPart = "gathergrad: part of an EmbeddingBag"
+	bagMark = "gathergrad: EmbeddingBag "
+)
+
+// bagDoc is what the last node of a bag's composition says of it: the
+// op and the names of its inputs (table, ids, then offsets and weights
+// as the spec has them).
+type bagDoc struct {
+	Spec   graphop.BagSpec
+	Inputs []string
+}
+
+// bagNodes writes the composition of bag.
+func (e *exporter) bagNodes(n *gorgonia.Node, s graphop.BagSpec, in []string) (string, error) {
 	kids := children(n)
 	table, ids := kids[0], kids[1]
 	dt := table.Dtype()

@@ -140,11 +140,10 @@ func TestORTBags(t *testing.T) {
 	}
 }
 
-// A click model of three pooled features (tables of 30, 40 and 50 rows,
-// sum, mean and max bags), concatenated, a linear layer and a sigmoid,
-// exported: ONNX Runtime runs it to Go's probabilities within 1e-6.
-func TestORTClickBags(t *testing.T) {
-	needORT(t)
+// clickBags is a click model of three pooled features (tables of 30, 40
+// and 50 rows, sum, mean and max bags), concatenated, a linear layer and
+// a sigmoid.
+func clickBags(t *testing.T) bagGraph {
 	g := gorgonia.NewGraph()
 	r := rand.New(rand.NewPCG(5, 6))
 	const batch, k, dim = 6, 4, 3
@@ -189,5 +188,60 @@ func TestORTClickBags(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.g.Outputs, b.g.OutputNames = []*gorgonia.Node{p}, []string{"out"}
-	t.Logf("ONNX Runtime within %.2g of Go", b.checkORT(t))
+	return b
+}
+
+// The click model of three bags, exported: ONNX Runtime runs it to Go's
+// probabilities within 1e-6.
+func TestORTClickBags(t *testing.T) {
+	needORT(t)
+	t.Logf("ONNX Runtime within %.2g of Go", clickBags(t).checkORT(t))
+}
+
+// The click model of three bags, exported and imported: the same bits.
+func TestClickBagsRoundTrip(t *testing.T) { clickBags(t).roundTrip(t) }
+
+// roundTrip exports b, imports the file and runs it: the same bits as
+// b's graph.
+func (b bagGraph) roundTrip(t *testing.T) {
+	t.Helper()
+	want := b.forward(t)
+	path := filepath.Join(t.TempDir(), "bag.onnx")
+	if err := Export(path, b.g); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadFile(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := run(t, m, b.values...)[0].Data().([]float32)
+	if len(got) != len(want) {
+		t.Fatalf("%d values back, %d in", len(got), len(want))
+	}
+	for i := range got {
+		if float64(got[i]) != want[i] {
+			t.Fatalf("read back: %v, want %v", got, want)
+		}
+	}
+}
+
+// Import reads every bag Export wrote back as nn.EmbeddingBag: the same
+// bits, in every mode and form.
+func TestBagRoundTrip(t *testing.T) {
+	for _, mode := range []nn.BagMode{nn.BagSum, nn.BagMean, nn.BagMax} {
+		for _, offsets := range []bool{true, false} {
+			for _, weights := range []bool{false, true} {
+				for _, pad := range []bool{false, true} {
+					last := offsets && weights
+					t.Run(fmt.Sprintf("%v/offsets=%v/weights=%v/pad=%v", mode, offsets, weights, pad), func(t *testing.T) {
+						var opts []nn.EmbeddingOption
+						if pad {
+							opts = append(opts, nn.WithPadding(7))
+						}
+						bagCase(t, mode, offsets, weights, last, opts...).roundTrip(t)
+					})
+				}
+			}
+		}
+	}
 }

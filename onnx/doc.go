@@ -29,7 +29,7 @@
 // Export writes a graph of this module's ops back (ExportOpset 13), for
 // ONNX Runtime, Triton or any other runtime to serve: Import(Export(g))
 // runs bit for bit as g, and nn.EmbeddingBag is written as a composition
-// of standard operators (see Export).
+// of standard operators (see Export) that Import reads back as one bag.
 //
 // Element types: float, double, int64 and int32; float16 and bfloat16
 // initializers are read as float32 values (Export writes them with

@@ -47,7 +47,8 @@ type Graph struct {
 // a padding id, is written as a composition of standard operators
 // (Gather, Mul, Unsqueeze, Shape, Expand, Cast, Equal, Not,
 // GreaterOrEqual, Greater, Slice, ReduceSum, ReduceMax, MatMul, Max, Div,
-// Where), which ONNX Runtime runs and Import does not read. Losses and
+// Where), which ONNX Runtime runs; its nodes' doc strings mark it, and
+// Import reads it back as one nn.EmbeddingBag. Losses and
 // optimiser state, which only training needs, are not written: name the
 // outputs. A node of another op is an error naming it and its op, and
 // nothing is written. Every value keeps the shape it has in g (the

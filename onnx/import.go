@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -120,6 +121,9 @@ func Import(b []byte, o Options) (*Model, error) {
 		sparse: map[*gorgonia.Node]*nn.Embedding{}}
 	m := &Model{Graph: bd.g, Opset: opset}
 	for _, t := range gp.GetInitializer() {
+		if t.GetDocString() == bagPart {
+			continue // a constant of a bag's composition, which is read as one op
+		}
 		v, err := decode(t)
 		if err != nil {
 			return nil, err
@@ -162,7 +166,16 @@ func Import(b []byte, o Options) (*Model, error) {
 		m.Inputs = append(m.Inputs, n)
 	}
 	for _, np := range gp.GetNode() {
-		if err := bd.apply(np); err != nil {
+		var err error
+		switch doc := np.GetDocString(); {
+		case doc == bagPart:
+			continue
+		case strings.HasPrefix(doc, bagMark):
+			err = bd.bag(np, strings.TrimPrefix(doc, bagMark))
+		default:
+			err = bd.apply(np)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -415,4 +428,55 @@ func Ops() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// bag reads the last node of a bag's composition that Export wrote, whose
+// doc string doc describes it, as nn.EmbeddingBag of its inputs.
+func (b *builder) bag(np *onnxpb.NodeProto, doc string) error {
+	var d bagDoc
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return fmt.Errorf("onnx: node %q describes a bag that is not one: %v: %w", np.GetName(), err, checkpoint.ErrFormat)
+	}
+	s := d.Spec
+	want := 2
+	if s.Offsets {
+		want++
+	}
+	if s.Weights {
+		want++
+	}
+	if len(d.Inputs) != want || len(np.GetOutput()) != 1 || s.Mode < int(nn.BagSum) || s.Mode > int(nn.BagMax) {
+		return fmt.Errorf("onnx: node %q describes a bag of %d inputs, mode %d: %w", np.GetName(), len(d.Inputs), s.Mode, checkpoint.ErrFormat)
+	}
+	in := make([]*gorgonia.Node, 4) // table, ids, offsets, weights
+	k := 0
+	for i, has := range []bool{true, true, s.Offsets, s.Weights} {
+		if !has {
+			continue
+		}
+		n, ok := b.values[d.Inputs[k]]
+		if !ok {
+			return fmt.Errorf("onnx: node %q: the bag's input %q is defined by no earlier node: %w", np.GetName(), d.Inputs[k], checkpoint.ErrFormat)
+		}
+		if _, sparse := b.sparse[n]; sparse {
+			return fmt.Errorf("onnx: node %q: a bag reads %q, a sparse table (Options.Sparse), which only Gather's data may be: %w", np.GetName(), d.Inputs[k], errs.ErrOption)
+		}
+		in[i], k = n, k+1
+	}
+	var opts []nn.EmbeddingOption
+	if s.HasPad {
+		opts = append(opts, nn.WithPadding(s.Pad))
+	}
+	if s.LastOffset {
+		opts = append(opts, nn.WithIncludeLastOffset())
+	}
+	out, err := nn.EmbeddingBag(in[0], in[1], in[2], in[3], nn.BagMode(s.Mode), opts...)
+	if err != nil {
+		return fmt.Errorf("onnx: node %q: %w", np.GetName(), err)
+	}
+	if _, dup := b.values[np.GetOutput()[0]]; dup {
+		return fmt.Errorf("onnx: node %q: its output %q is defined twice: %w", np.GetName(), np.GetOutput()[0], checkpoint.ErrFormat)
+	}
+	b.values[np.GetOutput()[0]] = out
+	return nil
 }
