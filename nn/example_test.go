@@ -543,3 +543,31 @@ func ExampleWithIgnoreIndex() {
 	// loss: 0.1269
 	// gradient: [-0.0596 0.0596 0.0596 -0.0596 0.0000 0.0000]
 }
+
+// What a table can do beyond lookups and steps depends on where its rows
+// live, and its Home says so by the interfaces it has: a table in memory
+// holds its weights (nn.Weights, an optim.Param for optim.State) and has
+// nothing to sync; a table in a file (OpenEmbedding) syncs too, and a
+// cached one (CachedEmbedding) is an nn.Cache.
+func ExampleEmbedding_Home() {
+	emb, err := nn.NewEmbedding(gorgonia.NewGraph(), "items", 5, 3, tensor.Float32, nn.WithSparse())
+	if err != nil {
+		log.Fatal(err)
+	}
+	if w, ok := emb.Home().(nn.Weights); ok {
+		t, _ := w.Weight()
+		fmt.Println("weights:", t.Shape())
+		state, err := optim.State(w, optim.NewSparseAdam(0.01)).State()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("adam's state:", len(state), "tensors")
+	}
+	_, syncs := emb.Home().(nn.Syncer)
+	_, cached := emb.Home().(nn.Cache)
+	fmt.Println("syncs:", syncs, "cached:", cached)
+	// Output:
+	// weights: (5, 3)
+	// adam's state: 3 tensors
+	// syncs: false cached: false
+}
