@@ -584,11 +584,7 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 	c.release = fileio.Hold(path, f)
 	if fo.IDMap != nil {
 		if err := c.keepIDMap(context.Background(), fo.IDMap, fo.IDMapRow); err != nil {
-			// Closed without a Sync: the file stays as it was.
-			c.closed = true
-			c.cache.Close()
-			j.Close()
-			c.release()
+			c.free() // without a Sync: the file stays as it was
 			return nil, err
 		}
 	}
@@ -882,12 +878,21 @@ func (c *Cached) Close() error {
 		return nil
 	}
 	err := c.Sync(context.Background())
+	if e := c.free(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// free closes the table without syncing it: it frees the cache's memory
+// and, for a file, closes its journal and the file and frees it for
+// another open. It returns the first error of those closes.
+func (c *Cached) free() error {
+	var err error
 	c.closed = true
 	c.cache.Close()
 	if c.journal != nil {
-		if e := c.journal.Close(); err == nil {
-			err = e
-		}
+		err = c.journal.Close()
 	}
 	if c.file != nil {
 		c.release()
