@@ -915,3 +915,37 @@ func statsOf(m Mapper) IDMapStats {
 	}
 	return s
 }
+
+// HeldIDMap gives each held id its row, in the recency order of Last,
+// frees the other rows, keeps the counts; a row outside the map, a row
+// held twice or an id holding two rows is an error naming it.
+func TestHeldIDMap(t *testing.T) {
+	o := IDMapOptions{Rows: 4, Evict: EvictLRU}
+	st := IDMapStats{Admitted: 7, Evicted: 4, Used: 99}
+	m, err := HeldIDMap("h", o, []HeldRow{{Row: 2, ID: -5, Last: 9, Uses: 3}, {Row: 0, ID: 11, Last: 4, Uses: 1}}, st)
+	require.NoError(t, err)
+	for id, want := range map[int64]int64{-5: 2, 11: 0} {
+		row, ok := m.Row(id)
+		require.True(t, ok)
+		require.Equal(t, want, row)
+	}
+	got := statsOf(m)
+	require.Equal(t, IDMapStats{Used: 2, Admitted: 7, Evicted: 4}, got)
+	// Full: two new ids take the free rows 1 and 3; a third evicts the
+	// least recent, id 11 (last used at 4), not -5 (at 9).
+	rows := make([]int64, 3)
+	_, err = m.Map(context.Background(), []int64{100, 101, 102}, rows, 10, nil)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{1, 3, 0}, rows)
+	_, held := m.Row(11)
+	require.False(t, held)
+	for _, bad := range [][]HeldRow{
+		{{Row: 4, ID: 1}},
+		{{Row: -1, ID: 1}},
+		{{Row: 1, ID: 1}, {Row: 1, ID: 2}},
+		{{Row: 1, ID: 1}, {Row: 2, ID: 1}},
+	} {
+		_, err := HeldIDMap("h", o, bad, IDMapStats{})
+		require.ErrorIs(t, err, errs.ErrOption, "%v", bad)
+	}
+}
