@@ -167,28 +167,11 @@ func (e *exporter) visit(n *gorgonia.Node) (string, error) {
 	if o, ok := op.(graphop.Bag); ok {
 		return e.bag(n, o.BagSpec(), in)
 	}
-	t, attrs, extra, value, perm, err := gorgoniaOp(n)
+	name, err := e.gorgonia(n, in)
 	if err != nil {
 		return "", fmt.Errorf("onnx: node %q: %w", n.Name(), err)
 	}
-	switch {
-	case value != nil:
-		name, err := e.constant(value)
-		if err != nil {
-			return "", err
-		}
-		return e.finish(n, name)
-	case perm != nil:
-		return e.finish(n, e.emit("Transpose", []*onnxpb.AttributeProto{intsAttr("perm", perm...)}, in...))
-	}
-	for _, x := range extra {
-		name, err := e.constant(x)
-		if err != nil {
-			return "", err
-		}
-		in = append(in, name)
-	}
-	return e.node(n, t, attrs, in...)
+	return name, nil
 }
 
 // initializer writes the value of the leaf n under its name.
@@ -253,14 +236,11 @@ func (e *exporter) constant(v *tensor.Dense) (string, error) {
 
 // node writes the node of n: op type t, attributes attrs, inputs in.
 func (e *exporter) node(n *gorgonia.Node, t string, attrs map[string]int64, in ...string) (string, error) {
-	out := e.fresh(t)
-	np := &onnxpb.NodeProto{OpType: &t, Name: &out, Input: in, Output: []string{out}}
+	var as []*onnxpb.AttributeProto
 	for _, k := range sortedKeys(attrs) {
-		np.Attribute = append(np.Attribute, &onnxpb.AttributeProto{Name: ptr(k), I: ptr(attrs[k]), Type: onnxpb.AttributeProto_INT.Enum()})
+		as = append(as, intAttr(k, attrs[k]))
 	}
-	e.gp.Node = append(e.gp.Node, np)
-	e.names[n] = out
-	return out, nil
+	return e.finish(n, e.emit(t, as, in...))
 }
 
 // fresh returns a new value name starting with what.
@@ -291,10 +271,9 @@ func relu(n *gorgonia.Node) (*gorgonia.Node, bool) {
 	return nil, false
 }
 
-// gorgoniaOp returns the ONNX op of n's Gorgonia op, its attributes, the
-// constant inputs it takes after n's, the value of a Constant and the
-// permutation of a Transpose, or an error naming the op.
-func gorgoniaOp(n *gorgonia.Node) (string, map[string]int64, []*tensor.Dense, *tensor.Dense, []int64, error) {
+// gorgonia writes the node of n, of a Gorgonia op, whose inputs have the
+// value names in, or returns an error naming the op.
+func (e *exporter) gorgonia(n *gorgonia.Node, in []string) (string, error) {
 	op := n.Op()
 	sym := op.String()
 	switch graphop.TypeName(op) {
@@ -302,15 +281,37 @@ func gorgoniaOp(n *gorgonia.Node) (string, map[string]int64, []*tensor.Dense, *t
 		t, ok := map[string]string{"+ false": "Add", "- false": "Sub", "⊙ false": "Mul", "÷ false": "Div"}[sym]
 		a, b := children(n)[0], children(n)[1]
 		if ok && (a.Shape().Eq(b.Shape()) || a.IsScalar() || b.IsScalar()) {
-			return t, nil, nil, nil, nil, nil
+			return e.node(n, t, nil, in...)
+		}
+	case "gorgonia.elemUnaryOp":
+		if t, ok := map[string]string{"neg": "Neg", "exp": "Exp", "ln": "Log", "tanh": "Tanh", "sigmoid": "Sigmoid"}[sym]; ok {
+			return e.node(n, t, nil, in...)
+		}
+	case "gorgonia.reshapeOp":
+		to := make([]int64, len(n.Shape()))
+		for k, d := range n.Shape() {
+			to[k] = int64(d)
+		}
+		shape, err := e.constant(tensor.New(tensor.WithShape(len(to)), tensor.WithBacking(to)))
+		if err != nil {
+			return "", err
+		}
+		return e.node(n, "Reshape", nil, in[0], shape)
+	case "gorgonia.linAlgBinOp":
+		if sym == "×" && children(n)[0].Dims() == 2 && children(n)[1].Dims() == 2 {
+			return e.node(n, "MatMul", nil, in...)
 		}
 	case "gorgonia.transposeOp": // "Aᵀ{1, 0}"
 		if perm, ok := parseInts(sym, "Aᵀ{", "}"); ok {
-			return "Transpose", nil, nil, nil, perm, nil
+			return e.finish(n, e.emit("Transpose", []*onnxpb.AttributeProto{intsAttr("perm", perm...)}, in...))
 		}
 	case "gorgonia.sumOp": // "Σ[0 1]"
 		if axes, ok := parseInts(sym, "Σ[", "]"); ok {
-			return "ReduceSum", map[string]int64{"keepdims": 0}, []*tensor.Dense{tensor.New(tensor.WithShape(len(axes)), tensor.WithBacking(axes))}, nil, nil, nil
+			a, err := e.constant(tensor.New(tensor.WithShape(len(axes)), tensor.WithBacking(axes)))
+			if err != nil {
+				return "", err
+			}
+			return e.node(n, "ReduceSum", map[string]int64{"keepdims": 0}, in[0], a)
 		}
 	case "gorgonia.sizeOp": // "SizeOf=3", a constant of the graph's shapes
 		if v, ok := parseInts(sym, "SizeOf=", ""); ok && len(v) == 1 {
@@ -322,25 +323,15 @@ func gorgoniaOp(n *gorgonia.Node) (string, map[string]int64, []*tensor.Dense, *t
 				c = tensor.New(tensor.FromScalar(float64(v[0])))
 			}
 			if c != nil {
-				return "Constant", nil, nil, c, nil, nil
+				name, err := e.constant(c)
+				if err != nil {
+					return "", err
+				}
+				return e.finish(n, name)
 			}
 		}
-	case "gorgonia.elemUnaryOp":
-		if t, ok := map[string]string{"neg": "Neg", "exp": "Exp", "ln": "Log", "tanh": "Tanh", "sigmoid": "Sigmoid"}[sym]; ok {
-			return t, nil, nil, nil, nil, nil
-		}
-	case "gorgonia.reshapeOp":
-		to := make([]int64, len(n.Shape()))
-		for k, d := range n.Shape() {
-			to[k] = int64(d)
-		}
-		return "Reshape", nil, []*tensor.Dense{tensor.New(tensor.WithShape(len(to)), tensor.WithBacking(to))}, nil, nil, nil
-	case "gorgonia.linAlgBinOp":
-		if sym == "×" && children(n)[0].Dims() == 2 && children(n)[1].Dims() == 2 {
-			return "MatMul", nil, nil, nil, nil, nil
-		}
 	}
-	return "", nil, nil, nil, nil, fmt.Errorf("op %s (%s): Export writes %s: %w", sym, graphop.TypeName(op), strings.Join(exportOps, ", "), errs.ErrOption)
+	return "", fmt.Errorf("op %s (%s): Export writes %s: %w", sym, graphop.TypeName(op), strings.Join(exportOps, ", "), errs.ErrOption)
 }
 
 // exportOps are the ops Export writes, for its errors.

@@ -400,8 +400,17 @@ func (c *call) constInts(k int, what string) ([]int64, error) {
 // (negative counts from the end), or an error.
 func (c *call) axis(name string, def int64, r int) (int, error) {
 	a := c.int(name, def)
-	if a < -int64(r) || a >= int64(max(r, 1)) {
-		return 0, fmt.Errorf("%s %d for rank %d: %w", name, a, r, errs.ErrAxisOutOfRange)
+	if r == 0 && a == 0 {
+		return 0, nil // the one axis a scalar is read along, as ONNX's checker allows
+	}
+	return normAxis(name, a, r)
+}
+
+// normAxis returns a, what's axis of a tensor of rank r, in [0, r):
+// negative counts from the end; another is an error.
+func normAxis(what string, a int64, r int) (int, error) {
+	if a < -int64(r) || a >= int64(r) {
+		return 0, fmt.Errorf("%s %d for rank %d: %w", what, a, r, errs.ErrAxisOutOfRange)
 	}
 	if a < 0 {
 		a += int64(r)

@@ -302,13 +302,11 @@ func reduce(f func(*gorgonia.Node, ...int) (*gorgonia.Node, error), axesInput bo
 		r := x.Dims()
 		along := make([]int, 0, len(axes))
 		for _, a := range axes {
-			if a < -int64(r) || a >= int64(r) {
-				return nil, fmt.Errorf("axis %d for rank %d: %w", a, r, errs.ErrAxisOutOfRange)
+			k, err := normAxis("axis", a, r)
+			if err != nil {
+				return nil, err
 			}
-			if a < 0 {
-				a += int64(r)
-			}
-			along = append(along, int(a))
+			along = append(along, k)
 		}
 		y, err := f(x, along...)
 		if err != nil {
