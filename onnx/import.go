@@ -401,7 +401,7 @@ func (c *call) constInts(k int, what string) ([]int64, error) {
 func (c *call) axis(name string, def int64, r int) (int, error) {
 	a := c.int(name, def)
 	if r == 0 && a == 0 {
-		return 0, nil // the one axis a scalar is read along, as ONNX's checker allows
+		return 0, nil // a scalar input takes axis 0 alone; the op then says what it makes of it
 	}
 	return normAxis(name, a, r)
 }
