@@ -194,7 +194,7 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (_ *gorgonia.Node, err error) {
 	if ids == nil {
 		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
 	}
-	idx, err := e.home.index(e, ids, "embedding") // for a cache, the slots
+	idx, err := e.home.index(ids, "embedding") // for a cache, the slots
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 	if ids == nil {
 		return nil, fmt.Errorf("%s: ids must be a node: %w", prefix, gather.ErrShape)
 	}
-	idx, err := e.home.index(e, ids, opBag) // for a cache, the slots
+	idx, err := e.home.index(ids, opBag) // for a cache, the slots
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func (e *Embedding) options(op string) []gather.Option {
 // home reads it (for a file table, after a willNeedOp over those ids);
 // with WithMaxNorm, the output of a renormOp over them.
 func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
-	table, err := e.home.read(e, ids)
+	table, err := e.home.read(ids)
 	if err != nil || e.cfg.maxNorm == 0 {
 		return table, err
 	}

@@ -87,12 +87,12 @@ type Cache interface {
 // home is what an Embedding needs of its Home.
 type home interface {
 	Home
-	// index returns the node of the rows of e.Table that ids name: ids
-	// itself, or a cache's slots.
-	index(e *Embedding, ids *gorgonia.Node, op string) (*gorgonia.Node, error)
+	// index returns the node of the rows of the embedding's Table that
+	// ids name: ids itself, or a cache's slots.
+	index(ids *gorgonia.Node, op string) (*gorgonia.Node, error)
 	// read returns the table node as a lookup of the rows idx names
 	// reads it.
-	read(e *Embedding, idx *gorgonia.Node) (*gorgonia.Node, error)
+	read(idx *gorgonia.Node) (*gorgonia.Node, error)
 	// padRow returns the row of e.Table that holds the padding row pad.
 	padRow(pad int) int
 	// step updates the rows of g by opt.
@@ -111,14 +111,14 @@ type heap struct {
 	cols []rule.Column      // the columns of tab's state
 }
 
-func (h *heap) index(_ *Embedding, ids *gorgonia.Node, _ string) (*gorgonia.Node, error) {
+func (h *heap) index(ids *gorgonia.Node, _ string) (*gorgonia.Node, error) {
 	return ids, nil
 }
 
-func (h *heap) read(e *Embedding, _ *gorgonia.Node) (*gorgonia.Node, error) { return e.Table, nil }
-func (h *heap) Vocab() int                                                  { return h.w.Shape()[0] }
-func (h *heap) Name() string                                                { return h.e.Name() }
-func (h *heap) padRow(pad int) int                                          { return pad }
+func (h *heap) read(*gorgonia.Node) (*gorgonia.Node, error) { return h.e.Table, nil }
+func (h *heap) Vocab() int                                  { return h.w.Shape()[0] }
+func (h *heap) Name() string                                { return h.e.Name() }
+func (h *heap) padRow(pad int) int                          { return pad }
 
 func (h *heap) Weight() (*tensor.Dense, error) {
 	if h.e.closed {
@@ -176,8 +176,8 @@ type mapped struct {
 	file *table.File
 }
 
-func (m *mapped) read(e *Embedding, idx *gorgonia.Node) (*gorgonia.Node, error) {
-	return e.willNeed(m.file, idx)
+func (m *mapped) read(idx *gorgonia.Node) (*gorgonia.Node, error) {
+	return m.e.willNeed(m.file, idx)
 }
 
 func (m *mapped) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error {
@@ -210,14 +210,14 @@ type cached struct {
 	next    []int64    // the next batch's ids (Prefetch)
 }
 
-func (h *cached) index(e *Embedding, ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
-	return e.slotIDs(h, ids, op)
+func (h *cached) index(ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
+	return h.e.slotIDs(h, ids, op)
 }
 
-func (h *cached) read(e *Embedding, _ *gorgonia.Node) (*gorgonia.Node, error) { return e.Table, nil }
-func (h *cached) Vocab() int                                                  { return int(h.c.Schema().Rows) }
-func (h *cached) Cached() *table.Cached                                       { return h.c }
-func (h *cached) SetContext(ctx context.Context)                              { h.ctx = ctx }
+func (h *cached) read(*gorgonia.Node) (*gorgonia.Node, error) { return h.e.Table, nil }
+func (h *cached) Vocab() int                                  { return int(h.c.Schema().Rows) }
+func (h *cached) Cached() *table.Cached                       { return h.c }
+func (h *cached) SetContext(ctx context.Context)              { h.ctx = ctx }
 
 // context returns the context of the fetches.
 func (h *cached) context() context.Context {
