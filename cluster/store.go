@@ -224,12 +224,14 @@ func (s *Store) Stats() Stats {
 	return Stats{Retries: s.retries.Load(), Degraded: s.degraded.Load(), Pipelines: s.pipes.Load()}
 }
 
-// Create writes the table name to the cluster as Create writes a
+// Create writes the table name to the cluster as table.Create writes a
 // file: vocab rows of dim values of dtype dt, from N(0, 1) with
 // WithSeed's seed (the values nn.NewEmbedding draws) or by WithInit's
 // initialiser, WithPadding's row zero, each followed by WithState's
 // state, each value its column's Init. A table of that name
-// already on the cluster is an error unless WithReplace is given.
+// already on the cluster is an error unless WithReplace is given;
+// WithHalf is an error wrapping gather.ErrOption (the cluster's rows are
+// float32 or float64).
 func Create(ctx context.Context, o Options, name string, vocab int64, dim int, dt tensor.Dtype, opts ...table.Option) error {
 	prefix := fmt.Sprintf("table %q", name)
 	var cfg tablerows.Config
@@ -241,6 +243,9 @@ func Create(ctx context.Context, o Options, name string, vocab int64, dim int, d
 	}
 	if vocab <= 0 || dim <= 0 || name == "" {
 		return fmt.Errorf("%s: needs a name, and a positive vocabulary (%d) and dimension (%d): %w", prefix, vocab, dim, errs.ErrShape)
+	}
+	if cfg.Half != 0 {
+		return fmt.Errorf("%s: a table on a Redis Cluster holds float32 or float64 values, not %v (table.WithHalf): %w", prefix, table.Format(cfg.Half), errs.ErrOption)
 	}
 	if cfg.HasPad {
 		var err error

@@ -566,3 +566,12 @@ func TestStartLocal(t *testing.T) {
 		t.Fatalf("a cluster of 2 masters: %v", err)
 	}
 }
+
+// A half table (table.WithHalf) is refused before the cluster is
+// reached: its servers step float32 and float64 rows.
+func TestCreateHalfRefused(t *testing.T) {
+	err := cluster.Create(context.Background(), cluster.Options{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second}, "h", 10, 4, tensor.Float32, table.WithHalf(table.Float16))
+	if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "float16") {
+		t.Fatalf("a half table: %v", err)
+	}
+}
