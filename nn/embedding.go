@@ -41,8 +41,9 @@ type Embedding struct {
 	// taps are checked (see tapCheckDue).
 	rowGrads int
 
-	home   home // where the rows live
-	closed bool // Close was called
+	home   home        // where the rows live
+	coll   *Collection // the collection that looks the table up, if any
+	closed bool        // Close was called
 }
 
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -194,6 +195,9 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (_ *gorgonia.Node, err error) {
 	if ids == nil {
 		return nil, fmt.Errorf("embedding %q: ids must be a node: %w", e.Table.Name(), gather.ErrShape)
 	}
+	if e.coll != nil {
+		return nil, fmt.Errorf("embedding %q: the table is in a collection, which looks it up: %w", e.Table.Name(), gather.ErrOption)
+	}
 	idx, err := e.home.index(ids, "embedding") // for a cache, the slots
 	if err != nil {
 		return nil, err
@@ -229,6 +233,9 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 	}
 	if ids == nil {
 		return nil, fmt.Errorf("%s: ids must be a node: %w", prefix, gather.ErrShape)
+	}
+	if e.coll != nil {
+		return nil, fmt.Errorf("%s: the table is in a collection, which looks it up: %w", prefix, gather.ErrOption)
 	}
 	idx, err := e.home.index(ids, opBag) // for a cache, the slots
 	if err != nil {

@@ -12,18 +12,19 @@ import (
 // floatOps are the loops of package nn's ops on the tensors of one float
 // dtype, picked once (floatsFor): each op keeps the ones of its dtype.
 type floatOps struct {
-	clear        func(t *tensor.Dense)
-	addInto      func(dst, src *tensor.Dense)
-	addBand      func(part, whole *tensor.Dense, outer, row, w, at int) // part [outer, w] += whole [outer, row]'s columns [at, at+w)
-	copyAt       func(dst *tensor.Dense, off int, src *tensor.Dense)    // src's values into dst from element off on
-	firstNonZero func(t *tensor.Dense) int
-	divideByFreq func(g *tensor.Dense, ids operand.Indices, vocab int)
-	renorm       func(table *tensor.Dense, ids operand.Indices, dim int, maxNorm float64)
-	toFloat64    func(dst []float64, src *tensor.Dense)
-	fromFloat64  func(dst *tensor.Dense, src []float64)
-	pool         func(out, table *tensor.Dense, a bagArgs, dim int)
-	bagGrad      func(dst, g, table *tensor.Dense, a bagArgs, dim int, wrtTable bool, c float64, freq bool)
-	positionGrad func(out, g, table *tensor.Dense, a bagArgs, vocab, dim int, s *argScratch)
+	clear          func(t *tensor.Dense)
+	addInto        func(dst, src *tensor.Dense)
+	addBand        func(part, whole *tensor.Dense, outer, row, w, at int) // part [outer, w] += whole [outer, row]'s columns [at, at+w)
+	copyAt         func(dst *tensor.Dense, off int, src *tensor.Dense)    // src's values into dst from element off on
+	firstNonZero   func(t *tensor.Dense) int
+	firstNonFinite func(t *tensor.Dense) int
+	divideByFreq   func(g *tensor.Dense, ids operand.Indices, vocab int)
+	renorm         func(table *tensor.Dense, ids operand.Indices, dim int, maxNorm float64)
+	toFloat64      func(dst []float64, src *tensor.Dense)
+	fromFloat64    func(dst *tensor.Dense, src []float64)
+	pool           func(out, table *tensor.Dense, a bagArgs, dim int)
+	bagGrad        func(dst, g, table *tensor.Dense, a bagArgs, dim int, wrtTable bool, c float64, freq bool)
+	positionGrad   func(out, g, table *tensor.Dense, a bagArgs, vocab, dim int, s *argScratch)
 }
 
 var float32Ops, float64Ops = floatOpsOf[float32](), floatOpsOf[float64]()
@@ -44,8 +45,9 @@ func floatOpsOf[T kernel.Float]() floatOps {
 				kernel.AddInto(p[k*w:(k+1)*w], wh[k*row+at:k*row+at+w])
 			}
 		},
-		copyAt:       func(dst *tensor.Dense, off int, src *tensor.Dense) { copy(f(dst)[off:], f(src)) },
-		firstNonZero: func(t *tensor.Dense) int { return kernel.FirstNonZero(f(t)) },
+		copyAt:         func(dst *tensor.Dense, off int, src *tensor.Dense) { copy(f(dst)[off:], f(src)) },
+		firstNonZero:   func(t *tensor.Dense) int { return kernel.FirstNonZero(f(t)) },
+		firstNonFinite: func(t *tensor.Dense) int { return kernel.FirstNonFinite(f(t)) },
 		divideByFreq: func(g *tensor.Dense, ids operand.Indices, vocab int) {
 			n := ids.Shape.TotalSize()
 			if n == 0 {

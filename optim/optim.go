@@ -98,6 +98,34 @@ func (t *MemoryTable) Step(_ context.Context, opt Sparse, g *RowGrad) error {
 	return nil
 }
 
+// StepBlocks is Step with the row gradient given in blocks, so that the
+// whole of it is never built: next sets g to the next block (distinct
+// rows in ascending order, none in an earlier block, and their values)
+// and reports whether there was one. Each block is updated as part of
+// step Steps()+1, which is counted once, after the last; opt's settings
+// are checked (Check) before any row moves. A block opt refuses (a
+// gradient that is not finite, with CheckFinite) stops the step with the
+// blocks before it applied and the step not counted.
+func (t *MemoryTable) StepBlocks(_ context.Context, opt Sparse, next func(g *RowGrad) bool) error {
+	if opt == nil {
+		return fmt.Errorf("optim: StepBlocks needs an optimiser: %w", errs.ErrOption)
+	}
+	dim := t.Weight.Shape()[1]
+	empty := &RowGrad{Values: tensor.New(tensor.Of(t.Weight.Dtype()), tensor.WithShape(0, dim))}
+	if err := opt.Check(t.steps+1, empty, dim); err != nil {
+		return err
+	}
+	r := Rows{Weight: t.Weight, State: t.State, Step: t.steps + 1}
+	var g RowGrad
+	for next(&g) {
+		if err := opt.StepRows(r, &g); err != nil {
+			return err
+		}
+	}
+	t.steps++
+	return nil
+}
+
 // Steps returns the steps taken.
 func (t *MemoryTable) Steps() int64 { return t.steps }
 

@@ -1,0 +1,468 @@
+package nn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/vmtest"
+	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
+)
+
+// collSpec is a collection's test model: each feature's table (equal
+// numbers share one) and mode, each table's vocabulary and padding id
+// (-1 none), and where the tables live.
+type collSpec struct {
+	tableOf  []int
+	modes    []BagMode
+	vocab    []int
+	pad      []int
+	dim      int
+	weighted bool
+	cached   bool
+	fused    bool
+	dtype    tensor.Dtype
+	rule     optim.Sparse // whose columns a cache's store keeps
+}
+
+const collBatch = 7
+
+// collPer is how many ids a feature has in a batch of collBatchOf.
+const collPer = 2 * collBatch
+
+// collBatchOf draws a batch of spec: collPer ids a feature, spread at
+// random over its samples (empty bags among them), padding ids among
+// them, weights in [0.5, 1.5).
+func collBatchOf(spec collSpec, r *rand.Rand) (lengths, values []int64, weights []float64) {
+	for f := range spec.modes {
+		vocab := spec.vocab[spec.tableOf[f]]
+		var ls [collBatch]int64
+		for range collPer {
+			ls[r.IntN(collBatch)]++
+		}
+		for _, n := range ls {
+			lengths = append(lengths, n)
+			for range n {
+				v := int64(r.IntN(vocab))
+				if p := spec.pad[spec.tableOf[f]]; p >= 0 && r.IntN(5) == 0 {
+					v = int64(p)
+				}
+				values = append(values, v)
+				weights = append(weights, 0.5+r.Float64())
+			}
+		}
+	}
+	return lengths, values, weights
+}
+
+// collModel is spec's tables and loss, built once as a collection and once
+// as separate embeddings with a Bag each, concatenated.
+type collModel struct {
+	g       *gorgonia.ExprGraph
+	tables  []*Embedding
+	coll    *Collection
+	out     *gorgonia.Node
+	vm      *vmtest.Twin
+	values  *tensor.Dense // the collection's
+	offsets *tensor.Dense
+	weights *tensor.Dense
+	ids     []*tensor.Dense // the separate embeddings', a feature each
+	offs    []*tensor.Dense
+	ws      []*tensor.Dense
+	n       int // values' capacity
+}
+
+func newCollModel(t *testing.T, spec collSpec, asCollection bool, capacity int) *collModel {
+	m := &collModel{g: gorgonia.NewGraph(), n: capacity}
+	dt := spec.dtype
+	for k, v := range spec.vocab {
+		name := fmt.Sprintf("t%d", k)
+		opts := []EmbeddingOption{WithSparse(), WithSeed(uint64(10 + k))}
+		if spec.pad[k] >= 0 {
+			opts = append(opts, WithPadding(spec.pad[k]))
+		}
+		var e *Embedding
+		var err error
+		if spec.cached {
+			init, err := NewEmbedding(gorgonia.NewGraph(), name, v, spec.dim, dt, WithSeed(uint64(10+k)))
+			require.NoError(t, err)
+			w, _ := init.Home().(Weights).Weight()
+			store, err := table.NewMemoryStore(name, w, spec.rule.Columns(spec.dim)...)
+			require.NoError(t, err)
+			c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 1 << 20})
+			require.NoError(t, err)
+			var copts []EmbeddingOption
+			if spec.pad[k] >= 0 {
+				copts = append(copts, WithPadding(spec.pad[k]))
+			}
+			e, err = CachedEmbedding(m.g, c, copts...)
+			require.NoError(t, err)
+			t.Cleanup(func() { e.Close() })
+		} else {
+			e, err = NewEmbedding(m.g, name, v, spec.dim, dt, opts...)
+			require.NoError(t, err)
+		}
+		m.tables = append(m.tables, e)
+	}
+	nf := len(spec.modes)
+	var pooled *gorgonia.Node
+	var err error
+	if asCollection {
+		var feats []Feature
+		for f, mode := range spec.modes {
+			feats = append(feats, Feature{Key: fmt.Sprintf("f%d", f), Table: m.tables[spec.tableOf[f]], Mode: mode})
+		}
+		m.coll, err = NewCollection(feats, CollectionOptions{Weighted: spec.weighted, Fused: spec.fused})
+		require.NoError(t, err)
+		m.values = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(capacity))
+		m.offsets = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(nf*collBatch+1))
+		v := gorgonia.NodeFromAny(m.g, m.values, gorgonia.WithName("values"))
+		o := gorgonia.NodeFromAny(m.g, m.offsets, gorgonia.WithName("offsets"))
+		var w *gorgonia.Node
+		if spec.weighted {
+			m.weights = tensor.New(tensor.Of(dt), tensor.WithShape(capacity))
+			w = gorgonia.NodeFromAny(m.g, m.weights, gorgonia.WithName("weights"))
+		}
+		pooled, err = m.coll.Bag(v, o, w)
+		require.NoError(t, err)
+	} else {
+		var parts []*gorgonia.Node
+		for f, mode := range spec.modes {
+			ids := tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(capacity))
+			offs := tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(collBatch+1))
+			m.ids, m.offs = append(m.ids, ids), append(m.offs, offs)
+			in := gorgonia.NodeFromAny(m.g, ids, gorgonia.WithName(fmt.Sprintf("ids%d", f)))
+			on := gorgonia.NodeFromAny(m.g, offs, gorgonia.WithName(fmt.Sprintf("offs%d", f)))
+			var wn *gorgonia.Node
+			if spec.weighted {
+				w := tensor.New(tensor.Of(dt), tensor.WithShape(capacity))
+				m.ws = append(m.ws, w)
+				wn = gorgonia.NodeFromAny(m.g, w, gorgonia.WithName(fmt.Sprintf("w%d", f)))
+			}
+			p, err := m.tables[spec.tableOf[f]].Bag(in, on, wn, mode, WithIncludeLastOffset())
+			require.NoError(t, err)
+			parts = append(parts, p)
+		}
+		pooled, err = Concat(1, parts...)
+		require.NoError(t, err)
+	}
+	m.out = pooled
+	width := pooled.Shape()[1]
+	r := rand.New(rand.NewPCG(9, 9))
+	coef := make([]float64, collBatch*width)
+	for k := range coef {
+		coef[k] = r.NormFloat64()
+	}
+	var ct *tensor.Dense
+	if dt == tensor.Float32 {
+		c32 := make([]float32, len(coef))
+		for k, v := range coef {
+			c32[k] = float32(v)
+		}
+		ct = tensor.New(tensor.WithShape(collBatch, width), tensor.WithBacking(c32))
+	} else {
+		ct = tensor.New(tensor.WithShape(collBatch, width), tensor.WithBacking(coef))
+	}
+	cn := gorgonia.NodeFromAny(m.g, ct, gorgonia.WithName("coef"))
+	loss := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.HadamardProd(pooled, cn))))
+	var wrt gorgonia.Nodes
+	if asCollection {
+		wrt = m.coll.GradNodes()
+	} else {
+		for _, e := range m.tables {
+			wrt = append(wrt, e.GradNodes()...)
+		}
+	}
+	_, err = gorgonia.Grad(loss, wrt...)
+	require.NoError(t, err)
+	m.vm = vmtest.New(t, m.g)
+	t.Cleanup(func() { m.vm.Close() })
+	return m
+}
+
+// set binds a batch: the collection's values and offsets, or each
+// feature's ids and offsets.
+func (m *collModel) set(spec collSpec, lengths, values []int64, weights []float64) {
+	fill := func(dst *tensor.Dense, src []float64) {
+		if dst.Dtype() == tensor.Float32 {
+			d := dst.Float32s()
+			for k := range d {
+				d[k] = 1
+				if k < len(src) {
+					d[k] = float32(src[k])
+				}
+			}
+			return
+		}
+		d := dst.Float64s()
+		for k := range d {
+			d[k] = 1
+			if k < len(src) {
+				d[k] = src[k]
+			}
+		}
+	}
+	if m.coll != nil {
+		v, o := m.values.Int64s(), m.offsets.Int64s()
+		for k := range v {
+			v[k] = -99 // past the last offset: never read
+			if k < len(values) {
+				v[k] = values[k]
+			}
+		}
+		o[0] = 0
+		for k, n := range lengths {
+			o[k+1] = o[k] + n
+		}
+		if m.weights != nil {
+			fill(m.weights, weights)
+		}
+		return
+	}
+	at := 0
+	for f := range spec.modes {
+		ids, offs := m.ids[f].Int64s(), m.offs[f].Int64s()
+		start := at
+		offs[0] = 0
+		for b := range collBatch {
+			offs[b+1] = offs[b] + lengths[f*collBatch+b]
+		}
+		n := int(offs[collBatch])
+		copy(ids, values[start:start+n])
+		if m.ws != nil {
+			fill(m.ws[f], weights[start:start+n])
+		}
+		at += n
+	}
+}
+
+func (m *collModel) step(t *testing.T, opt optim.Sparse) {
+	require.NoError(t, m.vm.RunAll())
+	if m.coll != nil {
+		require.NoError(t, m.coll.Step(context.Background(), opt))
+	} else {
+		for _, e := range m.tables {
+			require.NoError(t, e.Step(context.Background(), opt))
+		}
+	}
+	m.vm.Reset()
+}
+
+// rows returns every table's rows.
+func (m *collModel) rows(t *testing.T) [][]float64 {
+	var out [][]float64
+	for _, e := range m.tables {
+		var w *tensor.Dense
+		switch h := e.Home().(type) {
+		case Weights:
+			w, _ = h.Weight()
+		case Cache:
+			ids := make([]int64, h.Vocab())
+			for i := range ids {
+				ids[i] = int64(i)
+			}
+			var err error
+			w, err = h.Cached().Read(context.Background(), ids)
+			require.NoError(t, err)
+		}
+		out = append(out, floatsOf(w))
+	}
+	return out
+}
+
+func floatsOf(t tensor.Tensor) []float64 {
+	switch d := t.Data().(type) {
+	case []float32:
+		out := make([]float64, len(d))
+		for k, v := range d {
+			out[k] = float64(v)
+		}
+		return out
+	case []float64:
+		return append([]float64{}, d...)
+	}
+	return nil
+}
+
+// A collection pools and trains every feature to the bits of separate
+// embeddings with a Bag each: every pooling mode, weights, padding, a
+// table shared by two features, a cache's tables, float32 and float64,
+// each rule; fused and unfused.
+func TestCollectionEqualsSeparate(t *testing.T) {
+	base := collSpec{tableOf: []int{0, 1, 1, 2}, modes: []BagMode{BagSum, BagMean, BagSum, BagMax},
+		vocab: []int{50, 30, 9}, pad: []int{-1, 29, 0}, dim: 5, dtype: tensor.Float32}
+	specs := map[string]collSpec{}
+	specs["modes"] = base
+	f64 := base
+	f64.dtype = tensor.Float64
+	specs["float64"] = f64
+	w := base
+	w.weighted, w.modes = true, []BagMode{BagSum, BagMean, BagSum, BagMean}
+	specs["weighted"] = w
+	fused := w
+	fused.fused = true
+	specs["fused"] = fused
+	c := base
+	c.cached = true
+	specs["cached"] = c
+	cf := fused
+	cf.cached = true
+	specs["cached fused"] = cf
+	rules := map[string]func() optim.Sparse{
+		"sgd":  func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.3, WeightDecay: 0.01} },
+		"adam": func() optim.Sparse { return optim.NewSparseAdam(0.1) },
+	}
+	for name, spec := range specs {
+		for rn, newOpt := range rules {
+			spec.rule = newOpt()
+			t.Run(name+"/"+rn, func(t *testing.T) {
+				coll := newCollModel(t, spec, true, len(spec.modes)*collPer+3)
+				sep := newCollModel(t, spec, false, collPer)
+				r := rand.New(rand.NewPCG(1, 2))
+				o1, o2 := newOpt(), newOpt()
+				for range 4 {
+					lengths, values, weights := collBatchOf(spec, r)
+					coll.set(spec, lengths, values, weights)
+					sep.set(spec, lengths, values, weights)
+					coll.step(t, o1)
+					sep.step(t, o2)
+					require.Equal(t, floatsOf(sep.out.Value().(tensor.Tensor)), floatsOf(coll.out.Value().(tensor.Tensor)), "pooled")
+				}
+				want, got := sep.rows(t), coll.rows(t)
+				for k := range want {
+					require.Equal(t, want[k], got[k], "table %d", k)
+				}
+			})
+		}
+	}
+}
+
+// The fused step leaves every table as the unfused one does, bit for bit,
+// over batches with repeated rows, for each rule.
+func TestCollectionFusedEqualsUnfused(t *testing.T) {
+	spec := collSpec{tableOf: []int{0, 0, 1}, modes: []BagMode{BagSum, BagMean, BagSum},
+		vocab: []int{600, 20}, pad: []int{3, -1}, dim: 8, weighted: true, dtype: tensor.Float32}
+	for rn, newOpt := range map[string]func() optim.Sparse{
+		"sgd":     func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.3} },
+		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.1) },
+		"adagrad": func() optim.Sparse { return optim.NewRowWiseAdagrad(0.2) },
+	} {
+		t.Run(rn, func(t *testing.T) {
+			fused := spec
+			fused.fused = true
+			a := newCollModel(t, spec, true, 3*collPer)
+			b := newCollModel(t, fused, true, 3*collPer+5)
+			r := rand.New(rand.NewPCG(3, 4))
+			o1, o2 := newOpt(), newOpt()
+			for range 5 {
+				l, v, w := collBatchOf(spec, r)
+				a.set(spec, l, v, w)
+				b.set(fused, l, v, w)
+				a.step(t, o1)
+				b.step(t, o2)
+			}
+			assert.Equal(t, a.rows(t), b.rows(t))
+		})
+	}
+}
+
+// Bad input is an error naming what is wrong, before anything is written.
+func TestCollectionErrors(t *testing.T) {
+	spec := collSpec{tableOf: []int{0, 1}, modes: []BagMode{BagSum, BagSum}, vocab: []int{10, 4}, pad: []int{-1, -1}, dim: 3, dtype: tensor.Float32}
+	m := newCollModel(t, spec, true, 2*collPer+1)
+	r := rand.New(rand.NewPCG(5, 6))
+	l, v, w := collBatchOf(spec, r)
+	m.set(spec, l, v, w)
+	require.NoError(t, m.vm.RunAll())
+	m.vm.Reset()
+	before := m.rows(t)
+
+	// An id of feature 1 outside its table's 4 rows.
+	v2 := append([]int64{}, v...)
+	pos := len(v2) - 1
+	v2[pos] = 4
+	m.set(spec, l, v2, w)
+	err := m.vm.RunAll()
+	var ie *gather.IndexError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, "t1", ie.Name)
+	assert.Equal(t, int64(4), ie.Value)
+	assert.Equal(t, []int{pos}, ie.Pos)
+	assert.Contains(t, err.Error(), `feature "f1"`)
+	m.vm.Reset()
+
+	// Offsets that go backwards.
+	m.set(spec, l, v, w)
+	o := m.offsets.Int64s()
+	o[3] = o[4] + 1
+	err = m.vm.RunAll()
+	require.ErrorIs(t, err, gather.ErrShape)
+	assert.Contains(t, err.Error(), "offsets[4]")
+	m.vm.Reset()
+
+	// Step with no run since the last.
+	m.set(spec, l, v, w)
+	require.NoError(t, m.vm.RunAll())
+	require.NoError(t, m.coll.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1}))
+	m.vm.Reset()
+	require.ErrorIs(t, m.coll.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1}), gather.ErrGraph)
+	after := m.rows(t)
+	assert.NotEqual(t, before, after, "the one step moved rows")
+
+	// Bad settings move nothing.
+	require.NoError(t, m.vm.RunAll())
+	err = m.coll.Step(context.Background(), &optim.SparseSGD{LearnRate: -1})
+	require.ErrorIs(t, err, gather.ErrOption)
+	assert.Equal(t, after, m.rows(t))
+	m.vm.Reset()
+
+	// A table looked up elsewhere, a dense table, a max bag with weights,
+	// keys twice.
+	g := gorgonia.NewGraph()
+	e1, _ := NewEmbedding(g, "a", 5, 2, tensor.Float32, WithSparse())
+	e2, _ := NewEmbedding(g, "b", 5, 2, tensor.Float32)
+	for name, tc := range map[string]struct {
+		f []Feature
+		o CollectionOptions
+	}{
+		"dense":        {[]Feature{{Key: "x", Table: e2}}, CollectionOptions{}},
+		"keys twice":   {[]Feature{{Key: "x", Table: e1}, {Key: "x", Table: e1}}, CollectionOptions{}},
+		"max weighted": {[]Feature{{Key: "x", Table: e1, Mode: BagMax}}, CollectionOptions{Weighted: true}},
+		"max fused":    {[]Feature{{Key: "x", Table: e1, Mode: BagMax}}, CollectionOptions{Fused: true}},
+		"none":         {nil, CollectionOptions{}},
+	} {
+		_, err := NewCollection(tc.f, tc.o)
+		assert.ErrorIs(t, err, gather.ErrOption, name)
+	}
+	c, err := NewCollection([]Feature{{Key: "x", Table: e1}}, CollectionOptions{})
+	require.NoError(t, err)
+	_, err = e1.Lookup(gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(2), gorgonia.WithName("ids")))
+	assert.ErrorIs(t, err, gather.ErrOption, "a table in a collection is looked up by it alone")
+	_ = c
+}
+
+// A fused step refuses a gradient that is not finite before any row
+// moves.
+func TestCollectionFusedNotFinite(t *testing.T) {
+	spec := collSpec{tableOf: []int{0}, modes: []BagMode{BagSum}, vocab: []int{10}, pad: []int{-1}, dim: 3, fused: true, dtype: tensor.Float32}
+	m := newCollModel(t, spec, true, collPer)
+	r := rand.New(rand.NewPCG(7, 8))
+	l, v, w := collBatchOf(spec, r)
+	m.set(spec, l, v, w)
+	require.NoError(t, m.vm.RunAll())
+	before := m.rows(t)
+	m.coll.op.grad.Float32s()[4] = float32(math.Inf(1))
+	err := m.coll.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1})
+	require.True(t, errors.Is(err, optim.ErrNotFinite), "%v", err)
+	assert.Equal(t, before, m.rows(t))
+}
