@@ -62,7 +62,10 @@ def step_round(binary, nn_binary, procs):
     res = {}
     for b, pattern, benchtime in ((binary, "^BenchmarkGraph$", "10x"), (nn_binary, "^BenchmarkTrainStep$", "5x"),
                                   (nn_binary, "^BenchmarkSkipGram$", "5x"), (nn_binary, "^BenchmarkClickModel$", "5x"),
+                                  (nn_binary, "^BenchmarkDLRM$", "5x"),
                                   (nn_binary, "^BenchmarkCrossEntropy$|^BenchmarkBCEWithLogits$", "20x")):
+        if ONLY and not re.search(ONLY, pattern):
+            continue
         out = subprocess.run([b, "-test.run", "^$", "-test.bench", pattern, "-test.benchtime", benchtime,
                               "-test.count", "1"], env=env, check=True, capture_output=True, text=True).stdout
         for line in out.splitlines():
@@ -71,16 +74,25 @@ def step_round(binary, nn_binary, procs):
             if m:
                 key = m.group(1) + ("@tape" if m.group(2) == "tape" else "")
                 res[key] = (float(m.group(3)), float(m.group(4)) if m.group(4) else None)
+            m = re.match(r"Benchmark(DLRM/\w+)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+[\d.]+ B/op\s+([\d.]+) allocs/op)?", line)
+            if m:
+                res[m.group(1)] = (float(m.group(2)), float(m.group(3)) if m.group(3) else None)
     return res
 
 
 STEPS = (["Graph/emb_50k_128"] + [f"TrainStep/{m}/rows={r}" for m in ("dense", "sparse") for r in (10_000, 100_000, 1_000_000)]
-         + ["SkipGram", "ClickModel"])
+         + ["SkipGram", "ClickModel", "DLRM/step", "DLRM/tables"])
 LOSSES = ["CrossEntropy/CrossEntropy", "CrossEntropy/LogSoftmax+NLLLoss", "CrossEntropy/ignore_index", "CrossEntropy/class_weights", "BCEWithLogits/4096x16"]
 
 
+# --only: a regexp; only the Go step and loss benchmarks whose -test.bench
+# pattern it matches run (no cases, no bags), and the peer's rows it matches.
+ONLY = ""
+
+
 def torch_round(procs):
-    out = subprocess.run([sys.executable, os.path.join(HERE, "torch_peer.py"), "--threads", str(procs)],
+    out = subprocess.run([sys.executable, os.path.join(HERE, "torch_peer.py"), "--threads", str(procs)]
+                         + (["--only", ONLY] if ONLY else []),
                          check=True, capture_output=True, text=True).stdout
     return {name: float(ns) for name, ns in (line.split() for line in out.splitlines() if line.strip())}
 
@@ -126,6 +138,8 @@ def table(procs, gos, torches):
     print(f"\nGOMAXPROCS={procs}{gc}, PyTorch --threads {procs} ({len(gos)} rounds):\n")
     machine_table("graph run or training step", STEPS, gos, torches)
     machine_table("loss, forward and backward", LOSSES, gos, torches)
+    if ONLY:
+        return
     ratio_table("bag case", [f"{c}/{d}" for c in BAGS for d in ("fwd", "fwd-reuse", "bwd")], gos, torches)
     print("| case | ours ns/op | PyTorch ns/op | PyTorch/ours | ours GB/s | of `copy` GB/s |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -166,9 +180,12 @@ def main():
     p.add_argument("--ab-patch", default="", help="A/B against this tree with this patch applied (bench/ab/*.patch)")
     p.add_argument("--ab-rev", default="", help="A/B against this git revision")
     p.add_argument("--ab-only", default="", help="a regexp: only the A/B benchmarks whose names match")
+    p.add_argument("--only", default="", help="a regexp: only the step and loss rows it matches (e.g. DLRM|Cross|BCE)")
     p.add_argument("--gemm", action="store_true",
                    help="only BenchmarkGemm: gonum's, ours and (when it builds) OpenBLAS's float32 products")
     a = p.parse_args()
+    global ONLY
+    ONLY = a.only
     if a.gemm:
         return gemm(a)
     if a.ab_tags or a.ab_patch or a.ab_rev:
@@ -190,7 +207,10 @@ def main():
         gos, torches = [], []
         for r in range(a.rounds):
             torches.append(torch_round(procs))
-            gos.append({**go_round(binary, procs), **bag_round(nn_binary, procs), **step_round(binary, nn_binary, procs)})
+            if ONLY:
+                gos.append(step_round(binary, nn_binary, procs))
+            else:
+                gos.append({**go_round(binary, procs), **bag_round(nn_binary, procs), **step_round(binary, nn_binary, procs)})
             print(f"GOMAXPROCS={procs}: round {r + 1}/{a.rounds} done", file=sys.stderr)
         with contextlib.redirect_stdout(out):
             table(procs, gos, torches)
@@ -311,6 +331,8 @@ def ab_specs():
             specs.append(("./nn", f"^BenchmarkTrainStep$/^{mode}$/^rows={rows}$/^machine$", f"TrainStep/{mode}/rows={rows}", "5x"))
     specs.append(("./nn", "^BenchmarkSkipGram$/^machine$", "SkipGram", "5x"))
     specs.append(("./nn", "^BenchmarkClickModel$/^machine$", "ClickModel", "5x"))
+    specs.append(("./nn", "^BenchmarkDLRM$/^step$", "DLRM/step", "5x"))
+    specs.append(("./nn", "^BenchmarkDLRM$/^tables$", "DLRM/tables", "5x"))
     specs.append(("./nn", "^BenchmarkCachedStep$/^machine$", "CachedStep", "5x"))
     for c in ("CrossEntropy", "LogSoftmax+NLLLoss", "ignore_index", "class_weights"):
         specs.append(("./nn", f"^BenchmarkCrossEntropy$/^{re.escape(c)}$/^machine$", "CrossEntropy" if c == "CrossEntropy" else f"CrossEntropy/{c}", "20x"))

@@ -14,6 +14,7 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
+	"github.com/gathergrad/gather/internal/parallel"
 	"github.com/gathergrad/gather/internal/rowgrad"
 	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/optim"
@@ -28,6 +29,11 @@ type Feature struct {
 	Key   string
 	Table *Embedding // a row-sparse (WithSparse) or frozen embedding, in any home
 	Mode  BagMode
+	// IDs, if set, maps the feature's raw 64-bit ids to the table's rows
+	// (Collection.Map), as RawIDs does: the table has IDs.Rows()+1 rows,
+	// its padding row IDs.Rows(). Every feature of a table names the same
+	// map, or none does.
+	IDs table.Mapper
 }
 
 // CollectionOptions are a Collection's options.
@@ -36,6 +42,8 @@ type CollectionOptions struct {
 	// which multiplies its row. Sum and mean bags only, as PyTorch's
 	// per_sample_weights; the weights are data and get no gradient.
 	Weighted bool
+	// Init is how the rows an id map (Feature.IDs) gives new ids start.
+	Init table.RowInit
 	// Fused: Step updates each table straight from the gradient of the
 	// pooled output, summing each row's gradient for a block of rows at a
 	// time, without building the table's row gradient (FBGEMM's fused
@@ -69,9 +77,12 @@ type Collection struct {
 	opts   CollectionOptions
 	graph  *gorgonia.ExprGraph
 
-	op    *collectionOp // nil before Bag
-	tap   *gorgonia.Node
-	grads int // the row gradients built (see tapCheckDue)
+	op     *collectionOp // nil before Bag
+	tap    *gorgonia.Node
+	grads  int          // the row gradients built (see tapCheckDue)
+	local  []*collGroup // the groups of trainable tables in memory or files
+	mapped []int64      // Map's rows
+	step   stepTask     // Step's work on them
 }
 
 // collFeature is a feature as the collection runs it.
@@ -82,28 +93,97 @@ type collFeature struct {
 	dim   int
 	col   int // its first column in the output
 	lo    int // where its ids start in its group's ids, this run
+
+	gi     int     // its place among its group's features
+	bad    int     // fused: the first value of its gradient that is not finite, or -1
+	bounds []int   // its bags' bounds, relative to its first id
+	arg    []int32 // a max bag's argmax
+	best   []float64
 }
 
 // collGroup is one table of a collection with the run's ids of every
 // feature that names it, concatenated in feature order.
 type collGroup struct {
 	e     *Embedding
+	dim   int
 	feats []int
 	ids   []int64 // this run's ids (table rows)
 	rows  []int64 // their rows of the home's tensor: ids itself, or a cache's slots
 	slots []int32
-	pad   int // the padding row of the home's tensor, or -1
+	raw   *RawIDs      // the table's id map, if its features' ids are raw
+	rawM  table.Mapper // its map
+	pad   int          // the padding row of the home's tensor, or -1
 
 	// The capture of the backward pass (see collectionOp.capture).
-	cids  []int64 // the ids
-	pos   any     // unfused: []float32 or []float64, each id's gradient ([len(cids), dim])
-	coef  []float64
-	gOff  []int          // fused: where each id's bag gradient starts in grad, -1 for padding
-	buf   rowgrad.Buffer // unfused: the row gradient's memory
-	sort  kernel.RowSort // fused: the sort's
-	block []int64        // fused: a block's rows
-	vals  any            // fused: a block's values, []float32 or []float64
+	cids  []int64   // the ids
+	grad  floatBuf  // its features' pooled rows' gradient, [len(feats)·batch, dim]
+	pos   floatBuf  // unfused: each id's gradient, [len(cids), dim]
+	coef  []float64 // fused: each id's coefficient of its bag's gradient
+	gOff  []int     // fused: where each id's bag gradient starts in the output's, -1 for padding
 	fresh bool
+
+	// The step's memory, kept from one step to the next.
+	err    error                     // the step's outcome
+	buf    rowgrad.Buffer            // unfused: the row gradient's
+	idsT   *tensor.Dense             // unfused: cids as a tensor
+	posT   *tensor.Dense             // unfused: pos as a tensor
+	empty  *optim.RowGrad            // a gradient of no rows, for the rule's Check
+	sort   kernel.RowSort            // fused: the sort's
+	order  []kernel.RowPos           // fused: this step's ids, sorted
+	at     int                       // fused: the next pair of order
+	block  []int64                   // fused: a block's rows
+	vals   floatBuf                  // fused: a block's values
+	blockT map[int]*tensor.Dense     // fused: vals as [n, dim] tensors, by n
+	next   func(*optim.RowGrad) bool // fused: the blocks, one after another
+}
+
+// A floatBuf is memory of float32 or float64 values kept for reuse.
+type floatBuf struct {
+	f32 []float32
+	f64 []float64
+}
+
+// slot returns b's slice of values of type T.
+func slot[T kernel.Float](b *floatBuf) *[]T {
+	p, ok := any(&b.f32).(*[]T)
+	if !ok {
+		p, _ = any(&b.f64).(*[]T)
+	}
+	return p
+}
+
+// grow returns n values of type T in b's memory, growing it if need be.
+func grow[T kernel.Float](b *floatBuf, n int) []T {
+	p := slot[T](b)
+	*p = slices.Grow((*p)[:0], n)[:n]
+	return *p
+}
+
+// tensorOf returns t if it is a tensor of backing (not empty) with shape,
+// else a new one: a tensor header made once for memory reused step after
+// step.
+func tensorOf[T int64 | float32 | float64](t *tensor.Dense, backing []T, shape ...int) *tensor.Dense {
+	if t != nil && len(backing) > 0 && t.Dims() == len(shape) {
+		var d []T
+		switch p := any(&d).(type) {
+		case *[]int64:
+			if t.Dtype() == tensor.Int64 {
+				*p = t.Int64s()
+			}
+		case *[]float32:
+			if t.Dtype() == tensor.Float32 {
+				*p = t.Float32s()
+			}
+		case *[]float64:
+			if t.Dtype() == tensor.Float64 {
+				*p = t.Float64s()
+			}
+		}
+		if len(d) == len(backing) && &d[0] == &backing[0] && shapes.SameShape(t.Shape(), shape) {
+			return t
+		}
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
 }
 
 // NewCollection returns a collection of features, whose output is their
@@ -152,20 +232,33 @@ func NewCollection(features []Feature, o CollectionOptions) (*Collection, error)
 		seen[f.Key] = true
 		g := byTable[e]
 		if g == nil {
-			g = &collGroup{e: e, pad: -1}
+			g = &collGroup{e: e, dim: e.Table.Shape()[1], pad: -1}
 			if e.cfg.hasPad {
 				g.pad = e.home.padRow(e.cfg.pad)
 			}
 			byTable[e] = g
 			c.groups = append(c.groups, g)
 		}
-		g.feats = append(g.feats, k)
 		dim := e.Table.Shape()[1]
-		c.feats = append(c.feats, collFeature{key: f.Key, group: g, mode: bagKernel(f.Mode), dim: dim, col: c.width})
+		c.feats = append(c.feats, collFeature{key: f.Key, group: g, mode: bagKernel(f.Mode), dim: dim, col: c.width, gi: len(g.feats)})
+		if len(g.feats) > 0 && g.rawM != f.IDs {
+			return nil, fmt.Errorf("%s: table %q is named by features with different id maps (or one with and one without): %w", prefix, e.Name(), gather.ErrOption)
+		}
+		if f.IDs != nil && g.raw == nil {
+			r, err := NewRawIDs(e, f.IDs, o.Init)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", prefix, err)
+			}
+			g.raw, g.rawM = r, f.IDs
+		}
+		g.feats = append(g.feats, k)
 		c.width += dim
 	}
 	for _, g := range c.groups {
 		g.e.coll = c
+		if g.local() && !g.e.cfg.frozen {
+			c.local = append(c.local, g)
+		}
 	}
 	return c, nil
 }
@@ -270,15 +363,18 @@ func (c *Collection) GradNodes() gorgonia.Nodes {
 // backward pass of the last run that computed it captured, as
 // Embedding.Step does for its lookups: each table once, from the
 // gradients of all its features (in feature order), as one step of its
-// home (a cache's Step, a file's mapping, the heap's table). Unfused, each
-// table's row gradient is built in memory kept for the next step; Fused,
-// none is built (CollectionOptions.Fused).
+// home (a cache's Step, a file's mapping, the heap's table). Tables in
+// memory and in files are stepped side by side on GOMAXPROCS goroutines,
+// each by one; a cache's tables one after another. Unfused, each table's
+// row gradient is built in memory kept for the next step; Fused, none is
+// built (CollectionOptions.Fused). Once its memory has grown, a step of
+// tables in memory allocates nothing.
 //
 // opt's settings are checked before any table moves. A Step with no run
 // that computed the gradient since the last Step is an error wrapping
 // gather.ErrGraph and changes nothing. A table's home that fails (a cache
-// whose store is gone) stops the step with an error naming the table; the
-// tables before it in the collection's order have moved.
+// whose store is gone) is an error naming the table; the other tables
+// have moved.
 func (c *Collection) Step(ctx context.Context, opt optim.Sparse) error {
 	if opt == nil {
 		return fmt.Errorf("collection: Step needs an optimiser, such as &optim.SparseSGD{...}: %w", gather.ErrOption)
@@ -290,14 +386,16 @@ func (c *Collection) Step(ctx context.Context, opt optim.Sparse) error {
 		if g.e.cfg.frozen {
 			continue
 		}
-		dim := g.e.Table.Shape()[1]
-		empty := &optim.RowGrad{Values: tensor.New(tensor.Of(c.dtype), tensor.WithShape(0, dim))}
-		if err := opt.Check(1, empty, dim); err != nil {
+		dim := g.dim
+		if g.empty == nil {
+			g.empty = &optim.RowGrad{Values: tensor.New(tensor.Of(c.dtype), tensor.WithShape(0, dim))}
+		}
+		if err := opt.Check(1, g.empty, dim); err != nil {
 			return fmt.Errorf("collection: table %q: %w", g.e.Name(), err)
 		}
 	}
 	if c.opts.Fused {
-		if err := c.op.checkFinite(); err != nil {
+		if err := c.checkFinite(); err != nil {
 			return err
 		}
 	}
@@ -307,16 +405,51 @@ func (c *Collection) Step(ctx context.Context, opt optim.Sparse) error {
 		}
 	}
 	c.grads++
+	// The tables in memory side by side, then the others in turn.
+	c.step = stepTask{c: c, ctx: ctx, opt: opt}
+	parallel.Run(len(c.local), len(c.local)*c.op.batch*c.width, &c.step)
+	for _, g := range c.groups {
+		if !g.e.cfg.frozen && !g.local() {
+			g.err = c.stepGroup(ctx, g, opt)
+		}
+	}
+	c.step = stepTask{}
 	for _, g := range c.groups {
 		if g.e.cfg.frozen {
 			continue
 		}
-		if err := c.stepGroup(ctx, g, opt); err != nil {
+		g.fresh = false
+		if g.err != nil {
+			err := g.err
+			g.err = nil
 			return fmt.Errorf("collection: table %q: %w", g.e.Name(), err)
 		}
-		g.fresh = false
 	}
 	return nil
+}
+
+// stepTask steps the collection's tables in memory, local[lo:hi].
+type stepTask struct {
+	c   *Collection
+	ctx context.Context
+	opt optim.Sparse
+}
+
+func (t *stepTask) Part(lo, hi int) int {
+	for _, g := range t.c.local[lo:hi] {
+		g.err = t.c.stepGroup(t.ctx, g, t.opt)
+	}
+	return -1
+}
+
+// local reports whether g's table is in memory or a file (the heap's
+// table or a mapping), which no other table's step touches.
+func (g *collGroup) local() bool {
+	switch g.e.home.(type) {
+	case *heap, *mapped:
+		return true
+	}
+	return false
 }
 
 // checkCaptured reports an error unless every trainable table's gradient
@@ -338,21 +471,31 @@ func (c *Collection) checkCaptured() error {
 
 // stepGroup steps the table of g.
 func (c *Collection) stepGroup(ctx context.Context, g *collGroup, opt optim.Sparse) error {
-	e, dim := g.e, g.e.Table.Shape()[1]
+	e, dim := g.e, g.dim
 	if c.opts.Fused {
 		if b, ok := e.home.(blockStepper); ok {
-			return b.stepBlocks(ctx, opt, c.blocks(g, dim))
+			g.order, g.at = kernel.SortRows(g.cids, e.home.Vocab(), &g.sort), 0
+			if g.next == nil {
+				g.next = func(rg *optim.RowGrad) bool { return c.nextBlock(g, rg) }
+			}
+			return b.stepBlocks(ctx, opt, g.next)
+		}
+		// A home that steps no blocks: each id's gradient, now.
+		operand.PickFloat(c.dtype, fusedPositions[float32], fusedPositions[float64])(g, dim)
+	}
+	n := len(g.cids)
+	if n == 0 {
+		g.idsT = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(0))
+		g.posT = tensor.New(tensor.Of(c.dtype), tensor.WithShape(0, dim))
+	} else {
+		g.idsT = tensorOf(g.idsT, g.cids, n)
+		if c.dtype == tensor.Float32 {
+			g.posT = tensorOf(g.posT, g.pos.f32[:n*dim], n, dim)
+		} else {
+			g.posT = tensorOf(g.posT, g.pos.f64[:n*dim], n, dim)
 		}
 	}
-	var pos *tensor.Dense
-	if c.opts.Fused { // a home that steps no blocks: the position gradients, now
-		pos = operand.NewOutput(c.dtype, tensor.Shape{len(g.cids), dim})
-		operand.PickFloat(c.dtype, fusedPositions[float32], fusedPositions[float64])(pos, c.op.grad, g, dim)
-	} else {
-		pos = tensor.New(tensor.WithShape(len(g.cids), dim), tensor.WithBacking(g.pos))
-	}
-	ids := tensor.New(tensor.WithShape(len(g.cids)), tensor.WithBacking(g.cids))
-	rg, err := rowgrad.Build(ids, pos, e.home.Vocab(), e.padding(), &g.buf)
+	rg, err := rowgrad.Build(g.idsT, g.posT, e.home.Vocab(), e.padding(), &g.buf)
 	if err != nil {
 		return err
 	}
@@ -380,56 +523,62 @@ func (m *mapped) stepBlocks(ctx context.Context, opt optim.Sparse, next func(g *
 // fusedBlock is how many rows a block of the fused step holds.
 const fusedBlock = 256
 
-// blocks returns the function that gives the fused step of g's table its
-// row gradient, fusedBlock rows at a time: the rows in ascending order,
-// each the sum, in the order of its ids, of what each id received, as
-// rowgrad.Build sums them.
-func (c *Collection) blocks(g *collGroup, dim int) func(*optim.RowGrad) bool {
-	order := kernel.SortRows(g.cids, g.e.home.Vocab(), &g.sort)
-	k := 0 // the next pair of order
-	return func(rg *optim.RowGrad) bool {
-		rows := g.block[:0]
-		start := k
-		for k < len(order) && len(rows) < fusedBlock {
-			r := order[k].Row
-			if r != g.pad && (k == start || r != order[k-1].Row) {
-				rows = append(rows, int64(r))
-			}
+// nextBlock sets rg to the next block of the fused step of g's table, at
+// most fusedBlock rows from g.order on, and reports whether there was
+// one: the rows in ascending order, each the sum, in the order of its
+// ids, of what each id received, as rowgrad.Build sums them.
+func (c *Collection) nextBlock(g *collGroup, rg *optim.RowGrad) bool {
+	order, k, start := g.order, g.at, g.at
+	rows := g.block[:0]
+	for k < len(order) && len(rows) < fusedBlock {
+		r := order[k].Row
+		if r != g.pad {
+			rows = append(rows, int64(r))
+		}
+		for k < len(order) && order[k].Row == r { // a row's pairs stay in one block
 			k++
-			for k < len(order) && order[k].Row == r { // a row's pairs stay in one block
-				k++
-			}
 		}
-		g.block = rows
-		if len(rows) == 0 {
-			return false
-		}
-		vals := operand.PickFloat(c.dtype, blockValues[float32], blockValues[float64])(g, len(rows)*dim)
-		vals.Reshape(len(rows), dim)
-		operand.PickFloat(c.dtype, sumBlock[float32], sumBlock[float64])(vals, c.op.grad, g, order[start:k], dim)
-		rg.Rows, rg.Values = rows, vals
-		return true
 	}
+	g.block, g.at = rows, k
+	if len(rows) == 0 {
+		return false
+	}
+	dim := g.dim
+	if g.blockT == nil {
+		g.blockT = map[int]*tensor.Dense{}
+	}
+	vals := g.blockT[len(rows)]
+	if c.dtype == tensor.Float32 {
+		v := grow[float32](&g.vals, fusedBlock*dim)
+		vals = tensorOf(vals, v[:len(rows)*dim], len(rows), dim)
+		sumBlock(v, g.grad.f32, g, order[start:k], dim)
+	} else {
+		v := grow[float64](&g.vals, fusedBlock*dim)
+		vals = tensorOf(vals, v[:len(rows)*dim], len(rows), dim)
+		sumBlock(v, g.grad.f64, g, order[start:k], dim)
+	}
+	g.blockT[len(rows)] = vals
+	rg.Rows, rg.Values = rows, vals
+	return true
 }
 
-// sumBlock sets dst [len(rows), dim] to the gradients of rows, from the
-// pairs of order (sorted by row, then position) that name them: each
-// id's gradient is coef·grad[its bag], rounded, and a row's are summed in
-// the order of its positions, as kernel.BagPositionGrad and
-// kernel.SumRows compute them.
-func sumBlock[T kernel.Float](dst, grad *tensor.Dense, g *collGroup, order []kernel.RowPos, dim int) {
-	d, gs := operand.Floats[T](dst), operand.Floats[T](grad)
+// sumBlock sets dst to the gradients of the rows of order (sorted by row,
+// then position) but padding, one after another: each id's gradient is
+// coef·grad[its bag], rounded, and a row's are summed in the order of its
+// positions, as kernel.BagPositionGrad and kernel.SumRows compute them.
+func sumBlock[T kernel.Float](dst, grad []T, g *collGroup, order []kernel.RowPos, dim int) {
 	slot := -1
 	for k, o := range order {
 		if o.Row == g.pad {
 			continue
 		}
-		if k == 0 || order[k-1].Row != o.Row {
+		first := k == 0 || order[k-1].Row != o.Row
+		if first {
 			slot++
 		}
-		out, c := d[slot*dim:(slot+1)*dim], T(g.coef[o.Pos])
-		src := gs[g.gOff[o.Pos]:][:dim]
-		if k == 0 || order[k-1].Row != o.Row {
+		out, c := dst[slot*dim:(slot+1)*dim], T(g.coef[o.Pos])
+		src := grad[g.gOff[o.Pos]:][:len(out)]
+		if first {
 			for j := range out {
 				out[j] = T(c * src[j])
 			}
@@ -441,18 +590,10 @@ func sumBlock[T kernel.Float](dst, grad *tensor.Dense, g *collGroup, order []ker
 	}
 }
 
-// blockValues returns a vector of n values in g's block memory.
-func blockValues[T kernel.Float](g *collGroup, n int) *tensor.Dense {
-	v, _ := g.vals.([]T)
-	v = slices.Grow(v[:0], n)[:n]
-	g.vals = v
-	return tensor.New(tensor.WithShape(n), tensor.WithBacking(v))
-}
-
-// fusedPositions sets pos [len(g.cids), dim] to the gradient each id of
-// g received, from the captured output gradient.
-func fusedPositions[T kernel.Float](pos, grad *tensor.Dense, g *collGroup, dim int) {
-	p, gs := operand.Floats[T](pos), operand.Floats[T](grad)
+// fusedPositions sets g.pos to the gradient each id of g received, from
+// the captured gradient.
+func fusedPositions[T kernel.Float](g *collGroup, dim int) {
+	p, gs := grow[T](&g.pos, len(g.cids)*dim), *slot[T](&g.grad)
 	for i := range g.cids {
 		out := p[i*dim : (i+1)*dim]
 		if g.gOff[i] < 0 {
@@ -476,12 +617,7 @@ type collectionOp struct {
 	shape    tensor.Shape
 	weighted bool
 
-	bounds  []int         // a feature's bag bounds, relative to its first id
-	scratch any           // []float32 or []float64: a feature's pooled [batch, dim]
-	weights []float64     // this run's weights of the ids in use, by position in values (Weighted)
-	grad    *tensor.Dense // the captured output gradient (Fused)
-	arg     []int32
-	best    []float64
+	run collRun // a run's work on the features
 }
 
 // Do pools into a new tensor.
@@ -538,7 +674,7 @@ func (o *collectionOp) do(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Valu
 	if out == nil {
 		out = operand.NewOutput(c.dtype, o.shape)
 	}
-	operand.PickFloat(c.dtype, collPool[float32], collPool[float64])(o, out, offsets, wv)
+	o.features(collRun{o: o, offsets: offsets, weights: wv, out: out})
 	return out, nil
 }
 
@@ -618,41 +754,64 @@ func (g *collGroup) homeTensor() *tensor.Dense {
 	panic("collection: unknown home") // NewCollection takes the module's homes only
 }
 
-// featureBags returns feature k's bags over its ids (kept in o.bounds).
+// featureBags returns feature k's bags over its ids (in its bounds).
 func (o *collectionOp) featureBags(k int, offsets []int64) kernel.Bags {
 	f := &o.c.feats[k]
 	base := offsets[k*o.batch]
-	o.bounds = slices.Grow(o.bounds[:0], o.batch+1)[:o.batch+1]
+	f.bounds = slices.Grow(f.bounds[:0], o.batch+1)[:o.batch+1]
 	for b := range o.batch + 1 {
-		o.bounds[b] = int(offsets[k*o.batch+b] - base)
+		f.bounds[b] = int(offsets[k*o.batch+b] - base)
 	}
-	return kernel.Bags{Bounds: o.bounds, Pad: f.group.pad, Mode: f.mode}
+	return kernel.Bags{Bounds: f.bounds, Pad: f.group.pad, Mode: f.mode}
 }
 
-// collPool pools each feature into its columns of out.
-func collPool[T kernel.Float](o *collectionOp, out *tensor.Dense, offsets []int64, wt *tensor.Dense) {
-	c, dst := o.c, operand.Floats[T](out)
-	var w []T
-	if wt != nil {
-		w = operand.Floats[T](wt)
-	}
-	for k := range c.feats {
-		f := &c.feats[k]
-		g := f.group
-		bg := o.featureBags(k, offsets)
-		n := bg.Bounds[o.batch]
-		scratch, _ := o.scratch.([]T)
-		scratch = slices.Grow(scratch[:0], o.batch*f.dim)[:o.batch*f.dim]
-		o.scratch = scratch
-		var fw []T
-		if w != nil {
-			fw = w[offsets[k*o.batch]:][:n]
-		}
-		kernel.BagPool(scratch, operand.Floats[T](g.homeTensor()), g.rows[f.lo:f.lo+n], fw, f.dim, &bg)
-		for b := range o.batch {
-			copy(dst[b*c.width+f.col:][:f.dim], scratch[b*f.dim:(b+1)*f.dim])
+// collRun is a run's work on the features, split across goroutines by
+// feature (parallel.Run): pooling them (grad nil) or, in the backward
+// pass, the gradient each of their ids received.
+type collRun struct {
+	o       *collectionOp
+	offsets []int64
+	weights *tensor.Dense
+	out     *tensor.Dense // pooling: the output
+	grad    *tensor.Dense // the backward pass: the output's gradient
+}
+
+func (r *collRun) Part(lo, hi int) int {
+	for k := lo; k < hi; k++ {
+		if r.grad == nil {
+			operand.PickFloat(r.o.c.dtype, collPool[float32], collPool[float64])(r, k)
+		} else if !r.o.c.feats[k].group.e.cfg.frozen {
+			operand.PickFloat(r.o.c.dtype, captureFeature[float32], captureFeature[float64])(r, k)
 		}
 	}
+	return -1
+}
+
+// features runs r on every feature.
+func (o *collectionOp) features(r collRun) {
+	o.run = r
+	parallel.Run(len(o.c.feats), o.batch*o.c.width, &o.run)
+	o.run = collRun{}
+}
+
+// weightsOf returns feature k's weights (nil without), n of them.
+func weightsOf[T kernel.Float](wt *tensor.Dense, offsets []int64, k, batch, n int) []T {
+	if wt == nil {
+		return nil
+	}
+	return operand.Floats[T](wt)[offsets[k*batch]:][:n]
+}
+
+// collPool pools feature k into its columns of the output.
+func collPool[T kernel.Float](r *collRun, k int) {
+	o := r.o
+	c, dst := o.c, operand.Floats[T](r.out)
+	f := &c.feats[k]
+	g := f.group
+	bg := o.featureBags(k, r.offsets)
+	bg.Stride = c.width
+	n := bg.Bounds[o.batch]
+	kernel.BagPool(dst[f.col:], operand.Floats[T](g.homeTensor()), g.rows[f.lo:f.lo+n], weightsOf[T](r.weights, r.offsets, k, o.batch, n), f.dim, &bg)
 }
 
 // SymDiff gives the tap a collCaptureOp of the output's gradient.
@@ -729,87 +888,61 @@ func (o *collectionOp) capture(up gorgonia.Value, in []gorgonia.Value) error {
 	if err != nil {
 		return err
 	}
-	if c.opts.Fused {
-		o.grad = keepCopy(o.grad, gt)
-	}
 	for _, g := range c.groups {
 		if g.e.cfg.frozen {
 			continue
 		}
 		g.cids = append(g.cids[:0], g.ids...)
-		if c.opts.Fused {
-			operand.PickFloat(c.dtype, fusedCoefs[float32], fusedCoefs[float64])(o, g, offsets, wt)
+		n, m := len(g.ids)*g.dim, len(g.feats)*o.batch*g.dim
+		if c.dtype == tensor.Float32 {
+			grow[float32](&g.grad, m)
 		} else {
-			operand.PickFloat(c.dtype, positionGrads[float32], positionGrads[float64])(o, g, gt, offsets, wt)
+			grow[float64](&g.grad, m)
 		}
-		g.fresh = true
+		if c.opts.Fused {
+			g.gOff, g.coef = slices.Grow(g.gOff[:0], len(g.ids))[:len(g.ids)], slices.Grow(g.coef[:0], len(g.ids))[:len(g.ids)]
+		} else if c.dtype == tensor.Float32 {
+			grow[float32](&g.pos, n)
+		} else {
+			grow[float64](&g.pos, n)
+		}
+	}
+	o.features(collRun{o: o, offsets: offsets, weights: wt, grad: gt})
+	for _, g := range c.groups {
+		g.fresh = !g.e.cfg.frozen
 	}
 	return nil
 }
 
-// positionGrads sets g.pos to the gradient each of g's ids received, as
-// EmbeddingBag's backward computes it (kernel.BagPositionGrad).
-func positionGrads[T kernel.Float](o *collectionOp, g *collGroup, gt *tensor.Dense, offsets []int64, wt *tensor.Dense) {
-	c := o.c
-	dim := g.e.Table.Shape()[1]
-	pos, _ := g.pos.([]T)
-	pos = slices.Grow(pos[:0], len(g.ids)*dim)[:len(g.ids)*dim]
-	g.pos = pos
-	up := operand.Floats[T](gt)
-	var w []T
-	if wt != nil {
-		w = operand.Floats[T](wt)
+// captureFeature copies feature k's columns of the output's gradient into
+// its block of its table's gradient; then, fused, it finds the block's
+// first value that is not finite and sets, for each of its ids, where its
+// bag's gradient is and the coefficient of it that is the id's gradient
+// (its weight, over the bag's count for a mean); unfused, it sets its part
+// of the table's pos to the gradient each id received. Both are as
+// EmbeddingBag's backward computes them (kernel.BagPositionGrad).
+func captureFeature[T kernel.Float](r *collRun, k int) {
+	o := r.o
+	c, f := o.c, &o.c.feats[k]
+	g, dim := f.group, f.dim
+	up := operand.Floats[T](r.grad)
+	block := (*slot[T](&g.grad))[f.gi*o.batch*dim:][:o.batch*dim]
+	for b := range o.batch {
+		copy(block[b*dim:(b+1)*dim], up[b*c.width+f.col:][:dim])
 	}
-	table := operand.Floats[T](g.homeTensor())
-	vocab := len(table) / dim
-	for _, k := range g.feats {
-		f := &c.feats[k]
-		bg := o.featureBags(k, offsets)
-		n := bg.Bounds[o.batch]
-		scratch, _ := o.scratch.([]T)
-		scratch = slices.Grow(scratch[:0], o.batch*dim)[:o.batch*dim]
-		o.scratch = scratch
+	bg := o.featureBags(k, r.offsets)
+	n := bg.Bounds[o.batch]
+	fw := weightsOf[T](r.weights, r.offsets, k, o.batch, n)
+	rows := g.rows[f.lo : f.lo+n]
+	if c.opts.Fused {
+		f.bad = kernel.FirstNonFinite(block)
 		for b := range o.batch {
-			copy(scratch[b*dim:(b+1)*dim], up[b*c.width+f.col:][:dim])
-		}
-		var fw []T
-		if w != nil {
-			fw = w[offsets[k*o.batch]:][:n]
-		}
-		rows := g.rows[f.lo : f.lo+n]
-		var arg []int32
-		if f.mode == kernel.BagMax {
-			m := o.batch * dim
-			o.arg, o.best = slices.Grow(o.arg[:0], m)[:m], slices.Grow(o.best[:0], m)[:m]
-			kernel.BagArgmaxInto(o.arg, o.best, table, rows, fw, dim, &bg)
-			arg = o.arg
-		}
-		kernel.BagPositionGrad(pos[f.lo*dim:(f.lo+n)*dim], scratch, rows, fw, vocab, dim, &bg, arg)
-	}
-}
-
-// fusedCoefs sets, for each of g's ids, where its bag's gradient starts in
-// the output gradient (-1 for padding) and the coefficient of it that is
-// the id's gradient: its weight, over the bag's count for a mean, as
-// kernel.BagPositionGrad computes it.
-func fusedCoefs[T kernel.Float](o *collectionOp, g *collGroup, offsets []int64, wt *tensor.Dense) {
-	c := o.c
-	n := len(g.ids)
-	g.gOff, g.coef = slices.Grow(g.gOff[:0], n)[:n], slices.Grow(g.coef[:0], n)[:n]
-	var w []T
-	if wt != nil {
-		w = operand.Floats[T](wt)
-	}
-	for _, k := range g.feats {
-		f := &c.feats[k]
-		base := offsets[k*o.batch]
-		for b := range o.batch {
-			lo, hi := int(offsets[k*o.batch+b]-base), int(offsets[k*o.batch+b+1]-base)
+			lo, hi := bg.Bounds[b], bg.Bounds[b+1]
 			inv := T(1)
 			if f.mode == kernel.BagMean {
 				m := 0
-				for i := lo; i < hi; i++ {
-					if int(g.rows[f.lo+i]) != g.pad {
+				for _, r := range rows[lo:hi] {
+					if int(r) != g.pad {
 						m++
 					}
 				}
@@ -819,26 +952,41 @@ func fusedCoefs[T kernel.Float](o *collectionOp, g *collGroup, offsets []int64, 
 			}
 			for i := lo; i < hi; i++ {
 				p := f.lo + i
-				if int(g.rows[p]) == g.pad {
+				if int(rows[i]) == g.pad {
 					g.gOff[p] = -1
 					continue
 				}
 				cf := inv
-				if w != nil {
-					cf = w[int(base)+i] * inv
+				if fw != nil {
+					cf = fw[i] * inv
 				}
-				g.gOff[p], g.coef[p] = b*c.width+f.col, float64(cf)
+				g.gOff[p], g.coef[p] = (f.gi*o.batch+b)*dim, float64(cf)
 			}
 		}
+		return
 	}
+	table := operand.Floats[T](g.homeTensor())
+	var arg []int32
+	if f.mode == kernel.BagMax {
+		m := o.batch * dim
+		f.arg, f.best = slices.Grow(f.arg[:0], m)[:m], slices.Grow(f.best[:0], m)[:m]
+		kernel.BagArgmaxInto(f.arg, f.best, table, rows, fw, dim, &bg)
+		arg = f.arg
+	}
+	pos := *slot[T](&g.pos)
+	kernel.BagPositionGrad(pos[f.lo*dim:(f.lo+n)*dim], block, rows, fw, len(table)/dim, dim, &bg, arg)
 }
 
 // checkFinite reports an error wrapping optim.ErrNotFinite if the captured
-// output gradient holds a NaN or an infinity: the fused step refuses it
-// before any row moves, whatever the rule.
-func (o *collectionOp) checkFinite() error {
-	if p := floatsFor(o.grad.Dtype()).firstNonFinite(o.grad); p >= 0 {
-		return fmt.Errorf("collection: the output's gradient at %d is not finite; the fused step moves no row: %w", p, optim.ErrNotFinite)
+// gradient of a trainable table holds a NaN or an infinity: the fused step
+// refuses it before any row moves, whatever the rule.
+func (c *Collection) checkFinite() error {
+	for _, f := range c.feats {
+		if !f.group.e.cfg.frozen && f.bad >= 0 {
+			b, d := f.bad/f.dim, f.bad%f.dim
+			return fmt.Errorf("collection: the gradient of feature %q, sample %d, column %d, is not finite; the fused step moves no row: %w",
+				f.key, b, d, optim.ErrNotFinite)
+		}
 	}
 	return nil
 }

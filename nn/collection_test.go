@@ -32,7 +32,9 @@ type collSpec struct {
 	cached   bool
 	fused    bool
 	dtype    tensor.Dtype
-	rule     optim.Sparse // whose columns a cache's store keeps
+	rule     optim.Sparse   // whose columns a cache's store keeps
+	maps     []table.Mapper // the collection's id maps, a table each (raw ids)
+	init     table.RowInit
 }
 
 const collBatch = 7
@@ -120,9 +122,13 @@ func newCollModel(t *testing.T, spec collSpec, asCollection bool, capacity int) 
 	if asCollection {
 		var feats []Feature
 		for f, mode := range spec.modes {
-			feats = append(feats, Feature{Key: fmt.Sprintf("f%d", f), Table: m.tables[spec.tableOf[f]], Mode: mode})
+			ft := Feature{Key: fmt.Sprintf("f%d", f), Table: m.tables[spec.tableOf[f]], Mode: mode}
+			if spec.maps != nil {
+				ft.IDs = spec.maps[spec.tableOf[f]]
+			}
+			feats = append(feats, ft)
 		}
-		m.coll, err = NewCollection(feats, CollectionOptions{Weighted: spec.weighted, Fused: spec.fused})
+		m.coll, err = NewCollection(feats, CollectionOptions{Weighted: spec.weighted, Fused: spec.fused, Init: spec.init})
 		require.NoError(t, err)
 		m.values = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(capacity))
 		m.offsets = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(nf*collBatch+1))
@@ -460,9 +466,108 @@ func TestCollectionFusedNotFinite(t *testing.T) {
 	l, v, w := collBatchOf(spec, r)
 	m.set(spec, l, v, w)
 	require.NoError(t, m.vm.RunAll())
+	m.vm.Reset()
 	before := m.rows(t)
-	m.coll.op.grad.Float32s()[4] = float32(math.Inf(1))
+	coef := m.g.ByName("coef")[0].Value().(*tensor.Dense)
+	coef.Float32s()[4] = float32(math.Inf(1)) // sample 1, column 1: feature 0's
+	require.NoError(t, m.vm.RunAll())
 	err := m.coll.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1})
 	require.True(t, errors.Is(err, optim.ErrNotFinite), "%v", err)
+	assert.Contains(t, err.Error(), `feature "f0", sample 1, column 1`)
 	assert.Equal(t, before, m.rows(t))
+}
+
+// Pack writes a batch into the collection's order of features, whatever
+// its order of keys; a batch that does not fit changes no tensor.
+func TestCollectionPack(t *testing.T) {
+	g := gorgonia.NewGraph()
+	a, _ := NewEmbedding(g, "a", 10, 2, tensor.Float32, WithSparse())
+	b, _ := NewEmbedding(g, "b", 10, 2, tensor.Float32, WithSparse())
+	c, err := NewCollection([]Feature{{Key: "a", Table: a}, {Key: "b", Table: b}}, CollectionOptions{Weighted: true})
+	require.NoError(t, err)
+	values := tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(6))
+	offsets := tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(2*2+1))
+	weights := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(6))
+	kj := KeyedJagged{Keys: []string{"b", "a"}, Lengths: []int64{1, 2, 0, 1}, Values: []int64{7, 3, 9, 4}, Weights: []float64{1, 2, 3, 4}}
+	require.NoError(t, c.Pack(kj, values, offsets, weights))
+	assert.Equal(t, []int64{4, 7, 3, 9, 0, 0}, values.Int64s())
+	assert.Equal(t, []int64{0, 0, 1, 2, 4}, offsets.Int64s())
+	assert.Equal(t, []float32{4, 1, 2, 3, 0, 0}, weights.Float32s())
+
+	for name, bad := range map[string]KeyedJagged{
+		"a key twice":   {Keys: []string{"a", "a"}, Lengths: []int64{1, 0, 0, 0}, Values: []int64{1}, Weights: []float64{1}},
+		"unknown key":   {Keys: []string{"a", "c"}, Lengths: []int64{1, 0, 0, 0}, Values: []int64{1}, Weights: []float64{1}},
+		"lengths short": {Keys: []string{"a", "b"}, Lengths: []int64{1, 0, 0}, Values: []int64{1}, Weights: []float64{1}},
+		"values short":  {Keys: []string{"a", "b"}, Lengths: []int64{1, 1, 0, 0}, Values: []int64{1}, Weights: []float64{1}},
+		"negative":      {Keys: []string{"a", "b"}, Lengths: []int64{2, -1, 0, 0}, Values: []int64{1}, Weights: []float64{1}},
+		"no weights":    {Keys: []string{"a", "b"}, Lengths: []int64{1, 0, 0, 0}, Values: []int64{1}},
+		"too many":      {Keys: []string{"a", "b"}, Lengths: []int64{7, 0, 0, 0}, Values: make([]int64, 7), Weights: make([]float64, 7)},
+	} {
+		err := c.Pack(bad, values, offsets, weights)
+		assert.Error(t, err, name)
+		assert.Equal(t, []int64{4, 7, 3, 9, 0, 0}, values.Int64s(), name)
+		assert.Equal(t, []int64{0, 0, 1, 2, 4}, offsets.Int64s(), name)
+	}
+}
+
+// Raw ids through the collection's id maps (Map) train the tables as
+// RawIDs and a Bag per feature do, bit for bit: the same rows given, the
+// same rows started afresh, a table shared by two features mapped once
+// per feature.
+func TestCollectionRawEqualsSeparate(t *testing.T) {
+	const rows = 12 // each map's; the tables have one more, the padding row
+	spec := collSpec{tableOf: []int{0, 1, 1}, modes: []BagMode{BagSum, BagMean, BagSum},
+		vocab: []int{rows + 1, rows + 1}, pad: []int{rows, rows}, dim: 4, dtype: tensor.Float32}
+	init := table.RowInit{Seed: 5, Std: 0.1}
+	newMaps := func() []table.Mapper {
+		var ms []table.Mapper
+		for k := range spec.vocab {
+			m, err := table.NewIDMap(fmt.Sprintf("t%d", k), table.IDMapOptions{Rows: rows, Pad: true, PadID: -1})
+			require.NoError(t, err)
+			ms = append(ms, m)
+		}
+		return ms
+	}
+	collMaps, sepMaps := newMaps(), newMaps()
+	rspec := spec
+	rspec.maps, rspec.init = collMaps, init
+	rc := newCollModel(t, rspec, true, len(spec.modes)*collPer)
+	raw := newCollModel(t, spec, false, collPer) // separate bags, fed by RawIDs
+	var raws []*RawIDs
+	for k, e := range raw.tables {
+		r, err := NewRawIDs(e, sepMaps[k], init)
+		require.NoError(t, err)
+		raws = append(raws, r)
+	}
+
+	r := rand.New(rand.NewPCG(11, 12))
+	opt1, opt2 := &optim.SparseSGD{LearnRate: 0.2}, &optim.SparseSGD{LearnRate: 0.2}
+	for step := range 6 {
+		lengths, _, weights := collBatchOf(spec, r)
+		var values []int64
+		pool := r.Perm(20)[:5] // 5 raw ids a step, 20 in all, for 12 rows: rows are taken back and given again
+		for _, n := range lengths {
+			for range n {
+				v := int64(pool[r.IntN(len(pool))]) * 1_000_003
+				if r.IntN(6) == 0 {
+					v = -1 // the padding id
+				}
+				values = append(values, v)
+			}
+		}
+		rc.set(spec, lengths, values, weights)
+		require.NoError(t, rc.coll.Map(context.Background(), rc.values, rc.offsets, int64(step)))
+		raw.set(spec, lengths, values, weights)
+		for f := range spec.modes {
+			ids := raw.ids[f]
+			require.NoError(t, raws[spec.tableOf[f]].Map(context.Background(), append([]int64{}, ids.Int64s()...), ids, int64(step)))
+		}
+		rc.step(t, opt1)
+		raw.step(t, opt2)
+		require.Equal(t, floatsOf(raw.out.Value().(tensor.Tensor)), floatsOf(rc.out.Value().(tensor.Tensor)), "step %d", step)
+	}
+	assert.Equal(t, raw.rows(t), rc.rows(t))
+	s, err := collMaps[1].Stats(context.Background())
+	require.NoError(t, err)
+	assert.Positive(t, s.Evicted, "rows were taken back and given again")
 }

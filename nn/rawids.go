@@ -145,22 +145,12 @@ func (r *RawIDs) Map(ctx context.Context, raw any, dst *tensor.Dense, step int64
 	default:
 		return fmt.Errorf("embedding %q: the ids tensor is %v; lookups read Int, Int32 or Int64: %w", r.emb.Name(), dst.Dtype(), gather.ErrDtype)
 	}
-	if r.emb.closed {
-		return fmt.Errorf("embedding %q: %w", r.emb.Name(), table.ErrClosed)
-	}
 	if cap(r.rows) < len(ids) {
 		r.rows = make([]int64, len(ids))
 	}
 	r.rows = r.rows[:len(ids)]
-	var err error
-	if r.fresh, err = r.m.Map(ctx, ids, r.rows, step, r.fresh[:0]); err != nil {
-		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
-	}
-	if err := r.startDense(); err != nil {
-		return r.forget(ctx, err)
-	}
-	if err := r.emb.home.reset(ctx, r.fresh, r.init); err != nil {
-		return r.forget(ctx, err)
+	if err := r.mapInto(ctx, ids, r.rows, step); err != nil {
+		return err
 	}
 	switch v := dst.Data().(type) {
 	case []int:
@@ -173,6 +163,26 @@ func (r *RawIDs) Map(ctx context.Context, raw any, dst *tensor.Dense, step int64
 		}
 	case []int64:
 		copy(v, r.rows)
+	}
+	return nil
+}
+
+// mapInto sets rows to the rows the map gives ids at step and starts the
+// rows it gave new ids afresh: Map's work, without its checks of the
+// arguments. On error the map is as it was and rows unspecified.
+func (r *RawIDs) mapInto(ctx context.Context, ids, rows []int64, step int64) error {
+	if r.emb.closed {
+		return fmt.Errorf("embedding %q: %w", r.emb.Name(), table.ErrClosed)
+	}
+	var err error
+	if r.fresh, err = r.m.Map(ctx, ids, rows, step, r.fresh[:0]); err != nil {
+		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
+	}
+	if err := r.startDense(); err != nil {
+		return r.forget(ctx, err)
+	}
+	if err := r.emb.home.reset(ctx, r.fresh, r.init); err != nil {
+		return r.forget(ctx, err)
 	}
 	return nil
 }

@@ -55,6 +55,8 @@ type MemoryTable struct {
 	Weight *tensor.Dense   // [vocab, dim]
 	State  []*tensor.Dense // one per column, [vocab, width], the column's Init to start
 	steps  int64
+	empty  *RowGrad // a gradient of no rows, for StepBlocks' Check
+	block  RowGrad  // StepBlocks' block
 }
 
 // NewMemoryTable returns the table weights, a [vocab, dim] float32 or
@@ -111,17 +113,21 @@ func (t *MemoryTable) StepBlocks(_ context.Context, opt Sparse, next func(g *Row
 		return fmt.Errorf("optim: StepBlocks needs an optimiser: %w", errs.ErrOption)
 	}
 	dim := t.Weight.Shape()[1]
-	empty := &RowGrad{Values: tensor.New(tensor.Of(t.Weight.Dtype()), tensor.WithShape(0, dim))}
-	if err := opt.Check(t.steps+1, empty, dim); err != nil {
+	if t.empty == nil {
+		t.empty = &RowGrad{Values: tensor.New(tensor.Of(t.Weight.Dtype()), tensor.WithShape(0, dim))}
+	}
+	if err := opt.Check(t.steps+1, t.empty, dim); err != nil {
 		return err
 	}
 	r := Rows{Weight: t.Weight, State: t.State, Step: t.steps + 1}
-	var g RowGrad
-	for next(&g) {
-		if err := opt.StepRows(r, &g); err != nil {
+	g := &t.block
+	for next(g) {
+		if err := opt.StepRows(r, g); err != nil {
+			*g = RowGrad{}
 			return err
 		}
 	}
+	*g = RowGrad{}
 	t.steps++
 	return nil
 }

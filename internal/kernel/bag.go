@@ -20,11 +20,21 @@ const (
 
 // A Bags describes the bags of a pooled lookup: bag b is the ids at
 // positions Bounds[b] to Bounds[b+1]-1; ids equal to Pad (if Pad >= 0)
-// are skipped; Mode is BagSum, BagMean or BagMax.
+// are skipped; Mode is BagSum, BagMean or BagMax. BagPool writes bag b's
+// row at out[b*Stride:], or at out[b*dim:] when Stride is 0.
 type Bags struct {
 	Bounds []int
 	Pad    int
 	Mode   BagMode
+	Stride int
+}
+
+// stride returns the distance between two output rows of bg's bags.
+func (bg *Bags) stride(dim int) int {
+	if bg.Stride > 0 {
+		return bg.Stride
+	}
+	return dim
 }
 
 // N returns the number of bags.
@@ -69,7 +79,8 @@ func weight[T Float](w []T, i int) T {
 	return w[i]
 }
 
-// BagPool is, for table [vocab, dim] and out [bags, dim], with every id
+// BagPool is, for table [vocab, dim] and out [bags, dim] (rows
+// bg.Stride apart if it is set), with every id
 // already checked and r(i) = table[ids[i]] scaled by w[i] (or 1 if w is
 // nil), for each bag b over its non-padding positions i:
 //
@@ -102,10 +113,10 @@ func (t bagTask[T, I]) Part(lo, hi int) int {
 		bagSum32(o32, any(table).([]float32), ids, any(w).([]float32), dim, bg, lo, hi)
 		return -1
 	}
-	vocab := len(table) / max(dim, 1)
+	vocab, stride := len(table)/max(dim, 1), bg.stride(dim)
 	var next [rowsAhead]uintptr
 	for b := lo; b < hi; b++ {
-		o := out[b*dim : (b+1)*dim]
+		o := out[b*stride : b*stride+dim]
 		clear(o)
 		first := true
 		for i := bg.Bounds[b]; i < bg.Bounds[b+1]; i++ {
@@ -177,7 +188,7 @@ const (
 // pieces of bagChunk rows.
 func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *Bags, lo, hi int) {
 	heapOnly(table)
-	vocab := len(table) / dim
+	vocab, stride := len(table)/dim, bg.stride(dim)
 	size := uintptr(dim) * 4
 	var rows [bagChunk]uintptr
 	var coef [bagChunk]float32 // with weights; sumRows gets coef[:0] without
@@ -219,7 +230,7 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 		}
 		if g == b {
 			// Bag b alone is longer than bagChunk: add it in pieces.
-			o := out[b*dim : (b+1)*dim]
+			o := out[b*stride : b*stride+dim]
 			clear(o)
 			for i := bg.Bounds[b]; i < bg.Bounds[b+1]; {
 				k = 0
@@ -233,7 +244,7 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 		// A mean divides by the bag's count of rows added, e-s, in sumRows.
 		s := 0
 		for h := b; h < g; h++ {
-			o := out[h*dim : (h+1)*dim]
+			o := out[h*stride : h*stride+dim]
 			clear(o)
 			e, scale := ends[h-b], float32(1)
 			if bg.Mode == BagMean && e > s {

@@ -35,9 +35,28 @@ func FirstNonZero[T Float](s []T) int {
 
 // FirstNonFinite returns the position of the first element of s that is
 // a NaN or an infinity, or -1.
+//
+// It sums x - x over blocks of 32 elements in four chains (NaN - NaN and
+// ±Inf - ±Inf are NaN, x - x is 0 for any other x, and a NaN stays in a
+// sum) and looks for the element only in a block whose sum is not 0.
 func FirstNonFinite[T Float](s []T) int {
-	for i, v := range s {
-		if v-v != 0 { // NaN - NaN and ±Inf - ±Inf are NaN; x - x is 0 for any other x
+	const block = 32
+	i := 0
+	for ; i+block <= len(s); i += block {
+		b := s[i : i+block : i+block]
+		var a0, a1, a2, a3 T
+		for k := 0; k < block; k += 4 {
+			a0 += b[k] - b[k]
+			a1 += b[k+1] - b[k+1]
+			a2 += b[k+2] - b[k+2]
+			a3 += b[k+3] - b[k+3]
+		}
+		if a0+a1+a2+a3 != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i]-s[i] != 0 {
 			return i
 		}
 	}

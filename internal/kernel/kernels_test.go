@@ -436,3 +436,36 @@ func TestSumLogs(t *testing.T) {
 		}
 	}
 }
+
+// FirstNonFinite finds the first NaN or infinity wherever it is: in a
+// block, on a block's edge, in the tail, after another; -1 for none.
+func TestFirstNonFinite(t *testing.T) {
+	for _, n := range []int{0, 1, 31, 32, 33, 64, 100} {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(i) - 40.5
+		}
+		if got := FirstNonFinite(s); got != -1 {
+			t.Fatalf("n=%d: all finite: got %d", n, got)
+		}
+		for p := range n {
+			for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+				c := append([]float32{}, s...)
+				c[p] = bad
+				if p+3 < n {
+					c[p+3] = float32(math.NaN())
+				}
+				if got := FirstNonFinite(c); got != p {
+					t.Fatalf("n=%d, %v at %d: got %d", n, bad, p, got)
+				}
+				d := make([]float64, n)
+				for i, v := range c {
+					d[i] = float64(v)
+				}
+				if got := FirstNonFinite(d); got != p {
+					t.Fatalf("float64 n=%d, %v at %d: got %d", n, bad, p, got)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package kernel
+
+import "github.com/gathergrad/gather/internal/parallel"
+
+// DotInteract is DLRM's dot interaction, for each of n samples with the
+// dense vector x[b] [d] and f sparse vectors s[b] [f·d] (vector 0 is x[b],
+// vector i+1 is s[b][i·d:(i+1)·d]):
+//
+//	out[b][:d] = x[b]
+//	out[b][d+k] = Σ_t v_i[t]·v_j[t]   for the k-th pair i < j of the f+1 vectors, row by row
+//
+// out is [n, d + (f+1)·f/2]. Samples are split across goroutines.
+func DotInteract[T Float](out, x, s []T, n, d, f int) {
+	w := d + (f+1)*f/2
+	parallel.For(n, n*w*d, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			o, xb, sb := out[b*w:(b+1)*w], x[b*d:(b+1)*d], s[b*f*d:(b+1)*f*d]
+			copy(o, xb)
+			k := d
+			for i := range f + 1 {
+				vi := vec(xb, sb, i, d)
+				for j := i + 1; j <= f; j++ {
+					vj := vec(xb, sb, j, d)
+					var sum T
+					for t := range vi {
+						sum += vi[t] * vj[t]
+					}
+					o[k] = sum
+					k++
+				}
+			}
+		}
+	})
+}
+
+// vec returns vector i of a sample: x for 0, the (i-1)-th of s after it.
+func vec[T Float](x, s []T, i, d int) []T {
+	if i == 0 {
+		return x
+	}
+	return s[(i-1)*d : i*d : i*d]
+}
+
+// DotInteractGrad is the gradient of DotInteract for upstream gradient g
+// [n, d + (f+1)·f/2], with respect to x (wrt 0, dst [n, d]) or s (wrt 1,
+// dst [n, f·d]):
+//
+//	∂x[b] = g[b][:d] + Σ_{pairs (0, j)} g[b][d+k]·v_j
+//	∂v_i  = Σ_{pairs (i, j) or (j, i)} g[b][d+k]·v_j      for i ≥ 1
+//
+// each vector's terms added in the order of the pairs. With add the
+// gradient is added into dst. Samples are split across goroutines.
+func DotInteractGrad[T Float](dst, x, s, g []T, n, d, f, wrt int, add bool) {
+	w := d + (f+1)*f/2
+	width := d
+	if wrt == 1 {
+		width = f * d
+	}
+	parallel.For(n, n*w*d, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			db, xb, sb, gb := dst[b*width:(b+1)*width], x[b*d:(b+1)*d], s[b*f*d:(b+1)*f*d], g[b*w:(b+1)*w]
+			if !add {
+				clear(db)
+			}
+			if wrt == 0 {
+				for t := range db {
+					db[t] += gb[t]
+				}
+			}
+			k := d
+			for i := range f + 1 {
+				vi := vec(xb, sb, i, d)
+				for j := i + 1; j <= f; j++ {
+					vj, c := vec(xb, sb, j, d), gb[k]
+					k++
+					if wrt == 0 {
+						if i == 0 {
+							AddRow(db, vj, c)
+						}
+						continue
+					}
+					if i > 0 {
+						AddRow(db[(i-1)*d:i*d], vj, c)
+					}
+					AddRow(db[(j-1)*d:j*d], vi, c)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,206 @@
+package nn
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/ref"
+	"github.com/gathergrad/gather/optim"
+)
+
+// dlrmRows are the rows of BenchmarkDLRM's 26 tables: Criteo Kaggle's
+// cardinalities capped at 1,000,000 (bench/torch_peer.py's DLRM_ROWS).
+var dlrmRows = func() []int {
+	rows := []int{1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593,
+		3194, 27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572}
+	for k, v := range rows {
+		rows[k] = min(v, 1_000_000)
+	}
+	return rows
+}()
+
+const (
+	dlrmBatch   = 2048
+	dlrmDim     = 16
+	dlrmDense   = 13
+	dlrmBatches = 8
+)
+
+// BenchmarkDLRM measures a training step of DLRM's model on Criteo's
+// shapes (bench/torch_peer.py's dlrm is its PyTorch peer): batch 2048; 13
+// dense features through the bottom MLP 13-512-256-64-16 (ReLU after
+// each layer); 26 sparse features, one id a sample, in 26 tables of 16
+// columns (dlrmRows) pooled by one Collection (sum); DotInteraction of the
+// 27 vectors (367 columns); the top MLP 367-512-256-1 (ReLU between);
+// BCEWithLogits; SGD (lr 0.01) on every parameter, the tables row-sparse
+// (the collection's fused step). Ids are Zipf(1.05) per table; 8 batches
+// made beforehand are used in turn.
+//
+// "step" is the whole step; "tables" the 26 tables alone: the lookup,
+// backward and step, with loss Σ pooled·R, R a fixed random [2048, 416]
+// tensor ([2048, 26, 16] in the peer).
+func BenchmarkDLRM(b *testing.B) {
+	for _, name := range []string{"step", "tables"} {
+		b.Run(name, func(b *testing.B) {
+			vm, step := dlrmModel(b, ref.Machines[0], name == "tables", true)
+			ref.BenchSteps(b, vm, step)
+		})
+	}
+}
+
+// dlrmModel builds BenchmarkDLRM's model (or its tables alone) on machine
+// m, its collection fused or not, and returns the machine and a function
+// that runs one step.
+func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused bool) (gorgonia.VM, func()) {
+	r := rand.New(rand.NewPCG(21, 22))
+	g := gorgonia.NewGraph()
+	var feats []Feature
+	for k, v := range dlrmRows {
+		bound := math.Sqrt(1 / float64(v))
+		uniform := func(dt tensor.Dtype, s ...int) any {
+			w := make([]float32, tensor.Shape(s).TotalSize())
+			for i := range w {
+				w[i] = float32((2*r.Float64() - 1) * bound)
+			}
+			return w
+		}
+		e, err := NewEmbedding(g, "t"+string(rune('a'+k)), v, dlrmDim, tensor.Float32, WithSparse(), WithInit(uniform))
+		if err != nil {
+			b.Fatal(err)
+		}
+		feats = append(feats, Feature{Key: e.Name(), Table: e, Mode: BagSum})
+	}
+	coll, err := NewCollection(feats, CollectionOptions{Fused: fused})
+	if err != nil {
+		b.Fatal(err)
+	}
+	nf := len(dlrmRows)
+	valuesT := tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(nf*dlrmBatch))
+	offsetsT := tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(nf*dlrmBatch+1))
+	for k, o := 0, offsetsT.Int64s(); k < len(o); k++ {
+		o[k] = int64(k) // one id a sample
+	}
+	values := gorgonia.NodeFromAny(g, valuesT, gorgonia.WithName("values"))
+	offsets := gorgonia.NodeFromAny(g, offsetsT, gorgonia.WithName("offsets"))
+	pooled, err := coll.Bag(values, offsets, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	var params gorgonia.Nodes
+	linear := func(name string, in, out int) (*gorgonia.Node, *gorgonia.Node) {
+		bound := 1 / math.Sqrt(float64(in))
+		uniform := func(n int) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32((2*r.Float64() - 1) * bound)
+			}
+			return v
+		}
+		w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".weight"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(out, in), tensor.WithBacking(uniform(in*out)))))
+		bias := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithName(name+".bias"),
+			gorgonia.WithValue(tensor.New(tensor.WithShape(out), tensor.WithBacking(uniform(out)))))
+		params = append(params, w, bias)
+		return w, bias
+	}
+	mlp := func(name string, x *gorgonia.Node, sizes []int, lastReLU bool) *gorgonia.Node {
+		for k := 0; k+1 < len(sizes); k++ {
+			w, bias := linear(name+string(rune('0'+k)), sizes[k], sizes[k+1])
+			x = gorgonia.Must(Linear(x, w, bias))
+			if lastReLU || k+2 < len(sizes) {
+				x = gorgonia.Must(gorgonia.Rectify(x))
+			}
+		}
+		return x
+	}
+
+	denseT := tensor.New(tensor.WithShape(dlrmBatch, dlrmDense), tensor.Of(tensor.Float32))
+	labelT := tensor.New(tensor.WithShape(dlrmBatch, 1), tensor.Of(tensor.Float32))
+	var loss *gorgonia.Node
+	if tablesOnly {
+		rv := make([]float32, dlrmBatch*nf*dlrmDim)
+		for i := range rv {
+			rv[i] = float32(r.NormFloat64())
+		}
+		// Σ pooled·R as the product of the two flattened, [1, n] × [n].
+		rn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(len(rv)), tensor.WithBacking(rv)), gorgonia.WithName("R"))
+		flat := gorgonia.Must(gorgonia.Reshape(pooled, tensor.Shape{1, len(rv)}))
+		loss = gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.Mul(flat, rn))))
+	} else {
+		x := gorgonia.NodeFromAny(g, denseT, gorgonia.WithName("dense"))
+		y := gorgonia.NodeFromAny(g, labelT, gorgonia.WithName("labels"))
+		z := mlp("bottom", x, []int{dlrmDense, 512, 256, 64, dlrmDim}, true)
+		inter, err := DotInteraction(z, pooled)
+		if err != nil {
+			b.Fatal(err)
+		}
+		logits := mlp("top", inter, []int{dlrmDim + (nf+1)*nf/2, 512, 256, 1}, false)
+		if loss, err = BCEWithLogits(logits, y); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := gorgonia.Grad(loss, append(append(gorgonia.Nodes{}, params...), coll.GradNodes()...)...); err != nil {
+		b.Fatal(err)
+	}
+	vm, err := m.New(g, params)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	// The batches: Zipf(1.05) ids a table (P(k) ∝ (1+k)^-1.05), N(0, 1)
+	// dense features, 0/1 labels.
+	type batch struct {
+		values      []int64
+		dense, labs []float32
+	}
+	data := make([]batch, dlrmBatches)
+	zipf := make([]*rand.Zipf, nf)
+	for k, v := range dlrmRows {
+		zipf[k] = rand.NewZipf(r, 1.05, 1, uint64(v-1))
+	}
+	for i := range data {
+		d := &data[i]
+		d.values = make([]int64, nf*dlrmBatch)
+		for k := range nf {
+			for s := range dlrmBatch {
+				d.values[k*dlrmBatch+s] = int64(zipf[k].Uint64())
+			}
+		}
+		d.dense, d.labs = make([]float32, dlrmBatch*dlrmDense), make([]float32, dlrmBatch)
+		for k := range d.dense {
+			d.dense[k] = float32(r.NormFloat64())
+		}
+		for k := range d.labs {
+			d.labs[k] = float32(r.IntN(2))
+		}
+	}
+	sparse := &optim.SparseSGD{LearnRate: 0.01}
+	sgd := &optim.SGD{LearnRate: 0.01}
+	n := 0
+	step := func() {
+		d := &data[n%dlrmBatches]
+		n++
+		copy(valuesT.Int64s(), d.values)
+		copy(denseT.Float32s(), d.dense)
+		copy(labelT.Float32s(), d.labs)
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		if err := coll.Step(context.Background(), sparse); err != nil {
+			b.Fatal(err)
+		}
+		if len(params) > 0 {
+			if err := sgd.Step(gorgonia.NodesToValueGrads(params)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		vm.Reset()
+	}
+	return vm, step
+}
