@@ -398,12 +398,36 @@ func (s *Store) fcall(ctx context.Context, fn string, dim int, ids []int64, grad
 	if err := s.check(ids, nil); err != nil {
 		return err
 	}
-	grad = slices.Clone(grad) // sent on by a call given up (see attempt), not the caller's
+	calls := s.tagCalls(dim, ids, grad, raw)
+	digest := func() [sha256.Size]byte { return callDigest(fn, head, calls) }
+	err := s.numbered(ctx, digest, func(ctx context.Context, name []any) error {
+		return s.send(ctx, fn, name, head, calls, nil)
+	})
+	if err == nil || strings.Contains(err.Error(), "Function not found") {
+		return err // applyRule loads a Function not found
+	}
+	return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), err)
+}
+
+// A tagCall is the part of an update for the keys of one hash tag: its
+// keys (the first names the tag's slot), and its arguments after the
+// update's name and the arguments all tags share.
+type tagCall struct {
+	keys []string
+	args []any
+}
+
+// tagCalls returns the calls of an update of the rows ids, one per hash
+// tag, in the order of the tags (so that the same update again is the
+// same calls), each with the keys and arguments fcall describes. They
+// hold a copy of grad: a call given up goes on sending (see attempt).
+func (s *Store) tagCalls(dim int, ids []int64, grad []byte, raw []mappedRow) []tagCall {
+	grad = slices.Clone(grad)
 	groups := map[int64][]int{}
 	for k, id := range ids {
 		groups[id%redisGroups] = append(groups[id%redisGroups], k)
 	}
-	tags := slices.Sorted(maps.Keys(groups)) // the same update again is the same calls
+	tags := slices.Sorted(maps.Keys(groups))
 	calls := make([]tagCall, 0, len(groups))
 	for _, tag := range tags {
 		ks := groups[tag]
@@ -427,22 +451,7 @@ func (s *Store) fcall(ctx context.Context, fn string, dim int, ids []int64, grad
 		}
 		calls = append(calls, c)
 	}
-	digest := func() [sha256.Size]byte { return callDigest(fn, head, calls) }
-	err := s.numbered(ctx, digest, func(ctx context.Context, name []any) error {
-		return s.send(ctx, fn, name, head, calls, nil)
-	})
-	if err == nil || strings.Contains(err.Error(), "Function not found") {
-		return err // applyRule loads a Function not found
-	}
-	return fmt.Errorf("table %q: stepping %d rows: %w", s.name, len(ids), err)
-}
-
-// A tagCall is the part of an update for the keys of one hash tag: its
-// keys (the first names the tag's slot), and its arguments after the
-// update's name and the arguments all tags share.
-type tagCall struct {
-	keys []string
-	args []any
+	return calls
 }
 
 // send sends the calls of an update named name, whose calls share the
@@ -502,6 +511,12 @@ func (s *Store) numbered(ctx context.Context, digest func() [sha256.Size]byte, s
 		d = &x
 	}
 	s.pending = &pendingStep{update: update, digest: *d}
+	return stepError(ctx, err)
+}
+
+// stepError returns the error of an update whose calls failed with err:
+// one wrapping ErrUnknownOutcome when some of them may have been applied.
+func stepError(ctx context.Context, err error) error {
 	switch {
 	case strings.Contains(err.Error(), "Function not found"):
 		return err

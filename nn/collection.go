@@ -365,7 +365,9 @@ func (c *Collection) GradNodes() gorgonia.Nodes {
 // gradients of all its features (in feature order), as one step of its
 // home (a cache's Step, a file's mapping, the heap's table). Tables in
 // memory and in files are stepped side by side on GOMAXPROCS goroutines,
-// each by one; a cache's tables one after another. Unfused, each table's
+// each by one; tables in caches by table.StepShared, which steps the
+// Shared tables of one Redis Cluster together, in one pipelined round
+// trip per master for all of them. Unfused, each table's
 // row gradient is built in memory kept for the next step; Fused, none is
 // built (CollectionOptions.Fused). Once its memory has grown, a step of
 // tables in memory allocates nothing.
@@ -408,11 +410,7 @@ func (c *Collection) Step(ctx context.Context, opt optim.Sparse) error {
 	// The tables in memory side by side, then the others in turn.
 	c.step = stepTask{c: c, ctx: ctx, opt: opt}
 	parallel.Run(len(c.local), len(c.local)*c.op.batch*c.width, &c.step)
-	for _, g := range c.groups {
-		if !g.e.cfg.frozen && !g.local() {
-			g.err = c.stepGroup(ctx, g, opt)
-		}
-	}
+	c.stepCaches(ctx, opt)
 	c.step = stepTask{}
 	for _, g := range c.groups {
 		if g.e.cfg.frozen {
@@ -469,18 +467,59 @@ func (c *Collection) checkCaptured() error {
 	return nil
 }
 
+// stepCaches steps the trainable tables in caches (CachedEmbedding), by
+// table.StepShared: the Shared tables of a Redis Cluster together, in
+// one pipelined round trip per master. Each group's error is set in
+// g.err.
+func (c *Collection) stepCaches(ctx context.Context, opt optim.Sparse) {
+	var caches []*table.Cached
+	var grads []*optim.RowGrad
+	var groups []*collGroup
+	for _, g := range c.groups {
+		if g.e.cfg.frozen || g.local() {
+			continue
+		}
+		rg, err := c.rowGrad(g)
+		if err != nil {
+			g.err = err
+			return
+		}
+		caches, grads, groups = append(caches, g.e.home.(*cached).c), append(grads, rg), append(groups, g)
+	}
+	if len(groups) == 0 {
+		return
+	}
+	if err := table.StepShared(ctx, opt, caches, grads); err != nil {
+		groups[0].err = err
+		return
+	}
+	for _, g := range groups {
+		g.e.home.(*cached).fetched = 0
+	}
+}
+
 // stepGroup steps the table of g.
 func (c *Collection) stepGroup(ctx context.Context, g *collGroup, opt optim.Sparse) error {
-	e, dim := g.e, g.dim
 	if c.opts.Fused {
-		if b, ok := e.home.(blockStepper); ok {
-			g.order, g.at = kernel.SortRows(g.cids, e.home.Vocab(), &g.sort), 0
+		if b, ok := g.e.home.(blockStepper); ok {
+			g.order, g.at = kernel.SortRows(g.cids, g.e.home.Vocab(), &g.sort), 0
 			if g.next == nil {
 				g.next = func(rg *optim.RowGrad) bool { return c.nextBlock(g, rg) }
 			}
 			return b.stepBlocks(ctx, opt, g.next)
 		}
-		// A home that steps no blocks: each id's gradient, now.
+	}
+	rg, err := c.rowGrad(g)
+	if err != nil {
+		return err
+	}
+	return g.e.home.step(ctx, opt, rg)
+}
+
+// rowGrad returns the row gradient of g's table, built in g's memory.
+func (c *Collection) rowGrad(g *collGroup) (*optim.RowGrad, error) {
+	e, dim := g.e, g.dim
+	if c.opts.Fused { // a home that steps no blocks: each id's gradient, now
 		operand.PickFloat(c.dtype, fusedPositions[float32], fusedPositions[float64])(g, dim)
 	}
 	n := len(g.cids)
@@ -495,11 +534,7 @@ func (c *Collection) stepGroup(ctx context.Context, g *collGroup, opt optim.Spar
 			g.posT = tensorOf(g.posT, g.pos.f64[:n*dim], n, dim)
 		}
 	}
-	rg, err := rowgrad.Build(g.idsT, g.posT, e.home.Vocab(), e.padding(), &g.buf)
-	if err != nil {
-		return err
-	}
-	return e.home.step(ctx, opt, rg)
+	return rowgrad.Build(g.idsT, g.posT, e.home.Vocab(), e.padding(), &g.buf)
 }
 
 // A blockStepper is a home that steps its rows from a row gradient given

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"gorgonia.org/gorgonia"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/ref"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
 // dlrmRows are the rows of BenchmarkDLRM's 26 tables: Criteo Kaggle's
@@ -43,20 +45,24 @@ const (
 //
 // "step" is the whole step; "tables" the 26 tables alone: the lookup,
 // backward and step, with loss Σ pooled·R, R a fixed random [2048, 416]
-// tensor ([2048, 26, 16] in the peer).
+// tensor ([2048, 26, 16] in the peer). "step-raw" and "tables-raw" are
+// the same on raw 64-bit ids, each table's through a table.IDMap of its
+// rows (Feature.IDs, Collection.Map), the table one row larger (its
+// padding row): their times over step's and tables' are what mapping
+// costs. "tables-unfused" is tables with the unfused step.
 func BenchmarkDLRM(b *testing.B) {
-	for _, name := range []string{"step", "tables"} {
+	for _, name := range []string{"step", "tables", "step-raw", "tables-raw", "tables-unfused"} {
 		b.Run(name, func(b *testing.B) {
-			vm, step := dlrmModel(b, ref.Machines[0], name == "tables", true)
+			vm, step := dlrmModel(b, ref.Machines[0], strings.HasPrefix(name, "tables"), name != "tables-unfused", strings.HasSuffix(name, "raw"))
 			ref.BenchSteps(b, vm, step)
 		})
 	}
 }
 
 // dlrmModel builds BenchmarkDLRM's model (or its tables alone) on machine
-// m, its collection fused or not, and returns the machine and a function
-// that runs one step.
-func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused bool) (gorgonia.VM, func()) {
+// m, its collection fused or not, on raw ids or not, and returns the
+// machine and a function that runs one step.
+func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused, raw bool) (gorgonia.VM, func()) {
 	r := rand.New(rand.NewPCG(21, 22))
 	g := gorgonia.NewGraph()
 	var feats []Feature
@@ -69,13 +75,23 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused bool) (gorgonia.VM
 			}
 			return w
 		}
-		e, err := NewEmbedding(g, "t"+string(rune('a'+k)), v, dlrmDim, tensor.Float32, WithSparse(), WithInit(uniform))
+		rows, opts := v, []EmbeddingOption{WithSparse(), WithInit(uniform)}
+		if raw {
+			rows, opts = v+1, append(opts, WithPadding(v))
+		}
+		e, err := NewEmbedding(g, "t"+string(rune('a'+k)), rows, dlrmDim, tensor.Float32, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		feats = append(feats, Feature{Key: e.Name(), Table: e, Mode: BagSum})
+		f := Feature{Key: e.Name(), Table: e, Mode: BagSum}
+		if raw {
+			if f.IDs, err = table.NewIDMap(e.Name(), table.IDMapOptions{Rows: v}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		feats = append(feats, f)
 	}
-	coll, err := NewCollection(feats, CollectionOptions{Fused: fused})
+	coll, err := NewCollection(feats, CollectionOptions{Fused: fused, Init: table.RowInit{Seed: 1, Std: 0.01}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -169,7 +185,11 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused bool) (gorgonia.VM
 		d.values = make([]int64, nf*dlrmBatch)
 		for k := range nf {
 			for s := range dlrmBatch {
-				d.values[k*dlrmBatch+s] = int64(zipf[k].Uint64())
+				id := zipf[k].Uint64()
+				if raw {
+					id = id*0x9e3779b97f4a7c15 + 1 // distinct ids, spread over int64
+				}
+				d.values[k*dlrmBatch+s] = int64(id)
 			}
 		}
 		d.dense, d.labs = make([]float32, dlrmBatch*dlrmDense), make([]float32, dlrmBatch)
@@ -187,6 +207,11 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused bool) (gorgonia.VM
 		d := &data[n%dlrmBatches]
 		n++
 		copy(valuesT.Int64s(), d.values)
+		if raw {
+			if err := coll.Map(context.Background(), valuesT, offsetsT, int64(n)); err != nil {
+				b.Fatal(err)
+			}
+		}
 		copy(denseT.Float32s(), d.dense)
 		copy(labelT.Float32s(), d.labs)
 		if err := vm.RunAll(); err != nil {

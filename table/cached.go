@@ -695,6 +695,23 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
+	if err := c.prepareStep(r, g); err != nil {
+		return err
+	}
+	if c.shared {
+		if err := c.store.(rule.Stepper).Step(ctx, r, g); err != nil {
+			return err
+		}
+	}
+	return c.stepCached(r, g)
+}
+
+// prepareStep checks a step of r with g and sets c.slots to the slots
+// of g's rows.
+func (c *Cached) prepareStep(r rule.Rule, g *rule.RowGrad) error {
+	if c.closed {
+		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
+	}
 	if r == nil || g == nil {
 		return fmt.Errorf("table %q: Step needs a rule and a gradient: %w", c.name, errs.ErrOption)
 	}
@@ -709,12 +726,14 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 		}
 		c.slots = append(c.slots, int64(s))
 	}
+	return nil
+}
+
+// stepCached steps the cached rows of c.slots (prepareStep) and counts
+// the step; unless the table is Shared, whose store has stepped them,
+// it marks them for writing back.
+func (c *Cached) stepCached(r rule.Rule, g *rule.RowGrad) error {
 	t := c.steps + 1
-	if c.shared {
-		if err := c.store.(rule.Stepper).Step(ctx, r, g); err != nil {
-			return err
-		}
-	}
 	if err := r.StepRows(rule.Rows{Weight: c.weight, State: c.state, Slots: c.slots, Step: t}, g); err != nil {
 		return err
 	}
@@ -723,6 +742,75 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 	if !c.shared {
 		for _, s := range c.slots {
 			c.cache.MarkDirty(int32(s))
+		}
+	}
+	return nil
+}
+
+// A GroupStep is one table's part of a GroupStepper's step: its store,
+// the rule and the gradient of its rows.
+type GroupStep struct {
+	Store Store
+	Rule  rule.Rule
+	Grad  *rule.RowGrad
+}
+
+// A GroupStepper is a store that steps several tables of its kind
+// together, each as its own Step would, in fewer round trips than a Step
+// each: cluster.Store, one pipelined round trip per master for all of
+// them. StepTables is given its own store among the others.
+type GroupStepper interface {
+	StepTables(ctx context.Context, steps []GroupStep) error
+}
+
+// StepShared steps each of caches by r with its gradient, grads[k] for
+// caches[k], as its Step does: the Shared tables whose stores are
+// GroupSteppers together, on their stores, by the first such store's
+// StepTables, and then each in its cache; the others one after another.
+// A table's error stops the step and names the table; on an error of the
+// stores' step no cached row has moved. It is how nn.Collection steps a
+// model's Shared tables.
+func StepShared(ctx context.Context, r rule.Rule, caches []*Cached, grads []*rule.RowGrad) error {
+	if len(caches) != len(grads) {
+		return fmt.Errorf("table: %d tables and %d gradients: %w", len(caches), len(grads), errs.ErrShape)
+	}
+	var group []GroupStep
+	var grouped []int
+	for k, c := range caches {
+		if c == nil {
+			return fmt.Errorf("table: StepShared: table %d is nil: %w", k, errs.ErrOption)
+		}
+		_, ok := c.store.(GroupStepper)
+		st, isStore := c.store.(Store)
+		if !ok || !isStore || !c.shared {
+			continue
+		}
+		if err := c.prepareStep(r, grads[k]); err != nil {
+			return err
+		}
+		group = append(group, GroupStep{Store: st, Rule: r, Grad: grads[k]})
+		grouped = append(grouped, k)
+	}
+	if len(group) > 0 {
+		if err := group[0].Store.(GroupStepper).StepTables(ctx, group); err != nil {
+			return err
+		}
+		for _, k := range grouped {
+			c := caches[k]
+			if err := c.prepareStep(r, grads[k]); err != nil {
+				return err
+			}
+			if err := c.stepCached(r, grads[k]); err != nil {
+				return fmt.Errorf("table %q: %w", c.name, err)
+			}
+		}
+	}
+	for k, c := range caches {
+		if len(grouped) > 0 && slices.Contains(grouped, k) {
+			continue
+		}
+		if err := c.Step(ctx, r, grads[k]); err != nil {
+			return err
 		}
 	}
 	return nil
