@@ -464,7 +464,7 @@ func (s *Store) send(ctx context.Context, fn string, name, head []any, calls []t
 	}
 	cmds := make([]*redis.Cmd, len(calls))
 	err := s.again(ctx, func(ctx context.Context) error {
-		return s.onMasters(ctx, first, true, func(ctx context.Context, p redis.Pipeliner, k int) {
+		return s.onMasters(ctx, first, stepCall, func(ctx context.Context, p redis.Pipeliner, k int) {
 			args := append(slices.Clip(name), head...)
 			cmds[k] = p.FCall(ctx, fn, calls[k].keys, append(args, calls[k].args...)...)
 		})

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
@@ -185,7 +186,7 @@ func (s *Store) sendGroup(ctx context.Context, parts []groupPart) error {
 		}
 	}
 	err := s.again(ctx, func(ctx context.Context) error {
-		return s.onMasters(ctx, first, true, func(ctx context.Context, pl redis.Pipeliner, k int) {
+		return s.onMasters(ctx, first, stepCall, func(ctx context.Context, pl redis.Pipeliner, k int) {
 			p, c := &parts[refs[k].part], parts[refs[k].part].calls[refs[k].call]
 			args := append([]any{p.s.id, strconv.FormatUint(p.update, 10)}, p.head...)
 			pl.FCall(ctx, p.fn, c.keys, append(args, c.args...)...)
@@ -203,4 +204,19 @@ func (s *Store) sendGroup(ctx context.Context, parts []groupPart) error {
 		p.s.pending = &pendingStep{update: p.update, digest: p.digest}
 	}
 	return stepError(ctx, err)
+}
+
+// Masters returns the number of the cluster's masters, as its layout
+// stands now: the most pipelines, one round trip each, that a call of the
+// store sends.
+func (s *Store) Masters(ctx context.Context) (int, error) {
+	var n atomic.Int32
+	err := s.c.ForEachMaster(ctx, func(context.Context, *redis.Client) error {
+		n.Add(1)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("table %q: %w", s.name, redisError(err))
+	}
+	return int(n.Load()), nil
 }

@@ -173,7 +173,7 @@ func (s *Store) clearMap(ctx context.Context) error {
 		}
 	}
 	return s.again(ctx, func(ctx context.Context) error {
-		return s.onMasters(ctx, keys, true, func(ctx context.Context, p redis.Pipeliner, k int) {
+		return s.onMasters(ctx, keys, writeCall, func(ctx context.Context, p redis.Pipeliner, k int) {
 			p.Del(ctx, keys[k])
 		})
 	})
@@ -382,7 +382,7 @@ func (m *IDMap) Stats(ctx context.Context) (table.IDMapStats, error) {
 	}
 	cmds := make([]*redis.SliceCmd, len(keys))
 	err := s.again(ctx, func(ctx context.Context) error {
-		return s.onMasters(ctx, keys, false, func(ctx context.Context, p redis.Pipeliner, k int) {
+		return s.onMasters(ctx, keys, readCall, func(ctx context.Context, p redis.Pipeliner, k int) {
 			cmds[k] = p.HMGet(ctx, keys[k], "used", "admitted", "evicted", "expired", "rejected", "pending", "dropped")
 		})
 	})
@@ -446,7 +446,7 @@ func (m *IDMap) Snapshot(ctx context.Context) (*table.IDMap, error) {
 	owners := make([]*redis.MapStringStringCmd, redisGroups)
 	scores := make([]*redis.ZSliceCmd, 2*redisGroups)
 	err = s.again(ctx, func(ctx context.Context) error {
-		return s.onMasters(ctx, keys, false, func(ctx context.Context, p redis.Pipeliner, k int) {
+		return s.onMasters(ctx, keys, readCall, func(ctx context.Context, p redis.Pipeliner, k int) {
 			if k%3 == 0 {
 				owners[k/3] = p.HGetAll(ctx, keys[k])
 			} else {
@@ -525,7 +525,7 @@ func (s *Store) readMissing(ctx context.Context, ids []int64, missing []int, dst
 	}
 	cmds := make([]*redis.Cmd, len(missing))
 	err = s.again(ctx, func(ctx context.Context) error {
-		return s.onMasters(ctx, keys, false, func(ctx context.Context, p redis.Pipeliner, i int) {
+		return s.onMasters(ctx, keys, readCall, func(ctx context.Context, p redis.Pipeliner, i int) {
 			id := ids[missing[i]]
 			cmds[i] = rowAndOwner.Eval(ctx, p, []string{keys[i], s.mapKey(id%redisGroups, "owner")}, id)
 		})

@@ -96,6 +96,9 @@ type Stats struct {
 	// id maps: one to each master a call reaches, each a round trip),
 	// retries included.
 	Pipelines uint64
+	// StepPipelines counts those of the Step methods' updates
+	// (StepTables' included, on the store that sends them).
+	StepPipelines uint64
 }
 
 // A Store is a Store on a Redis Cluster: each row (values, then
@@ -105,23 +108,24 @@ type Stats struct {
 // trip per master. The key "gg:<name>:meta" records the table's layout,
 // which Open checks.
 type Store struct {
-	c        *redis.ClusterClient
-	name     string
-	rows     int64
-	rowBytes int
-	dim      int            // the values of a row, before its state (Open)
-	cols     []table.Column // the state after them
-	dt       tensor.Dtype
-	steps    atomic.Int64 // the steps made through the store (Step)
-	timeout  time.Duration
-	retry    time.Duration
-	replicas int
-	strict   bool
-	closed   atomic.Bool
-	retries  atomic.Uint64
-	degraded atomic.Uint64
-	pipes    atomic.Uint64
-	fewer    sync.Map // a master's address -> fewerUntil, for masters with fewer replicas than asked
+	c         *redis.ClusterClient
+	name      string
+	rows      int64
+	rowBytes  int
+	dim       int            // the values of a row, before its state (Open)
+	cols      []table.Column // the state after them
+	dt        tensor.Dtype
+	steps     atomic.Int64 // the steps made through the store (Step)
+	timeout   time.Duration
+	retry     time.Duration
+	replicas  int
+	strict    bool
+	closed    atomic.Bool
+	retries   atomic.Uint64
+	degraded  atomic.Uint64
+	pipes     atomic.Uint64
+	stepPipes atomic.Uint64
+	fewer     sync.Map // a master's address -> fewerUntil, for masters with fewer replicas than asked
 
 	// The Step methods' updates are named id (random, the store's own)
 	// and updates (counting them), one at a time; pending is the update
@@ -221,7 +225,7 @@ func (r redisLog) Printf(_ context.Context, format string, v ...any) { r.l.Print
 
 // Stats returns what the store has met so far.
 func (s *Store) Stats() Stats {
-	return Stats{Retries: s.retries.Load(), Degraded: s.degraded.Load(), Pipelines: s.pipes.Load()}
+	return Stats{Retries: s.retries.Load(), Degraded: s.degraded.Load(), Pipelines: s.pipes.Load(), StepPipelines: s.stepPipes.Load()}
 }
 
 // Create writes the table name to the cluster as table.Create writes a
@@ -412,7 +416,7 @@ func (s *Store) readRows(ctx context.Context, ids []int64, dst []byte) error {
 	}
 	cmds := make([]*redis.StringCmd, len(ids))
 	err := s.again(ctx, func(ctx context.Context) error {
-		return s.onMasters(ctx, keys, false, func(ctx context.Context, p redis.Pipeliner, k int) {
+		return s.onMasters(ctx, keys, readCall, func(ctx context.Context, p redis.Pipeliner, k int) {
 			cmds[k] = p.Get(ctx, keys[k])
 		})
 	})
@@ -452,7 +456,7 @@ func (s *Store) WriteRows(ctx context.Context, ids []int64, src []byte) error {
 		keys[k] = s.key(id)
 	}
 	err := s.again(ctx, func(ctx context.Context) error {
-		return s.onMasters(ctx, keys, true, func(ctx context.Context, p redis.Pipeliner, k int) {
+		return s.onMasters(ctx, keys, writeCall, func(ctx context.Context, p redis.Pipeliner, k int) {
 			p.Set(ctx, keys[k], src[k*s.rowBytes:(k+1)*s.rowBytes], 0)
 		})
 	})
@@ -462,12 +466,23 @@ func (s *Store) WriteRows(ctx context.Context, ids []int64, src []byte) error {
 	return nil
 }
 
+// A callKind is what a call's pipelines do: read rows, write them, or
+// step them (the Step methods' updates).
+type callKind int
+
+const (
+	readCall callKind = iota
+	writeCall
+	stepCall
+)
+
 // onMasters sends, in one pipeline to each master that serves some of
 // keys (all at once), the commands add adds for the keys it serves:
 // add(ctx, p, k) for keys[k]. After writes, with the store's Replicas,
 // each pipeline ends in a WAIT for them. A failed pipeline's error names
 // its master when the master does not answer a PING.
-func (s *Store) onMasters(ctx context.Context, keys []string, writes bool, add func(ctx context.Context, p redis.Pipeliner, k int)) error {
+func (s *Store) onMasters(ctx context.Context, keys []string, kind callKind, add func(ctx context.Context, p redis.Pipeliner, k int)) error {
+	writes := kind != readCall
 	by := map[*redis.Client][]int{}
 	for k, key := range keys {
 		node, err := s.c.MasterForKey(ctx, key)
@@ -477,6 +492,9 @@ func (s *Store) onMasters(ctx context.Context, keys []string, writes bool, add f
 		by[node] = append(by[node], k)
 	}
 	s.pipes.Add(uint64(len(by)))
+	if kind == stepCall {
+		s.stepPipes.Add(uint64(len(by)))
+	}
 	errs := make(chan error, len(by))
 	for node, ks := range by {
 		go func() {

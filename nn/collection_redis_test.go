@@ -77,7 +77,7 @@ func TestCollectionOnCluster(t *testing.T) {
 	pipes := func() uint64 {
 		var n uint64
 		for _, s := range stores {
-			n += s.Stats().Pipelines
+			n += s.Stats().StepPipelines
 		}
 		return n
 	}

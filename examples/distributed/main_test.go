@@ -1,10 +1,12 @@
 package main
 
 import (
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,9 +35,16 @@ func TestWorkersMatchMemory(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
 	c := config{workers: 2, examples: 10_240, heldOut: 5_000, batch: 256, staleness: 2, maxAge: 1, lr: 0.01, seed: 3, name: "test", cacheMB: 16,
 		redis: cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 10 * time.Second, Retry: time.Minute}}
-	d, s, err := run(c)
+	var d, s float64
+	var err error
+	out := stdout(t, func() { d, s, err = run(c) })
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Each worker's three tables take one round trip to each master a
+	// step, together (nn.Collection on cluster.Store.StepTables).
+	if n := strings.Count(out, "the 3 tables' step: 1.00 round trips per master (3 masters"); n != c.workers {
+		t.Fatalf("%d of %d workers report one round trip per master a step:\n%s", n, c.workers, out)
 	}
 	held := examples(c.seed, 2, c.heldOut)
 	p := 0.0
@@ -102,6 +111,28 @@ func TestSaveEvery(t *testing.T) {
 	if slices.Equal(ts["feature0.weight"].Float32s(), w.tables[0]) {
 		t.Fatal("the file is the final model")
 	}
+}
+
+// stdout returns what f prints to os.Stdout, which it also logs.
+func stdout(t *testing.T, f func()) string {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stdout
+	os.Stdout = w
+	var b strings.Builder
+	done := make(chan struct{})
+	go func() {
+		io.Copy(&b, r)
+		close(done)
+	}()
+	f()
+	os.Stdout = saved
+	w.Close()
+	<-done
+	t.Log(b.String())
+	return b.String()
 }
 
 // seq returns 0, 1, ..., n-1.

@@ -29,7 +29,8 @@ func tableSeed(seed uint64, f int) uint64 { return seed + uint64(f) + 1 }
 type model struct {
 	g      *gorgonia.ExprGraph
 	tables [3]*nn.Embedding
-	ids    [3]*tensor.Dense
+	coll   *nn.Collection // the three tables, looked up, pooled and stepped as one
+	values *tensor.Dense  // the three features' ids, one after another
 	dense  *tensor.Dense
 	labels *tensor.Dense
 	params []*gorgonia.Node // the dense learnables: w1, b1, w2, b2, w3, b3
@@ -70,21 +71,29 @@ func newModel(g *gorgonia.ExprGraph, tables [3]*nn.Embedding, n int, seed uint64
 		dense:  tensor.New(tensor.WithShape(n, denseFeatures), tensor.Of(tensor.Float32)),
 		labels: tensor.New(tensor.WithShape(n, 1), tensor.Of(tensor.Float32)),
 		params: denseParams(g, seed)}
-	var pooled []*gorgonia.Node
+	// One collection of the three features: values holds their ids, one
+	// feature after another; offsets, fixed, where each bag starts
+	// (bagSize[f] ids an example).
+	var feats []nn.Feature
+	offs, total := []int64{0}, 0
 	for f, e := range tables {
-		m.ids[f] = tensor.New(tensor.WithShape(n*bagSize[f]), tensor.Of(tensor.Int64))
-		offs := make([]int64, n)
-		for i := range offs {
-			offs[i] = int64(i * bagSize[f])
+		feats = append(feats, nn.Feature{Key: fmt.Sprintf("feature%d", f), Table: e, Mode: nn.BagMean})
+		for range n {
+			total += bagSize[f]
+			offs = append(offs, int64(total))
 		}
-		idn := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithName(fmt.Sprintf("ids%d", f)), gorgonia.WithValue(m.ids[f]))
-		offn := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithName(fmt.Sprintf("offsets%d", f)),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(n), tensor.WithBacking(offs))))
-		p, err := e.Bag(idn, offn, nil, nn.BagMean)
-		if err != nil {
-			return nil, err
-		}
-		pooled = append(pooled, p)
+	}
+	var err error
+	if m.coll, err = nn.NewCollection(feats, nn.CollectionOptions{}); err != nil {
+		return nil, err
+	}
+	m.values = tensor.New(tensor.WithShape(total), tensor.Of(tensor.Int64))
+	valn := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithName("values"), gorgonia.WithValue(m.values))
+	offn := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithName("offsets"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(len(offs)), tensor.WithBacking(offs))))
+	pooled, err := m.coll.Bag(valn, offn, nil) // [n, 3·embDim]
+	if err != nil {
+		return nil, err
 	}
 	x := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName("dense"), gorgonia.WithValue(m.dense))
 	y := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName("labels"), gorgonia.WithValue(m.labels))
@@ -96,7 +105,7 @@ func newModel(g *gorgonia.ExprGraph, tables [3]*nn.Embedding, n int, seed uint64
 	if h, err = gorgonia.Rectify(h); err != nil {
 		return nil, err
 	}
-	z, err := nn.Concat(1, append(pooled, h)...)
+	z, err := nn.Concat(1, pooled, h)
 	if err != nil {
 		return nil, err
 	}
@@ -114,10 +123,7 @@ func newModel(g *gorgonia.ExprGraph, tables [3]*nn.Embedding, n int, seed uint64
 		return nil, err
 	}
 	gorgonia.Read(loss, &m.loss)
-	wrt := append([]*gorgonia.Node(nil), p...)
-	for _, e := range tables {
-		wrt = append(wrt, e.GradNodes()...)
-	}
+	wrt := append(append([]*gorgonia.Node(nil), p...), m.coll.GradNodes()...)
 	if _, err := gorgonia.Grad(loss, wrt...); err != nil {
 		return nil, err
 	}
@@ -129,8 +135,9 @@ func newModel(g *gorgonia.ExprGraph, tables [3]*nn.Embedding, n int, seed uint64
 
 // run computes the loss of b and the gradients.
 func (m *model) run(b *batch) (float64, error) {
-	for f := range m.ids {
-		copy(m.ids[f].Int64s(), b.ids[f])
+	at := 0
+	for f := range b.ids {
+		at += copy(m.values.Int64s()[at:], b.ids[f])
 	}
 	copy(m.dense.Float32s(), b.dense)
 	copy(m.labels.Float32s(), b.labels)

@@ -73,11 +73,13 @@ func runWorker(c config, w int) error {
 	train := examples(c.seed, 1, c.examples)
 	g := gorgonia.NewGraph()
 	var tables [3]*nn.Embedding
+	var stores []*cluster.Store
 	for f := range tables {
 		s, err := cluster.Open(context.Background(), c.redis, tableName(c, f))
 		if err != nil {
 			return err
 		}
+		stores = append(stores, s)
 		cached, err := table.NewCached(context.Background(), s,
 			table.CacheOptions{Budget: int64(c.cacheMB) << 20, Shared: &table.SharedOptions{MaxAge: c.maxAge}})
 
@@ -100,10 +102,19 @@ func runWorker(c config, w int) error {
 		return err
 	}
 	defer dense.Close()
-	var opts [3]*optim.SparseAdam
-	for f := range opts {
-		opts[f] = sparseAdam(c)
+	opt := sparseAdam(c)
+	pipelines := func() uint64 { // the pipelines of the tables' steps so far
+		var n uint64
+		for _, s := range stores {
+			n += s.Stats().StepPipelines
+		}
+		return n
 	}
+	masters, err := stores[0].Masters(context.Background())
+	if err != nil {
+		return err
+	}
+	var stepPipes uint64 // the pipelines of the tables' steps, after the first (which loads the Function)
 	steps := c.examples / c.workers / c.batch
 	shard := func(step int) *batch {
 		pos := make([]int, c.batch)
@@ -129,10 +140,12 @@ func runWorker(c config, w int) error {
 		if err != nil {
 			return err
 		}
-		for f, e := range tables {
-			if err := e.Step(context.Background(), opts[f]); err != nil {
-				return err
-			}
+		before := pipelines()
+		if err := m.coll.Step(context.Background(), opt); err != nil {
+			return err
+		}
+		if step > 0 {
+			stepPipes += pipelines() - before
 		}
 		if err := dense.Push(context.Background()); err != nil {
 			return err
@@ -145,6 +158,10 @@ func runWorker(c config, w int) error {
 	for f, e := range tables {
 		st := e.Home().(nn.Cache).Cached().Stats()
 		fmt.Printf("table %d: %d rows read, hit rate %.3f\n", f, st.Misses, st.HitRate())
+	}
+	if steps > 1 {
+		fmt.Printf("the %d tables' step: %.2f round trips per master (%d masters, %.1f pipelines a step)\n",
+			len(tables), float64(stepPipes)/float64(steps-1)/float64(masters), masters, float64(stepPipes)/float64(steps-1))
 	}
 	return nil
 }
@@ -191,10 +208,9 @@ func clusterWeights(c config) (*weights, error) {
 func trainInMemory(c config, train *batch) (*weights, error) {
 	g := gorgonia.NewGraph()
 	var tables [3]*nn.Embedding
-	var opts [3]*optim.SparseAdam
 	var cached [3]*table.Cached
+	opt := sparseAdam(c)
 	for f := range tables {
-		opts[f] = sparseAdam(c)
 		if c.half == 0 {
 			var err error
 			tables[f], err = nn.NewEmbedding(g, tableName(c, f), vocab[f], embDim, tensor.Float32, nn.WithSparse(), nn.WithSeed(tableSeed(c.seed, f)))
@@ -212,7 +228,7 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 		if err != nil {
 			return nil, err
 		}
-		cols := opts[f].Columns(embDim)
+		cols := opt.Columns(embDim)
 		s, err := table.NewHalfMemoryStore(tableName(c, f), w0, c.half, cols...)
 		if err != nil {
 			return nil, err
@@ -242,10 +258,8 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 		if _, err := m.run(train.slice(pos)); err != nil {
 			return nil, err
 		}
-		for f, e := range tables {
-			if err := e.Step(context.Background(), opts[f]); err != nil {
-				return nil, err
-			}
+		if err := m.coll.Step(context.Background(), opt); err != nil {
+			return nil, err
 		}
 		if err := adam.Step(gorgonia.NodesToValueGrads(m.params)); err != nil {
 			return nil, err
