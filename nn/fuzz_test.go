@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"gorgonia.org/gorgonia"
@@ -274,4 +275,144 @@ func closeTo(t *testing.T, what string, want, got []float64, tol float64) {
 			t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
 		}
 	}
+}
+
+// FuzzCollection checks a collection's forward op on three features (two
+// of them sharing a table of 5 rows with padding row 4, one of a table of
+// 3 rows; modes from the input) and a batch of 2: values near the ranges
+// and sometimes out of them, offsets sometimes bad (not starting at 0,
+// decreasing, past the values): an error exactly when the input is
+// invalid, with the right sentinel, the output buffer untouched; else
+// the naive pooling of each feature; the inputs unchanged.
+func FuzzCollection(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 0, 1, 2, 3, 4, 5, 6, 1, 2, 3, 0, 4, 2})
+	f.Add([]byte{2, 2, 0, 1, 1, 1, 1, 1, 1, 9, 0, 4, 4, 1, 7})
+	f.Add([]byte{1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		next := func() int {
+			if len(b) == 0 {
+				return 0
+			}
+			v := int(b[0])
+			b = b[1:]
+			return v
+		}
+		modes := []BagMode{BagSum, BagMean, BagMax}
+		g := gorgonia.NewGraph()
+		a, _ := NewEmbedding(g, "a", 5, 2, tensor.Float64, WithSparse(), WithPadding(4), WithInit(func(dt tensor.Dtype, s ...int) any {
+			v := make([]float64, 10)
+			for i := range v {
+				v[i] = float64(i*7%11) - 5
+			}
+			return v
+		}))
+		c3, _ := NewEmbedding(g, "c", 3, 2, tensor.Float64, WithSparse(), WithInit(func(dt tensor.Dtype, s ...int) any {
+			return []float64{1, -2, 3, -4, 5, -6}
+		}))
+		feats := []Feature{{Key: "x", Table: a, Mode: modes[next()%3]}, {Key: "y", Table: c3, Mode: modes[next()%3]}, {Key: "z", Table: a, Mode: modes[next()%3]}}
+		coll, err := NewCollection(feats, CollectionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const batch = 2
+		n := next() % 9
+		values := make([]int64, n)
+		for i := range values {
+			values[i] = int64(next()%8) - 1 // [-1, 6]
+		}
+		offsets := make([]int64, 3*batch+1)
+		for i := 1; i < len(offsets); i++ {
+			offsets[i] = offsets[i-1] + int64(next()%3)
+			if next()%17 == 0 {
+				offsets[i] -= 2 // sometimes decreasing
+			}
+		}
+		if next()%13 == 0 {
+			offsets[0] = 1
+		}
+		vt := tensor.New(tensor.WithShape(n), tensor.WithBacking(append([]int64{}, values...)))
+		ot := tensor.New(tensor.WithShape(len(offsets)), tensor.WithBacking(append([]int64{}, offsets...)))
+		vn := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithShape(n), gorgonia.WithName("v"), gorgonia.WithValue(vt))
+		on := gorgonia.NewVector(g, tensor.Int64, gorgonia.WithShape(len(offsets)), gorgonia.WithName("o"), gorgonia.WithValue(ot))
+		out, err := coll.Bag(vn, on, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := out.Op().(*collectionOp)
+		buf := tensor.New(tensor.WithShape(batch, 6), tensor.WithBacking([]float64{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}))
+		tap := tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(batch, 6))
+		got, err := op.UsePreallocDo(buf, vt, ot, tap)
+
+		// The reference: which input is bad, and the pooling.
+		badOffsets := offsets[0] != 0 || offsets[len(offsets)-1] > int64(n)
+		for i := 1; i < len(offsets); i++ {
+			badOffsets = badOffsets || offsets[i] < offsets[i-1]
+		}
+		if badOffsets {
+			if !errors.Is(err, gather.ErrShape) {
+				t.Fatalf("offsets %v of %d values: want ErrShape, got %v", offsets, n, err)
+			}
+		} else {
+			aw, _ := a.Home().(Weights).Weight()
+			tables := [][]float64{ref.Floats(aw), {1, -2, 3, -4, 5, -6}}
+			vocab := []int{5, 3}
+			want := make([]float64, batch*6)
+			badID := false
+			for k, f := range feats {
+				tab := tables[min(k%2, 1)]
+				for s := range batch {
+					lo, hi := offsets[k*batch+s], offsets[k*batch+s+1]
+					var rows [][]float64
+					for _, id := range values[lo:hi] {
+						if id < 0 || id >= int64(vocab[k%2]) {
+							badID = true
+							continue
+						}
+						if k%2 == 0 && id == 4 {
+							continue // padding
+						}
+						rows = append(rows, tab[id*2:id*2+2])
+					}
+					for d := range 2 {
+						v := 0.0
+						for r, row := range rows {
+							switch {
+							case f.Mode == BagMax && (r == 0 || row[d] > v):
+								v = row[d]
+							case f.Mode != BagMax:
+								v += row[d]
+							}
+						}
+						if f.Mode == BagMean && len(rows) > 0 {
+							v *= 1 / float64(len(rows))
+						}
+						want[s*6+k*2+d] = v
+					}
+				}
+			}
+			var ie *gather.IndexError
+			switch {
+			case badID && !errors.As(err, &ie):
+				t.Fatalf("values %v offsets %v: want an IndexError, got %v", values, offsets, err)
+			case !badID && err != nil:
+				t.Fatalf("values %v offsets %v: %v", values, offsets, err)
+			case !badID:
+				for i, v := range ref.Floats(got.(*tensor.Dense)) {
+					if math.Abs(v-want[i]) > 1e-12 {
+						t.Fatalf("values %v offsets %v: output %v, want %v", values, offsets, ref.Floats(got.(*tensor.Dense)), want)
+					}
+				}
+			}
+		}
+		if err != nil {
+			for _, v := range buf.Float64s() {
+				if v != 7 {
+					t.Fatalf("output written on error: %v", buf.Float64s())
+				}
+			}
+		}
+		if !slices.Equal(vt.Int64s(), values) || !slices.Equal(ot.Int64s(), offsets) {
+			t.Fatal("inputs modified")
+		}
+	})
 }
