@@ -66,17 +66,58 @@ func logSoftmaxRows[T Float](dst, x []T, n, lo, hi int) {
 	sc := getBlockScratch[T](n, true)
 	defer putBlockScratch(sc)
 	e, m, s := sc.parts()
+	_, f32 := any(x).([]float32)
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
 		expRows(e, m[:r1-r0], s, x[r0*n:r1*n], n)
+		if f32 {
+			logs32(s[:r1-r0])
+		} else {
+			for r, v := range s[:r1-r0] {
+				s[r] = math.Log(v)
+			}
+		}
+		for r := range s[:r1-r0] {
+			s[r] += m[r] // the row's log-sum-exp
+		}
+		if f32 {
+			SubRows32(any(dst[r0*n:r1*n]).([]float32), any(x[r0*n:r1*n]).([]float32), s[:r1-r0], n)
+			continue
+		}
 		for r := r0; r < r1; r++ {
-			lse := m[r-r0] + math.Log(s[r-r0])
+			lse := s[r-r0]
 			row, out := x[r*n:(r+1)*n], dst[r*n:(r+1)*n]
 			out = out[:len(row)]
 			for j, v := range row {
 				out[j] = T(float64(v) - lse)
 			}
 		}
+	}
+}
+
+// logs32 sets s[r] = log(s[r]) for the sums of a block of float32 rows
+// (each at least 1, or NaN or +Inf), to float32's precision: s = f·2^k
+// with f in [1, 2), log(s) = k·log(2) + log1p(f-1), the log1p eight at a
+// time (Log1p32, within 3 units in the last place of a value below
+// log(2)). A value that is not finite is left to math.Log.
+func logs32(s []float64) {
+	const mantissa = 1<<52 - 1
+	var f [entropyRows]float32
+	var k [entropyRows]int
+	for r, v := range s {
+		b := math.Float64bits(v)
+		// v = f·2^k, f in [1, 2), for v in [1, +Inf): the exponent bits
+		// and the mantissa under the exponent of 1.
+		f[r] = float32(math.Float64frombits(b&mantissa|1023<<52) - 1)
+		k[r] = int(b>>52) - 1023
+	}
+	Log1p32(f[:len(s)], f[:len(s)])
+	for r, v := range s {
+		if !(v >= 1) || k[r] == 1024 { // below 1, NaN, +Inf
+			s[r] = math.Log(v)
+			continue
+		}
+		s[r] = float64(k[r])*math.Ln2 + float64(f[r])
 	}
 }
 
@@ -165,9 +206,15 @@ func (t logSoftmaxGradLast[T]) rows(lo, hi int) {
 	ep := sc.Get(entropyRows * n)
 	defer sc.Put(ep)
 	e := *ep
+	var gs [entropyRows]float64
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
 		exps(e[:(r1-r0)*n], y[r0*n:r1*n])
+		if g32, ok := any(g).([]float32); ok && !t.add {
+			RowSums32(gs[:r1-r0], g32[r0*n:r1*n], n)
+			ScaleSubRows32(any(dst[r0*n:r1*n]).([]float32), g32[r0*n:r1*n], any(e[:(r1-r0)*n]).([]float32), gs[:r1-r0], n)
+			continue
+		}
 		for r := r0; r < r1; r++ {
 			gr, er, out := g[r*n:(r+1)*n], e[(r-r0)*n:(r-r0+1)*n], dst[r*n:(r+1)*n]
 			er, out = er[:len(gr)], out[:len(gr)]

@@ -41,3 +41,34 @@ var hasLog1pAsm = cpu.X86.HasAVX
 //
 //go:noescape
 func log1p32(dst, src []float32)
+
+// expNegAbs32 is exp32 of -|src[i]| (exp_amd64.s); len(src) must be a
+// multiple of 8. Call it only when hasExpAsm is set.
+//
+//go:noescape
+func expNegAbs32(dst, src []float32)
+
+// sigmoidGrad32 is sigmoidGrad32Go in AVX assembly, eight elements per
+// instruction (exp_amd64.s); len(x) must be a multiple of 8. Call it only
+// when hasExpAsm is set.
+//
+//go:noescape
+func sigmoidGrad32(dst, x, y, e []float32, scale float32)
+
+// subRows32 is subRows32Go in AVX assembly (exp_amd64.s) on rows rows of
+// c elements, c > 0. Call it only when hasSoftmaxAsm is set.
+//
+//go:noescape
+func subRows32(out, x *float32, l *float64, rows, c int)
+
+// scaleSubRows32 is scaleSubRows32Go in AVX assembly (exp_amd64.s) on
+// rows rows of c elements, c > 0. Call it only when hasSoftmaxAsm is set.
+//
+//go:noescape
+func scaleSubRows32(out, up, e *float32, k *float64, rows, c int)
+
+// scaleRows32 is scaleRows32Go in AVX assembly (exp_amd64.s) on rows rows
+// of c elements, c > 0. Call it only when hasSoftmaxAsm is set.
+//
+//go:noescape
+func scaleRows32(out, e, k *float32, rows, c int)

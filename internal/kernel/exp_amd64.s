@@ -250,3 +250,259 @@ lloop:
 
 ldone:
 	RET
+
+// func expNegAbs32(dst, src []float32)
+//
+// exp32 of -|x|: the sign bit set (VORPS) before exp32's steps.
+TEXT ·expNegAbs32(SB), NOSPLIT, $0-48
+	MOVQ         dst_base+0(FP), DI
+	MOVQ         src_base+24(FP), SI
+	MOVQ         src_len+32(FP), BX
+	TESTQ        BX, BX
+	JLE          ndone
+	VBROADCASTSS ·expConst+0(SB), Y15  // expMin
+	VBROADCASTSS ·expConst+4(SB), Y14  // log2(e)
+	VBROADCASTSS ·expConst+8(SB), Y13  // ln2Hi
+	VBROADCASTSS ·expConst+12(SB), Y12 // ln2Lo
+	VBROADCASTSS ·expConst+16(SB), Y11 // 1/7!
+	VBROADCASTSS ·expConst+20(SB), Y10 // 1/6!
+	VBROADCASTSS ·expConst+24(SB), Y9  // 1/5!
+	VBROADCASTSS ·expConst+28(SB), Y8  // 1/4!
+	VBROADCASTSS ·expConst+32(SB), Y7  // 1/3!
+	VBROADCASTSS ·expConst+36(SB), Y6  // 1/2!
+	VBROADCASTSS ·expConst+40(SB), Y5  // 1
+	VPBROADCASTD ·expBias(SB), Y4
+	XORQ         CX, CX
+
+nloop:
+	VMOVUPS   (SI)(CX*4), Y0
+	VORPS     signBits<>(SB), Y0, Y0 // -|x|
+	VMAXPS    Y0, Y15, Y1 // c = max(expMin, x)
+	VMULPS    Y14, Y1, Y2
+	VROUNDPS  $0, Y2, Y2  // n, to nearest even
+	VMULPS    Y13, Y2, Y3
+	VSUBPS    Y3, Y1, Y1
+	VMULPS    Y12, Y2, Y3
+	VSUBPS    Y3, Y1, Y1  // r
+	VMULPS    Y11, Y1, Y3
+	VADDPS    Y10, Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VADDPS    Y9, Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VADDPS    Y8, Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VADDPS    Y7, Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VADDPS    Y6, Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VADDPS    Y5, Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VADDPS    Y5, Y3, Y3  // exp(r)
+	VCVTPS2DQ Y2, Y2
+	VPADDD    Y4, Y2, Y2
+	VPSLLD    $23, Y2, Y2 // 2^n
+	VMULPS    Y2, Y3, Y3
+	VCMPPS    $5, Y15, Y0, Y2 // not (x < expMin): true for NaN
+	VANDPS    Y2, Y3, Y3
+	VMOVUPS   Y3, (DI)(CX*4)
+	ADDQ      $8, CX
+	CMPQ      CX, BX
+	JB        nloop
+	VZEROUPPER
+
+ndone:
+	RET
+
+DATA signBits<>+0(SB)/8, $0x8000000080000000
+DATA signBits<>+8(SB)/8, $0x8000000080000000
+DATA signBits<>+16(SB)/8, $0x8000000080000000
+DATA signBits<>+24(SB)/8, $0x8000000080000000
+GLOBL signBits<>(SB), RODATA|NOPTR, $32
+
+// func sigmoidGrad32(dst, x, y, e []float32, scale float32)
+//
+// sigmoidGrad32Go on eight elements at a time: num = e where x's sign
+// bit is set, else 1 (VBLENDVPS), then scale·(num/(1+e) - y), each
+// operation rounded, as in sigmoidGrad32Go.
+TEXT ·sigmoidGrad32(SB), NOSPLIT, $0-100
+	MOVQ         dst_base+0(FP), DI
+	MOVQ         x_base+24(FP), SI
+	MOVQ         x_len+32(FP), BX
+	MOVQ         y_base+48(FP), R8
+	MOVQ         e_base+72(FP), R9
+	TESTQ        BX, BX
+	JLE          gdone
+	VBROADCASTSS scale+96(FP), Y15
+	VBROADCASTSS ·expConst+40(SB), Y14 // 1
+	XORQ         CX, CX
+
+gloop:
+	VMOVUPS   (SI)(CX*4), Y0 // x
+	VMOVUPS   (R9)(CX*4), Y1 // e
+	VBLENDVPS Y0, Y1, Y14, Y2 // num = sign(x) ? e : 1
+	VADDPS    Y14, Y1, Y3    // 1 + e
+	VDIVPS    Y3, Y2, Y2     // num/(1+e)
+	VMOVUPS   (R8)(CX*4), Y4 // y
+	VSUBPS    Y4, Y2, Y2
+	VMULPS    Y2, Y15, Y2
+	VMOVUPS   Y2, (DI)(CX*4)
+	ADDQ      $8, CX
+	CMPQ      CX, BX
+	JB        gloop
+	VZEROUPPER
+
+gdone:
+	RET
+
+// func subRows32(out, x *float32, l *float64, rows, c int)
+//
+// subRows32Go a row at a time: four elements widened to float64, l[r]
+// subtracted, narrowed to float32; then the rest one at a time.
+TEXT ·subRows32(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ l+16(FP), R8
+	MOVQ rows+24(FP), R9
+	MOVQ c+32(FP), BX
+	MOVQ BX, R10
+	ANDQ $-4, R10    // c&^3
+
+urow:
+	VBROADCASTSD (R8), Y0
+	XORQ         CX, CX
+	CMPQ         CX, R10
+	JGE          urest
+
+usub4:
+	VCVTPS2PD (SI)(CX*4), Y1
+	VSUBPD    Y0, Y1, Y1
+	VCVTPD2PSY Y1, X1
+	VMOVUPS   X1, (DI)(CX*4)
+	ADDQ      $4, CX
+	CMPQ      CX, R10
+	JL        usub4
+
+urest:
+	CMPQ CX, BX
+	JGE  unext
+
+usub1:
+	VCVTSS2SD (SI)(CX*4), X1, X1
+	VSUBSD    X0, X1, X1
+	VCVTSD2SS X1, X1, X1
+	VMOVSS    X1, (DI)(CX*4)
+	INCQ      CX
+	CMPQ      CX, BX
+	JL        usub1
+
+unext:
+	LEAQ (SI)(BX*4), SI
+	LEAQ (DI)(BX*4), DI
+	ADDQ $8, R8
+	DECQ R9
+	JNZ  urow
+	VZEROUPPER
+	RET
+
+// func scaleSubRows32(out, up, e *float32, k *float64, rows, c int)
+//
+// scaleSubRows32Go a row at a time: four elements of g and of e widened
+// to float64, e times k[r] (VMULPD, rounded) subtracted from g (VSUBPD),
+// narrowed to float32; then the rest one at a time.
+TEXT ·scaleSubRows32(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ up+8(FP), SI
+	MOVQ e+16(FP), R11
+	MOVQ k+24(FP), R8
+	MOVQ rows+32(FP), R9
+	MOVQ c+40(FP), BX
+	MOVQ BX, R10
+	ANDQ $-4, R10    // c&^3
+
+krow:
+	VBROADCASTSD (R8), Y0
+	XORQ         CX, CX
+	CMPQ         CX, R10
+	JGE          krest
+
+ksub4:
+	VCVTPS2PD (R11)(CX*4), Y2
+	VMULPD    Y0, Y2, Y2
+	VCVTPS2PD (SI)(CX*4), Y1
+	VSUBPD    Y2, Y1, Y1
+	VCVTPD2PSY Y1, X1
+	VMOVUPS   X1, (DI)(CX*4)
+	ADDQ      $4, CX
+	CMPQ      CX, R10
+	JL        ksub4
+
+krest:
+	CMPQ CX, BX
+	JGE  knext
+
+ksub1:
+	VCVTSS2SD (R11)(CX*4), X2, X2
+	VMULSD    X0, X2, X2
+	VCVTSS2SD (SI)(CX*4), X1, X1
+	VSUBSD    X2, X1, X1
+	VCVTSD2SS X1, X1, X1
+	VMOVSS    X1, (DI)(CX*4)
+	INCQ      CX
+	CMPQ      CX, BX
+	JL        ksub1
+
+knext:
+	LEAQ (SI)(BX*4), SI
+	LEAQ (R11)(BX*4), R11
+	LEAQ (DI)(BX*4), DI
+	ADDQ $8, R8
+	DECQ R9
+	JNZ  krow
+	VZEROUPPER
+	RET
+
+// func scaleRows32(out, e, k *float32, rows, c int)
+//
+// scaleRows32Go a row at a time: eight elements times k[r], then the rest
+// one at a time.
+TEXT ·scaleRows32(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ e+8(FP), SI
+	MOVQ k+16(FP), R8
+	MOVQ rows+24(FP), R9
+	MOVQ c+32(FP), BX
+	MOVQ BX, R10
+	ANDQ $-8, R10    // c&^7
+
+mrow:
+	VBROADCASTSS (R8), Y0
+	XORQ         CX, CX
+	CMPQ         CX, R10
+	JGE          mrest
+
+mmul8:
+	VMULPS  (SI)(CX*4), Y0, Y1
+	VMOVUPS Y1, (DI)(CX*4)
+	ADDQ    $8, CX
+	CMPQ    CX, R10
+	JL      mmul8
+
+mrest:
+	CMPQ CX, BX
+	JGE  mnext
+
+mmul1:
+	VMULSS (SI)(CX*4), X0, X1
+	VMOVSS X1, (DI)(CX*4)
+	INCQ   CX
+	CMPQ   CX, BX
+	JL     mmul1
+
+mnext:
+	LEAQ (SI)(BX*4), SI
+	LEAQ (DI)(BX*4), DI
+	ADDQ $4, R8
+	DECQ R9
+	JNZ  mrow
+	VZEROUPPER
+	RET

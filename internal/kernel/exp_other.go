@@ -23,3 +23,19 @@ func rowSums32(s *float64, e *float32, rows, c int) {
 const hasLog1pAsm = false
 
 func log1p32(dst, src []float32) { log1p32Go(dst, src) }
+
+func expNegAbs32(dst, src []float32) { expNegAbs32Go(dst, src) }
+
+func sigmoidGrad32(dst, x, y, e []float32, scale float32) { sigmoidGrad32Go(dst, x, y, e, scale) }
+
+func subRows32(out, x *float32, l *float64, rows, c int) {
+	subRows32Go(sliceAt(out, rows*c), sliceAt(x, rows*c), sliceAt(l, rows), c)
+}
+
+func scaleSubRows32(out, g, e *float32, k *float64, rows, c int) {
+	scaleSubRows32Go(sliceAt(out, rows*c), sliceAt(g, rows*c), sliceAt(e, rows*c), sliceAt(k, rows), c)
+}
+
+func scaleRows32(out, e, k *float32, rows, c int) {
+	scaleRows32Go(sliceAt(out, rows*c), sliceAt(e, rows*c), sliceAt(k, rows), c)
+}

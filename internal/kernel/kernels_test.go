@@ -469,3 +469,106 @@ func TestFirstNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// expNegAbs32 and sigmoidGrad32, in assembly where the processor runs
+// it, give their Go twins' bits on values of every kind: both signs,
+// zeros, tiny, huge, infinities, NaN; and the tails shorter than eight go
+// to the twins.
+func TestBCEKernelsMatchTwins(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 8))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 88, -88, 200, -200,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), expMin, -expMin}
+	for _, n := range []int{0, 7, 8, 13, 64, 1001} {
+		x, y, e := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i] = float32(4 * r.NormFloat64())
+			if i%5 == 0 {
+				x[i] = special[r.IntN(len(special))]
+			}
+			y[i] = float32(r.Float64())
+		}
+		got, want := make([]float32, n), make([]float32, n)
+		inEights(hasExpAsm, expNegAbs32, expNegAbs32Go, got, x)
+		expNegAbs32Go(want, x)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+				t.Fatalf("n=%d: exp(-|%g|) = %g, twin %g", n, x[i], got[i], want[i])
+			}
+		}
+		copy(e, want)
+		bceGradPlain32(got, x, y, e, 0.37)
+		sigmoidGrad32Go(want, x, y, e, 0.37)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+				t.Fatalf("n=%d: gradient at x=%g, y=%g: %g, twin %g", n, x[i], y[i], got[i], want[i])
+			}
+		}
+	}
+}
+
+// SubRows32 and ScaleSubRows32, in assembly where the processor runs it,
+// give their Go twins' bits, for rows of every length mod 4, with
+// infinities and NaN among the values.
+func TestRowKernelsMatchTwins(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 9))
+	for _, c := range []int{1, 3, 4, 5, 16, 17} {
+		const rows = 9
+		x, e, got, want := make([]float32, rows*c), make([]float32, rows*c), make([]float32, rows*c), make([]float32, rows*c)
+		l := make([]float64, rows)
+		for i := range x {
+			x[i], e[i] = float32(3*r.NormFloat64()), float32(r.Float64())
+		}
+		x[0], e[1%len(e)] = float32(math.Inf(1)), float32(math.NaN())
+		for i := range l {
+			l[i] = 2 * r.NormFloat64()
+		}
+		same := func(what string) {
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+					t.Fatalf("%s, c=%d, element %d: %g, twin %g", what, c, i, got[i], want[i])
+				}
+			}
+		}
+		SubRows32(got, x, l, c)
+		subRows32Go(want, x, l, c)
+		same("SubRows32")
+		ScaleSubRows32(got, x, e, l, c)
+		scaleSubRows32Go(want, x, e, l, c)
+		same("ScaleSubRows32")
+		k := make([]float32, rows)
+		for i := range k {
+			k[i] = float32(l[i])
+		}
+		ScaleRows32(got, x, k, c)
+		scaleRows32Go(want, x, k, c)
+		same("ScaleRows32")
+	}
+}
+
+// logs32 gives the log of a float32 row's sum of exponentials (at least
+// 1) to float32's precision, and math.Log's answer for NaN, +Inf and
+// values below 1.
+func TestLogs32(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	s := []float64{1, 1.5, 2, 3.999, 16, 1e6, 1e300, math.Inf(1), math.NaN(), 0.5, 0}
+	for range 200 {
+		s = append(s, 1+r.ExpFloat64()*10)
+	}
+	want := make([]float64, len(s))
+	for i, v := range s {
+		want[i] = math.Log(v)
+	}
+	for lo := 0; lo < len(s); lo += entropyRows {
+		logs32(s[lo:min(lo+entropyRows, len(s))])
+	}
+	for i, v := range s {
+		switch {
+		case math.IsNaN(want[i]):
+			assert.True(t, math.IsNaN(v), "log(%g)", want[i])
+		case math.IsInf(want[i], 0):
+			assert.Equal(t, want[i], v)
+		default:
+			assert.InDelta(t, want[i], v, 3e-7*math.Max(1, math.Abs(want[i])), "element %d", i)
+		}
+	}
+}

@@ -268,9 +268,22 @@ func entropyGrad[T Float, I Index](dst, x []T, t []I, c int, scale float64, add 
 	sc := getBlockScratch[T](c, true)
 	defer putBlockScratch(sc)
 	e, m, s := sc.parts()
+	e32, f32 := any(e).([]float32)
+	var ks [entropyRows]float32
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
 		expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+		if f32 && !add { // every row scaled at once, then each row's target
+			for r := range ks[:r1-r0] {
+				ks[r] = float32(scale / s[r])
+			}
+			ScaleRows32(any(dst[r0*c:r1*c]).([]float32), e32[:(r1-r0)*c], ks[:r1-r0], c)
+			for r := r0; r < r1; r++ {
+				target := Wrap(t[r], c)
+				dst[r*c+target] = T(scale/s[r-r0]*float64(e[(r-r0)*c+target]) - scale)
+			}
+			continue
+		}
 		for r := r0; r < r1; r++ {
 			er, out := e[(r-r0)*c:(r-r0+1)*c], dst[r*c:(r+1)*c]
 			out = out[:len(er)]
@@ -359,10 +372,18 @@ func (k classLossRows[T, I]) Part(lo, hi int) int {
 	sc := getBlockScratch[T](c, ce)
 	defer putBlockScratch(sc)
 	e, m, s := sc.parts()
+	_, f32 := any(x).([]float32)
 	for b := lo; b < hi; b++ {
 		r0, r1 := b*entropyRows, min((b+1)*entropyRows, len(t))
 		if ce {
 			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+			if f32 {
+				logs32(s[:r1-r0]) // s[r] is now the log of the row's sum
+			} else {
+				for r, v := range s[:r1-r0] {
+					s[r] = math.Log(v)
+				}
+			}
 		}
 		var ls, ds float64
 		for r := r0; r < r1; r++ {
@@ -377,7 +398,7 @@ func (k classLossRows[T, I]) Part(lo, hi int) int {
 			wy := o.weight(int(y))
 			var l float64
 			if ce {
-				lse := m[r-r0] + math.Log(s[r-r0])
+				lse := m[r-r0] + s[r-r0]
 				l = wy * (lse - float64(row[y]))
 				if eps != 0 {
 					var sm float64
@@ -443,10 +464,41 @@ func classLossGrad[T Float, I Index](o *ClassLoss, dst, x []T, t []I, c int, sca
 	sc := getBlockScratch[T](c, ce)
 	defer putBlockScratch(sc)
 	e, m, s := sc.parts()
+	e32, f32 := any(e).([]float32)
+	var ks [entropyRows]float32
 	for r0 := lo; r0 < hi; r0 += entropyRows {
 		r1 := min(r0+entropyRows, hi)
 		if ce {
 			expRows(e, m[:r1-r0], s, x[r0*c:r1*c], c)
+		}
+		if ce && f32 && eps == 0 && !add {
+			// Every row scaled at once (an ignored row by 0, then
+			// cleared), then each counted row's target.
+			for r := r0; r < r1; r++ {
+				ks[r-r0] = 0
+				if y := int64(t[r]); o.counted(y) {
+					k := scale
+					if ups != nil {
+						k = ups[r]
+					}
+					ks[r-r0] = float32(k * ((1 - eps) * o.weight(int(y))) * (1 / s[r-r0]))
+				}
+			}
+			ScaleRows32(any(dst[r0*c:r1*c]).([]float32), e32[:(r1-r0)*c], ks[:r1-r0], c)
+			for r := r0; r < r1; r++ {
+				y := int64(t[r])
+				if !o.counted(y) {
+					clear(dst[r*c : (r+1)*c])
+					continue
+				}
+				k := scale
+				if ups != nil {
+					k = ups[r]
+				}
+				a, inv := (1-eps)*o.weight(int(y)), 1/s[r-r0]
+				dst[r*c+int(y)] = T(k * (a*(float64(e[(r-r0)*c+int(y)])*inv) - a))
+			}
+			continue
 		}
 		for r := r0; r < r1; r++ {
 			out := dst[r*c : (r+1)*c]
