@@ -144,10 +144,10 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused, raw bool) (gorgon
 		for i := range rv {
 			rv[i] = float32(r.NormFloat64())
 		}
-		// Σ pooled·R as the product of the two flattened, [1, n] × [n].
-		rn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(len(rv)), tensor.WithBacking(rv)), gorgonia.WithName("R"))
-		flat := gorgonia.Must(gorgonia.Reshape(pooled, tensor.Shape{1, len(rv)}))
-		loss = gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.Mul(flat, rn))))
+		// Σ pooled·R: each sample's dot product with its row of R
+		// (BatchDot of [2048, 416] and [2048, 1, 416]), summed.
+		rn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(dlrmBatch, 1, nf*dlrmDim), tensor.WithBacking(rv)), gorgonia.WithName("R"))
+		loss = gorgonia.Must(gorgonia.Sum(gorgonia.Must(BatchDot(pooled, rn))))
 	} else {
 		x := gorgonia.NodeFromAny(g, denseT, gorgonia.WithName("dense"))
 		y := gorgonia.NodeFromAny(g, labelT, gorgonia.WithName("labels"))
@@ -202,6 +202,7 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused, raw bool) (gorgon
 	}
 	sparse := &optim.SparseSGD{LearnRate: 0.01}
 	sgd := &optim.SGD{LearnRate: 0.01}
+	vgs := gorgonia.NodesToValueGrads(params)
 	n := 0
 	step := func() {
 		d := &data[n%dlrmBatches]
@@ -221,7 +222,7 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused, raw bool) (gorgon
 			b.Fatal(err)
 		}
 		if len(params) > 0 {
-			if err := sgd.Step(gorgonia.NodesToValueGrads(params)); err != nil {
+			if err := sgd.Step(vgs); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -42,6 +42,8 @@ type slots struct {
 	kinds []string
 	step  int
 	by    map[string][]*tensor.Dense
+	out   []learnable     // check's result, reused by the next check
+	seen  map[string]bool // check's names, reused
 }
 
 // A learnable is a checked value and gradient of one Step.
@@ -55,8 +57,13 @@ type learnable struct {
 // fits them. With finite, a gradient holding a NaN or an infinity is
 // ErrNotFinite.
 func (s *slots) check(op string, vgs []gorgonia.ValueGrad, finite bool) ([]learnable, error) {
-	out := make([]learnable, 0, len(vgs))
-	seen := make(map[string]bool, len(vgs))
+	out := s.out[:0]
+	if s.seen == nil {
+		s.seen = make(map[string]bool, len(vgs))
+	}
+	seen := s.seen
+	clear(seen)
+	defer func() { s.out = out[:0] }()
 	for i, vg := range vgs {
 		n, ok := vg.(interface{ Name() string })
 		if !ok || n.Name() == "" {
@@ -133,7 +140,12 @@ type SGD struct {
 	s slots
 }
 
-func (o *SGD) slots() *slots { o.s.kinds = []string{"momentum_buffer"}; return &o.s }
+func (o *SGD) slots() *slots {
+	if o.s.kinds == nil {
+		o.s.kinds = []string{"momentum_buffer"}
+	}
+	return &o.s
+}
 
 // Step updates the learnables in place.
 func (o *SGD) Step(vgs []gorgonia.ValueGrad) error {
@@ -205,7 +217,12 @@ func NewAdamW(lr float64) *Adam {
 	return o
 }
 
-func (o *Adam) slots() *slots { o.s.kinds = []string{"exp_avg", "exp_avg_sq"}; return &o.s }
+func (o *Adam) slots() *slots {
+	if o.s.kinds == nil {
+		o.s.kinds = []string{"exp_avg", "exp_avg_sq"}
+	}
+	return &o.s
+}
 
 // Step updates the learnables in place.
 func (o *Adam) Step(vgs []gorgonia.ValueGrad) error {
@@ -263,7 +280,12 @@ type Adagrad struct {
 // eps 1e-10.
 func NewAdagrad(lr float64) *Adagrad { return &Adagrad{LearnRate: lr, Eps: 1e-10} }
 
-func (o *Adagrad) slots() *slots { o.s.kinds = []string{"sum"}; return &o.s }
+func (o *Adagrad) slots() *slots {
+	if o.s.kinds == nil {
+		o.s.kinds = []string{"sum"}
+	}
+	return &o.s
+}
 
 // Step updates the learnables in place.
 func (o *Adagrad) Step(vgs []gorgonia.ValueGrad) error {

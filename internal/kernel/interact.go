@@ -12,25 +12,36 @@ import "github.com/gathergrad/gather/internal/parallel"
 // out is [n, d + (f+1)·f/2]. Samples are split across goroutines.
 func DotInteract[T Float](out, x, s []T, n, d, f int) {
 	w := d + (f+1)*f/2
-	parallel.For(n, n*w*d, func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			o, xb, sb := out[b*w:(b+1)*w], x[b*d:(b+1)*d], s[b*f*d:(b+1)*f*d]
-			copy(o, xb)
-			k := d
-			for i := range f + 1 {
-				vi := vec(xb, sb, i, d)
-				for j := i + 1; j <= f; j++ {
-					vj := vec(xb, sb, j, d)
-					var sum T
-					for t := range vi {
-						sum += vi[t] * vj[t]
-					}
-					o[k] = sum
-					k++
+	parallel.Run(n, n*w*d, interactTask[T]{out, x, s, d, f})
+}
+
+// interactTask is DotInteract's work on the samples [lo, hi).
+type interactTask[T Float] struct {
+	out, x, s []T
+	d, f      int
+}
+
+func (t interactTask[T]) Part(lo, hi int) int {
+	out, x, s, d, f := t.out, t.x, t.s, t.d, t.f
+	w := d + (f+1)*f/2
+	for b := lo; b < hi; b++ {
+		o, xb, sb := out[b*w:(b+1)*w], x[b*d:(b+1)*d], s[b*f*d:(b+1)*f*d]
+		copy(o, xb)
+		k := d
+		for i := range f + 1 {
+			vi := vec(xb, sb, i, d)
+			for j := i + 1; j <= f; j++ {
+				vj := vec(xb, sb, j, d)
+				var sum T
+				for t := range vi {
+					sum += vi[t] * vj[t]
 				}
+				o[k] = sum
+				k++
 			}
 		}
-	})
+	}
+	return -1
 }
 
 // vec returns vector i of a sample: x for 0, the (i-1)-th of s after it.
@@ -52,39 +63,51 @@ func vec[T Float](x, s []T, i, d int) []T {
 // gradient is added into dst. Samples are split across goroutines.
 func DotInteractGrad[T Float](dst, x, s, g []T, n, d, f, wrt int, add bool) {
 	w := d + (f+1)*f/2
+	parallel.Run(n, n*w*d, interactGradTask[T]{dst, x, s, g, d, f, wrt, add})
+}
+
+// interactGradTask is DotInteractGrad's work on the samples [lo, hi).
+type interactGradTask[T Float] struct {
+	dst, x, s, g []T
+	d, f, wrt    int
+	add          bool
+}
+
+func (t interactGradTask[T]) Part(lo, hi int) int {
+	dst, x, s, g, d, f, wrt, add := t.dst, t.x, t.s, t.g, t.d, t.f, t.wrt, t.add
+	w := d + (f+1)*f/2
 	width := d
 	if wrt == 1 {
 		width = f * d
 	}
-	parallel.For(n, n*w*d, func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			db, xb, sb, gb := dst[b*width:(b+1)*width], x[b*d:(b+1)*d], s[b*f*d:(b+1)*f*d], g[b*w:(b+1)*w]
-			if !add {
-				clear(db)
-			}
-			if wrt == 0 {
-				for t := range db {
-					db[t] += gb[t]
-				}
-			}
-			k := d
-			for i := range f + 1 {
-				vi := vec(xb, sb, i, d)
-				for j := i + 1; j <= f; j++ {
-					vj, c := vec(xb, sb, j, d), gb[k]
-					k++
-					if wrt == 0 {
-						if i == 0 {
-							AddRow(db, vj, c)
-						}
-						continue
-					}
-					if i > 0 {
-						AddRow(db[(i-1)*d:i*d], vj, c)
-					}
-					AddRow(db[(j-1)*d:j*d], vi, c)
-				}
+	for b := lo; b < hi; b++ {
+		db, xb, sb, gb := dst[b*width:(b+1)*width], x[b*d:(b+1)*d], s[b*f*d:(b+1)*f*d], g[b*w:(b+1)*w]
+		if !add {
+			clear(db)
+		}
+		if wrt == 0 {
+			for t := range db {
+				db[t] += gb[t]
 			}
 		}
-	})
+		k := d
+		for i := range f + 1 {
+			vi := vec(xb, sb, i, d)
+			for j := i + 1; j <= f; j++ {
+				vj, c := vec(xb, sb, j, d), gb[k]
+				k++
+				if wrt == 0 {
+					if i == 0 {
+						AddRow(db, vj, c)
+					}
+					continue
+				}
+				if i > 0 {
+					AddRow(db[(i-1)*d:i*d], vj, c)
+				}
+				AddRow(db[(j-1)*d:j*d], vi, c)
+			}
+		}
+	}
+	return -1
 }
