@@ -602,25 +602,34 @@ func (c *Collection) nextBlock(g *collGroup, rg *optim.RowGrad) bool {
 // coef·grad[its bag], rounded, and a row's are summed in the order of its
 // positions, as kernel.BagPositionGrad and kernel.SumRows compute them.
 func sumBlock[T kernel.Float](dst, grad []T, g *collGroup, order []kernel.RowPos, dim int) {
-	slot := -1
-	for k, o := range order {
+	slot, prev := -1, -1
+	for _, o := range order {
 		if o.Row == g.pad {
 			continue
 		}
-		first := k == 0 || order[k-1].Row != o.Row
-		if first {
-			slot++
-		}
-		out, c := dst[slot*dim:(slot+1)*dim], T(g.coef[o.Pos])
-		src := grad[g.gOff[o.Pos]:][:len(out)]
-		if first {
-			for j := range out {
-				out[j] = T(c * src[j])
+		off := g.gOff[o.Pos]
+		src, c := grad[off:off+dim], T(g.coef[o.Pos])
+		if o.Row != prev { // the row's first id
+			slot, prev = slot+1, o.Row
+			out := dst[slot*dim : slot*dim+dim]
+			if c == 1 { // T(1·v) is v
+				copy(out, src)
+				continue
+			}
+			for j, v := range src {
+				out[j] = T(c * v)
 			}
 			continue
 		}
-		for j := range out {
-			out[j] += T(c * src[j])
+		out := dst[slot*dim : slot*dim+dim]
+		if c == 1 {
+			for j, v := range src {
+				out[j] += v
+			}
+			continue
+		}
+		for j, v := range src {
+			out[j] += T(c * v)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import "github.com/gathergrad/gather/internal/parallel"
 //	out[b][:d] = x[b]
 //	out[b][d+k] = Σ_t v_i[t]·v_j[t]   for the k-th pair i < j of the f+1 vectors, row by row
 //
+// (each dot product summed as dot4 sums it)
+//
 // out is [n, d + (f+1)·f/2]. Samples are split across goroutines.
 func DotInteract[T Float](out, x, s []T, n, d, f int) {
 	w := d + (f+1)*f/2
@@ -31,12 +33,7 @@ func (t interactTask[T]) Part(lo, hi int) int {
 		for i := range f + 1 {
 			vi := vec(xb, sb, i, d)
 			for j := i + 1; j <= f; j++ {
-				vj := vec(xb, sb, j, d)
-				var sum T
-				for t := range vi {
-					sum += vi[t] * vj[t]
-				}
-				o[k] = sum
+				o[k] = dot4(vi, vec(xb, sb, j, d))
 				k++
 			}
 		}
@@ -110,4 +107,22 @@ func (t interactGradTask[T]) Part(lo, hi int) int {
 		}
 	}
 	return -1
+}
+
+// dot4 returns Σ_t a[t]·b[t], summed in four chains (t mod 4) added as
+// (0 + 1) + (2 + 3), so that the additions do not wait on each other.
+func dot4[T Float](a, b []T) T {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 T
+	t := 0
+	for ; t+4 <= len(a); t += 4 {
+		s0 += a[t] * b[t]
+		s1 += a[t+1] * b[t+1]
+		s2 += a[t+2] * b[t+2]
+		s3 += a[t+3] * b[t+3]
+	}
+	for ; t < len(a); t++ {
+		s0 += a[t] * b[t]
+	}
+	return (s0 + s1) + (s2 + s3)
 }
