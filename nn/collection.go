@@ -48,8 +48,10 @@ type CollectionOptions struct {
 	// pooled output, summing each row's gradient for a block of rows at a
 	// time, without building the table's row gradient (FBGEMM's fused
 	// optimiser): the same values as the unfused step, to the bit. It
-	// applies to tables in memory and in files (Weights homes) with sum
-	// and mean bags; a cache's table is stepped as without it.
+	// saves the row gradient's memory, not time: the unfused step's sums
+	// run in parallel, the fused blocks one after another. It applies to
+	// tables in memory and in files (Weights homes) with sum and mean
+	// bags; a cache's table is stepped as without it.
 	Fused bool
 }
 
@@ -82,7 +84,6 @@ type Collection struct {
 	grads  int          // the row gradients built (see tapCheckDue)
 	local  []*collGroup // the groups of trainable tables in memory or files
 	mapped []int64      // Map's rows
-	step   stepTask     // Step's work on them
 }
 
 // collFeature is a feature as the collection runs it.
@@ -363,11 +364,10 @@ func (c *Collection) GradNodes() gorgonia.Nodes {
 // backward pass of the last run that computed it captured, as
 // Embedding.Step does for its lookups: each table once, from the
 // gradients of all its features (in feature order), as one step of its
-// home (a cache's Step, a file's mapping, the heap's table). Tables in
-// memory and in files are stepped side by side on GOMAXPROCS goroutines,
-// each by one; tables in caches by table.StepShared, which steps the
-// Shared tables of one Redis Cluster together, in one pipelined round
-// trip per master for all of them. Unfused, each table's
+// home (a cache's Step, a file's mapping, the heap's table), each
+// table's rows split across goroutines by its rule; tables in caches by
+// table.StepShared, which steps the Shared tables of one Redis Cluster
+// together, in one pipelined round trip per master for all of them. Unfused, each table's
 // row gradient is built in memory kept for the next step; Fused, none is
 // built (CollectionOptions.Fused). Once its memory has grown, a step of
 // tables in memory allocates nothing.
@@ -407,11 +407,11 @@ func (c *Collection) Step(ctx context.Context, opt optim.Sparse) error {
 		}
 	}
 	c.grads++
-	// The tables in memory side by side, then the others in turn.
-	c.step = stepTask{c: c, ctx: ctx, opt: opt}
-	parallel.Run(len(c.local), len(c.local)*c.op.batch*c.width, &c.step)
+	// The tables in memory and files, then those in caches together.
+	for _, g := range c.local {
+		g.err = c.stepGroup(ctx, g, opt)
+	}
 	c.stepCaches(ctx, opt)
-	c.step = stepTask{}
 	for _, g := range c.groups {
 		if g.e.cfg.frozen {
 			continue
@@ -424,20 +424,6 @@ func (c *Collection) Step(ctx context.Context, opt optim.Sparse) error {
 		}
 	}
 	return nil
-}
-
-// stepTask steps the collection's tables in memory, local[lo:hi].
-type stepTask struct {
-	c   *Collection
-	ctx context.Context
-	opt optim.Sparse
-}
-
-func (t *stepTask) Part(lo, hi int) int {
-	for _, g := range t.c.local[lo:hi] {
-		g.err = t.c.stepGroup(t.ctx, g, t.opt)
-	}
-	return -1
 }
 
 // local reports whether g's table is in memory or a file (the heap's

@@ -40,7 +40,7 @@ const (
 // columns (dlrmRows) pooled by one Collection (sum); DotInteraction of the
 // 27 vectors (367 columns); the top MLP 367-512-256-1 (ReLU between);
 // BCEWithLogits; SGD (lr 0.01) on every parameter, the tables row-sparse
-// (the collection's fused step). Ids are Zipf(1.05) per table; 8 batches
+// (the collection's step). Ids are Zipf(1.05) per table; 8 batches
 // made beforehand are used in turn.
 //
 // "step" is the whole step; "tables" the 26 tables alone: the lookup,
@@ -49,11 +49,12 @@ const (
 // the same on raw 64-bit ids, each table's through a table.IDMap of its
 // rows (Feature.IDs, Collection.Map), the table one row larger (its
 // padding row): their times over step's and tables' are what mapping
-// costs. "tables-unfused" is tables with the unfused step.
+// costs. "tables-fused" is tables with the fused step
+// (CollectionOptions.Fused).
 func BenchmarkDLRM(b *testing.B) {
-	for _, name := range []string{"step", "tables", "step-raw", "tables-raw", "tables-unfused"} {
+	for _, name := range []string{"step", "tables", "step-raw", "tables-raw", "tables-fused"} {
 		b.Run(name, func(b *testing.B) {
-			vm, step := dlrmModel(b, ref.Machines[0], strings.HasPrefix(name, "tables"), name != "tables-unfused", strings.HasSuffix(name, "raw"))
+			vm, step := dlrmModel(b, ref.Machines[0], strings.HasPrefix(name, "tables"), name == "tables-fused", strings.HasSuffix(name, "raw"))
 			ref.BenchSteps(b, vm, step)
 		})
 	}
