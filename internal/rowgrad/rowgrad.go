@@ -36,35 +36,64 @@ func Build(ids, grad tensor.Tensor, vocab, pad int, buf *Buffer) (*rule.RowGrad,
 // keys, and the RowGrad Build returns. Each grows as needed and is never
 // shrunk.
 type Buffer struct {
-	rows   []int64
-	values any // []float32 or []float64
-	sort   kernel.RowSort
-	g      rule.RowGrad
+	rows    []int64
+	values  any // []float32 or []float64
+	sort    kernel.RowSort
+	g       rule.RowGrad
+	headers map[int]*tensor.Dense // values as [n, dim] tensors, by n (a step's count of rows varies)
 }
 
 // newValues returns an uncleared [n, dim] tensor of dtype dt, in buf's
-// memory when buf is not nil and it is large enough (then kept there).
+// memory when buf is not nil and it is large enough (then kept there),
+// under the header made for n rows before when there is one.
 func newValues(dt tensor.Dtype, n, dim int, buf *Buffer) *tensor.Dense {
 	if buf == nil {
 		return operand.NewOutput(dt, tensor.Shape{n, dim})
 	}
-	var backing any
+	var t *tensor.Dense
 	switch v := buf.values.(type) {
 	case []float32:
 		if dt == tensor.Float32 && cap(v) >= n*dim {
-			backing = v[:n*dim]
+			t = header(buf, v[:n*dim], n, dim)
 		}
 	case []float64:
 		if dt == tensor.Float64 && cap(v) >= n*dim {
-			backing = v[:n*dim]
+			t = header(buf, v[:n*dim], n, dim)
 		}
 	}
-	if backing == nil {
-		t := operand.NewOutput(dt, tensor.Shape{n, dim})
+	if t == nil {
+		t = operand.NewOutput(dt, tensor.Shape{n, dim})
 		buf.values = t.Data()
-		return t
+		clear(buf.headers) // of the memory before
 	}
-	return tensor.New(tensor.WithShape(n, dim), tensor.WithBacking(backing))
+	return t
+}
+
+// header returns the [n, dim] tensor of backing: the one made for n rows
+// before, if it is of this memory, else a new one, kept for next time.
+func header[T float32 | float64](buf *Buffer, backing []T, n, dim int) *tensor.Dense {
+	if t, ok := buf.headers[n]; ok && t.Shape()[1] == dim {
+		var v []T
+		switch p := any(&v).(type) {
+		case *[]float32:
+			if t.Dtype() == tensor.Float32 {
+				*p = t.Float32s()
+			}
+		case *[]float64:
+			if t.Dtype() == tensor.Float64 {
+				*p = t.Float64s()
+			}
+		}
+		if len(v) > 0 && &v[0] == &backing[0] {
+			return t
+		}
+	}
+	t := tensor.New(tensor.WithShape(n, dim), tensor.WithBacking(backing))
+	if buf.headers == nil {
+		buf.headers = map[int]*tensor.Dense{}
+	}
+	buf.headers[n] = t
+	return t
 }
 
 // build is Build, in buf's memory when buf is not nil.
@@ -93,7 +122,8 @@ func build(ids, grad tensor.Tensor, vocab, pad int, buf *Buffer) (*rule.RowGrad,
 		buf = &Buffer{}
 	}
 	order := operand.Pick(ix.Dtype, sortRows[int], sortRows[int32], sortRows[int64])(ix, vocab, &buf.sort)
-	out := &rule.RowGrad{Rows: kernel.DistinctRows(buf.rows[:0], order, pad)}
+	out := &buf.g
+	out.Rows = kernel.DistinctRows(buf.rows[:0], order, pad)
 	if len(out.Rows) == 0 || dim == 0 {
 		out.Values = tensor.New(tensor.Of(g.Dtype()), tensor.WithShape(len(out.Rows), dim))
 		return out, nil
