@@ -114,6 +114,25 @@ func BenchmarkClickModelCached(b *testing.B) {
 	}
 }
 
+// benchLinear adds a float32 Linear layer's weight [out, in] and bias
+// [out], named name.weight and name.bias, to g, drawn from
+// U(-1/√in, 1/√in) by r, as PyTorch's Linear draws them.
+func benchLinear(g *gorgonia.ExprGraph, r *rand.Rand, name string, in, out int) (*gorgonia.Node, *gorgonia.Node) {
+	bound := 1 / math.Sqrt(float64(in))
+	uniform := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32((2*r.Float64() - 1) * bound)
+		}
+		return v
+	}
+	w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".weight"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(out, in), tensor.WithBacking(uniform(in*out)))))
+	bias := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithName(name+".bias"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(out), tensor.WithBacking(uniform(out)))))
+	return w, bias
+}
+
 // padRaw is the raw padding id of BenchmarkClickModelRaw's bags.
 const padRaw = math.MinInt64
 
@@ -169,24 +188,9 @@ func clickModel(b testing.TB, m ref.Machine, raw, cached bool) (gorgonia.VM, fun
 		}
 		pooled = append(pooled, p)
 	}
-	linear := func(name string, in, out int) (*gorgonia.Node, *gorgonia.Node) {
-		bound := 1 / math.Sqrt(float64(in))
-		uniform := func(n int) []float32 {
-			v := make([]float32, n)
-			for i := range v {
-				v[i] = float32((2*r.Float64() - 1) * bound)
-			}
-			return v
-		}
-		w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".weight"),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(out, in), tensor.WithBacking(uniform(in*out)))))
-		bias := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithName(name+".bias"),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(out), tensor.WithBacking(uniform(out)))))
-		return w, bias
-	}
-	w1, b1 := linear("dense", 4, 16)
-	w2, b2 := linear("top1", 64, 64)
-	w3, b3 := linear("top2", 64, 1)
+	w1, b1 := benchLinear(g, r, "dense", 4, 16)
+	w2, b2 := benchLinear(g, r, "top1", 64, 64)
+	w3, b3 := benchLinear(g, r, "top2", 64, 1)
 	params := gorgonia.Nodes{w1, b1, w2, b2, w3, b3}
 	denseT := tensor.New(tensor.WithShape(clickBatch, 4), tensor.Of(tensor.Float32))
 	labelT := tensor.New(tensor.WithShape(clickBatch, 1), tensor.Of(tensor.Float32))

@@ -110,25 +110,10 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused, raw bool) (gorgon
 	}
 
 	var params gorgonia.Nodes
-	linear := func(name string, in, out int) (*gorgonia.Node, *gorgonia.Node) {
-		bound := 1 / math.Sqrt(float64(in))
-		uniform := func(n int) []float32 {
-			v := make([]float32, n)
-			for i := range v {
-				v[i] = float32((2*r.Float64() - 1) * bound)
-			}
-			return v
-		}
-		w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithName(name+".weight"),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(out, in), tensor.WithBacking(uniform(in*out)))))
-		bias := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithName(name+".bias"),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(out), tensor.WithBacking(uniform(out)))))
-		params = append(params, w, bias)
-		return w, bias
-	}
 	mlp := func(name string, x *gorgonia.Node, sizes []int, lastReLU bool) *gorgonia.Node {
 		for k := 0; k+1 < len(sizes); k++ {
-			w, bias := linear(name+string(rune('0'+k)), sizes[k], sizes[k+1])
+			w, bias := benchLinear(g, r, name+string(rune('0'+k)), sizes[k], sizes[k+1])
+			params = append(params, w, bias)
 			x = gorgonia.Must(Linear(x, w, bias))
 			if lastReLU || k+2 < len(sizes) {
 				x = gorgonia.Must(gorgonia.Rectify(x))
