@@ -412,18 +412,20 @@ func (c *Collection) Step(ctx context.Context, opt optim.Sparse) error {
 		g.err = c.stepGroup(ctx, g, opt)
 	}
 	c.stepCaches(ctx, opt)
+	var first error
 	for _, g := range c.groups {
 		if g.e.cfg.frozen {
 			continue
 		}
 		g.fresh = false
-		if g.err != nil {
-			err := g.err
-			g.err = nil
-			return fmt.Errorf("collection: table %q: %w", g.e.Name(), err)
+		if g.err == nil {
+			g.e.markChanged(g.cids)
+		} else if first == nil {
+			first = fmt.Errorf("collection: table %q: %w", g.e.Name(), g.err)
 		}
+		g.err = nil
 	}
-	return nil
+	return first
 }
 
 // local reports whether g's table is in memory or a file (the heap's

@@ -85,3 +85,36 @@ func ExampleDotInteraction() {
 	// Output:
 	// (1, 5) [1 2 11 17 39]
 }
+
+// The rows a step changed, as a delta for the servers of the table.
+func ExampleEmbedding_Delta() {
+	g := gorgonia.NewGraph()
+	emb, _ := nn.NewEmbedding(g, "items", 5, 2, tensor.Float32, nn.WithSparse(), nn.WithInit(counting))
+	emb.TrackChanges()
+	ids := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(3), tensor.WithBacking([]int64{4, 1, 4})), gorgonia.WithName("ids"))
+	rows, err := emb.Lookup(ids)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := gorgonia.Grad(gorgonia.Must(gorgonia.Sum(rows)), emb.GradNodes()...); err != nil {
+		log.Fatal(err)
+	}
+	vm, err := machine.New(g)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	if err := emb.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.5}); err != nil {
+		log.Fatal(err)
+	}
+	d, err := emb.Delta(context.Background(), 1, 1) // delta 1 after version 1: checkpoint.WriteDelta it
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(d.Table, d.Rows, d.Values)
+	// Output:
+	// items [1 4] [1.5 2.5 7 8]
+}

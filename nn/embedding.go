@@ -41,9 +41,10 @@ type Embedding struct {
 	// taps are checked (see tapCheckDue).
 	rowGrads int
 
-	home   home        // where the rows live
-	coll   *Collection // the collection that looks the table up, if any
-	closed bool        // Close was called
+	home    home        // where the rows live
+	coll    *Collection // the collection that looks the table up, if any
+	changed *changes    // the rows changed since the last Delta (TrackChanges)
+	closed  bool        // Close was called
 }
 
 // NewEmbedding adds a [vocab, dim] table of dtype dt (Float32 or Float64)
@@ -664,6 +665,7 @@ func (e *Embedding) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad
 	if err := e.home.step(ctx, opt, g); err != nil {
 		return fmt.Errorf("embedding %q: %w", e.Table.Name(), err)
 	}
+	e.markChanged(g.Rows)
 	for _, l := range e.lookups {
 		l.cap.fresh = false
 	}

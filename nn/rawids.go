@@ -184,6 +184,11 @@ func (r *RawIDs) mapInto(ctx context.Context, ids, rows []int64, step int64) err
 	if err := r.emb.home.reset(ctx, r.fresh, r.init); err != nil {
 		return r.forget(ctx, err)
 	}
+	if r.emb.changed != nil {
+		for _, a := range r.fresh {
+			r.emb.changed.mark([]int64{a.Row}, r.emb.padding())
+		}
+	}
 	return nil
 }
 

@@ -2,11 +2,13 @@ package serve_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/serve"
 	"github.com/gathergrad/gather/table"
 )
@@ -103,4 +105,29 @@ func ExampleNewIDs() {
 	fmt.Println(got, out)
 	// Output:
 	// [1 2 0] [2 2 2 0 0 0 1 1 1]
+}
+
+// A served table brought up to date by a delta of the rows training
+// changed, without reloading the model: the table answering keeps its
+// rows until the new one replaces it.
+func ExampleTable_Apply() {
+	tb, err := serve.Quantize([]float32{1, 1, 2, 2, 3, 3}, 2, serve.Float32)
+	if err != nil {
+		log.Fatal(err)
+	}
+	v0 := tb.At(7) // version 7 of the model, before any delta
+	d := &checkpoint.Delta{Table: "t", Base: 7, Seq: 1, Dim: 2, Rows: []int64{1}, Values: []float32{20, 21}}
+	v1, err := v0.Apply(d) // what nn.Embedding.Delta returns, or checkpoint.ReadDelta reads
+	if err != nil {
+		log.Fatal(err)
+	}
+	old, cur := make([]float32, 6), make([]float32, 6)
+	v0.Lookup(old, []int64{0, 1, 2})
+	v1.Lookup(cur, []int64{0, 1, 2})
+	fmt.Println(old, cur)
+	_, err = v1.Apply(&checkpoint.Delta{Table: "t", Base: 7, Seq: 3, Dim: 2})
+	fmt.Println(errors.Is(err, serve.ErrDelta)) // delta 2 is missing: reload the model
+	// Output:
+	// [1 1 2 2 3 3] [1 1 20 21 3 3]
+	// true
 }

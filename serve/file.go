@@ -42,7 +42,13 @@ func (t *Table) Save(path, name string) error {
 	return fileio.WriteAtomic(path, func(f *os.File) error {
 		w := bufio.NewWriterSize(fileio.Writer(f), 1<<20)
 		w.Write(head)
-		w.Write(t.data)
+		if t.patch == nil && t.stride == t.rowBytes {
+			w.Write(t.data)
+		} else {
+			for id := range int64(t.rows) {
+				w.Write(t.row(id))
+			}
+		}
 		return w.Flush()
 	})
 }

@@ -60,7 +60,21 @@ type Table struct {
 	add       func(acc []float32, row []byte, w float32)
 	m         *fileio.Mapping // the file's mapping, for Open's tables
 	closed    bool
+
+	// The deltas applied (Apply): for each chunk of chunkRows rows, nil
+	// (its rows are data's) or a copy of its rows with the deltas'
+	// written in; and the version, the full model's base and the
+	// deltas applied after it.
+	patch     [][]byte
+	base, seq uint64
 }
+
+// chunkRows is how many rows Apply copies together when one of them
+// changes: a chunk is copied once, then shared by the versions after it.
+const (
+	chunkShift = 6
+	chunkRows  = 1 << chunkShift
+)
 
 // Quantize returns the table of w's rows (rows of dim values, one after
 // another) in format f. Int8 and Int4 rows are byte for byte those of
@@ -170,12 +184,20 @@ func (t *Table) Dim() int       { return t.dim }
 
 // Bytes returns the table's rows in its format, one after another: the
 // table's own memory, not to be changed; nil for a table Open mapped from
-// a table file whose rows carry optimiser state between them.
+// a table file whose rows carry optimiser state between them. A table
+// that deltas changed (Apply) gives a copy of its rows.
 func (t *Table) Bytes() []byte {
 	if t.stride != t.rowBytes {
 		return nil
 	}
-	return t.data
+	if t.patch == nil {
+		return t.data
+	}
+	out := make([]byte, 0, t.rows*t.rowBytes)
+	for id := range int64(t.rows) {
+		out = append(out, t.row(id)...)
+	}
+	return out
 }
 
 // Close releases a table Open mapped: its methods then return errors
@@ -223,6 +245,12 @@ func (t *Table) Lookup(dst []float32, ids []int64) error {
 }
 
 func (t *Table) row(id int64) []byte {
+	if t.patch != nil {
+		if c := t.patch[id>>chunkShift]; c != nil {
+			at := int(id&(chunkRows-1)) * t.stride
+			return c[at : at+t.rowBytes]
+		}
+	}
 	at := int(id) * t.stride
 	return t.data[at : at+t.rowBytes]
 }

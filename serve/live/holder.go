@@ -34,6 +34,8 @@ type Holder[M any] struct {
 	tried atomic.Pointer[os.FileInfo] // the file as the last reload found it
 	ok    atomic.Int64                // reloads that worked
 	bad   atomic.Int64                // reloads that failed
+
+	applied, refused atomic.Int64 // updates (Update) made and refused
 }
 
 // NewHolder returns a Holder of the model load reads from the file at
@@ -109,6 +111,30 @@ func (h *Holder[M]) Reload() (string, error) {
 	h.cur.Store(l)
 	return l.Version, nil
 }
+
+// Update makes next(current model) the current model, as version, and
+// returns nil; an error of next is Update's, and the current model stays.
+// It is how a server applies a delta (serve.Table.Apply) between
+// reloads: next builds the new model beside the current one, which the
+// requests that took it keep answering with, whole. Updates and reloads
+// run one at a time.
+func (h *Holder[M]) Update(version string, next func(cur M) (M, error)) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cur := h.cur.Load()
+	m, err := next(cur.Model)
+	if err != nil {
+		h.refused.Add(1)
+		return err
+	}
+	h.applied.Add(1)
+	h.cur.Store(&Loaded[M]{Model: m, Version: version, stat: cur.stat})
+	return nil
+}
+
+// Updates returns how many updates (Update) were made and how many
+// refused.
+func (h *Holder[M]) Updates() (applied, refused int64) { return h.applied.Load(), h.refused.Load() }
 
 // Reloads returns how many reloads worked and how many failed.
 func (h *Holder[M]) Reloads() (ok, failed int64) { return h.ok.Load(), h.bad.Load() }

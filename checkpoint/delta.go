@@ -1,0 +1,113 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/errs"
+)
+
+// A Delta is the rows of a table that training changed since the last
+// delta: the published part of a model that keeps training, which a
+// server applies to the table it serves (serve.Table.Apply) instead of
+// reloading the whole model. Base names the full model the deltas follow
+// (the version of the file a server loaded first), Seq counts the deltas
+// after it, from 1: a server applies delta Seq only to the version Seq-1
+// of Base.
+type Delta struct {
+	Table  string    // the table's name
+	Base   uint64    // the full model's version
+	Seq    uint64    // this delta's number after it, from 1
+	Dim    int       // the values of a row
+	Rows   []int64   // the rows changed, distinct, ascending
+	Values []float32 // their values, len(Rows)·Dim, row after row
+}
+
+// ErrDelta: a delta that does not follow the version it is applied to
+// (another base, or a sequence number not one more than the served one).
+var ErrDelta = errors.New("delta does not follow the served version")
+
+// The metadata keys of a delta file.
+const (
+	deltaTableKey = "gathergrad.delta.table"
+	deltaBaseKey  = "gathergrad.delta.base"
+	deltaSeqKey   = "gathergrad.delta.seq"
+)
+
+// Check reports an error wrapping ErrShape unless d is well formed: a
+// name, a positive Dim, Seq from 1, Rows distinct, ascending and not
+// negative, and Dim values for each.
+func (d *Delta) Check() error {
+	switch {
+	case d.Table == "":
+		return fmt.Errorf("checkpoint: a delta needs its table's name: %w", errs.ErrShape)
+	case d.Dim <= 0:
+		return fmt.Errorf("checkpoint: delta of %q: rows of %d values: %w", d.Table, d.Dim, errs.ErrShape)
+	case d.Seq == 0:
+		return fmt.Errorf("checkpoint: delta of %q: sequence numbers start at 1: %w", d.Table, errs.ErrShape)
+	case len(d.Values) != len(d.Rows)*d.Dim:
+		return fmt.Errorf("checkpoint: delta of %q: %d values for %d rows of %d: %w", d.Table, len(d.Values), len(d.Rows), d.Dim, errs.ErrShape)
+	}
+	for k, r := range d.Rows {
+		if r < 0 || k > 0 && r <= d.Rows[k-1] {
+			return fmt.Errorf("checkpoint: delta of %q: row %d at %d: rows are distinct, ascending and not negative: %w", d.Table, r, k, errs.ErrShape)
+		}
+	}
+	return nil
+}
+
+// WriteDelta writes d to path as a safetensors file ("<table>.rows",
+// int64 [n], and "<table>.values", float32 [n, dim]; the table, base and
+// sequence in its metadata) as Write writes: atomically, every tensor's
+// CRC-32C beside it. A delta that is not well formed (Check) is an error
+// and nothing is written. It is O(len(d.Rows)·d.Dim).
+func WriteDelta(path string, d *Delta) error {
+	if err := d.Check(); err != nil {
+		return err
+	}
+	rows := tensor.New(tensor.WithShape(len(d.Rows)), tensor.WithBacking(d.Rows))
+	vals := tensor.New(tensor.WithShape(len(d.Rows), d.Dim), tensor.WithBacking(d.Values))
+	if len(d.Rows) == 0 {
+		rows = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(0))
+		vals = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(0, d.Dim))
+	}
+	meta := map[string]string{
+		deltaTableKey: d.Table,
+		deltaBaseKey:  strconv.FormatUint(d.Base, 10),
+		deltaSeqKey:   strconv.FormatUint(d.Seq, 10),
+	}
+	return Write(path, map[string]tensor.Tensor{d.Table + ".rows": rows, d.Table + ".values": vals}, meta)
+}
+
+// ReadDelta reads a delta WriteDelta wrote. A file that is not one (no
+// delta metadata, other tensors, shapes or dtypes that do not fit, a
+// delta not well formed), or whose bytes fail their CRC-32C, is an error
+// wrapping ErrFormat or ErrShape, never a panic.
+func ReadDelta(path string) (*Delta, error) {
+	ts, meta, err := Read(path)
+	if err != nil {
+		return nil, err
+	}
+	name := meta[deltaTableKey]
+	base, berr := strconv.ParseUint(meta[deltaBaseKey], 10, 64)
+	seq, serr := strconv.ParseUint(meta[deltaSeqKey], 10, 64)
+	if name == "" || berr != nil || serr != nil || len(ts) != 2 {
+		return nil, formatError(path, "not a delta: its metadata (%q %q %q) or its %d tensors", name, meta[deltaBaseKey], meta[deltaSeqKey], len(ts))
+	}
+	rows, vals := ts[name+".rows"], ts[name+".values"]
+	if rows == nil || vals == nil || rows.Dtype() != tensor.Int64 || vals.Dtype() != tensor.Float32 ||
+		rows.Dims() != 1 || vals.Dims() != 2 || vals.Shape()[0] != rows.Shape()[0] {
+		return nil, formatError(path, "not a delta of %q: its tensors %q and %q", name, name+".rows", name+".values")
+	}
+	d := &Delta{Table: name, Base: base, Seq: seq, Dim: vals.Shape()[1]}
+	if rows.Shape()[0] > 0 {
+		d.Rows, d.Values = rows.Int64s(), vals.Float32s()
+	}
+	if err := d.Check(); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,89 @@
+package checkpoint
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/tensor"
+
+	"github.com/gathergrad/gather/internal/errs"
+)
+
+// A delta reads back as written; a malformed one is refused before
+// anything is written; a file that is not a delta, or whose bytes were
+// changed, is an ErrFormat error.
+func TestDeltaFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "d.safetensors")
+	d := &Delta{Table: "items", Base: 7, Seq: 3, Dim: 2, Rows: []int64{1, 4, 9}, Values: []float32{1, 2, 3, 4, 5, 6}}
+	require.NoError(t, WriteDelta(path, d))
+	got, err := ReadDelta(path)
+	require.NoError(t, err)
+	assert.Equal(t, d, got)
+
+	empty := &Delta{Table: "items", Base: 7, Seq: 4, Dim: 2}
+	require.NoError(t, WriteDelta(path, empty))
+	got, err = ReadDelta(path)
+	require.NoError(t, err)
+	assert.Equal(t, empty, got)
+
+	for name, bad := range map[string]*Delta{
+		"no name":  {Base: 1, Seq: 1, Dim: 2},
+		"seq 0":    {Table: "x", Dim: 2},
+		"dim 0":    {Table: "x", Seq: 1},
+		"values":   {Table: "x", Seq: 1, Dim: 2, Rows: []int64{1}, Values: []float32{1}},
+		"unsorted": {Table: "x", Seq: 1, Dim: 1, Rows: []int64{2, 1}, Values: []float32{1, 2}},
+		"repeated": {Table: "x", Seq: 1, Dim: 1, Rows: []int64{2, 2}, Values: []float32{1, 2}},
+		"negative": {Table: "x", Seq: 1, Dim: 1, Rows: []int64{-1}, Values: []float32{1}},
+	} {
+		assert.ErrorIs(t, WriteDelta(filepath.Join(dir, name), bad), errs.ErrShape, name)
+		_, err := os.Stat(filepath.Join(dir, name))
+		assert.True(t, os.IsNotExist(err), "%s: nothing written", name)
+	}
+
+	// A checkpoint is not a delta.
+	other := filepath.Join(dir, "other.safetensors")
+	require.NoError(t, Write(other, map[string]tensor.Tensor{"w": tensor.New(tensor.WithShape(2), tensor.WithBacking([]float32{1, 2}))}, nil))
+	_, err = ReadDelta(other)
+	assert.ErrorIs(t, err, ErrFormat)
+
+	// A byte of the values changed: its CRC-32C says so.
+	require.NoError(t, WriteDelta(path, d))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	b[len(b)-1] ^= 0x40
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	_, err = ReadDelta(path)
+	assert.ErrorIs(t, err, ErrFormat)
+}
+
+// FuzzReadDelta: any bytes read as a delta are a delta that Checks, or an
+// error; never a panic.
+func FuzzReadDelta(f *testing.F) {
+	dir := f.TempDir()
+	seed := filepath.Join(dir, "seed")
+	if err := WriteDelta(seed, &Delta{Table: "t", Base: 1, Seq: 1, Dim: 2, Rows: []int64{0, 3}, Values: []float32{1, 2, 3, 4}}); err != nil {
+		f.Fatal(err)
+	}
+	b, err := os.ReadFile(seed)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add(b[:len(b)/2])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "d")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := ReadDelta(path)
+		if err == nil {
+			if err := d.Check(); err != nil {
+				t.Fatalf("read a delta that does not Check: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,86 @@
+package serve
+
+import (
+	"fmt"
+
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
+)
+
+// ErrDelta: a delta that does not follow the table's version
+// (checkpoint.ErrDelta): answer with a full reload of the model.
+var ErrDelta = checkpoint.ErrDelta
+
+// Version returns the table's version: the full model's base (At) and the
+// deltas applied after it (Apply).
+func (t *Table) Version() (base, seq uint64) { return t.base, t.seq }
+
+// At returns the table as version base of its model with no delta
+// applied, the version the first delta after base follows: a new Table
+// sharing t's rows (t is left as it is).
+func (t *Table) At(base uint64) *Table {
+	u := *t
+	u.base, u.seq, u.m = base, 0, nil
+	return &u
+}
+
+// Apply returns the table with the delta d applied: a new Table whose rows
+// d names hold d's values in the table's format (an Int8 or Int4 row
+// quantized alone, as Quantize quantizes it) and whose other rows are t's,
+// at version (d.Base, d.Seq). t is not changed, so that a request that
+// took t answers with t whole while the new table is made: a server swaps
+// the new table in (live.Holder.Update) and each request reads one
+// version. The new table shares t's memory: the chunks of 64 rows that d
+// touches are copied, the rest shared, so Apply costs time and memory in
+// proportion to d's rows. A table Open mapped stays the owner of that
+// memory: Close it only when no table Apply made from it is in use.
+//
+// A delta that does not follow t (another Base, or Seq not t's plus one)
+// is an error wrapping ErrDelta, to be answered by a full reload; one of
+// another table shape, with a row outside the table, or with a value the
+// format cannot hold (see Quantize) is an error wrapping ErrShape,
+// ErrIndexOutOfRange or ErrNotFinite; on error no table is made.
+func (t *Table) Apply(d *checkpoint.Delta) (*Table, error) {
+	if t.closed {
+		return nil, fmt.Errorf("serve: %w", errs.ErrClosed)
+	}
+	if err := d.Check(); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if d.Base != t.base || d.Seq != t.seq+1 {
+		return nil, fmt.Errorf("serve: delta %d of base %d for table %q at version %d of base %d: %w", d.Seq, d.Base, d.Table, t.seq, t.base, ErrDelta)
+	}
+	if d.Dim != t.dim {
+		return nil, fmt.Errorf("serve: delta of %q has rows of %d values, the table %d: %w", d.Table, d.Dim, t.dim, errs.ErrShape)
+	}
+	if n := len(d.Rows); n > 0 && d.Rows[n-1] >= int64(t.rows) {
+		return nil, fmt.Errorf("serve: delta of %q names row %d of a table of %d: %w", d.Table, d.Rows[n-1], t.rows, errs.ErrIndexOutOfRange)
+	}
+	u := *t
+	u.base, u.seq, u.m = d.Base, d.Seq, nil
+	u.patch = make([][]byte, (t.rows+chunkRows-1)/chunkRows)
+	copy(u.patch, t.patch)
+	copied := map[int64]bool{} // the chunks this delta copied
+	for k, r := range d.Rows {
+		c := r >> chunkShift
+		if !copied[c] {
+			u.patch[c] = t.chunkCopy(c)
+			copied[c] = true
+		}
+		at := int(r&(chunkRows-1)) * t.stride
+		if err := quantizeRows(u.patch[c][at:at+t.rowBytes], d.Values[k*d.Dim:(k+1)*d.Dim], d.Dim, t.format, int(r)); err != nil {
+			return nil, err
+		}
+	}
+	return &u, nil
+}
+
+// chunkCopy returns a copy of chunk c's rows as t holds them.
+func (t *Table) chunkCopy(c int64) []byte {
+	if t.patch != nil && t.patch[c] != nil {
+		return append([]byte(nil), t.patch[c]...)
+	}
+	lo := int(c) * chunkRows * t.stride
+	hi := min(lo+chunkRows*t.stride, len(t.data))
+	return append([]byte(nil), t.data[lo:hi]...)
+}

@@ -1,0 +1,108 @@
+package serve_test
+
+import (
+	"math"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/serve"
+	"github.com/gathergrad/gather/serve/live"
+)
+
+// A delta that does not follow the table's version, or does not fit it,
+// is refused, and the table stays as it was.
+func TestApplyRefuses(t *testing.T) {
+	w := make([]float32, 100*4)
+	tb, err := serve.Quantize(w, 4, serve.Int8)
+	require.NoError(t, err)
+	tb = tb.At(5)
+	ok := &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{3}, Values: []float32{1, 2, 3, 4}}
+	next, err := tb.Apply(ok)
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		tb   *serve.Table
+		d    *checkpoint.Delta
+		want error
+	}{
+		"a gap":        {next, &checkpoint.Delta{Table: "t", Base: 5, Seq: 3, Dim: 4}, serve.ErrDelta},
+		"again":        {next, ok, serve.ErrDelta},
+		"another base": {tb, &checkpoint.Delta{Table: "t", Base: 6, Seq: 1, Dim: 4}, serve.ErrDelta},
+		"another dim":  {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 3}, errs.ErrShape},
+		"a row past":   {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{100}, Values: make([]float32, 4)}, errs.ErrIndexOutOfRange},
+		"not finite":   {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{0}, Values: []float32{0, float32(math.NaN()), 0, 0}}, errs.ErrNotFinite},
+		"malformed":    {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{2, 1}, Values: make([]float32, 8)}, errs.ErrShape},
+	} {
+		before := c.tb.Bytes()
+		_, err := c.tb.Apply(c.d)
+		assert.ErrorIs(t, err, c.want, name)
+		assert.Equal(t, before, c.tb.Bytes(), name)
+	}
+	b, s := next.Version()
+	assert.Equal(t, [2]uint64{5, 1}, [2]uint64{b, s})
+}
+
+// Requests answered while deltas are applied each read one version: every
+// row a lookup reads is whole and of the version the request took. Delta
+// k sets every value of rows 0-199 to k; a lookup of those rows reads one
+// value throughout. Run with the race detector by .ci/run.
+func TestApplyWhileServing(t *testing.T) {
+	const rows, dim, deltas = 1000, 8, 200
+	tb, err := serve.Quantize(make([]float32, rows*dim), dim, serve.Float32)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "t.safetensors")
+	require.NoError(t, tb.Save(path, "t"))
+	h, err := live.NewHolder(path, func(path string) (*serve.Table, error) {
+		tb, err := serve.Open(path, "t")
+		if err != nil {
+			return nil, err
+		}
+		return tb.At(1), nil
+	})
+	require.NoError(t, err)
+	var stop atomic.Bool
+	var torn atomic.Int64
+	var wg sync.WaitGroup
+	ids := make([]int64, 200)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	for range 4 {
+		wg.Go(func() {
+			out := make([]float32, len(ids)*dim)
+			for !stop.Load() {
+				m := h.Current().Model
+				if err := m.Lookup(out, ids); err != nil {
+					t.Error(err)
+					return
+				}
+				for _, v := range out {
+					if v != out[0] {
+						torn.Add(1)
+						break
+					}
+				}
+			}
+		})
+	}
+	for k := 1; k <= deltas; k++ {
+		d := &checkpoint.Delta{Table: "t", Base: 1, Seq: uint64(k), Dim: dim, Rows: ids, Values: make([]float32, len(ids)*dim)}
+		for i := range d.Values {
+			d.Values[i] = float32(k)
+		}
+		require.NoError(t, h.Update("v", func(cur *serve.Table) (*serve.Table, error) { return cur.Apply(d) }))
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, torn.Load(), "lookups that read two versions")
+	applied, refused := h.Updates()
+	assert.Equal(t, [2]int64{deltas, 0}, [2]int64{applied, refused})
+	_, s := h.Current().Model.Version()
+	assert.Equal(t, uint64(deltas), s)
+}
