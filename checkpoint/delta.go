@@ -24,6 +24,11 @@ type Delta struct {
 	Dim    int       // the values of a row
 	Rows   []int64   // the rows changed, distinct, ascending
 	Values []float32 // their values, len(Rows)·Dim, row after row
+	// For a table fed raw ids through a map (nn.RawIDs, Feature.IDs):
+	// the rows the map gave ids since the last delta, in the order given,
+	// AssignedRows[k] to the raw id AssignedIDs[k] (the row's previous
+	// id, if any, holds it no more).
+	AssignedRows, AssignedIDs []int64
 }
 
 // ErrDelta: a delta that does not follow the version it is applied to
@@ -50,6 +55,13 @@ func (d *Delta) Check() error {
 		return fmt.Errorf("checkpoint: delta of %q: sequence numbers start at 1: %w", d.Table, errs.ErrShape)
 	case len(d.Values) != len(d.Rows)*d.Dim:
 		return fmt.Errorf("checkpoint: delta of %q: %d values for %d rows of %d: %w", d.Table, len(d.Values), len(d.Rows), d.Dim, errs.ErrShape)
+	case len(d.AssignedRows) != len(d.AssignedIDs):
+		return fmt.Errorf("checkpoint: delta of %q: %d rows assigned to %d ids: %w", d.Table, len(d.AssignedRows), len(d.AssignedIDs), errs.ErrShape)
+	}
+	for k, r := range d.AssignedRows {
+		if r < 0 {
+			return fmt.Errorf("checkpoint: delta of %q: row %d assigned at %d: %w", d.Table, r, k, errs.ErrShape)
+		}
 	}
 	for k, r := range d.Rows {
 		if r < 0 || k > 0 && r <= d.Rows[k-1] {
@@ -60,7 +72,8 @@ func (d *Delta) Check() error {
 }
 
 // WriteDelta writes d to path as a safetensors file ("<table>.rows",
-// int64 [n], and "<table>.values", float32 [n, dim]; the table, base and
+// int64 [n], "<table>.values", float32 [n, dim], and with assignments
+// "<table>.assigned", int64 [m, 2] of (row, id); the table, base and
 // sequence in its metadata) as Write writes: atomically, every tensor's
 // CRC-32C beside it. A delta that is not well formed (Check) is an error
 // and nothing is written. It is O(len(d.Rows)·d.Dim).
@@ -79,7 +92,15 @@ func WriteDelta(path string, d *Delta) error {
 		deltaBaseKey:  strconv.FormatUint(d.Base, 10),
 		deltaSeqKey:   strconv.FormatUint(d.Seq, 10),
 	}
-	return Write(path, map[string]tensor.Tensor{d.Table + ".rows": rows, d.Table + ".values": vals}, meta)
+	ts := map[string]tensor.Tensor{d.Table + ".rows": rows, d.Table + ".values": vals}
+	if n := len(d.AssignedRows); n > 0 {
+		pairs := make([]int64, 0, 2*n)
+		for k, r := range d.AssignedRows {
+			pairs = append(pairs, r, d.AssignedIDs[k])
+		}
+		ts[d.Table+".assigned"] = tensor.New(tensor.WithShape(n, 2), tensor.WithBacking(pairs))
+	}
+	return Write(path, ts, meta)
 }
 
 // ReadDelta reads a delta WriteDelta wrote. A file that is not one (no
@@ -94,7 +115,12 @@ func ReadDelta(path string) (*Delta, error) {
 	name := meta[deltaTableKey]
 	base, berr := strconv.ParseUint(meta[deltaBaseKey], 10, 64)
 	seq, serr := strconv.ParseUint(meta[deltaSeqKey], 10, 64)
-	if name == "" || berr != nil || serr != nil || len(ts) != 2 {
+	assigned := ts[name+".assigned"]
+	want := 2
+	if assigned != nil {
+		want = 3
+	}
+	if name == "" || berr != nil || serr != nil || len(ts) != want {
 		return nil, formatError(path, "not a delta: its metadata (%q %q %q) or its %d tensors", name, meta[deltaBaseKey], meta[deltaSeqKey], len(ts))
 	}
 	rows, vals := ts[name+".rows"], ts[name+".values"]
@@ -105,6 +131,18 @@ func ReadDelta(path string) (*Delta, error) {
 	d := &Delta{Table: name, Base: base, Seq: seq, Dim: vals.Shape()[1]}
 	if rows.Shape()[0] > 0 {
 		d.Rows, d.Values = rows.Int64s(), vals.Float32s()
+	}
+	if assigned != nil {
+		if assigned.Dtype() != tensor.Int64 || assigned.Dims() != 2 || assigned.Shape()[1] != 2 {
+			return nil, formatError(path, "not a delta of %q: its tensor %q", name, name+".assigned")
+		}
+		for k, v := range assigned.Int64s() {
+			if k%2 == 0 {
+				d.AssignedRows = append(d.AssignedRows, v)
+			} else {
+				d.AssignedIDs = append(d.AssignedIDs, v)
+			}
+		}
 	}
 	if err := d.Check(); err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)

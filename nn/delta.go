@@ -19,6 +19,8 @@ import (
 type changes struct {
 	bits []uint64
 	rows []int64
+	// The rows an id map gave ids since the last delta, and the ids.
+	assignedRows, assignedIDs []int64
 }
 
 // mark records rows (each in [0, vocab)) as changed, but pad.
@@ -65,8 +67,9 @@ func (e *Embedding) markChanged(rows []int64) {
 }
 
 // Delta returns the rows that changed since TrackChanges or the last
-// Delta, with their values now (as float32), as delta seq after the full
-// model base (checkpoint.Delta), and starts recording afresh: write it
+// Delta, with their values now (as float32), and the rows a RawIDs map
+// gave new ids (Assigned), as delta seq after the full model base
+// (checkpoint.Delta), and starts recording afresh: write it
 // with checkpoint.WriteDelta, and serve it with serve.Table.Apply. Its
 // cost is in proportion to the rows changed: a cache's rows are read
 // through the cache (table.Cached.Read). Without TrackChanges it is an
@@ -121,10 +124,13 @@ func (e *Embedding) Delta(ctx context.Context, base, seq uint64) (*checkpoint.De
 			}
 		}
 	}
+	d.AssignedRows = slices.Clone(e.changed.assignedRows)
+	d.AssignedIDs = slices.Clone(e.changed.assignedIDs)
 	if err := d.Check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
 	e.changed.take()
+	e.changed.assignedRows, e.changed.assignedIDs = e.changed.assignedRows[:0], e.changed.assignedIDs[:0]
 	return d, nil
 }
 

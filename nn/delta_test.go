@@ -17,6 +17,7 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/serve"
+	"github.com/gathergrad/gather/table"
 )
 
 // A served table that applies each delta of a table that keeps training
@@ -93,4 +94,61 @@ func TestDeltasServeTheTrainingTable(t *testing.T) {
 	e, _ := NewEmbedding(g, "x", 3, 2, tensor.Float32, WithSparse())
 	_, err := e.Delta(context.Background(), 1, 1)
 	assert.ErrorIs(t, err, gather.ErrOption, "Delta without TrackChanges")
+}
+
+// Deltas of a table fed raw ids carry the rows its map gave ids: a
+// server's IDs with each delta applied map every id the trainer's map
+// holds to its row, and read the trainer's values there, while rows are
+// taken back and given again.
+func TestDeltasCarryTheIDMap(t *testing.T) {
+	const rows = 12
+	m0, err := table.NewIDMap("t0", table.IDMapOptions{Rows: rows, Pad: true, PadID: -1})
+	require.NoError(t, err)
+	spec := collSpec{tableOf: []int{0}, modes: []BagMode{BagSum}, vocab: []int{rows + 1}, pad: []int{rows}, dim: 3,
+		dtype: tensor.Float32, maps: []table.Mapper{m0}, init: table.RowInit{Seed: 2, Std: 0.1}}
+	m := newCollModel(t, spec, true, collPer)
+	e := m.tables[0]
+	e.TrackChanges()
+	ids := serve.NewIDs(m0)
+	w0, _ := e.Home().(Weights).Weight()
+	tb, err := serve.Quantize(append([]float32{}, w0.Float32s()...), spec.dim, serve.Float32)
+	require.NoError(t, err)
+	tb = tb.At(1)
+	r := rand.New(rand.NewPCG(6, 1))
+	for step := range 8 {
+		lengths, _, _ := collBatchOf(spec, r)
+		pool := r.Perm(30)[:5]
+		var values []int64
+		for _, n := range lengths {
+			for range n {
+				values = append(values, int64(pool[r.IntN(5)])*7919)
+			}
+		}
+		m.set(spec, lengths, values, nil)
+		require.NoError(t, m.coll.Map(context.Background(), m.values, m.offsets, int64(step)))
+		m.step(t, &optim.SparseSGD{LearnRate: 0.3})
+		d, err := e.Delta(context.Background(), 1, uint64(step+1))
+		require.NoError(t, err)
+		if ids, err = ids.Apply(d); err != nil {
+			t.Fatal(err)
+		}
+		if tb, err = tb.Apply(d); err != nil {
+			t.Fatal(err)
+		}
+		held, heldRows := m0.Held()
+		got := make([]int64, len(held))
+		require.NoError(t, ids.Rows(got, held))
+		require.Equal(t, heldRows, got, "step %d: the served rows of the held ids", step)
+		w, _ := e.Home().(Weights).Weight()
+		want, out := make([]float32, len(held)*spec.dim), make([]float32, len(held)*spec.dim)
+		for k, row := range heldRows {
+			copy(want[k*spec.dim:], w.Float32s()[int(row)*spec.dim:int(row+1)*spec.dim])
+		}
+		require.NoError(t, tb.Lookup(out, got))
+		require.Equal(t, want, out, "step %d: the served values of the held ids", step)
+	}
+	st, err := m0.Stats(context.Background())
+	require.NoError(t, err)
+	assert.Positive(t, st.Evicted, "rows were taken back and given again")
+	assert.Equal(t, st.Used, ids.Len())
 }

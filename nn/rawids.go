@@ -184,9 +184,10 @@ func (r *RawIDs) mapInto(ctx context.Context, ids, rows []int64, step int64) err
 	if err := r.emb.home.reset(ctx, r.fresh, r.init); err != nil {
 		return r.forget(ctx, err)
 	}
-	if r.emb.changed != nil {
+	if c := r.emb.changed; c != nil {
 		for _, a := range r.fresh {
-			r.emb.changed.mark([]int64{a.Row}, r.emb.padding())
+			c.mark([]int64{a.Row}, r.emb.padding())
+			c.assignedRows, c.assignedIDs = append(c.assignedRows, a.Row), append(c.assignedIDs, a.ID)
 		}
 	}
 	return nil
