@@ -50,15 +50,42 @@ const (
 // rows (Feature.IDs, Collection.Map), the table one row larger (its
 // padding row): their times over step's and tables' are what mapping
 // costs. "tables-fused" is tables with the fused step
-// (CollectionOptions.Fused).
+// (CollectionOptions.Fused); "tables-tracked" tables with every table
+// tracking its changed rows (TrackChanges) and a Delta of each taken every
+// 10 steps: over tables', what publishing deltas costs.
 func BenchmarkDLRM(b *testing.B) {
-	for _, name := range []string{"step", "tables", "step-raw", "tables-raw", "tables-fused"} {
+	for _, name := range []string{"step", "tables", "step-raw", "tables-raw", "tables-fused", "tables-tracked"} {
 		b.Run(name, func(b *testing.B) {
 			vm, step := dlrmModel(b, ref.Machines[0], strings.HasPrefix(name, "tables"), name == "tables-fused", strings.HasSuffix(name, "raw"))
+			if name == "tables-tracked" {
+				step = tracked(b, step)
+			}
 			ref.BenchSteps(b, vm, step)
 		})
 	}
 }
+
+// tracked returns step with every table of the last dlrmModel tracking
+// its changes, a Delta of each taken every 10 steps.
+func tracked(b testing.TB, step func()) func() {
+	for _, g := range lastDLRM.groups {
+		g.e.TrackChanges()
+	}
+	n := 0
+	return func() {
+		step()
+		if n++; n%10 == 0 {
+			for _, g := range lastDLRM.groups {
+				if _, err := g.e.Delta(context.Background(), 1, uint64(n/10)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// lastDLRM is the collection of the last dlrmModel.
+var lastDLRM *Collection
 
 // dlrmModel builds BenchmarkDLRM's model (or its tables alone) on machine
 // m, its collection fused or not, on raw ids or not, and returns the
@@ -96,6 +123,7 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused, raw bool) (gorgon
 	if err != nil {
 		b.Fatal(err)
 	}
+	lastDLRM = coll
 	nf := len(dlrmRows)
 	valuesT := tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(nf*dlrmBatch))
 	offsetsT := tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(nf*dlrmBatch+1))

@@ -25,7 +25,10 @@
 // as "dense.*", "top1.*" and "top2.*"), which examples/serve answers
 // requests with; -save-every N writes it every N steps too, as it trains,
 // each write atomic, so that examples/serve -watch serves a model that
-// keeps training.
+// keeps training. With -deltas DIR (and -save, -workers 0) it saves the
+// model first and then publishes, every -delta-every steps, the rows the
+// tables' steps changed and the dense layers into DIR, which
+// examples/serve -deltas DIR applies as they come.
 //
 // Usage:
 //
@@ -64,6 +67,8 @@ type config struct {
 	cacheMB                           int
 	save                              string
 	saveEvery                         int          // steps between saves of the in-memory model, 0 for none
+	deltas                            string       // the directory of the deltas published between saves, "" for none
+	deltaEvery                        int          // steps between deltas
 	half                              table.Format // the in-memory tables' values, 0 for float32
 	nearest                           bool         // round them to nearest, not stochastically
 }
@@ -88,6 +93,8 @@ func main() {
 	flag.StringVar(&c.redis.Password, "password", os.Getenv("GATHER_REDIS_PASSWORD"), "the cluster's password (or $GATHER_REDIS_PASSWORD)")
 	flag.StringVar(&c.save, "save", "", "write the model trained in memory to this safetensors file")
 	flag.IntVar(&c.saveEvery, "save-every", 0, "with -save, also write the model every this many steps as it trains (examples/serve -watch serves each)")
+	flag.StringVar(&c.deltas, "deltas", "", "with -save and -workers 0, publish the rows training changed into this directory (examples/serve -deltas applies them)")
+	flag.IntVar(&c.deltaEvery, "delta-every", 10, "with -deltas, steps between deltas")
 	half := flag.String("half", "", "hold the in-memory model's tables in float16 or bfloat16")
 	flag.BoolVar(&c.nearest, "nearest", false, "with -half, round the tables' updates to nearest instead of stochastically")
 	flag.Parse()

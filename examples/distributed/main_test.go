@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/localredis"
+	"github.com/gathergrad/gather/serve"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -140,6 +143,67 @@ func seq(n int) []int {
 	s := make([]int, n)
 	for i := range s {
 		s[i] = i
+	}
+	return s
+}
+
+// -deltas publishes what training changed: the model file it saved
+// first, with every delta applied in order (serve.Table.Apply), is the
+// model training ended with, table for table, bit for bit.
+func TestDeltasFollowTraining(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "click.safetensors")
+	c := config{examples: 20 * 64, heldOut: 10, batch: 64, lr: 0.01, seed: 3, name: "deltas", save: path,
+		deltas: filepath.Join(dir, "deltas"), deltaEvery: 5}
+	w, err := trainInMemory(c, examples(c.seed, 1, c.examples))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, meta, err := checkpoint.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := strconv.ParseUint(meta["base"], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f := range 3 {
+		tb, err := serve.Quantize(ts[fmt.Sprintf("feature%d.weight", f)].Float32s(), embDim, serve.Float32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb = tb.At(base)
+		for seq := 1; seq <= 4; seq++ {
+			d, err := checkpoint.ReadDelta(filepath.Join(c.deltas, fmt.Sprintf("%d-%d-feature%d.safetensors", base, seq, f)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tb, err = tb.Apply(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]float32, vocab[f]*embDim)
+		if err := tb.Lookup(got, seq64(vocab[f])); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, w.tables[f]) {
+			t.Fatalf("table %d: the base file with 4 deltas is not the trained table", f)
+		}
+	}
+	dense, _, err := checkpoint.Read(filepath.Join(c.deltas, fmt.Sprintf("%d-4-dense.safetensors", base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dense["top2.weight"].Float32s(), w.dense[4]) {
+		t.Fatal("the last delta's dense layers are not the trained ones")
+	}
+}
+
+// seq64 returns 0, 1, ..., n-1.
+func seq64(n int) []int64 {
+	s := make([]int64, n)
+	for i := range s {
+		s[i] = int64(i)
 	}
 	return s
 }

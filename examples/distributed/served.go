@@ -42,7 +42,7 @@ func served(c config, w *weights, held *batch) error {
 	if c.save == "" {
 		return nil
 	}
-	if err := save(c, w); err != nil {
+	if err := save(c, w, 0); err != nil {
 		return err
 	}
 	fmt.Printf("saved the model to %s\n", c.save)
@@ -51,7 +51,7 @@ func served(c config, w *weights, held *batch) error {
 
 // save writes w to c.save, atomically (checkpoint.Write): a server
 // watching the file sees the old model or the new, never part of one.
-func save(c config, w *weights) error {
+func save(c config, w *weights, base uint64) error {
 	ts := map[string]tensor.Tensor{}
 	for f, rows := range w.tables {
 		ts[fmt.Sprintf("feature%d.weight", f)] = tensor.New(tensor.WithShape(vocab[f], embDim), tensor.WithBacking(rows))
@@ -61,5 +61,8 @@ func save(c config, w *weights) error {
 		ts[name] = tensor.New(tensor.WithShape(shapes[k]...), tensor.WithBacking(w.dense[k]))
 	}
 	meta := map[string]string{"model": "click", "seed": strconv.FormatUint(c.seed, 10)}
+	if base != 0 {
+		meta["base"] = strconv.FormatUint(base, 10) // the version -deltas publish after
+	}
 	return checkpoint.Write(c.save, ts, meta)
 }

@@ -250,6 +250,15 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 	}
 	defer m.close()
 	adam := optim.NewAdam(c.lr)
+	var pub *publisher
+	if c.deltas != "" && c.save != "" {
+		if pub, err = newPublisher(c.deltas, tables, m.params); err != nil {
+			return nil, err
+		}
+		if err := saveBase(c, tables, cached, m, pub); err != nil {
+			return nil, err
+		}
+	}
 	pos := make([]int, c.batch)
 	for step := range train.len() / c.batch {
 		for i := range pos {
@@ -265,16 +274,41 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 			return nil, err
 		}
 		if c.saveEvery > 0 && c.save != "" && (step+1)%c.saveEvery == 0 {
+			if pub != nil {
+				if err := saveBase(c, tables, cached, m, pub); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			w, err := current(tables, cached, m)
 			if err != nil {
 				return nil, err
 			}
-			if err := save(c, w); err != nil {
+			if err := save(c, w, 0); err != nil {
+				return nil, err
+			}
+		}
+		if pub != nil && (step+1)%c.deltaEvery == 0 {
+			if err := pub.publish(); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return current(tables, cached, m)
+}
+
+// saveBase writes the model to c.save as a new base version (its time),
+// after which pub publishes its deltas.
+func saveBase(c config, tables [3]*nn.Embedding, cached [3]*table.Cached, m *model, pub *publisher) error {
+	w, err := current(tables, cached, m)
+	if err != nil {
+		return err
+	}
+	base := uint64(time.Now().UnixNano())
+	if err := save(c, w, base); err != nil {
+		return err
+	}
+	return pub.rebase(base)
 }
 
 // current returns the model's weights as they are now: the tables' values

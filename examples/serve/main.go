@@ -25,6 +25,14 @@
 // that does not load leaves the old model answering; /reload answers
 // 422 with the error.
 //
+// With -deltas DIR it also applies, as each is ready, the deltas
+// examples/distributed -deltas publishes after the model file (the rows
+// training changed and the dense layers, every -delta-every steps): each
+// between requests (serve.Table.Apply, live.Holder.Update), the version
+// naming it (<version>+<delta>); a delta that does not follow the model
+// reloads the file. GET /stats and /metrics count the deltas applied and
+// refused.
+//
 // Overload: -workers requests are handled at once and -queue more wait;
 // past them a request is answered 503 with Retry-After at once. SIGINT or
 // SIGTERM stops taking requests and answers those in flight before it
@@ -36,7 +44,7 @@
 // Usage:
 //
 //	go run ./examples/distributed -workers 0 -save click.safetensors
-//	go run ./examples/serve -model click.safetensors [-format int8-rowwise] [-addr localhost:8080] [-watch 1s] [-workers N] [-queue N]
+//	go run ./examples/serve -model click.safetensors [-format int8-rowwise] [-addr localhost:8080] [-watch 1s] [-deltas DIR] [-workers N] [-queue N]
 package main
 
 import (
@@ -62,6 +70,8 @@ func main() {
 	watch := flag.Duration("watch", 0, "how often to look for a new model file (0: only on POST /reload or SIGHUP)")
 	workers := flag.Int("workers", 0, "requests handled at once (0: GOMAXPROCS)")
 	queue := flag.Int("queue", 0, "requests waiting beyond those before a 503 (0: 32 a worker, -1: none)")
+	deltas := flag.String("deltas", "", "apply the deltas examples/distributed -deltas publishes into this directory as they come")
+	poll := flag.Duration("delta-poll", 100*time.Millisecond, "with -deltas, how often to look for the next delta")
 	flag.Parse()
 	f, err := table.ParseFormat(*format)
 	if err != nil {
@@ -86,6 +96,9 @@ func main() {
 		tick = t.C
 	}
 	go s.Watch(stop, hup, tick, log.Printf)
+	if *deltas != "" {
+		go s.followDeltas(stop, *deltas, *poll, log.Printf)
+	}
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)

@@ -24,6 +24,8 @@ type model struct {
 	layers   [3]linear // dense, top1, top2
 	format   serve.Format
 	rowBytes int64 // of all tables together
+
+	base, seq uint64 // the file's version (its "base" metadata) and the deltas applied after it
 }
 
 // A linear layer: out = W·in + b, W [out, in] row-major.
@@ -48,7 +50,7 @@ func (l linear) apply(out, in []float32, relu bool) {
 // loadModel reads the model examples/distributed -save wrote at path, its
 // tables in format f.
 func loadModel(path string, f serve.Format) (*model, error) {
-	ts, _, err := checkpoint.Read(path)
+	ts, meta, err := checkpoint.Read(path)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +61,7 @@ func loadModel(path string, f serve.Format) (*model, error) {
 		}
 		return t, nil
 	}
-	m := &model{format: f}
+	m := &model{format: f, base: parseBase(meta)}
 	for k := range features {
 		t, err := get(fmt.Sprintf("feature%d.weight", k), 2)
 		if err != nil {
@@ -72,28 +74,45 @@ func loadModel(path string, f serve.Format) (*model, error) {
 		if m.tables[k], err = serve.Quantize(t.Float32s(), m.emb, f); err != nil {
 			return nil, fmt.Errorf("%s: table %d: %w", path, k, err)
 		}
+		m.tables[k] = m.tables[k].At(m.base)
 		m.rowBytes += int64(len(m.tables[k].Bytes()))
+	}
+	if err := m.readLayers(ts, path); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// readLayers sets m's layers from ts, the tensors of the file at path,
+// and checks that they fit its tables.
+func (m *model) readLayers(ts map[string]*tensor.Dense, path string) error {
+	get := func(name string, rank int) (*tensor.Dense, error) {
+		t, ok := ts[name]
+		if !ok || t.Dtype() != tensor.Float32 || t.Dims() != rank {
+			return nil, fmt.Errorf("%s: no float32 tensor %q of rank %d (a model examples/distributed -save writes): %w", path, name, rank, checkpoint.ErrMismatch)
+		}
+		return t, nil
 	}
 	for k, name := range []string{"dense", "top1", "top2"} {
 		w, err := get(name+".weight", 2)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		b, err := get(name+".bias", 1)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l := linear{w: w.Float32s(), b: b.Float32s(), out: w.Shape()[0], in: w.Shape()[1]}
 		if b.Shape()[0] != l.out {
-			return nil, fmt.Errorf("%s: %s.bias has %d values for %d outputs: %w", path, name, b.Shape()[0], l.out, checkpoint.ErrMismatch)
+			return fmt.Errorf("%s: %s.bias has %d values for %d outputs: %w", path, name, b.Shape()[0], l.out, checkpoint.ErrMismatch)
 		}
 		m.layers[k] = l
 	}
 	d, t1, t2 := m.layers[0], m.layers[1], m.layers[2]
 	if t1.in != features*m.emb+d.out || t2.in != t1.out || t2.out != 1 {
-		return nil, fmt.Errorf("%s: layers of %d→%d, %d→%d, %d→%d do not fit tables of %d: %w", path, d.in, d.out, t1.in, t1.out, t2.in, t2.out, m.emb, checkpoint.ErrMismatch)
+		return fmt.Errorf("%s: layers of %d→%d, %d→%d, %d→%d do not fit tables of %d: %w", path, d.in, d.out, t1.in, t1.out, t2.in, t2.out, m.emb, checkpoint.ErrMismatch)
 	}
-	return m, nil
+	return nil
 }
 
 // denseIn is the number of dense features a model takes.

@@ -260,7 +260,9 @@ func (s *server) stats(w http.ResponseWriter) {
 	n, q := s.metrics.Calls(0.5, 0.99)
 	ms := func(d time.Duration) float64 { return d.Seconds() * 1000 }
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"requests": n, "failed": failed, "model_p50_ms": ms(q[0]), "model_p99_ms": ms(q[1]), "version": s.Version()})
+	applied, refused := s.Updates()
+	json.NewEncoder(w).Encode(map[string]any{"requests": n, "failed": failed, "model_p50_ms": ms(q[0]), "model_p99_ms": ms(q[1]), "version": s.Version(),
+		"deltas_applied": applied, "deltas_refused": refused})
 }
 
 // metrics answers in Prometheus's text format (version 0.0.4): requests
@@ -269,11 +271,14 @@ func (s *server) stats(w http.ResponseWriter) {
 // reloads, and the model's version.
 func (s *server) writeMetrics(w http.ResponseWriter) {
 	ok, failed := s.Reloads()
+	applied, refused := s.Updates()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.WriteText(w, "serve_requests_total", "serve_predict_seconds",
 		live.Family{Name: "serve_queue_depth", Type: "gauge", Help: "Requests waiting for a worker.", Samples: []live.Sample{{Value: float64(s.gate.Waiting())}}},
 		live.Family{Name: "serve_reloads_total", Type: "counter", Help: "Reloads of the model file, by result.",
 			Samples: []live.Sample{{Labels: `{result="ok"}`, Value: float64(ok)}, {Labels: `{result="failed"}`, Value: float64(failed)}}},
+		live.Family{Name: "serve_deltas_total", Type: "counter", Help: "Deltas of the model applied, by result (-deltas).",
+			Samples: []live.Sample{{Labels: `{result="applied"}`, Value: float64(applied)}, {Labels: `{result="refused"}`, Value: float64(refused)}}},
 		live.Family{Name: "serve_model_info", Type: "gauge", Help: "The model answering, by version.",
 			Samples: []live.Sample{{Labels: fmt.Sprintf("{version=%q}", s.Version()), Value: 1}}})
 }

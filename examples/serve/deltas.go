@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/serve"
+)
+
+// nextDelta returns the model m with delta m.seq+1 of its base applied,
+// as examples/distributed -deltas writes it into dir (see its
+// publisher). m is not changed.
+func nextDelta(dir string, m *model) (*model, error) {
+	seq := m.seq + 1
+	name := func(what string) string { return filepath.Join(dir, fmt.Sprintf("%d-%d%s", m.base, seq, what)) }
+	if !ready(dir, m) {
+		return nil, fmt.Errorf("delta %d of %d is not ready in %s", seq, m.base, dir)
+	}
+	next := *m
+	next.seq = seq
+	for f := range m.tables {
+		d, err := checkpoint.ReadDelta(name(fmt.Sprintf("-feature%d.safetensors", f)))
+		if err != nil {
+			return nil, err
+		}
+		if next.tables[f], err = m.tables[f].Apply(d); err != nil {
+			return nil, fmt.Errorf("table %d: %w", f, err)
+		}
+	}
+	ts, _, err := checkpoint.Read(name("-dense.safetensors"))
+	if err != nil {
+		return nil, err
+	}
+	if err := next.readLayers(ts, name("-dense.safetensors")); err != nil {
+		return nil, err
+	}
+	return &next, nil
+}
+
+// followDeltas applies each delta of the current model's base from dir as
+// it is ready, checking every poll, until ctx is done: each applied
+// between requests (live.Holder.Update), so that a request reads one
+// version. A delta that does not follow the model (serve.ErrDelta)
+// reloads the model file (and, if the file is the same, waits for
+// another); another error leaves the model answering and is logged.
+func (s *server) followDeltas(ctx context.Context, dir string, poll time.Duration, logf func(format string, args ...any)) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	var stuck *uint64 // a base whose deltas do not follow its file: wait for another file
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ready(dir, s.Current().Model) {
+			cur := s.Current()
+			if stuck != nil && *stuck == cur.Model.base {
+				break
+			}
+			version := fmt.Sprintf("%s+%d", strings.SplitN(cur.Version, "+", 2)[0], cur.Model.seq+1)
+			err := s.Update(version, func(m *model) (*model, error) { return nextDelta(dir, m) })
+			if errors.Is(err, serve.ErrDelta) {
+				if v, rerr := s.Reload(); rerr == nil {
+					logf("delta: %v; reloaded: version %s", err, v)
+					if b := s.Current().Model.base; b == cur.Model.base {
+						stuck = &b // the same file: its deltas would fail again
+						logf("the deltas of base %d do not follow its model file: waiting for another file", b)
+					}
+				}
+				break
+			}
+			if err != nil {
+				logf("delta: %v; still serving version %s", err, cur.Version)
+				break
+			}
+		}
+	}
+}
+
+// ready reports whether delta m.seq+1 of m's base is ready in dir.
+func ready(dir string, m *model) bool {
+	_, err := os.Stat(filepath.Join(dir, fmt.Sprintf("%d-%d.ready", m.base, m.seq+1)))
+	return err == nil
+}
+
+// parseBase returns the "base" a model file's metadata names, 0 for none.
+func parseBase(meta map[string]string) uint64 {
+	b, _ := strconv.ParseUint(meta["base"], 10, 64)
+	return b
+}
