@@ -30,7 +30,7 @@ func (t *Table) At(base uint64) *Table {
 // at version (d.Base, d.Seq). t is not changed, so that a request that
 // took t answers with t whole while the new table is made: a server swaps
 // the new table in (live.Holder.Update) and each request reads one
-// version. The new table shares t's memory: the chunks of 64 rows that d
+// version. The new table shares t's memory: the chunks of 16 rows that d
 // touches are copied, the rest shared, so Apply costs time and memory in
 // proportion to d's rows. A table Open mapped stays the owner of that
 // memory: Close it only when no table Apply made from it is in use.
@@ -60,12 +60,19 @@ func (t *Table) Apply(d *checkpoint.Delta) (*Table, error) {
 	u.base, u.seq, u.m = d.Base, d.Seq, nil
 	u.patch = make([][]byte, (t.rows+chunkRows-1)/chunkRows)
 	copy(u.patch, t.patch)
-	copied := map[int64]bool{} // the chunks this delta copied
+	// The chunks d touches (its rows ascend), copied into one allocation.
+	n := 0
+	for k, r := range d.Rows {
+		if k == 0 || r>>chunkShift != d.Rows[k-1]>>chunkShift {
+			n++
+		}
+	}
+	arena := make([]byte, n*chunkRows*t.stride)
 	for k, r := range d.Rows {
 		c := r >> chunkShift
-		if !copied[c] {
-			u.patch[c] = t.chunkCopy(c)
-			copied[c] = true
+		if k == 0 || c != d.Rows[k-1]>>chunkShift {
+			u.patch[c] = t.chunkCopy(arena[:0:chunkRows*t.stride], c)
+			arena = arena[chunkRows*t.stride:]
 		}
 		at := int(r&(chunkRows-1)) * t.stride
 		if err := quantizeRows(u.patch[c][at:at+t.rowBytes], d.Values[k*d.Dim:(k+1)*d.Dim], d.Dim, t.format, int(r)); err != nil {
@@ -75,12 +82,12 @@ func (t *Table) Apply(d *checkpoint.Delta) (*Table, error) {
 	return &u, nil
 }
 
-// chunkCopy returns a copy of chunk c's rows as t holds them.
-func (t *Table) chunkCopy(c int64) []byte {
+// chunkCopy returns dst with a copy of chunk c's rows as t holds them.
+func (t *Table) chunkCopy(dst []byte, c int64) []byte {
 	if t.patch != nil && t.patch[c] != nil {
-		return append([]byte(nil), t.patch[c]...)
+		return append(dst, t.patch[c]...)
 	}
 	lo := int(c) * chunkRows * t.stride
 	hi := min(lo+chunkRows*t.stride, len(t.data))
-	return append([]byte(nil), t.data[lo:hi]...)
+	return append(dst, t.data[lo:hi]...)
 }
