@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 
-	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opInteract names DotInteraction in error messages.
@@ -41,58 +39,15 @@ func DotInteraction(x, s *gorgonia.Node) (*gorgonia.Node, error) {
 	if len(xs) != 2 || len(ss) != 2 || xs[0] != ss[0] || xs[1] == 0 || ss[1]%xs[1] != 0 {
 		return nil, fmt.Errorf("%s: x of shape %v and s of shape %v must be [n, d] and [n, f·d]: %w", opInteract, xs, ss, gather.ErrShape)
 	}
-	o := &interactOp{dtype: dt, n: xs[0], d: xs[1], f: ss[1] / xs[1]}
-	o.shapes = [3]tensor.Shape{{o.n, o.d}, {o.n, o.f * o.d}, {o.n, o.d + (o.f+1)*o.f/2}}
-	in := []hm.Type{operand.Type(2, dt), operand.Type(2, dt)}
-	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("DotInteraction{%d, %d, %d}", o.n, o.d, o.f), In: in, Dtype: dt,
-		Shape: o.shapes[2]}, opInteract, []tensor.Shape{xs, ss}, o.runGrad)
+	n, d, f := xs[0], xs[1], ss[1]/xs[1]
+	o := newPairOp(opInteract, fmt.Sprintf("DotInteraction{%d, %d, %d}", n, d, f), [2]string{"x", "s"}, dt, xs, ss, tensor.Shape{n, d + (f+1)*f/2},
+		func(out, x, s *tensor.Dense) {
+			operand.PickFloat(dt, interact[float32], interact[float64])(out, x, s, n, d, f)
+		},
+		func(dst, x, s, g *tensor.Dense, wrt int, add bool) {
+			operand.PickFloat(dt, interactGrad[float32], interactGrad[float64])(dst, x, s, g, n, d, f, wrt, add)
+		})
 	return opkit.Apply(opInteract, o, x, s)
-}
-
-// interactOp is the op of DotInteraction.
-type interactOp struct {
-	opkit.Diff
-	dtype   tensor.Dtype
-	n, d, f int
-	shapes  [3]tensor.Shape // x, s and the output
-}
-
-// args reads and checks x and s.
-func (o *interactOp) args(in []gorgonia.Value, want int) (x, s *tensor.Dense, err error) {
-	if err := operand.CheckArity(opInteract, "", len(in), want); err != nil {
-		return nil, nil, err
-	}
-	if x, err = operand.Read(opInteract, "x", in[0]); err != nil {
-		return nil, nil, err
-	}
-	if s, err = operand.Read(opInteract, "s", in[1]); err != nil {
-		return nil, nil, err
-	}
-	if x.Dtype() != o.dtype || s.Dtype() != o.dtype || !shapes.SameShape(x.Shape(), o.shapes[0]) || !shapes.SameShape(s.Shape(), o.shapes[1]) {
-		return nil, nil, fmt.Errorf("%s: x is %v of shape %v and s %v of shape %v, want %v of shapes %v and %v: %w",
-			opInteract, x.Dtype(), x.Shape(), s.Dtype(), s.Shape(), o.dtype, o.shapes[0], o.shapes[1], gather.ErrShape)
-	}
-	return x, s, nil
-}
-
-// Do computes the interaction into a new tensor.
-func (o *interactOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	return o.UsePreallocDo(nil, in...)
-}
-
-// UsePreallocDo computes the interaction into prealloc when it can hold
-// it (see operand.Prealloc), else into a new tensor.
-func (o *interactOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	x, s, err := o.args(in, 2)
-	if err != nil {
-		return nil, err
-	}
-	out := operand.Prealloc(prealloc, o.dtype, o.shapes[2], in)
-	if o.n == 0 {
-		return out, nil
-	}
-	operand.PickFloat(o.dtype, interact[float32], interact[float64])(out, x, s, o.n, o.d, o.f)
-	return out, nil
 }
 
 func interact[T kernel.Float](out, x, s *tensor.Dense, n, d, f int) {
@@ -103,37 +58,3 @@ func interactGrad[T kernel.Float](dst, x, s, g *tensor.Dense, n, d, f, wrt int, 
 	fl := operand.Floats[T]
 	kernel.DotInteractGrad(fl(dst), fl(x), fl(s), fl(g), n, d, f, wrt, add)
 }
-
-// runGrad returns the Run of the gradient of x (wrt 0) or s (wrt 1): every
-// argument is checked before dst is written.
-func (o *interactOp) runGrad(wrt int) opkit.Run {
-	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-		want := o.shapes[wrt]
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !shapes.Writable(dst) {
-			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
-				opInteract, dst.Dtype(), dst.Shape(), o.dtype, want, gather.ErrShape)
-		}
-		x, s, err := o.args(in, 3)
-		if err != nil {
-			return err
-		}
-		g, err := operand.Read(opInteract, "upstream gradient", in[2])
-		if err != nil {
-			return err
-		}
-		if g.Dtype() != o.dtype || !shapes.SameShape(g.Shape(), o.shapes[2]) {
-			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape %v: %w",
-				opInteract, g.Dtype(), g.Shape(), o.dtype, o.shapes[2], gather.ErrShape)
-		}
-		if o.n == 0 {
-			return nil
-		}
-		operand.PickFloat(o.dtype, interactGrad[float32], interactGrad[float64])(dst, x, s, g, o.n, o.d, o.f, wrt, add)
-		return nil
-	}
-}
-
-var (
-	_ gorgonia.SDOp = (*interactOp)(nil)
-	_ gorgonia.ADOp = (*interactOp)(nil)
-)

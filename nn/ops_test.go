@@ -106,7 +106,16 @@ func TestGradOpsWriteEveryElement(t *testing.T) {
 		gv := ref.FloatTensor(ref.RandFloats(r, n*k), []int{n, k}, dt)
 		for wrt, shape := range [][]int{{n, d}, {n, k, d}} {
 			cases = append(cases, gradCase{fmt.Sprintf("BatchDot/wrt=%d/%v", wrt, dt),
-				s.Op().(*batchDotOp).Grads[wrt], []gorgonia.Value{av, bv, gv}, shape})
+				s.Op().(*pairOp).Grads[wrt], []gorgonia.Value{av, bv, gv}, shape})
+		}
+		const f = 3
+		sv := ref.FloatTensor(ref.RandFloats(r, n*f*d), []int{n, f * d}, dt)
+		di, err := DotInteraction(gorgonia.NodeFromAny(g, av, gorgonia.WithName("x")), gorgonia.NodeFromAny(g, sv, gorgonia.WithName("s")))
+		require.NoError(t, err)
+		gi := ref.FloatTensor(ref.RandFloats(r, n*(d+(f+1)*f/2)), []int{n, d + (f+1)*f/2}, dt)
+		for wrt, shape := range [][]int{{n, d}, {n, f * d}} {
+			cases = append(cases, gradCase{fmt.Sprintf("DotInteraction/wrt=%d/%v", wrt, dt),
+				di.Op().(*pairOp).Grads[wrt], []gorgonia.Value{av, sv, gi}, shape})
 		}
 	}
 	for _, c := range cases {
