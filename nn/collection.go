@@ -772,20 +772,6 @@ func (g *collGroup) fetch() error {
 	return nil
 }
 
-// homeTensor returns the tensor g.rows index: the heap's or the file's
-// table, or the cache's rows.
-func (g *collGroup) homeTensor() *tensor.Dense {
-	switch h := g.e.home.(type) {
-	case *cached:
-		return h.c.Weight()
-	case *mapped:
-		return h.w
-	case *heap:
-		return h.w
-	}
-	panic("collection: unknown home") // NewCollection takes the module's homes only
-}
-
 // featureBags returns feature k's bags over its ids (in its bounds).
 func (o *collectionOp) featureBags(k int, offsets []int64) kernel.Bags {
 	f := &o.c.feats[k]
@@ -843,7 +829,7 @@ func collPool[T kernel.Float](r *collRun, k int) {
 	bg := o.featureBags(k, r.offsets)
 	bg.Stride = c.width
 	n := bg.Bounds[o.batch]
-	kernel.BagPool(dst[f.col:], operand.Floats[T](g.homeTensor()), g.rows[f.lo:f.lo+n], weightsOf[T](r.weights, r.offsets, k, o.batch, n), f.dim, &bg)
+	kernel.BagPool(dst[f.col:], operand.Floats[T](g.e.home.rowTensor()), g.rows[f.lo:f.lo+n], weightsOf[T](r.weights, r.offsets, k, o.batch, n), f.dim, &bg)
 }
 
 // SymDiff gives the tap a collCaptureOp of the output's gradient.
@@ -997,7 +983,7 @@ func captureFeature[T kernel.Float](r *collRun, k int) {
 		}
 		return
 	}
-	table := operand.Floats[T](g.homeTensor())
+	table := operand.Floats[T](g.e.home.rowTensor())
 	var arg []int32
 	if f.mode == kernel.BagMax {
 		m := o.batch * dim

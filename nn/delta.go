@@ -86,19 +86,13 @@ func (e *Embedding) Delta(ctx context.Context, base, seq uint64) (*checkpoint.De
 	dim := e.Table.Shape()[1]
 	rows := slices.Sorted(slices.Values(e.changed.rows))
 	d := &checkpoint.Delta{Table: e.Name(), Base: base, Seq: seq, Dim: dim, Rows: rows, Values: make([]float32, len(rows)*dim)}
-	var src *tensor.Dense
-	width := dim
-	switch h := e.home.(type) {
-	case *cached:
+	src, width := e.home.rowTensor(), dim
+	if h, ok := e.home.(*cached); ok { // the rows, not the cache's slots
 		var err error
 		if src, err = h.c.Read(ctx, rows); err != nil {
 			return nil, fmt.Errorf("%s: %w", prefix, err)
 		}
 		width = src.Shape()[1]
-	case *heap:
-		src = h.w
-	case *mapped:
-		src = h.w
 	}
 	// Row k of the delta is row rows[k] of the table's tensor, or row k of
 	// what the cache read.

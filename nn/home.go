@@ -95,6 +95,9 @@ type home interface {
 	read(idx *gorgonia.Node) (*gorgonia.Node, error)
 	// padRow returns the row of e.Table that holds the padding row pad.
 	padRow(pad int) int
+	// rowTensor returns the tensor index reads the rows of: the table, or
+	// a cache's rows.
+	rowTensor() *tensor.Dense
 	// step updates the rows of g by opt.
 	step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error
 	// reset starts the rows of fresh afresh (RawIDs).
@@ -119,6 +122,7 @@ func (h *heap) read(*gorgonia.Node) (*gorgonia.Node, error) { return h.e.Table, 
 func (h *heap) Vocab() int                                  { return h.w.Shape()[0] }
 func (h *heap) Name() string                                { return h.e.Name() }
 func (h *heap) padRow(pad int) int                          { return pad }
+func (h *heap) rowTensor() *tensor.Dense                    { return h.w }
 
 func (h *heap) Weight() (*tensor.Dense, error) {
 	if h.e.closed {
@@ -228,6 +232,8 @@ func (h *cached) context() context.Context {
 }
 
 func (h *cached) padRow(int) int { return h.padSlot }
+
+func (h *cached) rowTensor() *tensor.Dense { return h.c.Weight() }
 
 func (h *cached) Prefetch(ids ...[]int64) {
 	h.next = h.next[:0]
