@@ -12,13 +12,13 @@ import (
 // more, each wrapped by the errors of its own calls (a name in two
 // packages is one value, as a test checks):
 //
-//   - checkpoint: ErrFormat, ErrMismatch, ErrInUse, ErrSameFile
+//   - checkpoint: ErrFormat, ErrMismatch, ErrInUse, ErrSameFile, ErrDelta
 //   - cluster: ErrFewReplicas, ErrUnknownOutcome
 //   - gradcheck: ErrMismatch
 //   - machine: ErrClosed, ErrBusy
 //   - metrics: ErrNotFinite
 //   - optim: ErrNotFinite, ErrStale
-//   - serve: ErrIndexOutOfRange, ErrShape, ErrOption (the root's), ErrClosed, ErrSameFile
+//   - serve: ErrIndexOutOfRange, ErrShape, ErrOption (the root's), ErrClosed, ErrSameFile, ErrDelta (checkpoint's)
 //   - serve/live: ErrFull
 //   - table: ErrClosed, ErrInUse, ErrSameFile, ErrCapacity, ErrJournal, ErrJournalFull
 var (
