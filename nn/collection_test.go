@@ -454,7 +454,9 @@ func TestCollectionErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e1.Lookup(gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(2), gorgonia.WithName("ids")))
 	assert.ErrorIs(t, err, gather.ErrOption, "a table in a collection is looked up by it alone")
-	_ = c
+	_, err = NewCollection([]Feature{{Key: "y", Table: e1}}, CollectionOptions{})
+	assert.ErrorIs(t, err, gather.ErrOption, "a table in another collection")
+	require.ErrorIs(t, c.Step(context.Background(), &optim.SparseSGD{LearnRate: 0.1}), gather.ErrGraph, "Step before Bag")
 }
 
 // A fused step refuses a gradient that is not finite before any row
