@@ -22,6 +22,7 @@ type Delta struct {
 	Base   uint64    // the full model's version
 	Seq    uint64    // this delta's number after it, from 1
 	Dim    int       // the values of a row
+	Time   int64     // when the rows were taken, in Unix nanoseconds (0: not known), for a server's lag
 	Rows   []int64   // the rows changed, distinct, ascending
 	Values []float32 // their values, len(Rows)·Dim, row after row
 	// For a table fed raw ids through a map (nn.RawIDs, Feature.IDs):
@@ -40,6 +41,7 @@ const (
 	deltaTableKey = "gathergrad.delta.table"
 	deltaBaseKey  = "gathergrad.delta.base"
 	deltaSeqKey   = "gathergrad.delta.seq"
+	deltaTimeKey  = "gathergrad.delta.time"
 )
 
 // Check reports an error wrapping ErrShape unless d is well formed: a
@@ -92,6 +94,9 @@ func WriteDelta(path string, d *Delta) error {
 		deltaBaseKey:  strconv.FormatUint(d.Base, 10),
 		deltaSeqKey:   strconv.FormatUint(d.Seq, 10),
 	}
+	if d.Time != 0 {
+		meta[deltaTimeKey] = strconv.FormatInt(d.Time, 10)
+	}
 	ts := map[string]tensor.Tensor{d.Table + ".rows": rows, d.Table + ".values": vals}
 	if n := len(d.AssignedRows); n > 0 {
 		pairs := make([]int64, 0, 2*n)
@@ -129,6 +134,11 @@ func ReadDelta(path string) (*Delta, error) {
 		return nil, formatError(path, "not a delta of %q: its tensors %q and %q", name, name+".rows", name+".values")
 	}
 	d := &Delta{Table: name, Base: base, Seq: seq, Dim: vals.Shape()[1]}
+	if v, ok := meta[deltaTimeKey]; ok {
+		if d.Time, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return nil, formatError(path, "a delta of %q whose time is %q", name, v)
+		}
+	}
 	if rows.Shape()[0] > 0 {
 		d.Rows, d.Values = rows.Int64s(), vals.Float32s()
 	}

@@ -18,7 +18,7 @@ import (
 func TestDeltaFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "d.safetensors")
-	d := &Delta{Table: "items", Base: 7, Seq: 3, Dim: 2, Rows: []int64{1, 4, 9}, Values: []float32{1, 2, 3, 4, 5, 6},
+	d := &Delta{Table: "items", Base: 7, Seq: 3, Dim: 2, Time: 1_764_000_000_123_456_789, Rows: []int64{1, 4, 9}, Values: []float32{1, 2, 3, 4, 5, 6},
 		AssignedRows: []int64{4, 1}, AssignedIDs: []int64{-77, 1 << 60}}
 	require.NoError(t, WriteDelta(path, d))
 	got, err := ReadDelta(path)

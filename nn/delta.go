@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"gorgonia.org/tensor"
 
@@ -69,8 +70,9 @@ func (e *Embedding) markChanged(rows []int64) {
 // Delta returns the rows that changed since TrackChanges or the last
 // Delta, with their values now (as float32), and the rows a RawIDs map
 // gave new ids (Assigned), as delta seq after the full model base
-// (checkpoint.Delta), and starts recording afresh: write it
-// with checkpoint.WriteDelta, and serve it with serve.Table.Apply. Its
+// (checkpoint.Delta) stamped with the time now, and starts recording
+// afresh: write it with checkpoint.WriteDelta, and serve it with
+// serve.Table.Apply. Its
 // cost is in proportion to the rows changed: a cache's rows are read
 // through the cache (table.Cached.Read). Without TrackChanges it is an
 // error wrapping gather.ErrOption; on another error the rows stay
@@ -85,7 +87,7 @@ func (e *Embedding) Delta(ctx context.Context, base, seq uint64) (*checkpoint.De
 	}
 	dim := e.Table.Shape()[1]
 	rows := slices.Sorted(slices.Values(e.changed.rows))
-	d := &checkpoint.Delta{Table: e.Name(), Base: base, Seq: seq, Dim: dim, Rows: rows, Values: make([]float32, len(rows)*dim)}
+	d := &checkpoint.Delta{Table: e.Name(), Base: base, Seq: seq, Dim: dim, Time: time.Now().UnixNano(), Rows: rows, Values: make([]float32, len(rows)*dim)}
 	src, width := e.home.rowTensor(), dim
 	if h, ok := e.home.(*cached); ok { // the rows, not the cache's slots
 		var err error

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -33,6 +35,9 @@ func nextDelta(dir string, m *model) (*model, error) {
 		if next.tables[f], err = m.tables[f].Apply(d); err != nil {
 			return nil, fmt.Errorf("table %d: %w", f, err)
 		}
+		if f == 0 || d.Time < next.taken {
+			next.taken = d.Time // the oldest table's
+		}
 	}
 	ts, _, err := checkpoint.Read(name("-dense.safetensors"))
 	if err != nil {
@@ -47,7 +52,9 @@ func nextDelta(dir string, m *model) (*model, error) {
 // followDeltas applies each delta of the current model's base from dir as
 // it is ready, checking every poll, until ctx is done: each applied
 // between requests (live.Holder.Update), so that a request reads one
-// version. A delta that does not follow the model (serve.ErrDelta)
+// version; each delta's lag (from its rows' being taken, Delta.Time, to
+// their being served) is kept for /stats and /metrics. A delta that does
+// not follow the model (serve.ErrDelta)
 // reloads the model file (and, if the file is the same, waits for
 // another); another error leaves the model answering and is logged.
 func (s *server) followDeltas(ctx context.Context, dir string, poll time.Duration, logf func(format string, args ...any)) {
@@ -81,6 +88,9 @@ func (s *server) followDeltas(ctx context.Context, dir string, poll time.Duratio
 				logf("delta: %v; still serving version %s", err, cur.Version)
 				break
 			}
+			if taken := s.Current().Model.taken; taken > 0 {
+				s.lags.add(time.Since(time.Unix(0, taken)))
+			}
 		}
 	}
 }
@@ -95,4 +105,35 @@ func ready(dir string, m *model) bool {
 func parseBase(meta map[string]string) uint64 {
 	b, _ := strconv.ParseUint(meta["base"], 10, 64)
 	return b
+}
+
+// lags keeps the last deltas' lags: from their rows' being taken from
+// training to their being served.
+type lags struct {
+	mu   sync.Mutex
+	last []time.Duration // at most 1,000
+	next int
+}
+
+func (l *lags) add(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.last) < 1000 {
+		l.last = append(l.last, d)
+		return
+	}
+	l.last[l.next] = d
+	l.next = (l.next + 1) % len(l.last)
+}
+
+// p99 returns the 99th percentile of the lags kept, 0 for none.
+func (l *lags) p99() time.Duration {
+	l.mu.Lock()
+	s := slices.Clone(l.last)
+	l.mu.Unlock()
+	if len(s) == 0 {
+		return 0
+	}
+	slices.Sort(s)
+	return s[(len(s)-1)*99/100]
 }

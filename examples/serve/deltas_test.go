@@ -39,7 +39,7 @@ func TestFollowDeltas(t *testing.T) {
 	publish := func(seq, deltaBase uint64) {
 		name := func(what string) string { return filepath.Join(dir, fmt.Sprintf("%d-%d%s", base, seq, what)) }
 		for f := range features {
-			d := &checkpoint.Delta{Table: fmt.Sprintf("feature%d.weight", f), Base: deltaBase, Seq: seq, Dim: 8}
+			d := &checkpoint.Delta{Table: fmt.Sprintf("feature%d.weight", f), Base: deltaBase, Seq: seq, Dim: 8, Time: time.Now().UnixNano()}
 			if f == 0 {
 				d.Rows = []int64{int64(seq), 100 + int64(seq)}
 				for range 2 * 8 {
@@ -97,6 +97,9 @@ func TestFollowDeltas(t *testing.T) {
 	}
 	if applied, refused := s.Updates(); applied != 3 || refused != 0 {
 		t.Fatalf("%d deltas applied, %d refused", applied, refused)
+	}
+	if lag := s.lags.p99(); lag <= 0 || lag > 10*time.Second {
+		t.Fatalf("the deltas' lag p99 %v", lag)
 	}
 	// A delta of another base: refused, and the file reloaded.
 	publish(4, base+1)

@@ -26,6 +26,7 @@ type model struct {
 	rowBytes int64 // of all tables together
 
 	base, seq uint64 // the file's version (its "base" metadata) and the deltas applied after it
+	taken     int64  // when the last delta's rows were taken from training (Unix ns), 0 for none
 }
 
 // A linear layer: out = W·in + b, W [out, in] row-major.

@@ -69,6 +69,8 @@ type server struct {
 	gate    *live.Gate
 	metrics *live.Metrics
 
+	lags lags // the deltas' (-deltas)
+
 	// beforeModel, if set, runs before each model call (tests).
 	beforeModel func()
 }
@@ -262,7 +264,7 @@ func (s *server) stats(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	applied, refused := s.Updates()
 	json.NewEncoder(w).Encode(map[string]any{"requests": n, "failed": failed, "model_p50_ms": ms(q[0]), "model_p99_ms": ms(q[1]), "version": s.Version(),
-		"deltas_applied": applied, "deltas_refused": refused})
+		"deltas_applied": applied, "deltas_refused": refused, "delta_lag_p99_ms": ms(s.lags.p99())})
 }
 
 // metrics answers in Prometheus's text format (version 0.0.4): requests
@@ -279,6 +281,8 @@ func (s *server) writeMetrics(w http.ResponseWriter) {
 			Samples: []live.Sample{{Labels: `{result="ok"}`, Value: float64(ok)}, {Labels: `{result="failed"}`, Value: float64(failed)}}},
 		live.Family{Name: "serve_deltas_total", Type: "counter", Help: "Deltas of the model applied, by result (-deltas).",
 			Samples: []live.Sample{{Labels: `{result="applied"}`, Value: float64(applied)}, {Labels: `{result="refused"}`, Value: float64(refused)}}},
+		live.Family{Name: "serve_delta_lag_seconds", Type: "gauge", Help: "The 99th percentile of the last deltas' lag, from training to serving.",
+			Samples: []live.Sample{{Labels: `{quantile="0.99"}`, Value: s.lags.p99().Seconds()}}},
 		live.Family{Name: "serve_model_info", Type: "gauge", Help: "The model answering, by version.",
 			Samples: []live.Sample{{Labels: fmt.Sprintf("{version=%q}", s.Version()), Value: 1}}})
 }
