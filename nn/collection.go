@@ -160,33 +160,6 @@ func grow[T kernel.Float](b *floatBuf, n int) []T {
 	return *p
 }
 
-// tensorOf returns t if it is a tensor of backing (not empty) with shape,
-// else a new one: a tensor header made once for memory reused step after
-// step.
-func tensorOf[T int64 | float32 | float64](t *tensor.Dense, backing []T, shape ...int) *tensor.Dense {
-	if t != nil && len(backing) > 0 && t.Dims() == len(shape) {
-		var d []T
-		switch p := any(&d).(type) {
-		case *[]int64:
-			if t.Dtype() == tensor.Int64 {
-				*p = t.Int64s()
-			}
-		case *[]float32:
-			if t.Dtype() == tensor.Float32 {
-				*p = t.Float32s()
-			}
-		case *[]float64:
-			if t.Dtype() == tensor.Float64 {
-				*p = t.Float64s()
-			}
-		}
-		if len(d) == len(backing) && &d[0] == &backing[0] && shapes.SameShape(t.Shape(), shape) {
-			return t
-		}
-	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
-}
-
 // NewCollection returns a collection of features, whose output is their
 // pooled rows side by side in the order given. Each table must be
 // row-sparse (WithSparse, as CachedEmbedding's are) or frozen, without
@@ -515,11 +488,11 @@ func (c *Collection) rowGrad(g *collGroup) (*optim.RowGrad, error) {
 		g.idsT = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(0))
 		g.posT = tensor.New(tensor.Of(c.dtype), tensor.WithShape(0, dim))
 	} else {
-		g.idsT = tensorOf(g.idsT, g.cids, n)
+		g.idsT = operand.Header(g.idsT, g.cids, n)
 		if c.dtype == tensor.Float32 {
-			g.posT = tensorOf(g.posT, g.pos.f32[:n*dim], n, dim)
+			g.posT = operand.Header(g.posT, g.pos.f32[:n*dim], n, dim)
 		} else {
-			g.posT = tensorOf(g.posT, g.pos.f64[:n*dim], n, dim)
+			g.posT = operand.Header(g.posT, g.pos.f64[:n*dim], n, dim)
 		}
 	}
 	return rowgrad.Build(g.idsT, g.posT, e.home.Vocab(), e.padding(), &g.buf)
@@ -573,11 +546,11 @@ func (c *Collection) nextBlock(g *collGroup, rg *optim.RowGrad) bool {
 	vals := g.blockT[len(rows)]
 	if c.dtype == tensor.Float32 {
 		v := grow[float32](&g.vals, fusedBlock*dim)
-		vals = tensorOf(vals, v[:len(rows)*dim], len(rows), dim)
+		vals = operand.Header(vals, v[:len(rows)*dim], len(rows), dim)
 		sumBlock(v, g.grad.f32, g, order[start:k], dim)
 	} else {
 		v := grow[float64](&g.vals, fusedBlock*dim)
-		vals = tensorOf(vals, v[:len(rows)*dim], len(rows), dim)
+		vals = operand.Header(vals, v[:len(rows)*dim], len(rows), dim)
 		sumBlock(v, g.grad.f64, g, order[start:k], dim)
 	}
 	g.blockT[len(rows)] = vals

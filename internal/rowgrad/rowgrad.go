@@ -72,23 +72,7 @@ func newValues(dt tensor.Dtype, n, dim int, buf *Buffer) *tensor.Dense {
 // header returns the [n, dim] tensor of backing: the one made for n rows
 // before, if it is of this memory, else a new one, kept for next time.
 func header[T float32 | float64](buf *Buffer, backing []T, n, dim int) *tensor.Dense {
-	if t, ok := buf.headers[n]; ok && t.Shape()[1] == dim {
-		var v []T
-		switch p := any(&v).(type) {
-		case *[]float32:
-			if t.Dtype() == tensor.Float32 {
-				*p = t.Float32s()
-			}
-		case *[]float64:
-			if t.Dtype() == tensor.Float64 {
-				*p = t.Float64s()
-			}
-		}
-		if len(v) > 0 && &v[0] == &backing[0] {
-			return t
-		}
-	}
-	t := tensor.New(tensor.WithShape(n, dim), tensor.WithBacking(backing))
+	t := operand.Header(buf.headers[n], backing, n, dim)
 	if buf.headers == nil {
 		buf.headers = map[int]*tensor.Dense{}
 	}
