@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,13 +37,19 @@ type Delta struct {
 // (another base, or a sequence number not one more than the served one).
 var ErrDelta = errors.New("delta does not follow the served version")
 
-// The metadata keys of a delta file.
+// The metadata keys of a delta file: base and sequence, and the tables
+// with their times as JSON ([{"table": name, "time": ns}]).
 const (
-	deltaTableKey = "gathergrad.delta.table"
-	deltaBaseKey  = "gathergrad.delta.base"
-	deltaSeqKey   = "gathergrad.delta.seq"
-	deltaTimeKey  = "gathergrad.delta.time"
+	deltaBaseKey   = "gathergrad.delta.base"
+	deltaSeqKey    = "gathergrad.delta.seq"
+	deltaTablesKey = "gathergrad.delta.tables"
 )
+
+// deltaEntry is a table's entry in a delta file's metadata.
+type deltaEntry struct {
+	Table string `json:"table"`
+	Time  int64  `json:"time,omitempty"`
+}
 
 // Check reports an error wrapping ErrShape unless d is well formed: a
 // name, a positive Dim, Seq from 1, Rows distinct, ascending and not
@@ -73,89 +80,139 @@ func (d *Delta) Check() error {
 	return nil
 }
 
-// WriteDelta writes d to path as a safetensors file ("<table>.rows",
-// int64 [n], "<table>.values", float32 [n, dim], and with assignments
-// "<table>.assigned", int64 [m, 2] of (row, id); the table, base and
-// sequence in its metadata) as Write writes: atomically, every tensor's
-// CRC-32C beside it. A delta that is not well formed (Check) is an error
-// and nothing is written. It is O(len(d.Rows)·d.Dim).
-func WriteDelta(path string, d *Delta) error {
-	if err := d.Check(); err != nil {
+// WriteDelta writes d to path as WriteDeltas writes a delta of one table
+// and no dense parameters.
+func WriteDelta(path string, d *Delta) error { return WriteDeltas(path, []*Delta{d}, nil) }
+
+// ReadDelta reads a file of one delta (WriteDelta). A file of other
+// deltas or with dense parameters is an error wrapping ErrFormat, as
+// every file ReadDeltas refuses.
+func ReadDelta(path string) (*Delta, error) {
+	ds, dense, err := ReadDeltas(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) != 1 || len(dense) != 0 {
+		return nil, formatError(path, "a file of %d deltas and %d dense tensors, not of one delta", len(ds), len(dense))
+	}
+	return ds[0], nil
+}
+
+// WriteDeltas writes, into one file at path, one version of a model that
+// keeps training: the deltas ds of its tables (of one Base and Seq, each
+// table once) and, whole, its dense parameters (say, the layers' weights,
+// which every step changes), as a safetensors file: for each table
+// "<table>.rows", int64 [n], "<table>.values", float32 [n, dim], and with
+// assignments "<table>.assigned", int64 [m, 2] of (row, id); each dense
+// tensor under its name; the version and the tables in its metadata. It
+// writes as Write writes: atomically (a server that polls for the file
+// sees all of it or none), every tensor's CRC-32C beside it. Deltas that
+// are not well formed (Check), of different versions, a table twice, or
+// a dense name that is one of the tables' tensors, is an error and
+// nothing is written. It is O(the rows' values and the dense values).
+func WriteDeltas(path string, ds []*Delta, dense map[string]tensor.Tensor) error {
+	if len(ds) == 0 {
+		return fmt.Errorf("checkpoint: writing no delta to %s: %w", path, errs.ErrShape)
+	}
+	ts := make(map[string]tensor.Tensor, 3*len(ds)+len(dense))
+	entries := make([]deltaEntry, len(ds))
+	for k, d := range ds {
+		if err := d.Check(); err != nil {
+			return err
+		}
+		if d.Base != ds[0].Base || d.Seq != ds[0].Seq {
+			return fmt.Errorf("checkpoint: delta of %q is %d of base %d, of %q %d of base %d: one file holds one version: %w",
+				d.Table, d.Seq, d.Base, ds[0].Table, ds[0].Seq, ds[0].Base, errs.ErrShape)
+		}
+		if _, ok := ts[d.Table+".rows"]; ok {
+			return fmt.Errorf("checkpoint: two deltas of %q: %w", d.Table, errs.ErrShape)
+		}
+		entries[k] = deltaEntry{Table: d.Table, Time: d.Time}
+		rows := tensor.New(tensor.WithShape(len(d.Rows)), tensor.WithBacking(d.Rows))
+		vals := tensor.New(tensor.WithShape(len(d.Rows), d.Dim), tensor.WithBacking(d.Values))
+		if len(d.Rows) == 0 {
+			rows = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(0))
+			vals = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(0, d.Dim))
+		}
+		ts[d.Table+".rows"], ts[d.Table+".values"] = rows, vals
+		if n := len(d.AssignedRows); n > 0 {
+			pairs := make([]int64, 0, 2*n)
+			for k, r := range d.AssignedRows {
+				pairs = append(pairs, r, d.AssignedIDs[k])
+			}
+			ts[d.Table+".assigned"] = tensor.New(tensor.WithShape(n, 2), tensor.WithBacking(pairs))
+		}
+	}
+	for _, d := range ds { // after all tables' names are known
+		if _, ok := dense[d.Table+".assigned"]; ok {
+			return fmt.Errorf("checkpoint: a dense tensor named %q, a delta's: %w", d.Table+".assigned", errs.ErrShape)
+		}
+	}
+	for name, t := range dense {
+		if _, ok := ts[name]; ok {
+			return fmt.Errorf("checkpoint: a dense tensor named %q, a delta's: %w", name, errs.ErrShape)
+		}
+		ts[name] = t
+	}
+	tables, err := json.Marshal(entries)
+	if err != nil {
 		return err
 	}
-	rows := tensor.New(tensor.WithShape(len(d.Rows)), tensor.WithBacking(d.Rows))
-	vals := tensor.New(tensor.WithShape(len(d.Rows), d.Dim), tensor.WithBacking(d.Values))
-	if len(d.Rows) == 0 {
-		rows = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(0))
-		vals = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(0, d.Dim))
-	}
 	meta := map[string]string{
-		deltaTableKey: d.Table,
-		deltaBaseKey:  strconv.FormatUint(d.Base, 10),
-		deltaSeqKey:   strconv.FormatUint(d.Seq, 10),
-	}
-	if d.Time != 0 {
-		meta[deltaTimeKey] = strconv.FormatInt(d.Time, 10)
-	}
-	ts := map[string]tensor.Tensor{d.Table + ".rows": rows, d.Table + ".values": vals}
-	if n := len(d.AssignedRows); n > 0 {
-		pairs := make([]int64, 0, 2*n)
-		for k, r := range d.AssignedRows {
-			pairs = append(pairs, r, d.AssignedIDs[k])
-		}
-		ts[d.Table+".assigned"] = tensor.New(tensor.WithShape(n, 2), tensor.WithBacking(pairs))
+		deltaBaseKey:   strconv.FormatUint(ds[0].Base, 10),
+		deltaSeqKey:    strconv.FormatUint(ds[0].Seq, 10),
+		deltaTablesKey: string(tables),
 	}
 	return Write(path, ts, meta)
 }
 
-// ReadDelta reads a delta WriteDelta wrote. A file that is not one (no
-// delta metadata, other tensors, shapes or dtypes that do not fit, a
-// delta not well formed), or whose bytes fail their CRC-32C, is an error
-// wrapping ErrFormat or ErrShape, never a panic.
-func ReadDelta(path string) (*Delta, error) {
+// ReadDeltas reads a file WriteDeltas (or WriteDelta) wrote: its deltas in
+// the order written and its dense tensors by name. A file that is not one
+// (no delta metadata, a table's tensors missing or of shapes or dtypes
+// that do not fit, a delta not well formed), or whose bytes fail their
+// CRC-32C, is an error wrapping ErrFormat, never a panic.
+func ReadDeltas(path string) ([]*Delta, map[string]*tensor.Dense, error) {
 	ts, meta, err := Read(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	name := meta[deltaTableKey]
 	base, berr := strconv.ParseUint(meta[deltaBaseKey], 10, 64)
 	seq, serr := strconv.ParseUint(meta[deltaSeqKey], 10, 64)
-	assigned := ts[name+".assigned"]
-	want := 2
-	if assigned != nil {
-		want = 3
+	var entries []deltaEntry
+	if berr != nil || serr != nil || json.Unmarshal([]byte(meta[deltaTablesKey]), &entries) != nil || len(entries) == 0 {
+		return nil, nil, formatError(path, "not a delta: its metadata (%q %q %q)", meta[deltaBaseKey], meta[deltaSeqKey], meta[deltaTablesKey])
 	}
-	if name == "" || berr != nil || serr != nil || len(ts) != want {
-		return nil, formatError(path, "not a delta: its metadata (%q %q %q) or its %d tensors", name, meta[deltaBaseKey], meta[deltaSeqKey], len(ts))
-	}
-	rows, vals := ts[name+".rows"], ts[name+".values"]
-	if rows == nil || vals == nil || rows.Dtype() != tensor.Int64 || vals.Dtype() != tensor.Float32 ||
-		rows.Dims() != 1 || vals.Dims() != 2 || vals.Shape()[0] != rows.Shape()[0] {
-		return nil, formatError(path, "not a delta of %q: its tensors %q and %q", name, name+".rows", name+".values")
-	}
-	d := &Delta{Table: name, Base: base, Seq: seq, Dim: vals.Shape()[1]}
-	if v, ok := meta[deltaTimeKey]; ok {
-		if d.Time, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return nil, formatError(path, "a delta of %q whose time is %q", name, v)
+	ds := make([]*Delta, len(entries))
+	for k, e := range entries {
+		name := e.Table
+		rows, vals := ts[name+".rows"], ts[name+".values"]
+		if rows == nil || vals == nil || rows.Dtype() != tensor.Int64 || vals.Dtype() != tensor.Float32 ||
+			rows.Dims() != 1 || vals.Dims() != 2 || vals.Shape()[0] != rows.Shape()[0] {
+			return nil, nil, formatError(path, "not a delta of %q: its tensors %q and %q", name, name+".rows", name+".values")
 		}
-	}
-	if rows.Shape()[0] > 0 {
-		d.Rows, d.Values = rows.Int64s(), vals.Float32s()
-	}
-	if assigned != nil {
-		if assigned.Dtype() != tensor.Int64 || assigned.Dims() != 2 || assigned.Shape()[1] != 2 {
-			return nil, formatError(path, "not a delta of %q: its tensor %q", name, name+".assigned")
+		d := &Delta{Table: name, Base: base, Seq: seq, Dim: vals.Shape()[1], Time: e.Time}
+		if rows.Shape()[0] > 0 {
+			d.Rows, d.Values = rows.Int64s(), vals.Float32s()
 		}
-		for k, v := range assigned.Int64s() {
-			if k%2 == 0 {
-				d.AssignedRows = append(d.AssignedRows, v)
-			} else {
-				d.AssignedIDs = append(d.AssignedIDs, v)
+		delete(ts, name+".rows")
+		delete(ts, name+".values")
+		if assigned := ts[name+".assigned"]; assigned != nil {
+			if assigned.Dtype() != tensor.Int64 || assigned.Dims() != 2 || assigned.Shape()[1] != 2 {
+				return nil, nil, formatError(path, "not a delta of %q: its tensor %q", name, name+".assigned")
 			}
+			for k, v := range assigned.Int64s() {
+				if k%2 == 0 {
+					d.AssignedRows = append(d.AssignedRows, v)
+				} else {
+					d.AssignedIDs = append(d.AssignedIDs, v)
+				}
+			}
+			delete(ts, name+".assigned")
 		}
+		if err := d.Check(); err != nil {
+			return nil, nil, formatError(path, "%v", err)
+		}
+		ds[k] = d
 	}
-	if err := d.Check(); err != nil {
-		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
-	}
-	return d, nil
+	return ds, ts, nil
 }

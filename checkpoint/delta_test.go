@@ -61,12 +61,54 @@ func TestDeltaFile(t *testing.T) {
 	assert.ErrorIs(t, err, ErrFormat)
 }
 
-// FuzzReadDelta: any bytes read as a delta are a delta that Checks, or an
-// error; never a panic.
+// Several tables' deltas and the dense parameters read back from one
+// file as written; deltas of two versions, a table twice or a dense name
+// that is a table's tensor are refused and nothing is written; ReadDelta
+// refuses a file of more than one delta.
+func TestDeltasFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "1-2.safetensors")
+	users := &Delta{Table: "users", Base: 1, Seq: 2, Dim: 2, Time: 5, Rows: []int64{0, 3}, Values: []float32{1, 2, 3, 4}}
+	items := &Delta{Table: "items", Base: 1, Seq: 2, Dim: 3, Time: 4, Rows: []int64{2}, Values: []float32{5, 6, 7},
+		AssignedRows: []int64{2}, AssignedIDs: []int64{-9}}
+	w := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{0.5, -1, 2, 3}))
+	require.NoError(t, WriteDeltas(path, []*Delta{users, items}, map[string]tensor.Tensor{"layer.w": w}))
+	ds, dense, err := ReadDeltas(path)
+	require.NoError(t, err)
+	assert.Equal(t, []*Delta{users, items}, ds)
+	require.Len(t, dense, 1)
+	assert.Equal(t, w.Data(), dense["layer.w"].Data())
+	assert.Equal(t, w.Shape(), dense["layer.w"].Shape())
+	_, err = ReadDelta(path)
+	assert.ErrorIs(t, err, ErrFormat)
+
+	other := *items
+	other.Seq = 3
+	for name, c := range map[string]struct {
+		ds    []*Delta
+		dense map[string]tensor.Tensor
+	}{
+		"none":           {},
+		"versions":       {ds: []*Delta{users, &other}},
+		"twice":          {ds: []*Delta{users, users}},
+		"dense rows":     {ds: []*Delta{users}, dense: map[string]tensor.Tensor{"users.rows": w}},
+		"dense assigned": {ds: []*Delta{items}, dense: map[string]tensor.Tensor{"items.assigned": w}},
+	} {
+		assert.ErrorIs(t, WriteDeltas(filepath.Join(dir, name), c.ds, c.dense), errs.ErrShape, name)
+		_, err := os.Stat(filepath.Join(dir, name))
+		assert.True(t, os.IsNotExist(err), "%s: nothing written", name)
+	}
+}
+
+// FuzzReadDelta: any bytes read as deltas (ReadDeltas, ReadDelta) are
+// deltas that Check, or an error; never a panic.
 func FuzzReadDelta(f *testing.F) {
 	dir := f.TempDir()
 	seed := filepath.Join(dir, "seed")
-	if err := WriteDelta(seed, &Delta{Table: "t", Base: 1, Seq: 1, Dim: 2, Rows: []int64{0, 3}, Values: []float32{1, 2, 3, 4}}); err != nil {
+	d := &Delta{Table: "t", Base: 1, Seq: 1, Dim: 2, Rows: []int64{0, 3}, Values: []float32{1, 2, 3, 4}, AssignedRows: []int64{3}, AssignedIDs: []int64{8}}
+	u := &Delta{Table: "u", Base: 1, Seq: 1, Dim: 1, Rows: []int64{1}, Values: []float32{5}}
+	w := tensor.New(tensor.WithShape(2), tensor.WithBacking([]float32{1, 2}))
+	if err := WriteDeltas(seed, []*Delta{d, u}, map[string]tensor.Tensor{"w": w}); err != nil {
 		f.Fatal(err)
 	}
 	b, err := os.ReadFile(seed)
@@ -80,8 +122,16 @@ func FuzzReadDelta(f *testing.F) {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		d, err := ReadDelta(path)
-		if err == nil {
+		ds, _, err := ReadDeltas(path)
+		for _, d := range ds {
+			if err := d.Check(); err != nil {
+				t.Fatalf("read a delta that does not Check: %v", err)
+			}
+		}
+		if err == nil && len(ds) == 0 {
+			t.Fatal("read a file of no delta")
+		}
+		if d, err := ReadDelta(path); err == nil {
 			if err := d.Check(); err != nil {
 				t.Fatalf("read a delta that does not Check: %v", err)
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -15,12 +14,11 @@ import (
 )
 
 // A publisher writes what training changed, every few steps, as deltas
-// after the model file -save wrote (its "base" metadata): for delta seq,
-// in dir, "<base>-<seq>-feature<f>.safetensors" (the rows of table f the
-// steps since the last delta changed, checkpoint.WriteDelta), then
-// "<base>-<seq>-dense.safetensors" (the dense learnables whole), then the
-// empty "<base>-<seq>.ready", written last, each atomically: a server
-// (examples/serve -deltas) applies seq when its .ready is there.
+// after the model file -save wrote (its "base" metadata): delta seq is
+// the file "<base>-<seq>.safetensors" in dir (checkpoint.WriteDeltas),
+// written atomically: the rows of each table the steps since the last
+// delta changed, as "feature<f>.weight", and the dense learnables whole.
+// A server (examples/serve -deltas) applies seq once the file is there.
 type publisher struct {
 	dir    string
 	base   uint64
@@ -56,24 +54,23 @@ func (p *publisher) rebase(base uint64) error {
 // publish writes the next delta.
 func (p *publisher) publish() error {
 	p.seq++
-	name := func(what string) string { return filepath.Join(p.dir, fmt.Sprintf("%d-%d%s", p.base, p.seq, what)) }
+	ds := make([]*checkpoint.Delta, len(p.tables))
 	for f, e := range p.tables {
 		d, err := e.Delta(context.Background(), p.base, p.seq)
 		if err != nil {
 			return err
 		}
 		d.Table = fmt.Sprintf("feature%d.weight", f)
-		if err := checkpoint.WriteDelta(name(fmt.Sprintf("-feature%d.safetensors", f)), d); err != nil {
-			return err
-		}
+		ds[f] = d
 	}
 	ts := map[string]tensor.Tensor{}
 	for k, n := range p.params {
 		ts[denseNames[k]] = n.Value().(*tensor.Dense)
 	}
-	meta := map[string]string{"base": strconv.FormatUint(p.base, 10), "seq": strconv.FormatUint(p.seq, 10)}
-	if err := checkpoint.Write(name("-dense.safetensors"), ts, meta); err != nil {
-		return err
-	}
-	return checkpoint.Write(name(".ready"), map[string]tensor.Tensor{}, meta)
+	return checkpoint.WriteDeltas(deltaPath(p.dir, p.base, p.seq), ds, ts)
+}
+
+// deltaPath returns the file of delta seq of base in dir.
+func deltaPath(dir string, base, seq uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%d-%d.safetensors", base, seq))
 }

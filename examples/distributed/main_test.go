@@ -173,12 +173,12 @@ func TestDeltasFollowTraining(t *testing.T) {
 			t.Fatal(err)
 		}
 		tb = tb.At(base)
-		for seq := 1; seq <= 4; seq++ {
-			d, err := checkpoint.ReadDelta(filepath.Join(c.deltas, fmt.Sprintf("%d-%d-feature%d.safetensors", base, seq, f)))
+		for seq := uint64(1); seq <= 4; seq++ {
+			ds, _, err := checkpoint.ReadDeltas(deltaPath(c.deltas, base, seq))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tb, err = tb.Apply(d); err != nil {
+			if tb, err = tb.Apply(ds[f]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,7 +190,7 @@ func TestDeltasFollowTraining(t *testing.T) {
 			t.Fatalf("table %d: the base file with 4 deltas is not the trained table", f)
 		}
 	}
-	dense, _, err := checkpoint.Read(filepath.Join(c.deltas, fmt.Sprintf("%d-4-dense.safetensors", base)))
+	_, dense, err := checkpoint.ReadDeltas(deltaPath(c.deltas, base, 4))
 	if err != nil {
 		t.Fatal(err)
 	}

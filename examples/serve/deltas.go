@@ -18,32 +18,30 @@ import (
 
 // nextDelta returns the model m with delta m.seq+1 of its base applied,
 // as examples/distributed -deltas writes it into dir (see its
-// publisher). m is not changed.
+// publisher): the rows of each table that changed and the dense layers
+// whole, in one file. m is not changed.
 func nextDelta(dir string, m *model) (*model, error) {
-	seq := m.seq + 1
-	name := func(what string) string { return filepath.Join(dir, fmt.Sprintf("%d-%d%s", m.base, seq, what)) }
-	if !ready(dir, m) {
-		return nil, fmt.Errorf("delta %d of %d is not ready in %s", seq, m.base, dir)
-	}
-	next := *m
-	next.seq = seq
-	for f := range m.tables {
-		d, err := checkpoint.ReadDelta(name(fmt.Sprintf("-feature%d.safetensors", f)))
-		if err != nil {
-			return nil, err
-		}
-		if next.tables[f], err = m.tables[f].Apply(d); err != nil {
-			return nil, fmt.Errorf("table %d: %w", f, err)
-		}
-		if f == 0 || d.Time < next.taken {
-			next.taken = d.Time // the oldest table's
-		}
-	}
-	ts, _, err := checkpoint.Read(name("-dense.safetensors"))
+	path := deltaPath(dir, m.base, m.seq+1)
+	ds, dense, err := checkpoint.ReadDeltas(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := next.readLayers(ts, name("-dense.safetensors")); err != nil {
+	next := *m
+	next.seq++
+	for f := range m.tables {
+		name := fmt.Sprintf("feature%d.weight", f)
+		k := slices.IndexFunc(ds, func(d *checkpoint.Delta) bool { return d.Table == name })
+		if k < 0 {
+			return nil, fmt.Errorf("%s: no delta of %q: %w", path, name, checkpoint.ErrMismatch)
+		}
+		if next.tables[f], err = m.tables[f].Apply(ds[k]); err != nil {
+			return nil, fmt.Errorf("table %d: %w", f, err)
+		}
+		if f == 0 || ds[k].Time < next.taken {
+			next.taken = ds[k].Time // the oldest table's
+		}
+	}
+	if err := next.readLayers(dense, path); err != nil {
 		return nil, err
 	}
 	return &next, nil
@@ -97,8 +95,13 @@ func (s *server) followDeltas(ctx context.Context, dir string, poll time.Duratio
 
 // ready reports whether delta m.seq+1 of m's base is ready in dir.
 func ready(dir string, m *model) bool {
-	_, err := os.Stat(filepath.Join(dir, fmt.Sprintf("%d-%d.ready", m.base, m.seq+1)))
+	_, err := os.Stat(deltaPath(dir, m.base, m.seq+1))
 	return err == nil
+}
+
+// deltaPath returns the file of delta seq of base in dir.
+func deltaPath(dir string, base, seq uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%d-%d.safetensors", base, seq))
 }
 
 // parseBase returns the "base" a model file's metadata names, 0 for none.

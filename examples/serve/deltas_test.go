@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -37,7 +36,7 @@ func TestFollowDeltas(t *testing.T) {
 	s := newTestServer(t, path, serve.Float32, options{})
 	dir := t.TempDir()
 	publish := func(seq, deltaBase uint64) {
-		name := func(what string) string { return filepath.Join(dir, fmt.Sprintf("%d-%d%s", base, seq, what)) }
+		var ds []*checkpoint.Delta
 		for f := range features {
 			d := &checkpoint.Delta{Table: fmt.Sprintf("feature%d.weight", f), Base: deltaBase, Seq: seq, Dim: 8, Time: time.Now().UnixNano()}
 			if f == 0 {
@@ -46,14 +45,13 @@ func TestFollowDeltas(t *testing.T) {
 					d.Values = append(d.Values, float32(seq))
 				}
 			}
-			if err := checkpoint.WriteDelta(name(fmt.Sprintf("-feature%d.safetensors", f)), d); err != nil {
-				t.Fatal(err)
-			}
+			ds = append(ds, d)
 		}
-		if err := checkpoint.Write(name("-dense.safetensors"), ts, nil); err != nil {
-			t.Fatal(err)
+		dense := map[string]tensor.Tensor{}
+		for _, name := range []string{"dense.weight", "dense.bias", "top1.weight", "top1.bias", "top2.weight", "top2.bias"} {
+			dense[name] = ts[name]
 		}
-		if err := checkpoint.Write(name(".ready"), map[string]tensor.Tensor{}, nil); err != nil {
+		if err := checkpoint.WriteDeltas(deltaPath(dir, base, seq), ds, dense); err != nil {
 			t.Fatal(err)
 		}
 	}
