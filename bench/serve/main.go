@@ -3,32 +3,44 @@
 // with a click model (one that examples/distributed -workers 0 trains,
 // unless -model names one), and beside it, in a third process, the floor:
 // a bare net/http handler that reads the same body and answers as many
-// bytes without the model. Then, from this process:
+// bytes without the model. The client (this program, run again), the
+// server and the floor are each pinned to a CPU of their own (client 0,
+// server 1, floor 2; on two CPUs the floor shares the server's, which is
+// idle while the floor is measured): each one's GOMAXPROCS is 1. Then:
 //
 //   - the model's own time: 200 requests one at a time (the server's
 //     /stats, decoding excluded);
-//   - capacity: the requests a second 16 clients in a closed loop get
-//     answered, JSON and binary bodies;
-//   - open loops at fixed arrival rates (25%, 50% and 80% of capacity;
-//     the floor at the same rates): each request sent at its intended
-//     time by a goroutine of its own, its latency counted from that time,
-//     so that a stall delays every request it holds up (no coordinated
+//   - capacity, in open loop: the highest arrival rate the server answers
+//     with no 503, no request lost, and a p99 that does not grow with the
+//     run's length (the second half's p99 at most 1.5x the first's plus
+//     1 ms), found by raising the rate by a quarter from half of what 16
+//     closed-loop clients get answered until a run fails, then halving the
+//     step three times; JSON and binary bodies apart;
+//   - open loops at 25%, 50% and 80% of that capacity, the floor at the
+//     same rates: each request sent at its intended time by a goroutine of
+//     its own, its latency counted from that time (no coordinated
 //     omission);
+//   - the 80% run again while a delta of -delta-rows rows a table (and the
+//     dense layers) is published once a second, which the server applies
+//     as it answers (-deltas);
 //   - overload: 150% of capacity, every answer (200 or 503) and its time;
 //   - reloads: 100 POST /reload spread over a run at 50% of capacity.
 //
 // It prints
 //
+//	pinned: client <cpus> server <cpus> floor <cpus>
 //	model: p50 <ms>
-//	serve: capacity <rps> p50 <ms> p99 <ms> at 80% floor-p99 <ms> binary-p99 <ms> reload-failed <n>
-//	serve-more: binary-capacity <rps> binary-floor-p99 <ms> p99-25% <ms> p99-50% <ms> overload-p99 <ms> overload-200 <n> overload-503 <n> overload-lost <n> floor-p99-at-capacity <ms>
+//	serve: capacity <rps> p99-25% <ms> p99-50% <ms> p99-80% <ms> floor-p99-25% <ms> floor-p99-50% <ms> floor-p99-80% <ms> ratio-80% <x> deltas-p99-80% <ms> deltas-ratio-80% <x> deltas-applied <n>
+//	serve-binary: capacity <rps> p99-80% <ms> floor-p99-80% <ms> ratio-80% <x>
+//	serve-more: closed-capacity <rps> overload-p99 <ms> overload-200 <n> overload-503 <n> overload-lost <n> reload-failed <n>
 //
+// ratio-80% is the p99 at 80% over the floor's at the same rate;
 // reload-failed counts requests not answered 200 during the reloads and
 // reloads that failed; overload-lost, requests with no answer in 10 s.
 //
 // Usage:
 //
-//	go run ./bench/serve [-format int8-rowwise] [-batch 64] [-duration 5s]
+//	go run ./bench/serve [-format int8-rowwise] [-batch 64] [-duration 5s] [-delta-rows 10000]
 package main
 
 import (
@@ -46,14 +58,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/gathergrad/gather/checkpoint"
 )
+
+// pinnedEnv marks the client process, pinned to CPU 0: its value is the
+// number of CPUs the command started with.
+const pinnedEnv = "GATHERGRAD_BENCH_SERVE_CLIENT"
 
 func main() {
 	log.SetFlags(0)
@@ -61,10 +77,31 @@ func main() {
 	format := flag.String("format", "int8-rowwise", "the tables' format")
 	batch := flag.Int("batch", 64, "examples per request")
 	dur := flag.Duration("duration", 5*time.Second, "how long each rate runs")
+	deltaRows := flag.Int("delta-rows", 10_000, "rows of each table a delta changes (at most the table's)")
 	floor := flag.String("floor", "", "run as the floor server on this address (the command starts it so)")
 	flag.Parse()
 	if *floor != "" {
 		serveFloor(*floor, *batch)
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cpus := runtime.NumCPU()
+	if n, err := strconv.Atoi(os.Getenv(pinnedEnv)); err == nil {
+		cpus = n // the client's NumCPU is 1
+	} else if cpus >= 2 {
+		// Run again as the client, pinned to CPU 0.
+		cmd := exec.Command(self, os.Args[1:]...)
+		cmd.Env = append(os.Environ(), pinnedEnv+"="+strconv.Itoa(cpus))
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if _, err := startPinned(cmd, 0); err != nil {
+			log.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			log.Fatal(err)
+		}
 		return
 	}
 	dir, err := os.MkdirTemp("", "bench-serve-")
@@ -80,53 +117,67 @@ func main() {
 		}
 	}
 	if *model == "" {
-		*model = filepath.Join(dir, "click.safetensors")
+		*model = filepath.Join(dir, "trained.safetensors")
 		run("go", "run", "./examples/distributed", "-workers", "0", "-save", *model)
 	}
 	bin := filepath.Join(dir, "serve")
 	run("go", "build", "-o", bin, "./examples/serve")
-	vocab, err := vocabOf(*model)
+	pub, err := newPublisher(*model, filepath.Join(dir, "click.safetensors"), filepath.Join(dir, "deltas"), *deltaRows)
 	if err != nil {
 		log.Fatal(err)
 	}
 	addr, floorAddr := freeAddr(), freeAddr()
-	self, err := os.Executable()
-	if err != nil {
-		log.Fatal(err)
+	serverCPU, floorCPU := 1, 2
+	if cpus < 3 {
+		floorCPU = 1
 	}
-	for _, cmd := range []*exec.Cmd{
-		exec.Command(bin, "-model", *model, "-format", *format, "-addr", addr),
-		exec.Command(self, "-floor", floorAddr, "-batch", fmt.Sprint(*batch)),
+	if cpus < 2 {
+		serverCPU, floorCPU = -1, -1 // not pinned
+	}
+	var pids []int
+	for _, c := range []struct {
+		cmd *exec.Cmd
+		cpu int
+	}{
+		{exec.Command(bin, "-model", pub.model, "-format", *format, "-addr", addr, "-deltas", pub.dir, "-delta-poll", "10ms"), serverCPU},
+		{exec.Command(self, "-floor", floorAddr, "-batch", fmt.Sprint(*batch)), floorCPU},
 	} {
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
+		c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
+		if _, err := startPinned(c.cmd, c.cpu); err != nil {
 			log.Fatal(err)
 		}
-		defer cmd.Process.Kill()
+		defer c.cmd.Process.Kill()
+		pids = append(pids, c.cmd.Process.Pid)
 	}
 	base, floorBase := "http://"+addr, "http://"+floorAddr
 	waitUp(base + "/stats")
 	waitUp(floorBase + "/")
+	fmt.Printf("pinned: client %s server %s floor %s (of %d CPUs)\n", allowedCPUs(os.Getpid()), allowedCPUs(pids[0]), allowedCPUs(pids[1]), cpus)
 
-	jsonBodies, binBodies := bodies(vocab, *batch)
+	jsonBodies, binBodies := bodies(pub.vocab, *batch)
 	c := newClient()
 	for k := range 200 {
 		if code, err := c.send(base+"/predict", jsonType, jsonBodies[k%len(jsonBodies)]); code != 200 {
 			log.Fatalf("the server answered %d (%v)", code, err)
 		}
 	}
-	fmt.Printf("model: p50 %.3f (in the server, decoding excluded, one request at a time)\n", modelP50(base))
+	fmt.Printf("model: p50 %.3f (in the server, decoding excluded, one request at a time)\n", stat[float64](base, "model_p50_ms"))
 
-	capJSON := c.capacity(base+"/predict", jsonType, jsonBodies, *dur/2)
-	capBin := c.capacity(base+"/predict", binType, binBodies, *dur/2)
+	closed := c.capacity(base+"/predict", jsonType, jsonBodies, *dur/2)
 	at := func(url, ct string, bs [][]byte, rate float64) result {
 		return c.openLoop(url, ct, bs, rate, *dur, nil)
 	}
-	r25 := at(base+"/predict", jsonType, jsonBodies, 0.25*capJSON)
-	r50 := at(base+"/predict", jsonType, jsonBodies, 0.5*capJSON)
-	r80 := at(base+"/predict", jsonType, jsonBodies, 0.8*capJSON)
-	f80 := at(floorBase, jsonType, jsonBodies, 0.8*capJSON)
-	fCap := at(floorBase, jsonType, jsonBodies, capJSON)
+	capJSON := c.openCapacity(base+"/predict", jsonType, jsonBodies, closed/2, *dur)
+	var r, f [3]result
+	for k, share := range []float64{0.25, 0.5, 0.8} {
+		r[k] = at(base+"/predict", jsonType, jsonBodies, share*capJSON)
+		f[k] = at(floorBase, jsonType, jsonBodies, share*capJSON)
+	}
+	applied := stat[float64](base, "deltas_applied")
+	d80 := c.openLoop(base+"/predict", jsonType, jsonBodies, 0.8*capJSON, *dur, pub.everySecond)
+	applied = stat[float64](base, "deltas_applied") - applied
+
+	capBin := c.openCapacity(base+"/predict", binType, binBodies, closed, *dur)
 	b80 := at(base+"/predict", binType, binBodies, 0.8*capBin)
 	fb80 := at(floorBase, binType, binBodies, 0.8*capBin)
 	over := at(base+"/predict", jsonType, jsonBodies, 1.5*capJSON)
@@ -155,16 +206,18 @@ func main() {
 		}
 	}
 	rl := c.openLoop(base+"/predict", jsonType, jsonBodies, 0.5*capJSON, *dur, reloads)
-	for _, r := range []result{r25, r50, r80, f80, fCap, b80, fb80, rl} {
-		if r.codes[200] != r.sent {
-			log.Printf("a run at %.0f/s: %d of %d answered 200 (%v), %d lost", r.rate, r.codes[200], r.sent, r.codes, r.lost)
+	for _, x := range []result{r[0], r[1], r[2], f[0], f[1], f[2], d80, b80, fb80, rl} {
+		if x.codes[200] != x.sent {
+			log.Printf("a run at %.0f/s: %d of %d answered 200 (%v), %d lost", x.rate, x.codes[200], x.sent, x.codes, x.lost)
 		}
 	}
 	failed := int64(rl.sent-rl.codes[200]) + reloadFailed.Load()
-	fmt.Printf("serve: capacity %.0f p50 %.3f p99 %.3f at 80%% floor-p99 %.3f binary-p99 %.3f reload-failed %d\n",
-		capJSON, r80.q(0.5), r80.q(0.99), f80.q(0.99), b80.q(0.99), failed)
-	fmt.Printf("serve-more: binary-capacity %.0f binary-floor-p99 %.3f p99-25%% %.3f p99-50%% %.3f overload-p99 %.3f overload-200 %d overload-503 %d overload-lost %d floor-p99-at-capacity %.3f\n",
-		capBin, fb80.q(0.99), r25.q(0.99), r50.q(0.99), over.q(0.99), over.codes[200], over.codes[503], over.lost, fCap.q(0.99))
+	p99 := func(x result) float64 { return x.q(0.99) }
+	fmt.Printf("serve: capacity %.0f p99-25%% %.3f p99-50%% %.3f p99-80%% %.3f floor-p99-25%% %.3f floor-p99-50%% %.3f floor-p99-80%% %.3f ratio-80%% %.2f deltas-p99-80%% %.3f deltas-ratio-80%% %.2f deltas-applied %.0f\n",
+		capJSON, p99(r[0]), p99(r[1]), p99(r[2]), p99(f[0]), p99(f[1]), p99(f[2]), p99(r[2])/p99(f[2]), p99(d80), p99(d80)/p99(f[2]), applied)
+	fmt.Printf("serve-binary: capacity %.0f p99-80%% %.3f floor-p99-80%% %.3f ratio-80%% %.2f\n", capBin, p99(b80), p99(fb80), p99(b80)/p99(fb80))
+	fmt.Printf("serve-more: closed-capacity %.0f overload-p99 %.3f overload-200 %d overload-503 %d overload-lost %d reload-failed %d\n",
+		closed, p99(over), over.codes[200], over.codes[503], over.lost, failed)
 }
 
 const (
@@ -194,22 +247,6 @@ func serveFloor(addr string, batch int) {
 	})))
 }
 
-// vocabOf returns the rows of each feature's table in the model file.
-func vocabOf(path string) ([]int64, error) {
-	infos, _, err := checkpoint.Inspect(path)
-	if err != nil {
-		return nil, err
-	}
-	var vocab []int64
-	for f := 0; ; f++ {
-		k := slices.IndexFunc(infos, func(e checkpoint.TensorInfo) bool { return e.Name == fmt.Sprintf("feature%d.weight", f) })
-		if k < 0 {
-			return vocab, nil
-		}
-		vocab = append(vocab, int64(infos[k].Shape[0]))
-	}
-}
-
 func freeAddr() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -231,19 +268,22 @@ func waitUp(url string) {
 	}
 }
 
-func modelP50(base string) float64 {
+// stat returns the field name of the server's GET /stats.
+func stat[T any](base, name string) T {
 	resp, err := http.Get(base + "/stats")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st struct {
-		P50 float64 `json:"model_p50_ms"`
-	}
+	var st map[string]json.RawMessage
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		log.Fatal(err)
 	}
-	return st.P50
+	var v T
+	if err := json.Unmarshal(st[name], &v); err != nil {
+		log.Fatalf("/stats %s: %v", name, err)
+	}
+	return v
 }
 
 // bodies returns 64 requests of batch random examples, ids drawn by a
@@ -336,16 +376,59 @@ func (c *client) capacity(url, ct string, bodies [][]byte, d time.Duration) floa
 // intended send, in ms, and the answers by status.
 type result struct {
 	rate       float64
-	lat        []float64
+	lat        []float64    // sorted
+	halves     [2][]float64 // the latencies of the requests due in the run's first and second half, sorted
 	codes      map[int]int
 	sent, lost int
 }
 
-func (r result) q(p float64) float64 {
-	if len(r.lat) == 0 {
+func (r result) q(p float64) float64 { return quantile(r.lat, p) }
+
+// quantile returns quantile p of the sorted lat, NaN for none.
+func quantile(lat []float64, p float64) float64 {
+	if len(lat) == 0 {
 		return math.NaN()
 	}
-	return r.lat[int(p*float64(len(r.lat)-1))]
+	return lat[int(p*float64(len(lat)-1))]
+}
+
+// holds reports whether the server held the run's rate: every request
+// answered 200 and the second half's p99 at most 1.5 times the first's
+// plus 1 ms (a queue that grows makes it grow with the run's length).
+func (r result) holds() bool {
+	first, second := quantile(r.halves[0], 0.99), quantile(r.halves[1], 0.99)
+	return r.codes[200] == r.sent && r.sent > 0 && second <= 1.5*first+1
+}
+
+// openCapacity returns the highest rate, from start, the server holds in
+// open loop over runs of d (result.holds): the rate rises by a quarter
+// until a run fails, then the step between the last that held and the
+// first that failed is halved three times.
+func (c *client) openCapacity(url, ct string, bodies [][]byte, start float64, d time.Duration) float64 {
+	held := func(rate float64) bool {
+		r := c.openLoop(url, ct, bodies, rate, d, nil)
+		ok := r.holds()
+		log.Printf("capacity search: %.0f/s %s (p99 %.3f then %.3f ms; %v, %d lost)", rate, map[bool]string{true: "held", false: "not held"}[ok],
+			quantile(r.halves[0], 0.99), quantile(r.halves[1], 0.99), r.codes, r.lost)
+		return ok
+	}
+	lo, hi := 0.0, start
+	for held(hi) {
+		lo, hi = hi, hi*1.25
+	}
+	if lo == 0 { // start did not hold: come down
+		for hi /= 1.25; !held(hi) && hi > 1; hi /= 1.25 {
+		}
+		lo, hi = hi, hi*1.25
+	}
+	for range 3 {
+		if mid := (lo + hi) / 2; held(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // openLoop sends requests at rate a second for d, each at its intended
@@ -380,10 +463,15 @@ func (c *client) openLoop(url, ct string, bodies [][]byte, rate float64, d time.
 			}
 			r.codes[code]++
 			r.lat = append(r.lat, ms)
+			if h := min(int(2*due.Sub(start)/d), 1); code == 200 {
+				r.halves[h] = append(r.halves[h], ms)
+			}
 		})
 	}
 	close(stop)
 	wg.Wait()
 	slices.Sort(r.lat)
+	slices.Sort(r.halves[0])
+	slices.Sort(r.halves[1])
 	return r
 }

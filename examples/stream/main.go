@@ -22,7 +22,29 @@
 // model's step with its ids remapped over the same step without (its
 // ids pre-numbered).
 //
-//	go run ./examples/stream [-steps 2000] [-batch 1024] [-live 40000] [-churn 200] [-rows 50000] [-admit 1]
+// With -fresh it measures instead what serving a model that keeps
+// training is worth: for each publish interval given, the dynamic model
+// trains a -warm of steps, is saved, and a server in another process (this
+// program again) loads it; then the stream comes at -rate batches a
+// second for -duration, each batch answered by the server first and then
+// trained on, and every interval the rows training changed, the id maps'
+// new ids and the linear maps are published as a delta
+// (checkpoint.WriteDeltas) that the server applies while it answers
+// (serve.Table.Apply, serve.IDs.Apply, live.Holder.Update). A checker then
+// rebuilds every version from the files and scores each batch again with
+// the version its answer named: an answer that differs in a bit is torn.
+// A line a run, then
+//
+//	fresh: lag-p99 <s> apply-ms-per-1k <ms> auc-1s <a> auc-10s <a> auc-60s <a> auc-never <a> torn <n>
+//
+// the AUC of the server's answers with each interval (never: the saved
+// model alone); for the first interval, the 99th percentile of the time
+// from a delta's rows being taken (right after a step) to their being
+// served, and the server's time to apply deltas to its tables and id maps
+// (once the file is read) per 1,000 rows; torn answers over all runs.
+//
+//	go run ./examples/stream [-steps 2000] [-batch 1024] [-live 40000] [-churn 200] [-rows 50000] [-admit 1] [-dim 8]
+//	go run ./examples/stream -fresh 1s,10s,60s,never [-duration 3m] [-rate 50] [-warm 500] [-dim 64] [-churn 30]
 package main
 
 import (
@@ -48,20 +70,40 @@ func main() {
 	flag.IntVar(&c.rows, "rows", 50_000, "rows of the dynamic and hashed item tables (users: half)")
 	flag.IntVar(&c.admit, "admit", 1, "sightings before the dynamic table gives an id a row")
 	flag.IntVar(&c.every, "every", 200, "steps between progress lines")
+	flag.IntVar(&c.dim, "dim", 8, "values a row")
+	fresh := flag.String("fresh", "", "measure freshness instead: deltas published every one of these intervals in turn (durations, or never), say 1s,10s,60s,never")
+	var f freshConfig
+	flag.DurationVar(&f.duration, "duration", 3*time.Minute, "with -fresh, the stream's time a run")
+	flag.Float64Var(&f.rate, "rate", 50, "with -fresh, batches a second")
+	flag.IntVar(&f.warm, "warm", 500, "with -fresh, steps trained before the served model is saved")
 	flag.Parse()
-	if err := run(os.Stdout, c); err != nil {
+	if dir := os.Getenv(serveEnv); dir != "" { // the server process of -fresh
+		if err := serveProcess(dir, os.Stdin, os.Stdout); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	var err error
+	if *fresh != "" {
+		if f.intervals, err = parseIntervals(*fresh); err == nil {
+			err = runFresh(os.Stdout, c, f)
+		}
+	} else {
+		err = run(os.Stdout, c)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
 
 type config struct {
-	steps, batch, live, churn, rows, admit, every int
+	steps, batch, live, churn, rows, admit, every, dim int
 }
 
 func run(w io.Writer, c config) error {
-	if c.steps < 1 || c.batch < 1 || c.live < 2 || c.churn < 0 || c.rows < 2 || c.admit < 1 || c.every < 1 {
-		return fmt.Errorf("stream: steps %d, batch %d, live %d, churn %d, rows %d, admit %d, every %d: each must be positive (live and rows at least 2)",
-			c.steps, c.batch, c.live, c.churn, c.rows, c.admit, c.every)
+	if c.steps < 1 || c.batch < 1 || c.live < 2 || c.churn < 0 || c.rows < 2 || c.admit < 1 || c.every < 1 || c.dim < 1 {
+		return fmt.Errorf("stream: steps %d, batch %d, live %d, churn %d, rows %d, admit %d, every %d, dim %d: each must be positive (live and rows at least 2)",
+			c.steps, c.batch, c.live, c.churn, c.rows, c.admit, c.every, c.dim)
 	}
 	window := max(c.steps*c.batch/4, c.batch)
 	distinct := c.live + c.churn*c.steps // an upper bound on the stream's item ids
@@ -73,7 +115,7 @@ func run(w io.Writer, c config) error {
 		if k == unbounded {
 			rows, admit = [2]int{distinct/2 + 1, distinct}, 1
 		}
-		m, err := newModel(k, c.batch, rows, admit, window)
+		m, err := newModel(k, c.batch, c.dim, rows, admit, window)
 		if err != nil {
 			return fmt.Errorf("%v model: %w", k, err)
 		}

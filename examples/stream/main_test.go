@@ -13,7 +13,7 @@ import (
 // field.
 func TestStream(t *testing.T) {
 	var b bytes.Buffer
-	if err := run(&b, config{steps: 600, batch: 512, live: 20_000, churn: 100, rows: 24_000, admit: 1, every: 300}); err != nil {
+	if err := run(&b, config{steps: 600, batch: 512, live: 20_000, churn: 100, rows: 24_000, admit: 1, every: 300, dim: 8}); err != nil {
 		t.Fatal(err)
 	}
 	out := strings.TrimSpace(b.String())
@@ -37,7 +37,7 @@ func TestStream(t *testing.T) {
 
 // Bad flags are an error naming them.
 func TestStreamFlags(t *testing.T) {
-	err := run(&bytes.Buffer{}, config{steps: 1, batch: 1, live: 1, rows: 2, admit: 1, every: 1})
+	err := run(&bytes.Buffer{}, config{steps: 1, batch: 1, live: 1, rows: 2, admit: 1, every: 1, dim: 8})
 	if err == nil || !strings.Contains(err.Error(), "live 1") {
 		t.Fatalf("%v", err)
 	}

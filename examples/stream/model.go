@@ -16,8 +16,6 @@ import (
 	"github.com/gathergrad/gather/table"
 )
 
-const dim = 8
-
 // initStd is the spread of the tables' first values: every row of the
 // hashed tables, each row as an id gets it in the others.
 const initStd = 0.05
@@ -56,8 +54,9 @@ type model struct {
 }
 
 // newModel returns a model of kind k whose tables have rows rows (the
-// users' half of them), window the examples its windowed metrics cover.
-func newModel(k kind, batch int, rows [2]int, admitAfter, window int) (*model, error) {
+// users' half of them) of dim values, window the examples its windowed
+// metrics cover.
+func newModel(k kind, batch, dim int, rows [2]int, admitAfter, window int) (*model, error) {
 	m := &model{kind: k, rows: rows, sparse: optim.NewSparseAdam(0.01), solver: gorgonia.NewAdamSolver(gorgonia.WithLearnRate(0.01)),
 		probs: make([]float32, batch)}
 	g := gorgonia.NewGraph()
