@@ -13,7 +13,7 @@ import (
 // packages is one value, as a test checks):
 //
 //   - checkpoint: ErrFormat, ErrMismatch, ErrInUse, ErrSameFile, ErrDelta
-//   - cluster: ErrFewReplicas, ErrUnknownOutcome
+//   - cluster: ErrFewReplicas, ErrUnknownOutcome, ErrNoDelta
 //   - gradcheck: ErrMismatch
 //   - machine: ErrClosed, ErrBusy
 //   - metrics: ErrNotFinite

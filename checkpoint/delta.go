@@ -111,21 +111,52 @@ func ReadDelta(path string) (*Delta, error) {
 // a dense name that is one of the tables' tensors, is an error and
 // nothing is written. It is O(the rows' values and the dense values).
 func WriteDeltas(path string, ds []*Delta, dense map[string]tensor.Tensor) error {
+	ts, meta, err := deltaTensors(ds, dense)
+	if err != nil {
+		return err
+	}
+	return Write(path, ts, meta)
+}
+
+// EncodeDeltas returns the bytes of the file WriteDeltas writes, for a
+// store that is not a file system (say, cluster.Store.PublishDelta); its
+// errors are WriteDeltas'.
+func EncodeDeltas(ds []*Delta, dense map[string]tensor.Tensor) ([]byte, error) {
+	ts, meta, err := deltaTensors(ds, dense)
+	if err != nil {
+		return nil, err
+	}
+	return encode(ts, meta)
+}
+
+// DecodeDeltas reads the bytes EncodeDeltas returns (or of a file
+// WriteDeltas wrote) as ReadDeltas reads the file; name names them in
+// errors.
+func DecodeDeltas(b []byte, name string) ([]*Delta, map[string]*tensor.Dense, error) {
+	ts, meta, err := decode(b, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fromTensors(ts, meta, name)
+}
+
+// deltaTensors returns the tensors and metadata of WriteDeltas' file.
+func deltaTensors(ds []*Delta, dense map[string]tensor.Tensor) (map[string]tensor.Tensor, map[string]string, error) {
 	if len(ds) == 0 {
-		return fmt.Errorf("checkpoint: writing no delta to %s: %w", path, errs.ErrShape)
+		return nil, nil, fmt.Errorf("checkpoint: no delta to write: %w", errs.ErrShape)
 	}
 	ts := make(map[string]tensor.Tensor, 3*len(ds)+len(dense))
 	entries := make([]deltaEntry, len(ds))
 	for k, d := range ds {
 		if err := d.Check(); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if d.Base != ds[0].Base || d.Seq != ds[0].Seq {
-			return fmt.Errorf("checkpoint: delta of %q is %d of base %d, of %q %d of base %d: one file holds one version: %w",
+			return nil, nil, fmt.Errorf("checkpoint: delta of %q is %d of base %d, of %q %d of base %d: one file holds one version: %w",
 				d.Table, d.Seq, d.Base, ds[0].Table, ds[0].Seq, ds[0].Base, errs.ErrShape)
 		}
 		if _, ok := ts[d.Table+".rows"]; ok {
-			return fmt.Errorf("checkpoint: two deltas of %q: %w", d.Table, errs.ErrShape)
+			return nil, nil, fmt.Errorf("checkpoint: two deltas of %q: %w", d.Table, errs.ErrShape)
 		}
 		entries[k] = deltaEntry{Table: d.Table, Time: d.Time}
 		rows := tensor.New(tensor.WithShape(len(d.Rows)), tensor.WithBacking(d.Rows))
@@ -145,25 +176,25 @@ func WriteDeltas(path string, ds []*Delta, dense map[string]tensor.Tensor) error
 	}
 	for _, d := range ds { // after all tables' names are known
 		if _, ok := dense[d.Table+".assigned"]; ok {
-			return fmt.Errorf("checkpoint: a dense tensor named %q, a delta's: %w", d.Table+".assigned", errs.ErrShape)
+			return nil, nil, fmt.Errorf("checkpoint: a dense tensor named %q, a delta's: %w", d.Table+".assigned", errs.ErrShape)
 		}
 	}
 	for name, t := range dense {
 		if _, ok := ts[name]; ok {
-			return fmt.Errorf("checkpoint: a dense tensor named %q, a delta's: %w", name, errs.ErrShape)
+			return nil, nil, fmt.Errorf("checkpoint: a dense tensor named %q, a delta's: %w", name, errs.ErrShape)
 		}
 		ts[name] = t
 	}
 	tables, err := json.Marshal(entries)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	meta := map[string]string{
 		deltaBaseKey:   strconv.FormatUint(ds[0].Base, 10),
 		deltaSeqKey:    strconv.FormatUint(ds[0].Seq, 10),
 		deltaTablesKey: string(tables),
 	}
-	return Write(path, ts, meta)
+	return ts, meta, nil
 }
 
 // ReadDeltas reads a file WriteDeltas (or WriteDelta) wrote: its deltas in
@@ -176,6 +207,12 @@ func ReadDeltas(path string) ([]*Delta, map[string]*tensor.Dense, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return fromTensors(ts, meta, path)
+}
+
+// fromTensors returns the deltas and dense tensors of a delta file's
+// tensors and metadata (the file at path).
+func fromTensors(ts map[string]*tensor.Dense, meta map[string]string, path string) ([]*Delta, map[string]*tensor.Dense, error) {
 	base, berr := strconv.ParseUint(meta[deltaBaseKey], 10, 64)
 	seq, serr := strconv.ParseUint(meta[deltaSeqKey], 10, 64)
 	var entries []deltaEntry

@@ -82,6 +82,22 @@ func TestDeltasFile(t *testing.T) {
 	_, err = ReadDelta(path)
 	assert.ErrorIs(t, err, ErrFormat)
 
+	// The bytes EncodeDeltas returns are the file's; DecodeDeltas reads
+	// them as ReadDeltas reads it, and finds a changed byte.
+	b, err := EncodeDeltas([]*Delta{users, items}, map[string]tensor.Tensor{"layer.w": w})
+	require.NoError(t, err)
+	file, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, file, b)
+	ds, dense, err = DecodeDeltas(b, "published")
+	require.NoError(t, err)
+	assert.Equal(t, []*Delta{users, items}, ds)
+	assert.Equal(t, w.Data(), dense["layer.w"].Data())
+	b[len(b)-1] ^= 1
+	_, _, err = DecodeDeltas(b, "published")
+	assert.ErrorIs(t, err, ErrFormat)
+	assert.Contains(t, err.Error(), "published")
+
 	other := *items
 	other.Seq = 3
 	for name, c := range map[string]struct {
@@ -123,6 +139,10 @@ func FuzzReadDelta(f *testing.F) {
 			t.Fatal(err)
 		}
 		ds, _, err := ReadDeltas(path)
+		decoded, _, derr := DecodeDeltas(b, "fuzz")
+		if (err == nil) != (derr == nil) || len(ds) != len(decoded) {
+			t.Fatalf("the file read %d deltas (%v), its bytes %d (%v)", len(ds), err, len(decoded), derr)
+		}
 		for _, d := range ds {
 			if err := d.Check(); err != nil {
 				t.Fatalf("read a delta that does not Check: %v", err)

@@ -134,73 +134,113 @@ type headerEntry struct {
 // The file is written atomically (see package doc): a crash at any moment
 // leaves the previous file or the new one, never a torn one.
 func Write(path string, tensors map[string]tensor.Tensor, meta map[string]string) error {
+	p, err := prepare(tensors, meta)
+	if err != nil {
+		return err
+	}
+	return fileio.WriteAtomic(path, func(f *os.File) error {
+		return p.writeTo(fileio.Writer(f), func(final []byte) error {
+			_, err := fileio.WriteAt(f, final, 8)
+			return err
+		})
+	})
+}
+
+// encode returns the bytes Write writes to a file for tensors and meta.
+func encode(tensors map[string]tensor.Tensor, meta map[string]string) ([]byte, error) {
+	p, err := prepare(tensors, meta)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	err = p.writeTo(&buf, func(final []byte) error {
+		copy(buf.Bytes()[8:], final)
+		return nil
+	})
+	return buf.Bytes(), err
+}
+
+// A prepared is what Write writes: the tensors' names in order, their
+// bytes, the header's entries, the metadata.
+type prepared struct {
+	names  []string
+	data   [][]byte
+	header map[string]any
+	meta   map[string]string
+}
+
+// prepare checks tensors and meta for Write and returns what it writes.
+func prepare(tensors map[string]tensor.Tensor, meta map[string]string) (*prepared, error) {
 	if _, ok := meta[checksumKey]; ok {
-		return fmt.Errorf("checkpoint: the metadata key %q is the checksums': %w", checksumKey, errs.ErrOption)
+		return nil, fmt.Errorf("checkpoint: the metadata key %q is the checksums': %w", checksumKey, errs.ErrOption)
 	}
 	names := make([]string, 0, len(tensors))
 	for name := range tensors {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	data := make([][]byte, len(names))
-	header := make(map[string]any, len(names)+1)
-	sums := make(map[string]string, len(names))
+	p := &prepared{names: names, data: make([][]byte, len(names)), header: make(map[string]any, len(names)+1), meta: meta}
 	var offset int64
 	for i, name := range names {
 		if name == "" || name == metadataKey {
-			return fmt.Errorf("checkpoint: a tensor may not be named %q: %w", name, errs.ErrOption)
+			return nil, fmt.Errorf("checkpoint: a tensor may not be named %q: %w", name, errs.ErrOption)
 		}
 		t := tensors[name]
 		if t == nil {
-			return fmt.Errorf("checkpoint: tensor %q is nil: %w", name, errs.ErrShape)
+			return nil, fmt.Errorf("checkpoint: tensor %q is nil: %w", name, errs.ErrShape)
 		}
 		f, ok := formatOf(t.Dtype())
 		if !ok {
-			return fmt.Errorf("checkpoint: tensor %q has dtype %v, which the format cannot hold: %w", name, t.Dtype(), errs.ErrDtype)
+			return nil, fmt.Errorf("checkpoint: tensor %q has dtype %v, which the format cannot hold: %w", name, t.Dtype(), errs.ErrDtype)
 		}
 		b, err := rawBytes(t, f)
 		if err != nil {
-			return fmt.Errorf("checkpoint: tensor %q: %w", name, err)
+			return nil, fmt.Errorf("checkpoint: tensor %q: %w", name, err)
 		}
-		data[i] = b
-		header[name] = headerEntry{Dtype: f.name, Shape: int64s(t.Shape()), DataOffsets: []int64{offset, offset + int64(len(b))}}
-		sums[name] = "00000000" // a place for the sum, of its final width
+		p.data[i] = b
+		p.header[name] = headerEntry{Dtype: f.name, Shape: int64s(t.Shape()), DataOffsets: []int64{offset, offset + int64(len(b))}}
 		offset += int64(len(b))
 	}
+	return p, nil
+}
+
+// writeTo writes p to w, and then the header again with the checksums,
+// through patch, over the first (of the same length, 8 bytes in).
+func (p *prepared) writeTo(w io.Writer, patch func(final []byte) error) error {
 	// The header is written first with the sums' places, then again with
 	// the sums once the data they are sums of has been written: the data
 	// is read once, whatever its size.
-	js, err := headerJSON(header, meta, sums)
+	sums := make(map[string]string, len(p.names))
+	for _, name := range p.names {
+		sums[name] = "00000000" // a place for the sum, of its final width
+	}
+	js, err := headerJSON(p.header, p.meta, sums)
 	if err != nil {
 		return err
 	}
-	return fileio.WriteAtomic(path, func(f *os.File) error {
-		w := fileio.Writer(f)
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
-		if _, err := w.Write(n[:]); err != nil {
-			return err
-		}
-		if _, err := w.Write(js); err != nil {
-			return err
-		}
-		for i, b := range data {
-			sum, err := writeChunks(w, b)
-			if err != nil {
-				return err
-			}
-			sums[names[i]] = fmt.Sprintf("%08x", sum)
-		}
-		final, err := headerJSON(header, meta, sums)
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
+	if _, err := w.Write(n[:]); err != nil {
+		return err
+	}
+	if _, err := w.Write(js); err != nil {
+		return err
+	}
+	for i, b := range p.data {
+		sum, err := writeChunks(w, b)
 		if err != nil {
 			return err
 		}
-		if len(final) != len(js) {
-			return fmt.Errorf("checkpoint: the header changed length with its checksums (%d, %d bytes)", len(js), len(final))
-		}
-		_, err = fileio.WriteAt(f, final, 8)
+		sums[p.names[i]] = fmt.Sprintf("%08x", sum)
+	}
+	final, err := headerJSON(p.header, p.meta, sums)
+	if err != nil {
 		return err
-	})
+	}
+	if len(final) != len(js) {
+		return fmt.Errorf("checkpoint: the header changed length with its checksums (%d, %d bytes)", len(js), len(final))
+	}
+	return patch(final)
 }
 
 // headerJSON returns the JSON header of tensors (entries by name), meta
@@ -294,6 +334,22 @@ func Read(path string) (map[string]*tensor.Dense, map[string]string, error) {
 		return nil, nil, err
 	}
 	defer f.Close()
+	return h.readAll(f, path)
+}
+
+// decode reads the bytes of a file Write wrote (encode's) as Read reads
+// the file; name names them in errors.
+func decode(b []byte, name string) (map[string]*tensor.Dense, map[string]string, error) {
+	r := bytes.NewReader(b)
+	h, err := readHeader(r, int64(len(b)), name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h.readAll(r, name)
+}
+
+// readAll reads every tensor of h from f (named path).
+func (h header) readAll(f io.ReaderAt, path string) (map[string]*tensor.Dense, map[string]string, error) {
 	out := make(map[string]*tensor.Dense, len(h.entries))
 	for _, e := range h.entries {
 		t, err := h.read(f, e)
@@ -319,7 +375,12 @@ func open(path string) (*os.File, header, error) {
 	if err != nil {
 		return nil, header{}, err
 	}
-	h, err := readHeader(f, path)
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, header{}, err
+	}
+	h, err := readHeader(f, st.Size(), path)
 	if err != nil {
 		f.Close()
 		return nil, header{}, err
@@ -332,13 +393,9 @@ func formatError(path, format string, args ...any) error {
 	return fmt.Errorf("checkpoint: %s: %s: %w", path, fmt.Sprintf(format, args...), ErrFormat)
 }
 
-// readHeader reads and checks the header of the file f (named path).
-func readHeader(f *os.File, path string) (header, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return header{}, err
-	}
-	size := st.Size()
+// readHeader reads and checks the header of the file f (named path) of
+// size bytes.
+func readHeader(f io.ReaderAt, size int64, path string) (header, error) {
 	var lenBuf [8]byte
 	if _, err := io.ReadFull(io.NewSectionReader(f, 0, size), lenBuf[:]); err != nil {
 		return header{}, formatError(path, "%d bytes, too short for the header length", size)
@@ -352,6 +409,7 @@ func readHeader(f *os.File, path string) (header, error) {
 		return header{}, formatError(path, "reading the header: %v", err)
 	}
 	h := header{dataStart: 8 + int64(n)}
+	var err error
 	if h.entries, h.meta, err = parseHeader(js, size-h.dataStart); err != nil {
 		return header{}, formatError(path, "%v", err)
 	}
@@ -526,7 +584,7 @@ func checkEntry(name string, h headerEntry, dataLen int64) (entry, error) {
 }
 
 // read reads the data of e, checking its checksum if it has one.
-func (h header) read(f *os.File, e entry) (*tensor.Dense, error) {
+func (h header) read(f io.ReaderAt, e entry) (*tensor.Dense, error) {
 	n := int((e.end - e.begin) / int64(e.format.size))
 	var t *tensor.Dense
 	if len(e.shape) == 0 {

@@ -28,5 +28,6 @@
 // checkpoint.ErrMismatch for a table or map not as asked,
 // checkpoint.ErrFormat for a record that is not one, table.ErrClosed,
 // or this package's ErrUnknownOutcome (a server-side step or map that
-// may have been applied in part: make it again) and ErrFewReplicas.
+// may have been applied in part: make it again), ErrFewReplicas and
+// ErrNoDelta.
 package cluster

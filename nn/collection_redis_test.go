@@ -19,6 +19,7 @@ import (
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/internal/vmtest"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/serve"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -81,6 +82,28 @@ func TestCollectionOnCluster(t *testing.T) {
 		}
 		return n
 	}
+	// Table 0's deltas go through the cluster to a server: another
+	// process's store reads each (ReadDelta) and applies it to the table
+	// it serves, which then holds the cluster's rows, bit for bit.
+	feats[0].Table.TrackChanges()
+	all := make([]int64, vocab)
+	for i := range all {
+		all[i] = int64(i)
+	}
+	reader, err := cluster.Open(ctx, o, "coll0")
+	require.NoError(t, err)
+	defer reader.Close()
+	clusterRows := func(s *cluster.Store) []float32 {
+		buf := make([]byte, vocab*s.RowBytes())
+		require.NoError(t, s.ReadRows(ctx, all, buf))
+		return fileio.Float32s(buf)
+	}
+	served, err := serve.Quantize(clusterRows(reader), dim, serve.Float32)
+	require.NoError(t, err)
+	served = served.At(9)
+	_, err = reader.ReadDelta(ctx, 9, 1)
+	assert.ErrorIs(t, err, cluster.ErrNoDelta, "before it is published")
+
 	r := rand.New(rand.NewPCG(4, 4))
 	o1, o2 := &optim.SparseSGD{LearnRate: 0.3}, &optim.SparseSGD{LearnRate: 0.3}
 	for step := range steps {
@@ -100,6 +123,18 @@ func TestCollectionOnCluster(t *testing.T) {
 		}
 		vm.Reset()
 		require.Equal(t, floatsOf(mem.out.Value().(tensor.Tensor)), floatsOf(pooled.Value().(tensor.Tensor)), "step %d", step)
+
+		d, err := feats[0].Table.Delta(ctx, 9, uint64(step+1))
+		require.NoError(t, err)
+		require.NotEmpty(t, d.Rows)
+		require.NoError(t, stores[0].PublishDelta(ctx, d, time.Minute))
+		got, err := reader.ReadDelta(ctx, 9, uint64(step+1))
+		require.NoError(t, err)
+		served, err = served.Apply(got)
+		require.NoError(t, err)
+		out := make([]float32, vocab*dim)
+		require.NoError(t, served.Lookup(out, all))
+		require.Equal(t, clusterRows(reader), out, "step %d: the served table with the cluster's deltas", step)
 	}
 	want := mem.rows(t)
 	for k, s := range stores {
