@@ -9,7 +9,9 @@
 // A Store is a table.Store: put a table.Cached with
 // table.CacheOptions.Shared in front of it and train it with
 // nn.CachedEmbedding, and give nn.NewRawIDs its IDMap for raw ids. It
-// also keeps the workers' clocks for optim.SharedDense. What the cache
+// also keeps the workers' clocks for optim.SharedDense, and carries a
+// table's deltas to servers (PublishDelta, ReadDelta: a key a delta, kept
+// for a while, in the order a server applies them). What the cache
 // finds in it beyond its rows it finds by assertion: it steps its own
 // rows (rule.Stepper), and its IDMap starts the rows it gives
 // (table.MappedStore).
