@@ -1,7 +1,9 @@
 package serve_test
 
 import (
+	"maps"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/serve"
 	"github.com/gathergrad/gather/serve/live"
+	"github.com/gathergrad/gather/table"
 )
 
 // A delta that does not follow the table's version, or does not fit it,
@@ -105,4 +108,56 @@ func TestApplyWhileServing(t *testing.T) {
 	assert.Equal(t, [2]int64{deltas, 0}, [2]int64{applied, refused})
 	_, s := h.Current().Model.Version()
 	assert.Equal(t, uint64(deltas), s)
+}
+
+// IDs with deltas applied map every id as a map of the assignments does:
+// each row to its last id, an id to its last row, the row's earlier id
+// and the id's earlier row to the default; every version stays as it
+// was made while later ones are applied.
+func TestIDsApply(t *testing.T) {
+	for _, rows := range []int{1, 7, 300, 5000} {
+		m, err := table.NewIDMap("m", table.IDMapOptions{Rows: rows})
+		require.NoError(t, err)
+		x := serve.NewIDs(m)
+		type version struct {
+			ids   *serve.IDs
+			rowOf map[int64]int64
+		}
+		versions := []version{{x, map[int64]int64{}}}
+		r := rand.New(rand.NewPCG(uint64(rows), 2))
+		pool := make([]int64, 3*rows+5)
+		for k := range pool {
+			pool[k] = int64(r.Uint64())
+		}
+		for seq := uint64(1); seq <= 30; seq++ {
+			prev := versions[len(versions)-1]
+			rowOf := maps.Clone(prev.rowOf)
+			d := &checkpoint.Delta{Table: "m", Base: 1, Seq: seq, Dim: 1}
+			for range r.IntN(2 * rows) {
+				row, id := r.Int64N(int64(rows)), pool[r.IntN(len(pool))]
+				d.AssignedRows, d.AssignedIDs = append(d.AssignedRows, row), append(d.AssignedIDs, id)
+				for i, at := range rowOf {
+					if at == row {
+						delete(rowOf, i)
+					}
+				}
+				rowOf[id] = row
+			}
+			next, err := prev.ids.Apply(d)
+			require.NoError(t, err)
+			versions = append(versions, version{next, rowOf})
+		}
+		for v, ver := range versions {
+			got := make([]int64, len(pool))
+			require.NoError(t, ver.ids.Rows(got, pool))
+			for k, id := range pool {
+				want, ok := ver.rowOf[id]
+				if !ok {
+					want = int64(rows)
+				}
+				require.Equal(t, want, got[k], "rows %d, version %d, id %d", rows, v, id)
+			}
+			assert.Equal(t, len(ver.rowOf), ver.ids.Len(), "rows %d, version %d", rows, v)
+		}
+	}
 }

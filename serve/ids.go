@@ -2,7 +2,8 @@ package serve
 
 import (
 	"fmt"
-	"maps"
+	"math/bits"
+	"slices"
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/table"
@@ -16,29 +17,73 @@ import (
 //	m, _ := table.ReadIDMap("model.safetensors", "item") // saved with checkpoint.Save
 //	ids := serve.NewIDs(m)
 //	ids.Rows(rows, raw) // then tb.Bag(out, rows, offsets, ...)
+//
+// Its ids are kept in buckets by a hash of the id, about 8 to a bucket
+// when every row is held, and each row's id in chunks of 256 rows; Apply
+// copies the buckets and chunks a delta touches and shares the rest.
 type IDs struct {
-	row map[int64]int64 // id -> row
-	id  map[int64]int64 // row -> id
-	def int64
+	buckets []*idBucket // by hash of the id (bucket's shift)
+	shift   uint
+	ids     []*idChunk // the id of each row, by chunks of idChunkRows rows
+	def     int64
+	n       int
 }
+
+// An idBucket holds the ids of a bucket and their rows, in no order.
+type idBucket struct{ ids, rows []int64 }
+
+// An idChunk holds the ids of idChunkRows rows, and which rows hold one.
+type idChunk struct {
+	id   [idChunkRows]int64
+	held [idChunkRows]bool
+}
+
+const idChunkRows = 64
+
+// bucket returns the bucket index of id.
+func (x *IDs) bucket(id int64) uint64 { return uint64(id) * 0x9e3779b97f4a7c15 >> x.shift }
 
 // NewIDs returns the ids of m as they are now (a copy: later changes to m
 // do not show; Apply brings them in).
 func NewIDs(m *table.IDMap) *IDs {
-	ids, rows := m.Held()
-	x := &IDs{row: make(map[int64]int64, len(ids)), id: make(map[int64]int64, len(ids)), def: int64(m.Rows())}
-	for k, id := range ids {
-		x.row[id], x.id[rows[k]] = rows[k], id
+	rows := m.Rows()
+	lg := bits.Len(uint(max(1, rows/8) - 1)) // 1<<lg buckets: rows/8, rounded up to a power of two
+	x := &IDs{shift: uint(64 - lg), def: int64(rows), buckets: make([]*idBucket, 1<<lg)}
+	x.ids = make([]*idChunk, (rows+idChunkRows-1)/idChunkRows)
+	for c := range x.ids {
+		x.ids[c] = &idChunk{}
+	}
+	held, at := m.Held()
+	for k, id := range held {
+		x.put(id, at[k])
 	}
 	return x
+}
+
+// put records row r as id's in x's own buckets and chunks (NewIDs, or an
+// Apply's copies).
+func (x *IDs) put(id, r int64) {
+	h := x.bucket(id)
+	b := x.buckets[h]
+	if b == nil {
+		b = &idBucket{}
+		x.buckets[h] = b
+	}
+	b.ids, b.rows = append(b.ids, id), append(b.rows, r)
+	c := x.ids[r/idChunkRows]
+	c.id[r%idChunkRows], c.held[r%idChunkRows] = id, true
+	x.n++
 }
 
 // Apply returns the ids with the assignments of d (the rows the map gave
 // new ids since the last delta; checkpoint.Delta.AssignedRows and
 // AssignedIDs): each row's new id reads it, its previous id reads the
 // default row. x is not changed (requests that hold it keep answering
-// with it). It copies the map: O(Len() + the assignments). A row outside
-// the map's rows is an error wrapping ErrShape, and no IDs are made.
+// with it): the new IDs share x's memory but for the buckets and chunks
+// the assignments touch, copied, so that Apply costs time and memory in
+// proportion to the assignments (and a slice of a pointer for every 8
+// rows). A row outside the map's rows is an error wrapping ErrShape, and
+// no IDs are made.
 func (x *IDs) Apply(d *checkpoint.Delta) (*IDs, error) {
 	if err := d.Check(); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
@@ -48,19 +93,47 @@ func (x *IDs) Apply(d *checkpoint.Delta) (*IDs, error) {
 			return nil, fmt.Errorf("serve: delta of %q assigns row %d of a map of %d rows: %w", d.Table, r, x.def, ErrShape)
 		}
 	}
-	y := &IDs{row: maps.Clone(x.row), id: maps.Clone(x.id), def: x.def}
-	if y.row == nil {
-		y.row, y.id = map[int64]int64{}, map[int64]int64{}
+	y := &IDs{buckets: slices.Clone(x.buckets), shift: x.shift, ids: slices.Clone(x.ids), def: x.def, n: x.n}
+	copied := map[any]bool{} // the buckets and chunks y owns
+	bucket := func(h uint64) *idBucket {
+		b := y.buckets[h]
+		if b == nil {
+			b = &idBucket{}
+		} else if !copied[b] {
+			b = &idBucket{ids: slices.Clone(b.ids), rows: slices.Clone(b.rows)}
+		}
+		copied[b], y.buckets[h] = true, b
+		return b
+	}
+	chunk := func(r int64) *idChunk {
+		c := y.ids[r/idChunkRows]
+		if !copied[c] {
+			cc := *c
+			c = &cc
+			copied[c], y.ids[r/idChunkRows] = true, c
+		}
+		return c
+	}
+	// drop takes id's row from it.
+	drop := func(id int64) {
+		b := bucket(y.bucket(id))
+		if k := slices.Index(b.ids, id); k >= 0 {
+			c := chunk(b.rows[k])
+			c.held[b.rows[k]%idChunkRows] = false
+			last := len(b.ids) - 1
+			b.ids[k], b.rows[k] = b.ids[last], b.rows[last]
+			b.ids, b.rows = b.ids[:last], b.rows[:last]
+			y.n--
+		}
 	}
 	for k, r := range d.AssignedRows {
 		id := d.AssignedIDs[k]
-		if old, ok := y.id[r]; ok {
-			delete(y.row, old)
+		if c := chunk(r); c.held[r%idChunkRows] {
+			drop(c.id[r%idChunkRows]) // the row's previous id
 		}
-		if oldRow, ok := y.row[id]; ok {
-			delete(y.id, oldRow)
-		}
-		y.row[id], y.id[r] = r, id
+		drop(id) // the id's previous row
+		bucket(y.bucket(id))
+		y.put(id, r)
 	}
 	return y, nil
 }
@@ -73,11 +146,15 @@ func (x *IDs) Rows(dst, raw []int64) error {
 		return fmt.Errorf("serve: %d rows for %d raw ids: %w", len(dst), len(raw), ErrShape)
 	}
 	for k, id := range raw {
-		r, ok := x.row[id]
-		if !ok {
-			r = x.def
+		dst[k] = x.def
+		if b := x.buckets[x.bucket(id)]; b != nil {
+			for j, v := range b.ids {
+				if v == id {
+					dst[k] = b.rows[j]
+					break
+				}
+			}
 		}
-		dst[k] = r
 	}
 	return nil
 }
@@ -86,4 +163,4 @@ func (x *IDs) Rows(dst, raw []int64) error {
 func (x *IDs) Default() int64 { return x.def }
 
 // Len returns the number of ids that have rows of their own.
-func (x *IDs) Len() int { return len(x.row) }
+func (x *IDs) Len() int { return x.n }
