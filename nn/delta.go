@@ -71,8 +71,9 @@ func (e *Embedding) markChanged(rows []int64) {
 // Delta, with their values now (as float32), and the rows a RawIDs map
 // gave new ids (Assigned), as delta seq after the full model base
 // (checkpoint.Delta) stamped with the time now, and starts recording
-// afresh: write it with checkpoint.WriteDelta, and serve it with
-// serve.Table.Apply. Its
+// afresh: write it with checkpoint.WriteDelta (WriteDeltas, with the
+// model's other tables and dense parameters; cluster.Store.PublishDelta,
+// through a Redis Cluster), and serve it with serve.Table.Apply. Its
 // cost is in proportion to the rows changed: a cache's rows are read
 // through the cache (table.Cached.Read). Without TrackChanges it is an
 // error wrapping gather.ErrOption; on another error the rows stay

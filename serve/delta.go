@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
@@ -32,7 +33,8 @@ func (t *Table) At(base uint64) *Table {
 // the new table in (live.Holder.Update) and each request reads one
 // version. The new table shares t's memory: the chunks of 16 rows that d
 // touches are copied, the rest shared, so Apply costs time and memory in
-// proportion to d's rows. A table Open mapped stays the owner of that
+// proportion to d's rows; it yields the processor to other goroutines
+// every 1,024 rows. A table Open mapped stays the owner of that
 // memory: Close it only when no table Apply made from it is in use.
 //
 // A delta that does not follow t (another Base, or Seq not t's plus one)
@@ -69,6 +71,9 @@ func (t *Table) Apply(d *checkpoint.Delta) (*Table, error) {
 	}
 	arena := make([]byte, n*chunkRows*t.stride)
 	for k, r := range d.Rows {
+		if k%yieldRows == yieldRows-1 {
+			runtime.Gosched() // let requests on the same processor answer meanwhile
+		}
 		c := r >> chunkShift
 		if k == 0 || c != d.Rows[k-1]>>chunkShift {
 			u.patch[c] = t.chunkCopy(arena[:0:chunkRows*t.stride], c)
@@ -81,6 +86,12 @@ func (t *Table) Apply(d *checkpoint.Delta) (*Table, error) {
 	}
 	return &u, nil
 }
+
+// yieldRows is how many rows Apply writes between yielding the processor
+// to other goroutines (runtime.Gosched): on a server with fewer
+// processors than busy goroutines, a request that arrives while a large
+// delta is applied waits for 1,024 rows at most, not for the whole delta.
+const yieldRows = 1024
 
 // chunkCopy returns dst with a copy of chunk c's rows as t holds them.
 func (t *Table) chunkCopy(dst []byte, c int64) []byte {
