@@ -40,7 +40,12 @@
 //
 // Usage:
 //
-//	go run ./bench/serve [-format int8-rowwise] [-batch 64] [-duration 5s] [-delta-rows 10000]
+//	go run ./bench/serve [-format int8-rowwise] [-batch 64] [-duration 5s] [-delta-rows 10000] [-capacity RPS]
+//
+// With -capacity it takes that capacity and runs only the server, the
+// floor and the server with deltas at 80% of it, printing
+//
+//	serve-at: capacity <rps> (given) p99-80% <ms> floor-p99-80% <ms> deltas-p99-80% <ms> deltas-applied <n>
 package main
 
 import (
@@ -78,6 +83,7 @@ func main() {
 	batch := flag.Int("batch", 64, "examples per request")
 	dur := flag.Duration("duration", 5*time.Second, "how long each rate runs")
 	deltaRows := flag.Int("delta-rows", 10_000, "rows of each table a delta changes (at most the table's)")
+	given := flag.Float64("capacity", 0, "take this JSON capacity (requests a second) rather than search for it, and run the 80% runs alone (for an A/B at one rate)")
 	floor := flag.String("floor", "", "run as the floor server on this address (the command starts it so)")
 	flag.Parse()
 	if *floor != "" {
@@ -163,10 +169,18 @@ func main() {
 	}
 	fmt.Printf("model: p50 %.3f (in the server, decoding excluded, one request at a time)\n", stat[float64](base, "model_p50_ms"))
 
-	closed := c.capacity(base+"/predict", jsonType, jsonBodies, *dur/2)
 	at := func(url, ct string, bs [][]byte, rate float64) result {
 		return c.openLoop(url, ct, bs, rate, *dur, nil)
 	}
+	if *given > 0 {
+		r80 := at(base+"/predict", jsonType, jsonBodies, 0.8**given)
+		f80 := at(floorBase, jsonType, jsonBodies, 0.8**given)
+		d80 := c.openLoop(base+"/predict", jsonType, jsonBodies, 0.8**given, *dur, pub.everySecond)
+		fmt.Printf("serve-at: capacity %.0f (given) p99-80%% %.3f floor-p99-80%% %.3f deltas-p99-80%% %.3f deltas-applied %.0f\n",
+			*given, r80.q(0.99), f80.q(0.99), d80.q(0.99), stat[float64](base, "deltas_applied"))
+		return
+	}
+	closed := c.capacity(base+"/predict", jsonType, jsonBodies, *dur/2)
 	capJSON := c.openCapacity(base+"/predict", jsonType, jsonBodies, closed/2, *dur)
 	var r, f [3]result
 	for k, share := range []float64{0.25, 0.5, 0.8} {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,10 +188,24 @@ func (s *server) predict(w http.ResponseWriter, r *http.Request) {
 	s.metrics.Observe(time.Since(start))
 }
 
-// readJSON reads a JSON request for m. An error is the request's fault
-// (400), or wraps the body's *http.MaxBytesError (413).
+// readJSON reads a JSON request for m: a body of the request's exact
+// shape through fastBatch, any other through encoding/json. An error is
+// the request's fault (400), or wraps the body's *http.MaxBytesError
+// (413).
 func readJSON(body io.Reader, m *model) (*batch, error) {
-	dec := json.NewDecoder(body)
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, fmt.Errorf("reading the request: %w", err)
+	}
+	if fast, ok := fastBatch(b, m); ok {
+		return fast, nil
+	}
+	return decodeJSON(b, m)
+}
+
+// decodeJSON reads a JSON request for m with encoding/json.
+func decodeJSON(b []byte, m *model) (*batch, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var req request
 	if err := dec.Decode(&req); err != nil {
