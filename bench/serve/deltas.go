@@ -27,7 +27,7 @@ type publisher struct {
 	dim        int
 	rows       int
 	dense      map[string]tensor.Tensor
-	seq        uint64
+	seq        uint64 // the last delta published
 	r          *rand.Rand
 }
 
@@ -66,9 +66,8 @@ func newPublisher(src, model, dir string, rows int) (*publisher, error) {
 	return p, os.MkdirAll(dir, 0o755)
 }
 
-// publish writes the next delta.
-func (p *publisher) publish() error {
-	p.seq++
+// delta returns the bytes of delta seq (checkpoint.EncodeDeltas).
+func (p *publisher) delta(seq uint64) ([]byte, error) {
 	ds := make([]*checkpoint.Delta, len(p.vocab))
 	for f, v := range p.vocab {
 		n := min(int64(p.rows), v)
@@ -76,7 +75,7 @@ func (p *publisher) publish() error {
 		for int64(len(pick)) < n {
 			pick[p.r.Int64N(v)] = true
 		}
-		d := &checkpoint.Delta{Table: fmt.Sprintf("feature%d.weight", f), Base: 1, Seq: p.seq, Dim: p.dim, Time: time.Now().UnixNano(),
+		d := &checkpoint.Delta{Table: fmt.Sprintf("feature%d.weight", f), Base: 1, Seq: seq, Dim: p.dim, Time: time.Now().UnixNano(),
 			Rows: slices.Sorted(maps.Keys(pick))}
 		d.Values = make([]float32, len(d.Rows)*p.dim)
 		for k := range d.Values {
@@ -84,19 +83,37 @@ func (p *publisher) publish() error {
 		}
 		ds[f] = d
 	}
-	return checkpoint.WriteDeltas(filepath.Join(p.dir, fmt.Sprintf("1-%d.safetensors", p.seq)), ds, p.dense)
+	return checkpoint.EncodeDeltas(ds, p.dense)
 }
 
-// everySecond publishes a delta once a second until stop.
-func (p *publisher) everySecond(stop <-chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			if err := p.publish(); err != nil {
+// everySecond returns a function that publishes n deltas, made now, one
+// a second until stop: while requests go out, the client's processor
+// spends only each file's write and rename (atomic, as
+// checkpoint.WriteDeltas writes) on them.
+func (p *publisher) everySecond(n int) func(stop <-chan struct{}) {
+	var ahead [][]byte
+	for k := range n {
+		b, err := p.delta(p.seq + 1 + uint64(k))
+		if err != nil {
+			log.Fatal(err)
+		}
+		ahead = append(ahead, b)
+	}
+	return func(stop <-chan struct{}) {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for _, b := range ahead {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			p.seq++
+			path := filepath.Join(p.dir, fmt.Sprintf("1-%d.safetensors", p.seq))
+			if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
+				log.Fatal(err)
+			}
+			if err := os.Rename(path+".tmp", path); err != nil {
 				log.Fatal(err)
 			}
 		}

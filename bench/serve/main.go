@@ -175,7 +175,7 @@ func main() {
 	if *given > 0 {
 		r80 := at(base+"/predict", jsonType, jsonBodies, 0.8**given)
 		f80 := at(floorBase, jsonType, jsonBodies, 0.8**given)
-		d80 := c.openLoop(base+"/predict", jsonType, jsonBodies, 0.8**given, *dur, pub.everySecond)
+		d80 := c.openLoop(base+"/predict", jsonType, jsonBodies, 0.8**given, *dur, pub.everySecond(int(dur.Seconds())+1))
 		fmt.Printf("serve-at: capacity %.0f (given) p99-80%% %.3f floor-p99-80%% %.3f deltas-p99-80%% %.3f deltas-applied %.0f\n",
 			*given, r80.q(0.99), f80.q(0.99), d80.q(0.99), stat[float64](base, "deltas_applied"))
 		return
@@ -188,7 +188,7 @@ func main() {
 		f[k] = at(floorBase, jsonType, jsonBodies, share*capJSON)
 	}
 	applied := stat[float64](base, "deltas_applied")
-	d80 := c.openLoop(base+"/predict", jsonType, jsonBodies, 0.8*capJSON, *dur, pub.everySecond)
+	d80 := c.openLoop(base+"/predict", jsonType, jsonBodies, 0.8*capJSON, *dur, pub.everySecond(int(dur.Seconds())+1))
 	applied = stat[float64](base, "deltas_applied") - applied
 
 	capBin := c.openCapacity(base+"/predict", binType, binBodies, closed, *dur)
