@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/table"
@@ -122,4 +123,54 @@ func BenchmarkApplyIDs(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkApplyBeside measures what a delta's Apply costs the requests
+// beside it: a goroutine that wakes every 100 µs, as requests arriving
+// would, while a delta of 20,000 rows (of 64 float32, in 1,000,000) is
+// applied; wait-p99-ms and wait-max-ms are how long past its wake-up it
+// waited. Run it at -cpu 1, where the two share a processor, as on a busy
+// server.
+func BenchmarkApplyBeside(b *testing.B) {
+	const rows, dim, changed = 1_000_000, 64, 20_000
+	r := rand.New(rand.NewPCG(1, 2))
+	w := make([]float32, rows*dim)
+	ids := make(map[int64]bool, changed)
+	for len(ids) < changed {
+		ids[r.Int64N(rows)] = true
+	}
+	d := &checkpoint.Delta{Table: "t", Base: 1, Seq: 1, Dim: dim, Rows: slices.Sorted(maps.Keys(ids)), Values: w[:changed*dim]}
+	tb, err := Quantize(w, dim, Float32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb = tb.At(1)
+	var waits []time.Duration
+	for b.Loop() {
+		done, out := make(chan struct{}), make(chan []time.Duration)
+		go func() {
+			var mine []time.Duration
+			for {
+				select {
+				case <-done:
+					out <- mine
+					return
+				default:
+				}
+				t := time.Now()
+				time.Sleep(100 * time.Microsecond)
+				mine = append(mine, time.Since(t)-100*time.Microsecond)
+			}
+		}()
+		time.Sleep(time.Millisecond) // the waker is asleep
+		if _, err := tb.Apply(d); err != nil {
+			b.Fatal(err)
+		}
+		close(done)
+		waits = append(waits, <-out...)
+	}
+	slices.Sort(waits)
+	ms := func(q float64) float64 { return float64(waits[int(q*float64(len(waits)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(ms(0.99), "wait-p99-ms")
+	b.ReportMetric(ms(1), "wait-max-ms")
 }

@@ -62,26 +62,32 @@ func (t *Table) Apply(d *checkpoint.Delta) (*Table, error) {
 	u.base, u.seq, u.m = d.Base, d.Seq, nil
 	u.patch = make([][]byte, (t.rows+chunkRows-1)/chunkRows)
 	copy(u.patch, t.patch)
-	// The chunks d touches (its rows ascend), copied into one allocation.
-	n := 0
-	for k, r := range d.Rows {
-		if k == 0 || r>>chunkShift != d.Rows[k-1]>>chunkShift {
-			n++
-		}
-	}
-	arena := make([]byte, n*chunkRows*t.stride)
-	for k, r := range d.Rows {
-		if k%yieldRows == yieldRows-1 {
+	// The chunks d touches (its rows ascend), copied into an allocation a
+	// block of yieldRows rows, the processor yielded between blocks.
+	newChunk := func(k int) bool { return k == 0 || d.Rows[k]>>chunkShift != d.Rows[k-1]>>chunkShift }
+	for lo := 0; lo < len(d.Rows); lo += yieldRows {
+		if lo > 0 {
 			runtime.Gosched() // let requests on the same processor answer meanwhile
 		}
-		c := r >> chunkShift
-		if k == 0 || c != d.Rows[k-1]>>chunkShift {
-			u.patch[c] = t.chunkCopy(arena[:0:chunkRows*t.stride], c)
-			arena = arena[chunkRows*t.stride:]
+		hi := min(lo+yieldRows, len(d.Rows))
+		n := 0
+		for k := lo; k < hi; k++ {
+			if newChunk(k) {
+				n++
+			}
 		}
-		at := int(r&(chunkRows-1)) * t.stride
-		if err := quantizeRows(u.patch[c][at:at+t.rowBytes], d.Values[k*d.Dim:(k+1)*d.Dim], d.Dim, t.format, int(r)); err != nil {
-			return nil, err
+		arena := make([]byte, n*chunkRows*t.stride)
+		for k := lo; k < hi; k++ {
+			r := d.Rows[k]
+			c := r >> chunkShift
+			if newChunk(k) {
+				u.patch[c] = t.chunkCopy(arena[:0:chunkRows*t.stride], c)
+				arena = arena[chunkRows*t.stride:]
+			}
+			at := int(r&(chunkRows-1)) * t.stride
+			if err := quantizeRows(u.patch[c][at:at+t.rowBytes], d.Values[k*d.Dim:(k+1)*d.Dim], d.Dim, t.format, int(r)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return &u, nil
