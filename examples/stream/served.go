@@ -183,7 +183,8 @@ type serverReport struct {
 // version), answers requests on in with out: a request is n (uint32) and
 // n user ids and n item ids (int64), its answer the version's sequence
 // number (uint64) and n probabilities (float32), all little-endian. A
-// request of 0 ends it: it writes its report as JSON and returns.
+// request of 0 ends it: once the deltas in dir are applied, it writes its
+// report as JSON and returns.
 func serveProcess(dir string, in io.Reader, out io.Writer) error {
 	h, err := live.NewHolder(filepath.Join(dir, "base.safetensors"), loadServed)
 	if err != nil {
@@ -235,7 +236,13 @@ func serveProcess(dir string, in io.Reader, out io.Writer) error {
 			stop()
 			return err
 		}
-		if n == 0 {
+		if n == 0 { // the end, once every delta published is applied (10 s at most)
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+				cur := h.Current().Model
+				if _, err := os.Stat(deltaPath(dir, cur.base, cur.seq+1)); err != nil {
+					break
+				}
+			}
 			break
 		}
 		for f := range ids {
