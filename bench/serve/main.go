@@ -13,10 +13,11 @@
 //   - capacity, in open loop: the highest arrival rate the server answers
 //     with no 503, no request lost, and a p99 that does not grow with the
 //     run's length (the second half's p99 at most 1.5x the first's plus
-//     1 ms), found by raising the rate by a quarter from half of what 16
-//     closed-loop clients get answered until a run fails, then halving the
-//     step three times, and run once more at the rate found (a tenth lower
-//     while that fails); JSON and binary bodies apart;
+//     1 ms), and at which the floor does the same (past it, the client is
+//     the limit), found by raising the rate by a quarter from half of what
+//     16 closed-loop clients get answered until a run fails, then halving
+//     the step three times, and run once more at the rate found (a tenth
+//     lower while that fails); JSON and binary bodies apart;
 //   - open loops at 25%, 50% and 80% of that capacity, the floor at the
 //     same rates: each request sent at its intended time by a goroutine of
 //     its own, its latency counted from that time (no coordinated
@@ -182,7 +183,7 @@ func main() {
 		return
 	}
 	closed := c.capacity(base+"/predict", jsonType, jsonBodies, *dur/2)
-	capJSON := c.openCapacity(base+"/predict", jsonType, jsonBodies, closed/2, *dur)
+	capJSON := c.openCapacity(base+"/predict", floorBase, jsonType, jsonBodies, closed/2, *dur)
 	var r, f [3]result
 	for k, share := range []float64{0.25, 0.5, 0.8} {
 		r[k] = at(base+"/predict", jsonType, jsonBodies, share*capJSON)
@@ -192,7 +193,7 @@ func main() {
 	d80 := c.openLoop(base+"/predict", jsonType, jsonBodies, 0.8*capJSON, *dur, pub.everySecond(int(dur.Seconds())+1))
 	applied = stat[float64](base, "deltas_applied") - applied
 
-	capBin := c.openCapacity(base+"/predict", binType, binBodies, closed, *dur)
+	capBin := c.openCapacity(base+"/predict", floorBase, binType, binBodies, closed, *dur)
 	b80 := at(base+"/predict", binType, binBodies, 0.8*capBin)
 	fb80 := at(floorBase, binType, binBodies, 0.8*capBin)
 	over := at(base+"/predict", jsonType, jsonBodies, 1.5*capJSON)
@@ -416,15 +417,23 @@ func (r result) holds() bool {
 }
 
 // openCapacity returns the highest rate, from start, the server holds in
-// open loop over runs of d (result.holds): the rate rises by a quarter
+// open loop over runs of d (result.holds) and the client can drive the
+// floor at (the floor holds it too): the rate rises by a quarter
 // until a run fails, then the step between the last that held and the
 // first that failed is halved three times.
-func (c *client) openCapacity(url, ct string, bodies [][]byte, start float64, d time.Duration) float64 {
+func (c *client) openCapacity(url, floor, ct string, bodies [][]byte, start float64, d time.Duration) float64 {
 	held := func(rate float64) bool {
 		r := c.openLoop(url, ct, bodies, rate, d, nil)
 		ok := r.holds()
 		log.Printf("capacity search: %.0f/s %s (p99 %.3f then %.3f ms; %v, %d lost)", rate, map[bool]string{true: "held", false: "not held"}[ok],
 			quantile(r.halves[0], 0.99), quantile(r.halves[1], 0.99), r.codes, r.lost)
+		if ok { // a rate the client cannot drive the floor at is the client's limit
+			f := c.openLoop(floor, ct, bodies, rate, d, nil)
+			if ok = f.holds(); !ok {
+				log.Printf("capacity search: %.0f/s not held by the floor: the client's limit (p99 %.3f then %.3f ms)", rate,
+					quantile(f.halves[0], 0.99), quantile(f.halves[1], 0.99))
+			}
+		}
 		return ok
 	}
 	lo, hi := 0.0, start
