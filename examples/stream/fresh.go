@@ -177,7 +177,7 @@ func freshOnce(dir string, c config, f freshConfig, iv time.Duration) (freshRun,
 	}
 	defer srv.kill()
 
-	served, err := metrics.NewBinary(metrics.Options{Window: (int(f.duration.Seconds()*f.rate) + 1) * c.batch})
+	quality, err := metrics.NewBinary(metrics.Options{Window: (int(f.duration.Seconds()*f.rate) + 1) * c.batch})
 	if err != nil {
 		return r, err
 	}
@@ -201,7 +201,7 @@ func freshOnce(dir string, c config, f freshConfig, iv time.Duration) (freshRun,
 			return r, err
 		}
 		r.answers = append(r.answers, answer{seq, hashOf(p)})
-		if err := served.Update(p, clicks); err != nil {
+		if err := quality.Update(p, clicks); err != nil {
 			return r, err
 		}
 		if err := m.step(int64(f.warm+k), ids, clicks); err != nil {
@@ -216,7 +216,7 @@ func freshOnce(dir string, c config, f freshConfig, iv time.Duration) (freshRun,
 		}
 	}
 	r.steps = len(r.answers)
-	r.auc = served.Window().AUC // exact, over every answer
+	r.auc = quality.Window().AUC // exact, over every answer
 	if r.rep, err = srv.finish(); err != nil {
 		return r, err
 	}
