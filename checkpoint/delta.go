@@ -106,10 +106,11 @@ func ReadDelta(path string) (*Delta, error) {
 // assignments "<table>.assigned", int64 [m, 2] of (row, id); each dense
 // tensor under its name; the version and the tables in its metadata. It
 // writes as Write writes: atomically (a server that polls for the file
-// sees all of it or none), every tensor's CRC-32C beside it. Deltas that
-// are not well formed (Check), of different versions, a table twice, or
-// a dense name that is one of the tables' tensors, is an error and
-// nothing is written. It is O(the rows' values and the dense values).
+// sees all of it or none), every tensor's CRC-32C beside it. No delta, a
+// delta not well formed (Check), deltas of different versions, a table
+// twice, or a dense name that is one of the tables' tensors is an error
+// wrapping ErrShape, and nothing is written. It is O(the rows' values and
+// the dense values).
 func WriteDeltas(path string, ds []*Delta, dense map[string]tensor.Tensor) error {
 	ts, meta, err := deltaTensors(ds, dense)
 	if err != nil {
