@@ -2,7 +2,10 @@
 // graph: read-only tables of float32 or float16 rows, or of FBGEMM's
 // row-wise 8-bit and 4-bit rows (PyTorch's quantized embedding bags), in
 // memory or mapped from a file, with lookups and bags into buffers the
-// caller owns.
+// caller owns; raw ids mapped to rows as training's id map left them
+// (IDs); and a model that keeps training served as it goes, each delta
+// applied to a new version that shares what did not change (Table.Apply,
+// IDs.Apply), while requests keep the version they started on.
 package serve
 
 import "github.com/gathergrad/gather/internal/errs"
