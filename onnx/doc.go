@@ -19,12 +19,27 @@
 //	MatMul                        of two matrices
 //	Add, Sub, Mul, Div            numpy broadcasting
 //	Neg, Exp, Log, Relu, Sigmoid, Tanh, Identity
-//	Concat, Flatten, Transpose
+//	Concat, Transpose
+//	Flatten                       axis in [-r, r], negative counting from the back
 //	Reshape                       to a shape known when the graph is built (0 and -1 as ONNX says)
 //	Softmax, LogSoftmax           along one axis (opset 13's)
-//	ReduceSum, ReduceMean         axes and keepdims; ReduceSum's axes a constant input
+//	ReduceSum, ReduceMean         any axes, keepdims (nn.Sum, nn.Mean); ReduceSum's axes a constant input
 //	Constant                      its value a tensor
 //	Cast                          to the type its input has (a half weight read as float)
+//
+// Every attribute of a node is one Import honours or refuses by name.
+//
+// ONNX's own conformance suite (onnx 1.12's backend test data, Debian's
+// libonnx-testdata: 1,072 models) holds 177 models whose operators are
+// all among these. Import reads and runs 93 of them to the suite's
+// outputs and refuses the other 84, each with an error naming why: 36
+// import an opset before 13, 19 compute a shape or the axes of a
+// ReduceSum as the graph runs (a Gorgonia graph has fixed shapes), 16
+// hold an element type Import does not read (uint8, float16 or bfloat16
+// inputs, strings), 8 cast to another type, 2 multiply matrices of rank
+// 3 and 4, 2 take an optional or a sequence input, and 1 reshapes with
+// allowzero. None gives a wrong answer or fails as it runs
+// (TestConformance).
 //
 // Export writes a graph of this module's ops back (ExportOpset 13), for
 // ONNX Runtime, Triton or any other runtime to serve: Import(Export(g))

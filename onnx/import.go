@@ -42,6 +42,16 @@ type Options struct {
 	// row by row (Model.Embeddings). An initializer named here that is
 	// not a matrix, or that a node uses otherwise, is an error.
 	Sparse []string
+	// Padding names the padding row (PyTorch's padding_idx) of tables
+	// among the initializers, by initializer name: each Gather of the
+	// table along axis 0 sends that row no gradient, so that fine-tuning
+	// leaves it as the file has it, as PyTorch's nn.Embedding does. A
+	// negative row counts from the end. A PyTorch export writes a padded
+	// nn.Embedding as a plain Gather, so the file cannot say it: name it
+	// here. The tables may be dense or named in Sparse too; an initializer
+	// named here that is not a float matrix, or a row outside it, is an
+	// error.
+	Padding map[string]int
 }
 
 // A Model is an ONNX model as a Gorgonia graph.
@@ -118,7 +128,7 @@ func Import(b []byte, o Options) (*Model, error) {
 		return nil, fmt.Errorf("onnx: the model has no graph: %w", checkpoint.ErrFormat)
 	}
 	bd := &builder{g: gorgonia.NewGraph(), values: map[string]*gorgonia.Node{}, consts: map[string]*tensor.Dense{}, opset: opset,
-		sparse: map[*gorgonia.Node]*nn.Embedding{}}
+		sparse: map[*gorgonia.Node]*nn.Embedding{}, padding: map[*gorgonia.Node]int{}}
 	m := &Model{Graph: bd.g, Opset: opset}
 	for _, t := range gp.GetInitializer() {
 		if t.GetDocString() == bagPart {
@@ -133,7 +143,7 @@ func Import(b []byte, o Options) (*Model, error) {
 		}
 		bd.consts[t.GetName()] = v
 		if slices.Contains(o.Sparse, t.GetName()) {
-			emb, err := sparseTable(bd.g, t.GetName(), v)
+			emb, err := sparseTable(bd.g, t.GetName(), v, o)
 			if err != nil {
 				return nil, err
 			}
@@ -149,6 +159,18 @@ func Import(b []byte, o Options) (*Model, error) {
 		if v.Dtype() == tensor.Float32 || v.Dtype() == tensor.Float64 {
 			m.Params = append(m.Params, n)
 		}
+		if p, ok := o.Padding[t.GetName()]; ok {
+			row, err := paddingRow(t.GetName(), v, p)
+			if err != nil {
+				return nil, err
+			}
+			bd.padding[n] = row
+		}
+	}
+	for name := range o.Padding {
+		if _, ok := bd.consts[name]; !ok {
+			return nil, fmt.Errorf("onnx: Options.Padding names %q, which is no initializer: %w", name, errs.ErrOption)
+		}
 	}
 	for _, name := range o.Sparse {
 		if _, ok := m.Embeddings[name]; !ok {
@@ -157,7 +179,20 @@ func Import(b []byte, o Options) (*Model, error) {
 	}
 	for _, in := range gp.GetInput() {
 		if _, init := bd.consts[in.GetName()]; init {
-			continue // an initializer listed as an input, as older exporters do
+			// An initializer is the default value of an input of its name:
+			// the input's node holds it until Let gives it another.
+			n := bd.values[in.GetName()]
+			if _, sparse := bd.sparse[n]; sparse {
+				continue // a table stepped row by row is no input
+			}
+			if et := in.GetType().GetTensorType().GetElemType(); et != 0 {
+				_, half := halfOf(et)
+				if want, ok := elemType(n.Dtype()); !(ok && int32(want) == et) && !(half && n.Dtype() == tensor.Float32) {
+					return nil, fmt.Errorf("onnx: input %q is of element type %v, its initializer %v: %w", in.GetName(), onnxpb.TensorProto_DataType(et), n.Dtype(), checkpoint.ErrFormat)
+				}
+			}
+			m.Inputs = append(m.Inputs, n)
+			continue
 		}
 		n, err := bd.input(in, o)
 		if err != nil {
@@ -194,17 +229,38 @@ type builder struct {
 	g      *gorgonia.ExprGraph
 	values map[string]*gorgonia.Node        // every value defined so far, by ONNX name
 	consts map[string]*tensor.Dense         // the values known when the graph is built (initializers, Constant)
-	sparse map[*gorgonia.Node]*nn.Embedding // Options.Sparse's tables, by their Table nodes
+	sparse  map[*gorgonia.Node]*nn.Embedding // Options.Sparse's tables, by their Table nodes
+	padding map[*gorgonia.Node]int           // the padding rows of Options.Padding's dense tables
 	opset  int64
 }
 
 // sparseTable returns the row-sparse embedding named name of g, started
 // from v.
-func sparseTable(g *gorgonia.ExprGraph, name string, v *tensor.Dense) (*nn.Embedding, error) {
+func sparseTable(g *gorgonia.ExprGraph, name string, v *tensor.Dense, o Options) (*nn.Embedding, error) {
 	if v.Dims() != 2 || (v.Dtype() != tensor.Float32 && v.Dtype() != tensor.Float64) {
 		return nil, fmt.Errorf("onnx: initializer %q is %v %v; a sparse table is a float matrix: %w", name, v.Dtype(), v.Shape(), errs.ErrOption)
 	}
-	return nn.NewEmbedding(g, name, v.Shape()[0], v.Shape()[1], v.Dtype(), nn.WithSparse(), nn.WithWeights(v))
+	opts := []nn.EmbeddingOption{nn.WithSparse(), nn.WithWeights(v)}
+	if p, ok := o.Padding[name]; ok {
+		opts = append(opts, nn.WithPadding(p))
+	}
+	return nn.NewEmbedding(g, name, v.Shape()[0], v.Shape()[1], v.Dtype(), opts...)
+}
+
+// paddingRow returns the row Options.Padding names for the initializer
+// name of value v, in [0, rows), or an error.
+func paddingRow(name string, v *tensor.Dense, p int) (int, error) {
+	if v.Dims() != 2 || (v.Dtype() != tensor.Float32 && v.Dtype() != tensor.Float64) {
+		return 0, fmt.Errorf("onnx: Options.Padding names initializer %q, %v %v; a padded table is a float matrix: %w", name, v.Dtype(), v.Shape(), errs.ErrOption)
+	}
+	rows := v.Shape()[0]
+	if p < -rows || p >= rows {
+		return 0, fmt.Errorf("onnx: Options.Padding gives initializer %q, of %d rows, the padding row %d: %w", name, rows, p, errs.ErrIndexOutOfRange)
+	}
+	if p < 0 {
+		p += rows
+	}
+	return p, nil
 }
 
 // node adds a node named name holding v, the value of that name.
@@ -226,8 +282,24 @@ func (b *builder) leaf(name string, v *tensor.Dense) *gorgonia.Node {
 func (b *builder) input(in *onnxpb.ValueInfoProto, o Options) (*gorgonia.Node, error) {
 	name := in.GetName()
 	tt := in.GetType().GetTensorType()
-	if tt == nil || name == "" {
-		return nil, fmt.Errorf("onnx: input %q is not a named tensor: %w", name, checkpoint.ErrFormat)
+	if name == "" {
+		return nil, fmt.Errorf("onnx: an input without a name: %w", checkpoint.ErrFormat)
+	}
+	if tt == nil {
+		var kind string
+		switch in.GetType().GetValue().(type) {
+		case *onnxpb.TypeProto_OptionalType:
+			kind = "an optional"
+		case *onnxpb.TypeProto_SequenceType:
+			kind = "a sequence"
+		case *onnxpb.TypeProto_MapType:
+			kind = "a map"
+		case *onnxpb.TypeProto_SparseTensorType:
+			kind = "a sparse tensor"
+		default:
+			return nil, fmt.Errorf("onnx: input %q has no type: %w", name, checkpoint.ErrFormat)
+		}
+		return nil, fmt.Errorf("onnx: input %q is %s, not a tensor: Import reads tensor inputs: %w", name, kind, errs.ErrOption)
 	}
 	dt, ok := dtypeOf(tt.GetElemType())
 	if !ok {
@@ -284,6 +356,16 @@ func (b *builder) apply(np *onnxpb.NodeProto) error {
 	if !ok {
 		return fmt.Errorf("onnx: node %q: operator %s (opset %d) is not one Import reads (%s): %w",
 			name, np.GetOpType(), b.opset, strings.Join(Ops(), ", "), errs.ErrOption)
+	}
+	for _, a := range np.GetAttribute() {
+		if !slices.Contains(op.attrs, a.GetName()) {
+			reads := "no attribute"
+			if len(op.attrs) > 0 {
+				reads = strings.Join(op.attrs, ", ")
+			}
+			return fmt.Errorf("onnx: node %q: operator %s (opset %d) with attribute %q: Import reads %s of %s: %w",
+				name, np.GetOpType(), b.opset, a.GetName(), reads, np.GetOpType(), errs.ErrOption)
+		}
 	}
 	in := make([]*gorgonia.Node, len(np.GetInput()))
 	for k, x := range np.GetInput() {

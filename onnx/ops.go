@@ -14,7 +14,8 @@ import (
 
 // An op builds one ONNX operator.
 type op struct {
-	inputs int // required inputs
+	inputs int      // required inputs
+	attrs  []string // the attributes it reads; a node with another is refused
 	build  func(c *call) (*gorgonia.Node, error)
 }
 
@@ -23,13 +24,13 @@ var ops map[string]op
 
 func init() {
 	unary := func(f func(*gorgonia.Node) (*gorgonia.Node, error)) op {
-		return op{1, func(c *call) (*gorgonia.Node, error) { return f(c.in[0]) }}
+		return op{1, nil, func(c *call) (*gorgonia.Node, error) { return f(c.in[0]) }}
 	}
 	binary := func(plain func(a, b *gorgonia.Node) (*gorgonia.Node, error), bc func(a, b *gorgonia.Node, l, r []byte) (*gorgonia.Node, error)) op {
-		return op{2, func(c *call) (*gorgonia.Node, error) { return broadcast(c.in[0], c.in[1], plain, bc) }}
+		return op{2, nil, func(c *call) (*gorgonia.Node, error) { return broadcast(c.in[0], c.in[1], plain, bc) }}
 	}
 	ops = map[string]op{
-		"Gather": {2, func(c *call) (*gorgonia.Node, error) {
+		"Gather": {2, []string{"axis"}, func(c *call) (*gorgonia.Node, error) {
 			axis, err := c.axis("axis", 0, c.in[0].Dims())
 			if err != nil {
 				return nil, err
@@ -40,17 +41,21 @@ func init() {
 				}
 				return emb.Lookup(c.in[1])
 			}
-			return gather.Gather(c.in[0], c.in[1], axis, gather.WithName(c.name))
+			opts := []gather.Option{gather.WithName(c.name)}
+			if p, ok := c.b.padding[c.in[0]]; ok && axis == 0 {
+				opts = append(opts, gather.WithPaddingIndex(p))
+			}
+			return gather.Gather(c.in[0], c.in[1], axis, opts...)
 		}},
-		"GatherElements": {2, func(c *call) (*gorgonia.Node, error) {
+		"GatherElements": {2, []string{"axis"}, func(c *call) (*gorgonia.Node, error) {
 			axis, err := c.axis("axis", 0, c.in[0].Dims())
 			if err != nil {
 				return nil, err
 			}
 			return gather.GatherElements(c.in[0], c.in[1], axis, gather.WithName(c.name))
 		}},
-		"Gemm":     {2, gemm},
-		"MatMul":   {2, matMul},
+		"Gemm":     {2, []string{"alpha", "beta", "transA", "transB"}, gemm},
+		"MatMul":   {2, nil, matMul},
 		"Add":      binary(gorgonia.Add, gorgonia.BroadcastAdd),
 		"Sub":      binary(gorgonia.Sub, gorgonia.BroadcastSub),
 		"Mul":      binary(gorgonia.HadamardProd, gorgonia.BroadcastHadamardProd),
@@ -62,7 +67,7 @@ func init() {
 		"Sigmoid":  unary(gorgonia.Sigmoid),
 		"Tanh":     unary(gorgonia.Tanh),
 		"Identity": unary(func(x *gorgonia.Node) (*gorgonia.Node, error) { return x, nil }),
-		"Cast": {1, func(c *call) (*gorgonia.Node, error) {
+		"Cast": {1, []string{"to"}, func(c *call) (*gorgonia.Node, error) {
 			to := c.int("to", 0)
 			if et, ok := elemType(c.in[0].Dtype()); !ok || int64(et) != to {
 				return nil, fmt.Errorf("a Cast of %v to %v: Import reads a Cast to the type its input has (a half weight read as float): %w",
@@ -70,24 +75,28 @@ func init() {
 			}
 			return c.in[0], nil
 		}},
-		"Concat": {1, func(c *call) (*gorgonia.Node, error) {
+		"Concat": {1, []string{"axis"}, func(c *call) (*gorgonia.Node, error) {
 			axis, err := c.axis("axis", 0, c.in[0].Dims())
 			if err != nil {
 				return nil, err
 			}
 			return nn.Concat(axis, c.in...)
 		}},
-		"Flatten": {1, func(c *call) (*gorgonia.Node, error) {
+		"Flatten": {1, []string{"axis"}, func(c *call) (*gorgonia.Node, error) {
 			x := c.in[0]
-			axis, err := c.axis("axis", 1, x.Dims()+1)
-			if err != nil {
-				return nil, err
+			r := x.Dims()
+			a := c.int("axis", 1)
+			if a < -int64(r) || a > int64(r) {
+				return nil, fmt.Errorf("axis %d for rank %d (Flatten takes [-r, r]): %w", a, r, errs.ErrAxisOutOfRange)
 			}
-			s := x.Shape()
+			if a < 0 {
+				a += int64(r)
+			}
+			axis, s := int(a), x.Shape()
 			return gorgonia.Reshape(x, tensor.Shape{s[:axis].TotalSize(), s[axis:].TotalSize()})
 		}},
-		"Reshape": {2, reshape},
-		"Transpose": {1, func(c *call) (*gorgonia.Node, error) {
+		"Reshape": {2, []string{"allowzero"}, reshape},
+		"Transpose": {1, []string{"perm"}, func(c *call) (*gorgonia.Node, error) {
 			perm := c.ints("perm")
 			axes := make([]int, len(perm))
 			for k, p := range perm {
@@ -95,14 +104,14 @@ func init() {
 			}
 			return gorgonia.Transpose(c.in[0], axes...)
 		}},
-		"LogSoftmax": {1, func(c *call) (*gorgonia.Node, error) {
+		"LogSoftmax": {1, []string{"axis"}, func(c *call) (*gorgonia.Node, error) {
 			axis, err := c.axis("axis", -1, c.in[0].Dims())
 			if err != nil {
 				return nil, err
 			}
 			return nn.LogSoftmax(c.in[0], axis)
 		}},
-		"Softmax": {1, func(c *call) (*gorgonia.Node, error) {
+		"Softmax": {1, []string{"axis"}, func(c *call) (*gorgonia.Node, error) {
 			axis, err := c.axis("axis", -1, c.in[0].Dims())
 			if err != nil {
 				return nil, err
@@ -113,9 +122,9 @@ func init() {
 			}
 			return gorgonia.Exp(l)
 		}},
-		"ReduceSum":  {1, reduce(gorgonia.Sum, true)},
-		"ReduceMean": {1, reduce(gorgonia.Mean, false)},
-		"Constant": {0, func(c *call) (*gorgonia.Node, error) {
+		"ReduceSum":  {1, []string{"keepdims", "noop_with_empty_axes"}, reduce(nn.Sum, true)},
+		"ReduceMean": {1, []string{"axes", "keepdims"}, reduce(nn.Mean, false)},
+		"Constant": {0, []string{"value"}, func(c *call) (*gorgonia.Node, error) {
 			a := c.attr("value")
 			if a == nil || a.GetT() == nil || len(c.np.GetAttribute()) != 1 {
 				return nil, fmt.Errorf("a Constant is read with its one attribute value (a tensor): %w", errs.ErrOption)
@@ -277,7 +286,7 @@ func reshape(c *call) (*gorgonia.Node, error) {
 
 // reduce builds ReduceSum (its axes an input from opset 13) or
 // ReduceMean (its axes an attribute), keepdims honoured.
-func reduce(f func(*gorgonia.Node, ...int) (*gorgonia.Node, error), axesInput bool) func(c *call) (*gorgonia.Node, error) {
+func reduce(f func(*gorgonia.Node, bool, ...int) (*gorgonia.Node, error), axesInput bool) func(c *call) (*gorgonia.Node, error) {
 	return func(c *call) (*gorgonia.Node, error) {
 		x := c.in[0]
 		var axes []int64
@@ -308,17 +317,6 @@ func reduce(f func(*gorgonia.Node, ...int) (*gorgonia.Node, error), axesInput bo
 			}
 			along = append(along, k)
 		}
-		y, err := f(x, along...)
-		if err != nil {
-			return nil, err
-		}
-		if c.int("keepdims", 1) == 0 {
-			return y, nil
-		}
-		keep := x.Shape().Clone()
-		for _, a := range along {
-			keep[a] = 1
-		}
-		return gorgonia.Reshape(y, keep)
+		return f(x, c.int("keepdims", 1) != 0, along...)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/onnxpb"
 )
@@ -81,7 +82,7 @@ func decode(t *onnxpb.TensorProto) (*tensor.Dense, error) {
 	}
 	dt, ok := dtypeOf(t.GetDataType())
 	if !ok {
-		return nil, fmt.Errorf("%s: element type %v: Import reads float, double, float16, bfloat16, int64 and int32: %w", what, onnxpb.TensorProto_DataType(t.GetDataType()), checkpoint.ErrFormat)
+		return nil, fmt.Errorf("%s: element type %v: Import reads float, double, float16, bfloat16, int64 and int32: %w", what, onnxpb.TensorProto_DataType(t.GetDataType()), errs.ErrOption)
 	}
 	n, err := shapeSize(what, t.GetDims())
 	if err != nil {
