@@ -226,12 +226,12 @@ func Import(b []byte, o Options) (*Model, error) {
 
 // builder builds one graph.
 type builder struct {
-	g      *gorgonia.ExprGraph
-	values map[string]*gorgonia.Node        // every value defined so far, by ONNX name
-	consts map[string]*tensor.Dense         // the values known when the graph is built (initializers, Constant)
+	g       *gorgonia.ExprGraph
+	values  map[string]*gorgonia.Node        // every value defined so far, by ONNX name
+	consts  map[string]*tensor.Dense         // the values known when the graph is built (initializers, Constant)
 	sparse  map[*gorgonia.Node]*nn.Embedding // Options.Sparse's tables, by their Table nodes
 	padding map[*gorgonia.Node]int           // the padding rows of Options.Padding's dense tables
-	opset  int64
+	opset   int64
 }
 
 // sparseTable returns the row-sparse embedding named name of g, started
