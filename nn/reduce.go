@@ -125,17 +125,11 @@ type reduceOp struct {
 	keepDims bool
 }
 
-// ONNX returns the op as ONNX's ReduceSum or ReduceMean.
-func (o *reduceOp) ONNX() (string, map[string]int64) {
-	if o.what == opMean {
-		return "ReduceMean", nil
-	}
-	return "ReduceSum", nil
+// Reduction returns whether the op is Mean's, the axes it reduces in
+// increasing order, and whether it keeps them: what package onnx writes.
+func (o *reduceOp) Reduction() (mean bool, axes []int, keepDims bool) {
+	return o.what == opMean, slices.Clone(o.axes), o.keepDims
 }
-
-// Axes returns the axes the op reduces, in increasing order, and whether
-// it keeps them.
-func (o *reduceOp) Axes() (axes []int, keepDims bool) { return slices.Clone(o.axes), o.keepDims }
 
 // Do reduces x into a new value.
 func (o *reduceOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {

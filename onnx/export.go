@@ -39,10 +39,16 @@ type Graph struct {
 
 // Export writes g to path as an ONNX model of opset 13 that ONNX Runtime
 // runs: the nodes of this module's Gather, GatherElements, nn.Linear
-// (Gemm), nn.Concat and nn.LogSoftmax, and Gorgonia's element-wise ops
-// (Add, Sub, Mul, Div of one shape; Neg, Exp, Log, Tanh, Sigmoid;
-// Rectify as Relu; a division by a scalar), Reshape, Transpose, Sum and
-// Mean (ReduceSum) and matrix products (MatMul). nn.EmbeddingBag,
+// (Gemm), nn.Concat, nn.LogSoftmax, nn.Sum (ReduceSum) and nn.Mean
+// (ReduceMean), and Gorgonia's ops, recognised by their types:
+// element-wise Add, Sub, Mul and Div (of one shape, by a scalar, or
+// broadcast by gorgonia.BroadcastAdd and its kin, written as ONNX's own
+// broadcasting), Neg, Exp, Log, Tanh, Sigmoid, Rectify (Relu), Reshape,
+// Transpose, Sum (ReduceSum), Mean (a ReduceSum divided by a constant of
+// the graph's sizes), and products: gorgonia.Mul of matrices (Gemm when
+// transposed, else MatMul), of a matrix and a vector and of vectors, and
+// BatchedMatMul (MatMul). Every node Export writes is one Import reads
+// back. nn.EmbeddingBag,
 // in every mode, by offsets or by rows of ids, with per-sample weights and
 // a padding id, is written as a composition of standard operators
 // (Gather, Mul, Unsqueeze, Shape, Expand, Cast, Equal, Not,
@@ -152,6 +158,22 @@ func (e *exporter) visit(n *gorgonia.Node) (string, error) {
 		}
 		return e.node(n, "Relu", nil, in)
 	}
+	if v, ok := folded(n); ok {
+		name, err := e.constant(v)
+		if err != nil {
+			return "", err
+		}
+		return e.finish(n, name)
+	}
+	if r, ok := op.(graphop.Reduce); ok {
+		return e.reduce(n, r)
+	}
+	if k, ok := graphop.ElemBinary(op); ok && k <= graphop.BinDiv {
+		return e.binary(n, k)
+	}
+	if graphop.TypeName(op) == "gorgonia.repeatOp" {
+		return "", fmt.Errorf("onnx: node %q: a gorgonia.Repeat: Export writes the repeats of a broadcast (gorgonia.BroadcastAdd and its kin), not a repeat on its own: %w", n.Name(), errs.ErrOption)
+	}
 	in := make([]string, len(children(n)))
 	for k, c := range children(n) {
 		name, err := e.visit(c)
@@ -251,11 +273,11 @@ func (e *exporter) fresh(what string) string {
 
 // relu returns x if n is Gorgonia's Rectify of x: x ⊙ (x >= 0).
 func relu(n *gorgonia.Node) (*gorgonia.Node, bool) {
-	if graphop.TypeName(n.Op()) != "gorgonia.elemBinOp" || n.Op().String() != "⊙ false" || len(children(n)) != 2 {
+	if k, ok := graphop.ElemBinary(n.Op()); !ok || k != graphop.BinMul || len(children(n)) != 2 {
 		return nil, false
 	}
 	x, c := children(n)[0], children(n)[1]
-	if c.Op() == nil || c.Op().String() != ">= true" || len(children(c)) != 2 || children(c)[0] != x {
+	if k, ok := graphop.ElemBinary(c.Op()); !ok || k != graphop.BinGte || len(children(c)) != 2 || children(c)[0] != x {
 		return nil, false
 	}
 	z, ok := children(c)[1].Value().(gorgonia.Scalar)
@@ -277,12 +299,6 @@ func (e *exporter) gorgonia(n *gorgonia.Node, in []string) (string, error) {
 	op := n.Op()
 	sym := op.String()
 	switch graphop.TypeName(op) {
-	case "gorgonia.elemBinOp":
-		t, ok := map[string]string{"+ false": "Add", "- false": "Sub", "⊙ false": "Mul", "÷ false": "Div"}[sym]
-		a, b := children(n)[0], children(n)[1]
-		if ok && (a.Shape().Eq(b.Shape()) || a.IsScalar() || b.IsScalar()) {
-			return e.node(n, t, nil, in...)
-		}
 	case "gorgonia.elemUnaryOp":
 		if t, ok := map[string]string{"neg": "Neg", "exp": "Exp", "ln": "Log", "tanh": "Tanh", "sigmoid": "Sigmoid"}[sym]; ok {
 			return e.node(n, t, nil, in...)
@@ -298,46 +314,201 @@ func (e *exporter) gorgonia(n *gorgonia.Node, in []string) (string, error) {
 		}
 		return e.node(n, "Reshape", nil, in[0], shape)
 	case "gorgonia.linAlgBinOp":
-		if sym == "×" && children(n)[0].Dims() == 2 && children(n)[1].Dims() == 2 {
-			return e.node(n, "MatMul", nil, in...)
+		return e.product(n, in)
+	case "gorgonia.transposeOp":
+		if perm, ok := graphop.Ints(op, "pattern"); ok {
+			return e.finish(n, e.emit("Transpose", []*onnxpb.AttributeProto{intsAttr("perm", int64s(perm)...)}, in...))
 		}
-	case "gorgonia.transposeOp": // "Aᵀ{1, 0}"
-		if perm, ok := parseInts(sym, "Aᵀ{", "}"); ok {
-			return e.finish(n, e.emit("Transpose", []*onnxpb.AttributeProto{intsAttr("perm", perm...)}, in...))
-		}
-	case "gorgonia.sumOp": // "Σ[0 1]"
-		if axes, ok := parseInts(sym, "Σ[", "]"); ok {
-			a, err := e.constant(tensor.New(tensor.WithShape(len(axes)), tensor.WithBacking(axes)))
+	case "gorgonia.sumOp":
+		if axes, ok := graphop.Ints(op, "along"); ok {
+			a, err := e.constant(tensor.New(tensor.WithShape(len(axes)), tensor.WithBacking(int64s(axes))))
 			if err != nil {
 				return "", err
 			}
 			return e.node(n, "ReduceSum", map[string]int64{"keepdims": 0}, in[0], a)
-		}
-	case "gorgonia.sizeOp": // "SizeOf=3", a constant of the graph's shapes
-		if v, ok := parseInts(sym, "SizeOf=", ""); ok && len(v) == 1 {
-			var c *tensor.Dense
-			switch n.Dtype() {
-			case tensor.Float32:
-				c = tensor.New(tensor.FromScalar(float32(v[0])))
-			case tensor.Float64:
-				c = tensor.New(tensor.FromScalar(float64(v[0])))
-			}
-			if c != nil {
-				name, err := e.constant(c)
-				if err != nil {
-					return "", err
-				}
-				return e.finish(n, name)
-			}
 		}
 	}
 	return "", fmt.Errorf("op %s (%s): Export writes %s: %w", sym, graphop.TypeName(op), strings.Join(exportOps, ", "), errs.ErrOption)
 }
 
 // exportOps are the ops Export writes, for its errors.
-var exportOps = []string{"Gather", "GatherElements", "nn.EmbeddingBag", "nn.Linear", "nn.Concat", "nn.LogSoftmax",
-	"+", "-", "⊙", "÷ (of one shape, or by a scalar)", "neg", "exp", "ln", "tanh", "sigmoid", "Rectify", "Reshape",
-	"Transpose", "Sum", "Mean", "× (of matrices)"}
+var exportOps = []string{"Gather", "GatherElements", "nn.EmbeddingBag", "nn.Linear", "nn.Concat", "nn.LogSoftmax", "nn.Sum", "nn.Mean",
+	"+", "-", "⊙", "÷ (broadcast or not)", "neg", "exp", "ln", "tanh", "sigmoid", "Rectify", "Reshape",
+	"Transpose", "Sum", "Mean", "Mul and BatchedMatMul (but outer products)"}
+
+// int64s returns v as int64s.
+func int64s(v []int) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+// binary writes n, a Gorgonia element-wise Add, Sub, HadamardProd or
+// HadamardDiv (op k): of its inputs as they are, or, where they are the
+// repeats a Broadcast op made, of what was repeated, which ONNX
+// broadcasts as numpy does.
+func (e *exporter) binary(n *gorgonia.Node, k int) (string, error) {
+	in := make([]string, 2)
+	for i, c := range children(n) {
+		base := c
+		for graphop.TypeName(base.Op()) == "gorgonia.repeatOp" {
+			base = children(base)[0]
+		}
+		if base != c && !broadcastsTo(base.Shape(), n.Shape()) {
+			return "", fmt.Errorf("onnx: node %q: a repeat of %v to %v, which is not a broadcast (sizes 1 repeated): %w", n.Name(), base.Shape(), c.Shape(), errs.ErrOption)
+		}
+		name, err := e.visit(base)
+		if err != nil {
+			return "", err
+		}
+		in[i] = name
+	}
+	return e.node(n, [...]string{"Add", "Sub", "Mul", "Div"}[k], nil, in...)
+}
+
+// broadcastsTo reports whether a value of shape s broadcasts to shape to
+// by repeating its axes of size 1 (or is a scalar).
+func broadcastsTo(s, to tensor.Shape) bool {
+	if s.IsScalar() || s.TotalSize() == 1 && len(s) <= len(to) {
+		return true
+	}
+	if len(s) != len(to) {
+		return false
+	}
+	for k := range s {
+		if s[k] != to[k] && s[k] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// product writes n, a Gorgonia matrix product (Mul, BatchedMatMul), as
+// MatMul, its transposed inputs through Transpose, or Gemm for matrices.
+func (e *exporter) product(n *gorgonia.Node, in []string) (string, error) {
+	kind, ta, tb, ok := graphop.LinAlg(n.Op())
+	a, b := children(n)[0], children(n)[1]
+	if !ok || kind == graphop.OuterProd {
+		return "", fmt.Errorf("onnx: node %q: the product %s: Export writes matrix, matrix-vector, dot and batched products: %w", n.Name(), n.Op(), errs.ErrOption)
+	}
+	if kind == graphop.MatMul && (ta || tb) {
+		return e.node(n, "Gemm", map[string]int64{"transA": b2i(ta), "transB": b2i(tb)}, in...)
+	}
+	for i, t := range []bool{ta, tb} {
+		x := []*gorgonia.Node{a, b}[i]
+		if !t || x.Dims() < 2 {
+			continue
+		}
+		perm := make([]int64, x.Dims())
+		for k := range perm {
+			perm[k] = int64(k)
+		}
+		perm[len(perm)-1], perm[len(perm)-2] = perm[len(perm)-2], perm[len(perm)-1]
+		in[i] = e.emit("Transpose", []*onnxpb.AttributeProto{intsAttr("perm", perm...)}, in[i])
+	}
+	return e.node(n, "MatMul", nil, in...)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// reduce writes n, nn.Sum's or nn.Mean's node, as ReduceSum (its axes a
+// constant input) or ReduceMean (its axes an attribute).
+func (e *exporter) reduce(n *gorgonia.Node, r graphop.Reduce) (string, error) {
+	x, err := e.visit(children(n)[0])
+	if err != nil {
+		return "", err
+	}
+	mean, axes, keep := r.Reduction()
+	attrs := []*onnxpb.AttributeProto{intAttr("keepdims", b2i(keep))}
+	if mean {
+		return e.finish(n, e.emit("ReduceMean", append(attrs, intsAttr("axes", int64s(axes)...)), x))
+	}
+	a, err := e.constant(tensor.New(tensor.WithShape(len(axes)), tensor.WithBacking(int64s(axes))))
+	if err != nil {
+		return "", err
+	}
+	return e.finish(n, e.emit("ReduceSum", attrs, x, a))
+}
+
+// folded returns the value of n if it is a float scalar known from the
+// graph's shapes and constants alone: a gorgonia.SizeOf, a constant, or
+// the Add, Sub, HadamardProd or HadamardDiv of two such (gorgonia.Mean's
+// count of elements over several axes is a product of sizes).
+func folded(n *gorgonia.Node) (*tensor.Dense, bool) {
+	v, ok := constScalar(n, 0)
+	if !ok || n.Op() == nil || !n.IsScalar() {
+		return nil, false
+	}
+	if graphop.TypeName(n.Op()) != "gorgonia.sizeOp" {
+		if _, bin := graphop.ElemBinary(n.Op()); !bin {
+			return nil, false
+		}
+	}
+	switch n.Dtype() {
+	case tensor.Float32:
+		return tensor.New(tensor.FromScalar(float32(v))), true
+	case tensor.Float64:
+		return tensor.New(tensor.FromScalar(v)), true
+	}
+	return nil, false
+}
+
+// constScalar returns the value of the float scalar n if the graph's shapes
+// and constants alone give it, looking depth nodes deep at most.
+func constScalar(n *gorgonia.Node, depth int) (float64, bool) {
+	if depth > 16 || !n.IsScalar() || (n.Dtype() != tensor.Float32 && n.Dtype() != tensor.Float64) {
+		return 0, false
+	}
+	op := n.Op()
+	switch {
+	case op == nil:
+		return 0, false // a leaf: an input or a learnable, not a constant
+	case strings.HasPrefix(graphop.TypeName(op), "gorgonia.constant"):
+		s, ok := n.Value().(gorgonia.Scalar)
+		if !ok {
+			return 0, false
+		}
+		switch v := s.Data().(type) {
+		case float32:
+			return float64(v), true
+		case float64:
+			return v, true
+		}
+		return 0, false
+	case graphop.TypeName(op) == "gorgonia.sizeOp":
+		axis, ok := graphop.Int(op, "axis")
+		c := children(n)
+		if !ok || len(c) != 1 || axis < 0 || axis >= c[0].Dims() {
+			return 0, false
+		}
+		return float64(c[0].Shape()[axis]), true
+	}
+	k, ok := graphop.ElemBinary(op)
+	c := children(n)
+	if !ok || k > graphop.BinDiv || len(c) != 2 {
+		return 0, false
+	}
+	a, ok := constScalar(c[0], depth+1)
+	if !ok {
+		return 0, false
+	}
+	b, ok := constScalar(c[1], depth+1)
+	if !ok {
+		return 0, false
+	}
+	if n.Dtype() == tensor.Float32 { // as the graph computes it
+		x, y := float32(a), float32(b)
+		return float64([...]float32{x + y, x - y, x * y, x / y}[k]), true
+	}
+	return [...]float64{a + b, a - b, a * b, a / b}[k], true
+}
 
 // parseInts returns the integers of s between prefix and suffix,
 // separated by spaces or commas.

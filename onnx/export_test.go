@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/onnxpb"
+	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -199,5 +201,95 @@ func TestExportHalf(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The Gorgonia ops a user's graph and Import build export and import back
+// to the same bits, and ONNX Runtime, where installed, agrees within
+// 1e-6: matrix, matrix-vector and batched products (transposed too),
+// broadcast arithmetic, gorgonia.Mean over several axes (a division by a
+// product of sizes) and nn.Sum and nn.Mean over middle axes.
+func TestExportGorgoniaOps(t *testing.T) {
+	g := gorgonia.NewGraph()
+	vals := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(i%5) - 1.5
+		}
+		return v
+	}
+	x := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(2, 3), gorgonia.WithName("x"))
+	w := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(4, 3), gorgonia.WithName("w"), gorgonia.WithValue(f32([]int{4, 3}, vals(12)...)))
+	v := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(3), gorgonia.WithName("v"), gorgonia.WithValue(f32([]int{3}, 1, 2, 3)))
+	b := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(1, 3), gorgonia.WithName("b"), gorgonia.WithValue(f32([]int{1, 3}, 0.5, -1, 2)))
+	s := gorgonia.NewTensor(g, tensor.Float32, 3, gorgonia.WithShape(2, 3, 2), gorgonia.WithName("s"), gorgonia.WithValue(f32([]int{2, 3, 2}, vals(12)...)))
+	r4 := gorgonia.NewTensor(g, tensor.Float32, 4, gorgonia.WithShape(2, 3, 4, 5), gorgonia.WithName("r4"), gorgonia.WithValue(f32([]int{2, 3, 4, 5}, vals(120)...)))
+	xt := gorgonia.Must(gorgonia.Mul(x, gorgonia.Must(gorgonia.Transpose(w)))) // Linear without a bias
+	outs := []*gorgonia.Node{
+		gorgonia.Must(gorgonia.Mul(x, gorgonia.Must(gorgonia.Transpose(x)))),
+		xt,
+		gorgonia.Must(gorgonia.Mul(x, v)),
+		gorgonia.Must(gorgonia.BatchedMatMul(gorgonia.Must(gorgonia.Reshape(x, tensor.Shape{1, 2, 3})), gorgonia.Must(gorgonia.Reshape(gorgonia.Must(gorgonia.Transpose(x)), tensor.Shape{1, 3, 2})))),
+		gorgonia.Must(gorgonia.BroadcastAdd(x, b, nil, []byte{0})),
+		gorgonia.Must(gorgonia.BroadcastHadamardProd(b, x, []byte{0}, nil)),
+		gorgonia.Must(gorgonia.Mean(s, 1, 2)),
+		gorgonia.Must(nn.Sum(r4, false, 1, 2)),
+		gorgonia.Must(nn.Mean(r4, true, 2, 3)),
+	}
+	gr := Graph{Inputs: []*gorgonia.Node{x}, Outputs: outs}
+	for k := range outs {
+		gr.OutputNames = append(gr.OutputNames, fmt.Sprintf("y%d", k))
+	}
+	in := f32([]int{2, 3}, 1, -2, 3, 0.5, 4, -1)
+	m := &Model{Graph: g, Inputs: gr.Inputs, Outputs: gr.Outputs}
+	want := run(t, m, in)
+	path := filepath.Join(t.TempDir(), "ops.onnx")
+	if err := Export(path, gr); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFile(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := run(t, back, in)
+	for k := range want {
+		if !got[k].Shape().Eq(want[k].Shape()) || !equalData(got[k].Data(), want[k].Data()) {
+			t.Errorf("%s imported again: %v %v, want %v %v", gr.OutputNames[k], got[k].Shape(), got[k].Data(), want[k].Shape(), want[k].Data())
+		}
+	}
+	if exec.Command("node", "-e", "require('onnxruntime-node')").Run() != nil {
+		if os.Getenv(ortRequire) != "" {
+			t.Fatalf("node cannot load onnxruntime-node; install: %s", ortInstall)
+		}
+		t.Logf("ONNX Runtime not checked; install: %s", ortInstall)
+		return
+	}
+	ort := runORT(t, path, []string{"x"}, []*tensor.Dense{in})
+	for k, name := range gr.OutputNames {
+		var w []float32
+		switch d := want[k].Data().(type) {
+		case []float32:
+			w = d
+		case float32:
+			w = []float32{d}
+		}
+		if len(ort[name]) != len(w) {
+			t.Fatalf("%s: %d values from ONNX Runtime, %d from Go", name, len(ort[name]), len(w))
+		}
+		for i, v := range ort[name] {
+			if math.Abs(v-float64(w[i])) > 1e-6*(1+math.Abs(v)) {
+				t.Fatalf("%s: ONNX Runtime %v, Go %v", name, ort[name], w)
+			}
+		}
+	}
+}
+
+// An outer product is refused naming the product.
+func TestExportRefusesOuter(t *testing.T) {
+	g := gorgonia.NewGraph()
+	v := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(3), gorgonia.WithName("v"))
+	outer := gorgonia.Must(gorgonia.OuterProd(v, v))
+	if err := Export(filepath.Join(t.TempDir(), "o.onnx"), Graph{Inputs: []*gorgonia.Node{v}, Outputs: []*gorgonia.Node{outer}}); err == nil || !containsAll(err.Error(), "product") {
+		t.Errorf("an outer product: %v", err)
 	}
 }

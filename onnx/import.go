@@ -273,7 +273,9 @@ func (b *builder) node(name string, v *tensor.Dense) *gorgonia.Node {
 // leaf returns a new node named name holding v.
 func (b *builder) leaf(name string, v *tensor.Dense) *gorgonia.Node {
 	if v.Dims() == 0 {
-		return gorgonia.NewScalar(b.g, v.Dtype(), gorgonia.WithName(name), gorgonia.WithValue(v))
+		// A Gorgonia scalar holds a scalar value (*gorgonia.F32...), which
+		// its scalar ops require, not a tensor of no dimensions.
+		return gorgonia.NewScalar(b.g, v.Dtype(), gorgonia.WithName(name), gorgonia.WithValue(v.Data()))
 	}
 	return gorgonia.NewTensor(b.g, v.Dtype(), v.Dims(), gorgonia.WithShape(v.Shape()...), gorgonia.WithName(name), gorgonia.WithValue(v))
 }

@@ -235,13 +235,17 @@ func gemm(c *call) (*gorgonia.Node, error) {
 	return broadcast(y, cc, gorgonia.Add, gorgonia.BroadcastAdd)
 }
 
-// matMul builds MatMul of two matrices.
+// matMul builds MatMul of two matrices, a matrix and a vector, two
+// vectors, or two stacks of matrices (rank 3, one batch dimension).
 func matMul(c *call) (*gorgonia.Node, error) {
 	a, b := c.in[0], c.in[1]
-	if a.Dims() != 2 || b.Dims() != 2 {
-		return nil, fmt.Errorf("inputs of shapes %v and %v: Import reads MatMul of two matrices: %w", a.Shape(), b.Shape(), errs.ErrOption)
+	switch {
+	case a.Dims() == 2 && (b.Dims() == 2 || b.Dims() == 1), a.Dims() == 1 && b.Dims() == 1:
+		return gorgonia.Mul(a, b)
+	case a.Dims() == 3 && b.Dims() == 3 && a.Shape()[0] == b.Shape()[0]:
+		return gorgonia.BatchedMatMul(a, b)
 	}
-	return gorgonia.Mul(a, b)
+	return nil, fmt.Errorf("inputs of shapes %v and %v: Import reads MatMul of matrices, a matrix and a vector, vectors, and stacks of matrices of one batch: %w", a.Shape(), b.Shape(), errs.ErrOption)
 }
 
 // reshape builds Reshape to a shape known when the graph is built: 0

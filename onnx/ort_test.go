@@ -48,10 +48,12 @@ func runORT(t *testing.T, path string, names []string, in []*tensor.Dense) map[s
 		Dims []int  `json:"dims"`
 		Data []any  `json:"data"`
 	}
-	var ins []input
+	ins := []input{}
 	for k, x := range in {
-		var data []any
+		data := []any{}
 		switch v := x.Data().(type) {
+		case float32, float64, int64, int32:
+			data = append(data, v)
 		case []float32:
 			for _, f := range v {
 				data = append(data, f)
@@ -69,7 +71,7 @@ func runORT(t *testing.T, path string, names []string, in []*tensor.Dense) map[s
 				data = append(data, i)
 			}
 		}
-		ins = append(ins, input{names[k], x.Dtype().String(), x.Shape(), data})
+		ins = append(ins, input{names[k], x.Dtype().String(), append([]int{}, x.Shape()...), data})
 	}
 	b, err := json.Marshal(ins)
 	if err != nil {

@@ -112,6 +112,14 @@ type ONNXOp interface {
 	ONNX() (opType string, attrs map[string]int64)
 }
 
+// A Reduce is nn.Sum's or nn.Mean's op, which package onnx writes as
+// ReduceSum (its axes an input) or ReduceMean (its axes an attribute).
+type Reduce interface {
+	// Reduction returns whether the op averages, the axes it reduces in
+	// increasing order, and whether it keeps them.
+	Reduction() (mean bool, axes []int, keepDims bool)
+}
+
 // A Bag is nn.EmbeddingBag's op, which package onnx writes as a
 // composition of ONNX operators: what it pools and how.
 type Bag interface {
@@ -135,4 +143,69 @@ type BagSpec struct {
 // that input.
 type Through interface {
 	Through() int
+}
+
+// The operators of a Gorgonia elemBinOp, as ElemBinary returns them
+// (gorgonia's ʘBinaryOperatorType).
+const (
+	BinAdd = iota
+	BinSub
+	BinMul
+	BinDiv
+	BinPow
+	BinLt
+	BinGt
+	BinLte
+	BinGte
+	BinEq
+	BinNe
+)
+
+// ElemBinary returns the operator of op if it is a Gorgonia elemBinOp
+// (Add, HadamardProd, Gte...): one of BinAdd to BinNe.
+func ElemBinary(op gorgonia.Op) (int, bool) {
+	if TypeName(op) != "gorgonia.elemBinOp" {
+		return 0, false
+	}
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	inner := v.Field(0) // the embedded ʘBinaryOperator: a scalarBinOp or tBinOp
+	if inner.Kind() != reflect.Interface || inner.IsNil() {
+		return 0, false
+	}
+	s := inner.Elem()
+	if s.Kind() != reflect.Struct || s.NumField() == 0 || s.Field(0).Kind() != reflect.Uint8 {
+		return 0, false
+	}
+	return int(s.Field(0).Uint()), true
+}
+
+// The products of a Gorgonia linAlgBinOp, as LinAlg returns them
+// (gorgonia's āBinaryOperator).
+const (
+	MatMul = iota
+	MatVecMul
+	VecDot
+	OuterProd
+	BatchedMatMul
+)
+
+// LinAlg returns the product op computes if it is a Gorgonia linAlgBinOp
+// (gorgonia.Mul, BatchedMatMul...): one of MatMul to BatchedMatMul, and
+// whether it transposes its first and second inputs.
+func LinAlg(op gorgonia.Op) (kind int, transA, transB, ok bool) {
+	if TypeName(op) != "gorgonia.linAlgBinOp" {
+		return 0, false, false, false
+	}
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	k, a, b := v.Field(0), v.FieldByName("transA"), v.FieldByName("transB")
+	if k.Kind() != reflect.Uint8 || a.Kind() != reflect.Bool || b.Kind() != reflect.Bool {
+		return 0, false, false, false
+	}
+	return int(k.Uint()), a.Bool(), b.Bool(), true
 }
