@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"slices"
 	"strconv"
+	"strings"
 
 	"gorgonia.org/tensor"
 
@@ -43,7 +46,30 @@ const (
 	deltaBaseKey   = "gathergrad.delta.base"
 	deltaSeqKey    = "gathergrad.delta.seq"
 	deltaTablesKey = "gathergrad.delta.tables"
+	// deltaSumKey holds the CRC-32C (Castagnoli) of the rest of the
+	// delta's header as deltaSum writes it: its version, its tables and
+	// the names, dtypes and shapes of its tensors, whose data the
+	// tensors' own checksums cover.
+	deltaSumKey = "gathergrad.delta.sum"
 )
+
+// deltaSum returns the checksum deltaSumKey holds for a delta file's
+// metadata meta and tensors ts.
+func deltaSum[T tensor.Tensor](meta map[string]string, ts map[string]T) string {
+	var b strings.Builder
+	for _, k := range []string{deltaBaseKey, deltaSeqKey, deltaTablesKey} {
+		fmt.Fprintf(&b, "%s=%q\n", k, meta[k])
+	}
+	names := make([]string, 0, len(ts))
+	for name := range ts {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		fmt.Fprintf(&b, "%q %v %v\n", name, ts[name].Dtype(), []int(ts[name].Shape()))
+	}
+	return fmt.Sprintf("%08x", crc32.Checksum([]byte(b.String()), castagnoli))
+}
 
 // deltaEntry is a table's entry in a delta file's metadata.
 type deltaEntry struct {
@@ -106,7 +132,9 @@ func ReadDelta(path string) (*Delta, error) {
 // assignments "<table>.assigned", int64 [m, 2] of (row, id); each dense
 // tensor under its name; the version and the tables in its metadata. It
 // writes as Write writes: atomically (a server that polls for the file
-// sees all of it or none), every tensor's CRC-32C beside it. No delta, a
+// sees all of it or none), every tensor's CRC-32C beside it, and a
+// CRC-32C of the delta's header (its version, tables, and its tensors'
+// names, dtypes and shapes). No delta, a
 // delta not well formed (Check), deltas of different versions, a table
 // twice, or a dense name that is one of the tables' tensors is an error
 // wrapping ErrShape, and nothing is written. It is O(the rows' values and
@@ -195,14 +223,16 @@ func deltaTensors(ds []*Delta, dense map[string]tensor.Tensor) (map[string]tenso
 		deltaSeqKey:    strconv.FormatUint(ds[0].Seq, 10),
 		deltaTablesKey: string(tables),
 	}
+	meta[deltaSumKey] = deltaSum(meta, ts)
 	return ts, meta, nil
 }
 
 // ReadDeltas reads a file WriteDeltas (or WriteDelta) wrote: its deltas in
 // the order written and its dense tensors by name. A file that is not one
 // (no delta metadata, a table's tensors missing or of shapes or dtypes
-// that do not fit, a delta not well formed), or whose bytes fail their
-// CRC-32C, is an error wrapping ErrFormat, never a panic.
+// that do not fit, a delta not well formed), or whose bytes or header
+// fail their CRC-32C (a changed sequence number, say), is an error
+// wrapping ErrFormat, never a panic.
 func ReadDeltas(path string) ([]*Delta, map[string]*tensor.Dense, error) {
 	ts, meta, err := Read(path)
 	if err != nil {
@@ -219,6 +249,9 @@ func fromTensors(ts map[string]*tensor.Dense, meta map[string]string, path strin
 	var entries []deltaEntry
 	if berr != nil || serr != nil || json.Unmarshal([]byte(meta[deltaTablesKey]), &entries) != nil || len(entries) == 0 {
 		return nil, nil, formatError(path, "not a delta: its metadata (%q %q %q)", meta[deltaBaseKey], meta[deltaSeqKey], meta[deltaTablesKey])
+	}
+	if sum, ok := meta[deltaSumKey]; !ok || sum != deltaSum(meta, ts) {
+		return nil, nil, formatError(path, "the delta's header fails its checksum %q: its version, tables or shapes changed since it was written", sum)
 	}
 	ds := make([]*Delta, len(entries))
 	for k, e := range entries {

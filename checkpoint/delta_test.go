@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -157,4 +158,30 @@ func FuzzReadDelta(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A delta file's header is under a checksum: its sequence number, base,
+// table name or a tensor's shape changed in place (the bytes' length
+// kept) is an ErrFormat error, in a file and in bytes.
+func TestDeltaHeaderChecked(t *testing.T) {
+	d := &Delta{Table: "items", Base: 7, Seq: 3, Dim: 2, Time: 5, Rows: []int64{1, 4}, Values: []float32{1, 2, 3, 4}}
+	b, err := EncodeDeltas([]*Delta{d}, nil)
+	require.NoError(t, err)
+	_, _, err = DecodeDeltas(b, "delta")
+	require.NoError(t, err)
+	for _, c := range []struct{ from, to string }{
+		{`"gathergrad.delta.seq":"3"`, `"gathergrad.delta.seq":"9"`},
+		{`"gathergrad.delta.base":"7"`, `"gathergrad.delta.base":"8"`},
+		{`\"table\":\"items\",\"time\"`, `\"table\":\"items\",\"tim_\"`},
+		{`"shape":[2,2]`, `"shape":[1,4]`},
+	} {
+		bad := bytes.Replace(b, []byte(c.from), []byte(c.to), -1)
+		require.NotEqual(t, b, bad, "%s is in the header", c.from)
+		path := filepath.Join(t.TempDir(), "d.safetensors")
+		require.NoError(t, os.WriteFile(path, bad, 0o644))
+		_, err := ReadDelta(path)
+		assert.ErrorIs(t, err, ErrFormat, "%s -> %s", c.from, c.to)
+		_, _, err = DecodeDeltas(bad, "delta")
+		assert.ErrorIs(t, err, ErrFormat, "%s -> %s", c.from, c.to)
+	}
 }

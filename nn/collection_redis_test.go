@@ -100,7 +100,7 @@ func TestCollectionOnCluster(t *testing.T) {
 	}
 	served, err := serve.Quantize(clusterRows(reader), dim, serve.Float32)
 	require.NoError(t, err)
-	served = served.At(9)
+	served = served.At(9).Named(feats[0].Table.Name())
 	_, err = reader.ReadDelta(ctx, 9, 1)
 	assert.ErrorIs(t, err, cluster.ErrNoDelta, "before it is published")
 

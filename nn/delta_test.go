@@ -50,7 +50,7 @@ func TestDeltasServeTheTrainingTable(t *testing.T) {
 			for k, f := range formats {
 				tb, err := serve.Quantize(rowsOf(), spec.dim, f)
 				require.NoError(t, err)
-				served[k] = tb.At(11)
+				served[k] = tb.At(11).Named(e.Name())
 			}
 			r := rand.New(rand.NewPCG(8, 8))
 			for seq := uint64(1); seq <= 4; seq++ {
@@ -113,7 +113,7 @@ func TestDeltasCarryTheIDMap(t *testing.T) {
 	w0, _ := e.Home().(Weights).Weight()
 	tb, err := serve.Quantize(append([]float32{}, w0.Float32s()...), spec.dim, serve.Float32)
 	require.NoError(t, err)
-	tb = tb.At(1)
+	tb = tb.At(1).Named(e.Name())
 	r := rand.New(rand.NewPCG(6, 1))
 	for step := range 8 {
 		lengths, _, _ := collBatchOf(spec, r)

@@ -87,7 +87,7 @@ func BenchmarkApply(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tb = tb.At(1)
+			tb = tb.At(1).Named("t")
 			apply := func() {
 				if _, err := tb.Apply(d); err != nil {
 					b.Fatal(err)
@@ -150,7 +150,7 @@ func BenchmarkApplyBeside(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tb = tb.At(1)
+	tb = tb.At(1).Named("t")
 	var waits []time.Duration
 	for b.Loop() {
 		done, out := make(chan struct{}), make(chan []time.Duration)

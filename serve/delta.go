@@ -25,11 +25,26 @@ func (t *Table) At(base uint64) *Table {
 	return &u
 }
 
+// Named returns the table named name, the name its model's deltas give it
+// (checkpoint.Delta.Table: an nn.Embedding's name): a new Table sharing
+// t's rows and version (t is left as it is). Open names its tables after
+// their tensors; a Quantize table is named here before Apply.
+func (t *Table) Named(name string) *Table {
+	u := *t
+	u.name, u.m = name, nil
+	return &u
+}
+
+// Name returns the table's name (Named, Open), "" when it has none.
+func (t *Table) Name() string { return t.name }
+
 // Apply returns the table with the delta d applied: a new Table whose rows
 // d names hold d's values in the table's format (an Int8 or Int4 row
 // quantized alone, as Quantize quantizes it) and whose other rows are t's,
 // at version (d.Base, d.Seq). t is not changed, so that a request that
-// took t answers with t whole while the new table is made: a server swaps
+// took t answers with t whole while the new table is made. A delta of
+// another table (d.Table not t's name), or any delta for a table with no
+// name, is an error wrapping ErrDelta. A server swaps
 // the new table in (live.Holder.Update) and each request reads one
 // version. The new table shares t's memory: the chunks of 16 rows that d
 // touches are copied, the rest shared, so Apply costs time and memory in
@@ -48,6 +63,12 @@ func (t *Table) Apply(d *checkpoint.Delta) (*Table, error) {
 	}
 	if err := d.Check(); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if t.name == "" {
+		return nil, fmt.Errorf("serve: a delta of %q for a table with no name: name the table (Named) so that Apply can tell its deltas from another table's: %w", d.Table, ErrDelta)
+	}
+	if d.Table != t.name {
+		return nil, fmt.Errorf("serve: a delta of %q for table %q: %w", d.Table, t.name, ErrDelta)
 	}
 	if d.Base != t.base || d.Seq != t.seq+1 {
 		return nil, fmt.Errorf("serve: delta %d of base %d for table %q at version %d of base %d: %w", d.Seq, d.Base, d.Table, t.seq, t.base, ErrDelta)

@@ -25,7 +25,7 @@ func TestApplyRefuses(t *testing.T) {
 	w := make([]float32, 100*4)
 	tb, err := serve.Quantize(w, 4, serve.Int8)
 	require.NoError(t, err)
-	tb = tb.At(5)
+	tb = tb.At(5).Named("t")
 	ok := &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{3}, Values: []float32{1, 2, 3, 4}}
 	next, err := tb.Apply(ok)
 	require.NoError(t, err)
@@ -34,13 +34,15 @@ func TestApplyRefuses(t *testing.T) {
 		d    *checkpoint.Delta
 		want error
 	}{
-		"a gap":        {next, &checkpoint.Delta{Table: "t", Base: 5, Seq: 3, Dim: 4}, serve.ErrDelta},
-		"again":        {next, ok, serve.ErrDelta},
-		"another base": {tb, &checkpoint.Delta{Table: "t", Base: 6, Seq: 1, Dim: 4}, serve.ErrDelta},
-		"another dim":  {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 3}, errs.ErrShape},
-		"a row past":   {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{100}, Values: make([]float32, 4)}, errs.ErrIndexOutOfRange},
-		"not finite":   {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{0}, Values: []float32{0, float32(math.NaN()), 0, 0}}, errs.ErrNotFinite},
-		"malformed":    {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{2, 1}, Values: make([]float32, 8)}, errs.ErrShape},
+		"a gap":         {next, &checkpoint.Delta{Table: "t", Base: 5, Seq: 3, Dim: 4}, serve.ErrDelta},
+		"again":         {next, ok, serve.ErrDelta},
+		"another base":  {tb, &checkpoint.Delta{Table: "t", Base: 6, Seq: 1, Dim: 4}, serve.ErrDelta},
+		"another table": {tb, &checkpoint.Delta{Table: "users", Base: 5, Seq: 1, Dim: 4}, serve.ErrDelta},
+		"no name":       {tb.Named(""), &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4}, serve.ErrDelta},
+		"another dim":   {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 3}, errs.ErrShape},
+		"a row past":    {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{100}, Values: make([]float32, 4)}, errs.ErrIndexOutOfRange},
+		"not finite":    {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{0}, Values: []float32{0, float32(math.NaN()), 0, 0}}, errs.ErrNotFinite},
+		"malformed":     {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{2, 1}, Values: make([]float32, 8)}, errs.ErrShape},
 	} {
 		before := c.tb.Bytes()
 		_, err := c.tb.Apply(c.d)

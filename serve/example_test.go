@@ -115,7 +115,7 @@ func ExampleTable_Apply() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	v0 := tb.At(7) // version 7 of the model, before any delta
+	v0 := tb.At(7).Named("t") // version 7 of the model, before any delta, of the table its deltas call "t"
 	d := &checkpoint.Delta{Table: "t", Base: 7, Seq: 1, Dim: 2, Rows: []int64{1}, Values: []float32{20, 21}}
 	v1, err := v0.Apply(d) // what nn.Embedding.Delta returns, or checkpoint.ReadDelta reads
 	if err != nil {

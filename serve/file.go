@@ -105,7 +105,7 @@ func Open(path, name string) (*Table, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	t := newTable(f, dim, m.Bytes()[e.Offset:e.Offset+e.Size])
-	t.m, t.stride, t.rows = m, int(e.Size)/e.Shape[0], e.Shape[0]
+	t.m, t.stride, t.rows, t.name = m, int(e.Size)/e.Shape[0], e.Shape[0], name
 	return t, nil
 }
 

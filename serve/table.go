@@ -67,6 +67,7 @@ type Table struct {
 	// deltas applied after it.
 	patch     [][]byte
 	base, seq uint64
+	name      string // the name deltas give the table (Named, Open)
 }
 
 // chunkRows is how many rows Apply copies together when one of them

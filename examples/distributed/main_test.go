@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -172,7 +173,7 @@ func TestDeltasFollowTraining(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tb = tb.At(base)
+		tb = tb.At(base).Named(fmt.Sprintf("feature%d.weight", f))
 		for seq := uint64(1); seq <= 4; seq++ {
 			ds, _, err := checkpoint.ReadDeltas(deltaPath(c.deltas, base, seq))
 			if err != nil {
@@ -206,4 +207,61 @@ func seq64(n int) []int64 {
 		s[i] = int64(i)
 	}
 	return s
+}
+
+// -deltas run as a user runs it (the command's served step included),
+// with steps that -delta-every does not divide: the file left at -save is
+// the base the deltas follow, and the base with every delta applied is
+// the model trained, bit for bit.
+func TestDeltasRunAlone(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "click.safetensors")
+	c := config{examples: 22 * 64, heldOut: 10, batch: 64, lr: 0.01, seed: 4, name: "alone", save: path,
+		deltas: filepath.Join(dir, "deltas"), deltaEvery: 5}
+	w, err := trainInMemory(c, examples(c.seed, 1, c.examples))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := served(c, w, examples(c.seed, 2, c.heldOut)); err != nil {
+		t.Fatal(err)
+	}
+	ts, meta, err := checkpoint.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := strconv.ParseUint(meta["base"], 10, 64)
+	if err != nil {
+		t.Fatalf("the file left at -save has no base: %v (%v)", meta, err)
+	}
+	for f := range 3 {
+		tb, err := serve.Quantize(ts[fmt.Sprintf("feature%d.weight", f)].Float32s(), embDim, serve.Float32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb = tb.At(base).Named(fmt.Sprintf("feature%d.weight", f))
+		applied := 0
+		for seq := uint64(1); ; seq++ {
+			ds, _, err := checkpoint.ReadDeltas(deltaPath(c.deltas, base, seq))
+			if errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tb, err = tb.Apply(ds[f]); err != nil {
+				t.Fatal(err)
+			}
+			applied++
+		}
+		if applied != 5 {
+			t.Fatalf("table %d: %d deltas after the base, want 5 (22 steps, one every 5 and the last 2)", f, applied)
+		}
+		got := make([]float32, vocab[f]*embDim)
+		if err := tb.Lookup(got, seq64(vocab[f])); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, w.tables[f]) {
+			t.Fatalf("table %d: the base file with its deltas is not the trained table", f)
+		}
+	}
 }

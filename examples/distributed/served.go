@@ -42,6 +42,12 @@ func served(c config, w *weights, held *batch) error {
 	if c.save == "" {
 		return nil
 	}
+	if c.deltas != "" {
+		// The base saved last with the deltas after it is the model
+		// trained: a server started now loads the base and applies them.
+		fmt.Printf("the model is the base saved to %s with its deltas in %s\n", c.save, c.deltas)
+		return nil
+	}
 	if err := save(c, w, 0); err != nil {
 		return err
 	}

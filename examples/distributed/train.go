@@ -260,6 +260,7 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 		}
 	}
 	pos := make([]int, c.batch)
+	unpublished := false // steps since the last delta
 	for step := range train.len() / c.batch {
 		for i := range pos {
 			pos[i] = step*c.batch + i
@@ -273,11 +274,13 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 		if err := adam.Step(gorgonia.NodesToValueGrads(m.params)); err != nil {
 			return nil, err
 		}
+		unpublished = true
 		if c.saveEvery > 0 && c.save != "" && (step+1)%c.saveEvery == 0 {
 			if pub != nil {
 				if err := saveBase(c, tables, cached, m, pub); err != nil {
 					return nil, err
 				}
+				unpublished = false
 				continue
 			}
 			w, err := current(tables, cached, m)
@@ -292,6 +295,12 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 			if err := pub.publish(); err != nil {
 				return nil, err
 			}
+			unpublished = false
+		}
+	}
+	if pub != nil && unpublished { // the last steps, so that base and deltas are the model trained
+		if err := pub.publish(); err != nil {
+			return nil, err
 		}
 	}
 	return current(tables, cached, m)

@@ -75,7 +75,7 @@ func loadModel(path string, f serve.Format) (*model, error) {
 		if m.tables[k], err = serve.Quantize(t.Float32s(), m.emb, f); err != nil {
 			return nil, fmt.Errorf("%s: table %d: %w", path, k, err)
 		}
-		m.tables[k] = m.tables[k].At(m.base)
+		m.tables[k] = m.tables[k].At(m.base).Named(fmt.Sprintf("feature%d.weight", k))
 		m.rowBytes += int64(len(m.tables[k].Bytes()))
 	}
 	if err := m.readLayers(ts, path); err != nil {

@@ -56,7 +56,7 @@ func loadServed(path string) (*served, error) {
 		if s.tables[f], err = serve.Quantize(w.Float32s(), w.Shape()[1], serve.Float32); err != nil {
 			return nil, err
 		}
-		s.tables[f] = s.tables[f].At(s.base)
+		s.tables[f] = s.tables[f].At(s.base).Named(name)
 		m, err := table.ReadIDMap(path, name)
 		if err != nil {
 			return nil, err

@@ -7,20 +7,41 @@ import "github.com/gathergrad/gather/internal/parallel"
 // vector i+1 is s[b][i·d:(i+1)·d]):
 //
 //	out[b][:d] = x[b]
-//	out[b][d+k] = Σ_t v_i[t]·v_j[t]   for the k-th pair i < j of the f+1 vectors, row by row
+//	out[b][d+k] = Σ_t v_i[t]·v_j[t]   for the k-th pair i < j of the f+1 vectors
 //
-// (each dot product summed as dot4 sums it)
+// (each dot product summed as dot4 sums it), the pairs in the order of
+// the strict lower triangle of [v_i·v_j] row by row with lower ((1, 0),
+// (2, 0), (2, 1), (3, 0)...: facebookresearch/dlrm's), else of its upper
+// triangle row by row ((0, 1), (0, 2), ..., (0, f), (1, 2)...: TorchRec's).
 //
 // out is [n, d + (f+1)·f/2]. Samples are split across goroutines.
-func DotInteract[T Float](out, x, s []T, n, d, f int) {
+func DotInteract[T Float](out, x, s []T, n, d, f int, lower bool) {
 	w := d + (f+1)*f/2
-	parallel.Run(n, n*w*d, interactTask[T]{out, x, s, d, f})
+	parallel.Run(n, n*w*d, interactTask[T]{out, x, s, d, f, lower})
+}
+
+// pair returns the vectors i < j of the pair at step v of row u of the
+// lower (v < u) or upper (v > u) triangle.
+func pair(u, v int, lower bool) (i, j int) {
+	if lower {
+		return v, u
+	}
+	return u, v
+}
+
+// rowSpan returns the steps [lo, hi) of row u of the triangle.
+func rowSpan(u, f int, lower bool) (lo, hi int) {
+	if lower {
+		return 0, u
+	}
+	return u + 1, f + 1
 }
 
 // interactTask is DotInteract's work on the samples [lo, hi).
 type interactTask[T Float] struct {
 	out, x, s []T
 	d, f      int
+	lower     bool
 }
 
 func (t interactTask[T]) Part(lo, hi int) int {
@@ -30,10 +51,11 @@ func (t interactTask[T]) Part(lo, hi int) int {
 		o, xb, sb := out[b*w:(b+1)*w], x[b*d:(b+1)*d], s[b*f*d:(b+1)*f*d]
 		copy(o, xb)
 		k := d
-		for i := range f + 1 {
-			vi := vec(xb, sb, i, d)
-			for j := i + 1; j <= f; j++ {
-				o[k] = dot4(vi, vec(xb, sb, j, d))
+		for u := range f + 1 {
+			lo, hi := rowSpan(u, f, t.lower)
+			for v := lo; v < hi; v++ {
+				i, j := pair(u, v, t.lower)
+				o[k] = dot4(vec(xb, sb, i, d), vec(xb, sb, j, d))
 				k++
 			}
 		}
@@ -56,18 +78,19 @@ func vec[T Float](x, s []T, i, d int) []T {
 //	∂x[b] = g[b][:d] + Σ_{pairs (0, j)} g[b][d+k]·v_j
 //	∂v_i  = Σ_{pairs (i, j) or (j, i)} g[b][d+k]·v_j      for i ≥ 1
 //
-// each vector's terms added in the order of the pairs. With add the
-// gradient is added into dst. Samples are split across goroutines.
-func DotInteractGrad[T Float](dst, x, s, g []T, n, d, f, wrt int, add bool) {
+// each vector's terms added in the order of the pairs (lower as for
+// DotInteract). With add the gradient is added into dst. Samples are
+// split across goroutines.
+func DotInteractGrad[T Float](dst, x, s, g []T, n, d, f, wrt int, add, lower bool) {
 	w := d + (f+1)*f/2
-	parallel.Run(n, n*w*d, interactGradTask[T]{dst, x, s, g, d, f, wrt, add})
+	parallel.Run(n, n*w*d, interactGradTask[T]{dst, x, s, g, d, f, wrt, add, lower})
 }
 
 // interactGradTask is DotInteractGrad's work on the samples [lo, hi).
 type interactGradTask[T Float] struct {
 	dst, x, s, g []T
 	d, f, wrt    int
-	add          bool
+	add, lower   bool
 }
 
 func (t interactGradTask[T]) Part(lo, hi int) int {
@@ -88,10 +111,11 @@ func (t interactGradTask[T]) Part(lo, hi int) int {
 			}
 		}
 		k := d
-		for i := range f + 1 {
-			vi := vec(xb, sb, i, d)
-			for j := i + 1; j <= f; j++ {
-				vj, c := vec(xb, sb, j, d), gb[k]
+		for u := range f + 1 {
+			lo, hi := rowSpan(u, f, t.lower)
+			for v := lo; v < hi; v++ {
+				i, j := pair(u, v, t.lower)
+				vi, vj, c := vec(xb, sb, i, d), vec(xb, sb, j, d), gb[k]
 				k++
 				if wrt == 0 {
 					if i == 0 {
