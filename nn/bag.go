@@ -44,9 +44,12 @@ func bagKernel(m BagMode) kernel.BagMode {
 const opBag = "embedding_bag"
 
 // EmbeddingBag adds a pooled lookup to table's graph, PyTorch's
-// F.embedding_bag with per-sample weights in every mode: each bag of ids
-// becomes one vector, the sum, mean or elementwise maximum of its rows of
-// table, each row first multiplied by its weight.
+// F.embedding_bag: each bag of ids becomes one vector, the sum, mean or
+// elementwise maximum of its rows of table, each row first multiplied by
+// its weight when weights are given. PyTorch takes per_sample_weights in
+// sum mode only; weights in mean and max mode are this package's
+// extension beyond it (the formulas below), which a PyTorch model does
+// not have.
 //
 // table is [vocab, dim], float32 or float64; the output is [bags, dim].
 // Bags are given either as ids of shape [bags, k] with offsets nil (every

@@ -39,8 +39,10 @@ type Feature struct {
 // CollectionOptions are a Collection's options.
 type CollectionOptions struct {
 	// Weighted: Bag takes a weight for every id (per-sample weights),
-	// which multiplies its row. Sum and mean bags only, as PyTorch's
-	// per_sample_weights; the weights are data and get no gradient.
+	// which multiplies its row; the weights are data and get no gradient.
+	// Sum and mean bags only. PyTorch's per_sample_weights are sum mode's
+	// alone: a weighted mean, Σ wᵢ·rowᵢ divided by the bag's number of ids,
+	// is this package's extension beyond it.
 	Weighted bool
 	// Init is how the rows an id map (Feature.IDs) gives new ids start.
 	Init table.RowInit

@@ -110,6 +110,9 @@ func ReadFile(path string, o Options) (*Model, error) {
 // a value it does not implement, is an error wrapping gather.ErrOption
 // naming the node, its operator and the opset.
 func Import(b []byte, o Options) (*Model, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("onnx: no bytes: an empty file is not a model: %w", checkpoint.ErrFormat)
+	}
 	var mp onnxpb.ModelProto
 	if err := proto.Unmarshal(b, &mp); err != nil {
 		return nil, fmt.Errorf("onnx: not a model: %v: %w", err, checkpoint.ErrFormat)
@@ -120,12 +123,22 @@ func Import(b []byte, o Options) (*Model, error) {
 			opset = s.GetVersion()
 		}
 	}
+	if opset < 0 || mp.GetGraph() == nil {
+		return nil, fmt.Errorf("onnx: not a model: no graph or no opset of the default domain: %w", checkpoint.ErrFormat)
+	}
 	if opset < MinOpset || opset > MaxOpset {
 		return nil, fmt.Errorf("onnx: the model imports opset %d of the default domain; Import reads %d to %d: %w", opset, MinOpset, MaxOpset, errs.ErrOption)
 	}
 	gp := mp.GetGraph()
-	if gp == nil {
-		return nil, fmt.Errorf("onnx: the model has no graph: %w", checkpoint.ErrFormat)
+	// An operator Import does not read is named before any of the
+	// values it would have read (a Loop's body, a BOOL constant).
+	for _, np := range gp.GetNode() {
+		if doc := np.GetDocString(); doc == bagPart || strings.HasPrefix(doc, bagMark) {
+			continue
+		}
+		if err := readable(np, opset); err != nil {
+			return nil, err
+		}
 	}
 	bd := &builder{g: gorgonia.NewGraph(), values: map[string]*gorgonia.Node{}, consts: map[string]*tensor.Dense{}, opset: opset,
 		sparse: map[*gorgonia.Node]*nn.Embedding{}, padding: map[*gorgonia.Node]int{}}
@@ -315,8 +328,11 @@ func (b *builder) input(in *onnxpb.ValueInfoProto, o Options) (*gorgonia.Node, e
 		switch {
 		case d.GetDimParam() != "":
 			v, ok := o.Dims[d.GetDimParam()]
-			if !ok || v <= 0 {
+			if !ok {
 				return nil, fmt.Errorf("onnx: input %q: dimension %q needs a size (Options.Dims): %w", name, d.GetDimParam(), errs.ErrOption)
+			}
+			if v <= 0 {
+				return nil, fmt.Errorf("onnx: input %q: Options.Dims gives dimension %q the size %d; a size is positive: %w", name, d.GetDimParam(), v, errs.ErrOption)
 			}
 			dims = append(dims, int64(v))
 		case d.Value != nil:
@@ -351,14 +367,10 @@ func (b *builder) apply(np *onnxpb.NodeProto) error {
 	if name == "" && len(np.GetOutput()) > 0 {
 		name = np.GetOutput()[0]
 	}
-	if d := np.GetDomain(); d != "" && d != "ai.onnx" {
-		return fmt.Errorf("onnx: node %q: operator %s of domain %q: Import reads the default domain: %w", name, np.GetOpType(), d, errs.ErrOption)
+	if err := readable(np, b.opset); err != nil {
+		return err
 	}
-	op, ok := ops[np.GetOpType()]
-	if !ok {
-		return fmt.Errorf("onnx: node %q: operator %s (opset %d) is not one Import reads (%s): %w",
-			name, np.GetOpType(), b.opset, strings.Join(Ops(), ", "), errs.ErrOption)
-	}
+	op := ops[np.GetOpType()]
 	for _, a := range np.GetAttribute() {
 		if !slices.Contains(op.attrs, a.GetName()) {
 			reads := "no attribute"
@@ -408,6 +420,30 @@ func (b *builder) apply(np *onnxpb.NodeProto) error {
 	b.values[np.GetOutput()[0]] = out
 	if v, ok := c.constOut(); ok {
 		b.consts[np.GetOutput()[0]] = v
+	}
+	return nil
+}
+
+// nodeName returns the name of np in errors: its own, else its first
+// output's.
+func nodeName(np *onnxpb.NodeProto) string {
+	if name := np.GetName(); name != "" || len(np.GetOutput()) == 0 {
+		return name
+	}
+	return np.GetOutput()[0]
+}
+
+// readable reports an error wrapping gather.ErrOption unless np's
+// operator is one Import reads, of the default domain: the error names
+// the node, its operator and the opset.
+func readable(np *onnxpb.NodeProto, opset int64) error {
+	name := nodeName(np)
+	if d := np.GetDomain(); d != "" && d != "ai.onnx" {
+		return fmt.Errorf("onnx: node %q: operator %s of domain %q: Import reads the default domain: %w", name, np.GetOpType(), d, errs.ErrOption)
+	}
+	if _, ok := ops[np.GetOpType()]; !ok {
+		return fmt.Errorf("onnx: node %q: operator %s (opset %d) is not one Import reads (%s): %w",
+			name, np.GetOpType(), opset, strings.Join(Ops(), ", "), errs.ErrOption)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/onnxpb"
 )
@@ -231,6 +233,37 @@ func TestImportPadding(t *testing.T) {
 	} {
 		if _, err := Import(build(), Options{Padding: c.pad}); !errors.Is(err, c.want) || !containsAll(err.Error(), c.text) {
 			t.Errorf("%v: %v", c.pad, err)
+		}
+	}
+}
+
+// Errors say what is wrong: an empty file is ErrFormat; a Loop (PyTorch's
+// EmbeddingBag export) is an operator Import does not read, named with
+// its opset, before the BOOL constant its body uses; a size of 0 or -3 in
+// Options.Dims is named with its value.
+func TestImportErrorsTellTheTruth(t *testing.T) {
+	if _, err := Import(nil, Options{}); !errors.Is(err, checkpoint.ErrFormat) || !containsAll(err.Error(), "empty") {
+		t.Errorf("an empty file: %v", err)
+	}
+	boolConst := &onnxpb.NodeProto{OpType: ptr("Constant"), Name: ptr("cond"), Output: []string{"cond"}, Attribute: []*onnxpb.AttributeProto{{
+		Name: ptr("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(),
+		T: &onnxpb.TensorProto{Name: ptr("c"), DataType: ptr(int32(onnxpb.TensorProto_BOOL)), Int32Data: []int32{1}}}}}
+	loop := nodeOf("Loop", []string{"", "cond"}, "y")
+	_, err := Import(model(t, []string{"x"}, [][]int64{{2}}, nil, boolConst, loop), Options{})
+	if !errors.Is(err, errs.ErrOption) || errors.Is(err, checkpoint.ErrFormat) || !containsAll(err.Error(), "Loop", "opset 13") {
+		t.Errorf("a Loop: %v", err)
+	}
+	b := model(t, []string{"x"}, [][]int64{{2}}, nil, nodeOf("Relu", []string{"x"}, "y"))
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(b, &mp); err != nil {
+		t.Fatal(err)
+	}
+	mp.Graph.Input[0].Type.GetTensorType().Shape.Dim[0].Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: "batch"}
+	b, _ = proto.Marshal(&mp)
+	for _, v := range []int{0, -3} {
+		_, err := Import(b, Options{Dims: map[string]int{"batch": v}})
+		if !errors.Is(err, errs.ErrOption) || !containsAll(err.Error(), `"batch"`, fmt.Sprintf("size %d", v), "positive") {
+			t.Errorf("Dims %d: %v", v, err)
 		}
 	}
 }
