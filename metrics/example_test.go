@@ -26,3 +26,17 @@ func ExampleNewBinary() {
 	// Output:
 	// examples 6, AUC 0.7778, log loss 0.5588, NE 0.8061, calibration 0.9333
 }
+
+// A rating model judged on held-out ratings, as Surprise reports it.
+func ExampleRegression() {
+	var r metrics.Regression
+	if err := r.Update([]float32{3.5, 4.2, 2.0}, []float32{4, 4, 1}); err != nil {
+		log.Fatal(err)
+	}
+	if err := r.Update([]float32{4.8}, []float32{5}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("examples %d, RMSE %.4f, MAE %.4f, bias %+.4f\n", r.Examples(), r.RMSE(), r.MAE(), r.Bias())
+	// Output:
+	// examples 4, RMSE 0.5766, MAE 0.4750, bias +0.1250
+}

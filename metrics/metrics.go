@@ -19,6 +19,9 @@
 //	m, _ := metrics.NewBinary(metrics.Options{Window: 100_000})
 //	for each batch: m.Update(probs, clicks)
 //	fmt.Println(m.Window().AUC, m.Window().NE)
+//
+// A Regression judges predicted values (a rating model's) by their RMSE
+// and MAE.
 package metrics
 
 import (

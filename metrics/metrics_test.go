@@ -179,3 +179,38 @@ func TestBinnedBound(t *testing.T) {
 		t.Fatalf("%+v: want AUC 1, binned 0.5, bound 0.5", r)
 	}
 }
+
+// Regression's RMSE and MAE are the definitions over every batch; bad
+// batches are refused and add nothing; before any example they are NaN.
+func TestRegression(t *testing.T) {
+	var r Regression
+	if !math.IsNaN(r.RMSE()) || !math.IsNaN(r.MAE()) {
+		t.Fatalf("before any example: %v %v", r.RMSE(), r.MAE())
+	}
+	p := []float32{1, 2.5, -1, 4}
+	y := []float32{1.5, 2, 0, 7}
+	if err := r.Update(p[:2], y[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Update(p[2:], y[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Update([]float32{1}, []float32{1, 2}); !errors.Is(err, errs.ErrShape) {
+		t.Fatalf("lengths: %v", err)
+	}
+	if err := r.Update([]float32{1, float32(math.NaN())}, []float32{1, 2}); !errors.Is(err, ErrNotFinite) || !strings.Contains(err.Error(), "example 1") {
+		t.Fatalf("NaN: %v", err)
+	}
+	var sq, abs float64
+	for i := range p {
+		d := float64(p[i] - y[i])
+		sq, abs = sq+d*d, abs+math.Abs(d)
+	}
+	if r.Examples() != 4 || math.Abs(r.RMSE()-math.Sqrt(sq/4)) > 1e-12 || math.Abs(r.MAE()-abs/4) > 1e-12 {
+		t.Fatalf("examples %d, RMSE %v, MAE %v; want 4, %v, %v", r.Examples(), r.RMSE(), r.MAE(), math.Sqrt(sq/4), abs/4)
+	}
+	r.Reset()
+	if r.Examples() != 0 {
+		t.Fatal("Reset kept examples")
+	}
+}

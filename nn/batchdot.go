@@ -10,6 +10,7 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
+	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opBatchDot names BatchDot in error messages.
@@ -51,6 +52,43 @@ func BatchDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 		func(out, a, b *tensor.Dense) { f.dot(out, a, b, k, d) },
 		func(dst, a, b, g *tensor.Dense, wrt int, add bool) { f.grad(dst, a, b, g, k, d, wrt, add) })
 	return opkit.Apply(opBatchDot, o, a, b)
+}
+
+// opRowDot names RowDot in error messages.
+const opRowDot = "row_dot"
+
+// RowDot returns the dot product of each row of a with the same row of b:
+// a and b are [n, d], and
+//
+//	out[i] = Σ_t a[i][t]·b[i][t]    out is [n]
+//
+// as (a * b).sum(1) computes it in PyTorch. It scores a batch of pairs of
+// two lookups of one batch, such as the user and item factors of matrix
+// factorisation:
+//
+//	u, _ := users.Lookup(userIDs) // [n, d]
+//	v, _ := items.Lookup(itemIDs) // [n, d]
+//	score, _ := nn.RowDot(u, v)   // [n]
+//
+// a and b are float32 or float64, of one dtype. Gradients flow to both,
+// in both of Gorgonia's machines: ∂/∂a[i] = g[i]·b[i], ∂/∂b[i] = g[i]·a[i].
+// It is BatchDot with one row of b per row of a: O(n·d) forward and
+// backward.
+func RowDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
+	dt, err := floatPair(opRowDot, "a", "b", a, b)
+	if err != nil {
+		return nil, err
+	}
+	as, bs := a.Shape(), b.Shape()
+	if len(as) != 2 || !shapes.SameShape(as, bs) {
+		return nil, fmt.Errorf("%s: a of shape %v and b of shape %v must both be [n, d]: %w", opRowDot, as, bs, gather.ErrShape)
+	}
+	n, d := as[0], as[1]
+	f := operand.PickFloat(dt, &batchDot32, &batchDot64)
+	o := newPairOp(opRowDot, fmt.Sprintf("RowDot{%d, %d}", n, d), [2]string{"a", "b"}, dt, as, bs, tensor.Shape{n},
+		func(out, a, b *tensor.Dense) { f.dot(out, a, b, 1, d) },
+		func(dst, a, b, g *tensor.Dense, wrt int, add bool) { f.grad(dst, a, b, g, 1, d, wrt, add) })
+	return opkit.Apply(opRowDot, o, a, b)
 }
 
 // batchDotKernels are BatchDot's loops for one dtype, chosen when the op

@@ -354,31 +354,35 @@ func TestCollectionEqualsSeparate(t *testing.T) {
 }
 
 // The fused step leaves every table as the unfused one does, bit for bit,
-// over batches with repeated rows, for each rule.
+// over batches with repeated rows, for each rule, with per-id weights and
+// without them (DLRM's usual case, where every sum bag's coefficient is
+// 1).
 func TestCollectionFusedEqualsUnfused(t *testing.T) {
-	spec := collSpec{tableOf: []int{0, 0, 1}, modes: []BagMode{BagSum, BagMean, BagSum},
-		vocab: []int{600, 20}, pad: []int{3, -1}, dim: 8, weighted: true, dtype: tensor.Float32}
-	for rn, newOpt := range map[string]func() optim.Sparse{
-		"sgd":     func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.3} },
-		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.1) },
-		"adagrad": func() optim.Sparse { return optim.NewRowWiseAdagrad(0.2) },
-	} {
-		t.Run(rn, func(t *testing.T) {
-			fused := spec
-			fused.fused = true
-			a := newCollModel(t, spec, true, 3*collPer)
-			b := newCollModel(t, fused, true, 3*collPer+5)
-			r := rand.New(rand.NewPCG(3, 4))
-			o1, o2 := newOpt(), newOpt()
-			for range 5 {
-				l, v, w := collBatchOf(spec, r)
-				a.set(spec, l, v, w)
-				b.set(fused, l, v, w)
-				a.step(t, o1)
-				b.step(t, o2)
-			}
-			assert.Equal(t, a.rows(t), b.rows(t))
-		})
+	for _, weighted := range []bool{true, false} {
+		spec := collSpec{tableOf: []int{0, 0, 1}, modes: []BagMode{BagSum, BagMean, BagSum},
+			vocab: []int{600, 20}, pad: []int{3, -1}, dim: 8, weighted: weighted, dtype: tensor.Float32}
+		for rn, newOpt := range map[string]func() optim.Sparse{
+			"sgd":     func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.3} },
+			"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.1) },
+			"adagrad": func() optim.Sparse { return optim.NewRowWiseAdagrad(0.2) },
+		} {
+			t.Run(fmt.Sprintf("%s/weighted=%v", rn, weighted), func(t *testing.T) {
+				fused := spec
+				fused.fused = true
+				a := newCollModel(t, spec, true, 3*collPer)
+				b := newCollModel(t, fused, true, 3*collPer+5)
+				r := rand.New(rand.NewPCG(3, 4))
+				o1, o2 := newOpt(), newOpt()
+				for range 5 {
+					l, v, w := collBatchOf(spec, r)
+					a.set(spec, l, v, w)
+					b.set(fused, l, v, w)
+					a.step(t, o1)
+					b.step(t, o2)
+				}
+				assert.Equal(t, a.rows(t), b.rows(t))
+			})
+		}
 	}
 }
 

@@ -329,7 +329,9 @@ func (e *Embedding) tap(out *gorgonia.Node, c *capture) (*gorgonia.Node, error) 
 }
 
 // Learnables returns the nodes a dense solver should update: the table, or
-// nothing for a frozen or sparse embedding (see WithSparse).
+// nothing for a frozen or sparse embedding (see WithSparse). A sparse
+// table's gradient comes through GradNodes instead (Grad's errors say
+// so).
 func (e *Embedding) Learnables() gorgonia.Nodes {
 	if e.cfg.frozen || e.cfg.sparse {
 		return nil

@@ -63,6 +63,7 @@ const (
 	forCrossEntropy = optIgnoreIndex | optClassWeights | optSmoothing | optReduction
 	forNLLLoss      = optIgnoreIndex | optClassWeights | optReduction
 	forBCE          = optPosWeight | optReduction
+	forMSE          = optReduction
 	forOpen         = optPadding | optFrozen | optSparse | optMaxNorm | optFreq
 )
 

@@ -597,3 +597,44 @@ func (t rangeTask[K]) Part(lo, hi int) int {
 	t.k.rows(lo, hi)
 	return -1
 }
+
+// SquaredErrors sets out[i] = (x[i] - y[i])².
+func SquaredErrors[T Float](out, x, y []T) {
+	y, out = y[:len(x)], out[:len(x)]
+	for i, v := range x {
+		d := v - y[i]
+		out[i] = d * d
+	}
+}
+
+// SquaredErrorSum returns Σ (x[i] - y[i])², each term computed in T and
+// summed in float64.
+func SquaredErrorSum[T Float](x, y []T) float64 {
+	y = y[:len(x)]
+	var s float64
+	for i, v := range x {
+		d := v - y[i]
+		s += float64(d * d)
+	}
+	return s
+}
+
+// SquaredErrorGrad writes (or with add, adds) into dst scale·(x - y),
+// times up[i] elementwise when up is not nil: the gradient of the squared
+// errors' sum (scale 2), mean (2/n), or per-element losses (2, up the
+// upstream gradient), with respect to x; -scale gives y's.
+func SquaredErrorGrad[T Float](dst, x, y, up []T, scale float64, add bool) {
+	y, dst = y[:len(x)], dst[:len(x)]
+	c := T(scale)
+	for i, v := range x {
+		g := c * (v - y[i])
+		if up != nil {
+			g *= up[i]
+		}
+		if add {
+			dst[i] += g
+		} else {
+			dst[i] = g
+		}
+	}
+}
