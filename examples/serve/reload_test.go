@@ -504,3 +504,161 @@ func TestReloads(t *testing.T) {
 		t.Fatalf("/metrics: %v", m)
 	}
 }
+
+// While the model is being updated (a reload or a delta: the Holder is
+// Busy), the gate admits a second queue: requests past the workers and
+// the queue wait and are answered 200 once the model runs again, rather
+// than 503; past the second queue too, they are 503.
+func TestOverloadDuringUpdate(t *testing.T) {
+	path, _ := writeModel(t)
+	s := newTestServer(t, path, serve.Int8, options{workers: 1, queue: 2})
+	hold := make(chan struct{})
+	s.beforeModel = func() { <-hold }
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	defer close(hold)
+	body, _ := json.Marshal(request{Examples: randomExamples(rand.New(rand.NewPCG(1, 1)), 4)})
+	codes := make(chan int, 8)
+	post := func() {
+		resp, err := http.Post(ts.URL+"/predict", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			codes <- 0
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}
+	waitAdmitted := func(n int) {
+		for deadline := time.Now().Add(10 * time.Second); s.gate.Admitted() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d requests admitted, want %d", s.gate.Admitted(), n)
+			}
+		}
+	}
+	for range 3 { // one runs, two queue
+		go post()
+	}
+	waitAdmitted(3)
+	updating, release, updated := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		updated <- s.Update("v-update", func(cur *model) (*model, error) {
+			close(updating)
+			<-release
+			return cur, nil
+		})
+	}()
+	<-updating
+	for range 2 { // the second queue
+		go post()
+	}
+	waitAdmitted(5)
+	resp, err := http.Post(ts.URL+"/predict", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("past both queues: %d, want 503", resp.StatusCode)
+	}
+	close(release)
+	if err := <-updated; err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		hold <- struct{}{}
+	}
+	for range 5 {
+		if c := <-codes; c != 200 {
+			t.Fatalf("an admitted request: %d", c)
+		}
+	}
+}
+
+// At half of its capacity, with 100 reloads of its model file, the server
+// answers every request 200.
+func TestReloadsUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a run of several seconds under load")
+	}
+	path, _ := writeModel(t)
+	s := newTestServer(t, path, serve.Int8, options{})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	body, _ := json.Marshal(request{Examples: randomExamples(rand.New(rand.NewPCG(1, 1)), 64)})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 10 * time.Second}
+	post := func() (int, error) {
+		resp, err := client.Post(ts.URL+"/predict", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// Capacity: requests a second answered by as many clients as workers,
+	// one request each at a time, for a second.
+	var done atomic.Int64
+	stop := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	for range s.gate.Workers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				if c, err := post(); err == nil && c == 200 {
+					done.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rate := float64(done.Load()) / 2 // half of capacity
+	if rate < 10 {
+		t.Fatalf("a capacity of %d requests a second", done.Load())
+	}
+	const reloads, run = 100, 2 * time.Second
+	codes := map[int]int{}
+	var mu sync.Mutex
+	var sent, failed atomic.Int64
+	reloadDone := make(chan struct{})
+	go func() {
+		defer close(reloadDone)
+		for range reloads {
+			time.Sleep(run / reloads)
+			if _, err := s.Reload(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	end := time.Now().Add(run)
+	for time.Now().Before(end) {
+		<-tick.C
+		sent.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := post()
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			mu.Lock()
+			codes[c]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	<-reloadDone
+	if ok, bad := s.Reloads(); ok < reloads || bad != 0 {
+		t.Fatalf("reloads: %d ok, %d failed", ok, bad)
+	}
+	if failed.Load() != 0 || codes[200] != int(sent.Load()) {
+		t.Fatalf("at %.0f requests a second (half of capacity) with %d reloads: %d sent, answers %v, %d failed", rate, reloads, sent.Load(), codes, failed.Load())
+	}
+	t.Logf("at %.0f requests a second with %d reloads: %d sent, all 200", rate, reloads, sent.Load())
+}

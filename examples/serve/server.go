@@ -83,7 +83,9 @@ func newServer(path string, f serve.Format, o options) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &server{Holder: h, gate: live.NewGate(o.workers, o.queue), metrics: live.NewMetrics()}, nil
+	gate := live.NewGate(o.workers, o.queue)
+	gate.ExtendWhile(h.Busy) // a reload's or a delta's work does not turn requests away
+	return &server{Holder: h, gate: gate, metrics: live.NewMetrics()}, nil
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,13 @@ type Holder[M any] struct {
 	bad   atomic.Int64                // reloads that failed
 
 	applied, refused atomic.Int64 // updates (Update) made and refused
+	busy             atomic.Int32 // reloads and updates running
 }
+
+// Busy reports whether a reload or an update is building a new model
+// now: a Gate extended by it (Gate.ExtendWhile) admits more requests
+// meanwhile.
+func (h *Holder[M]) Busy() bool { return h.busy.Load() > 0 }
 
 // NewHolder returns a Holder of the model load reads from the file at
 // path, loaded once; load's error is NewHolder's.
@@ -59,7 +66,7 @@ func (h *Holder[M]) read() (*Loaded[M], error) {
 		if err != nil {
 			return nil, err
 		}
-		b, err := os.ReadFile(h.path)
+		sum, err := fileSum(h.path)
 		if err != nil {
 			return nil, err
 		}
@@ -74,10 +81,23 @@ func (h *Holder[M]) read() (*Loaded[M], error) {
 		if !sameFile(before, after) {
 			continue
 		}
-		sum := sha256.Sum256(b)
 		return &Loaded[M]{Model: m, Version: fmt.Sprintf("%d-%s", h.loads.Add(1), hex.EncodeToString(sum[:6])), stat: after}, nil
 	}
 	return nil, fmt.Errorf("%s changed three times while it was read", h.path)
+}
+
+// fileSum returns the SHA-256 of the file at path, read in pieces.
+func fileSum(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
 }
 
 func sameFile(a, b os.FileInfo) bool {
@@ -99,6 +119,8 @@ func (h *Holder[M]) Path() string { return h.path }
 func (h *Holder[M]) Reload() (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.busy.Add(1)
+	defer h.busy.Add(-1)
 	if st, err := os.Stat(h.path); err == nil {
 		h.tried.Store(&st)
 	}
@@ -121,6 +143,8 @@ func (h *Holder[M]) Reload() (string, error) {
 func (h *Holder[M]) Update(version string, next func(cur M) (M, error)) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.busy.Add(1)
+	defer h.busy.Add(-1)
 	cur := h.cur.Load()
 	m, err := next(cur.Model)
 	if err != nil {

@@ -189,3 +189,62 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A Gate extended while busy reports true admits a second queue then,
+// and refuses past it; not busy, or with the extension ended, it
+// refuses past its one queue.
+func TestGateExtend(t *testing.T) {
+	g := NewGate(1, 1)
+	busy := false
+	g.ExtendWhile(func() bool { return busy })
+	ctx := context.Background()
+	leave, err := g.Enter(ctx) // the worker
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan func(), 2)
+	go func() { // the queue
+		l, err := g.Enter(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		queued <- l
+	}()
+	for g.Admitted() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := g.Enter(ctx); !errors.Is(err, ErrFull) {
+		t.Fatalf("not busy, past the queue: %v", err)
+	}
+	busy = true
+	go func() { // the second queue
+		l, err := g.Enter(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		queued <- l
+	}()
+	for g.Admitted() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := g.Enter(ctx); !errors.Is(err, ErrFull) {
+		t.Fatalf("busy, past the second queue: %v", err)
+	}
+	leave()
+	(<-queued)()
+	(<-queued)()
+	if g.Admitted() != 0 {
+		t.Fatalf("%d admitted after every request left", g.Admitted())
+	}
+	g.ExtendWhile(nil)
+	leave, _ = g.Enter(ctx)
+	go func() { l, _ := g.Enter(ctx); queued <- l }()
+	for g.Admitted() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := g.Enter(ctx); !errors.Is(err, ErrFull) {
+		t.Fatalf("the extension ended, busy, past the queue: %v", err)
+	}
+	leave()
+	(<-queued)()
+}
