@@ -227,6 +227,9 @@ func Import(b []byte, o Options) (*Model, error) {
 			return nil, err
 		}
 	}
+	if len(gp.GetOutput()) == 0 {
+		return nil, fmt.Errorf("onnx: the graph has no outputs: %w", checkpoint.ErrFormat)
+	}
 	for _, out := range gp.GetOutput() {
 		n, ok := bd.values[out.GetName()]
 		if !ok {
