@@ -1,0 +1,8 @@
+package feed
+
+import "gorgonia.org/tensor"
+
+type (
+	tensorT = tensor.Tensor
+	denseT  = tensor.Dense
+)

@@ -1,0 +1,53 @@
+package feed_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/gathergrad/gather/feed"
+)
+
+// Two lines of Criteo's click log, read into one batch of 3: the second
+// line's empty integer is filled with 0, its empty categorical an empty
+// bag, and the batch's third example is padding of weight 0.
+func ExampleOpen() {
+	dir, err := os.MkdirTemp("", "feed")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "train.txt")
+	line := func(label, i1, c1 string) string {
+		s := label + "\t" + i1
+		for range 12 {
+			s += "\t1"
+		}
+		s += "\t" + c1
+		for range 25 {
+			s += "\t0a"
+		}
+		return s + "\n"
+	}
+	if err := os.WriteFile(path, []byte(line("1", "3", "68fd1e64")+line("0", "", "")), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	r, err := feed.Open([]string{path}, feed.Criteo(), feed.Options{Batch: 3})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	b, err := r.Next(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("real", b.Real, "labels", b.Labels, "weights", b.Weights)
+	fmt.Printf("I1: %.4f %.4f %.4f\n", b.Dense[0], b.Dense[b.DenseDim], b.Dense[2*b.DenseDim])
+	fmt.Println("C1 lengths", b.Sparse.Lengths[0:3], "C1 ids", b.Sparse.Values[:1], "= 0x68fd1e64")
+	// Output:
+	// real 2 labels [1 0 0] weights [1 1 0]
+	// I1: 1.3863 0.0000 0.0000
+	// C1 lengths [1 0 0] C1 ids [1761418852] = 0x68fd1e64
+}
