@@ -25,7 +25,7 @@ type pipeline struct {
 	heldOK  bool
 	ended   bool // pending is closed and empty
 	wg      sync.WaitGroup
-	blocks  sync.Pool
+	blocks  *sync.Pool // the Reader's: blocks parsed into, reused across epochs
 }
 
 type job struct {
@@ -36,8 +36,7 @@ type job struct {
 // newPipeline starts parsing epoch's blocks of the reader's shard, after
 // the first skip of them.
 func newPipeline(r *Reader, epoch, skip int) *pipeline {
-	p := &pipeline{r: r, cancel: make(chan struct{}), jobs: make(chan job), pending: make(chan chan *block, r.o.Window+r.o.Workers)}
-	p.blocks.New = func() any { return new(block) }
+	p := &pipeline{r: r, cancel: make(chan struct{}), jobs: make(chan job), pending: make(chan chan *block, r.o.Window+r.o.Workers), blocks: &r.pool}
 	for range r.o.Workers {
 		p.wg.Add(1)
 		go p.work()
@@ -236,7 +235,10 @@ func (p *pipeline) streamBlocks(fi int, take func() (bool, bool)) bool {
 // work parses the blocks of jobs.
 func (p *pipeline) work() {
 	defer p.wg.Done()
-	var buf []byte
+	bp := p.r.bufs.Get().(*[]byte)
+	defer p.r.bufs.Put(bp)
+	buf := *bp
+	defer func() { *bp = buf }()
 	for {
 		select {
 		case j, ok := <-p.jobs:

@@ -107,6 +107,8 @@ type Reader struct {
 
 	pipe   *pipeline
 	blocks []*block // the current window's
+	pool   sync.Pool // of *block, for the pipelines of every epoch
+	bufs   sync.Pool // of *[]byte, the workers' read buffers
 	order  []int32  // its examples, as indices into ex
 	ex     []exRef
 	last   bool // the window is the epoch's last
@@ -169,6 +171,8 @@ func Open(paths []string, s Schema, o Options) (*Reader, error) {
 		o.Name = "feed"
 	}
 	r := &Reader{schema: s, o: o}
+	r.pool.New = func() any { return new(block) }
+	r.bufs.New = func() any { return new([]byte) }
 	for _, p := range paths {
 		src, err := openSource(p, s, o.MaxLine)
 		if err != nil {
