@@ -106,10 +106,10 @@ type Reader struct {
 	resumeTaken               int  // the examples of the first window to skip (SetState)
 
 	pipe   *pipeline
-	blocks []*block // the current window's
+	blocks []*block  // the current window's
 	pool   sync.Pool // of *block, for the pipelines of every epoch
 	bufs   sync.Pool // of *[]byte, the workers' read buffers
-	order  []int32  // its examples, as indices into ex
+	order  []int32   // its examples, as indices into ex
 	ex     []exRef
 	last   bool // the window is the epoch's last
 
