@@ -18,6 +18,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/gathergrad/gather/internal/errs"
 )
@@ -582,12 +583,17 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(strings.Join(criteoLines(9, 3), "\n")), false)
 	f.Add([]byte("label,tags,w\n1,3|4,0.5|2\n0,,\n"), true)
 	f.Add([]byte("1\t\t\n"), false)
+	pq := parquetSeed(f)
+	f.Add(pq, false)
+	f.Add(pq[:len(pq)/2], false)
+	f.Add(append([]byte("PAR1"), pq[len(pq)-40:]...), false)
 	f.Fuzz(func(t *testing.T, b []byte, header bool) {
 		path := filepath.Join(t.TempDir(), "f")
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		schemas := []Schema{Criteo(), {Delimiter: ",", Header: header, Columns: []Column{
+		schemas := []Schema{Criteo(), {Columns: []Column{{Name: "label", Role: Label}, {Name: "tags", Role: Sparse}, {Name: "w", Role: Weight, WeightOf: "tags"}}},
+			{Delimiter: ",", Header: header, Columns: []Column{
 			{Name: "label", Role: Label}, {Name: "tags", Role: Sparse, Split: "|", IDs: Hash}, {Name: "w", Role: Weight, WeightOf: "tags", Split: "|"}}}}
 		for _, s := range schemas {
 			r, err := Open([]string{path}, s, Options{Batch: 3, BlockBytes: 64, MaxLine: 4096, MaxBad: len(b) % 3, Shuffle: header, Seed: 1})
@@ -602,4 +608,55 @@ func FuzzReader(f *testing.F) {
 			r.Close()
 		}
 	})
+}
+
+// parquetSeed returns a small Parquet file of a label, a list of tags and
+// their weights, written by parquet-go.
+func parquetSeed(f *testing.F) []byte { return parquetBytes(f) }
+
+func parquetSeedT(t *testing.T) []byte { return parquetBytes(t) }
+
+func parquetBytes(f testing.TB) []byte {
+	type row struct {
+		Label float64   `parquet:"label"`
+		Tags  []int64   `parquet:"tags,list"`
+		W     []float64 `parquet:"w,list"`
+	}
+	var b bytes.Buffer
+	w := parquet.NewGenericWriter[row](&b, parquet.MaxRowsPerRowGroup(2))
+	if _, err := w.Write([]row{{1, []int64{3, 4}, []float64{0.5, 2}}, {0, nil, nil}, {1, []int64{9}, []float64{1}}}); err != nil {
+		f.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		f.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// A Parquet file parquet-go wrote (a list column and its weights, row
+// groups of 2) reads to its rows; truncated, it is an error.
+func TestParquet(t *testing.T) {
+	b := parquetSeedT(t)
+	path := filepath.Join(t.TempDir(), "x.parquet")
+	os.WriteFile(path, b, 0o644)
+	s := Schema{Columns: []Column{{Name: "label", Role: Label}, {Name: "tags", Role: Sparse}, {Name: "w", Role: Weight, WeightOf: "tags"}}}
+	r, err := Open([]string{path}, s, Options{Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, r, 2)
+	r.Close()
+	want := []example{{1, []float32{}, [][]int64{{3, 4}}, [][]float64{{0.5, 2}}}, {0, []float32{}, [][]int64{nil}, [][]float64{{}}}, {1, []float32{}, [][]int64{{9}}, [][]float64{{1}}}}
+	if len(got) != 3 {
+		t.Fatalf("%d rows", len(got))
+	}
+	for i := range want {
+		if got[i].key() != want[i].key() {
+			t.Fatalf("row %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	os.WriteFile(path, b[:len(b)-10], 0o644)
+	if _, err := Open([]string{path}, s, Options{Batch: 2}); !errors.Is(err, ErrFormat) {
+		t.Fatalf("a truncated Parquet file: %v", err)
+	}
 }

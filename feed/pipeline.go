@@ -151,6 +151,21 @@ func (p *pipeline) produce(epoch, skip int) {
 	}
 	for _, fi := range files {
 		src := r.srcs[fi]
+		if src.codec == parquetFile {
+			groups := make([]int64, len(src.pq.RowGroups()))
+			for g := range groups {
+				groups[g] = int64(g)
+			}
+			if o.Shuffle {
+				rng.Shuffle(len(groups), func(i, j int) { groups[i], groups[j] = groups[j], groups[i] })
+			}
+			for _, g := range groups {
+				if parse, _ := take(); parse && !p.send(unit{src: fi, start: g}) {
+					return
+				}
+			}
+			continue
+		}
 		if src.codec == plain {
 			var starts []int64
 			for at := src.dataStart; at < src.size; at += int64(o.BlockBytes) {
@@ -260,6 +275,10 @@ func (r *Reader) parseUnit(u unit, b *block, buf []byte) []byte {
 	src := r.srcs[u.src]
 	lay := src.layout
 	b.reset(len(lay.dense), len(lay.sparse), lay.weights)
+	if src.codec == parquetFile {
+		r.parseRowGroup(src, int(u.start), b)
+		return buf
+	}
 	text, at := u.data, u.textAt
 	if src.codec == plain {
 		var err error

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/gathergrad/gather/internal/errs"
 )
@@ -24,6 +25,7 @@ const (
 	plain = iota
 	gzipped
 	zstandard
+	parquetFile
 )
 
 // A source is one file of text lines.
@@ -34,6 +36,8 @@ type source struct {
 	codec     int
 	layout    *layout
 	dataStart int64 // plain: the first byte after the header line
+	pq        *parquet.File
+	pqCols    []pqColumn
 }
 
 // openSource opens the file at path and reads its header line with s.
@@ -55,6 +59,18 @@ func openSource(path string, s Schema, maxLine int) (*source, error) {
 		src.codec = gzipped
 	case n == 4 && bytes.Equal(magic[:], []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		src.codec = zstandard
+	case n == 4 && bytes.Equal(magic[:], parquetMagic):
+		src.codec = parquetFile
+		s.Header = false // a Parquet file's columns are found by name
+		if src.layout, err = newLayout(s, nil); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("feed: %s: %w", path, err)
+		}
+		if err := src.openParquet(s); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return src, nil
 	}
 	var header []byte
 	if s.Header {
