@@ -594,7 +594,7 @@ func FuzzReader(f *testing.F) {
 		}
 		schemas := []Schema{Criteo(), {Columns: []Column{{Name: "label", Role: Label}, {Name: "tags", Role: Sparse}, {Name: "w", Role: Weight, WeightOf: "tags"}}},
 			{Delimiter: ",", Header: header, Columns: []Column{
-			{Name: "label", Role: Label}, {Name: "tags", Role: Sparse, Split: "|", IDs: Hash}, {Name: "w", Role: Weight, WeightOf: "tags", Split: "|"}}}}
+				{Name: "label", Role: Label}, {Name: "tags", Role: Sparse, Split: "|", IDs: Hash}, {Name: "w", Role: Weight, WeightOf: "tags", Split: "|"}}}}
 		for _, s := range schemas {
 			r, err := Open([]string{path}, s, Options{Batch: 3, BlockBytes: 64, MaxLine: 4096, MaxBad: len(b) % 3, Shuffle: header, Seed: 1})
 			if err != nil {
