@@ -14,6 +14,7 @@ import (
 //
 //   - checkpoint: ErrFormat, ErrMismatch, ErrInUse, ErrSameFile, ErrDelta
 //   - cluster: ErrFewReplicas, ErrUnknownOutcome, ErrNoDelta
+//   - feed: ErrFormat, ErrMismatch (checkpoint's)
 //   - gradcheck: ErrMismatch
 //   - machine: ErrClosed, ErrBusy
 //   - metrics: ErrNotFinite

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"unicode/utf8"
@@ -16,6 +17,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/nn"
 )
@@ -392,13 +394,13 @@ func (r *Reader) stop() {
 	r.started = false
 }
 
-// fingerprint identifies the files (paths and sizes), the schema and
-// the options that set the order of examples: a position from another
-// reading is refused.
+// fingerprint identifies the files (names and sizes: a file moved to
+// another folder is the same), the schema and the options that set the
+// order of examples: a position from another reading is refused.
 func (r *Reader) fingerprint() int64 {
 	h := fnv.New64a()
 	for _, s := range r.srcs {
-		fmt.Fprintf(h, "%s %d\n", s.path, s.size)
+		fmt.Fprintf(h, "%s %d\n", filepath.Base(s.path), s.size)
 	}
 	o := r.o
 	fmt.Fprintf(h, "%+v %+v %d %v %d %d %d %d %d %+v %d", r.schema, o.Batch, o.Epochs, o.Shuffle, o.Seed, o.Window, o.BlockBytes, o.Shard, o.Shards, o.Split, o.MaxLine)
@@ -447,8 +449,9 @@ func (r *Reader) SetState(ts map[string]*tensor.Dense) error {
 	return nil
 }
 
-// ErrMismatch: a position (SetState) of another reader.
-var ErrMismatch = errors.New("feed: the position does not fit the reader")
+// ErrMismatch: a position (SetState) of another reader. It is
+// checkpoint.ErrMismatch.
+var ErrMismatch = checkpoint.ErrMismatch
 
 var (
 	_ = bufio.NewReader

@@ -12,13 +12,15 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 )
 
 // ErrFormat: a file that is not what the schema says (a malformed line,
-// a header without a column, a compressed stream cut short). A
-// malformed line is a *LineError naming the file, line and column.
-var ErrFormat = errors.New("feed: malformed input")
+// a compressed stream cut short, a Parquet file that does not read). A
+// malformed line is a *LineError naming the file, line and column. It is
+// checkpoint.ErrFormat.
+var ErrFormat = checkpoint.ErrFormat
 
 // The codecs of a file, found from its first bytes.
 const (
