@@ -660,3 +660,31 @@ func TestParquet(t *testing.T) {
 		t.Fatalf("a truncated Parquet file: %v", err)
 	}
 }
+
+// A bag's values are split by its separator: an empty value (a trailing,
+// doubled or leading separator) is a malformed line; an empty field is
+// an empty bag.
+func TestBagValues(t *testing.T) {
+	s := Schema{Delimiter: ",", Columns: []Column{{Name: "label", Role: Label}, {Name: "tags", Role: Sparse, Split: "|"}}}
+	for _, line := range []string{"1,3|", "1,3||4", "1,|3"} {
+		r, err := Open([]string{writeFile(t, "t", []string{line}, "plain")}, s, Options{Batch: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Next(context.Background())
+		r.Close()
+		var le *LineError
+		if !errors.As(err, &le) || le.Column != 2 {
+			t.Fatalf("%q: %v, want a *LineError of column 2", line, err)
+		}
+	}
+	r, err := Open([]string{writeFile(t, "t", []string{"1,3|4", "0,"}, "plain")}, s, Options{Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := r.Next(context.Background())
+	if err != nil || !slices.Equal(b.Sparse.Values, []int64{3, 4}) || !slices.Equal(b.Sparse.Lengths, []int64{2, 0}) {
+		t.Fatalf("%v, %v", b, err)
+	}
+}

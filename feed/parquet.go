@@ -184,10 +184,7 @@ func (r *Reader) parseRowGroup(s *source, g int, b *block) {
 					mark(row, c.field, msg)
 					continue
 				}
-				if f.modulo != 0 {
-					id = int64(uint64(id) % f.modulo)
-				}
-				b.ids[f.slot] = append(b.ids[f.slot], id)
+				b.ids[f.slot] = append(b.ids[f.slot], f.bound(id))
 				b.lens[f.slot][row]++
 			case Weight:
 				x, ok := number(v)

@@ -272,56 +272,55 @@ func (b *block) finish() {
 // wrong with them.
 func (b *block) appendIDs(f *field, text []byte) string {
 	if len(text) == 0 {
-		return ""
+		return "" // no value
 	}
-	for {
-		v := text
-		k := -1
-		if len(f.split) > 0 {
-			k = bytes.Index(text, f.split)
-			if k >= 0 {
-				v = text[:k]
-			}
-		}
+	for v, rest, more := nextValue(text, f.split); more; v, rest, more = nextValue(rest, f.split) {
 		id, bad := parseID(f.ids, v)
 		if bad != "" {
 			return bad
 		}
-		if f.modulo != 0 {
-			id = int64(uint64(id) % f.modulo)
-		}
-		b.ids[f.slot] = append(b.ids[f.slot], id)
-		if k < 0 {
-			return ""
-		}
-		text = text[k+len(f.split):]
+		b.ids[f.slot] = append(b.ids[f.slot], f.bound(id))
 	}
+	return ""
 }
 
 // appendWeights appends the weights of text, a Weight field.
 func (b *block) appendWeights(f *field, text []byte) string {
 	if len(text) == 0 {
-		return ""
+		return "" // no value
 	}
-	for {
-		v := text
-		k := -1
-		if len(f.split) > 0 {
-			k = bytes.Index(text, f.split)
-			if k >= 0 {
-				v = text[:k]
-			}
-		}
+	for v, rest, more := nextValue(text, f.split); more; v, rest, more = nextValue(rest, f.split) {
 		w, ok := parseNumber(v)
 		if !ok || math.IsInf(w, 0) {
 			return fmt.Sprintf("weight %q is not a finite number", clip(v))
 		}
 		b.wts[f.slot] = append(b.wts[f.slot], float32(w))
-		if k < 0 {
-			return ""
-		}
-		text = text[k+len(f.split):]
 	}
+	return ""
+}
+
+// nextValue returns the first value of text, a field of values split by
+// split (one value without split), and the rest after it, nil after the
+// last value; more is false for a nil text. An empty value between
+// separators (or after the last) is returned, for the caller to refuse.
+func nextValue(text, split []byte) (v, rest []byte, more bool) {
+	if text == nil {
+		return nil, nil, false
+	}
+	if len(split) > 0 {
+		if k := bytes.Index(text, split); k >= 0 {
+			return text[:k], text[k+len(split):], true
+		}
+	}
+	return text, nil, true
+}
+
+// bound returns id as the field keeps it: modulo its Modulo, if any.
+func (f *field) bound(id int64) int64 {
+	if f.modulo != 0 {
+		return int64(uint64(id) % f.modulo)
+	}
+	return id
 }
 
 // parseID returns the id text spells in format f.

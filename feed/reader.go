@@ -1,8 +1,6 @@
 package feed
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,9 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"unicode/utf8"
 
-	"github.com/cespare/xxhash/v2"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -452,11 +448,3 @@ func (r *Reader) SetState(ts map[string]*tensor.Dense) error {
 // ErrMismatch: a position (SetState) of another reader. It is
 // checkpoint.ErrMismatch.
 var ErrMismatch = checkpoint.ErrMismatch
-
-var (
-	_ = bufio.NewReader
-	_ = bytes.Count
-	_ = utf8.Valid
-	_ = xxhash.Sum64
-	_ sync.Mutex
-)

@@ -13,7 +13,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/gathergrad/gather/checkpoint"
-	"github.com/gathergrad/gather/internal/errs"
 )
 
 // ErrFormat: a file that is not what the schema says (a malformed line,
@@ -211,5 +210,3 @@ func (s *source) lineOf(offset int64) int64 {
 	}
 	return line
 }
-
-var _ = errs.ErrOption
