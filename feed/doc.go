@@ -1,5 +1,5 @@
-// Package feed reads the data users have, files of delimited text, into
-// the batches a model trains on: the labels, a dense matrix and the
+// Package feed reads the data users have, files of delimited text and
+// Parquet files, into the batches a model trains on: the labels, a dense matrix and the
 // sparse features as an nn.KeyedJagged (a Collection's Pack), with
 // buffers reused batch after batch.
 //
@@ -12,9 +12,10 @@
 // those data sets' files; a Schema with Header reads any delimited file
 // by its header's names.
 //
-// Open reads plain, gzip and zstd files (found from their first bytes)
-// in one streaming pass, in bounded memory: blocks of lines (BlockBytes)
-// are parsed by Workers goroutines, a window of them and the workers'
+// Open reads plain, gzip and zstd text and Parquet files (found from
+// their first bytes) in one streaming pass, in bounded memory: blocks of
+// lines (BlockBytes), or a Parquet file's row groups, are parsed by
+// Workers goroutines, a window of them and the workers'
 // ahead of the batch being trained. Options shuffle the order of blocks
 // and of the examples within a Window of blocks by a seed, repeat
 // Epochs, give worker Shard of Shards its own blocks (every example once
@@ -22,6 +23,14 @@
 // hash of their line (train, validation, test). An epoch's last batch is
 // padded with examples of weight 0 (Batch.Weights), so that a graph of
 // fixed shapes trains and evaluates every example once.
+//
+// A Parquet file is read through github.com/parquet-go/parquet-go (a
+// maintained pure-Go library that reads every codec Parquet writers use,
+// with access to a page's levels and values without a copy): the schema's
+// columns are found by name, a scalar column gives a row one value and a
+// LIST column is a Sparse column's bag (or a Weight column's weights);
+// a null is the column's Fill, or with none an empty bag (Sparse) or a
+// malformed row.
 //
 // A Reader is a checkpoint.Part: its State, saved with the model after a
 // step, resumes reading after the last batch trained, exactly (SetState

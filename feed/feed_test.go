@@ -688,3 +688,63 @@ func TestBagValues(t *testing.T) {
 		t.Fatalf("%v, %v", b, err)
 	}
 }
+
+// Every physical type a column reads from (BOOLEAN, INT32, INT64, FLOAT,
+// DOUBLE, BYTE_ARRAY text), plain and dictionary-encoded, required and
+// optional, reads to the values written: nulls to the Fill or to an
+// empty bag, hashed integers as their decimal text hashes.
+func TestParquetKinds(t *testing.T) {
+	type row struct {
+		Label bool     `parquet:"label"`
+		A     *int32   `parquet:"a,optional"`
+		B     float32  `parquet:"b"`
+		C     string   `parquet:"c"`
+		D     float64  `parquet:"d,dict"`
+		E     string   `parquet:"e,dict"`
+		F     *int64   `parquet:"f,optional"`
+		G     int32    `parquet:"g,dict"`
+		H     []string `parquet:"h,list"`
+	}
+	i32 := func(v int32) *int32 { return &v }
+	i64 := func(v int64) *int64 { return &v }
+	rows := []row{
+		{true, i32(-3), 1.5, "7", 2.25, "x", i64(10), 5, []string{"a", "b"}},
+		{false, nil, -2, "-1e3", 2.25, "y", nil, 5, nil},
+		{true, i32(9), 0, "0.5", -1, "x", i64(-4), 6, []string{"b"}},
+	}
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[row](&buf, parquet.MaxRowsPerRowGroup(2), parquet.Compression(&parquet.Zstd))
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "k.parquet")
+	os.WriteFile(path, buf.Bytes(), 0o644)
+	s := Schema{Columns: []Column{{Name: "label", Role: Label}, {Name: "a", Role: Dense, Fill: "100"},
+		{Name: "b", Role: Dense}, {Name: "c", Role: Dense}, {Name: "d", Role: Dense, Transform: Log1p},
+		{Name: "e", Role: Sparse, IDs: Hash}, {Name: "f", Role: Sparse, IDs: Hash}, {Name: "g", Role: Sparse},
+		{Name: "h", Role: Sparse, IDs: Hash}}}
+	r, err := Open([]string{path}, s, Options{Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, r, 4)
+	r.Close()
+	h := func(s string) int64 { return int64(xxhash.Sum64String(s)) }
+	l1p := func(x float64) float32 { return float32(math.Log1p(max(x, 0))) }
+	want := []example{
+		{1, []float32{-3, 1.5, 7, l1p(2.25)}, [][]int64{{h("x")}, {h("10")}, {5}, {h("a"), h("b")}}, nil},
+		{0, []float32{100, -2, -1000, l1p(2.25)}, [][]int64{{h("y")}, nil, {5}, nil}, nil},
+		{1, []float32{9, 0, 0.5, l1p(-1)}, [][]int64{{h("x")}, {h("-4")}, {6}, {h("b")}}, nil},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].key() != want[i].key() {
+			t.Errorf("row %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+}

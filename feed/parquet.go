@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strconv"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/parquet-go/parquet-go"
@@ -98,9 +100,10 @@ func (r *Reader) parseRowGroup(s *source, g int, b *block) {
 		first += x.NumRows()
 	}
 	nd := len(lay.dense)
-	b.labels = append(b.labels[:0], make([]float32, n)...)
-	b.dense = append(b.dense[:0], make([]float32, n*nd)...)
-	bad := make([]bool, n) // rows found malformed
+	b.labels = zeroed(b.labels, n)
+	b.dense = zeroed(b.dense, n*nd)
+	b.rowBad = zeroed(b.rowBad, n)
+	bad := b.rowBad // rows found malformed
 	var firstBad *LineError
 	mark := func(row, col int, msg string) {
 		if !bad[row] {
@@ -113,91 +116,31 @@ func (r *Reader) parseRowGroup(s *source, g int, b *block) {
 	}
 	for _, c := range s.pqCols {
 		f := &lay.fields[c.field]
-		vals, err := readLeaf(rg.ColumnChunks()[c.leaf])
-		if err != nil {
-			b.err = fmt.Errorf("feed: %s: row group %d, column %q: %v: %w", s.path, g, f.name, err, ErrFormat)
-			return
-		}
 		if f.role == Sparse {
-			b.lens[f.slot] = b.lens[f.slot][:0]
+			b.lens[f.slot] = slices.Grow(b.lens[f.slot][:0], n)
 			b.ids[f.slot] = b.ids[f.slot][:0]
 		}
 		if f.role == Weight {
 			b.wts[f.slot] = b.wts[f.slot][:0]
 		}
 		row := -1
-		for _, v := range vals {
-			if !c.list || v.RepetitionLevel() == 0 {
-				row++
-				if row >= n {
-					b.err = fmt.Errorf("feed: %s: row group %d, column %q: more values than its %d rows: %w", s.path, g, f.name, n, ErrFormat)
-					return
-				}
-				if f.role == Sparse {
-					b.lens[f.slot] = append(b.lens[f.slot], 0)
-				}
+		pages := rg.ColumnChunks()[c.leaf].Pages()
+		for {
+			p, err := pages.ReadPage()
+			if errors.Is(err, io.EOF) {
+				break
 			}
-			present := v.DefinitionLevel() == c.maxDef
-			if !present {
-				// A null: the whole value (a scalar, or a list that is
-				// null or empty), or an element of a list.
-				if c.elemNull && v.DefinitionLevel() == c.maxDef-1 {
-					mark(row, c.field, "a null element of a list")
-					continue
-				}
-				if !f.hasFill {
-					if f.role == Label || f.role == Dense {
-						mark(row, c.field, "null, and the column has no Fill")
-					}
-					continue
-				}
+			if err == nil {
+				row, err = b.walkPage(p, c, f, row, n, nd, mark)
+				parquet.Release(p)
 			}
-			switch f.role {
-			case Label, Dense:
-				x, ok := 0.0, true
-				if present {
-					x, ok = number(v)
-				} else {
-					x, ok = parseNumber(f.fill)
-				}
-				if !ok {
-					mark(row, c.field, "not a finite number")
-					continue
-				}
-				if f.role == Label {
-					b.labels[row] = float32(x)
-					continue
-				}
-				if f.tr == Log1p {
-					x = math.Log1p(max(x, 0))
-				}
-				b.dense[row*nd+f.slot] = float32(x)
-			case Sparse:
-				var id int64
-				var msg string
-				if present {
-					id, msg = pqID(f.ids, v)
-				} else {
-					id, msg = parseID(f.ids, f.fill)
-				}
-				if msg != "" {
-					mark(row, c.field, msg)
-					continue
-				}
-				b.ids[f.slot] = append(b.ids[f.slot], f.bound(id))
-				b.lens[f.slot][row]++
-			case Weight:
-				x, ok := number(v)
-				if !present {
-					x, ok = parseNumber(f.fill)
-				}
-				if !ok || math.IsInf(x, 0) {
-					mark(row, c.field, "a weight that is not a finite number")
-					continue
-				}
-				b.wts[f.slot] = append(b.wts[f.slot], float32(x))
+			if err != nil {
+				pages.Close()
+				b.err = fmt.Errorf("feed: %s: row group %d, column %q: %v: %w", s.path, g, f.name, err, ErrFormat)
+				return
 			}
 		}
+		pages.Close()
 		if row != n-1 {
 			b.err = fmt.Errorf("feed: %s: row group %d, column %q: %d rows of %d: %w", s.path, g, f.name, row+1, n, ErrFormat)
 			return
@@ -261,85 +204,240 @@ func (b *block) compact(bad []bool, lay *layout) {
 	b.finish()
 }
 
-// readLeaf returns the values of a column chunk, every page's.
-func readLeaf(cc parquet.ColumnChunk) ([]parquet.Value, error) {
-	pages := cc.Pages()
-	defer pages.Close()
-	var out []parquet.Value
-	buf := make([]parquet.Value, 1024)
-	for {
-		p, err := pages.ReadPage()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		vr := p.Values()
-		for {
-			k, err := vr.ReadValues(buf)
-			for _, v := range buf[:k] {
-				out = append(out, v.Clone())
-			}
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				parquet.Release(p)
-				return nil, err
-			}
-		}
-		parquet.Release(p)
-	}
+// zeroed returns s resized to n zero values, reusing its array.
+func zeroed[T any](s []T, n int) []T {
+	s = slices.Grow(s[:0], n)[:n]
+	clear(s)
+	return s
 }
 
-// number returns a numeric value as a float64.
-func number(v parquet.Value) (float64, bool) {
-	switch v.Kind() {
-	case parquet.Boolean:
-		if v.Boolean() {
-			return 1, true
+// A pqPage is one page's values as parseRowGroup walks them: its
+// levels, and its non-null values (a dictionary's, through idx, when the
+// page is dictionary-encoded).
+type pqPage struct {
+	kind  parquet.Kind
+	idx   []int32 // dictionary indexes, one a non-null value; nil for plain values
+	count int     // non-null values
+	bits  []byte  // Boolean
+	i32   []int32
+	i64   []int64
+	f32   []float32
+	f64   []float64
+	data  []byte // ByteArray: values k is data[offs[k]:offs[k+1]]
+	offs  []uint32
+}
+
+// load sets q to page p's values, checking that they are as many as its
+// definition levels say.
+func (q *pqPage) load(p parquet.Page, present int) error {
+	*q = pqPage{kind: p.Type().Kind()}
+	vals := p.Data()
+	size := 0 // values the page (or its dictionary) holds
+	if d := p.Dictionary(); d != nil {
+		q.idx = vals.Int32()
+		if len(q.idx) != present {
+			return fmt.Errorf("%d dictionary indexes for %d values", len(q.idx), present)
 		}
-		return 0, true
+		vals = d.Page().Data()
+		q.kind = d.Type().Kind()
+	}
+	switch q.kind {
+	case parquet.Boolean:
+		q.bits = vals.Boolean()
+		size = 8 * len(q.bits)
 	case parquet.Int32:
-		return float64(v.Int32()), true
+		q.i32 = vals.Int32()
+		size = len(q.i32)
 	case parquet.Int64:
-		return float64(v.Int64()), true
+		q.i64 = vals.Int64()
+		size = len(q.i64)
 	case parquet.Float:
-		x := float64(v.Float())
+		q.f32 = vals.Float()
+		size = len(q.f32)
+	case parquet.Double:
+		q.f64 = vals.Double()
+		size = len(q.f64)
+	case parquet.ByteArray:
+		q.data, q.offs = vals.ByteArray()
+		size = max(len(q.offs)-1, 0)
+		for k := 1; k < len(q.offs); k++ {
+			if q.offs[k] < q.offs[k-1] || int(q.offs[k]) > len(q.data) {
+				return errors.New("byte array offsets out of order")
+			}
+		}
+	default:
+		return fmt.Errorf("a %v column is neither a number nor text", q.kind)
+	}
+	if q.idx != nil {
+		for _, i := range q.idx {
+			if i < 0 || int(i) >= size {
+				return fmt.Errorf("dictionary index %d of %d values", i, size)
+			}
+		}
+	} else if present > size {
+		return fmt.Errorf("%d values for %d present", size, present)
+	}
+	q.count = present
+	return nil
+}
+
+// at returns the index of value k among the page's (or its dictionary's).
+func (q *pqPage) at(k int) int {
+	if q.idx != nil {
+		return int(q.idx[k])
+	}
+	return k
+}
+
+// number returns value k as a float64, false when it is not a finite
+// number.
+func (q *pqPage) number(k int) (float64, bool) {
+	i := q.at(k)
+	switch q.kind {
+	case parquet.Boolean:
+		return float64(q.bits[i/8] >> (i % 8) & 1), true
+	case parquet.Int32:
+		return float64(q.i32[i]), true
+	case parquet.Int64:
+		return float64(q.i64[i]), true
+	case parquet.Float:
+		x := float64(q.f32[i])
 		return x, !math.IsNaN(x) && !math.IsInf(x, 0)
 	case parquet.Double:
-		x := v.Double()
+		x := q.f64[i]
 		return x, !math.IsNaN(x) && !math.IsInf(x, 0)
-	case parquet.ByteArray:
-		return parseNumber(v.ByteArray())
+	default: // ByteArray
+		return parseNumber(q.data[q.offs[i]:q.offs[i+1]])
 	}
-	return 0, false
 }
 
-// pqID returns the id of a Sparse column's value in format f: an
-// integer column's value itself (Int), a text's as parseID reads it.
-func pqID(f IDFormat, v parquet.Value) (int64, string) {
-	switch v.Kind() {
+// id returns value k as an id in format f: an integer column's value
+// itself (Int), a text's as parseID reads it.
+func (q *pqPage) id(f IDFormat, k int) (int64, string) {
+	i := q.at(k)
+	var x int64
+	switch q.kind {
 	case parquet.Int32:
-		if f == Hash {
-			return hashInt(int64(v.Int32())), ""
-		}
-		return int64(v.Int32()), ""
+		x = int64(q.i32[i])
 	case parquet.Int64:
-		if f == Hash {
-			return hashInt(v.Int64()), ""
-		}
-		return v.Int64(), ""
+		x = q.i64[i]
 	case parquet.ByteArray:
-		return parseID(f, v.ByteArray())
+		return parseID(f, q.data[q.offs[i]:q.offs[i+1]])
+	default:
+		return 0, fmt.Sprintf("a %v value is not an id", q.kind)
 	}
-	return 0, fmt.Sprintf("a %v value is not an id", v.Kind())
+	if f == Hash {
+		return hashInt(x), ""
+	}
+	return x, ""
+}
+
+// walkPage adds page p of column c (field f) to b: row is the last row
+// begun before it, returned as the last row begun after it.
+func (b *block) walkPage(p parquet.Page, c pqColumn, f *field, row, n, nd int, mark func(row, col int, msg string)) (int, error) {
+	defs, reps := p.DefinitionLevels(), p.RepetitionLevels()
+	levels := int(p.NumValues())
+	if (c.maxDef > 0 && len(defs) != levels) || (c.list && len(reps) != levels) {
+		return row, fmt.Errorf("a page of %d values with %d definition and %d repetition levels", levels, len(defs), len(reps))
+	}
+	present := levels
+	if c.maxDef > 0 {
+		present = 0
+		for _, d := range defs {
+			if int(d) == c.maxDef {
+				present++
+			}
+		}
+	}
+	q := &b.pq
+	if err := q.load(p, present); err != nil {
+		return row, err
+	}
+	switch f.role {
+	case Sparse:
+		b.ids[f.slot] = slices.Grow(b.ids[f.slot], present)
+	case Weight:
+		b.wts[f.slot] = slices.Grow(b.wts[f.slot], present)
+	}
+	k := 0 // the next value
+	for e := range levels {
+		if !c.list || reps[e] == 0 {
+			row++
+			if row >= n {
+				return row, fmt.Errorf("more values than its %d rows", n)
+			}
+			if f.role == Sparse {
+				b.lens[f.slot] = append(b.lens[f.slot], 0)
+			}
+		}
+		isPresent := c.maxDef == 0 || int(defs[e]) == c.maxDef
+		v := k
+		if isPresent {
+			k++
+		} else {
+			// A null: the whole value (a scalar, or a list that is null
+			// or empty), or an element of a list.
+			if c.elemNull && int(defs[e]) == c.maxDef-1 {
+				mark(row, c.field, "a null element of a list")
+				continue
+			}
+			if !f.hasFill {
+				if f.role == Label || f.role == Dense {
+					mark(row, c.field, "null, and the column has no Fill")
+				}
+				continue
+			}
+		}
+		switch f.role {
+		case Label, Dense, Weight:
+			var x float64
+			var ok bool
+			if isPresent {
+				x, ok = q.number(v)
+			} else {
+				x, ok = parseNumber(f.fill)
+			}
+			if !ok || math.IsInf(x, 0) {
+				if f.role == Weight {
+					mark(row, c.field, "a weight that is not a finite number")
+				} else {
+					mark(row, c.field, "not a finite number")
+				}
+				continue
+			}
+			switch f.role {
+			case Label:
+				b.labels[row] = float32(x)
+			case Dense:
+				if f.tr == Log1p {
+					x = math.Log1p(max(x, 0))
+				}
+				b.dense[row*nd+f.slot] = float32(x)
+			default:
+				b.wts[f.slot] = append(b.wts[f.slot], float32(x))
+			}
+		case Sparse:
+			var id int64
+			var msg string
+			if isPresent {
+				id, msg = q.id(f.ids, v)
+			} else {
+				id, msg = parseID(f.ids, f.fill)
+			}
+			if msg != "" {
+				mark(row, c.field, msg)
+				continue
+			}
+			b.ids[f.slot] = append(b.ids[f.slot], f.bound(id))
+			b.lens[f.slot][row]++
+		}
+	}
+	return row, nil
 }
 
 // hashInt is the Hash id of an integer: XXH64 of its decimal text, as
 // the same value read from text hashes.
 func hashInt(x int64) int64 {
 	var buf [20]byte
-	return int64(xxhash.Sum64(fmt.Appendf(buf[:0], "%d", x)))
+	return int64(xxhash.Sum64(strconv.AppendInt(buf[:0], x, 10)))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
@@ -134,6 +135,9 @@ type block struct {
 	// stood before it.
 	fields          [][]byte
 	before, wbefore []int
+	// A Parquet row group's: its rows found malformed, the page read.
+	rowBad []bool
+	pq     pqPage
 }
 
 // reset empties b for a layout of nd dense and ns sparse features.
@@ -260,7 +264,7 @@ func (b *block) parseLine(l *layout, line []byte) (col int, msg string) {
 // finish sets the starts of b's examples once its lines are parsed.
 func (b *block) finish() {
 	for s := range b.lens {
-		st := append(b.starts[s][:0], 0)
+		st := append(slices.Grow(b.starts[s][:0], len(b.lens[s])+1), 0)
 		for _, n := range b.lens[s] {
 			st = append(st, st[len(st)-1]+int(n))
 		}
@@ -336,12 +340,14 @@ func parseID(f IDFormat, text []byte) (int64, string) {
 			return 0, fmt.Sprintf("%q is not 1 to 16 hexadecimal digits", clip(text))
 		}
 		var v uint64
+		var bad byte // ORs every digit's value: above 15 for a byte that is none
 		for _, c := range text {
-			d, ok := hexDigit(c)
-			if !ok {
-				return 0, fmt.Sprintf("%q is not hexadecimal", clip(text))
-			}
-			v = v<<4 | uint64(d)
+			d := hexValue[c]
+			bad |= d
+			v = v<<4 | uint64(d&15)
+		}
+		if bad > 15 {
+			return 0, fmt.Sprintf("%q is not hexadecimal", clip(text))
 		}
 		return int64(v), ""
 	}
@@ -352,17 +358,23 @@ func parseID(f IDFormat, text []byte) (int64, string) {
 	return v, ""
 }
 
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
+// hexValue is each byte's value as a hexadecimal digit, 16 for a byte
+// that is none.
+var hexValue = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case c >= '0' && c <= '9':
+			t[c] = byte(c - '0')
+		case c >= 'a' && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			t[c] = byte(c - 'A' + 10)
+		default:
+			t[c] = 16
+		}
 	}
-	return 0, false
-}
+	return t
+}()
 
 // parseInt parses a decimal int64, a sign allowed.
 func parseInt(text []byte) (int64, bool) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"unicode/utf8"
 
@@ -269,6 +270,12 @@ func (p *pipeline) work() {
 	}
 }
 
+// yieldLines is how many lines a worker parses between yields of its
+// thread (runtime.Gosched): a block takes milliseconds, and a training
+// step's goroutines that wait behind it would wait until the scheduler
+// preempts it.
+const yieldLines = 256
+
 // parseUnit parses the lines of u into b, reading a plain file's block
 // into buf, and returns buf.
 func (r *Reader) parseUnit(u unit, b *block, buf []byte) []byte {
@@ -304,7 +311,10 @@ func (r *Reader) parseUnit(u unit, b *block, buf []byte) []byte {
 	}
 	split := r.o.Split
 	pos := 0
-	for pos < len(text) {
+	for lines := 1; pos < len(text); lines++ {
+		if lines%yieldLines == 0 {
+			runtime.Gosched()
+		}
 		end := bytes.IndexByte(text[pos:], '\n')
 		next := pos + end + 1
 		if end < 0 {

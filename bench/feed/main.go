@@ -5,11 +5,13 @@
 // its own process, the node start excluded); feed reads it into batches
 // of 2,048 with GOMAXPROCS and Workers at the thread count. It prints
 // each side's median rows a second and MB a second, and their ratio.
+// Then the same for Parquet: DuckDB writes the file's typed columns
+// (snappy, row groups of -rowgroup rows) and each side reads that file.
 //
 // Usage (NODE_PATH naming the folder where @duckdb/node-api is
 // installed):
 //
-//	go run ./bench/feed [-lines 200000] [-rounds 5]
+//	go run ./bench/feed [-lines 200000] [-rounds 5] [-rowgroup 25000]
 package main
 
 import (
@@ -36,6 +38,7 @@ import (
 func main() {
 	lines := flag.Int("lines", 200_000, "lines of the file")
 	rounds := flag.Int("rounds", 5, "alternating rounds")
+	rowGroup := flag.Int("rowgroup", 25_000, "rows a Parquet row group")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "bench-feed")
 	if err != nil {
@@ -48,16 +51,32 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("file: %d lines, %.1f MB\n", *lines, float64(size)/1e6)
+	fmt.Printf("TSV: %d lines, %.1f MB\n", *lines, float64(size)/1e6)
+	compare(script, path, "count", size, *lines, *rounds)
+	pq := filepath.Join(dir, "criteo.parquet")
+	if out, err := exec.Command("node", script, path, "2", "topq", pq, "snappy", strconv.Itoa(*rowGroup)).CombinedOutput(); err != nil {
+		log.Fatalf("DuckDB writing Parquet: %v: %s", err, out)
+	}
+	st, err := os.Stat(pq)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("Parquet (DuckDB's, snappy, row groups of %d): %.1f MB\n", *rowGroup, float64(st.Size())/1e6)
+	compare(script, pq, "pqcount", st.Size(), *lines, *rounds)
+}
+
+// compare times DuckDB (in mode) and feed reading path, alternating, at
+// 1 and 2 threads, and prints the medians.
+func compare(script, path, mode string, size int64, lines, rounds int) {
 	for _, threads := range []int{1, 2} {
 		var ours, duck []float64 // seconds
-		for range *rounds {
-			duck = append(duck, duckDB(script, path, threads, *lines))
-			ours = append(ours, read(path, threads, *lines))
+		for range rounds {
+			duck = append(duck, duckDB(script, path, mode, threads, lines))
+			ours = append(ours, read(path, threads, lines))
 		}
 		mo, md := median(ours), median(duck)
 		fmt.Printf("threads %d: feed %.0f rows/s %.1f MB/s, DuckDB %.0f rows/s %.1f MB/s, feed/DuckDB %.2fx (medians of %d)\n",
-			threads, float64(*lines)/mo, float64(size)/mo/1e6, float64(*lines)/md, float64(size)/md/1e6, md/mo, *rounds)
+			threads, float64(lines)/mo, float64(size)/mo/1e6, float64(lines)/md, float64(size)/md/1e6, md/mo, rounds)
 	}
 }
 
@@ -87,9 +106,10 @@ func write(path string, n int) int64 {
 	return int64(b.Len())
 }
 
-// duckDB returns the seconds DuckDB took to read the file at threads.
-func duckDB(script, path string, threads, lines int) float64 {
-	out, err := exec.Command("node", script, path, strconv.Itoa(threads), "count").Output()
+// duckDB returns the seconds DuckDB took to read the file at threads
+// (mode "count" for the TSV, "pqcount" for Parquet).
+func duckDB(script, path, mode string, threads, lines int) float64 {
+	out, err := exec.Command("node", script, path, strconv.Itoa(threads), mode).Output()
 	if err != nil {
 		log.Fatalf("DuckDB: %v (install: npm install --ignore-scripts --prefix DIR @duckdb/node-api@1.5.6-r.1, NODE_PATH=DIR/node_modules)", err)
 	}

@@ -8,14 +8,21 @@ import (
 )
 
 // The command on a small synthetic file learns (its held-out AUC well
-// above chance, below the file's own model's), and a run stopped after
-// its checkpoint at step 40 and started again ends where the
-// uninterrupted run ends: the same steps, the same held-out log loss.
+// above chance, below the file's own model's), with hashed ids and with
+// raw ids through id maps, and a run stopped after its checkpoint at
+// step 40 and started again ends where the uninterrupted run ends: the
+// same steps, the same held-out log loss.
 func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains for a few seconds")
 	}
-	c := config{lines: 20000, epochs: 2, batch: 256, rows: 5000, lr: 1, evalEvery: 20, seed: 3, out: io.Discard}
+	for _, raw := range []bool{false, true} {
+		t.Run(map[bool]string{false: "hashed", true: "raw"}[raw], func(t *testing.T) { testRun(t, raw) })
+	}
+}
+
+func testRun(t *testing.T, raw bool) {
+	c := config{lines: 20000, epochs: 2, batch: 256, rows: 5000, raw: raw, lr: 1, evalEvery: 20, seed: 3, out: io.Discard}
 	full, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/gathergrad/gather/metrics"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
+	"github.com/gathergrad/gather/table"
 )
 
 // A model is DLRM on Criteo's features (BenchmarkDLRM's, its MLPs
@@ -24,7 +25,10 @@ import (
 // categoricals pooled from tables of 16 columns (ids hashed into -rows
 // rows each), DotInteraction of the 27 vectors, the top MLP 367-64-1,
 // the click's BCEWithLogits weighted by the batch's example weights (0
-// for padding).
+// for padding). With raw ids, each table has an id map (table.IDMap:
+// an id gets a row once seen twice, the least recently used row goes to
+// a new id when the map is full) and one row more, its padding row,
+// which ids without a row read as zeros.
 type model struct {
 	g      *gorgonia.ExprGraph
 	coll   *nn.Collection
@@ -38,6 +42,8 @@ type model struct {
 	vm                     *machine.Machine
 	sparse                 *optim.SparseSGD
 	sgd                    *optim.SGD
+	maps                   []*table.IDMap // with raw ids, the tables'
+	steps                  int64          // trained, the maps' clock
 }
 
 const (
@@ -46,27 +52,48 @@ const (
 	nCat   = 26
 )
 
-func newModel(batch, rows int, lr float64, seed uint64) (*model, error) {
+// newModel returns the model for batches of batch examples, its tables
+// of rows rows (and an id map each with raw), stepped by SGD at lr.
+func newModel(batch, rows int, lr float64, seed uint64, raw bool) (*model, error) {
 	r := rand.New(rand.NewPCG(seed, 7))
 	m := &model{g: gorgonia.NewGraph(), batch: batch}
 	var feats []nn.Feature
 	for k := range nCat {
-		e, err := nn.NewEmbedding(m.g, fmt.Sprintf("C%d", k+1), rows, embDim, tensor.Float32, nn.WithSparse(), nn.WithSeed(seed+uint64(k)),
+		name := fmt.Sprintf("C%d", k+1)
+		opts := []nn.EmbeddingOption{nn.WithSparse(), nn.WithSeed(seed + uint64(k))}
+		vocab := rows
+		var ids *table.IDMap
+		if raw {
+			var err error
+			if ids, err = table.NewIDMap(name, table.IDMapOptions{Rows: rows, AdmitAfter: 2}); err != nil {
+				return nil, err
+			}
+			m.maps = append(m.maps, ids)
+			vocab, opts = rows+1, append(opts, nn.WithPadding(rows))
+		}
+		e, err := nn.NewEmbedding(m.g, name, vocab, embDim, tensor.Float32, append(opts,
 			nn.WithInit(func(dt tensor.Dtype, s ...int) any {
 				w := make([]float32, tensor.Shape(s).TotalSize())
 				for i := range w {
 					w[i] = float32(0.01 * r.NormFloat64())
 				}
+				if raw {
+					clear(w[rows*embDim:]) // the padding row
+				}
 				return w
-			}))
+			}))...)
 		if err != nil {
 			return nil, err
 		}
 		m.tables = append(m.tables, e)
-		feats = append(feats, nn.Feature{Key: e.Name(), Table: e, Mode: nn.BagSum})
+		f := nn.Feature{Key: e.Name(), Table: e, Mode: nn.BagSum}
+		if ids != nil {
+			f.IDs = ids
+		}
+		feats = append(feats, f)
 	}
 	var err error
-	if m.coll, err = nn.NewCollection(feats, nn.CollectionOptions{Fused: true}); err != nil {
+	if m.coll, err = nn.NewCollection(feats, nn.CollectionOptions{Fused: true, Init: table.RowInit{Seed: seed, Std: 0.01}}); err != nil {
 		return nil, err
 	}
 	m.values = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(nCat*batch))
@@ -132,10 +159,30 @@ func (m *model) mlp(r *rand.Rand, name string, x *gorgonia.Node, sizes []int, la
 	return x
 }
 
-// set gives the graph batch b.
-func (m *model) set(b *feed.Batch) error {
+// set gives the graph batch b, its raw ids mapped to rows: for
+// training (train) as the maps admit them, else read-only, an id
+// without a row reading the padding row.
+func (m *model) set(ctx context.Context, b *feed.Batch, train bool) error {
 	if err := m.coll.Pack(b.Sparse, m.values, m.offsets, nil); err != nil {
 		return err
+	}
+	if m.maps != nil {
+		if train {
+			if err := m.coll.Map(ctx, m.values, m.offsets, m.steps); err != nil {
+				return err
+			}
+		} else {
+			v, o := m.values.Int64s(), m.offsets.Int64s()
+			for k, ids := range m.maps {
+				for i := o[k*m.batch]; i < o[(k+1)*m.batch]; i++ {
+					row, ok := ids.Row(v[i])
+					if !ok {
+						row = int64(ids.Rows()) // the padding row
+					}
+					v[i] = row
+				}
+			}
+		}
 	}
 	copy(m.dense.Float32s(), b.Dense)
 	copy(m.labels.Float32s(), b.Labels)
@@ -145,9 +192,10 @@ func (m *model) set(b *feed.Batch) error {
 
 // step trains on batch b and returns its loss.
 func (m *model) step(ctx context.Context, b *feed.Batch) (float64, error) {
-	if err := m.set(b); err != nil {
+	if err := m.set(ctx, b, true); err != nil {
 		return 0, err
 	}
+	m.steps++
 	if err := m.vm.RunAll(); err != nil {
 		return 0, err
 	}
@@ -176,7 +224,7 @@ func (m *model) evaluate(ctx context.Context, r *feed.Reader) (metrics.Report, e
 			}
 			return metrics.Report{}, err
 		}
-		if err := m.set(b); err != nil {
+		if err := m.set(ctx, b, false); err != nil {
 			return metrics.Report{}, err
 		}
 		if err := m.vm.RunAll(); err != nil {
@@ -198,6 +246,9 @@ func (m *model) parts(r *feed.Reader) []checkpoint.Part {
 	ps := []checkpoint.Part{checkpoint.Nodes(m.params...), r}
 	for _, e := range m.tables {
 		ps = append(ps, e)
+	}
+	for _, ids := range m.maps {
+		ps = append(ps, ids)
 	}
 	return ps
 }

@@ -7,7 +7,9 @@
 // the rows to a Parquet file (the hexadecimal columns as BIGINT, and a
 // list column "bag" of C1..C3 without their nulls with a list "bagw" of
 // weights), codec compressed, rows a row group, and prints the file's
-// rows as DuckDB reads them back.
+// rows as DuckDB reads them back; with "topq out.parquet codec rows" it
+// writes the typed columns alone and prints nothing; "pqcount" times
+// reading a Parquet file (the first argument) as "count" times the TSV.
 const { DuckDBInstance } = require('@duckdb/node-api');
 
 async function main() {
@@ -30,6 +32,16 @@ if (mode === 'count') {
   const ms = performance.now() - t0;
   const r = await c.runAndReadAll('select count(*) from t');
   console.log(JSON.stringify({ rows: Number(r.getRows()[0][0]), ms }));
+} else if (mode === 'pqcount') {
+  const t0 = performance.now();
+  await c.run(`create table t as select * from read_parquet('${file}')`);
+  const ms = performance.now() - t0;
+  const r = await c.runAndReadAll('select count(*) from t');
+  console.log(JSON.stringify({ rows: Number(r.getRows()[0][0]), ms }));
+} else if (mode === 'topq') {
+  const [out, codec, rows] = process.argv.slice(5);
+  const typed = sel.map((x) => x.replace('::UBIGINT', '::UBIGINT::BIGINT'));
+  await c.run(`copy (select ${typed.join(', ')} from ${src}) to '${out}' (format parquet, compression ${codec}, row_group_size ${rows})`);
 } else if (mode === 'parquet') {
   const [out, codec, rows] = process.argv.slice(5);
   const typed = sel.map((x) => x.replace('::UBIGINT', '::UBIGINT::BIGINT'));
