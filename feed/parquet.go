@@ -26,6 +26,14 @@ import (
 // parquetMagic starts (and ends) a Parquet file.
 var parquetMagic = []byte("PAR1")
 
+// A row group may hold at most rowsPerByte rows a byte of its values
+// (uncompressed) and minRows more: a constant column run-length encodes
+// to little, but a training example's columns take more than a few bits.
+const (
+	rowsPerByte = 64
+	minRows     = 1 << 16
+)
+
 // pqColumn is a schema column as a Parquet file holds it.
 type pqColumn struct {
 	field  int // the field of the layout it fills
@@ -91,8 +99,15 @@ func (r *Reader) parseRowGroup(s *source, g int, b *block) {
 	lay := s.layout
 	rg := s.pq.RowGroups()[g]
 	n := int(rg.NumRows())
-	if n < 0 || n > 1<<28 {
-		b.err = fmt.Errorf("feed: %s: row group %d of %d rows: %w", s.path, g, n, ErrFormat)
+	// The rows are bounded by the bytes the group says its values take
+	// (pageBytesPerRow), so that a hostile footer cannot make the block
+	// allocate gigabytes for a few bytes of pages.
+	var size int64
+	if md := s.pq.Metadata(); g < len(md.RowGroups) {
+		size = md.RowGroups[g].TotalByteSize
+	}
+	if n < 0 || n > 1<<28 || int64(n) > rowsPerByte*max(size, 0)+minRows {
+		b.err = fmt.Errorf("feed: %s: row group %d of %d rows in %d bytes of values: %w", s.path, g, n, size, ErrFormat)
 		return
 	}
 	var first int64 // the group's first row in the file
