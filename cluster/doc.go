@@ -2,8 +2,8 @@
 // workers that train one table at once: Store holds a table's rows on
 // the cluster (Create writes one, Open opens it) and steps them on its
 // servers, each row's update atomic and applied exactly once by the
-// rule's Lua encoding (RegisterRule; optim's sparse optimisers have
-// theirs, in cluster/lua); IDMap maps raw ids to the table's rows on the
+// rule's Lua encoding (RegisterRule; optim's sparse optimisers register
+// theirs when a program imports optim/clusterlua); IDMap maps raw ids to the table's rows on the
 // cluster, beside them, shared by every worker.
 //
 // A Store is a table.Store: put a table.Cached with

@@ -13,6 +13,7 @@ import (
 	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
+	_ "github.com/gathergrad/gather/optim/clusterlua"
 	"github.com/gathergrad/gather/table"
 )
 

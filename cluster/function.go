@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"crypto/sha256"
-	"embed"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
-	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 )
@@ -47,28 +45,10 @@ type redisRule struct {
 	typ reflect.Type // the rule's Go type
 }
 
-// luaRules holds the encodings of package optim's sparse optimisers:
-// lua/<name>.lua, each taking the rule's Params.
-//
-//go:embed lua/*.lua
-var luaRules embed.FS
-
-func init() {
-	for _, r := range []rule.Rule{&optim.SparseSGD{}, &optim.SparseAdam{}, &optim.RowWiseAdagrad{}, &optim.SparseAdagrad{}} {
-		lua, err := luaRules.ReadFile("lua/" + r.Name() + ".lua")
-		if err != nil {
-			panic("cluster: " + err.Error()) // the embedded files are the package's own
-		}
-		if err := RegisterRule(r, Encoding{Lua: string(lua)}); err != nil {
-			panic("cluster: " + err.Error()) // registered first, under optim's names
-		}
-	}
-}
-
 // RegisterRule registers how a Store's servers apply rules of the name
-// and Go type of r (optim's sparse optimisers are registered, their Lua
-// in cluster/lua). A name registered already (optim's "sparse_adam"
-// among them), an encoding without Lua, without Args for a rule that
+// and Go type of r, from a package's init (optim's sparse optimisers:
+// package optim/clusterlua, imported for its effect). A name registered
+// already, an encoding without Lua, without Args for a rule that
 // has no Params method, or a rule with no name is an error wrapping
 // gather.ErrOption naming it, and the registered encoding stays.
 func RegisterRule(r rule.Rule, e Encoding) error {
@@ -100,7 +80,7 @@ func redisEncoding(table string, r rule.Rule) (redisRule, error) {
 	redisRules.RUnlock()
 	if !ok || rr.typ != reflect.TypeOf(r) || rr.Lua == "" || rr.Args == nil {
 		return redisRule{}, fmt.Errorf("table %q: a Redis Cluster has no encoding of the rule %q (%T) to apply on its servers "+
-			"(RegisterRule): %w", table, r.Name(), r, errs.ErrOption)
+			"(RegisterRule; optim's rules: import _ \"github.com/gathergrad/gather/optim/clusterlua\"): %w", table, r.Name(), r, errs.ErrOption)
 	}
 	return rr, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gathergrad/gather/internal/killtest"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
+	_ "github.com/gathergrad/gather/optim/clusterlua"
 )
 
 // SparseSGD applied on the server equals a Go reference of the same

@@ -27,6 +27,7 @@ import (
 	"github.com/gathergrad/gather/internal/tabletest"
 	"github.com/gathergrad/gather/nn"
 	"github.com/gathergrad/gather/optim"
+	_ "github.com/gathergrad/gather/optim/clusterlua"
 	"github.com/gathergrad/gather/table"
 )
 

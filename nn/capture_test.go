@@ -17,6 +17,7 @@ import (
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/machine"
 	"github.com/gathergrad/gather/optim"
+	_ "github.com/gathergrad/gather/optim/clusterlua"
 	"github.com/gathergrad/gather/table"
 )
 

@@ -19,6 +19,7 @@ import (
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/internal/vmtest"
 	"github.com/gathergrad/gather/optim"
+	_ "github.com/gathergrad/gather/optim/clusterlua"
 	"github.com/gathergrad/gather/serve"
 	"github.com/gathergrad/gather/table"
 )

@@ -20,8 +20,8 @@
 //	tab.Step(ctx, adam, g)
 //
 // Each rule is written once in Go (its kernel) and once in Lua
-// (lua/<name>.lua, which this package registers with cluster.Store,
-// cluster.RegisterRule), to the same bits on float32 rows. A new
+// (optim/clusterlua/lua/<name>.lua, registered with package cluster by
+// importing optim/clusterlua), to the same bits on float32 rows. A new
 // rule is three files: its type, its kernel, its Lua. SharedDense keeps
 // a model's dense learnables in a store that steps its rows (a Redis
 // Cluster, parameter-server style, the workers at most

@@ -16,6 +16,7 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
+	_ "github.com/gathergrad/gather/optim/clusterlua"
 	"github.com/gathergrad/gather/table"
 )
 

@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/gathergrad/gather/cluster"
+	_ "github.com/gathergrad/gather/optim/clusterlua"
 	"github.com/gathergrad/gather/table"
 )
 
