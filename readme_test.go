@@ -322,7 +322,7 @@ func init() {
 		}
 		// The old table's journal, as a crash leaves it: rows the cache
 		// evicted since the last Sync.
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 * (3*4 + 72)}, table.FileOptions{})
+		c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 * (3*4 + 72)}, table.FileOptions{})
 		if err != nil {
 			return err
 		}
@@ -339,7 +339,7 @@ func init() {
 			}
 		}
 		journal, err := os.ReadFile(path + ".journal")
-		c.Close()
+		c.Close(context.Background())
 		if err != nil {
 			return err
 		}
@@ -349,7 +349,7 @@ func init() {
 		if err := os.WriteFile(path+".journal", journal, 0o644); err != nil {
 			return err
 		}
-		_, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 10}, table.FileOptions{})
+		_, err = table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 10}, table.FileOptions{})
 		return err
 	}
 	readmeErrors["a journal past `JournalLimit` under `ManualSync`"] = func() error {
@@ -362,11 +362,11 @@ func init() {
 		if err := table.Create(path, "words", 100, 2, tensor.Float32); err != nil {
 			return err
 		}
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: 2 * (8 + 72)}, table.FileOptions{JournalLimit: 64, ManualSync: true})
+		c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 2 * (8 + 72)}, table.FileOptions{JournalLimit: 64, ManualSync: true})
 		if err != nil {
 			return err
 		}
-		defer c.Close()
+		defer c.Close(context.Background())
 		slots := make([]int32, 2)
 		for id := range int64(50) {
 			c.NewBatch()

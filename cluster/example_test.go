@@ -41,11 +41,11 @@ func ExampleCreate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	emb, err := nn.CachedEmbedding(gorgonia.NewGraph(), c)
+	emb, err := nn.CachedEmbedding(context.Background(), gorgonia.NewGraph(), c)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer emb.Close()
+	defer emb.Close(context.Background())
 	// Each step: build and run the graph on emb's lookups, then
 	// emb.Step(ctx, opt) sends the gradient to the servers.
 }
@@ -77,11 +77,11 @@ func ExampleNewIDMap() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	emb, err := nn.CachedEmbedding(gorgonia.NewGraph(), c, nn.WithPadding(m.Rows()))
+	emb, err := nn.CachedEmbedding(ctx, gorgonia.NewGraph(), c, nn.WithPadding(m.Rows()))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer emb.Close()
+	defer emb.Close(ctx)
 	raw, err := nn.NewRawIDs(emb, m, m.RowInit())
 	if err != nil {
 		log.Fatal(err)

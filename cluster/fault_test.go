@@ -355,7 +355,7 @@ func TestRedisContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(ctx)
 	g := gorgonia.NewGraph()
 	w := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(10), gorgonia.WithName("w"),
 		gorgonia.WithValue(tensor.New(tensor.WithShape(10), tensor.Of(tensor.Float32))))

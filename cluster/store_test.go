@@ -85,12 +85,12 @@ func TestRedisStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer onRedis.Close()
+	defer onRedis.Close(context.Background())
 	inMemory, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: budget})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer inMemory.Close()
+	defer inMemory.Close(context.Background())
 	for n := range 30 {
 		if err := tabletest.Step(onRedis, n); err != nil {
 			t.Fatal(err)
@@ -342,7 +342,7 @@ func TestRedisExportImport(t *testing.T) {
 	dir := t.TempDir()
 	cols := tabletest.Opt.Columns(tabletest.Dim)
 	store, c := tabletest.Trained(t, 9)
-	c.Close()
+	c.Close(context.Background())
 	saved, back := filepath.Join(dir, "saved.safetensors"), filepath.Join(dir, "back.safetensors")
 	if err := table.Export(context.Background(), saved, store, 9); err != nil {
 		t.Fatal(err)

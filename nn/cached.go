@@ -41,8 +41,9 @@ import (
 // WithMaxNorm, WithScaleGradByFreq and WithFrozen; WithSparse is implied.
 // The ids of one run, over all lookups and bags of the table, must fit
 // the cache: more ids than it holds rows is an error wrapping
-// table.ErrCapacity when the lookup is built, naming both.
-func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOption) (*Embedding, error) {
+// table.ErrCapacity when the lookup is built, naming both. ctx bounds
+// the read of the padding row.
+func CachedEmbedding(ctx context.Context, g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOption) (*Embedding, error) {
 	if c == nil {
 		return nil, fmt.Errorf("embedding: CachedEmbedding needs a table (table.OpenCached or table.NewCached): %w", gather.ErrOption)
 	}
@@ -64,7 +65,7 @@ func CachedEmbedding(g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOp
 		if e.cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, int(vocab)); err != nil {
 			return nil, err
 		}
-		s, err := c.Pin(context.Background(), int64(e.cfg.pad))
+		s, err := c.Pin(ctx, int64(e.cfg.pad))
 		if err != nil {
 			return nil, fmt.Errorf("%s: keeping the padding row in the cache: %w", prefix, err)
 		}

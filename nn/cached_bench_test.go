@@ -30,16 +30,16 @@ func benchCachedStep(b *testing.B, m ref.Machine) {
 	if err := table.Create(path, "t", vocab, dim, tensor.Float32, table.WithSeed(1), table.WithState(cols...)); err != nil {
 		b.Fatal(err)
 	}
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: 64 << 20}, table.FileOptions{})
+	c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 64 << 20}, table.FileOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	g := gorgonia.NewGraph()
-	emb, err := CachedEmbedding(g, c)
+	emb, err := CachedEmbedding(context.Background(), g, c)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer emb.Close()
+	defer emb.Close(context.Background())
 	idv := make([]int, batch)
 	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(batch), gorgonia.WithName("ids"),
 		gorgonia.WithValue(tensor.New(tensor.WithShape(batch), tensor.WithBacking(idv))))

@@ -162,9 +162,9 @@ func cachedEqualsMemory(t *testing.T, dt tensor.Dtype, newOpt func() optim.Spars
 	require.NoError(t, err)
 	require.Equal(t, slots, c.Weight().Shape()[0])
 	g2 := gorgonia.NewGraph()
-	cached, err := CachedEmbedding(g2, c)
+	cached, err := CachedEmbedding(context.Background(), g2, c)
 	require.NoError(t, err)
-	defer cached.Close()
+	defer cached.Close(context.Background())
 
 	m1 := newCachedModel(t, mem, g1, dt)
 	m2 := newCachedModel(t, cached, g2, dt)
@@ -224,7 +224,7 @@ func TestCachedPadding(t *testing.T) {
 	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 40 * ((cmDim+1)*8 + 72)})
 	require.NoError(t, err)
 	g2 := gorgonia.NewGraph()
-	cached, err := CachedEmbedding(g2, c, WithPadding(7))
+	cached, err := CachedEmbedding(context.Background(), g2, c, WithPadding(7))
 	require.NoError(t, err)
 	m1, m2 := newCachedModel(t, mem, g1, tensor.Float64), newCachedModel(t, cached, g2, tensor.Float64)
 	for n := range 20 {
@@ -266,14 +266,14 @@ func TestCachedFile(t *testing.T) {
 
 	_, err := table.Open(path, "t")
 	require.ErrorIs(t, err, checkpoint.ErrMismatch, "a table with state is not mapped")
-	c0, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
+	c0, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"exp_avg", "exp_avg_sq"}, []string{c0.Schema().Columns[0].Name, c0.Schema().Columns[1].Name})
 	g0 := &optim.RowGrad{Rows: []int64{}, Values: tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(0, cmDim))}
 	err = c0.Step(context.Background(), optim.NewRowWiseAdagrad(0.1), g0)
 	require.ErrorIs(t, err, gather.ErrOption, "another optimiser's state")
 	assert.Contains(t, err.Error(), "exp_avg")
-	require.NoError(t, c0.Close())
+	require.NoError(t, c0.Close(context.Background()))
 
 	g1 := gorgonia.NewGraph()
 	mem, err := NewEmbedding(g1, "t", cmVocab, cmDim, tensor.Float32, WithSparse(), WithSeed(4))
@@ -282,12 +282,12 @@ func TestCachedFile(t *testing.T) {
 	memOpt := optim.NewSparseAdam(0.05)
 
 	for round := range 2 { // 10 steps, close, reopen, 10 more
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(40 * ((3*cmDim)*4 + 72))}, table.FileOptions{})
+		c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: int64(40 * ((3*cmDim)*4 + 72))}, table.FileOptions{})
 		require.NoError(t, err)
-		_, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
+		_, err = table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 		require.ErrorIs(t, err, table.ErrInUse)
 		g := gorgonia.NewGraph()
-		emb, err := CachedEmbedding(g, c)
+		emb, err := CachedEmbedding(context.Background(), g, c)
 		require.NoError(t, err)
 		m := newCachedModel(t, emb, g, tensor.Float32)
 		for n := round * 10; n < round*10+10; n++ {
@@ -296,12 +296,12 @@ func TestCachedFile(t *testing.T) {
 		}
 		err = emb.Step(context.Background(), &optim.SparseSGD{LearnRate: 1})
 		require.ErrorIs(t, err, gather.ErrGraph, "no run since the last step")
-		require.NoError(t, emb.Close())
-		require.NoError(t, emb.Close())
+		require.NoError(t, emb.Close(context.Background()))
+		require.NoError(t, emb.Close(context.Background()))
 	}
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
+	c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 	require.NoError(t, err)
-	defer c.Close()
+	defer c.Close(context.Background())
 	assert.Equal(t, int64(20), c.Stats().Steps)
 	want, _ := mem.Home().(Weights).Weight()
 	ids := make([]int64, cmVocab)
@@ -332,7 +332,7 @@ func TestCachedErrors(t *testing.T) {
 	c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 20 * ((cmDim+1)*8 + 72)})
 	require.NoError(t, err)
 	g := gorgonia.NewGraph()
-	emb, err := CachedEmbedding(g, c)
+	emb, err := CachedEmbedding(context.Background(), g, c)
 	require.NoError(t, err)
 	ids := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(30), gorgonia.WithName("ids"), gorgonia.WithValue(tensor.New(tensor.Of(tensor.Int), tensor.WithShape(30))))
 	_, err = emb.Lookup(ids)
@@ -364,7 +364,7 @@ func TestCachedErrors(t *testing.T) {
 	require.False(t, inMemory, "a cached table's home holds its weights")
 	_, err = emb.State()
 	require.ErrorIs(t, err, gather.ErrOption)
-	require.NoError(t, emb.Close())
+	require.NoError(t, emb.Close(context.Background()))
 	vm.Reset()
 	require.ErrorIs(t, gather.Cause(vm.RunAll()), table.ErrClosed)
 }

@@ -130,9 +130,9 @@ func captureModel(t *testing.T, home string, cl *localredis.Cluster, name string
 	case "cached":
 		path := filepath.Join(t.TempDir(), "t.safetensors")
 		require.NoError(t, table.Create(path, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
+		c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 		require.NoError(t, err)
-		emb, err = CachedEmbedding(g, c)
+		emb, err = CachedEmbedding(context.Background(), g, c)
 		require.NoError(t, err)
 	case "shared":
 		o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
@@ -144,11 +144,11 @@ func captureModel(t *testing.T, home string, cl *localredis.Cluster, name string
 		t.Cleanup(func() { s.Close() })
 		c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{}})
 		require.NoError(t, err)
-		emb, err = CachedEmbedding(g, c)
+		emb, err = CachedEmbedding(ctx, g, c)
 		require.NoError(t, err)
 	}
 	require.NoError(t, err)
-	t.Cleanup(func() { emb.Close() })
+	t.Cleanup(func() { emb.Close(context.Background()) })
 	return newCachedModel(t, emb, g, tensor.Float32)
 }
 

@@ -172,10 +172,10 @@ func clickModel(b testing.TB, m ref.Machine, raw, cached bool) (gorgonia.VM, fun
 			if err != nil {
 				b.Fatal(err)
 			}
-			if e, err = CachedEmbedding(g, c, WithPadding(clickVocab[f])); err != nil {
+			if e, err = CachedEmbedding(context.Background(), g, c, WithPadding(clickVocab[f])); err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { e.Close() })
+			b.Cleanup(func() { e.Close(context.Background()) })
 		}
 		tables[f] = e
 		idT[f] = tensor.New(tensor.WithShape(clickBatch*clickK[f]), tensor.Of(tensor.Int64))

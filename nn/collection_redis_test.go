@@ -56,9 +56,9 @@ func TestCollectionOnCluster(t *testing.T) {
 		require.NoError(t, s.WriteRows(ctx, ids, fileio.LittleEndianBytes(w.Float32s())))
 		c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{}})
 		require.NoError(t, err)
-		emb, err := CachedEmbedding(g, c)
+		emb, err := CachedEmbedding(ctx, g, c)
 		require.NoError(t, err)
-		t.Cleanup(func() { emb.Close() })
+		t.Cleanup(func() { emb.Close(ctx) })
 		feats = append(feats, Feature{Key: fmt.Sprintf("f%d", k), Table: emb, Mode: spec.modes[k]})
 		stores = append(stores, s)
 	}

@@ -107,9 +107,9 @@ func newCollModel(t *testing.T, spec collSpec, asCollection bool, capacity int) 
 			if spec.pad[k] >= 0 {
 				copts = append(copts, WithPadding(spec.pad[k]))
 			}
-			e, err = CachedEmbedding(m.g, c, copts...)
+			e, err = CachedEmbedding(context.Background(), m.g, c, copts...)
 			require.NoError(t, err)
-			t.Cleanup(func() { e.Close() })
+			t.Cleanup(func() { e.Close(context.Background()) })
 		} else {
 			e, err = NewEmbedding(m.g, name, v, spec.dim, dt, opts...)
 			require.NoError(t, err)

@@ -454,7 +454,8 @@ func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...EmbeddingOp
 // (gather.Cause finds it in the machine's error); the tensor a Weight or
 // Table.Value() returned before must not be read.
 // For a table in memory it does nothing. A second Close does nothing.
-func (e *Embedding) Close() error {
+// ctx bounds the sync of a cached table (its store may be a server).
+func (e *Embedding) Close(ctx context.Context) error {
 	if e.closed {
 		return nil
 	}
@@ -462,7 +463,7 @@ func (e *Embedding) Close() error {
 		return nil
 	}
 	e.closed = true
-	return e.home.close()
+	return e.home.close(ctx)
 }
 
 // willNeedOp asks the system to bring in, all at once, the rows of a file

@@ -53,7 +53,7 @@ func ExampleOpenEmbedding() {
 		log.Fatal(err)
 	}
 	vm.Close()
-	if err := emb.Close(); err != nil { // syncs the file
+	if err := emb.Close(context.Background()); err != nil { // syncs the file
 		log.Fatal(err)
 	}
 
@@ -127,12 +127,12 @@ func ExampleCachedEmbedding() {
 	if err := table.Create(path, "words", 1000, 4, tensor.Float32, table.WithInit(counting), table.WithState(cols...)); err != nil {
 		log.Fatal(err)
 	}
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: 8 * (5*4 + 72)}, table.FileOptions{})
+	c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 8 * (5*4 + 72)}, table.FileOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	g := gorgonia.NewGraph()
-	emb, err := nn.CachedEmbedding(g, c)
+	emb, err := nn.CachedEmbedding(context.Background(), g, c)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -166,15 +166,15 @@ func ExampleCachedEmbedding() {
 	}
 	st := c.Stats()
 	fmt.Printf("cache of %d rows: %d hits, %d misses, %d of them prefetched\n", c.Weight().Shape()[0], st.Hits, st.Misses, st.Prefetched)
-	if err := emb.Close(); err != nil {
+	if err := emb.Close(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 
-	c, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
+	c, err = table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	rows, err := c.Read(context.Background(), []int64{2, 3, 6})
 	if err != nil {
 		log.Fatal(err)

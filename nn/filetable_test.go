@@ -126,7 +126,7 @@ func TestFileTableEqualsMemory(t *testing.T) {
 				gf := gorgonia.NewGraph()
 				file, err := OpenEmbedding(gf, path, "words", WithPadding(2))
 				require.NoError(t, err)
-				defer file.Close()
+				defer file.Close(context.Background())
 				gm := gorgonia.NewGraph()
 				mem, err := NewEmbedding(gm, "words", 300, 5, dt, WithWeights(start["words.weight"]), WithSparse(), WithPadding(2))
 				require.NoError(t, err)
@@ -168,8 +168,8 @@ func TestFileTableLifecycle(t *testing.T) {
 	saved, err := optim.State(emb.Home().(Weights), opt).State()
 	require.NoError(t, err)
 
-	require.NoError(t, emb.Close())
-	require.NoError(t, emb.Close(), "a second Close does nothing")
+	require.NoError(t, emb.Close(context.Background()))
+	require.NoError(t, emb.Close(context.Background()), "a second Close does nothing")
 	require.ErrorIs(t, emb.Step(context.Background(), opt), table.ErrClosed)
 	require.ErrorIs(t, emb.Home().(Syncer).Sync(context.Background()), table.ErrClosed)
 	_, err = emb.State()
@@ -184,14 +184,14 @@ func TestFileTableLifecycle(t *testing.T) {
 	loaded, err := optim.State(again.Home().(Weights), fresh).State()
 	require.NoError(t, err)
 	assert.Equal(t, saved, loaded)
-	require.NoError(t, again.Close())
+	require.NoError(t, again.Close(context.Background()))
 
 	// An in-memory table has nothing to sync.
 	mem, err := NewEmbedding(gorgonia.NewGraph(), "m", 3, 2, tensor.Float32)
 	require.NoError(t, err)
 	_, syncs := mem.Home().(Syncer)
 	require.False(t, syncs, "an in-memory table's home syncs")
-	require.NoError(t, mem.Close())
+	require.NoError(t, mem.Close(context.Background()))
 }
 
 // Files OpenEmbedding refuses: missing, another name, another rank or
@@ -253,7 +253,7 @@ func TestFileTableFaultIsAnError(t *testing.T) {
 	g := gorgonia.NewGraph()
 	emb, err := OpenEmbedding(g, path, "w")
 	require.NoError(t, err)
-	defer emb.Close()
+	defer emb.Close(context.Background())
 	require.NoError(t, os.Truncate(path, 4096)) // the header and a few rows stay
 	w, err := emb.Home().(Weights).Weight()
 	require.NoError(t, err)
@@ -288,7 +288,7 @@ func TestFileTableRunAfterClose(t *testing.T) {
 		vm := vmtest.New(t, g)
 		require.NoError(t, vm.RunAll())
 		vm.Reset()
-		require.NoError(t, emb.Close())
+		require.NoError(t, emb.Close(context.Background()))
 		err = vm.RunAll()
 		require.Error(t, err, "bag=%v", bag)
 		assert.ErrorIs(t, gather.Cause(err), table.ErrClosed, "bag=%v: %v", bag, err)

@@ -68,9 +68,9 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 		c, err := table.NewCached(ctx, store, o)
 		require.NoError(t, err)
 		g := gorgonia.NewGraph()
-		emb, err := CachedEmbedding(g, c)
+		emb, err := CachedEmbedding(ctx, g, c)
 		require.NoError(t, err)
-		t.Cleanup(func() { emb.Close() })
+		t.Cleanup(func() { emb.Close(ctx) })
 		return emb, c, newCachedModel(t, emb, g, tensor.Float32)
 	}
 	_, c1, m1 := memory(table.CacheOptions{Rounding: table.Rounding{Seed: 9}})
@@ -90,11 +90,11 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 	require.NoError(t, table.Create(path, "t", cmVocab, cmDim, tensor.Float32, opts...))
 	opt2 := newOpt()
 	for _, span := range [][2]int{{0, steps / 2}, {steps / 2, steps}} {
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: budget(5 * cmBatch), Rounding: table.Rounding{Seed: 9}}, table.FileOptions{})
+		c, err := table.OpenCached(ctx, path, table.CacheOptions{Budget: budget(5 * cmBatch), Rounding: table.Rounding{Seed: 9}}, table.FileOptions{})
 		require.NoError(t, err)
 		require.Equal(t, f, c.Schema().Format)
 		g := gorgonia.NewGraph()
-		emb, err := CachedEmbedding(g, c)
+		emb, err := CachedEmbedding(ctx, g, c)
 		require.NoError(t, err)
 		m := newCachedModel(t, emb, g, tensor.Float32)
 		for n := span[0]; n < span[1]; n++ {
@@ -104,7 +104,7 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 			require.NoError(t, emb.Home().(Syncer).Sync(context.Background()))
 			require.Equal(t, want, allRows(t, c), "the file's rows and state against memory's")
 		}
-		require.NoError(t, emb.Close())
+		require.NoError(t, emb.Close(ctx))
 	}
 	for r := range cmVocab {
 		for j := range cmDim {

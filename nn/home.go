@@ -102,7 +102,7 @@ type home interface {
 	step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error
 	// reset starts the rows of fresh afresh (RawIDs).
 	reset(ctx context.Context, fresh []table.Assignment, init table.RowInit) error
-	close() error
+	close(ctx context.Context) error
 }
 
 // heap is a table in the Go heap: the tensor of e.Table, and the state of
@@ -170,7 +170,7 @@ func (h *heap) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) err
 	return t.Step(ctx, opt, g)
 }
 
-func (h *heap) close() error { return nil }
+func (h *heap) close(context.Context) error { return nil }
 
 // mapped is a table in a file mapped into memory: a heap table whose
 // tensor is the mapping, each lookup preceded by a willNeedOp, each step
@@ -200,7 +200,7 @@ func (m *mapped) Sync(ctx context.Context) error {
 	}
 	return nil
 }
-func (m *mapped) close() error { return m.file.Close() }
+func (m *mapped) close(context.Context) error { return m.file.Close() }
 
 // cached is a table whose rows live in a store, the rows of a run in a
 // cache (CachedEmbedding).
@@ -267,4 +267,4 @@ var (
 	_ Cache   = (*cached)(nil)
 )
 
-func (h *cached) close() error { return h.c.Close() }
+func (h *cached) close(ctx context.Context) error { return h.c.Close(ctx) }

@@ -55,11 +55,11 @@ func BenchmarkSharedRawStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			g := gorgonia.NewGraph()
-			emb, err := CachedEmbedding(g, c, WithPadding(rows))
+			emb, err := CachedEmbedding(ctx, g, c, WithPadding(rows))
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer emb.Close()
+			defer emb.Close(ctx)
 			model := newRawModel(b, g, emb, batch)
 			var raw *RawIDs
 			if m != nil {

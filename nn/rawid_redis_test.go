@@ -50,9 +50,9 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 		c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{}})
 		require.NoError(t, err)
 		g := gorgonia.NewGraph()
-		emb, err := CachedEmbedding(g, c, WithPadding(rows))
+		emb, err := CachedEmbedding(ctx, g, c, WithPadding(rows))
 		require.NoError(t, err)
-		t.Cleanup(func() { emb.Close() })
+		t.Cleanup(func() { emb.Close(ctx) })
 		raw, err := NewRawIDs(emb, m, m.RowInit())
 		require.NoError(t, err)
 		return newRawModel(t, g, emb, batch), raw, m, s
@@ -144,9 +144,9 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 	defer s2.Close()
 	c2, err := table.NewCached(ctx, s2, table.CacheOptions{Budget: 1 << 20})
 	require.NoError(t, err)
-	e2, err := CachedEmbedding(gorgonia.NewGraph(), c2, WithPadding(rows))
+	e2, err := CachedEmbedding(ctx, gorgonia.NewGraph(), c2, WithPadding(rows))
 	require.NoError(t, err)
-	defer e2.Close()
+	defer e2.Close(ctx)
 	_, err = NewRawIDs(e2, m, m.RowInit())
 	require.ErrorIs(t, err, gather.ErrOption)
 }

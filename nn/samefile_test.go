@@ -70,7 +70,7 @@ func TestSameFileRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			saved = emb
-			return func() { emb.Close() }
+			return func() { emb.Close(context.Background()) }
 		}, func(dst, _ string) error { return checkpoint.Save(dst, nil, saved) }, nil},
 		{"wordvec.Write", func(t *testing.T, path string) func() {
 			st, err := serve.Open(path, "t.weight")
@@ -92,11 +92,11 @@ func TestSameFileRefused(t *testing.T) {
 			return table.Create(dst, "u", 10, 4, tensor.Float32, table.WithReplace())
 		}, nil},
 		{"table.Export", func(t *testing.T, path string) func() {
-			c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 16}, table.FileOptions{})
+			c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 16}, table.FileOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return func() { c.Close() }
+			return func() { c.Close(context.Background()) }
 		}, func(dst, _ string) error {
 			src, err := table.NewMemoryStore("t", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(10, 4)), adamCols...)
 			if err != nil {

@@ -81,9 +81,9 @@ func sharedEqualsMemory(t *testing.T, create func(name string, cols []table.Colu
 				c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{MaxAge: maxAge}})
 				require.NoError(t, err)
 				g := gorgonia.NewGraph()
-				e, err := CachedEmbedding(g, c)
+				e, err := CachedEmbedding(context.Background(), g, c)
 				require.NoError(t, err)
-				t.Cleanup(func() { e.Close() })
+				t.Cleanup(func() { e.Close(context.Background()) })
 				return e, g, s
 			}
 			e2, g2, s := shared(0)

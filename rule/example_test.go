@@ -42,7 +42,7 @@ func ExampleStepper() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	rows, err := c.Read(context.Background(), []int64{0, 1, 2})
 	if err != nil {
 		log.Fatal(err)

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -270,7 +271,7 @@ func TestQuantizedNotForTraining(t *testing.T) {
 	if !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "U8") {
 		t.Errorf("table.Open: want ErrMismatch naming the file and U8, got %v", err)
 	}
-	_, err = table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
+	_, err = table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 	if !errors.Is(err, checkpoint.ErrMismatch) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "U8") {
 		t.Errorf("table.OpenCached: want ErrMismatch naming the file and U8, got %v", err)
 	}

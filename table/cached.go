@@ -411,7 +411,7 @@ func column(cache *rowcache.Cache, k, slots, width int, dt tensor.Dtype) (*tenso
 // (Create with WithReplace) left, or one with a committed part that does
 // not match its checksum, is an error wrapping ErrJournal naming it, and
 // nothing is changed.
-func OpenCached(path string, o CacheOptions, fo FileOptions) (*Cached, error) {
+func OpenCached(ctx context.Context, path string, o CacheOptions, fo FileOptions) (*Cached, error) {
 	t, err := inspectRows(path)
 	if err != nil {
 		return nil, err
@@ -422,7 +422,7 @@ func OpenCached(path string, o CacheOptions, fo FileOptions) (*Cached, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	c, err := openCached(f, path, name, t, cols, o, fo)
+	c, err := openCached(ctx, f, path, name, t, cols, o, fo)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -531,7 +531,7 @@ func inspectRows(path string) (rowsFile, error) {
 	return rowsFile{name: name, cols: cols, info: info, dim: dim, half: half, id: id, steps: true}, nil
 }
 
-func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o CacheOptions, fo FileOptions) (*Cached, error) {
+func openCached(ctx context.Context, f *os.File, path, name string, t rowsFile, cols []Column, o CacheOptions, fo FileOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	if o.Shared != nil {
 		return nil, fmt.Errorf("%s: a table in a file has one writer: it is not Shared: %w", prefix, errs.ErrOption)
@@ -574,7 +574,7 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 	if t.half != 0 {
 		store = &halfStore{inner: j, f: t.half, dim: t.dim}
 	}
-	c, err := newCached(context.Background(), store, name, t.dim, dt, cols, t.half, o)
+	c, err := newCached(ctx, store, name, t.dim, dt, cols, t.half, o)
 	if err != nil {
 		j.Close()
 		return nil, err
@@ -583,7 +583,7 @@ func openCached(f *os.File, path, name string, t rowsFile, cols []Column, o Cach
 	c.limit, c.manual = fo.journalLimit(o.Budget), fo.ManualSync
 	c.release = fileio.Hold(path, f)
 	if fo.IDMap != nil {
-		if err := c.keepIDMap(context.Background(), fo.IDMap, fo.IDMapRow); err != nil {
+		if err := c.keepIDMap(ctx, fo.IDMap, fo.IDMapRow); err != nil {
 			c.free() // without a Sync: the file stays as it was
 			return nil, err
 		}
@@ -960,12 +960,12 @@ func (c *Cached) Stats() CacheStats {
 // Close syncs the table, frees the cache's memory and, for a file, closes
 // it and frees it for another open. After it, the tensors of Weight and
 // State must not be used, and Fetch, Read and Sync fail with ErrClosed.
-// A second Close does nothing.
-func (c *Cached) Close() error {
+// A second Close does nothing. ctx bounds the Sync.
+func (c *Cached) Close(ctx context.Context) error {
 	if c.closed {
 		return nil
 	}
-	err := c.Sync(context.Background())
+	err := c.Sync(ctx)
 	if e := c.free(); err == nil {
 		err = e
 	}

@@ -33,7 +33,7 @@ var (
 )
 
 func kOpen(path string, budget int64) (*table.Cached, error) {
-	return table.OpenCached(path, table.CacheOptions{Budget: budget}, table.FileOptions{Depth: 4})
+	return table.OpenCached(context.Background(), path, table.CacheOptions{Budget: budget}, table.FileOptions{Depth: 4})
 }
 
 // kWant returns every row (values and state) and the step count of the
@@ -48,7 +48,7 @@ func kWant(t *testing.T, initial *tensor.Dense, last int) ([]byte, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	for n := 0; n <= last; n++ {
 		if err := kStep(c, n); err != nil {
 			t.Fatal(err)
@@ -100,7 +100,7 @@ func TestKillCachedTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	c.Close(context.Background())
 	initial := tensor.New(tensor.WithShape(kVocab, kDim), tensor.WithBacking(make([]float32, kVocab*kDim)))
 	for r := range kVocab {
 		copy(initial.Float32s()[r*kDim:(r+1)*kDim], all.Float32s()[r*3*kDim:])
@@ -126,7 +126,7 @@ func TestKillCachedTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	freshRows, _ := kRead(t, c)
-	c.Close()
+	c.Close(context.Background())
 	recreated := 0
 	killtest.Run(t, killtest.Config{Test: "TestKillCachedTable", Env: "GATHER_CACHED_CHILD", Kills: 20, Seed: 13, Window: "syncing"}, setup, func(k killtest.Kill) {
 		if k.State == "syncing" {
@@ -140,7 +140,7 @@ func TestKillCachedTable(t *testing.T) {
 			t.Fatalf("kill %d: reopening: %v", k.N, err)
 		}
 		got, steps := kRead(t, c)
-		c.Close()
+		c.Close(context.Background())
 		match := func(last int) bool {
 			if last < 0 {
 				return steps == 0 && bytes.Equal(got, fileio.LittleEndianBytes(all.Float32s()))
@@ -186,7 +186,7 @@ func kRecreate(t *testing.T, dir string, freshRows []byte) {
 	if err != nil {
 		t.Fatalf("opening the table created over a killed one: %v", err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	if got, steps := kRead(t, c); steps != 0 || !bytes.Equal(got, freshRows) {
 		t.Fatalf("the table created over a killed one opened at step count %d, its rows fresh: %v", steps, bytes.Equal(got, freshRows))
 	}
@@ -255,7 +255,7 @@ func TestOpenCachedBadFiles(t *testing.T) {
 	if err := kStep(pc, 0); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "exp_avg") {
 		t.Fatalf("a table without state, stepped by an optimiser with state: %v", err)
 	}
-	pc.Close()
+	pc.Close(context.Background())
 
 	// A journal of another table.
 	if err := os.WriteFile(path+".journal", []byte("GGJRNL01 something else entirely"), 0o644); err != nil {
@@ -274,7 +274,7 @@ func TestOpenCachedBadFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	c.Close(context.Background())
 }
 
 // A table trained in memory is exported to a table file, which
@@ -285,7 +285,7 @@ func TestExportImport(t *testing.T) {
 	cols := kOpt.Columns(kDim)
 	store, c := kTrained(t, 12)
 	want, steps := kRead(t, c)
-	c.Close()
+	c.Close(context.Background())
 
 	path := filepath.Join(dir, "t.safetensors")
 	if err := table.Export(context.Background(), path, store, steps); err != nil {
@@ -302,7 +302,7 @@ func TestExportImport(t *testing.T) {
 	if _, err := table.Import(context.Background(), store, path); !errors.Is(err, table.ErrInUse) {
 		t.Fatalf("importing a file an open table holds: %v", err)
 	}
-	opened.Close()
+	opened.Close(context.Background())
 
 	zero := tensor.New(tensor.WithShape(kVocab, kDim), tensor.WithBacking(make([]float32, kVocab*kDim)))
 	back, err := table.NewMemoryStore("t", zero, cols...)
@@ -317,7 +317,7 @@ func TestExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c2.Close()
+	defer c2.Close(context.Background())
 	if got, _ := kRead(t, c2); !bytes.Equal(got, want) {
 		t.Fatal("the imported rows differ")
 	}

@@ -9,9 +9,9 @@
 //
 //	opt := optim.NewRowWiseAdagrad(0.05)
 //	table.Create("words.safetensors", "words", 100_000_000, 64, tensor.Float32, table.WithSeed(1), table.WithState(opt.Columns(64)...))
-//	c, _ := table.OpenCached("words.safetensors", table.CacheOptions{Budget: 4 << 30}, table.FileOptions{})
-//	emb, _ := nn.CachedEmbedding(g, c)
-//	defer emb.Close()
+//	c, _ := table.OpenCached(ctx, "words.safetensors", table.CacheOptions{Budget: 4 << 30}, table.FileOptions{})
+//	emb, _ := nn.CachedEmbedding(ctx, g, c)
+//	defer emb.Close(ctx)
 //
 // A Cached table reads the rows a batch misses with concurrent positioned
 // reads, prefetches the next batch's while the current one computes, and

@@ -59,7 +59,7 @@ func ExampleNewCached() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	slots := make([]int32, 2)
 	for _, batch := range [][]int64{{1, 3}, {3, 4}} {
 		c.NewBatch()
@@ -120,7 +120,7 @@ func ExampleExport() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	rows, err := c.Read(context.Background(), []int64{0, 2})
 	if err != nil {
 		log.Fatal(err)
@@ -150,11 +150,11 @@ func ExampleWithHalf() {
 		log.Fatal(err)
 	}
 	fmt.Println(infos[0].Name, infos[0].Format, infos[0].Shape) // 8 values of 2 bytes and a float32 sum
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
+	c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 20}, table.FileOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	slots := make([]int32, 1)
 	if err := c.Fetch(context.Background(), []int64{7}, slots); err != nil {
 		log.Fatal(err)
@@ -190,7 +190,7 @@ func ExampleNewHalfMemoryStore() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	rows, err := c.Read(context.Background(), []int64{0, 1})
 	if err != nil {
 		log.Fatal(err)

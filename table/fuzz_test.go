@@ -71,11 +71,11 @@ func FuzzOpenCached(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, err := OpenCached(p, CacheOptions{Budget: 1 << 16}, FileOptions{})
+		c, err := OpenCached(context.Background(), p, CacheOptions{Budget: 1 << 16}, FileOptions{})
 		if err != nil {
 			return
 		}
-		defer c.Close()
+		defer c.Close(context.Background())
 		sc := c.Schema()
 		if sc.Rows > 1<<12 {
 			return

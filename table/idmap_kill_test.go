@@ -129,7 +129,7 @@ func TestKillKeepIDMap(t *testing.T) {
 			t.Fatal(err)
 		}
 		c, m := rmOpen(path)
-		defer c.Close()
+		defer c.Close(context.Background())
 		for n := 0; n <= last; n++ {
 			if err := rmStep(c, m, n); err != nil {
 				t.Fatal(err)
@@ -148,7 +148,7 @@ func TestKillKeepIDMap(t *testing.T) {
 		got := rmState(t, c, m)
 		st, _ := m.Stats(context.Background())
 		used := st.Used
-		c.Close()
+		c.Close(context.Background())
 		ok := bytes.Equal(got, wantAt(k.Step))
 		if !ok && k.State == "syncing" {
 			ok = k.Step-kSyncEvery < 0 && used == 0 || k.Step-kSyncEvery >= 0 && bytes.Equal(got, wantAt(k.Step-kSyncEvery))
@@ -166,7 +166,7 @@ func rmOpen(path string) (*table.Cached, *table.IDMap) {
 	if err != nil {
 		panic(err)
 	}
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(32 * (3*kDim*4 + 72))}, table.FileOptions{Depth: 4, IDMap: m, IDMapRow: int64(rmOpts.Rows + 1)})
+	c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: int64(32 * (3*kDim*4 + 72))}, table.FileOptions{Depth: 4, IDMap: m, IDMapRow: int64(rmOpts.Rows + 1)})
 	if err != nil {
 		panic(err)
 	}

@@ -540,7 +540,7 @@ func TestCachedReset(t *testing.T) {
 	require.NoError(t, err)
 	c, err := NewCached(context.Background(), store, CacheOptions{Budget: 2 * (3*4 + 100)})
 	require.NoError(t, err)
-	defer c.Close()
+	defer c.Close(context.Background())
 	fresh := []Assignment{{Row: 1, ID: -77}, {Row: 3, ID: 1 << 40}}
 	require.NoError(t, c.Reset(context.Background(), fresh, RowInit{Seed: 4, Std: 1}))
 	c.NewBatch()
@@ -562,7 +562,7 @@ func TestCachedReset(t *testing.T) {
 	require.Equal(t, []float32{3, 3, 0.5}, read(2), "a row not reset changed")
 	shared, err := NewCached(context.Background(), store, CacheOptions{Budget: 1 << 10, Shared: &SharedOptions{}})
 	require.NoError(t, err)
-	defer shared.Close()
+	defer shared.Close(context.Background())
 	require.ErrorIs(t, shared.Reset(context.Background(), fresh, RowInit{Seed: 4, Std: 1}), errs.ErrOption)
 }
 
@@ -695,7 +695,7 @@ func TestKeepIDMap(t *testing.T) {
 	require.NoError(t, Create(path, "t", int(vocab), 2, tensor.Float32, WithState(cols...)))
 	ctx := context.Background()
 	m, _ := NewIDMap("t", o)
-	c, err := OpenCached(path, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: int64(o.Rows + 1)})
+	c, err := OpenCached(ctx, path, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: int64(o.Rows + 1)})
 	require.NoError(t, err)
 	require.Zero(t, statsOf(m).Used, "a new file's rows held a map")
 	s := stream(3, 20, 6, 40)
@@ -719,12 +719,12 @@ func TestKeepIDMap(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(crash, name), b, 0o644))
 	}
-	require.NoError(t, c.Close())
+	require.NoError(t, c.Close(ctx))
 	reopen := func(p string) *IDMap {
 		m, _ := NewIDMap("t", o)
-		c, err := OpenCached(p, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: int64(o.Rows + 1)})
+		c, err := OpenCached(ctx, p, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: int64(o.Rows + 1)})
 		require.NoError(t, err)
-		defer c.Close()
+		defer c.Close(ctx)
 		return m
 	}
 	require.Equal(t, synced, reopen(filepath.Join(crash, "t.safetensors")).encode(), "the crash's map is not the last Sync's")
@@ -732,9 +732,9 @@ func TestKeepIDMap(t *testing.T) {
 
 	other, _ := NewIDMap("t", IDMapOptions{Rows: 20, AdmitAfter: 2, SketchWidth: 64, Evict: EvictLRU})
 	keep := func(m *IDMap, row int64) error {
-		c, err := OpenCached(path, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: row})
+		c, err := OpenCached(ctx, path, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: row})
 		if err == nil {
-			c.Close()
+			c.Close(ctx)
 		}
 		return err
 	}

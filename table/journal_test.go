@@ -76,7 +76,7 @@ func TestStaleJournal(t *testing.T) {
 	if got, err := c.Read(context.Background(), []int64{7}); err != nil || c.Stats().Steps != 1500 || got.Float32s()[0] != math.Float32frombits(0x41414141) {
 		t.Fatalf("the old table did not apply its committed journal: step count %d, %v", c.Stats().Steps, err)
 	}
-	c.Close()
+	c.Close(context.Background())
 	if err := os.WriteFile(path+".journal", stale, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestStaleJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := c.Stats().Steps
-	c.Close()
+	c.Close(context.Background())
 	if got := readAll(t, path); steps != 0 || !bytes.Equal(got, want) {
 		t.Fatalf("the new table opened at step count %d, its rows those of a fresh table: %v", steps, bytes.Equal(got, want))
 	}
@@ -129,7 +129,7 @@ func readAll(t *testing.T, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	rows, _ := kRead(t, c)
 	return rows
 }
@@ -160,7 +160,7 @@ func TestCachedWithoutState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := table.OpenCached(path, table.CacheOptions{Budget: int64(64 * (kDim*4 + 72))}, table.FileOptions{})
+	c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: int64(64 * (kDim*4 + 72))}, table.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestCachedWithoutState(t *testing.T) {
 	if got, _ := kRead(t, c); !bytes.Equal(got, want) {
 		t.Fatal("SparseSGD through the file's cache differs from the rows in memory")
 	}
-	if err := c.Close(); err != nil {
+	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	f, err = table.Open(path, "t")
@@ -205,11 +205,11 @@ func TestJournalLimit(t *testing.T) {
 		if err := table.Create(path, "t", kVocab, kDim, tensor.Float32, table.WithSeed(3), table.WithState(cols...)); err != nil {
 			t.Fatal(err)
 		}
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: budget}, fo)
+		c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: budget}, fo)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Close() })
+		t.Cleanup(func() { c.Close(context.Background()) })
 		return c
 	}
 	bounded := open("bounded", table.FileOptions{JournalLimit: limit})

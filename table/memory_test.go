@@ -57,7 +57,7 @@ func TestMemoryStoreStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	rows, err := c.Read(context.Background(), []int64{3, 4})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestCachedStepAllocs(t *testing.T) {
 		if few, many := allocs(3), allocs(300); few != many || few > 64 {
 			t.Errorf("shared %v: a step of 3 rows allocates %v times, of 300 rows %v", shared, few, many)
 		}
-		c.Close()
+		c.Close(context.Background())
 	}
 }
 

@@ -147,14 +147,14 @@ func main() {
 		stream, load := strings.TrimSuffix(run1, "-cold"), *preload && !strings.HasSuffix(run1, "-cold")
 		memory(fmt.Sprintf("before the %s steps", run1))
 		t0 := time.Now()
-		c, err := table.OpenCached(path, table.CacheOptions{Budget: *budget, Preload: load, LFU: *lfu}, table.FileOptions{Depth: *depth, JournalLimit: -1})
+		c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: *budget, Preload: load, LFU: *lfu}, table.FileOptions{Depth: *depth, JournalLimit: -1})
 		if err != nil {
 			log.Fatal(err)
 		}
 		fmt.Printf("%s: cache of %d rows (%.2f GB), queue depth %d, preload %v, lfu %v, prefetch %v: opened in %.1f s\n",
 			run1, c.Weight().Shape()[0], float64(*budget)/1e9, *depth, load, *lfu, *prefetch, time.Since(t0).Seconds())
 		g := gorgonia.NewGraph()
-		emb, err := nn.CachedEmbedding(g, c)
+		emb, err := nn.CachedEmbedding(context.Background(), g, c)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func main() {
 		res := run(g, emb, *rows, *warmup, *steps, stream, ref, *prefetch)
 		memory(fmt.Sprintf("after %d %s steps on the cached table", *warmup+*steps, run1))
 		t0 = time.Now()
-		if err := emb.Close(); err != nil {
+		if err := emb.Close(context.Background()); err != nil {
 			log.Fatal(err)
 		}
 		closed := time.Since(t0)

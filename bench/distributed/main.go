@@ -188,7 +188,7 @@ func (w *worker) step() error {
 }
 
 func (w *worker) close() {
-	w.c.Close()
+	w.c.Close(context.Background())
 	w.s.Close()
 }
 

@@ -86,10 +86,10 @@ func runWorker(c config, w int) error {
 		if err != nil {
 			return err
 		}
-		if tables[f], err = nn.CachedEmbedding(g, cached); err != nil {
+		if tables[f], err = nn.CachedEmbedding(context.Background(), g, cached); err != nil {
 			return err
 		}
-		defer tables[f].Close()
+		defer tables[f].Close(context.Background())
 		defer s.Close()
 	}
 	m, err := newModel(g, tables, c.batch, c.seed)
@@ -239,10 +239,10 @@ func trainInMemory(c config, train *batch) (*weights, error) {
 		if err != nil {
 			return nil, err
 		}
-		if tables[f], err = nn.CachedEmbedding(g, cached[f]); err != nil {
+		if tables[f], err = nn.CachedEmbedding(context.Background(), g, cached[f]); err != nil {
 			return nil, err
 		}
-		defer tables[f].Close()
+		defer tables[f].Close(context.Background())
 	}
 	m, err := newModel(g, tables, c.batch, c.seed)
 	if err != nil {

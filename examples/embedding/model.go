@@ -134,17 +134,17 @@ func openTable(g *gorgonia.ExprGraph, cfg config, vocab int, opt *optim.SparseAd
 			return nil, err
 		}
 	}
-	c, err := table.OpenCached(cfg.table, table.CacheOptions{Budget: int64(cfg.cacheMB) << 20}, table.FileOptions{})
+	c, err := table.OpenCached(context.Background(), cfg.table, table.CacheOptions{Budget: int64(cfg.cacheMB) << 20}, table.FileOptions{})
 	if err != nil {
 		return nil, err
 	}
 	if vocab64 := c.Schema().Rows; vocab64 != int64(vocab) {
-		c.Close()
+		c.Close(context.Background())
 		return nil, fmt.Errorf("%s holds %d rows; this corpus's vocabulary has %d", cfg.table, vocab64, vocab)
 	}
-	emb, err := nn.CachedEmbedding(g, c)
+	emb, err := nn.CachedEmbedding(context.Background(), g, c)
 	if err != nil {
-		c.Close()
+		c.Close(context.Background())
 	}
 	return emb, err
 }
@@ -167,7 +167,7 @@ func (m *model) parts() []checkpoint.Part {
 
 // close closes a -table, syncing it; it does nothing for a table in
 // memory.
-func (m *model) close() error { return m.emb.Close() }
+func (m *model) close() error { return m.emb.Close(context.Background()) }
 
 // prefetch gives a table in a file the ids of the next batch, whose
 // positions rng draws as the training loop will.

@@ -205,7 +205,7 @@ func cachedScenario() scenario {
 			if err := table.Create(path, "t", vocab, dim, tensor.Float32, table.WithSeed(3), table.WithState(adamCols...)); err != nil {
 				t.Fatal(err)
 			}
-			c, err := table.OpenCached(path, table.CacheOptions{Budget: 1 << 16}, table.FileOptions{})
+			c, err := table.OpenCached(context.Background(), path, table.CacheOptions{Budget: 1 << 16}, table.FileOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func cachedScenario() scenario {
 			}
 			mark(first) // Create's table, marked once it opened
 			g := gorgonia.NewGraph()
-			emb, err := nn.CachedEmbedding(g, c)
+			emb, err := nn.CachedEmbedding(context.Background(), g, c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,17 +233,17 @@ func cachedScenario() scenario {
 				mark(b)
 			}
 			tr.step(t, 9, opt)
-			if err := emb.Close(); err != nil {
+			if err := emb.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			mark(nil)
 		},
 		read: func(dir string) ([]byte, error) {
-			c, err := table.OpenCached(filepath.Join(dir, "t.safetensors"), table.CacheOptions{Budget: 1 << 16}, table.FileOptions{})
+			c, err := table.OpenCached(context.Background(), filepath.Join(dir, "t.safetensors"), table.CacheOptions{Budget: 1 << 16}, table.FileOptions{})
 			if err != nil {
 				return nil, err
 			}
-			defer c.Close()
+			defer c.Close(context.Background())
 			return allRows(c)
 		},
 	}
@@ -282,7 +282,7 @@ func mappedScenario() scenario {
 				mark(weight())
 			}
 			tr.step(t, 9, opt)
-			if err := emb.Close(); err != nil {
+			if err := emb.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			mark(nil)
