@@ -152,7 +152,8 @@ func LoadWith(path string, o LoadOptions, parts ...Part) (Report, error) {
 		wrong = append(wrong, "the file has no "+strings.Join(quoted(r.Missing), ", "))
 	}
 	if len(r.Unexpected) > 0 && !o.NonStrict {
-		wrong = append(wrong, "no part holds the file's "+strings.Join(quoted(r.Unexpected), ", ")+idMapHint(r.Unexpected))
+		wrong = append(wrong, "no part holds the file's "+strings.Join(quoted(r.Unexpected), ", ")+
+			" (pass the parts that saved them, or load with NonStrict)")
 	}
 	if len(wrong) > 0 {
 		return Report{}, mismatch(path, "%s", strings.Join(wrong, "; "))
@@ -368,20 +369,4 @@ func CopyInto(dst, src *tensor.Dense) error {
 	}
 	copy(dst.Header.Raw[:n], s.Header.Raw[:n])
 	return nil
-}
-
-// idMapHint names the id maps whose tensors ("<name>.idmap.<key>", as
-// table.IDMap's State names them) are among names: a map read with
-// table.ReadIDMap is restored, but Load must be given it as a part too.
-func idMapHint(names []string) string {
-	var maps []string
-	for _, n := range names {
-		if m, _, ok := strings.Cut(n, ".idmap."); ok && !slices.Contains(maps, m) {
-			maps = append(maps, m)
-		}
-	}
-	if len(maps) == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (the id map %s: pass it as a part too, the *table.IDMap that table.ReadIDMap returned, or load with NonStrict)", strings.Join(quoted(maps), ", "))
 }

@@ -613,7 +613,8 @@ func TestReadIDMap(t *testing.T) {
 	wp := weightPart{tensor.New(tensor.WithShape(7, 2), tensor.Of(tensor.Float32))}
 	_, err = checkpoint.Load(path, wp)
 	require.ErrorIs(t, err, checkpoint.ErrMismatch)
-	require.ErrorContains(t, err, `the id map "item": pass it as a part too`)
+	require.ErrorContains(t, err, `"item.idmap.`)
+	require.ErrorContains(t, err, `pass the parts that saved them`)
 	_, err = checkpoint.Load(path, wp, c)
 	require.NoError(t, err)
 	require.Equal(t, b.o, c.o)
