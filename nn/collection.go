@@ -106,9 +106,8 @@ type collGroup struct {
 	e     *Embedding
 	dim   int
 	feats []int
-	ids   []int64 // this run's ids (table rows)
-	rows  []int64 // their rows of the home's tensor: ids itself, or a cache's slots
-	slots []int32
+	ids   []int64      // this run's ids (table rows)
+	rows  []int64      // their rows of the home's tensor: ids itself, or a cache's slots
 	raw   *RawIDs      // the table's id map, if its features' ids are raw
 	rawM  table.Mapper // its map
 	pad   int          // the padding row of the home's tensor, or -1

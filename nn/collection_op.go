@@ -129,24 +129,10 @@ func (o *collectionOp) read(in []gorgonia.Value) (values, offsets []int64, weigh
 // ids themselves, or, in a cache, the slots the rows are brought to (one
 // fetch for all the table's features, which starts the cache's batch).
 func (g *collGroup) fetch() error {
-	h, ok := g.e.home.(*cached)
-	if !ok {
-		g.rows = g.ids
-		return nil
-	}
-	n := len(g.ids)
-	g.slots = slices.Grow(g.slots[:0], n)[:n]
-	h.c.NewBatch()
-	if err := h.c.Fetch(h.context(), g.ids, g.slots); err != nil {
+	rows, err := g.e.home.rowsOf(g.ids, g.rows)
+	g.rows = rows
+	if err != nil {
 		return fmt.Errorf("collection: table %q: %w", g.e.Name(), err)
-	}
-	if len(h.next) > 0 {
-		h.c.Prefetch(h.context(), h.next)
-		h.next = h.next[:0]
-	}
-	g.rows = slices.Grow(g.rows[:0], n)[:n]
-	for p, s := range g.slots {
-		g.rows[p] = int64(s)
 	}
 	return nil
 }

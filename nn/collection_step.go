@@ -84,13 +84,7 @@ func (c *Collection) Step(ctx context.Context, opt optim.Sparse) error {
 
 // local reports whether g's table is in memory or a file (the heap's
 // table or a mapping), which no other table's step touches.
-func (g *collGroup) local() bool {
-	switch g.e.home.(type) {
-	case *heap, *mapped:
-		return true
-	}
-	return false
-}
+func (g *collGroup) local() bool { return g.e.home.cache() == nil }
 
 // checkCaptured reports an error unless every trainable table's gradient
 // was captured since the last Step.
@@ -126,7 +120,7 @@ func (c *Collection) stepCaches(ctx context.Context, opt optim.Sparse) {
 			g.err = err
 			return
 		}
-		caches, grads, groups = append(caches, g.e.home.(*cached).c), append(grads, rg), append(groups, g)
+		caches, grads, groups = append(caches, g.e.home.cache()), append(grads, rg), append(groups, g)
 	}
 	if len(groups) == 0 {
 		return
@@ -136,7 +130,7 @@ func (c *Collection) stepCaches(ctx context.Context, opt optim.Sparse) {
 		return
 	}
 	for _, g := range groups {
-		g.e.home.(*cached).fetched = 0
+		g.e.home.stepped()
 	}
 }
 

@@ -89,18 +89,15 @@ func (e *Embedding) Delta(ctx context.Context, base, seq uint64) (*checkpoint.De
 	dim := e.Table.Shape()[1]
 	rows := slices.Sorted(slices.Values(e.changed.rows))
 	d := &checkpoint.Delta{Table: e.Name(), Base: base, Seq: seq, Dim: dim, Time: time.Now().UnixNano(), Rows: rows, Values: make([]float32, len(rows)*dim)}
-	src, width := e.home.rowTensor(), dim
-	if h, ok := e.home.(*cached); ok { // the rows, not the cache's slots
-		var err error
-		if src, err = h.c.Read(ctx, rows); err != nil {
-			return nil, fmt.Errorf("%s: %w", prefix, err)
-		}
-		width = src.Shape()[1]
+	src, byPosition, err := e.home.readRows(ctx, rows) // the rows, not a cache's slots
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
+	width := src.Shape()[1]
 	// Row k of the delta is row rows[k] of the table's tensor, or row k of
 	// what the cache read.
 	at := func(k int) int {
-		if isCached(e.home) {
+		if byPosition {
 			return k * width
 		}
 		return int(rows[k]) * width
@@ -129,10 +126,4 @@ func (e *Embedding) Delta(ctx context.Context, base, seq uint64) (*checkpoint.De
 	e.changed.take()
 	e.changed.assignedRows, e.changed.assignedIDs = e.changed.assignedRows[:0], e.changed.assignedIDs[:0]
 	return d, nil
-}
-
-// isCached reports whether h is a cache's home.
-func isCached(h home) bool {
-	_, ok := h.(*cached)
-	return ok
 }

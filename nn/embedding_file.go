@@ -87,11 +87,9 @@ func (e *Embedding) Close(ctx context.Context) error {
 	if e.closed {
 		return nil
 	}
-	if _, inHeap := e.home.(*heap); inHeap {
-		return nil
-	}
-	e.closed = true
-	return e.home.close(ctx)
+	holds, err := e.home.close(ctx)
+	e.closed = holds
+	return err
 }
 
 // willNeedOp asks the system to bring in, all at once, the rows of a file

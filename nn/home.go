@@ -3,6 +3,7 @@ package nn
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -102,7 +103,23 @@ type home interface {
 	step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error
 	// reset starts the rows of fresh afresh (RawIDs).
 	reset(ctx context.Context, fresh []table.Assignment, init table.RowInit) error
-	close(ctx context.Context) error
+	// close closes what the home holds open, and reports whether it
+	// holds anything (a table in memory holds nothing).
+	close(ctx context.Context) (bool, error)
+	// cache returns the cache the rows are brought to, nil for a table
+	// in memory or a mapped file (its rows are the ids themselves).
+	cache() *table.Cached
+	// rowsOf sets rows to the rows of rowTensor that ids name, for a
+	// collection's table: the ids themselves, or a cache's slots, the
+	// rows fetched into them in one fetch that starts the cache's batch.
+	rowsOf(ids, rows []int64) ([]int64, error)
+	// readRows returns the rows of the table ids name: rowTensor itself
+	// (row ids[k] at row ids[k], byPosition false), or a cache's copy of
+	// them, row k for ids[k] (byPosition).
+	readRows(ctx context.Context, ids []int64) (src *tensor.Dense, byPosition bool, err error)
+	// stepped ends a batch whose rows a grouped step (table.StepShared)
+	// stepped.
+	stepped()
 }
 
 // heap is a table in the Go heap: the tensor of e.Table, and the state of
@@ -170,7 +187,15 @@ func (h *heap) step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) err
 	return t.Step(ctx, opt, g)
 }
 
-func (h *heap) close(context.Context) error { return nil }
+func (h *heap) close(context.Context) (bool, error) { return false, nil }
+func (h *heap) cache() *table.Cached                { return nil }
+func (h *heap) stepped()                            {}
+
+func (h *heap) rowsOf(ids, _ []int64) ([]int64, error) { return ids, nil }
+
+func (h *heap) readRows(context.Context, []int64) (*tensor.Dense, bool, error) {
+	return h.w, false, nil
+}
 
 // mapped is a table in a file mapped into memory: a heap table whose
 // tensor is the mapping, each lookup preceded by a willNeedOp, each step
@@ -200,7 +225,7 @@ func (m *mapped) Sync(ctx context.Context) error {
 	}
 	return nil
 }
-func (m *mapped) close(context.Context) error { return m.file.Close() }
+func (m *mapped) close(context.Context) (bool, error) { return true, m.file.Close() }
 
 // cached is a table whose rows live in a store, the rows of a run in a
 // cache (CachedEmbedding).
@@ -212,6 +237,7 @@ type cached struct {
 	fetches []*fetchOp // one per lookup or bag
 	fetched int        // how many of them ran since the batch began
 	next    []int64    // the next batch's ids (Prefetch)
+	slots   []int32    // rowsOf's
 }
 
 func (h *cached) index(ids *gorgonia.Node, op string) (*gorgonia.Node, error) {
@@ -267,4 +293,29 @@ var (
 	_ Cache   = (*cached)(nil)
 )
 
-func (h *cached) close(ctx context.Context) error { return h.c.Close(ctx) }
+func (h *cached) close(ctx context.Context) (bool, error) { return true, h.c.Close(ctx) }
+func (h *cached) cache() *table.Cached                    { return h.c }
+func (h *cached) stepped()                                { h.fetched = 0 }
+
+func (h *cached) rowsOf(ids, rows []int64) ([]int64, error) {
+	n := len(ids)
+	h.slots = slices.Grow(h.slots[:0], n)[:n]
+	h.c.NewBatch()
+	if err := h.c.Fetch(h.context(), ids, h.slots); err != nil {
+		return rows, err
+	}
+	if len(h.next) > 0 {
+		h.c.Prefetch(h.context(), h.next)
+		h.next = h.next[:0]
+	}
+	rows = slices.Grow(rows[:0], n)[:n]
+	for p, s := range h.slots {
+		rows[p] = int64(s)
+	}
+	return rows, nil
+}
+
+func (h *cached) readRows(ctx context.Context, ids []int64) (*tensor.Dense, bool, error) {
+	src, err := h.c.Read(ctx, ids)
+	return src, true, err
+}

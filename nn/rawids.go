@@ -83,9 +83,10 @@ func NewRawIDs(emb *Embedding, m table.Mapper, init table.RowInit, opts ...RawOp
 	if err := init.Check(); err != nil {
 		return nil, fmt.Errorf("embedding %q: %w", emb.Name(), err)
 	}
-	h, cached := emb.home.(*cached)
+	c := emb.home.cache()
+	cached := c != nil
 	if cached {
-		if err := table.CheckMapper(h.c, m); err != nil {
+		if err := table.CheckMapper(c, m); err != nil {
 			return nil, fmt.Errorf("embedding %q: %w", emb.Name(), err)
 		}
 	}
