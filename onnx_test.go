@@ -283,9 +283,9 @@ func TestONNXBackendCases(t *testing.T) {
 			g := gorgonia.NewGraph()
 			data := gorgonia.NodeFromAny(g, c.data, gorgonia.WithName("data"))
 			idx := gorgonia.NodeFromAny(g, c.indices, gorgonia.WithName("indices"))
-			build := Gather
+			build := func(d, i *gorgonia.Node, axis int) (*gorgonia.Node, error) { return Gather(d, i, axis) }
 			if op == "GatherElements" {
-				build = GatherElements
+				build = func(d, i *gorgonia.Node, axis int) (*gorgonia.Node, error) { return GatherElements(d, i, axis) }
 			}
 			out, err := build(data, idx, c.axis)
 			require.NoError(t, err)

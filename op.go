@@ -107,13 +107,7 @@ func newOp(kind operator, data, indices *gorgonia.Node, axis int, cfg config) (*
 	if n := ds[ax]; n == 0 && is.TotalSize() > 0 {
 		return nil, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
 	}
-	if cfg.ScaleByFreq && !kind.slices() {
-		return nil, fmt.Errorf("%s: gradient scaling by frequency applies to Gather only: %w", kind, ErrOption)
-	}
-	if cfg.HasPad {
-		if !kind.slices() {
-			return nil, fmt.Errorf("%s: a padding index applies to Gather only: %w", kind, ErrOption)
-		}
+	if cfg.HasPad { // Gather's alone: GatherElements does not take the option
 		if cfg.Pad, err = opconfig.NormIndex(kind.String(), cfg.Pad, ds[ax]); err != nil {
 			return nil, err
 		}

@@ -25,8 +25,8 @@ import (
 // shape is an error here; an index out of [-s, s-1] is an *IndexError when
 // the graph runs. The gradient with respect to data is the upstream gradient
 // added at the gathered positions (see IndexAdd); indices get none.
-func Gather(data, indices *gorgonia.Node, axis int, opts ...Option) (*gorgonia.Node, error) {
-	o, err := newOp(opGather, data, indices, axis, newConfig(opts))
+func Gather(data, indices *gorgonia.Node, axis int, opts ...GatherOption) (*gorgonia.Node, error) {
+	o, err := newOp(opGather, data, indices, axis, gatherConfig(opts))
 	if err != nil {
 		return nil, err
 	}

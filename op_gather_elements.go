@@ -24,9 +24,9 @@ import (
 // rank or shape is an error here; an index out of [-s, s-1] is an
 // *IndexError when the graph runs. The gradient with respect to data is the
 // upstream gradient added at the picked positions (see ScatterAdd).
-// WithPaddingIndex does not apply to it.
+// It takes the Options of both ops, not Gather's own GatherOptions.
 func GatherElements(data, indices *gorgonia.Node, axis int, opts ...Option) (*gorgonia.Node, error) {
-	o, err := newOp(opGatherElements, data, indices, axis, newConfig(opts))
+	o, err := newOp(opGatherElements, data, indices, axis, elementsConfig(opts))
 	if err != nil {
 		return nil, err
 	}

@@ -283,7 +283,7 @@ func testOps(t testing.TB, kind operator, axis int, dt tensor.Dtype, dshape, ish
 	g := gorgonia.NewGraph()
 	d := gorgonia.NewTensor(g, dt, len(dshape), gorgonia.WithShape(dshape...))
 	i := gorgonia.NewTensor(g, tensor.Int64, len(ishape), gorgonia.WithShape(ishape...))
-	o, err := newOp(kind, d, i, axis, newConfig(nil))
+	o, err := newOp(kind, d, i, axis, gatherConfig(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,13 +113,6 @@ var readmeErrors = map[string]func() error{
 		_, err := gather.Take(f64(5, 2), ints([]int{2}, 0, 1), 0, tensor.WithReuse(out), tensor.WithIncr(out))
 		return err
 	},
-	"`WithPaddingIndex` on GatherElements": func() error {
-		g := gorgonia.NewGraph()
-		d := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(5, 2), gorgonia.WithName("d"))
-		i := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(1, 2), gorgonia.WithName("i"))
-		_, err := gather.GatherElements(d, i, 0, gather.WithPaddingIndex(0))
-		return err
-	},
 	"padding index out of range": func() error {
 		g := gorgonia.NewGraph()
 		d := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(5, 2), gorgonia.WithName("d"))

@@ -15,7 +15,11 @@ const (
 // applyKind adds Gather (kind opGather) or GatherElements to the graph.
 func applyKind(kind string, data, indices *gorgonia.Node, axis int, opts []gather.Option) (*gorgonia.Node, error) {
 	if kind == opGather {
-		return gather.Gather(data, indices, axis, opts...)
+		g := make([]gather.GatherOption, len(opts))
+		for k, o := range opts {
+			g[k] = o
+		}
+		return gather.Gather(data, indices, axis, g...)
 	}
 	return gather.GatherElements(data, indices, axis, opts...)
 }

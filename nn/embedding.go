@@ -271,9 +271,9 @@ func (e *Embedding) opConfig(op string) opconfig.Config {
 }
 
 // options returns opConfig(op) as the options of package gather's ops.
-func (e *Embedding) options(op string) []gather.Option {
+func (e *Embedding) options(op string) []gather.GatherOption {
 	c := e.opConfig(op)
-	return []gather.Option{func(d *opconfig.Config) { *d = c }}
+	return []gather.GatherOption{opconfig.Func(func(d *opconfig.Config) { *d = c })}
 }
 
 // renormed returns the table as a lookup of ids should read it: as its

@@ -41,7 +41,7 @@ func init() {
 				}
 				return emb.Lookup(c.in[1])
 			}
-			opts := []gather.Option{gather.WithName(c.name)}
+			opts := []gather.GatherOption{gather.WithName(c.name)}
 			if p, ok := c.b.padding[c.in[0]]; ok && axis == 0 {
 				opts = append(opts, gather.WithPaddingIndex(p))
 			}

@@ -24,6 +24,24 @@ type Config struct {
 	ScaleByFreq bool // divide each slice's gradient by its index's count
 }
 
+// A Func sets options of either op: it is a gather.Option (and so a
+// gather.GatherOption). A GatherFunc sets options of Gather alone: it is
+// a gather.GatherOption only. Their methods' parameter is this internal
+// package's type, so that only this module makes options.
+type (
+	Func       func(*Config)
+	GatherFunc func(*Config)
+)
+
+// ApplyGather sets f's options for a Gather.
+func (f Func) ApplyGather(c *Config) { f(c) }
+
+// ApplyElements sets f's options for a GatherElements.
+func (f Func) ApplyElements(c *Config) { f(c) }
+
+// ApplyGather sets f's options for a Gather.
+func (f GatherFunc) ApplyGather(c *Config) { f(c) }
+
 // A Label is how an index error names where it happened: the operation,
 // the node or table, and the argument (see gather.IndexError). With
 // NonNegative the argument takes indices in [0, s) only, as package nn's
