@@ -9,10 +9,8 @@ import (
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // An operator is what Gather and GatherElements do differently. The code
@@ -96,7 +94,7 @@ func newOp(kind operator, data, indices *gorgonia.Node, axis int, cfg config) (*
 	if err != nil {
 		return nil, err
 	}
-	if _, err := shapes.Size(kind.String(), "data", ds); err != nil {
+	if _, err := operand.Size(kind.String(), "data", ds); err != nil {
 		return nil, err
 	}
 	out, err := outputShape(nil, kind, ds, is, ax)
@@ -108,7 +106,7 @@ func newOp(kind operator, data, indices *gorgonia.Node, axis int, cfg config) (*
 		return nil, fmt.Errorf("%s: axis %d of data of shape %v has size 0, so no index into it is valid: %w", kind, ax, ds, ErrIndexOutOfRange)
 	}
 	if cfg.HasPad { // Gather's alone: GatherElements does not take the option
-		if cfg.Pad, err = opconfig.NormIndex(kind.String(), cfg.Pad, ds[ax]); err != nil {
+		if cfg.Pad, err = operand.NormIndex(kind.String(), cfg.Pad, ds[ax]); err != nil {
 			return nil, err
 		}
 	}
@@ -143,7 +141,7 @@ func (o *gatherOp) apply(data, indices *gorgonia.Node) (*gorgonia.Node, error) {
 }
 
 // label returns how the op's index errors name it: by the layer package nn
-// set (opconfig.Config.Layer), else by the op and the node's name.
+// set (operand.Config.Layer), else by the op and the node's name.
 func (o *gatherOp) label() label {
 	if o.cfg.Layer.Op != "" {
 		return o.cfg.Layer
@@ -259,10 +257,10 @@ func checkOut(kind operator, out *tensor.Dense, shape tensor.Shape, dt tensor.Dt
 	if _, ok := operand.PickAddable(dt, [5]bool{}); add && !ok {
 		return fmt.Errorf("%s: cannot add %v values into the output: %w", kind, dt, ErrDtype)
 	}
-	if !shapes.SameShape(out.Shape(), shape) {
-		return fmt.Errorf("%s: the output has shape %v, the result %s: %w", kind, out.Shape(), shapes.ShapeString(shape), ErrShape)
+	if !operand.SameShape(out.Shape(), shape) {
+		return fmt.Errorf("%s: the output has shape %v, the result %s: %w", kind, out.Shape(), operand.ShapeString(shape), ErrShape)
 	}
-	if !shapes.Writable(out) {
+	if !operand.Writable(out) {
 		return fmt.Errorf("%s: the output of shape %v must be a row-major tensor that is not a view: %w", kind, out.Shape(), ErrShape)
 	}
 	for _, in := range inputs {
@@ -330,7 +328,7 @@ func planAdd(kind operator, dst *tensor.Dense, indices, src any, axis int, l lab
 	if dt := dst.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
 		return a, fmt.Errorf("%s gradient: data must be float32 or float64 to have a gradient, got %v: %w", kind, dt, ErrDtype)
 	}
-	if !shapes.Writable(dst) {
+	if !operand.Writable(dst) {
 		return a, fmt.Errorf("%s gradient: destination of shape %v must be a row-major tensor that is not a view: %w", kind, dst.Shape(), ErrShape)
 	}
 	var buf [8]int
@@ -342,9 +340,9 @@ func planAdd(kind operator, dst *tensor.Dense, indices, src any, axis int, l lab
 	if err != nil {
 		return a, err
 	}
-	if g.Dtype() != dst.Dtype() || !shapes.SameShape(g.Shape(), shape) {
+	if g.Dtype() != dst.Dtype() || !operand.SameShape(g.Shape(), shape) {
 		return a, fmt.Errorf("%s gradient: want a %v gradient of shape %s, got %v of shape %v: %w",
-			kind, dst.Dtype(), shapes.ShapeString(shape), g.Dtype(), g.Shape(), ErrShape)
+			kind, dst.Dtype(), operand.ShapeString(shape), g.Dtype(), g.Shape(), ErrShape)
 	}
 	if err := operand.CheckIndices(l, ix, ax, dst.Shape()[ax]); err != nil {
 		return a, err

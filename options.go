@@ -1,13 +1,13 @@
 package gather
 
-import "github.com/gathergrad/gather/internal/opconfig"
+import "github.com/gathergrad/gather/internal/operand"
 
 // A GatherOption changes how Gather builds its node. Every option is part
 // of the op's identity, so two nodes that differ in any option are never
 // merged by Gorgonia's hash-consing. The With functions make them; the
 // method's parameter is an internal type, so no other package does.
 type GatherOption interface {
-	ApplyGather(*opconfig.Config)
+	ApplyGather(*operand.Config)
 }
 
 // An Option changes how Gather or GatherElements builds its node: it is a
@@ -16,16 +16,16 @@ type GatherOption interface {
 // GatherElements does not compile.
 type Option interface {
 	GatherOption
-	ApplyElements(*opconfig.Config)
+	ApplyElements(*operand.Config)
 }
 
 // option applies to both ops; gatherOption to Gather alone.
 type (
-	option       = opconfig.Func
-	gatherOption = opconfig.GatherFunc
+	option       = operand.Func
+	gatherOption = operand.GatherFunc
 )
 
-type config = opconfig.Config
+type config = operand.Config
 
 func gatherConfig(opts []GatherOption) config {
 	c := config{GradScale: 1}

@@ -14,8 +14,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/ref"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/internal/vmtest"
 )
 
@@ -55,7 +55,7 @@ func views(t *testing.T, x *tensor.Dense) (name []string, view []*tensor.Dense) 
 	name, view = append(name, "column-major"), append(view, cm)
 
 	for _, v := range view {
-		require.False(t, shapes.IsRowMajor(v) && !v.DataOrder().IsColMajor(), "not a strided layout")
+		require.False(t, operand.IsRowMajor(v) && !v.DataOrder().IsColMajor(), "not a strided layout")
 	}
 	return name, view
 }

@@ -5,8 +5,7 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/opconfig"
-	"github.com/gathergrad/gather/internal/shapes"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // normAxis maps axis in [-rank, rank-1] to [0, rank-1].
@@ -35,7 +34,7 @@ func gatherShape(op string, buf, data, indices tensor.Shape, axis int) (tensor.S
 	out = append(out, data[:axis]...)
 	out = append(out, indices...)
 	out = append(out, data[axis+1:]...)
-	if _, err := shapes.Size(op, "output", out); err != nil {
+	if _, err := operand.Size(op, "output", out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -56,7 +55,7 @@ func elementsShape(op string, data, indices tensor.Shape, axis int) (tensor.Shap
 				op, indices, data, d, indices[d], data[d], ErrShape)
 		}
 	}
-	if _, err := shapes.Size(op, "indices", indices); err != nil {
+	if _, err := operand.Size(op, "indices", indices); err != nil {
 		return nil, err
 	}
 	return indices, nil
@@ -76,4 +75,4 @@ func split(shape tensor.Shape, axis int) (outer, mid, inner int) {
 }
 
 // label is how an *IndexError names where it happened (see IndexError).
-type label = opconfig.Label
+type label = operand.Label

@@ -11,7 +11,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // A Part is a piece of a model with named state: Save writes its tensors,
@@ -224,7 +223,7 @@ type directRead struct {
 // or more, on a little-endian machine.
 func directTarget(e entry, t tensor.Tensor) (*tensor.Dense, bool) {
 	d, ok := t.(*tensor.Dense)
-	if !ok || e.end-e.begin < directMin || !fileio.LittleEndian || !shapes.Writable(d) {
+	if !ok || e.end-e.begin < directMin || !fileio.LittleEndian || !operand.Writable(d) {
 		return nil, false
 	}
 	f, ok := formatOf(d.Dtype())
@@ -234,7 +233,7 @@ func directTarget(e entry, t tensor.Tensor) (*tensor.Dense, bool) {
 // fits reports whether the file's tensor e can load into t: the same
 // shape, and the dtype Read gives e, or with convert another float dtype.
 func fits(e entry, t tensor.Tensor, convert bool) bool {
-	if !shapes.SameShape(e.shape, t.Shape()) {
+	if !operand.SameShape(e.shape, t.Shape()) {
 		return false
 	}
 	want, ok := formatOf(t.Dtype())
@@ -350,10 +349,10 @@ func CopyInto(dst, src *tensor.Dense) error {
 	if dst == nil || src == nil {
 		return fmt.Errorf("checkpoint: copy into or from nil: %w", errs.ErrShape)
 	}
-	if dst.Dtype() != src.Dtype() || !shapes.SameShape(dst.Shape(), src.Shape()) {
+	if dst.Dtype() != src.Dtype() || !operand.SameShape(dst.Shape(), src.Shape()) {
 		return fmt.Errorf("checkpoint: copying %v of shape %v into %v of shape %v: %w", src.Dtype(), src.Shape(), dst.Dtype(), dst.Shape(), errs.ErrShape)
 	}
-	if !shapes.Writable(dst) {
+	if !operand.Writable(dst) {
 		return fmt.Errorf("checkpoint: the destination of shape %v is a view or not row-major: %w", dst.Shape(), errs.ErrShape)
 	}
 	if dst == src || dst.Shape().TotalSize() > 0 && dst.Uintptr() == src.Uintptr() {

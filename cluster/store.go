@@ -24,7 +24,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/tablerows"
 	"github.com/gathergrad/gather/table"
@@ -253,7 +252,7 @@ func Create(ctx context.Context, o Options, name string, vocab int64, dim int, d
 	}
 	if cfg.HasPad {
 		var err error
-		if cfg.Pad, err = opconfig.NormIndex(prefix, cfg.Pad, int(vocab)); err != nil {
+		if cfg.Pad, err = operand.NormIndex(prefix, cfg.Pad, int(vocab)); err != nil {
 			return err
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/machine"
 )
 
@@ -157,7 +156,7 @@ func Check(build func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Nod
 			a := analytic[k][p]
 			tol := atol + rtol*math.Max(math.Abs(a), math.Abs(num))
 			if excess := math.Abs(a-num) / tol; excess > worst.excess || math.IsNaN(excess) {
-				worst = mismatch{input: k, pos: shapes.Unravel(p, v.Shape()), analytic: a, numeric: num, excess: excess, tol: tol}
+				worst = mismatch{input: k, pos: operand.Unravel(p, v.Shape()), analytic: a, numeric: num, excess: excess, tol: tol}
 			}
 		}
 	}
@@ -285,7 +284,7 @@ func analyticGrads(build func(*gorgonia.ExprGraph, []*gorgonia.Node) (*gorgonia.
 			return nil, fmt.Errorf("gradcheck: input %d has no gradient: %w", k, errs.Graph(err))
 		}
 		gd, err := operand.Read("gradcheck", "gradient", gv)
-		if err != nil || !shapes.SameShape(gd.Shape(), v.Shape()) {
+		if err != nil || !operand.SameShape(gd.Shape(), v.Shape()) {
 			return nil, fmt.Errorf("gradcheck: the gradient of input %d is %v, want a tensor of shape %v: %w", k, gv, v.Shape(), gather.ErrShape)
 		}
 		out[k] = make([]float64, v.Shape().TotalSize())

@@ -10,10 +10,8 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/graphop"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -89,9 +87,9 @@ func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opt
 	if err != nil {
 		return nil, err
 	}
-	cfg := opconfig.Config{GradScale: 1, HasPad: c.hasPad, Pad: c.pad, NoGrad: c.frozen, ScaleByFreq: c.freq}
+	cfg := operand.Config{GradScale: 1, HasPad: c.hasPad, Pad: c.pad, NoGrad: c.frozen, ScaleByFreq: c.freq}
 	if table != nil {
-		cfg.Layer = opconfig.Label{Op: opBag, Name: table.Name(), Arg: "ids", NonNegative: true}
+		cfg.Layer = operand.Label{Op: opBag, Name: table.Name(), Arg: "ids", NonNegative: true}
 	}
 	return embeddingBag(table, ids, offsets, weights, mode, cfg, c.includeLast)
 }
@@ -110,7 +108,7 @@ func bagOpInputs(table, ids, offsets, weights *gorgonia.Node) gorgonia.Nodes {
 }
 
 // embeddingBag is EmbeddingBag with the op's configuration.
-func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opconfig.Config, includeLast bool) (*gorgonia.Node, error) {
+func embeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg operand.Config, includeLast bool) (*gorgonia.Node, error) {
 	o, err := newBagOp(table, ids, offsets, weights, mode, cfg, includeLast)
 	if err != nil {
 		return nil, err
@@ -132,9 +130,9 @@ type bagOp struct {
 	idShape    tensor.Shape
 	hasOffsets bool
 	hasWeights bool
-	lastOffset bool            // offsets hold bags+1 entries (WithIncludeLastOffset)
-	cfg        opconfig.Config // Pad normalised
-	lbl        opconfig.Label  // how index errors name the op
+	lastOffset bool           // offsets hold bags+1 entries (WithIncludeLastOffset)
+	cfg        operand.Config // Pad normalised
+	lbl        operand.Label  // how index errors name the op
 }
 
 // BagSpec says what the op pools, for package onnx's export.
@@ -143,7 +141,7 @@ func (o *bagOp) BagSpec() graphop.BagSpec {
 		LastOffset: o.lastOffset, HasPad: o.cfg.HasPad, Pad: o.cfg.Pad}
 }
 
-func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opconfig.Config, includeLast bool) (*bagOp, error) {
+func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg operand.Config, includeLast bool) (*bagOp, error) {
 	if table == nil || ids == nil {
 		return nil, fmt.Errorf("%s: table and ids must be nodes: %w", opBag, gather.ErrShape)
 	}
@@ -197,7 +195,7 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opc
 		if weights.Dtype() != dt {
 			return nil, fmt.Errorf("%s: weights are %v, the table %v: %w", opBag, weights.Dtype(), dt, gather.ErrDtype)
 		}
-		if !shapes.SameShape(weights.Shape(), is) {
+		if !operand.SameShape(weights.Shape(), is) {
 			return nil, fmt.Errorf("%s: weights of shape %v must have the shape of ids %v: %w", opBag, weights.Shape(), is, gather.ErrShape)
 		}
 	}
@@ -206,11 +204,11 @@ func newBagOp(table, ids, offsets, weights *gorgonia.Node, mode BagMode, cfg opc
 	}
 	if cfg.HasPad {
 		var err error
-		if o.cfg.Pad, err = opconfig.NormIndex(opBag, cfg.Pad, o.vocab); err != nil {
+		if o.cfg.Pad, err = operand.NormIndex(opBag, cfg.Pad, o.vocab); err != nil {
 			return nil, err
 		}
 	}
-	o.lbl = opconfig.Label{Op: opBag, Name: cfg.Name, Arg: "ids", NonNegative: true}
+	o.lbl = operand.Label{Op: opBag, Name: cfg.Name, Arg: "ids", NonNegative: true}
 	if cfg.Layer.Op != "" {
 		o.lbl = cfg.Layer
 	}
@@ -244,14 +242,14 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 	if err != nil {
 		return a, err
 	}
-	if t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
+	if t.Dtype() != o.dtype || !operand.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
 		return a, fmt.Errorf("%s: table is %v of shape %v, want %v of shape (%d, %d): %w", opBag, t.Dtype(), t.Shape(), o.dtype, o.vocab, o.dim, gather.ErrShape)
 	}
 	ix, err := operand.ReadIndices(opBag, "ids", in[1])
 	if err != nil {
 		return a, err
 	}
-	if !shapes.SameShape(ix.Shape, o.idShape) {
+	if !operand.SameShape(ix.Shape, o.idShape) {
 		return a, fmt.Errorf("%s: ids of shape %v, want %v: %w", opBag, ix.Shape, o.idShape, gather.ErrShape)
 	}
 	n := ix.Shape.TotalSize()
@@ -272,7 +270,7 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 		if o.lastOffset {
 			nOff++
 		}
-		if !shapes.SameShape(off.Shape, []int{nOff}) {
+		if !operand.SameShape(off.Shape, []int{nOff}) {
 			return a, fmt.Errorf("%s: offsets of shape %v, want (%d): %w", opBag, off.Shape, nOff, gather.ErrShape)
 		}
 		if b := operand.Pick(off.Dtype, offsetBounds[int], offsetBounds[int32], offsetBounds[int64])(bounds, off, n); b >= 0 {
@@ -305,7 +303,7 @@ func (o *bagOp) args(in []gorgonia.Value) (a bagArgs, err error) {
 		if err != nil {
 			return a, err
 		}
-		if w.Dtype() != o.dtype || !shapes.SameShape(w.Shape(), o.idShape) {
+		if w.Dtype() != o.dtype || !operand.SameShape(w.Shape(), o.idShape) {
 			return a, fmt.Errorf("%s: weights are %v of shape %v, want %v of shape %v: %w", opBag, w.Dtype(), w.Shape(), o.dtype, o.idShape, gather.ErrShape)
 		}
 		a.w = w
@@ -378,7 +376,7 @@ func (o *bagOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return o.do(n
 // is checked before prealloc is written.
 func (o *bagOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Dtype() != o.dtype || !shapes.SameShape(out.Shape(), []int{o.bags, o.dim}) || !shapes.Writable(out) {
+	if !ok || out.Dtype() != o.dtype || !operand.SameShape(out.Shape(), []int{o.bags, o.dim}) || !operand.Writable(out) {
 		out = nil
 	}
 	for _, v := range in {
@@ -416,7 +414,7 @@ func (o *bagOp) gradRun(wrtTable bool) opkit.Run {
 		if wrtTable {
 			want = tensor.Shape{o.vocab, o.dim}
 		}
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !shapes.Writable(dst) {
+		if dst.Dtype() != o.dtype || !operand.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
 			return fmt.Errorf("%s gradient: cannot write into %v: %w", opBag, dst, gather.ErrShape)
 		}
 		a, g, err := o.gradArgs(in)
@@ -446,7 +444,7 @@ func (o *bagOp) gradArgs(in []gorgonia.Value) (bagArgs, *tensor.Dense, error) {
 		a.release()
 		return bagArgs{}, nil, err
 	}
-	if g.Dtype() != o.dtype || !shapes.SameShape(g.Shape(), []int{o.bags, o.dim}) {
+	if g.Dtype() != o.dtype || !operand.SameShape(g.Shape(), []int{o.bags, o.dim}) {
 		a.release()
 		return bagArgs{}, nil, fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape (%d, %d): %w",
 			opBag, g.Dtype(), g.Shape(), o.dtype, o.bags, o.dim, gather.ErrShape)
@@ -493,7 +491,7 @@ func PackBags(ids, offsets *tensor.Dense, bags [][]int, pad int) error {
 		if err := operand.CheckIndexDtype(op, t.what, t.t.Dtype()); err != nil {
 			return err
 		}
-		if t.t.Dims() != 1 || !shapes.Writable(t.t) {
+		if t.t.Dims() != 1 || !operand.Writable(t.t) {
 			return fmt.Errorf("%s: %s of shape %v must be a vector that is not a view: %w", op, t.what, t.t.Shape(), gather.ErrShape)
 		}
 	}

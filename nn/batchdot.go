@@ -10,7 +10,6 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opBatchDot names BatchDot in error messages.
@@ -80,7 +79,7 @@ func RowDot(a, b *gorgonia.Node) (*gorgonia.Node, error) {
 		return nil, err
 	}
 	as, bs := a.Shape(), b.Shape()
-	if len(as) != 2 || !shapes.SameShape(as, bs) {
+	if len(as) != 2 || !operand.SameShape(as, bs) {
 		return nil, fmt.Errorf("%s: a of shape %v and b of shape %v must both be [n, d]: %w", opRowDot, as, bs, gather.ErrShape)
 	}
 	n, d := as[0], as[1]

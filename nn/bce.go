@@ -11,7 +11,6 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opBCE names BCEWithLogits in error messages.
@@ -48,10 +47,10 @@ func BCEWithLogits(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgoni
 		return nil, err
 	}
 	shape := logits.Shape().Clone()
-	if !shapes.SameShape(shape, targets.Shape()) {
+	if !operand.SameShape(shape, targets.Shape()) {
 		return nil, fmt.Errorf("%s: targets of shape %v must have the logits' shape %v: %w", opBCE, targets.Shape(), shape, gather.ErrShape)
 	}
-	if _, err := shapes.Size(opBCE, "logits", shape); err != nil {
+	if _, err := operand.Size(opBCE, "logits", shape); err != nil {
 		return nil, err
 	}
 	o := &bceOp{dtype: dt, shape: shape, reduction: c.loss.reduction, f: operand.PickFloat(dt, &bce32, &bce64)}
@@ -85,7 +84,7 @@ func classVector(op, what string, w tensor.Tensor, dt tensor.Dtype, n int) ([]fl
 	if d.Dtype() != dt {
 		return nil, fmt.Errorf("%s: the %s is %v, the logits %v: %w", op, what, d.Dtype(), dt, gather.ErrDtype)
 	}
-	if !shapes.SameShape(d.Shape(), []int{n}) {
+	if !operand.SameShape(d.Shape(), []int{n}) {
 		return nil, fmt.Errorf("%s: the %s has shape %v, want (%d), one per class: %w", op, what, d.Shape(), n, gather.ErrShape)
 	}
 	out := make([]float64, n)
@@ -120,7 +119,7 @@ func (o *bceOp) args(in []gorgonia.Value, want int) (bceArgs, error) {
 		if err != nil {
 			return a, err
 		}
-		if t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), o.shape) {
+		if t.Dtype() != o.dtype || !operand.SameShape(t.Shape(), o.shape) {
 			return a, fmt.Errorf("%s: %s are %v of shape %v, want %v of shape %v: %w", opBCE, what, t.Dtype(), t.Shape(), o.dtype, o.shape, gather.ErrShape)
 		}
 		if k == 0 {
@@ -187,7 +186,7 @@ func (o *bceOp) name() string {
 // or shaped like the logits for ReduceNone), after checking every
 // argument, so that dst is untouched on error.
 func (o *bceOp) runGrad(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !shapes.Writable(dst) {
+	if dst.Dtype() != o.dtype || !operand.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			opBCE, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
@@ -202,7 +201,7 @@ func (o *bceOp) runGrad(dst *tensor.Dense, add bool, in []gorgonia.Value) error 
 		if ups, err = operand.Read(opBCE, "upstream gradient", in[2]); err != nil {
 			return err
 		}
-		if ups.Dtype() != o.dtype || !shapes.SameShape(ups.Shape(), o.shape) {
+		if ups.Dtype() != o.dtype || !operand.SameShape(ups.Shape(), o.shape) {
 			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape %v: %w", opBCE, ups.Dtype(), ups.Shape(), o.dtype, o.shape, gather.ErrShape)
 		}
 	} else {

@@ -10,7 +10,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/table"
@@ -62,7 +61,7 @@ func CachedEmbedding(ctx context.Context, g *gorgonia.ExprGraph, c *table.Cached
 	e := &Embedding{cfg: cfg, home: h}
 	h.e = e
 	if cfg.hasPad {
-		if e.cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, int(vocab)); err != nil {
+		if e.cfg.pad, err = operand.NormIndex(prefix, cfg.pad, int(vocab)); err != nil {
 			return nil, err
 		}
 		s, err := c.Pin(ctx, int64(e.cfg.pad))
@@ -96,7 +95,7 @@ func (e *Embedding) slotIDs(h *cached, ids *gorgonia.Node, op string) (*gorgonia
 			prefix, n, slots, table.ErrCapacity)
 	}
 	o := &fetchOp{e: e, h: h, shape: ids.Shape().Clone(), idType: ids.Dtype(),
-		lbl: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
+		lbl: operand.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
 	o.passGrad = passGrad{what: prefix + ": fetch", Op: opkit.New(opkit.Sig{
 		Name: fmt.Sprintf("Fetch{%q, %d}", e.Table.Name(), len(h.fetches)), Diff: []bool{false},
 		In: []hm.Type{operand.Type(ids.Dims(), ids.Dtype())}, Dtype: tensor.Int, Shape: o.shape}, fmt.Sprintf("%p", o))}
@@ -114,7 +113,7 @@ type fetchOp struct {
 	h      *cached
 	shape  tensor.Shape
 	idType tensor.Dtype
-	lbl    opconfig.Label
+	lbl    operand.Label
 	ids    []int64
 	slots  []int32
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/kernel"
+	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/rowgrad"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
@@ -292,7 +292,7 @@ func (c *Collection) Bag(values, offsets, weights *gorgonia.Node) (*gorgonia.Nod
 	}
 	in := gorgonia.Nodes{values, offsets}
 	if weights != nil {
-		if weights.Dtype() != c.dtype || !shapes.SameShape(weights.Shape(), values.Shape()) {
+		if weights.Dtype() != c.dtype || !operand.SameShape(weights.Shape(), values.Shape()) {
 			return nil, fmt.Errorf("%s: weights are %v of shape %v; want %v of shape %v: %w",
 				prefix, weights.Dtype(), weights.Shape(), c.dtype, values.Shape(), gather.ErrShape)
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/optim"
 )
 
@@ -46,7 +45,7 @@ func (o *collectionOp) capture(up gorgonia.Value, in []gorgonia.Value) error {
 	if err != nil {
 		return err
 	}
-	if gt.Dtype() != c.dtype || !shapes.SameShape(gt.Shape(), o.shape) {
+	if gt.Dtype() != c.dtype || !operand.SameShape(gt.Shape(), o.shape) {
 		return fmt.Errorf("collection gradient: %v of shape %v, want %v of shape %v: %w", gt.Dtype(), gt.Shape(), c.dtype, o.shape, gather.ErrShape)
 	}
 	_, offsets, wt, err := o.read(in)

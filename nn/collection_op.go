@@ -14,7 +14,6 @@ import (
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/parallel"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -37,7 +36,7 @@ func (o *collectionOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return
 // UsePreallocDo pools into prealloc when it can hold the result.
 func (o *collectionOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Dtype() != o.c.dtype || !shapes.SameShape(out.Shape(), o.shape) || !shapes.Writable(out) {
+	if !ok || out.Dtype() != o.c.dtype || !operand.SameShape(out.Shape(), o.shape) || !operand.Writable(out) {
 		out = nil
 	}
 	for _, v := range in {

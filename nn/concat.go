@@ -10,7 +10,6 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opConcat names Concat in error messages.
@@ -75,7 +74,7 @@ func Concat(axis int, xs ...*gorgonia.Node) (*gorgonia.Node, error) {
 		in = append(in, operand.Type(r, dt))
 	}
 	o.shape = out
-	if _, err := shapes.Size(opConcat, "the output", out); err != nil {
+	if _, err := operand.Size(opConcat, "the output", out); err != nil {
 		return nil, err
 	}
 	o.Diff = opkit.NewDiff(opkit.Sig{Name: fmt.Sprintf("Concat{axis=%d}", axis), In: in, Dtype: dt, Shape: out},
@@ -134,7 +133,7 @@ func (o *concatOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) 
 // upstream gradient, written or added into dst.
 func (o *concatOp) grad(i int) opkit.Run {
 	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shapes[i]) || !shapes.Writable(dst) {
+		if dst.Dtype() != o.dtype || !operand.SameShape(dst.Shape(), o.shapes[i]) || !operand.Writable(dst) {
 			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 				opConcat, dst.Dtype(), dst.Shape(), o.dtype, o.shapes[i], gather.ErrShape)
 		}

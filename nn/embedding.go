@@ -12,11 +12,9 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/rowgrad"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -65,7 +63,7 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 	if vocab <= 0 || dim <= 0 {
 		return nil, fmt.Errorf("%s: vocabulary %d and dimension %d must be positive: %w", prefix, vocab, dim, gather.ErrShape)
 	}
-	n, err := shapes.Size("embedding", "table", tensor.Shape{vocab, dim})
+	n, err := operand.Size("embedding", "table", tensor.Shape{vocab, dim})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +71,7 @@ func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.
 		return nil, err
 	}
 	if cfg.hasPad {
-		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, vocab); err != nil {
+		if cfg.pad, err = operand.NormIndex(prefix, cfg.pad, vocab); err != nil {
 			return nil, err
 		}
 	}
@@ -148,7 +146,7 @@ func copyWeights(prefix string, t tensor.Tensor, dt tensor.Dtype, vocab, dim int
 	if d.Dtype() != dt {
 		return nil, fmt.Errorf("%s: the weights are %v, the table %v: %w", prefix, d.Dtype(), dt, gather.ErrDtype)
 	}
-	if !shapes.SameShape(d.Shape(), []int{vocab, dim}) {
+	if !operand.SameShape(d.Shape(), []int{vocab, dim}) {
 		return nil, fmt.Errorf("%s: the weights have shape %v, the table (%d, %d): %w", prefix, d.Shape(), vocab, dim, gather.ErrShape)
 	}
 	return d.Clone().(*tensor.Dense), nil
@@ -257,8 +255,8 @@ func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts
 
 // opConfig returns the configuration of the op of a lookup (op
 // "embedding") or a bag (op "embedding_bag") of the table.
-func (e *Embedding) opConfig(op string) opconfig.Config {
-	c := opconfig.Config{GradScale: 1, Layer: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
+func (e *Embedding) opConfig(op string) operand.Config {
+	c := operand.Config{GradScale: 1, Layer: operand.Label{Op: op, Name: e.Table.Name(), Arg: "ids", NonNegative: true}}
 	if e.cfg.hasPad {
 		c.HasPad, c.Pad = true, e.home.padRow(e.cfg.pad)
 	}
@@ -273,7 +271,7 @@ func (e *Embedding) opConfig(op string) opconfig.Config {
 // options returns opConfig(op) as the options of package gather's ops.
 func (e *Embedding) options(op string) []gather.GatherOption {
 	c := e.opConfig(op)
-	return []gather.GatherOption{opconfig.Func(func(d *opconfig.Config) { *d = c })}
+	return []gather.GatherOption{operand.Func(func(d *operand.Config) { *d = c })}
 }
 
 // renormed returns the table as a lookup of ids should read it: as its
@@ -292,7 +290,7 @@ func (e *Embedding) renormed(ids *gorgonia.Node, op string) (*gorgonia.Node, err
 	}
 	vocab, dim := e.Table.Shape()[0], e.Table.Shape()[1]
 	o := &renormOp{maxNorm: e.cfg.maxNorm, dtype: e.Table.Dtype(), idType: ids.Dtype(), vocab: vocab, dim: dim,
-		idDims: ids.Dims(), lbl: opconfig.Label{Op: op, Name: e.Table.Name(), Arg: "ids"}}
+		idDims: ids.Dims(), lbl: operand.Label{Op: op, Name: e.Table.Name(), Arg: "ids"}}
 	o.passGrad = passGrad{what: fmt.Sprintf("embedding %q: max-norm", o.lbl.Name), Op: opkit.New(opkit.Sig{
 		Name: fmt.Sprintf("MaxNorm{%v, %q}", o.maxNorm, o.lbl.Name), PassThrough: true, Diff: []bool{true, false},
 		In: []hm.Type{operand.Type(2, o.dtype), operand.Type(o.idDims, o.idType)}, Dtype: o.dtype, Shape: tensor.Shape{vocab, dim}})}

@@ -8,7 +8,6 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/table"
@@ -61,7 +60,7 @@ func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...EmbeddingOp
 	w, _ := f.Weight()
 	vocab := w.Shape()[0]
 	if cfg.hasPad {
-		if cfg.pad, err = opconfig.NormIndex(prefix, cfg.pad, vocab); err != nil {
+		if cfg.pad, err = operand.NormIndex(prefix, cfg.pad, vocab); err != nil {
 			f.Close()
 			return nil, err
 		}

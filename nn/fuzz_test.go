@@ -12,7 +12,6 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/ref"
 )
@@ -211,8 +210,8 @@ func FuzzEmbeddingBag(f *testing.F) {
 			g[i] = float64(i%5) - 2
 		}
 		o := &bagOp{mode: mode, dtype: dt, idType: tensor.Int64, offType: tensor.Int64, vocab: vocab, dim: dim, bags: bags,
-			idShape: tensor.Shape{n}, hasOffsets: true, hasWeights: weights, cfg: opconfig.Config{GradScale: 1, HasPad: pad >= 0, Pad: pad},
-			lbl: opconfig.Label{Op: opBag, Arg: "ids", NonNegative: true}}
+			idShape: tensor.Shape{n}, hasOffsets: true, hasWeights: weights, cfg: operand.Config{GradScale: 1, HasPad: pad >= 0, Pad: pad},
+			lbl: operand.Label{Op: opBag, Arg: "ids", NonNegative: true}}
 		o.setOps()
 		tt := ref.FloatTensor(table, []int{vocab, dim}, dt)
 		it := ref.CastIndices(ids, []int{n}, tensor.Int64)

@@ -14,7 +14,6 @@ import (
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
 	"github.com/gathergrad/gather/internal/parallel"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opLinear names Linear in error messages.
@@ -50,7 +49,7 @@ func Linear(x, w, b *gorgonia.Node) (*gorgonia.Node, error) {
 		if b.Dtype() != dt {
 			return nil, fmt.Errorf("%s: bias is %v, x and weight %v: %w", opLinear, b.Dtype(), dt, gather.ErrDtype)
 		}
-		if !shapes.SameShape(b.Shape(), []int{o.out}) {
+		if !operand.SameShape(b.Shape(), []int{o.out}) {
 			return nil, fmt.Errorf("%s: bias has shape %v, want (%d): %w", opLinear, b.Shape(), o.out, gather.ErrShape)
 		}
 		o.bias = true
@@ -136,7 +135,7 @@ func (o *linearOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) 
 func (o *linearOp) grad(i int) opkit.Run {
 	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 		want := o.shapes[i]
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !shapes.Writable(dst) {
+		if dst.Dtype() != o.dtype || !operand.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
 			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 				opLinear, dst.Dtype(), dst.Shape(), o.dtype, want, gather.ErrShape)
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opLogSoftmax names LogSoftmax in error messages.
@@ -52,7 +51,7 @@ func LogSoftmax(x *gorgonia.Node, axis int) (*gorgonia.Node, error) {
 	if axis < 0 {
 		axis += r
 	}
-	if _, err := shapes.Size(opLogSoftmax, "x", shape); err != nil {
+	if _, err := operand.Size(opLogSoftmax, "x", shape); err != nil {
 		return nil, err
 	}
 	o := &logSoftmaxOp{dtype: dt, shape: shape, outer: 1, n: shape[axis], inner: 1, axis: axis}
@@ -124,7 +123,7 @@ func (o *logSoftmaxOp) into(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Va
 	if err != nil {
 		return nil, err
 	}
-	if out == nil || out.Dtype() != o.dtype || !shapes.SameShape(out.Shape(), o.shape) || !shapes.Writable(out) || overlapsValue(out, in[0]) {
+	if out == nil || out.Dtype() != o.dtype || !operand.SameShape(out.Shape(), o.shape) || !operand.Writable(out) || overlapsValue(out, in[0]) {
 		out = operand.NewOutput(o.dtype, o.shape)
 	}
 	o.f.fwd(out, x, o.outer, o.n, o.inner)
@@ -135,7 +134,7 @@ func (o *logSoftmaxOp) into(out *tensor.Dense, in []gorgonia.Value) (gorgonia.Va
 // op's output y (in[0]) and the upstream gradient, after checking every
 // argument.
 func (o *logSoftmaxOp) grad(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !shapes.Writable(dst) {
+	if dst.Dtype() != o.dtype || !operand.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			opLogSoftmax, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}

@@ -10,10 +10,8 @@ import (
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opCrossEntropy and opNLL name the losses in error messages.
@@ -93,7 +91,7 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 	if err := checkTargets(op, what, ls, targets.Shape()); err != nil {
 		return nil, err
 	}
-	if _, err := shapes.Size(op, what, ls); err != nil {
+	if _, err := operand.Size(op, what, ls); err != nil {
 		return nil, err
 	}
 	classes := ls[len(ls)-1]
@@ -113,7 +111,7 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 // checkTargets reports an error unless targets has the shape of scores
 // (named what) without its last axis.
 func checkTargets(op, what string, scores, targets tensor.Shape) error {
-	if len(scores) < 1 || !shapes.SameShape(scores[:len(scores)-1], targets) {
+	if len(scores) < 1 || !operand.SameShape(scores[:len(scores)-1], targets) {
 		return fmt.Errorf("%s: targets of shape %v do not match %s of shape %v (want %v): %w",
 			op, targets, what, scores, scores[:max(len(scores)-1, 0)], gather.ErrShape)
 	}
@@ -212,7 +210,7 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 	if err != nil {
 		return entropyArgs{}, err
 	}
-	if x.Dtype() != o.dtype || !shapes.SameShape(x.Shape(), o.shape) {
+	if x.Dtype() != o.dtype || !operand.SameShape(x.Shape(), o.shape) {
 		return entropyArgs{}, fmt.Errorf("%s: logits are %v of shape %v, want %v of shape %v: %w",
 			o.op, x.Dtype(), x.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
@@ -229,10 +227,10 @@ func (o *crossEntropyOp) args(logits, targets gorgonia.Value) (entropyArgs, erro
 		return entropyArgs{}, fmt.Errorf("%s: targets of shape %v do not match logits of shape %v: %w",
 			o.op, t.Shape, o.shape, gather.ErrShape)
 	}
-	l := opconfig.Label{Op: o.op, Arg: "targets", NonNegative: true}
+	l := operand.Label{Op: o.op, Arg: "targets", NonNegative: true}
 	if o.HasIgnore {
 		if p := o.k.firstBad(t, classes, o.Ignore); p >= 0 {
-			return entropyArgs{}, &gather.IndexError{Op: l.Op, Arg: l.Arg, Pos: shapes.Unravel(p, t.Shape), Value: t.At(p),
+			return entropyArgs{}, &gather.IndexError{Op: l.Op, Arg: l.Arg, Pos: operand.Unravel(p, t.Shape), Value: t.At(p),
 				Axis: len(o.shape) - 1, Size: classes, NonNegative: true}
 		}
 	} else if err := operand.CheckIndices(l, t, len(o.shape)-1, classes); err != nil {
@@ -320,7 +318,7 @@ func (o *crossEntropyOp) name() string {
 // in[0] for the targets in[1] and the upstream gradient in[2], after
 // checking every argument, so that dst is untouched on error.
 func (o *crossEntropyOp) runGrad(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-	if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !shapes.Writable(dst) {
+	if dst.Dtype() != o.dtype || !operand.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
 		return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 			o.op, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
 	}
@@ -335,7 +333,7 @@ func (o *crossEntropyOp) runGrad(dst *tensor.Dense, add bool, in []gorgonia.Valu
 		if err != nil {
 			return err
 		}
-		if u.Dtype() != o.dtype || !shapes.SameShape(u.Shape(), o.outShape()) {
+		if u.Dtype() != o.dtype || !operand.SameShape(u.Shape(), o.outShape()) {
 			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape %v: %w",
 				o.op, u.Dtype(), u.Shape(), o.dtype, o.outShape(), gather.ErrShape)
 		}

@@ -7,9 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // renormOp rescales in place each row of the table that its ids name and
@@ -26,7 +24,7 @@ type renormOp struct {
 	idType     tensor.Dtype
 	vocab, dim int
 	idDims     int
-	lbl        opconfig.Label
+	lbl        operand.Label
 }
 
 // Do rescales the named rows of the table and returns it.
@@ -35,7 +33,7 @@ func (o *renormOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 		return nil, err
 	}
 	t, ok := in[0].(*tensor.Dense)
-	if !ok || !shapes.Writable(t) || t.Dtype() != o.dtype || !shapes.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
+	if !ok || !operand.Writable(t) || t.Dtype() != o.dtype || !operand.SameShape(t.Shape(), []int{o.vocab, o.dim}) {
 		return nil, fmt.Errorf("embedding %q: max-norm needs the table as a row-major %v tensor of shape (%d, %d), got %v: %w",
 			o.lbl.Name, o.dtype, o.vocab, o.dim, in[0], gather.ErrShape)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opMSE names MSELoss in error messages.
@@ -41,10 +40,10 @@ func MSELoss(input, target *gorgonia.Node, opts ...LossOption) (*gorgonia.Node, 
 		return nil, err
 	}
 	shape := input.Shape().Clone()
-	if !shapes.SameShape(shape, target.Shape()) {
+	if !operand.SameShape(shape, target.Shape()) {
 		return nil, fmt.Errorf("%s: target of shape %v must have the input's shape %v: %w", opMSE, target.Shape(), shape, gather.ErrShape)
 	}
-	if _, err := shapes.Size(opMSE, "input", shape); err != nil {
+	if _, err := operand.Size(opMSE, "input", shape); err != nil {
 		return nil, err
 	}
 	o := &mseOp{dtype: dt, shape: shape, reduction: c.loss.reduction}
@@ -129,7 +128,7 @@ func (o *mseOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (go
 // -1), for the upstream gradient in[2].
 func (o *mseOp) grad(sign float64) opkit.Run {
 	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.shape) || !shapes.Writable(dst) {
+		if dst.Dtype() != o.dtype || !operand.SameShape(dst.Shape(), o.shape) || !operand.Writable(dst) {
 			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 				opMSE, dst.Dtype(), dst.Shape(), o.dtype, o.shape, gather.ErrShape)
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // passGrad is embedded in the ops whose gradient is the identity: each
@@ -96,7 +95,7 @@ func readShaped(op, what string, v gorgonia.Value, dt tensor.Dtype, shape tensor
 	if err != nil {
 		return nil, err
 	}
-	if t.Dtype() != dt || !shapes.SameShape(t.Shape(), shape) {
+	if t.Dtype() != dt || !operand.SameShape(t.Shape(), shape) {
 		return nil, fmt.Errorf("%s: %s is %v of shape %v, want %v of shape %v: %w", op, what, t.Dtype(), t.Shape(), dt, shape, gather.ErrShape)
 	}
 	return t, nil

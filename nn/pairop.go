@@ -11,7 +11,6 @@ import (
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // pairOp is the plumbing of an op of two float operands of fixed shapes,
@@ -50,7 +49,7 @@ func (o *pairOp) operands(in []gorgonia.Value, want int) (a, b *tensor.Dense, er
 	if b, err = operand.Read(o.name, o.args[1], in[1]); err != nil {
 		return nil, nil, err
 	}
-	if a.Dtype() != o.dtype || b.Dtype() != o.dtype || !shapes.SameShape(a.Shape(), o.shapes[0]) || !shapes.SameShape(b.Shape(), o.shapes[1]) {
+	if a.Dtype() != o.dtype || b.Dtype() != o.dtype || !operand.SameShape(a.Shape(), o.shapes[0]) || !operand.SameShape(b.Shape(), o.shapes[1]) {
 		return nil, nil, fmt.Errorf("%s: %s is %v of shape %v and %s %v of shape %v, want %v of shapes %v and %v: %w",
 			o.name, o.args[0], a.Dtype(), a.Shape(), o.args[1], b.Dtype(), b.Shape(), o.dtype, o.shapes[0], o.shapes[1], gather.ErrShape)
 	}
@@ -80,7 +79,7 @@ func (o *pairOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (g
 func (o *pairOp) runGrad(wrt int) opkit.Run {
 	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
 		want := o.shapes[wrt]
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), want) || !shapes.Writable(dst) {
+		if dst.Dtype() != o.dtype || !operand.SameShape(dst.Shape(), want) || !operand.Writable(dst) {
 			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 				o.name, dst.Dtype(), dst.Shape(), o.dtype, want, gather.ErrShape)
 		}
@@ -92,7 +91,7 @@ func (o *pairOp) runGrad(wrt int) opkit.Run {
 		if err != nil {
 			return err
 		}
-		if g.Dtype() != o.dtype || !shapes.SameShape(g.Shape(), o.shapes[2]) {
+		if g.Dtype() != o.dtype || !operand.SameShape(g.Shape(), o.shapes[2]) {
 			return fmt.Errorf("%s gradient: upstream gradient is %v of shape %v, want %v of shape %v: %w",
 				o.name, g.Dtype(), g.Shape(), o.dtype, o.shapes[2], gather.ErrShape)
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // opSum and opMean name the reductions in error messages.
@@ -184,7 +183,7 @@ func reduceInto[T kernel.Float](dst, src []T, l *kernel.Reduction, mean bool) {
 // over the elements reduced into it (divided by their number for Mean).
 func (o *reduceOp) grad(int) opkit.Run {
 	return func(dst *tensor.Dense, add bool, in []gorgonia.Value) error {
-		if dst.Dtype() != o.dtype || !shapes.SameShape(dst.Shape(), o.in) || !shapes.Writable(dst) {
+		if dst.Dtype() != o.dtype || !operand.SameShape(dst.Shape(), o.in) || !operand.Writable(dst) {
 			return fmt.Errorf("%s gradient: destination is %v of shape %v, want a row-major %v tensor of shape %v: %w",
 				o.what, dst.Dtype(), dst.Shape(), o.dtype, o.in, gather.ErrShape)
 		}

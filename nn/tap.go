@@ -11,7 +11,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // tapOp passes a lookup's output through unchanged and sends its gradient
@@ -170,7 +169,7 @@ func (c *capture) check(fresh bool) error {
 // reuse returns t reshaped to shape if it holds a tensor of dtype dt and
 // that size, else a new tensor of zeros.
 func reuse(t *tensor.Dense, dt tensor.Dtype, shape tensor.Shape) *tensor.Dense {
-	if t != nil && t.Dtype() == dt && !shape.IsScalar() && shapes.SameShape(t.Shape(), shape) {
+	if t != nil && t.Dtype() == dt && !shape.IsScalar() && operand.SameShape(t.Shape(), shape) {
 		return t
 	}
 	return tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))

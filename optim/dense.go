@@ -11,7 +11,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/rule"
 )
 
@@ -75,7 +74,7 @@ func (s *slots) check(op string, vgs []gorgonia.ValueGrad, finite bool) ([]learn
 		}
 		seen[name] = true
 		w, ok := vg.Value().(*tensor.Dense)
-		if !ok || w.Dtype() != tensor.Float32 && w.Dtype() != tensor.Float64 || !shapes.Writable(w) {
+		if !ok || w.Dtype() != tensor.Float32 && w.Dtype() != tensor.Float64 || !operand.Writable(w) {
 			return nil, fmt.Errorf("%s: %q must hold a row-major float32 or float64 tensor, got %v: %w", op, name, vg.Value(), errs.ErrDtype)
 		}
 		gv, err := vg.Grad()
@@ -83,10 +82,10 @@ func (s *slots) check(op string, vgs []gorgonia.ValueGrad, finite bool) ([]learn
 			return nil, fmt.Errorf("%s: %q has no gradient (bind it with gorgonia.BindDualValues): %v: %w", op, name, err, errs.ErrGraph)
 		}
 		g, ok := gv.(*tensor.Dense)
-		if !ok || g.Dtype() != w.Dtype() || !shapes.SameShape(g.Shape(), w.Shape()) {
+		if !ok || g.Dtype() != w.Dtype() || !operand.SameShape(g.Shape(), w.Shape()) {
 			return nil, fmt.Errorf("%s: %q is %v of shape %v, its gradient %v: %w", op, name, w.Dtype(), w.Shape(), gv, errs.ErrShape)
 		}
-		if st, ok := s.by[name]; ok && (st[0].Dtype() != w.Dtype() || !shapes.SameShape(st[0].Shape(), w.Shape())) {
+		if st, ok := s.by[name]; ok && (st[0].Dtype() != w.Dtype() || !operand.SameShape(st[0].Shape(), w.Shape())) {
 			return nil, fmt.Errorf("%s: %q is %v of shape %v, its state %v of shape %v: %w", op, name, w.Dtype(), w.Shape(), st[0].Dtype(), st[0].Shape(), errs.ErrShape)
 		}
 		if finite {
@@ -547,13 +546,13 @@ func ClipGradNorm(maxNorm float64, dense []gorgonia.ValueGrad, rows ...*RowGrad)
 			return 0, fmt.Errorf("%s: learnable %d has no gradient: %v: %w", op, i, err, errs.ErrGraph)
 		}
 		g, ok := gv.(*tensor.Dense)
-		if !ok || g.Dtype() != tensor.Float32 && g.Dtype() != tensor.Float64 || !shapes.Writable(g) {
+		if !ok || g.Dtype() != tensor.Float32 && g.Dtype() != tensor.Float64 || !operand.Writable(g) {
 			return 0, fmt.Errorf("%s: the gradient of learnable %d is %v, not a row-major float tensor: %w", op, i, gv, errs.ErrDtype)
 		}
 		grads = append(grads, g)
 	}
 	for i, r := range rows {
-		if r == nil || r.Values == nil || r.Values.Dtype() != tensor.Float32 && r.Values.Dtype() != tensor.Float64 || !shapes.Writable(r.Values) {
+		if r == nil || r.Values == nil || r.Values.Dtype() != tensor.Float32 && r.Values.Dtype() != tensor.Float64 || !operand.Writable(r.Values) {
 			return 0, fmt.Errorf("%s: row gradient %d holds no row-major float values: %w", op, i, errs.ErrDtype)
 		}
 		grads = append(grads, r.Values)

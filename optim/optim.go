@@ -9,7 +9,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/rowgrad"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/rule"
 )
 
@@ -70,7 +69,7 @@ func NewMemoryTable(weights *tensor.Dense, opt Sparse) (*MemoryTable, error) {
 		return nil, err
 	}
 	sh := weights.Shape()
-	if len(sh) != 2 || !shapes.Writable(weights) {
+	if len(sh) != 2 || !operand.Writable(weights) {
 		return nil, fmt.Errorf("optim: the table of shape %v must be a row-major matrix that is not a view: %w", sh, errs.ErrShape)
 	}
 	t := &MemoryTable{Weight: weights}

@@ -13,7 +13,7 @@ import (
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
-	"github.com/gathergrad/gather/internal/shapes"
+	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 )
@@ -176,7 +176,7 @@ func sharedSize(prefix string, nodes []*gorgonia.Node) (int, error) {
 	n := 0
 	for _, nd := range nodes {
 		w, ok := nd.Value().(*tensor.Dense)
-		if !ok || w.Dtype() != tensor.Float32 || !shapes.Writable(w) || nd.Name() == "" {
+		if !ok || w.Dtype() != tensor.Float32 || !operand.Writable(w) || nd.Name() == "" {
 			return 0, fmt.Errorf("%s: %q must be a named node holding a float32 tensor, got %v: %w", prefix, nd.Name(), nd.Value(), errs.ErrDtype)
 		}
 		n += w.Shape().TotalSize()

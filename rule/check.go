@@ -8,7 +8,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/shapes"
+	"github.com/gathergrad/gather/internal/operand"
 )
 
 // The checks of a rule's StepRows and Check, which this module's rules
@@ -30,7 +30,7 @@ func CheckRows(op string, r Rows, g *RowGrad, cols func(int) []Column, finite bo
 		return nil, 0, err
 	}
 	ws := w.Shape()
-	if len(ws) != 2 || !shapes.Writable(w) {
+	if len(ws) != 2 || !operand.Writable(w) {
 		return nil, 0, fmt.Errorf("%s: table of shape %v must be a row-major matrix that is not a view: %w", op, ws, errs.ErrShape)
 	}
 	n, dim := ws[0], ws[1]
@@ -64,7 +64,7 @@ func CheckRows(op string, r Rows, g *RowGrad, cols func(int) []Column, finite bo
 	}
 	for k, c := range want {
 		st := r.State[k]
-		if st == nil || st.Dtype() != w.Dtype() || len(st.Shape()) != 2 || st.Shape()[0] != n || st.Shape()[1] != c.Width || !shapes.Writable(st) {
+		if st == nil || st.Dtype() != w.Dtype() || len(st.Shape()) != 2 || st.Shape()[0] != n || st.Shape()[1] != c.Width || !operand.Writable(st) {
 			return nil, 0, fmt.Errorf("%s: state %q must be a [%d, %d] %v tensor: %w", op, c.Name, n, c.Width, w.Dtype(), errs.ErrShape)
 		}
 	}
@@ -125,7 +125,7 @@ func CheckGrad(op string, g *RowGrad, dim int, finite bool) error {
 		return err
 	}
 	gs := g.Values.Shape()
-	if len(gs) != 2 || gs[0] != len(g.Rows) || gs[1] != dim || !shapes.Writable(g.Values) {
+	if len(gs) != 2 || gs[0] != len(g.Rows) || gs[1] != dim || !operand.Writable(g.Values) {
 		return fmt.Errorf("%s: gradient of %d rows has values of shape %v; the table needs shape (%d, %d): %w",
 			op, len(g.Rows), gs, len(g.Rows), dim, errs.ErrShape)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
+	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/parallel"
 	"github.com/gathergrad/gather/internal/tablerows"
 )
@@ -79,7 +79,7 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	}
 	if cfg.HasPad {
 		var err error
-		if cfg.Pad, err = opconfig.NormIndex(prefix, cfg.Pad, vocab); err != nil {
+		if cfg.Pad, err = operand.NormIndex(prefix, cfg.Pad, vocab); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,16 @@
 // Package operand is the edge between gorgonia.org/tensor values and the
 // slice-level kernels of package kernel: it reads tensors and Gorgonia
-// values as row-major slices, checks their dtypes, and makes the tensors
-// the kernels write.
+// values as row-major slices, checks their dtypes, makes the tensors the
+// kernels write, counts, compares and formats their shapes (shapes.go),
+// and holds the options of package gather's ops with the Label by which
+// index errors name where they happened (config.go), which package gather
+// reads from its Options and package nn sets for the ops it builds.
+//
+// The module's op plumbing is three packages, one a job: operand (the
+// values an op reads and writes, and its options), opkit (what every
+// Gorgonia op of the module shares: signatures, gradients, runs) and
+// graphop (reading the unexported parts of Gorgonia's own ops, for
+// export).
 package operand
 
 import (
@@ -16,8 +25,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // Indices is an index argument in row-major order, whatever form it came
@@ -85,7 +92,7 @@ func firstBad[I kernel.Index](ix Indices, s int) int { return kernel.FirstBad(Sl
 // FirstBadIn returns the flat position of the first index outside the
 // range l admits for an axis of size s: [0, s) with l.NonNegative
 // (kernel.FirstOutside), else [-s, s-1] (FirstBad); or -1.
-func (ix Indices) FirstBadIn(l opconfig.Label, s int) int {
+func (ix Indices) FirstBadIn(l Label, s int) int {
 	if !l.NonNegative {
 		return ix.FirstBad(s)
 	}
@@ -154,10 +161,10 @@ func Read(op, what string, v any) (*tensor.Dense, error) {
 	if !t.IsNativelyAccessible() {
 		return nil, fmt.Errorf("%s: %s of shape %v is not in Go memory: %w", op, what, t.Shape(), errs.ErrDtype)
 	}
-	if _, err := shapes.Size(op, what, t.Shape()); err != nil {
+	if _, err := Size(op, what, t.Shape()); err != nil {
 		return nil, err
 	}
-	if shapes.IsRowMajor(t) {
+	if IsRowMajor(t) {
 		return t, nil
 	}
 	return rowMajorCopy(t)
@@ -433,7 +440,7 @@ func Scalar(what string, v gorgonia.Value) (float64, error) {
 // outside the range l admits for an axis of size s ([0, s) with
 // l.NonNegative, else [-s, s-1]), or nil; l names where the indices are,
 // axis what they index.
-func CheckIndices(l opconfig.Label, ix Indices, axis, s int) error {
+func CheckIndices(l Label, ix Indices, axis, s int) error {
 	if p := ix.FirstBadIn(l, s); p >= 0 {
 		return IndexError(l, ix, p, axis, s)
 	}
@@ -442,8 +449,8 @@ func CheckIndices(l opconfig.Label, ix Indices, axis, s int) error {
 
 // IndexError returns the *gather.IndexError for the index at flat
 // position p of ix, an index into an axis of size s.
-func IndexError(l opconfig.Label, ix Indices, p, axis, s int) *errs.IndexError {
-	return &errs.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: shapes.Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
+func IndexError(l Label, ix Indices, p, axis, s int) *errs.IndexError {
+	return &errs.IndexError{Op: l.Op, Name: l.Name, Arg: l.Arg, Pos: Unravel(p, ix.Shape), Value: ix.At(p), Axis: axis, Size: s, NonNegative: l.NonNegative}
 }
 
 // CheckArity reports an error unless the op named op (with role "" for
@@ -497,7 +504,7 @@ func Floats[T kernel.Float](t *tensor.Dense) []T {
 // after checking every input.
 func Prealloc(prealloc gorgonia.Value, dt tensor.Dtype, shape tensor.Shape, in []gorgonia.Value) *tensor.Dense {
 	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Dtype() != dt || !shapes.SameShape(out.Shape(), shape) || !shapes.Writable(out) {
+	if !ok || out.Dtype() != dt || !SameShape(out.Shape(), shape) || !Writable(out) {
 		return NewOutput(dt, shape)
 	}
 	for _, v := range in {
@@ -572,7 +579,7 @@ func Header[T int64 | float32 | float64](t *tensor.Dense, backing []T, shape ...
 				*p = t.Float64s()
 			}
 		}
-		if len(d) == len(backing) && &d[0] == &backing[0] && shapes.SameShape(t.Shape(), shape) {
+		if len(d) == len(backing) && &d[0] == &backing[0] && SameShape(t.Shape(), shape) {
 			return t
 		}
 	}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/internal/shapes"
 )
 
 // Sig describes an op.
@@ -175,7 +174,7 @@ func (g *Grad) check(in []gorgonia.Value) error {
 
 // fits reports whether out can hold the gradient in place.
 func (g *Grad) fits(out *tensor.Dense, in []gorgonia.Value) bool {
-	if out == nil || out.Dtype() != g.sig.Dtype || !shapes.SameShape(out.Shape(), g.sig.Shape) || !shapes.Writable(out) {
+	if out == nil || out.Dtype() != g.sig.Dtype || !operand.SameShape(out.Shape(), g.sig.Shape) || !operand.Writable(out) {
 		return false
 	}
 	for _, v := range in {

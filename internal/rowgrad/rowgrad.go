@@ -10,9 +10,7 @@ import (
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/internal/opconfig"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/internal/shapes"
 	"github.com/gathergrad/gather/rule"
 )
 
@@ -94,12 +92,12 @@ func build(ids, grad tensor.Tensor, vocab, pad int, buf *Buffer) (*rule.RowGrad,
 		return nil, err
 	}
 	gs := g.Shape()
-	if len(gs) != len(ix.Shape)+1 || !shapes.SameShape(gs[:len(gs)-1], ix.Shape) {
+	if len(gs) != len(ix.Shape)+1 || !operand.SameShape(gs[:len(gs)-1], ix.Shape) {
 		return nil, fmt.Errorf("row gradient: gradient of shape %v does not fit ids of shape %v (want ids.shape + [dim]): %w",
 			gs, ix.Shape, errs.ErrShape)
 	}
 	dim := gs[len(gs)-1]
-	if err := operand.CheckIndices(opconfig.Label{Op: "row gradient", Arg: "ids", NonNegative: true}, ix, 0, vocab); err != nil {
+	if err := operand.CheckIndices(operand.Label{Op: "row gradient", Arg: "ids", NonNegative: true}, ix, 0, vocab); err != nil {
 		return nil, err
 	}
 	if buf == nil {

@@ -1,8 +1,4 @@
-// Package opconfig holds the options of package gather's ops, which
-// package gather reads from its Options and package nn sets for the ops
-// it builds on them, and the Label by which index errors name where they
-// happened.
-package opconfig
+package operand
 
 import (
 	"fmt"

@@ -1,5 +1,4 @@
-// Package shapes counts, compares and formats tensor shapes.
-package shapes
+package operand
 
 import (
 	"fmt"
