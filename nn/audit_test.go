@@ -64,7 +64,7 @@ func TestExportedFunctionsDoNotPanic(t *testing.T) {
 		"NewEmbedding(nil graph)":  func() error { _, err := nn.NewEmbedding(nil, "x", 3, 2, tensor.Float64); return err },
 		"NewEmbedding(bad dtype)":  func() error { _, err := nn.NewEmbedding(g, "i", 3, 2, tensor.Int); return err },
 		"NewEmbedding(zero option)": func() error {
-			_, err := nn.NewEmbedding(g, "z", 3, 2, tensor.Float64, nn.EmbeddingOption{})
+			_, err := nn.NewEmbedding(g, "z", 3, 2, tensor.Float64, nil)
 			return err
 		},
 	}

@@ -82,8 +82,8 @@ const opBag = "embedding_bag"
 // position and value, an id out of range an *IndexError naming its
 // position in ids. The kernels never materialise the [n, dim] rows: one
 // pass over each bag into the output, and one back for the gradient.
-func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...EmbeddingOption) (*gorgonia.Node, error) {
-	c, err := newConfig(opBag, "EmbeddingBag", forEmbeddingBag, opts)
+func EmbeddingBag(table, ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...EmbeddingBagOption) (*gorgonia.Node, error) {
+	c, err := newConfig(opBag, forEmbeddingBag, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -146,11 +146,11 @@ func bagValues(c bagCase, dt tensor.Dtype, table []float64, vocab, dim int, ids 
 }
 
 // bagOpts returns a case's options: its padding index, if any.
-func bagOpts(c bagCase) []EmbeddingOption {
+func bagOpts(c bagCase) []EmbeddingBagOption {
 	if c.pad < 0 {
 		return nil
 	}
-	return []EmbeddingOption{WithPadding(c.pad)}
+	return []EmbeddingBagOption{WithPadding(c.pad)}
 }
 
 // bagGraph builds sum(EmbeddingBag(...) * G) on copies of the inputs and
@@ -360,7 +360,7 @@ func TestEmbeddingBagModes(t *testing.T) {
 		for _, kind := range []string{"dense", "sparse", "frozen"} {
 			t.Run(fmt.Sprintf("%v/%s", mode, kind), func(t *testing.T) {
 				gr := gorgonia.NewGraph()
-				opts := []EmbeddingOption{WithInit(func(tensor.Dtype, ...int) any { return append([]float64{}, table...) }), WithPadding(3)}
+				opts := []NewEmbeddingOption{WithInit(func(tensor.Dtype, ...int) any { return append([]float64{}, table...) }), WithPadding(3)}
 				switch kind {
 				case "sparse":
 					opts = append(opts, WithSparse())

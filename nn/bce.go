@@ -37,8 +37,8 @@ const opBCE = "bce_with_logits"
 // computed in float32 (within a few units in the last place, as PyTorch
 // computes them), the rest of each element's loss in float64; sums
 // accumulate in float64. It is O(size of logits) forward and backward.
-func BCEWithLogits(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgonia.Node, error) {
-	c, err := newConfig(opBCE, "BCEWithLogits", forBCE, opts)
+func BCEWithLogits(logits, targets *gorgonia.Node, opts ...BCEOption) (*gorgonia.Node, error) {
+	c, err := newConfig(opBCE, forBCE, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func trainStep(b testing.TB, sparse bool, rows int, m ref.Machine) (gorgonia.VM,
 		return v
 	}
 	g := gorgonia.NewGraph()
-	var opts []EmbeddingOption
+	var opts []NewEmbeddingOption
 	if sparse {
 		opts = append(opts, WithSparse())
 	}
@@ -262,10 +262,10 @@ func BenchmarkCrossEntropy(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		y    []int
-		opts []LossOption
+		opts []CrossEntropyOption
 	}{
-		{"ignore_index", yIgn, []LossOption{WithIgnoreIndex(-100)}},
-		{"class_weights", y, []LossOption{WithClassWeights(tensor.New(tensor.WithBacking(w)))}},
+		{"ignore_index", yIgn, []CrossEntropyOption{WithIgnoreIndex(-100)}},
+		{"class_weights", y, []CrossEntropyOption{WithClassWeights(tensor.New(tensor.WithBacking(w)))}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ref.OnMachines(b, func(b *testing.B, m ref.Machine) {

@@ -42,14 +42,14 @@ import (
 // the cache: more ids than it holds rows is an error wrapping
 // table.ErrCapacity when the lookup is built, naming both. ctx bounds
 // the read of the padding row.
-func CachedEmbedding(ctx context.Context, g *gorgonia.ExprGraph, c *table.Cached, opts ...EmbeddingOption) (*Embedding, error) {
+func CachedEmbedding(ctx context.Context, g *gorgonia.ExprGraph, c *table.Cached, opts ...OpenOption) (*Embedding, error) {
 	if c == nil {
 		return nil, fmt.Errorf("embedding: CachedEmbedding needs a table (table.OpenCached or table.NewCached): %w", gather.ErrOption)
 	}
 	sc := c.Schema()
 	name := sc.Name
 	prefix := fmt.Sprintf("embedding %q", name)
-	cfg, err := newConfig(prefix, "CachedEmbedding", forOpen, opts)
+	cfg, err := newConfig(prefix, forOpen, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -89,7 +89,7 @@ func newCollModel(t *testing.T, spec collSpec, asCollection bool, capacity int) 
 	dt := spec.dtype
 	for k, v := range spec.vocab {
 		name := fmt.Sprintf("t%d", k)
-		opts := []EmbeddingOption{WithSparse(), WithSeed(uint64(10 + k))}
+		opts := []NewEmbeddingOption{WithSparse(), WithSeed(uint64(10 + k))}
 		if spec.pad[k] >= 0 {
 			opts = append(opts, WithPadding(spec.pad[k]))
 		}
@@ -103,7 +103,7 @@ func newCollModel(t *testing.T, spec collSpec, asCollection bool, capacity int) 
 			require.NoError(t, err)
 			c, err := table.NewCached(context.Background(), store, table.CacheOptions{Budget: 1 << 20})
 			require.NoError(t, err)
-			var copts []EmbeddingOption
+			var copts []OpenOption
 			if spec.pad[k] >= 0 {
 				copts = append(copts, WithPadding(spec.pad[k]))
 			}

@@ -103,7 +103,7 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused, raw bool) (gorgon
 			}
 			return w
 		}
-		rows, opts := v, []EmbeddingOption{WithSparse(), WithInit(uniform)}
+		rows, opts := v, []NewEmbeddingOption{WithSparse(), WithInit(uniform)}
 		if raw {
 			rows, opts = v+1, append(opts, WithPadding(v))
 		}

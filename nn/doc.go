@@ -48,10 +48,11 @@
 // for the last axis). All targets ignored under the mean give NaN, as in
 // PyTorch; BCEWithLogits is finite for logits of any size.
 //
-// Options are named With*, as PyTorch's keyword arguments are: tables and
-// their lookups take EmbeddingOptions, losses LossOptions, so one of a
-// loss given to a table does not compile; an option of the right kind that
-// a function does not take (WithSparse for a bag) is an error. As in
+// Options are named With*, as PyTorch's keyword arguments are: each
+// function takes its own option type (NewEmbeddingOption, OpenOption,
+// EmbeddingBagOption, BagOption, CrossEntropyOption, ...), and each With
+// function returns the type of the functions it applies to, so an option
+// given where it does not apply (WithSparse to a bag) does not compile. As in
 // PyTorch, ids and targets lie in [0, vocab) (package gather's ops, which
 // follow ONNX, also take negative indices).
 //

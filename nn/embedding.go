@@ -48,9 +48,9 @@ type Embedding struct {
 // already has is an error wrapping gather.ErrGraph, never a shared table.
 // A nil graph is an ErrGraph error too; an initialiser that returns values
 // of the wrong type or number is an ErrDtype or ErrShape error.
-func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.Dtype, opts ...EmbeddingOption) (*Embedding, error) {
+func NewEmbedding(g *gorgonia.ExprGraph, name string, vocab, dim int, dt tensor.Dtype, opts ...NewEmbeddingOption) (*Embedding, error) {
 	prefix := fmt.Sprintf("embedding %q", name)
-	cfg, err := newConfig(prefix, "NewEmbedding", forNewEmbedding, opts)
+	cfg, err := newConfig(prefix, forNewEmbedding, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -216,9 +216,9 @@ func (e *Embedding) Lookup(ids *gorgonia.Node) (_ *gorgonia.Node, err error) {
 // gradient, and a sparse table a row-sparse one (RowGrad and Step cover
 // its bags as they cover its lookups). It accepts WithIncludeLastOffset. An id
 // outside [0, vocab) is an *gather.IndexError naming the table.
-func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...EmbeddingOption) (*gorgonia.Node, error) {
+func (e *Embedding) Bag(ids, offsets, weights *gorgonia.Node, mode BagMode, opts ...BagOption) (*gorgonia.Node, error) {
 	prefix := fmt.Sprintf("embedding %q", e.Table.Name())
-	bc, err := newConfig(prefix, "(*Embedding).Bag", forBagMethod, opts)
+	bc, err := newConfig(prefix, forBagMethod, opts)
 	if err != nil {
 		return nil, err
 	}

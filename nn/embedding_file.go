@@ -44,9 +44,9 @@ import (
 // run by Gorgonia's machine or on another of the optimiser's worker
 // goroutines, is not covered: the process ends with a fault report
 // naming the address.
-func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...EmbeddingOption) (*Embedding, error) {
+func OpenEmbedding(g *gorgonia.ExprGraph, path, name string, opts ...OpenOption) (*Embedding, error) {
 	prefix := fmt.Sprintf("embedding %q", name)
-	cfg, err := newConfig(prefix, "OpenEmbedding", forOpen, opts)
+	cfg, err := newConfig(prefix, forOpen, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func TestEmbeddingLookupShapes(t *testing.T) {
 func TestEmbeddingPaddingAndFrozen(t *testing.T) {
 	for _, frozen := range []bool{false, true} {
 		g := gorgonia.NewGraph()
-		opts := []EmbeddingOption{WithInit(counting), WithPadding(-4)} // id 1
+		opts := []NewEmbeddingOption{WithInit(counting), WithPadding(-4)} // id 1
 		if frozen {
 			opts = append(opts, WithFrozen())
 		}

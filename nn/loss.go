@@ -35,8 +35,12 @@ const (
 // weights): with every target ignored it is NaN, as in PyTorch. The
 // gradient reaches logProbs at the targets only. It is O(size of
 // logProbs).
-func NLLLoss(logProbs, targets *gorgonia.Node, opts ...LossOption) (*gorgonia.Node, error) {
-	return classLoss(opNLL, "NLLLoss", forNLLLoss, logProbs, targets, opts)
+func NLLLoss(logProbs, targets *gorgonia.Node, opts ...NLLLossOption) (*gorgonia.Node, error) {
+	c, err := newConfig(opNLL, forNLLLoss, opts)
+	if err != nil {
+		return nil, err
+	}
+	return classLoss(opNLL, c, logProbs, targets)
 }
 
 // CrossEntropy returns the cross-entropy of integer targets under the
@@ -63,16 +67,16 @@ func NLLLoss(logProbs, targets *gorgonia.Node, opts ...LossOption) (*gorgonia.No
 // Float32 logits are exponentiated in float32 (within 2 units in the last
 // place), float64 ones with math.Exp; sums and the loss accumulate in
 // float64. It is O(size of logits) forward and backward.
-func CrossEntropy(logits, targets *gorgonia.Node, opts ...LossOption) (*gorgonia.Node, error) {
-	return classLoss(opCrossEntropy, "CrossEntropy", forCrossEntropy, logits, targets, opts)
-}
-
-// classLoss builds CrossEntropy (op opCrossEntropy) or NLLLoss (opNLL).
-func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, opts []LossOption) (*gorgonia.Node, error) {
-	c, err := newConfig(op, fn, allowed, opts)
+func CrossEntropy(logits, targets *gorgonia.Node, opts ...CrossEntropyOption) (*gorgonia.Node, error) {
+	c, err := newConfig(opCrossEntropy, forCrossEntropy, opts)
 	if err != nil {
 		return nil, err
 	}
+	return classLoss(opCrossEntropy, c, logits, targets)
+}
+
+// classLoss builds CrossEntropy (op opCrossEntropy) or NLLLoss (opNLL).
+func classLoss(op string, c config, scores, targets *gorgonia.Node) (*gorgonia.Node, error) {
 	what := "logits"
 	if op == opNLL {
 		what = "log-probabilities"
@@ -100,6 +104,7 @@ func classLoss(op, fn string, allowed optKind, scores, targets *gorgonia.Node, o
 	}
 	cl := kernel.ClassLoss{Entropy: op == opCrossEntropy, HasIgnore: c.loss.hasIgnore, Ignore: c.loss.ignore, Smoothing: c.loss.smoothing}
 	if c.loss.hasWeights {
+		var err error
 		if cl.Weights, err = classVector(op, "class weights", c.loss.weights, dt, classes); err != nil {
 			return nil, err
 		}

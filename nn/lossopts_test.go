@@ -17,22 +17,19 @@ import (
 	"github.com/gathergrad/gather/gradcheck"
 )
 
-// Options that do not apply, weights of the wrong shape or dtype and a
-// smoothing outside [0, 1] are errors when the graph is built.
+// Weights of the wrong shape or dtype and a smoothing outside [0, 1] are
+// errors when the graph is built (an option that does not apply does
+// not compile: TestOptionTypes).
 func TestLossOptionErrors(t *testing.T) {
 	g := gorgonia.NewGraph()
 	x := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(4, 3), gorgonia.WithName("x"))
 	y := gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(4), gorgonia.WithName("y"))
 	yf := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(4, 3), gorgonia.WithName("yf"))
-	w3 := tensor.New(tensor.WithBacking([]float64{1, 2, 3}))
 	cases := []struct {
 		name string
 		call func() error
 		want error
 	}{
-		{"smoothing on NLLLoss", func() error { _, err := NLLLoss(x, y, WithLabelSmoothing(0.1)); return err }, gather.ErrOption},
-		{"pos weight on CrossEntropy", func() error { _, err := CrossEntropy(x, y, WithPosWeight(w3)); return err }, gather.ErrOption},
-		{"ignore on BCE", func() error { _, err := BCEWithLogits(x, yf, WithIgnoreIndex(0)); return err }, gather.ErrOption},
 		{"smoothing above 1", func() error { _, err := CrossEntropy(x, y, WithLabelSmoothing(1.5)); return err }, gather.ErrOption},
 		{"smoothing negative", func() error { _, err := CrossEntropy(x, y, WithLabelSmoothing(-0.1)); return err }, gather.ErrOption},
 		{"smoothing NaN", func() error { _, err := CrossEntropy(x, y, WithLabelSmoothing(math.NaN())); return err }, gather.ErrOption},
@@ -111,13 +108,13 @@ func TestLossOptionsGradCheck(t *testing.T) {
 	reductions := []Reduction{ReduceMean, ReduceSum, ReduceNone}
 	type variant struct {
 		name string
-		opts []LossOption
+		opts []any // each the option type of kind's loss
 		kind string
 	}
 	var vs []variant
 	for _, red := range reductions {
 		for mask := range 8 {
-			opts := []LossOption{WithReduction(red), WithIgnoreIndex(-100)}
+			opts := []any{WithReduction(red), WithIgnoreIndex(-100)}
 			name := fmt.Sprintf("%v/ignore", red)
 			if mask&1 != 0 {
 				opts, name = append(opts, WithClassWeights(w)), name+"+weights"
@@ -130,8 +127,8 @@ func TestLossOptionsGradCheck(t *testing.T) {
 				vs = append(vs, variant{"nll/" + name, opts, "nll"})
 			}
 		}
-		vs = append(vs, variant{fmt.Sprintf("bce/%v", red), []LossOption{WithReduction(red)}, "bce"},
-			variant{fmt.Sprintf("bce/%v/pos", red), []LossOption{WithReduction(red), WithPosWeight(tensor.New(tensor.WithBacking([]float64{0.5, 3, 1, 2})))}, "bce"})
+		vs = append(vs, variant{fmt.Sprintf("bce/%v", red), []any{WithReduction(red)}, "bce"},
+			variant{fmt.Sprintf("bce/%v/pos", red), []any{WithReduction(red), WithPosWeight(tensor.New(tensor.WithBacking([]float64{0.5, 3, 1, 2})))}, "bce"})
 	}
 	for _, v := range vs {
 		build := func(g *gorgonia.ExprGraph, in []*gorgonia.Node) (*gorgonia.Node, error) {
@@ -139,15 +136,15 @@ func TestLossOptionsGradCheck(t *testing.T) {
 			var err error
 			switch v.kind {
 			case "ce":
-				loss, err = CrossEntropy(in[0], in[1], v.opts...)
+				loss, err = CrossEntropy(in[0], in[1], optionsOf[CrossEntropyOption](v.opts)...)
 			case "nll":
-				loss, err = NLLLoss(in[0], in[1], v.opts...)
+				loss, err = NLLLoss(in[0], in[1], optionsOf[NLLLossOption](v.opts)...)
 			default:
 				// The targets are a constant of the graph: gradcheck
 				// differentiates every float input, and BCE's targets get
 				// no gradient.
 				yn := gorgonia.NodeFromAny(g, tensor.New(tensor.WithShape(rows, classes), tensor.WithBacking(append([]float64{}, soft...))), gorgonia.WithName("y"))
-				loss, err = BCEWithLogits(in[0], yn, v.opts...)
+				loss, err = BCEWithLogits(in[0], yn, optionsOf[BCEOption](v.opts)...)
 			}
 			if err != nil || loss.IsScalar() {
 				return loss, err
@@ -171,6 +168,57 @@ func TestLossOptionsGradCheck(t *testing.T) {
 				}
 				require.NoError(t, gradcheck.Check(build, inputs, opts...))
 			})
+		}
+	}
+}
+
+// optionsOf returns opts as options of type O (each must be one).
+func optionsOf[O any](opts []any) []O {
+	out := make([]O, len(opts))
+	for k, o := range opts {
+		out[k] = o.(O)
+	}
+	return out
+}
+
+// Each With function's option is of the functions it applies to, and of
+// no other: an option given to a function it does not apply to does not
+// compile, and no assertion makes it one.
+func TestOptionTypes(t *testing.T) {
+	w := tensor.New(tensor.WithBacking([]float64{1}))
+	type kinds struct{ newEmb, open, bag, bagMethod, ce, nll, bce, mse bool }
+	of := func(o any) kinds {
+		_, a := o.(NewEmbeddingOption)
+		_, b := o.(OpenOption)
+		_, c := o.(EmbeddingBagOption)
+		_, d := o.(BagOption)
+		_, e := o.(CrossEntropyOption)
+		_, f := o.(NLLLossOption)
+		_, g := o.(BCEOption)
+		_, h := o.(MSEOption)
+		return kinds{a, b, c, d, e, f, g, h}
+	}
+	for name, c := range map[string]struct {
+		o    any
+		want kinds
+	}{
+		"WithInit":              {WithInit(nil), kinds{newEmb: true}},
+		"WithWeights":           {WithWeights(w), kinds{newEmb: true}},
+		"WithSeed":              {WithSeed(1), kinds{newEmb: true}},
+		"WithSparse":            {WithSparse(), kinds{newEmb: true, open: true}},
+		"WithMaxNorm":           {WithMaxNorm(1), kinds{newEmb: true, open: true}},
+		"WithPadding":           {WithPadding(0), kinds{newEmb: true, open: true, bag: true}},
+		"WithFrozen":            {WithFrozen(), kinds{newEmb: true, open: true, bag: true}},
+		"WithScaleGradByFreq":   {WithScaleGradByFreq(), kinds{newEmb: true, open: true, bag: true}},
+		"WithIncludeLastOffset": {WithIncludeLastOffset(), kinds{bag: true, bagMethod: true}},
+		"WithLabelSmoothing":    {WithLabelSmoothing(0), kinds{ce: true}},
+		"WithIgnoreIndex":       {WithIgnoreIndex(0), kinds{ce: true, nll: true}},
+		"WithClassWeights":      {WithClassWeights(w), kinds{ce: true, nll: true}},
+		"WithPosWeight":         {WithPosWeight(w), kinds{bce: true}},
+		"WithReduction":         {WithReduction(ReduceSum), kinds{ce: true, nll: true, bce: true, mse: true}},
+	} {
+		if got := of(c.o); got != c.want {
+			t.Errorf("%s applies to %+v, want %+v", name, got, c.want)
 		}
 	}
 }

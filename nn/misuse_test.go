@@ -115,7 +115,7 @@ func TestIndexErrorsNameTheirTable(t *testing.T) {
 
 // The default initialiser is seeded: the same seed gives the same table.
 func TestEmbeddingSeed(t *testing.T) {
-	table := func(opts ...EmbeddingOption) []float32 {
+	table := func(opts ...NewEmbeddingOption) []float32 {
 		e, err := NewEmbedding(gorgonia.NewGraph(), "t", 20, 4, tensor.Float32, opts...)
 		require.NoError(t, err)
 		return e.Table.Value().(*tensor.Dense).Float32s()

@@ -30,8 +30,8 @@ const opMSE = "mse_loss"
 // MSELoss of its predictions against the ratings; metrics.RMSE reports
 // the square root of its mean over a held-out set. It is O(size of input)
 // forward and backward.
-func MSELoss(input, target *gorgonia.Node, opts ...LossOption) (*gorgonia.Node, error) {
-	c, err := newConfig(opMSE, "MSELoss", forMSE, opts)
+func MSELoss(input, target *gorgonia.Node, opts ...MSEOption) (*gorgonia.Node, error) {
+	c, err := newConfig(opMSE, forMSE, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func TestMSELoss(t *testing.T) {
 	b := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(3, 2), gorgonia.WithName("b"))
 	_, err := MSELoss(a, b)
 	require.ErrorIs(t, err, gather.ErrShape)
-	_, err = MSELoss(a, a, WithPosWeight(nil))
+	_, err = MSELoss(a, a, nil)
 	require.ErrorIs(t, err, gather.ErrOption)
 }
 

@@ -10,29 +10,108 @@ import (
 	"github.com/gathergrad/gather"
 )
 
-// An EmbeddingOption changes how NewEmbedding, OpenEmbedding,
-// EmbeddingBag or (*Embedding).Bag builds a table or its lookups; each
-// option's doc says which of them accept it. A LossOption changes how
-// CrossEntropy, NLLLoss or BCEWithLogits computes its loss. The two are
-// distinct types, so a loss's option given to a table (or one of package
-// gather or table) does not compile; an EmbeddingOption given to a
-// function of its family that does not accept it, or options that
-// contradict each other, are errors wrapping gather.ErrOption. The zero
-// value of either is invalid.
-type EmbeddingOption struct{ o option }
+// Each function of this package that takes options takes its own option
+// type, an interface, so that an option it does not apply does not
+// compile: NewEmbeddingOption (NewEmbedding), OpenOption (OpenEmbedding,
+// CachedEmbedding), EmbeddingBagOption (EmbeddingBag), BagOption
+// ((*Embedding).Bag), CrossEntropyOption, NLLLossOption, BCEOption and
+// MSEOption. Each With function returns the type of the functions it
+// applies to: WithInit, WithSeed and WithWeights a NewEmbeddingOption;
+// WithSparse and WithMaxNorm an EmbeddingOption (every Embedding
+// constructor); WithPadding, WithFrozen and WithScaleGradByFreq a
+// LookupOption (those and EmbeddingBag); WithIncludeLastOffset an
+// OffsetsOption (EmbeddingBag and Bag); WithLabelSmoothing a
+// CrossEntropyOption; WithIgnoreIndex and WithClassWeights a ClassOption
+// (CrossEntropy, NLLLoss); WithPosWeight a BCEOption; WithReduction a
+// LossOption (every loss). Options that contradict each other are errors
+// wrapping gather.ErrOption, and so is a nil option.
+type (
+	NewEmbeddingOption interface{ newEmbedding() option }
+	OpenOption         interface{ openEmbedding() option }
+	EmbeddingBagOption interface{ embeddingBag() option }
+	BagOption          interface{ bagMethod() option }
+	CrossEntropyOption interface{ crossEntropy() option }
+	NLLLossOption      interface{ nllLoss() option }
+	BCEOption          interface{ bce() option }
+	MSEOption          interface{ mse() option }
 
-// A LossOption changes how a loss computes (see EmbeddingOption).
-type LossOption struct{ o option }
+	// An EmbeddingOption applies to every constructor of an Embedding.
+	EmbeddingOption interface {
+		NewEmbeddingOption
+		OpenOption
+	}
+	// A LookupOption applies to an Embedding's constructors and to
+	// EmbeddingBag.
+	LookupOption interface {
+		EmbeddingOption
+		EmbeddingBagOption
+	}
+	// An OffsetsOption applies to EmbeddingBag and (*Embedding).Bag.
+	OffsetsOption interface {
+		EmbeddingBagOption
+		BagOption
+	}
+	// A ClassOption applies to CrossEntropy and NLLLoss.
+	ClassOption interface {
+		CrossEntropyOption
+		NLLLossOption
+	}
+	// A LossOption applies to every loss.
+	LossOption interface {
+		ClassOption
+		BCEOption
+		MSEOption
+	}
+)
 
-// option is what an EmbeddingOption or a LossOption holds.
+// option is what every option holds.
 type option struct {
 	kind optKind
 	name string // the function that made it, for error messages
 	set  func(*config)
 }
 
-func (o EmbeddingOption) opt() option { return o.o }
-func (o LossOption) opt() option      { return o.o }
+// The options' dynamic types, one for each set of functions: each has
+// the methods of the interfaces it satisfies and no others.
+type (
+	newOnly    struct{ o option }
+	tableOpt   struct{ o option }
+	lookupOpt  struct{ o option }
+	offsetsOpt struct{ o option }
+	smoothOpt  struct{ o option }
+	classOpt   struct{ o option }
+	posOpt     struct{ o option }
+	reduceOpt  struct{ o option }
+)
+
+func (x newOnly) newEmbedding() option    { return x.o }
+func (x tableOpt) newEmbedding() option   { return x.o }
+func (x tableOpt) openEmbedding() option  { return x.o }
+func (x lookupOpt) newEmbedding() option  { return x.o }
+func (x lookupOpt) openEmbedding() option { return x.o }
+func (x lookupOpt) embeddingBag() option  { return x.o }
+func (x offsetsOpt) embeddingBag() option { return x.o }
+func (x offsetsOpt) bagMethod() option    { return x.o }
+func (x smoothOpt) crossEntropy() option  { return x.o }
+func (x classOpt) crossEntropy() option   { return x.o }
+func (x classOpt) nllLoss() option        { return x.o }
+func (x posOpt) bce() option              { return x.o }
+func (x reduceOpt) crossEntropy() option  { return x.o }
+func (x reduceOpt) nllLoss() option       { return x.o }
+func (x reduceOpt) bce() option           { return x.o }
+func (x reduceOpt) mse() option           { return x.o }
+
+// The getters newConfig reads each function's options by.
+var (
+	forNewEmbedding = func(o NewEmbeddingOption) option { return o.newEmbedding() }
+	forOpen         = func(o OpenOption) option { return o.openEmbedding() }
+	forEmbeddingBag = func(o EmbeddingBagOption) option { return o.embeddingBag() }
+	forBagMethod    = func(o BagOption) option { return o.bagMethod() }
+	forCrossEntropy = func(o CrossEntropyOption) option { return o.crossEntropy() }
+	forNLLLoss      = func(o NLLLossOption) option { return o.nllLoss() }
+	forBCE          = func(o BCEOption) option { return o.bce() }
+	forMSE          = func(o MSEOption) option { return o.mse() }
+)
 
 // optKind is one bit per option, so that a function can list the options
 // it accepts in one mask.
@@ -55,18 +134,6 @@ const (
 	optWeights
 )
 
-// The options each function accepts.
-const (
-	forNewEmbedding = optInit | optSeed | optPadding | optFrozen | optSparse | optMaxNorm | optFreq | optWeights
-	forEmbeddingBag = optPadding | optFrozen | optFreq | optIncludeLast
-	forBagMethod    = optIncludeLast
-	forCrossEntropy = optIgnoreIndex | optClassWeights | optSmoothing | optReduction
-	forNLLLoss      = optIgnoreIndex | optClassWeights | optReduction
-	forBCE          = optPosWeight | optReduction
-	forMSE          = optReduction
-	forOpen         = optPadding | optFrozen | optSparse | optMaxNorm | optFreq
-)
-
 // config is the options of one call, as the options set them.
 type config struct {
 	init    gorgonia.InitWFn // nil: N(0, 1) from seed
@@ -87,18 +154,15 @@ type config struct {
 	given optKind // the options given
 }
 
-// newConfig applies opts for the function named fn (e.g. "NewEmbedding"),
-// which accepts the options in allowed; prefix starts its error messages.
-func newConfig[O interface{ opt() option }](prefix, fn string, allowed optKind, opts []O) (config, error) {
+// newConfig applies opts, read by get; prefix starts its error messages.
+func newConfig[O comparable](prefix string, get func(O) option, opts []O) (config, error) {
 	var c config
+	var none O
 	for k, oo := range opts {
-		o := oo.opt()
-		if o.set == nil {
-			return c, fmt.Errorf("%s: option %d is the zero %T: %w", prefix, k, oo, gather.ErrOption)
+		if oo == none {
+			return c, fmt.Errorf("%s: option %d is nil: %w", prefix, k, gather.ErrOption)
 		}
-		if o.kind&allowed == 0 {
-			return c, fmt.Errorf("%s: %s does not apply to %s: %w", prefix, o.name, fn, gather.ErrOption)
-		}
+		o := get(oo)
 		o.set(&c)
 		c.given |= o.kind
 	}
@@ -125,8 +189,8 @@ func newConfig[O interface{ opt() option }](prefix, fn string, allowed optKind, 
 // return a []float32 or []float64 (as dt says) of vocab×dim values,
 // row-major. The default draws from N(0, 1), as PyTorch does, from a
 // generator seeded by WithSeed. For NewEmbedding.
-func WithInit(fn gorgonia.InitWFn) EmbeddingOption {
-	return EmbeddingOption{option{optInit, "WithInit", func(c *config) { c.init = fn }}}
+func WithInit(fn gorgonia.InitWFn) NewEmbeddingOption {
+	return newOnly{option{optInit, "WithInit", func(c *config) { c.init = fn }}}
 }
 
 // WithWeights starts the table as a copy of t, a [vocab, dim] tensor
@@ -136,15 +200,15 @@ func WithInit(fn gorgonia.InitWFn) EmbeddingOption {
 // zeroed; it still gets no gradient. t is not modified, and a t of another
 // shape or dtype is an error. For NewEmbedding; it contradicts
 // WithInit and WithSeed.
-func WithWeights(t tensor.Tensor) EmbeddingOption {
-	return EmbeddingOption{option{optWeights, "WithWeights", func(c *config) { c.weights = t }}}
+func WithWeights(t tensor.Tensor) NewEmbeddingOption {
+	return newOnly{option{optWeights, "WithWeights", func(c *config) { c.weights = t }}}
 }
 
 // WithSeed seeds the default initialiser. Without it the seed is 0, so
 // a program builds the same table on every run; give each table of a
 // model its own seed to make them differ. For NewEmbedding.
-func WithSeed(seed uint64) EmbeddingOption {
-	return EmbeddingOption{option{optSeed, "WithSeed", func(c *config) { c.seed = seed }}}
+func WithSeed(seed uint64) NewEmbeddingOption {
+	return newOnly{option{optSeed, "WithSeed", func(c *config) { c.seed = seed }}}
 }
 
 // WithPadding makes id i a padding id (PyTorch's padding_idx): its row
@@ -152,16 +216,16 @@ func WithSeed(seed uint64) EmbeddingOption {
 // counted in a mean). NewEmbedding also starts the row at zero, so that it
 // looks up as zeros. Negative i counts from the end of the vocabulary, as
 // PyTorch's padding_idx does. For NewEmbedding and EmbeddingBag.
-func WithPadding(i int) EmbeddingOption {
-	return EmbeddingOption{option{optPadding, "WithPadding", func(c *config) { c.hasPad, c.pad = true, i }}}
+func WithPadding(i int) LookupOption {
+	return lookupOpt{option{optPadding, "WithPadding", func(c *config) { c.hasPad, c.pad = true, i }}}
 }
 
 // WithFrozen makes the table constant (PyTorch's requires_grad=False,
 // or from_pretrained's freeze=True): lookups and bags pass it no gradient
 // and Learnables is empty. For NewEmbedding and EmbeddingBag; it
 // contradicts WithSparse.
-func WithFrozen() EmbeddingOption {
-	return EmbeddingOption{option{optFrozen, "WithFrozen", func(c *config) { c.frozen = true }}}
+func WithFrozen() LookupOption {
+	return lookupOpt{option{optFrozen, "WithFrozen", func(c *config) { c.frozen = true }}}
 }
 
 // WithSparse makes the table's gradient row-sparse (PyTorch's
@@ -185,7 +249,7 @@ func WithFrozen() EmbeddingOption {
 //
 // For NewEmbedding; it contradicts WithFrozen.
 func WithSparse() EmbeddingOption {
-	return EmbeddingOption{option{optSparse, "WithSparse", func(c *config) { c.sparse = true }}}
+	return tableOpt{option{optSparse, "WithSparse", func(c *config) { c.sparse = true }}}
 }
 
 // WithMaxNorm makes every lookup and bag first rescale, in place,
@@ -196,7 +260,7 @@ func WithSparse() EmbeddingOption {
 // read rescaled rows, whatever order they run in. maxNorm must be positive
 // and finite. For NewEmbedding.
 func WithMaxNorm(maxNorm float64) EmbeddingOption {
-	return EmbeddingOption{option{optMaxNorm, "WithMaxNorm", func(c *config) { c.maxNorm = maxNorm }}}
+	return tableOpt{option{optMaxNorm, "WithMaxNorm", func(c *config) { c.maxNorm = maxNorm }}}
 }
 
 // WithScaleGradByFreq divides each row's gradient by the number of
@@ -204,8 +268,8 @@ func WithMaxNorm(maxNorm float64) EmbeddingOption {
 // scale_grad_by_freq), for lookups and for sum and mean bags; the padding
 // row still gets none. It applies to dense and row-sparse gradients. For
 // NewEmbedding and EmbeddingBag.
-func WithScaleGradByFreq() EmbeddingOption {
-	return EmbeddingOption{option{optFreq, "WithScaleGradByFreq", func(c *config) { c.freq = true }}}
+func WithScaleGradByFreq() LookupOption {
+	return lookupOpt{option{optFreq, "WithScaleGradByFreq", func(c *config) { c.freq = true }}}
 }
 
 // WithIncludeLastOffset makes offsets hold one entry more than there are bags,
@@ -213,8 +277,8 @@ func WithScaleGradByFreq() EmbeddingOption {
 // ids[offsets[b]:offsets[b+1]] for every b (PyTorch's
 // include_last_offset=True, the CSR layout). For EmbeddingBag and
 // (*Embedding).Bag, with offsets.
-func WithIncludeLastOffset() EmbeddingOption {
-	return EmbeddingOption{option{optIncludeLast, "WithIncludeLastOffset", func(c *config) { c.includeLast = true }}}
+func WithIncludeLastOffset() OffsetsOption {
+	return offsetsOpt{option{optIncludeLast, "WithIncludeLastOffset", func(c *config) { c.includeLast = true }}}
 }
 
 // WithIgnoreIndex makes targets equal to i contribute nothing to the loss and
@@ -222,8 +286,8 @@ func WithIncludeLastOffset() EmbeddingOption {
 // ignore_index). i may lie outside [0, classes), as PyTorch's default -100
 // does; without this option every target must lie in [0, classes). For
 // CrossEntropy and NLLLoss.
-func WithIgnoreIndex(i int) LossOption {
-	return LossOption{option{optIgnoreIndex, "WithIgnoreIndex", func(c *config) { c.loss.hasIgnore, c.loss.ignore = true, int64(i) }}}
+func WithIgnoreIndex(i int) ClassOption {
+	return classOpt{option{optIgnoreIndex, "WithIgnoreIndex", func(c *config) { c.loss.hasIgnore, c.loss.ignore = true, int64(i) }}}
 }
 
 // WithClassWeights weighs each example's loss by w[target] (PyTorch's weight):
@@ -231,8 +295,8 @@ func WithIgnoreIndex(i int) LossOption {
 // built. Under ReduceMean the loss is divided by the sum of the weights of
 // the targets counted, not by their number, as PyTorch does. For
 // CrossEntropy and NLLLoss.
-func WithClassWeights(w tensor.Tensor) LossOption {
-	return LossOption{option{optClassWeights, "WithClassWeights", func(c *config) { c.loss.weights, c.loss.hasWeights = w, true }}}
+func WithClassWeights(w tensor.Tensor) ClassOption {
+	return classOpt{option{optClassWeights, "WithClassWeights", func(c *config) { c.loss.weights, c.loss.hasWeights = w, true }}}
 }
 
 // WithLabelSmoothing mixes the one-hot target with the uniform distribution
@@ -241,8 +305,8 @@ func WithClassWeights(w tensor.Tensor) LossOption {
 // WithClassWeights, each class's weighted by its weight, and the mean divided
 // as without smoothing), PyTorch 1.13's label_smoothing. eps lies in
 // [0, 1]. For CrossEntropy.
-func WithLabelSmoothing(eps float64) LossOption {
-	return LossOption{option{optSmoothing, "WithLabelSmoothing", func(c *config) { c.loss.smoothing = eps }}}
+func WithLabelSmoothing(eps float64) CrossEntropyOption {
+	return smoothOpt{option{optSmoothing, "WithLabelSmoothing", func(c *config) { c.loss.smoothing = eps }}}
 }
 
 // A Reduction says how a loss combines the losses of its examples.
@@ -268,15 +332,15 @@ func (r Reduction) String() string {
 // WithReduction sets how a loss combines its examples' losses; the
 // default is ReduceMean. For CrossEntropy, NLLLoss and BCEWithLogits.
 func WithReduction(r Reduction) LossOption {
-	return LossOption{option{optReduction, "WithReduction", func(c *config) { c.loss.reduction = r }}}
+	return reduceOpt{option{optReduction, "WithReduction", func(c *config) { c.loss.reduction = r }}}
 }
 
 // WithPosWeight weighs the positive part of each example's loss by w[j], j
 // its position on the last axis (PyTorch's pos_weight): w is a [classes]
 // vector of the logits' dtype, copied when the loss is built. For
 // BCEWithLogits.
-func WithPosWeight(w tensor.Tensor) LossOption {
-	return LossOption{option{optPosWeight, "WithPosWeight", func(c *config) { c.loss.posWeight = w }}}
+func WithPosWeight(w tensor.Tensor) BCEOption {
+	return posOpt{option{optPosWeight, "WithPosWeight", func(c *config) { c.loss.posWeight = w }}}
 }
 
 // lossConfig holds the losses' options as given.

@@ -169,7 +169,7 @@ func TestEmbeddingScaleGradByFreq(t *testing.T) {
 		for _, sparse := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/sparse=%v", mode, sparse), func(t *testing.T) {
 				g := gorgonia.NewGraph()
-				opts := []EmbeddingOption{WithScaleGradByFreq(), WithPadding(0)}
+				opts := []NewEmbeddingOption{WithScaleGradByFreq(), WithPadding(0)}
 				if sparse {
 					opts = append(opts, WithSparse())
 				}

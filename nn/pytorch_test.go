@@ -104,7 +104,7 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 	}
 	g := gorgonia.NewGraph()
 	xn := gorgonia.NodeFromAny(g, ref.FloatTensor(parseFloats(t, c.X), c.Shape, dt), gorgonia.WithName("x"))
-	var opts []LossOption
+	var opts []any
 	switch c.Reduction {
 	case "sum":
 		opts = append(opts, WithReduction(ReduceSum))
@@ -118,7 +118,7 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 		if c.PosWeight != nil {
 			opts = append(opts, WithPosWeight(ref.FloatTensor(parseFloats(t, c.PosWeight), []int{len(c.PosWeight)}, dt)))
 		}
-		out, err = BCEWithLogits(xn, yn, opts...)
+		out, err = BCEWithLogits(xn, yn, optionsOf[BCEOption](opts)...)
 	} else {
 		ys := make([]int64, len(c.Targets))
 		for i, v := range c.Targets {
@@ -135,9 +135,9 @@ func runPyTorchCase(t *testing.T, c lossCase, lisp bool) (loss, grad []float64) 
 			opts = append(opts, WithLabelSmoothing(c.Smoothing))
 		}
 		if c.Kind == "ce" {
-			out, err = CrossEntropy(xn, yn, opts...)
+			out, err = CrossEntropy(xn, yn, optionsOf[CrossEntropyOption](opts)...)
 		} else {
-			out, err = NLLLoss(xn, yn, opts...)
+			out, err = NLLLoss(xn, yn, optionsOf[NLLLossOption](opts)...)
 		}
 	}
 	require.NoError(t, err)

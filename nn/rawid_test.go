@@ -68,7 +68,7 @@ func rawStream(seed uint64, distinct, steps, batch int) [][]int64 {
 func TestRawIDsEqualNumbered(t *testing.T) {
 	const rows, dim, batch, steps, seed = 40, 4, 16, 25, 5
 	stream := rawStream(11, 30, steps, batch)
-	opts := []EmbeddingOption{WithSparse(), WithPadding(rows)}
+	opts := []NewEmbeddingOption{WithSparse(), WithPadding(rows)}
 
 	// The same ids numbered in order of first appearance.
 	wb, number, _, _ := trainNumbered(t, stream, rows, dim, seed)

@@ -76,7 +76,7 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 			}
 			return ref.FloatTensor(v, s, dt).Data()
 		}
-		opts := []EmbeddingOption{WithInit(init), WithPadding(0)}
+		opts := []NewEmbeddingOption{WithInit(init), WithPadding(0)}
 		if sparseMode {
 			opts = append(opts, WithSparse())
 		}

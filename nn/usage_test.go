@@ -92,17 +92,7 @@ func TestConstructorsRefuseBadInput(t *testing.T) {
 			_, err := NewEmbedding(g, "e9", 4, 2, tensor.Float32, WithMaxNorm(math.Inf(1)))
 			return err
 		}, gather.ErrOption},
-		{"bag option on a table", func() error {
-			_, err := NewEmbedding(g, "e10", 4, 2, tensor.Float32, WithIncludeLastOffset())
-			return err
-		}, gather.ErrOption},
-		{"zero option", func() error { _, err := NewEmbedding(g, "e11", 4, 2, tensor.Float32, EmbeddingOption{}); return err }, gather.ErrOption},
-		{"table option on a bag", func() error {
-			tn := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(4, 2), gorgonia.WithName("t12"))
-			ids := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("i12"))
-			_, err := EmbeddingBag(tn, ids, nil, nil, BagSum, WithSparse())
-			return err
-		}, gather.ErrOption},
+		{"nil option", func() error { _, err := NewEmbedding(g, "e11", 4, 2, tensor.Float32, nil); return err }, gather.ErrOption},
 		{"last offset without offsets", func() error {
 			tn := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(4, 2), gorgonia.WithName("t13"))
 			ids := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("i13"))
@@ -122,13 +112,6 @@ func TestConstructorsRefuseBadInput(t *testing.T) {
 			_, err = e.Bag(nil, nil, nil, BagSum)
 			return err
 		}, gather.ErrShape},
-		{"table option to Bag", func() error {
-			e, err := NewEmbedding(g, "e16", 4, 2, tensor.Float32)
-			require.NoError(t, err)
-			ids := gorgonia.NewMatrix(g, tensor.Int, gorgonia.WithShape(2, 2), gorgonia.WithName("i16"))
-			_, err = e.Bag(ids, nil, nil, BagSum, WithPadding(0))
-			return err
-		}, gather.ErrOption},
 		{"nil losses", func() error { _, err := CrossEntropy(nil, nil); return err }, gather.ErrShape},
 		{"nil nll", func() error { _, err := NLLLoss(nil, nil); return err }, gather.ErrShape},
 	}
@@ -198,7 +181,7 @@ func TestNegativeIDs(t *testing.T) {
 	for _, sparse := range []bool{false, true} {
 		for _, bag := range []bool{false, true} {
 			g := gorgonia.NewGraph()
-			var opts []EmbeddingOption
+			var opts []NewEmbeddingOption
 			if sparse {
 				opts = append(opts, WithSparse())
 			}
@@ -259,7 +242,7 @@ func TestIncludeLastOffset(t *testing.T) {
 			gorgonia.WithValue(tensor.New(tensor.WithShape(vocab, dim), tensor.WithBacking(append([]float64{}, table...)))))
 		in := gorgonia.NewVector(g, tensor.Int, gorgonia.WithName("ids"), gorgonia.WithValue(tensor.New(tensor.WithBacking(append([]int{}, ids...)))))
 		o := append([]int{}, offs...)
-		var opts []EmbeddingOption
+		var opts []EmbeddingBagOption
 		if last {
 			o = append(o, len(ids))
 			opts = append(opts, WithIncludeLastOffset())
@@ -346,7 +329,7 @@ func TestEmptyBatch(t *testing.T) {
 		for _, shape := range [][]int{{0}, {0, 3}} {
 			build := func() (*gorgonia.ExprGraph, *Embedding, *gorgonia.Node) {
 				g := gorgonia.NewGraph()
-				var opts []EmbeddingOption
+				var opts []NewEmbeddingOption
 				if sparse {
 					opts = append(opts, WithSparse())
 				}

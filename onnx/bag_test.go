@@ -21,7 +21,7 @@ type bagGraph struct {
 
 // bagCase builds EmbeddingBag of a [20, 4] table over 11 ids in 4 bags
 // (one empty), by offsets or as [bags, k] ids, with weights or not.
-func bagCase(t *testing.T, mode nn.BagMode, offsets, weights, last bool, opts ...nn.EmbeddingOption) bagGraph {
+func bagCase(t *testing.T, mode nn.BagMode, offsets, weights, last bool, opts ...nn.EmbeddingBagOption) bagGraph {
 	g := gorgonia.NewGraph()
 	r := rand.New(rand.NewPCG(3, 4))
 	tv := make([]float32, 20*4)
@@ -127,7 +127,7 @@ func TestORTBags(t *testing.T) {
 					last := offsets && weights // once each way
 					name := fmt.Sprintf("%v/offsets=%v/weights=%v/pad=%v/last=%v", mode, offsets, weights, pad, last)
 					t.Run(name, func(t *testing.T) {
-						var opts []nn.EmbeddingOption
+						var opts []nn.EmbeddingBagOption
 						if pad {
 							opts = append(opts, nn.WithPadding(7))
 						}
@@ -234,7 +234,7 @@ func TestBagRoundTrip(t *testing.T) {
 				for _, pad := range []bool{false, true} {
 					last := offsets && weights
 					t.Run(fmt.Sprintf("%v/offsets=%v/weights=%v/pad=%v", mode, offsets, weights, pad), func(t *testing.T) {
-						var opts []nn.EmbeddingOption
+						var opts []nn.EmbeddingBagOption
 						if pad {
 							opts = append(opts, nn.WithPadding(7))
 						}

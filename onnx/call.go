@@ -159,7 +159,7 @@ func (b *builder) bag(np *onnxpb.NodeProto, doc string) error {
 		}
 		in[i], k = n, k+1
 	}
-	var opts []nn.EmbeddingOption
+	var opts []nn.EmbeddingBagOption
 	if s.HasPad {
 		opts = append(opts, nn.WithPadding(s.Pad))
 	}

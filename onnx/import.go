@@ -254,7 +254,7 @@ func sparseTable(g *gorgonia.ExprGraph, name string, v *tensor.Dense, o Options)
 	if v.Dims() != 2 || (v.Dtype() != tensor.Float32 && v.Dtype() != tensor.Float64) {
 		return nil, fmt.Errorf("onnx: initializer %q is %v %v; a sparse table is a float matrix: %w", name, v.Dtype(), v.Shape(), errs.ErrOption)
 	}
-	opts := []nn.EmbeddingOption{nn.WithSparse(), nn.WithWeights(v)}
+	opts := []nn.NewEmbeddingOption{nn.WithSparse(), nn.WithWeights(v)}
 	if p, ok := o.Padding[name]; ok {
 		opts = append(opts, nn.WithPadding(p))
 	}

@@ -60,7 +60,7 @@ func newModel(batch, rows int, lr float64, seed uint64, raw bool) (*model, error
 	var feats []nn.Feature
 	for k := range nCat {
 		name := fmt.Sprintf("C%d", k+1)
-		opts := []nn.EmbeddingOption{nn.WithSparse(), nn.WithSeed(seed + uint64(k))}
+		opts := []nn.NewEmbeddingOption{nn.WithSparse(), nn.WithSeed(seed + uint64(k))}
 		vocab := rows
 		var ids *table.IDMap
 		if raw {

@@ -60,7 +60,7 @@ func newModel(cfg config, vocab int) (*model, error) {
 	m := &model{g: gorgonia.NewGraph(), batch: cfg.batch, context: cfg.context}
 	g := m.g
 	var err error
-	embOpts := []nn.EmbeddingOption{nn.WithInit(normal(rng, 0.1))}
+	embOpts := []nn.NewEmbeddingOption{nn.WithInit(normal(rng, 0.1))}
 	if cfg.sparse {
 		embOpts = append(embOpts, nn.WithSparse())
 		m.sparse = optim.NewSparseAdam(cfg.lr)

@@ -62,7 +62,7 @@ func newModel(k kind, batch, dim int, rows [2]int, admitAfter, window int) (*mod
 	g := gorgonia.NewGraph()
 	var sum *gorgonia.Node
 	for f, name := range []string{"user", "item"} {
-		var opts []nn.EmbeddingOption
+		var opts []nn.NewEmbeddingOption
 		vocab := rows[f]
 		if k != hashed {
 			o := table.IDMapOptions{Rows: rows[f], AdmitAfter: admitAfter}
@@ -70,7 +70,7 @@ func newModel(k kind, batch, dim int, rows [2]int, admitAfter, window int) (*mod
 			if m.maps[f], err = table.NewIDMap(name, o); err != nil {
 				return nil, err
 			}
-			vocab, opts = rows[f]+1, []nn.EmbeddingOption{nn.WithPadding(rows[f])}
+			vocab, opts = rows[f]+1, []nn.NewEmbeddingOption{nn.WithPadding(rows[f])}
 		}
 		emb, err := nn.NewEmbedding(g, name, vocab, dim, tensor.Float32, append(opts, nn.WithSparse())...)
 		if err != nil {
