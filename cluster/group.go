@@ -30,7 +30,7 @@ import (
 // ErrUnknownOutcome: the same StepTables again (or each store's Step with
 // its part) applies the rest, exactly once.
 //
-// It is the table.GroupStepper method of Store, by which table.StepShared
+// It is the table.GroupStepper method of Store, by which table.StepTogether
 // steps the Shared caches of a collection's tables together.
 func (s *Store) StepTables(ctx context.Context, steps []table.GroupStep) error {
 	if len(steps) == 0 {

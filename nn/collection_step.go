@@ -20,7 +20,7 @@ import (
 // gradients of all its features (in feature order), as one step of its
 // home (a cache's Step, a file's mapping, the heap's table), each
 // table's rows split across goroutines by its rule; tables in caches by
-// table.StepShared, which steps the Shared tables of one Redis Cluster
+// table.StepTogether, which steps the Shared tables of one Redis Cluster
 // together, in one pipelined round trip per master for all of them. Unfused, each table's
 // row gradient is built in memory kept for the next step; Fused, none is
 // built (CollectionOptions.Fused). Once its memory has grown, a step of
@@ -104,7 +104,7 @@ func (c *Collection) checkCaptured() error {
 }
 
 // stepCaches steps the trainable tables in caches (CachedEmbedding), by
-// table.StepShared: the Shared tables of a Redis Cluster together, in
+// table.StepTogether: the Shared tables of a Redis Cluster together, in
 // one pipelined round trip per master. Each group's error is set in
 // g.err.
 func (c *Collection) stepCaches(ctx context.Context, opt optim.Sparse) {
@@ -125,7 +125,7 @@ func (c *Collection) stepCaches(ctx context.Context, opt optim.Sparse) {
 	if len(groups) == 0 {
 		return
 	}
-	if err := table.StepShared(ctx, opt, caches, grads); err != nil {
+	if err := table.StepTogether(ctx, opt, caches, grads); err != nil {
 		groups[0].err = err
 		return
 	}

@@ -117,7 +117,7 @@ type home interface {
 	// (row ids[k] at row ids[k], byPosition false), or a cache's copy of
 	// them, row k for ids[k] (byPosition).
 	readRows(ctx context.Context, ids []int64) (src *tensor.Dense, byPosition bool, err error)
-	// stepped ends a batch whose rows a grouped step (table.StepShared)
+	// stepped ends a batch whose rows a grouped step (table.StepTogether)
 	// stepped.
 	stepped()
 }

@@ -94,14 +94,14 @@ type GroupStepper interface {
 	StepTables(ctx context.Context, steps []GroupStep) error
 }
 
-// StepShared steps each of caches by r with its gradient, grads[k] for
+// StepTogether steps each of caches by r with its gradient, grads[k] for
 // caches[k], as its Step does: the Shared tables whose stores are
 // GroupSteppers together, on their stores, by the first such store's
 // StepTables, and then each in its cache; the others one after another.
 // A table's error stops the step and names the table; on an error of the
 // stores' step no cached row has moved. It is how nn.Collection steps a
-// model's Shared tables.
-func StepShared(ctx context.Context, r rule.Rule, caches []*Cached, grads []*rule.RowGrad) error {
+// model's cached tables, Shared or not.
+func StepTogether(ctx context.Context, r rule.Rule, caches []*Cached, grads []*rule.RowGrad) error {
 	if len(caches) != len(grads) {
 		return fmt.Errorf("table: %d tables and %d gradients: %w", len(caches), len(grads), errs.ErrShape)
 	}
@@ -109,7 +109,7 @@ func StepShared(ctx context.Context, r rule.Rule, caches []*Cached, grads []*rul
 	var grouped []int
 	for k, c := range caches {
 		if c == nil {
-			return fmt.Errorf("table: StepShared: table %d is nil: %w", k, errs.ErrOption)
+			return fmt.Errorf("table: StepTogether: table %d is nil: %w", k, errs.ErrOption)
 		}
 		_, ok := c.store.(GroupStepper)
 		st, isStore := c.store.(Store)
