@@ -13,8 +13,8 @@
 // table's deltas to servers (PublishDelta, ReadDelta: a key a delta, kept
 // for a while, in the order a server applies them). What the cache
 // finds in it beyond its rows it finds by assertion: it steps its own
-// rows (rule.Stepper), and its IDMap starts the rows it gives
-// (table.MappedStore).
+// rows (rule.Stepper); its IDMap starts the rows it gives and says which
+// it read (table.StoreMapper's MapRead).
 //
 // A Redis Cluster on several machines: start each redis-server with
 // cluster-enabled yes, requirepass and masterauth (one password), join

@@ -113,23 +113,24 @@ func (s *Store) mapInit(ctx context.Context) (table.RowInit, bool, error) {
 	return init, true, nil
 }
 
-// MappedRows returns the rows the last Map of the store's IDMap gave,
-// whose values that Map read (table.MappedStore); false if the store has
-// no IDMap.
-func (s *Store) MappedRows() ([]int64, bool) {
+// MapRead is Map that also appends to read the rows it gave, whose
+// values it read in the same calls (table.StoreMapper): a cache's copies
+// of them are stale.
+func (m *IDMap) MapRead(ctx context.Context, raw, rows []int64, step int64, assigned []table.Assignment, read []int64) ([]table.Assignment, []int64, error) {
+	assigned, err := m.Map(ctx, raw, rows, step, assigned)
+	if err != nil {
+		return assigned, read, err
+	}
+	s := m.s
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
-	if s.idmap == nil {
-		return nil, false
-	}
-	out := make([]int64, 0, len(s.mapped))
 	for row := range s.mapped {
-		out = append(out, row)
+		read = append(read, row)
 	}
-	return out, true
+	return assigned, read, nil
 }
 
-var _ table.MappedStore = (*Store)(nil)
+var _ table.StoreMapper = (*IDMap)(nil)
 
 // stepped records that the rows of raw were stepped: they exist on the
 // cluster now, and what Map read of them is old.

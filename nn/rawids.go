@@ -53,6 +53,7 @@ type RawIDs struct {
 	dense optim.Dense // a dense table's optimiser, whose state by row Map starts afresh
 	rows  []int64
 	fresh []table.Assignment
+	read  []int64 // the rows a StoreMapper's MapRead read
 }
 
 // A RawOption configures NewRawIDs.
@@ -176,13 +177,26 @@ func (r *RawIDs) mapInto(ctx context.Context, ids, rows []int64, step int64) err
 		return fmt.Errorf("embedding %q: %w", r.emb.Name(), table.ErrClosed)
 	}
 	var err error
-	if r.fresh, err = r.m.Map(ctx, ids, rows, step, r.fresh[:0]); err != nil {
+	sm, onStore := r.m.(table.StoreMapper)
+	if onStore {
+		r.fresh, r.read, err = sm.MapRead(ctx, ids, rows, step, r.fresh[:0], r.read[:0])
+	} else {
+		r.fresh, err = r.m.Map(ctx, ids, rows, step, r.fresh[:0])
+	}
+	if err != nil {
 		return fmt.Errorf("embedding %q: %w", r.emb.Name(), err)
 	}
 	if err := r.startDense(); err != nil {
 		return r.forget(ctx, err)
 	}
-	if err := r.emb.home.reset(ctx, r.fresh, r.init); err != nil {
+	if onStore {
+		// The map started its rows where they live and read them: the
+		// cache forgets its copies of those it read.
+		err = r.emb.home.cache().Forget(r.read)
+	} else {
+		err = r.emb.home.reset(ctx, r.fresh, r.init)
+	}
+	if err != nil {
 		return r.forget(ctx, err)
 	}
 	if c := r.emb.changed; c != nil {

@@ -153,30 +153,15 @@ func StepTogether(ctx context.Context, r rule.Rule, caches []*Cached, grads []*r
 // into the cache as a batch of their own and marks them for writing
 // back, so call it between batches, before the batch's Fetch.
 //
-// A Shared table's rows live where its store keeps them. If its store
-// has a map beside its rows (a MappedStore, such as cluster.Store with a
-// cluster.IDMap), whose Map starts the rows it gives, Reset drops the
-// cache's copies of every row that Map gave (fresh and init aside), so
-// that the batch's Fetch takes them from what the Map read. Otherwise
-// Reset of a Shared table is an error wrapping gather.ErrOption.
+// A Shared table's rows live where its store keeps them, started there
+// by a map beside them (a StoreMapper): Reset of a Shared table is an
+// error wrapping gather.ErrOption; Forget the rows the map read instead.
 func (c *Cached) Reset(ctx context.Context, fresh []Assignment, init RowInit) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
 	if c.shared {
-		var rows []int64
-		ms, ok := c.store.(MappedStore)
-		if ok {
-			rows, ok = ms.MappedRows()
-		}
-		if !ok {
-			return fmt.Errorf("table %q: a Shared table's rows are started where they live, by a map beside them (a MappedStore's), not by Reset: %w", c.name, errs.ErrOption)
-		}
-		c.cache.NewBatch()
-		for _, row := range rows {
-			c.cache.Forget(row)
-		}
-		return nil
+		return fmt.Errorf("table %q: a Shared table's rows are started where they live, by a map beside them (a StoreMapper): Forget the rows its MapRead read, not Reset: %w", c.name, errs.ErrOption)
 	}
 	if len(fresh) == 0 {
 		return nil
@@ -200,6 +185,21 @@ func (c *Cached) Reset(ctx context.Context, fresh []Assignment, init RowInit) er
 	c.roundNearest(at)
 	for _, s := range slots {
 		c.cache.MarkDirty(s)
+	}
+	return nil
+}
+
+// Forget drops the cache's copies of rows, so that the next batch's Fetch
+// reads them from the store: the rows a StoreMapper's MapRead read for a
+// Shared table. It starts a batch of its own, so call it between
+// batches, before the batch's Fetch.
+func (c *Cached) Forget(rows []int64) error {
+	if c.closed {
+		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
+	}
+	c.cache.NewBatch()
+	for _, row := range rows {
+		c.cache.Forget(row)
 	}
 	return nil
 }

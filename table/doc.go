@@ -45,9 +45,10 @@
 //
 // What a cache needs of a store beyond its rows it finds by assertion,
 // as database/sql finds a driver's optional interfaces: a store that
-// steps its own rows (rule.Stepper) can back a Shared cache; one beside
-// whose rows an id map lives (MappedStore) has that map start the rows
-// it gives.
+// steps its own rows (rule.Stepper) can back a Shared cache. An id map
+// that lives beside a store's rows (a StoreMapper) starts the rows it
+// gives there and returns the rows it read (MapRead), whose copies the
+// cache forgets (Cached.Forget).
 //
 // A Mapper maps raw 64-bit ids to the rows of a table of a fixed size,
 // admitting and evicting ids. IDMap holds the map in memory;

@@ -38,17 +38,11 @@ type StoreMapper interface {
 	Store() Store
 	// RowInit returns how the rows it gives start.
 	RowInit() RowInit
-}
-
-// A MappedStore is the store of a StoreMapper, which the map's Map
-// leaves the rows it gave and read: a Shared Cached table's Reset drops
-// its copies of those rows, so that the next Fetch reads what the Map
-// read.
-type MappedStore interface {
-	Store
-	// MappedRows returns the rows the last Map of the store's map gave;
-	// false if no map maps the store.
-	MappedRows() ([]int64, bool)
+	// MapRead is Map that also appends to read the rows whose values it
+	// read beside the store's rows (those it gave, started or kept):
+	// a cache's copies of them are stale (Cached.Forget), and the batch's
+	// Fetch takes them from what the map read.
+	MapRead(ctx context.Context, raw, rows []int64, step int64, assigned []Assignment, read []int64) ([]Assignment, []int64, error)
 }
 
 // CheckMapper returns nil if the rows m gives can be read and started
