@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/table"
 )
@@ -302,4 +303,63 @@ func statsOf(m table.Mapper) table.IDMapStats {
 		panic(err)
 	}
 	return s
+}
+
+// storeMap is a table.StoreMapper over a MemoryStore: a table.IDMap
+// whose new rows it starts in the store (InitialRow of their ids, std 1),
+// returning every row it gave as read, as cluster.IDMap does.
+type storeMap struct {
+	*table.IDMap
+	store *table.MemoryStore
+	dim   int
+}
+
+func (m storeMap) Store() table.Store     { return m.store }
+func (m storeMap) RowInit() table.RowInit { return table.RowInit{Seed: 9, Std: 1} }
+func (m storeMap) MapRead(ctx context.Context, raw, rows []int64, step int64, assigned []table.Assignment, read []int64) ([]table.Assignment, []int64, error) {
+	n := len(assigned)
+	assigned, err := m.Map(ctx, raw, rows, step, assigned)
+	if err != nil {
+		return assigned, read, err
+	}
+	for _, a := range assigned[n:] {
+		v := make([]float32, m.dim)
+		table.InitialRow(v, 9, a.ID)
+		if err := m.store.WriteRows(ctx, []int64{a.Row}, fileio.LittleEndianBytes(v)); err != nil {
+			return assigned, read, err
+		}
+	}
+	return assigned, append(read, rows...), nil
+}
+
+// Raw ids through a map beside the store of a Shared cache: when the map
+// gives a row to a new id (the one row taken back from the last), the
+// cache forgets its copy of the row, and the id reads its own start, not
+// the id's before it, though the cache would serve that copy for 100
+// batches more.
+func TestRawIDsForgetMapped(t *testing.T) {
+	ctx := context.Background()
+	const dim = 2
+	w := tensor.New(tensor.WithShape(2, dim), tensor.Of(tensor.Float32))
+	store, err := table.NewMemoryStore("t", w)
+	require.NoError(t, err)
+	im, err := table.NewIDMap("t", table.IDMapOptions{Rows: 1})
+	require.NoError(t, err)
+	m := storeMap{IDMap: im, store: store, dim: dim}
+	c, err := table.NewCached(ctx, store, table.CacheOptions{Budget: 1 << 10, Shared: &table.SharedOptions{MaxAge: 100}})
+	require.NoError(t, err)
+	emb, err := CachedEmbedding(ctx, gorgonia.NewGraph(), c, WithPadding(1))
+	require.NoError(t, err)
+	raw, err := NewRawIDs(emb, m, m.RowInit())
+	require.NoError(t, err)
+	ids := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(1))
+	for step, id := range []int64{101, 202} {
+		require.NoError(t, raw.Map(ctx, []int64{id}, ids, int64(step)))
+		slots := make([]int32, 1)
+		c.NewBatch()
+		require.NoError(t, c.Fetch(ctx, []int64{int64(ids.Ints()[0])}, slots))
+		want := make([]float32, dim)
+		table.InitialRow(want, 9, id)
+		require.Equal(t, want, c.Weight().Float32s()[dim*int(slots[0]):dim*int(slots[0])+dim], "id %d", id)
+	}
 }

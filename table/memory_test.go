@@ -11,9 +11,11 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
+	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/optim"
 	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
+	"github.com/stretchr/testify/require"
 )
 
 // A MemoryStore steps its rows under its lock: workers stepping the same
@@ -175,4 +177,29 @@ func reflectIndex(v any, i int) any {
 		return x[i]
 	}
 	return nil
+}
+
+// A Shared cache serves a row it read for MaxAge batches; Forget drops
+// its copy, so that the next Fetch reads what the store holds now (the
+// rows a map beside the store started there).
+func TestCachedForget(t *testing.T) {
+	ctx := context.Background()
+	w := tensor.New(tensor.WithShape(4, 2), tensor.WithBacking([]float32{0, 0, 1, 1, 2, 2, 3, 3}))
+	store, err := table.NewMemoryStore("t", w)
+	require.NoError(t, err)
+	c, err := table.NewCached(ctx, store, table.CacheOptions{Budget: 1 << 10, Shared: &table.SharedOptions{MaxAge: 100}})
+	require.NoError(t, err)
+	read := func() []float32 {
+		slots := make([]int32, 1)
+		c.NewBatch()
+		require.NoError(t, c.Fetch(ctx, []int64{1}, slots))
+		return append([]float32(nil), c.Weight().Float32s()[2*slots[0]:2*slots[0]+2]...)
+	}
+	require.Equal(t, []float32{1, 1}, read())
+	require.NoError(t, store.WriteRows(ctx, []int64{1}, fileio.LittleEndianBytes([]float32{7, 8})))
+	require.Equal(t, []float32{1, 1}, read(), "the cache's copy, MaxAge batches old at most")
+	require.NoError(t, c.Forget([]int64{1}))
+	require.Equal(t, []float32{7, 8}, read())
+	require.NoError(t, c.Close(ctx))
+	require.ErrorIs(t, c.Forget([]int64{1}), table.ErrClosed)
 }
