@@ -78,8 +78,11 @@ func BenchmarkCriteo(b *testing.B) {
 // BenchmarkCriteoBatch times one batch of 2,048 from a reader that
 // keeps reading the file (epoch after epoch): the steady state, whose
 // allocations a batch -benchmem reports.
-func BenchmarkCriteoBatch(b *testing.B) {
-	path := benchFile(b)
+func BenchmarkCriteoBatch(b *testing.B) { benchBatch(b, benchFile(b)) }
+
+// benchBatch times a batch of 2,048 from a reader of path that keeps
+// reading it, epoch after epoch, past the first epochs' growth.
+func benchBatch(b *testing.B, path string) {
 	r, err := Open([]string{path}, Criteo(), Options{Batch: 2048, Epochs: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
@@ -170,22 +173,4 @@ func benchParquet(b *testing.B) string {
 
 // BenchmarkParquetBatch is BenchmarkCriteoBatch from benchParquet's
 // file: a batch's time and allocations once running.
-func BenchmarkParquetBatch(b *testing.B) {
-	path := benchParquet(b)
-	r, err := Open([]string{path}, Criteo(), Options{Batch: 2048, Epochs: 1 << 30})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	for range 300 {
-		if _, err := r.Next(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := r.Next(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkParquetBatch(b *testing.B) { benchBatch(b, benchParquet(b)) }
