@@ -424,10 +424,7 @@ func (b *block) walkPage(p parquet.Page, c pqColumn, f *field, row, n, nd int, m
 			case Label:
 				b.labels[row] = float32(x)
 			case Dense:
-				if f.tr == Log1p {
-					x = math.Log1p(max(x, 0))
-				}
-				b.dense[row*nd+f.slot] = float32(x)
+				b.dense[row*nd+f.slot] = f.dense(x)
 			default:
 				b.wts[f.slot] = append(b.wts[f.slot], float32(x))
 			}

@@ -219,10 +219,7 @@ func (b *block) parseLine(l *layout, line []byte) (col int, msg string) {
 				label = float32(v)
 				break
 			}
-			if f.tr == Log1p {
-				v = math.Log1p(max(v, 0))
-			}
-			b.dense[ndv+f.slot] = float32(v)
+			b.dense[ndv+f.slot] = f.dense(v)
 		case Sparse:
 			bad = b.appendIDs(f, text)
 		case Weight:
@@ -325,6 +322,14 @@ func (f *field) bound(id int64) int64 {
 		return int64(uint64(id) % f.modulo)
 	}
 	return id
+}
+
+// dense returns x, a Dense field's value, through the field's transform.
+func (f *field) dense(x float64) float32 {
+	if f.tr == Log1p {
+		x = math.Log1p(max(x, 0))
+	}
+	return float32(x)
 }
 
 // parseID returns the id text spells in format f.
