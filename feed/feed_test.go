@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -746,5 +747,26 @@ func TestParquetKinds(t *testing.T) {
 		if got[i].key() != want[i].key() {
 			t.Errorf("row %d: %v, want %v", i, got[i], want[i])
 		}
+	}
+}
+
+// A Parquet file whose footer claims more bytes than the file holds is
+// ErrFormat before any of them is allocated (parquet-go would allocate
+// the claimed 4 GB first).
+func TestParquetFooterTooLong(t *testing.T) {
+	b := []byte("PAR1arquet-go/parquet-go\x19<\x1c\x00\x00\x1c\x00\x00\x1c\x00\x00\x00\xe3\x02\x00\xefPAR1")
+	path := filepath.Join(t.TempDir(), "x.parquet")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Open([]string{path}, Criteo(), Options{Batch: 2})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrFormat) {
+		t.Fatalf("a footer longer than the file: %v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Fatalf("opening it allocated %d bytes", n)
 	}
 }

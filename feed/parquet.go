@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,18 @@ func (s *source) openParquet(sc Schema) (err error) {
 			err = fmt.Errorf("feed: %s: a Parquet file that does not read (%v): %w", s.path, r, ErrFormat)
 		}
 	}()
+	// The footer's length, in the 4 bytes before the closing magic, must
+	// fit the file: parquet-go allocates it before it reads it.
+	var tail [8]byte
+	if s.size < 12 {
+		return fmt.Errorf("feed: %s: a Parquet file of %d bytes: %w", s.path, s.size, ErrFormat)
+	}
+	if _, err := s.f.ReadAt(tail[:], s.size-8); err != nil {
+		return fmt.Errorf("feed: %s: %v: %w", s.path, err, ErrFormat)
+	}
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > s.size-12 {
+		return fmt.Errorf("feed: %s: a Parquet footer of %d bytes in a file of %d: %w", s.path, n, s.size, ErrFormat)
+	}
 	f, err := parquet.OpenFile(s.f, s.size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return fmt.Errorf("feed: %s: %v: %w", s.path, err, ErrFormat)
