@@ -22,6 +22,7 @@ import (
 //   - serve: ErrIndexOutOfRange, ErrShape, ErrOption (the root's), ErrClosed, ErrSameFile, ErrDelta (checkpoint's)
 //   - serve/live: ErrFull
 //   - table: ErrClosed, ErrInUse, ErrSameFile, ErrCapacity, ErrJournal, ErrJournalFull
+//   - table/driver: ErrFormat, ErrMismatch (checkpoint's), ErrClosed (table's)
 var (
 	// ErrIndexOutOfRange: an index lies outside [-s, s-1] for an axis of size s.
 	ErrIndexOutOfRange = errIndexOutOfRange() // "index out of range"

@@ -9,32 +9,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 )
-
-// A Delta is the rows of a table that training changed since the last
-// delta: the published part of a model that keeps training, which a
-// server applies to the table it serves (serve.Table.Apply) instead of
-// reloading the whole model. Base names the full model the deltas follow
-// (the version of the file a server loaded first), Seq counts the deltas
-// after it, from 1: a server applies delta Seq only to the version Seq-1
-// of Base.
-type Delta struct {
-	Table  string    // the table's name
-	Base   uint64    // the full model's version
-	Seq    uint64    // this delta's number after it, from 1
-	Dim    int       // the values of a row
-	Time   int64     // when the rows were taken, in Unix nanoseconds (0: not known), for a server's lag
-	Rows   []int64   // the rows changed, distinct, ascending
-	Values []float32 // their values, len(Rows)·Dim, row after row
-	// For a table fed raw ids through a map (nn.RawIDs, Feature.IDs):
-	// the rows the map gave ids since the last delta, in the order given,
-	// AssignedRows[k] to the raw id AssignedIDs[k] (the row's previous
-	// id, if any, holds it no more).
-	AssignedRows, AssignedIDs []int64
-}
 
 // ErrDelta: a delta that does not follow the version it is applied to
 // (another base, or a sequence number not one more than the served one).
@@ -77,43 +57,16 @@ type deltaEntry struct {
 	Time  int64  `json:"time,omitempty"`
 }
 
-// Check reports an error wrapping ErrShape unless d is well formed: a
-// name, a positive Dim, Seq from 1, Rows distinct, ascending and not
-// negative, and Dim values for each.
-func (d *Delta) Check() error {
-	switch {
-	case d.Table == "":
-		return fmt.Errorf("checkpoint: a delta needs its table's name: %w", errs.ErrShape)
-	case d.Dim <= 0:
-		return fmt.Errorf("checkpoint: delta of %q: rows of %d values: %w", d.Table, d.Dim, errs.ErrShape)
-	case d.Seq == 0:
-		return fmt.Errorf("checkpoint: delta of %q: sequence numbers start at 1: %w", d.Table, errs.ErrShape)
-	case len(d.Values) != len(d.Rows)*d.Dim:
-		return fmt.Errorf("checkpoint: delta of %q: %d values for %d rows of %d: %w", d.Table, len(d.Values), len(d.Rows), d.Dim, errs.ErrShape)
-	case len(d.AssignedRows) != len(d.AssignedIDs):
-		return fmt.Errorf("checkpoint: delta of %q: %d rows assigned to %d ids: %w", d.Table, len(d.AssignedRows), len(d.AssignedIDs), errs.ErrShape)
-	}
-	for k, r := range d.AssignedRows {
-		if r < 0 {
-			return fmt.Errorf("checkpoint: delta of %q: row %d assigned at %d: %w", d.Table, r, k, errs.ErrShape)
-		}
-	}
-	for k, r := range d.Rows {
-		if r < 0 || k > 0 && r <= d.Rows[k-1] {
-			return fmt.Errorf("checkpoint: delta of %q: row %d at %d: rows are distinct, ascending and not negative: %w", d.Table, r, k, errs.ErrShape)
-		}
-	}
-	return nil
-}
-
 // WriteDelta writes d to path as WriteDeltas writes a delta of one table
 // and no dense parameters.
-func WriteDelta(path string, d *Delta) error { return WriteDeltas(path, []*Delta{d}, nil) }
+func WriteDelta(path string, d *driver.Delta) error {
+	return WriteDeltas(path, []*driver.Delta{d}, nil)
+}
 
 // ReadDelta reads a file of one delta (WriteDelta). A file of other
 // deltas or with dense parameters is an error wrapping ErrFormat, as
 // every file ReadDeltas refuses.
-func ReadDelta(path string) (*Delta, error) {
+func ReadDelta(path string) (*driver.Delta, error) {
 	ds, dense, err := ReadDeltas(path)
 	if err != nil {
 		return nil, err
@@ -139,7 +92,7 @@ func ReadDelta(path string) (*Delta, error) {
 // twice, or a dense name that is one of the tables' tensors is an error
 // wrapping ErrShape, and nothing is written. It is O(the rows' values and
 // the dense values).
-func WriteDeltas(path string, ds []*Delta, dense map[string]tensor.Tensor) error {
+func WriteDeltas(path string, ds []*driver.Delta, dense map[string]tensor.Tensor) error {
 	ts, meta, err := deltaTensors(ds, dense)
 	if err != nil {
 		return err
@@ -150,7 +103,7 @@ func WriteDeltas(path string, ds []*Delta, dense map[string]tensor.Tensor) error
 // EncodeDeltas returns the bytes of the file WriteDeltas writes, for a
 // store that is not a file system (say, cluster.Store.PublishDelta); its
 // errors are WriteDeltas'.
-func EncodeDeltas(ds []*Delta, dense map[string]tensor.Tensor) ([]byte, error) {
+func EncodeDeltas(ds []*driver.Delta, dense map[string]tensor.Tensor) ([]byte, error) {
 	ts, meta, err := deltaTensors(ds, dense)
 	if err != nil {
 		return nil, err
@@ -161,7 +114,7 @@ func EncodeDeltas(ds []*Delta, dense map[string]tensor.Tensor) ([]byte, error) {
 // DecodeDeltas reads the bytes EncodeDeltas returns (or of a file
 // WriteDeltas wrote) as ReadDeltas reads the file; name names them in
 // errors.
-func DecodeDeltas(b []byte, name string) ([]*Delta, map[string]*tensor.Dense, error) {
+func DecodeDeltas(b []byte, name string) ([]*driver.Delta, map[string]*tensor.Dense, error) {
 	ts, meta, err := decode(b, name)
 	if err != nil {
 		return nil, nil, err
@@ -170,7 +123,7 @@ func DecodeDeltas(b []byte, name string) ([]*Delta, map[string]*tensor.Dense, er
 }
 
 // deltaTensors returns the tensors and metadata of WriteDeltas' file.
-func deltaTensors(ds []*Delta, dense map[string]tensor.Tensor) (map[string]tensor.Tensor, map[string]string, error) {
+func deltaTensors(ds []*driver.Delta, dense map[string]tensor.Tensor) (map[string]tensor.Tensor, map[string]string, error) {
 	if len(ds) == 0 {
 		return nil, nil, fmt.Errorf("checkpoint: no delta to write: %w", errs.ErrShape)
 	}
@@ -233,7 +186,7 @@ func deltaTensors(ds []*Delta, dense map[string]tensor.Tensor) (map[string]tenso
 // that do not fit, a delta not well formed), or whose bytes or header
 // fail their CRC-32C (a changed sequence number, say), is an error
 // wrapping ErrFormat, never a panic.
-func ReadDeltas(path string) ([]*Delta, map[string]*tensor.Dense, error) {
+func ReadDeltas(path string) ([]*driver.Delta, map[string]*tensor.Dense, error) {
 	ts, meta, err := Read(path)
 	if err != nil {
 		return nil, nil, err
@@ -243,7 +196,7 @@ func ReadDeltas(path string) ([]*Delta, map[string]*tensor.Dense, error) {
 
 // fromTensors returns the deltas and dense tensors of a delta file's
 // tensors and metadata (the file at path).
-func fromTensors(ts map[string]*tensor.Dense, meta map[string]string, path string) ([]*Delta, map[string]*tensor.Dense, error) {
+func fromTensors(ts map[string]*tensor.Dense, meta map[string]string, path string) ([]*driver.Delta, map[string]*tensor.Dense, error) {
 	base, berr := strconv.ParseUint(meta[deltaBaseKey], 10, 64)
 	seq, serr := strconv.ParseUint(meta[deltaSeqKey], 10, 64)
 	var entries []deltaEntry
@@ -253,7 +206,7 @@ func fromTensors(ts map[string]*tensor.Dense, meta map[string]string, path strin
 	if sum, ok := meta[deltaSumKey]; !ok || sum != deltaSum(meta, ts) {
 		return nil, nil, formatError(path, "the delta's header fails its checksum %q: its version, tables or shapes changed since it was written", sum)
 	}
-	ds := make([]*Delta, len(entries))
+	ds := make([]*driver.Delta, len(entries))
 	for k, e := range entries {
 		name := e.Table
 		rows, vals := ts[name+".rows"], ts[name+".values"]
@@ -261,7 +214,7 @@ func fromTensors(ts map[string]*tensor.Dense, meta map[string]string, path strin
 			rows.Dims() != 1 || vals.Dims() != 2 || vals.Shape()[0] != rows.Shape()[0] {
 			return nil, nil, formatError(path, "not a delta of %q: its tensors %q and %q", name, name+".rows", name+".values")
 		}
-		d := &Delta{Table: name, Base: base, Seq: seq, Dim: vals.Shape()[1], Time: e.Time}
+		d := &driver.Delta{Table: name, Base: base, Seq: seq, Dim: vals.Shape()[1], Time: e.Time}
 		if rows.Shape()[0] > 0 {
 			d.Rows, d.Values = rows.Int64s(), vals.Float32s()
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -19,20 +21,20 @@ import (
 func TestDeltaFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "d.safetensors")
-	d := &Delta{Table: "items", Base: 7, Seq: 3, Dim: 2, Time: 1_764_000_000_123_456_789, Rows: []int64{1, 4, 9}, Values: []float32{1, 2, 3, 4, 5, 6},
+	d := &driver.Delta{Table: "items", Base: 7, Seq: 3, Dim: 2, Time: 1_764_000_000_123_456_789, Rows: []int64{1, 4, 9}, Values: []float32{1, 2, 3, 4, 5, 6},
 		AssignedRows: []int64{4, 1}, AssignedIDs: []int64{-77, 1 << 60}}
 	require.NoError(t, WriteDelta(path, d))
 	got, err := ReadDelta(path)
 	require.NoError(t, err)
 	assert.Equal(t, d, got)
 
-	empty := &Delta{Table: "items", Base: 7, Seq: 4, Dim: 2}
+	empty := &driver.Delta{Table: "items", Base: 7, Seq: 4, Dim: 2}
 	require.NoError(t, WriteDelta(path, empty))
 	got, err = ReadDelta(path)
 	require.NoError(t, err)
 	assert.Equal(t, empty, got)
 
-	for name, bad := range map[string]*Delta{
+	for name, bad := range map[string]*driver.Delta{
 		"no name":  {Base: 1, Seq: 1, Dim: 2},
 		"seq 0":    {Table: "x", Dim: 2},
 		"dim 0":    {Table: "x", Seq: 1},
@@ -69,14 +71,14 @@ func TestDeltaFile(t *testing.T) {
 func TestDeltasFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "1-2.safetensors")
-	users := &Delta{Table: "users", Base: 1, Seq: 2, Dim: 2, Time: 5, Rows: []int64{0, 3}, Values: []float32{1, 2, 3, 4}}
-	items := &Delta{Table: "items", Base: 1, Seq: 2, Dim: 3, Time: 4, Rows: []int64{2}, Values: []float32{5, 6, 7},
+	users := &driver.Delta{Table: "users", Base: 1, Seq: 2, Dim: 2, Time: 5, Rows: []int64{0, 3}, Values: []float32{1, 2, 3, 4}}
+	items := &driver.Delta{Table: "items", Base: 1, Seq: 2, Dim: 3, Time: 4, Rows: []int64{2}, Values: []float32{5, 6, 7},
 		AssignedRows: []int64{2}, AssignedIDs: []int64{-9}}
 	w := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{0.5, -1, 2, 3}))
-	require.NoError(t, WriteDeltas(path, []*Delta{users, items}, map[string]tensor.Tensor{"layer.w": w}))
+	require.NoError(t, WriteDeltas(path, []*driver.Delta{users, items}, map[string]tensor.Tensor{"layer.w": w}))
 	ds, dense, err := ReadDeltas(path)
 	require.NoError(t, err)
-	assert.Equal(t, []*Delta{users, items}, ds)
+	assert.Equal(t, []*driver.Delta{users, items}, ds)
 	require.Len(t, dense, 1)
 	assert.Equal(t, w.Data(), dense["layer.w"].Data())
 	assert.Equal(t, w.Shape(), dense["layer.w"].Shape())
@@ -85,14 +87,14 @@ func TestDeltasFile(t *testing.T) {
 
 	// The bytes EncodeDeltas returns are the file's; DecodeDeltas reads
 	// them as ReadDeltas reads it, and finds a changed byte.
-	b, err := EncodeDeltas([]*Delta{users, items}, map[string]tensor.Tensor{"layer.w": w})
+	b, err := EncodeDeltas([]*driver.Delta{users, items}, map[string]tensor.Tensor{"layer.w": w})
 	require.NoError(t, err)
 	file, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, file, b)
 	ds, dense, err = DecodeDeltas(b, "published")
 	require.NoError(t, err)
-	assert.Equal(t, []*Delta{users, items}, ds)
+	assert.Equal(t, []*driver.Delta{users, items}, ds)
 	assert.Equal(t, w.Data(), dense["layer.w"].Data())
 	b[len(b)-1] ^= 1
 	_, _, err = DecodeDeltas(b, "published")
@@ -102,14 +104,14 @@ func TestDeltasFile(t *testing.T) {
 	other := *items
 	other.Seq = 3
 	for name, c := range map[string]struct {
-		ds    []*Delta
+		ds    []*driver.Delta
 		dense map[string]tensor.Tensor
 	}{
 		"none":           {},
-		"versions":       {ds: []*Delta{users, &other}},
-		"twice":          {ds: []*Delta{users, users}},
-		"dense rows":     {ds: []*Delta{users}, dense: map[string]tensor.Tensor{"users.rows": w}},
-		"dense assigned": {ds: []*Delta{items}, dense: map[string]tensor.Tensor{"items.assigned": w}},
+		"versions":       {ds: []*driver.Delta{users, &other}},
+		"twice":          {ds: []*driver.Delta{users, users}},
+		"dense rows":     {ds: []*driver.Delta{users}, dense: map[string]tensor.Tensor{"users.rows": w}},
+		"dense assigned": {ds: []*driver.Delta{items}, dense: map[string]tensor.Tensor{"items.assigned": w}},
 	} {
 		assert.ErrorIs(t, WriteDeltas(filepath.Join(dir, name), c.ds, c.dense), errs.ErrShape, name)
 		_, err := os.Stat(filepath.Join(dir, name))
@@ -122,10 +124,10 @@ func TestDeltasFile(t *testing.T) {
 func FuzzReadDelta(f *testing.F) {
 	dir := f.TempDir()
 	seed := filepath.Join(dir, "seed")
-	d := &Delta{Table: "t", Base: 1, Seq: 1, Dim: 2, Rows: []int64{0, 3}, Values: []float32{1, 2, 3, 4}, AssignedRows: []int64{3}, AssignedIDs: []int64{8}}
-	u := &Delta{Table: "u", Base: 1, Seq: 1, Dim: 1, Rows: []int64{1}, Values: []float32{5}}
+	d := &driver.Delta{Table: "t", Base: 1, Seq: 1, Dim: 2, Rows: []int64{0, 3}, Values: []float32{1, 2, 3, 4}, AssignedRows: []int64{3}, AssignedIDs: []int64{8}}
+	u := &driver.Delta{Table: "u", Base: 1, Seq: 1, Dim: 1, Rows: []int64{1}, Values: []float32{5}}
 	w := tensor.New(tensor.WithShape(2), tensor.WithBacking([]float32{1, 2}))
-	if err := WriteDeltas(seed, []*Delta{d, u}, map[string]tensor.Tensor{"w": w}); err != nil {
+	if err := WriteDeltas(seed, []*driver.Delta{d, u}, map[string]tensor.Tensor{"w": w}); err != nil {
 		f.Fatal(err)
 	}
 	b, err := os.ReadFile(seed)
@@ -164,8 +166,8 @@ func FuzzReadDelta(f *testing.F) {
 // table name or a tensor's shape changed in place (the bytes' length
 // kept) is an ErrFormat error, in a file and in bytes.
 func TestDeltaHeaderChecked(t *testing.T) {
-	d := &Delta{Table: "items", Base: 7, Seq: 3, Dim: 2, Time: 5, Rows: []int64{1, 4}, Values: []float32{1, 2, 3, 4}}
-	b, err := EncodeDeltas([]*Delta{d}, nil)
+	d := &driver.Delta{Table: "items", Base: 7, Seq: 3, Dim: 2, Time: 5, Rows: []int64{1, 4}, Values: []float32{1, 2, 3, 4}}
+	b, err := EncodeDeltas([]*driver.Delta{d}, nil)
 	require.NoError(t, err)
 	_, _, err = DecodeDeltas(b, "delta")
 	require.NoError(t, err)

@@ -470,3 +470,80 @@ func Header(name, f string, shape []int, meta map[string]string) ([]byte, error)
 	}
 	return append(binary.LittleEndian.AppendUint64(nil, uint64(len(js))), js...), nil
 }
+
+// MetaAt returns where the value of the metadata entry key lies in the
+// safetensors file f: the offset of the value's first byte and its
+// length. A value stands in the file as its bytes, without escapes, so
+// that a fixed-width value can be rewritten in place (package table's
+// step count, which its journal updates). A header that is not one (or
+// longer than MaxHeader), or a key that is missing, held twice or whose
+// value has escapes, is an error wrapping ErrFormat.
+func MetaAt(f io.ReaderAt, key string) (off int64, n int, err error) {
+	var lenBuf [8]byte
+	if _, err := f.ReadAt(lenBuf[:], 0); err != nil {
+		return 0, 0, fmt.Errorf("checkpoint: reading the header's length: %v: %w", err, ErrFormat)
+	}
+	size := binary.LittleEndian.Uint64(lenBuf[:])
+	if size > MaxHeader {
+		return 0, 0, fmt.Errorf("checkpoint: header length %d exceeds the limit of %d: %w", size, MaxHeader, ErrFormat)
+	}
+	// The header is decoded as it is read, so that a length the file does
+	// not hold is an error, not an allocation.
+	dec := json.NewDecoder(io.NewSectionReader(f, 8, int64(size)))
+	found := -1
+	// object walks the entries of the object that starts next, calling
+	// each on a key with the decoder before its value.
+	object := func(each func(k string) error) error {
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return fmt.Errorf("not an object")
+		}
+		for dec.More() {
+			t, err := dec.Token()
+			k, ok := t.(string)
+			if err != nil || !ok {
+				return fmt.Errorf("a key that is not a string")
+			}
+			if err := each(k); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token()
+		return err
+	}
+	skip := func() error { var raw json.RawMessage; return dec.Decode(&raw) }
+	err = object(func(k string) error {
+		if k != "__metadata__" {
+			return skip()
+		}
+		return object(func(k string) error {
+			if k != key {
+				return skip()
+			}
+			from := dec.InputOffset() // just after the key
+			t, err := dec.Token()
+			v, ok := t.(string)
+			to := dec.InputOffset() // just after the value
+			// The bytes between are ':', spaces and the value's quoted
+			// bytes, which must be v itself: no escapes.
+			var raw []byte
+			if err == nil && ok && to-from <= int64(len(v))+64 {
+				raw = make([]byte, to-from)
+				_, err = f.ReadAt(raw, 8+from)
+			}
+			quoted := bytes.TrimLeft(raw, " \t\r\n:")
+			if err != nil || !ok || found >= 0 || len(quoted) != len(v)+2 || quoted[0] != '"' || string(quoted[1:len(v)+1]) != v {
+				return fmt.Errorf("the value of %q is not one string without escapes", key)
+			}
+			end := int(to) - 1 // the closing quote
+			found, n = end-len(v), len(v)
+			return nil
+		})
+	})
+	if err == nil && found < 0 {
+		err = fmt.Errorf("no metadata %q", key)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("checkpoint: header: %v: %w", err, ErrFormat)
+	}
+	return 8 + int64(found), n, nil
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -22,13 +21,14 @@ import (
 
 // ErrFormat: a file is not a well-formed safetensors file (or, for
 // package wordvec, word-vector file). Every error about a file's contents
-// wraps it.
-var ErrFormat = errors.New("malformed file")
+// wraps it. It is driver.ErrFormat.
+var ErrFormat = errs.ErrFormat
 
 // ErrMismatch: a well-formed file does not fit the model Load restores:
 // a tensor missing from the file or from the model, or of another shape
-// or dtype. The error names each tensor, with both sides.
-var ErrMismatch = errors.New("checkpoint does not match the model")
+// or dtype. The error names each tensor, with both sides. It is
+// driver.ErrMismatch.
+var ErrMismatch = errs.ErrMismatch
 
 // ErrInUse: Write or Save onto the path of a file an open table holds
 // (table.Open, nn.OpenEmbedding), in this process or another; the file is

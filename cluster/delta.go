@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -31,11 +33,11 @@ func (s *Store) deltaKey(base, seq uint64) string {
 // is a SET of one key, repeated within Options.Retry if the cluster
 // fails, and safe to call again. A delta that is not well formed, or a
 // keep under a millisecond, is an error and nothing is put.
-func (s *Store) PublishDelta(ctx context.Context, d *checkpoint.Delta, keep time.Duration) error {
+func (s *Store) PublishDelta(ctx context.Context, d *driver.Delta, keep time.Duration) error {
 	if keep < time.Millisecond {
 		return fmt.Errorf("table %q: a delta kept %v: %w", s.name, keep, errs.ErrOption)
 	}
-	b, err := checkpoint.EncodeDeltas([]*checkpoint.Delta{d}, nil)
+	b, err := checkpoint.EncodeDeltas([]*driver.Delta{d}, nil)
 	if err != nil {
 		return fmt.Errorf("table %q: %w", s.name, err)
 	}
@@ -51,7 +53,7 @@ func (s *Store) PublishDelta(ctx context.Context, d *checkpoint.Delta, keep time
 // put it. One the cluster does not hold is an error wrapping ErrNoDelta;
 // bytes that are not that delta alone, or fail their CRC-32C, an error
 // wrapping checkpoint.ErrFormat.
-func (s *Store) ReadDelta(ctx context.Context, base, seq uint64) (*checkpoint.Delta, error) {
+func (s *Store) ReadDelta(ctx context.Context, base, seq uint64) (*driver.Delta, error) {
 	key := s.deltaKey(base, seq)
 	var b []byte
 	err := s.again(ctx, func(ctx context.Context) (err error) {

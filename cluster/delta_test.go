@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
@@ -30,7 +32,7 @@ func TestRedisDeltas(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 
-	d := &checkpoint.Delta{Table: "dt", Base: 4, Seq: 1, Dim: 2, Time: 99, Rows: []int64{1, 7}, Values: []float32{1, 2, 3, 4},
+	d := &driver.Delta{Table: "dt", Base: 4, Seq: 1, Dim: 2, Time: 99, Rows: []int64{1, 7}, Values: []float32{1, 2, 3, 4},
 		AssignedRows: []int64{7}, AssignedIDs: []int64{-5}}
 	require.NoError(t, s.PublishDelta(ctx, d, time.Minute))
 	got, err := r.ReadDelta(ctx, 4, 1)
@@ -49,14 +51,14 @@ func TestRedisDeltas(t *testing.T) {
 	require.NoError(t, s.c.Set(ctx, s.deltaKey(4, 3), []byte("not a delta"), time.Minute).Err())
 	_, err = r.ReadDelta(ctx, 4, 3)
 	assert.ErrorIs(t, err, checkpoint.ErrFormat)
-	b, err := checkpoint.EncodeDeltas([]*checkpoint.Delta{d}, nil) // delta 1 under the key of 4
+	b, err := checkpoint.EncodeDeltas([]*driver.Delta{d}, nil) // delta 1 under the key of 4
 	require.NoError(t, err)
 	require.NoError(t, s.c.Set(ctx, s.deltaKey(4, 4), b, time.Minute).Err())
 	_, err = r.ReadDelta(ctx, 4, 4)
 	assert.ErrorIs(t, err, checkpoint.ErrFormat)
 
-	assert.ErrorIs(t, s.PublishDelta(ctx, &checkpoint.Delta{Table: "dt", Base: 4, Seq: 5, Dim: 2, Rows: []int64{1}}, time.Minute), errs.ErrShape)
-	assert.ErrorIs(t, s.PublishDelta(ctx, &checkpoint.Delta{Table: "dt", Base: 4, Seq: 6, Dim: 2}, time.Microsecond), errs.ErrOption)
+	assert.ErrorIs(t, s.PublishDelta(ctx, &driver.Delta{Table: "dt", Base: 4, Seq: 5, Dim: 2, Rows: []int64{1}}, time.Minute), errs.ErrShape)
+	assert.ErrorIs(t, s.PublishDelta(ctx, &driver.Delta{Table: "dt", Base: 4, Seq: 6, Dim: 2}, time.Microsecond), errs.ErrOption)
 	for _, seq := range []uint64{5, 6} {
 		_, err = r.ReadDelta(ctx, 4, seq)
 		assert.ErrorIs(t, err, ErrNoDelta, "delta %d was not put", seq)

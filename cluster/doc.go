@@ -6,15 +6,15 @@
 // theirs when a program imports optim/clusterlua); IDMap maps raw ids to the table's rows on the
 // cluster, beside them, shared by every worker.
 //
-// A Store is a table.Store: put a table.Cached with
+// A Store is a driver.Store: put a table.Cached with
 // table.CacheOptions.Shared in front of it and train it with
 // nn.CachedEmbedding, and give nn.NewRawIDs its IDMap for raw ids. It
 // also keeps the workers' clocks for optim.SharedDense, and carries a
 // table's deltas to servers (PublishDelta, ReadDelta: a key a delta, kept
 // for a while, in the order a server applies them). What the cache
 // finds in it beyond its rows it finds by assertion: it steps its own
-// rows (rule.Stepper); its IDMap starts the rows it gives and says which
-// it read (table.StoreMapper's MapRead).
+// rows (driver.Stepper); its IDMap starts the rows it gives and says which
+// it read (driver.StoreMapper's MapRead).
 //
 // A Redis Cluster on several machines: start each redis-server with
 // cluster-enabled yes, requirepass and masterauth (one password), join
@@ -28,7 +28,7 @@
 //
 // Errors wrap the sentinels of package gather (gather.ErrShape, ...),
 // checkpoint.ErrMismatch for a table or map not as asked,
-// checkpoint.ErrFormat for a record that is not one, table.ErrClosed,
+// checkpoint.ErrFormat for a record that is not one, driver.ErrClosed,
 // or this package's ErrUnknownOutcome (a server-side step or map that
 // may have been applied in part: make it again), ErrFewReplicas and
 // ErrNoDelta.

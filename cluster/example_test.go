@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -58,7 +60,7 @@ func ExampleNewIDMap() {
 	ctx := context.Background()
 	o := cluster.Options{Addrs: []string{"10.0.0.1:6379"}, Retry: time.Minute, Replicas: 1}
 	opt := optim.NewSparseAdam(0.01)
-	mo := table.IDMapOptions{Rows: 1 << 22, AdmitAfter: 2, TTL: 100_000}
+	mo := driver.IDMapOptions{Rows: 1 << 22, AdmitAfter: 2, TTL: 100_000}
 	// Once: the map's rows and the default row after them.
 	if err := cluster.Create(ctx, o, "users", int64(mo.Rows)+1, 16, tensor.Float32, table.WithState(opt.Columns(16)...)); err != nil {
 		log.Fatal(err)
@@ -69,7 +71,7 @@ func ExampleNewIDMap() {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	m, err := cluster.NewIDMap(ctx, s, mo, table.RowInit{Seed: 1, Std: 0.05})
+	m, err := cluster.NewIDMap(ctx, s, mo, driver.RowInit{Seed: 1, Std: 0.05})
 	if err != nil {
 		log.Fatal(err)
 	}

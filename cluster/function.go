@@ -13,13 +13,13 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
-	"github.com/gathergrad/gather/rule"
-	"github.com/gathergrad/gather/table"
 )
 
 // An Encoding is how a Store's servers apply rules of one name: Lua, a
@@ -28,10 +28,10 @@ import (
 // from g, the row's gradient (dim numbers), with the parameters p; f(x)
 // rounds x to float32, as Go's float32(x) does. Args returns p for step
 // t of the rule r, a value of the type registered; nil takes them from
-// the rule's own Params method (rule.Params).
+// the rule's own Params method (driver.Params).
 type Encoding struct {
 	Lua  string
-	Args func(r rule.Rule, t int64) []float64
+	Args func(r driver.Rule, t int64) []float64
 }
 
 // redisRules holds the registered encodings by rule name.
@@ -51,13 +51,13 @@ type redisRule struct {
 // already, an encoding without Lua, without Args for a rule that
 // has no Params method, or a rule with no name is an error wrapping
 // gather.ErrOption naming it, and the registered encoding stays.
-func RegisterRule(r rule.Rule, e Encoding) error {
-	_, params := r.(rule.Params)
+func RegisterRule(r driver.Rule, e Encoding) error {
+	_, params := r.(driver.Params)
 	if r == nil || r.Name() == "" || e.Lua == "" || (e.Args == nil && !params) {
 		return fmt.Errorf("cluster: RegisterRule needs a named rule, its Lua and its Args (or its Params method): %w", errs.ErrOption)
 	}
 	if e.Args == nil {
-		e.Args = func(r rule.Rule, t int64) []float64 { return r.(rule.Params).Params(t) }
+		e.Args = func(r driver.Rule, t int64) []float64 { return r.(driver.Params).Params(t) }
 	}
 	redisRules.Lock()
 	defer redisRules.Unlock()
@@ -74,7 +74,7 @@ func RegisterRule(r rule.Rule, e Encoding) error {
 
 // redisEncoding returns the encoding registered for r, or an error
 // naming the rule and the table.
-func redisEncoding(table string, r rule.Rule) (redisRule, error) {
+func redisEncoding(table string, r driver.Rule) (redisRule, error) {
 	redisRules.RLock()
 	rr, ok := redisRules.m[r.Name()]
 	redisRules.RUnlock()
@@ -240,7 +240,7 @@ end
 // Store applies rules of r's name ("gg_<name>_<digest>"), for a
 // program that calls it itself (FCALL; see Step for its keys and
 // arguments): an error for a rule with no registered encoding.
-func Function(r rule.Rule) (string, error) {
+func Function(r driver.Rule) (string, error) {
 	rr, err := redisEncoding("", r)
 	if err != nil {
 		return "", err
@@ -293,14 +293,14 @@ func (s *Store) load(ctx context.Context, library string) error {
 // Options.Replicas, it returns once that many replicas of each
 // master have its updates. A Store applies rules to float32 rows
 // only (its other rows it reads and writes).
-func (s *Store) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
+func (s *Store) Step(ctx context.Context, r driver.Rule, g *driver.RowGrad) error {
 	if r == nil {
 		return fmt.Errorf("table %q: Step needs a rule: %w", s.name, errs.ErrOption)
 	}
 	if s.dt != tensor.Float32 {
 		return fmt.Errorf("table %q: a Redis Cluster applies rules to float32 rows; the table's are %v: %w", s.name, s.dt, errs.ErrDtype)
 	}
-	if err := rule.CheckColumns(r, s.dim, s.cols); err != nil {
+	if err := driver.CheckColumns(r, s.dim, s.cols); err != nil {
 		return fmt.Errorf("table %q: %w", s.name, err)
 	}
 	rr, err := redisEncoding(s.name, r)
@@ -503,8 +503,8 @@ func stepError(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w (some of its calls may have been applied; "+
 			"the same call again applies the rest, exactly once): %w", ErrUnknownOutcome, err)
-	case errors.Is(err, table.ErrClosed) || errors.Is(err, redis.ErrClosed):
-		return table.ErrClosed
+	case errors.Is(err, driver.ErrClosed) || errors.Is(err, redis.ErrClosed):
+		return driver.ErrClosed
 	case retryable(err) || errors.Is(err, ErrFewReplicas):
 		return fmt.Errorf("%w (some of its calls may have been applied; "+
 			"the same call again applies the rest, exactly once): %w", ErrUnknownOutcome, redisError(err))

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
-	"github.com/gathergrad/gather/rule"
-	"github.com/gathergrad/gather/table"
 )
 
 // StepTables steps several tables, each as its store's Step would (its
@@ -30,9 +30,9 @@ import (
 // ErrUnknownOutcome: the same StepTables again (or each store's Step with
 // its part) applies the rest, exactly once.
 //
-// It is the table.GroupStepper method of Store, by which table.StepTogether
+// It is the driver.GroupStepper method of Store, by which table.StepTogether
 // steps the Shared caches of a collection's tables together.
-func (s *Store) StepTables(ctx context.Context, steps []table.GroupStep) error {
+func (s *Store) StepTables(ctx context.Context, steps []driver.GroupStep) error {
 	if len(steps) == 0 {
 		return nil
 	}
@@ -110,8 +110,8 @@ func sameCluster(a, b *Store) bool {
 // calls.
 type groupPart struct {
 	s        *Store
-	r        rule.Rule
-	g        *rule.RowGrad
+	r        driver.Rule
+	g        *driver.RowGrad
 	rule     string
 	library  string
 	fn       string
@@ -125,14 +125,14 @@ type groupPart struct {
 }
 
 // prepare checks a step of the store as Step does and returns its calls.
-func (s *Store) prepare(r rule.Rule, g *rule.RowGrad) (groupPart, error) {
+func (s *Store) prepare(r driver.Rule, g *driver.RowGrad) (groupPart, error) {
 	if r == nil || g == nil {
 		return groupPart{}, fmt.Errorf("table %q: a step needs a rule and a gradient: %w", s.name, errs.ErrOption)
 	}
 	if s.dt != tensor.Float32 {
 		return groupPart{}, fmt.Errorf("table %q: a Redis Cluster applies rules to float32 rows; the table's are %v: %w", s.name, s.dt, errs.ErrDtype)
 	}
-	if err := rule.CheckColumns(r, s.dim, s.cols); err != nil {
+	if err := driver.CheckColumns(r, s.dim, s.cols); err != nil {
 		return groupPart{}, fmt.Errorf("table %q: %w", s.name, err)
 	}
 	rr, err := redisEncoding(s.name, r)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
 
@@ -17,7 +19,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/tablerows"
-	"github.com/gathergrad/gather/table"
 )
 
 // A IDMap is an IDMap that lives on the Redis Cluster of a table's
@@ -72,8 +73,8 @@ import (
 // Options.Replicas).
 type IDMap struct {
 	s     *Store
-	o     table.IDMapOptions
-	init  table.RowInit
+	o     driver.IDMapOptions
+	init  driver.RowInit
 	width int // the counters of each row of a tag's sketch
 	name  string
 }
@@ -109,7 +110,7 @@ func (s *Store) optionsKey() string { return "gg:" + s.name + ":map" }
 // init on the cluster; a worker whose options differ gets an error
 // wrapping checkpoint.ErrMismatch. A store has one map: a second is an
 // error.
-func NewIDMap(ctx context.Context, s *Store, o table.IDMapOptions, init table.RowInit) (*IDMap, error) {
+func NewIDMap(ctx context.Context, s *Store, o driver.IDMapOptions, init driver.RowInit) (*IDMap, error) {
 	if s == nil {
 		return nil, fmt.Errorf("id map: NewIDMap needs a store: %w", errs.ErrOption)
 	}
@@ -185,19 +186,19 @@ func (m *IDMap) Rows() int { return m.o.Rows }
 func (m *IDMap) Name() string { return m.name }
 
 // Store returns the store whose rows the map hands out, a *Store.
-func (m *IDMap) Store() table.Store { return m.s }
+func (m *IDMap) Store() driver.Store { return m.s }
 
 // RowInit returns how the rows the map gives start, as the cluster
 // records it.
-func (m *IDMap) RowInit() table.RowInit { return m.init }
+func (m *IDMap) RowInit() driver.RowInit { return m.init }
 
 // Forget does nothing and returns nil: the rows Map gave start on the
 // cluster, from the map's RowInit, at their first read or step by any
 // worker, so a worker that could not start them has nothing to take
 // back.
-func (m *IDMap) Forget(context.Context, []table.Assignment) error { return nil }
+func (m *IDMap) Forget(context.Context, []driver.Assignment) error { return nil }
 
-var _ table.StoreMapper = (*IDMap)(nil)
+var _ driver.StoreMapper = (*IDMap)(nil)
 
 // idTag returns the hash tag of raw id id.
 func idTag(id int64) int64 { return int64(tablerows.Mix(uint64(id), 11) % redisGroups) }
@@ -210,13 +211,13 @@ func idTag(id int64) int64 { return int64(tablerows.Mix(uint64(id), 11) % redisG
 // them. Steps are the worker's own; a row used at a worker's step is not
 // taken for another id by a call of the same or an earlier step. On
 // error rows is unchanged.
-func (m *IDMap) Map(ctx context.Context, raw, rows []int64, step int64, assigned []table.Assignment) ([]table.Assignment, error) {
+func (m *IDMap) Map(ctx context.Context, raw, rows []int64, step int64, assigned []driver.Assignment) ([]driver.Assignment, error) {
 	s := m.s
 	if len(rows) != len(raw) {
 		return assigned, fmt.Errorf("id map %q: %d rows for %d ids: %w", m.name, len(rows), len(raw), errs.ErrShape)
 	}
 	if s.closed.Load() {
-		return assigned, fmt.Errorf("id map %q: %w", m.name, table.ErrClosed)
+		return assigned, fmt.Errorf("id map %q: %w", m.name, driver.ErrClosed)
 	}
 	// The distinct ids of each tag, with their sightings, in order of
 	// first sight.
@@ -325,7 +326,7 @@ func (m *IDMap) Map(ctx context.Context, raw, rows []int64, step int64, assigned
 		}
 		if x.fresh {
 			x.row = m.initialRow(id)
-			fresh = append(fresh, table.Assignment{Row: row, ID: id})
+			fresh = append(fresh, driver.Assignment{Row: row, ID: id})
 		}
 		byRow[row] = x
 	}
@@ -356,7 +357,7 @@ func (m *IDMap) initialRow(id int64) []byte { return m.s.initialRow(m.init, id) 
 
 // initialRow returns the bytes of a row of the store's table given to
 // raw id id as it starts by init.
-func (s *Store) initialRow(init table.RowInit, id int64) []byte {
+func (s *Store) initialRow(init driver.RowInit, id int64) []byte {
 	v := make([]float32, s.rowBytes/4)
 	tablerows.FillRow(init.Seed, init.Std, v[:s.dim], id)
 	at := s.dim
@@ -373,7 +374,7 @@ func (s *Store) initialRow(init table.RowInit, id int64) []byte {
 // Used, Admitted, Evicted, Expired, Rejected, Pending, and Dropped (the
 // gradients of rows taken for another id between a worker's Map and its
 // Step).
-func (m *IDMap) Stats(ctx context.Context) (table.IDMapStats, error) {
+func (m *IDMap) Stats(ctx context.Context) (driver.IDMapStats, error) {
 	s := m.s
 	keys := make([]string, redisGroups)
 	for t := range keys {
@@ -386,13 +387,13 @@ func (m *IDMap) Stats(ctx context.Context) (table.IDMapStats, error) {
 		})
 	})
 	if err != nil {
-		return table.IDMapStats{}, fmt.Errorf("id map %q: reading its counts: %w", m.name, redisError(err))
+		return driver.IDMapStats{}, fmt.Errorf("id map %q: reading its counts: %w", m.name, redisError(err))
 	}
-	var st table.IDMapStats
+	var st driver.IDMapStats
 	for k, cmd := range cmds {
 		v, err := cmd.Result()
 		if err != nil {
-			return table.IDMapStats{}, fmt.Errorf("id map %q: reading %q: %w", m.name, keys[k], redisError(err))
+			return driver.IDMapStats{}, fmt.Errorf("id map %q: reading %q: %w", m.name, keys[k], redisError(err))
 		}
 		var n [7]int64
 		for i, x := range v {
@@ -401,7 +402,7 @@ func (m *IDMap) Stats(ctx context.Context) (table.IDMapStats, error) {
 			}
 			str, _ := x.(string)
 			if n[i], err = strconv.ParseInt(str, 10, 64); err != nil || n[i] < 0 {
-				return table.IDMapStats{}, fmt.Errorf("id map %q: the key %q holds %v, not a count: %w", m.name, keys[k], x, errMismatch)
+				return driver.IDMapStats{}, fmt.Errorf("id map %q: the key %q holds %v, not a count: %w", m.name, keys[k], x, errMismatch)
 			}
 		}
 		st.Used += int(n[0])
@@ -415,16 +416,15 @@ func (m *IDMap) Stats(ctx context.Context) (table.IDMapStats, error) {
 	return st, nil
 }
 
-// Snapshot returns the map as it is on the cluster now, as an IDMap of
-// the same options: each held id with its row, the step of its last use
-// and the steps it was used in, the rows no id holds free, and the
-// counts of Stats. It reads the whole map (three keys a tag, one
-// pipeline a master), so that a table trained on the cluster can be
-// served (serve.NewIDs) or saved (the IDMap is a checkpoint.Part) with
-// its map. The sketch is not read: ids seen but not admitted start
-// uncounted in the IDMap. Workers that map while it reads may leave it
+// Snapshot returns the map as it is on the cluster now: its options,
+// each held id with its row, the step of its last use and the steps it
+// was used in, and the counts of Stats. It reads the whole map (three
+// keys a tag, one pipeline a master), so that a table trained on the
+// cluster can be served or saved with its map: table.HeldIDMap makes of
+// it a map in memory (for serve.NewIDs, or a checkpoint.Part). The
+// sketch is not read: ids seen but not admitted start uncounted there. Workers that map while it reads may leave it
 // a mix of their steps.
-func (m *IDMap) Snapshot(ctx context.Context) (*table.IDMap, error) {
+func (m *IDMap) Snapshot(ctx context.Context) (*driver.IDMapState, error) {
 	s := m.s
 	o := m.o
 	o.SketchWidth = m.width * redisGroups
@@ -456,7 +456,7 @@ func (m *IDMap) Snapshot(ctx context.Context) (*table.IDMap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("id map %q: reading it: %w", m.name, redisError(err))
 	}
-	var all []table.HeldRow
+	var all []driver.HeldRow
 	for t := range redisGroups {
 		last, uses := map[string]float64{}, map[string]float64{}
 		for i, into := range []map[string]float64{last, uses} {
@@ -479,8 +479,8 @@ func (m *IDMap) Snapshot(ctx context.Context) (*table.IDMap, error) {
 			if err1 != nil || err2 != nil || !ok || row < 0 || row >= int64(o.Rows) || row%redisGroups != int64(t) {
 				return nil, fmt.Errorf("id map %q: tag %d holds row %q of id %q, which is not a row of the map: %w", m.name, t, r, id, errMismatch)
 			}
-			all = append(all, table.HeldRow{Row: row, ID: raw, Last: int64(l), Uses: uint32(uses[r])})
+			all = append(all, driver.HeldRow{Row: row, ID: raw, Last: int64(l), Uses: uint32(uses[r])})
 		}
 	}
-	return table.HeldIDMap(m.name, o, all, st)
+	return &driver.IDMapState{Name: m.name, Options: o, Held: all, Stats: st}, nil
 }

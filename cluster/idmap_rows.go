@@ -8,11 +8,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/table"
 )
 
 // mappedRows returns, for a Step of the rows ids, the rows the last Map
@@ -89,34 +90,34 @@ var rowAndOwner = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.cal
 
 // mapInit returns the RowInit that the options of the table's id map
 // record, and whether the table has a map.
-func (s *Store) mapInit(ctx context.Context) (table.RowInit, bool, error) {
+func (s *Store) mapInit(ctx context.Context) (driver.RowInit, bool, error) {
 	var desc string
 	err := s.again(ctx, func(ctx context.Context) (err error) {
 		desc, err = s.c.Get(ctx, s.optionsKey()).Result()
 		return err
 	})
 	if errors.Is(err, redis.Nil) {
-		return table.RowInit{}, false, nil
+		return driver.RowInit{}, false, nil
 	}
 	if err != nil {
-		return table.RowInit{}, false, fmt.Errorf("table %q: reading its id map's options: %w", s.name, redisError(err))
+		return driver.RowInit{}, false, fmt.Errorf("table %q: reading its id map's options: %w", s.name, redisError(err))
 	}
 	_, rest, ok1 := strings.Cut(desc, ";seed=")
 	seed, std, ok2 := strings.Cut(rest, ";std=")
-	var init table.RowInit
+	var init driver.RowInit
 	var err1, err2 error
 	init.Seed, err1 = strconv.ParseUint(seed, 10, 64)
 	init.Std, err2 = strconv.ParseFloat(std, 64)
 	if !ok1 || !ok2 || err1 != nil || err2 != nil {
-		return table.RowInit{}, false, fmt.Errorf("table %q: its id map's options are %q, which are not a map's: %w", s.name, desc, checkpoint.ErrFormat)
+		return driver.RowInit{}, false, fmt.Errorf("table %q: its id map's options are %q, which are not a map's: %w", s.name, desc, checkpoint.ErrFormat)
 	}
 	return init, true, nil
 }
 
 // MapRead is Map that also appends to read the rows it gave, whose
-// values it read in the same calls (table.StoreMapper): a cache's copies
+// values it read in the same calls (driver.StoreMapper): a cache's copies
 // of them are stale.
-func (m *IDMap) MapRead(ctx context.Context, raw, rows []int64, step int64, assigned []table.Assignment, read []int64) ([]table.Assignment, []int64, error) {
+func (m *IDMap) MapRead(ctx context.Context, raw, rows []int64, step int64, assigned []driver.Assignment, read []int64) ([]driver.Assignment, []int64, error) {
 	assigned, err := m.Map(ctx, raw, rows, step, assigned)
 	if err != nil {
 		return assigned, read, err
@@ -130,7 +131,7 @@ func (m *IDMap) MapRead(ctx context.Context, raw, rows []int64, step int64, assi
 	return assigned, read, nil
 }
 
-var _ table.StoreMapper = (*IDMap)(nil)
+var _ driver.StoreMapper = (*IDMap)(nil)
 
 // stepped records that the rows of raw were stepped: they exist on the
 // cluster now, and what Map read of them is old.

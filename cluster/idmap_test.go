@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -21,13 +23,12 @@ import (
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/internal/tablerows"
-	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 )
 
 // mapTable writes a float32 table name of mo.Rows+1 rows of dim values
 // to the cluster and returns a store of it with a IDMap of mo.
-func mapTable(t *testing.T, o Options, name string, dim int, mo table.IDMapOptions, init table.RowInit) (*Store, *IDMap) {
+func mapTable(t *testing.T, o Options, name string, dim int, mo driver.IDMapOptions, init driver.RowInit) (*Store, *IDMap) {
 	t.Helper()
 	if err := Create(context.Background(), o, name, int64(mo.Rows)+1, dim, tensor.Float32, table.WithSeed(1)); err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func mapTable(t *testing.T, o Options, name string, dim int, mo table.IDMapOptio
 }
 
 // openMap opens the store of name with a IDMap of mo.
-func openMap(t *testing.T, o Options, name string, mo table.IDMapOptions, init table.RowInit) (*Store, *IDMap) {
+func openMap(t *testing.T, o Options, name string, mo driver.IDMapOptions, init driver.RowInit) (*Store, *IDMap) {
 	t.Helper()
 	s, err := Open(context.Background(), o, name)
 	if err != nil {
@@ -62,7 +63,7 @@ func sameTag(n int) []int64 {
 }
 
 // mapOK maps ids at step and returns the rows and the fresh ones.
-func mapOK(t *testing.T, m *IDMap, ids []int64, step int64) ([]int64, []table.Assignment) {
+func mapOK(t *testing.T, m *IDMap, ids []int64, step int64) ([]int64, []driver.Assignment) {
 	t.Helper()
 	rows := make([]int64, len(ids))
 	fresh, err := m.Map(context.Background(), ids, rows, step, nil)
@@ -72,7 +73,7 @@ func mapOK(t *testing.T, m *IDMap, ids []int64, step int64) ([]int64, []table.As
 	return rows, fresh
 }
 
-func mapStats(t *testing.T, m table.Mapper) table.IDMapStats {
+func mapStats(t *testing.T, m driver.Mapper) driver.IDMapStats {
 	t.Helper()
 	st, err := m.Stats(context.Background())
 	if err != nil {
@@ -89,7 +90,7 @@ func sgdStep(s *Store, rows []int64, g float32) error {
 		grad[i] = g
 	}
 	v := tensor.New(tensor.WithShape(len(rows), s.dim), tensor.WithBacking(grad))
-	return s.Step(context.Background(), testRule{}, &rule.RowGrad{Rows: rows, Values: v})
+	return s.Step(context.Background(), testRule{}, &driver.RowGrad{Rows: rows, Values: v})
 }
 
 // A map on the cluster admits, evicts (LRU, LFU), expires and refuses
@@ -102,7 +103,7 @@ func TestRedisIDMap(t *testing.T) {
 	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	ctx := context.Background()
 	const dim = 4
-	init := table.RowInit{Seed: 3, Std: 0.5}
+	init := driver.RowInit{Seed: 3, Std: 0.5}
 	ids := sameTag(4)
 	tag := idTag(ids[0])
 	initial := func(id int64) []float32 {
@@ -127,11 +128,11 @@ func TestRedisIDMap(t *testing.T) {
 	}
 
 	t.Run("lru", func(t *testing.T) {
-		mo := table.IDMapOptions{Rows: 2 * redisGroups} // 2 rows a tag
+		mo := driver.IDMapOptions{Rows: 2 * redisGroups} // 2 rows a tag
 		s1, m1 := mapTable(t, o, "lru", dim, mo, init)
 		s2, m2 := openMap(t, o, "lru", mo, init)
 		rows, fresh := mapOK(t, m1, ids[:1], 0)
-		if rows[0] != tag || !slices.Equal(fresh, []table.Assignment{{Row: tag, ID: ids[0]}}) {
+		if rows[0] != tag || !slices.Equal(fresh, []driver.Assignment{{Row: tag, ID: ids[0]}}) {
 			t.Fatalf("the first id of tag %d: rows %v fresh %v", tag, rows, fresh)
 		}
 		// The new row reads as its initial row, from Map, once: a row
@@ -194,7 +195,7 @@ func TestRedisIDMap(t *testing.T) {
 			t.Fatalf("the row taken for id %d: %v, want %v", ids[2], got, minus(initial(ids[2]), 1))
 		}
 		st := mapStats(t, m1)
-		want := table.IDMapStats{Used: 2, Admitted: 3, Evicted: 1, Dropped: 1}
+		want := driver.IDMapStats{Used: 2, Admitted: 3, Evicted: 1, Dropped: 1}
 		if st != want {
 			t.Fatalf("stats %+v, want %+v", st, want)
 		}
@@ -206,7 +207,7 @@ func TestRedisIDMap(t *testing.T) {
 	})
 
 	t.Run("lfu", func(t *testing.T) {
-		mo := table.IDMapOptions{Rows: 2 * redisGroups, Evict: table.EvictLFU}
+		mo := driver.IDMapOptions{Rows: 2 * redisGroups, Evict: driver.EvictLFU}
 		_, m := mapTable(t, o, "lfu", dim, mo, init)
 		// ids[0] is used in 3 steps, ids[1] in 1, later: LFU takes
 		// ids[1]'s row, where LRU would take ids[0]'s.
@@ -222,7 +223,7 @@ func TestRedisIDMap(t *testing.T) {
 	})
 
 	t.Run("admit ttl refuse", func(t *testing.T) {
-		mo := table.IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: table.Refuse, Pad: true, PadID: ids[3]}
+		mo := driver.IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: driver.Refuse, Pad: true, PadID: ids[3]}
 		_, m := mapTable(t, o, "admit", dim, mo, init)
 		pad := int64(mo.Rows)
 		// Seen twice in one batch and once more: admitted at the third.
@@ -242,7 +243,7 @@ func TestRedisIDMap(t *testing.T) {
 			t.Fatalf("after ids[0]'s TTL, ids[1] got row %d", rows[0])
 		}
 		st := mapStats(t, m)
-		want := table.IDMapStats{Used: 1, Admitted: 2, Expired: 1, Rejected: 2, Pending: 2}
+		want := driver.IDMapStats{Used: 1, Admitted: 2, Expired: 1, Rejected: 2, Pending: 2}
 		if st != want {
 			t.Fatalf("stats %+v, want %+v", st, want)
 		}
@@ -258,7 +259,7 @@ func TestRedisIDMap(t *testing.T) {
 		}
 		// Options that are no map's, a table too small or of float64,
 		// a second map of a store: errors.
-		for _, bad := range []table.IDMapOptions{{Rows: 0}, {Rows: 10, AdmitAfter: -1}, {Rows: 10, Evict: 7}, {Rows: 1 << 20}} {
+		for _, bad := range []driver.IDMapOptions{{Rows: 0}, {Rows: 10, AdmitAfter: -1}, {Rows: 10, Evict: 7}, {Rows: 1 << 20}} {
 			s, err := Open(ctx, o, "admit")
 			if err != nil {
 				t.Fatal(err)
@@ -271,8 +272,8 @@ func TestRedisIDMap(t *testing.T) {
 		if _, err := NewIDMap(ctx, nil, mo, init); !errors.Is(err, errs.ErrOption) {
 			t.Fatalf("no store: %v", err)
 		}
-		s1, _ := openMap(t, o, "admit", table.IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: table.Refuse, Pad: true, PadID: ids[3]}, init)
-		if _, err := NewIDMap(ctx, s1, table.IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: table.Refuse, Pad: true, PadID: ids[3]}, init); !errors.Is(err, errs.ErrOption) {
+		s1, _ := openMap(t, o, "admit", driver.IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: driver.Refuse, Pad: true, PadID: ids[3]}, init)
+		if _, err := NewIDMap(ctx, s1, driver.IDMapOptions{Rows: redisGroups, AdmitAfter: 3, TTL: 2, Evict: driver.Refuse, Pad: true, PadID: ids[3]}, init); !errors.Is(err, errs.ErrOption) {
 			t.Fatalf("a second map: %v", err)
 		}
 		if err := Create(ctx, o, "wide", redisGroups+1, dim, tensor.Float64); err != nil {
@@ -283,7 +284,7 @@ func TestRedisIDMap(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s64.Close()
-		if _, err := NewIDMap(ctx, s64, table.IDMapOptions{Rows: redisGroups}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "float32") {
+		if _, err := NewIDMap(ctx, s64, driver.IDMapOptions{Rows: redisGroups}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "float32") {
 			t.Fatalf("a float64 table: %v", err)
 		}
 		// Fewer rows than hash tags would leave tags whose ids are never
@@ -296,17 +297,17 @@ func TestRedisIDMap(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer few.Close()
-		if _, err := NewIDMap(ctx, few, table.IDMapOptions{Rows: 600}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Rows 600 leaves hash tags with no rows") {
+		if _, err := NewIDMap(ctx, few, driver.IDMapOptions{Rows: 600}, init); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Rows 600 leaves hash tags with no rows") {
 			t.Fatalf("600 rows: %v", err)
 		}
-		if _, err := NewIDMap(ctx, s64, table.IDMapOptions{Rows: redisGroups}, table.RowInit{Std: math.NaN()}); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Std NaN") {
+		if _, err := NewIDMap(ctx, s64, driver.IDMapOptions{Rows: redisGroups}, driver.RowInit{Std: math.NaN()}); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "Std NaN") {
 			t.Fatalf("Std NaN: %v", err)
 		}
 		// A table replaced has no map: other options, and no ids.
 		if err := Create(ctx, o, "admit", int64(mo.Rows)+1, dim, tensor.Float32, table.WithReplace()); err != nil {
 			t.Fatal(err)
 		}
-		if _, m := openMap(t, o, "admit", mo, init); mapStats(t, m) != (table.IDMapStats{}) {
+		if _, m := openMap(t, o, "admit", mo, init); mapStats(t, m) != (driver.IDMapStats{}) {
 			t.Fatalf("the replaced table's map: %+v", mapStats(t, m))
 		}
 	})
@@ -319,9 +320,9 @@ func TestRedisIDMap(t *testing.T) {
 func TestRedisIDMapOnce(t *testing.T) {
 	cl := localredis.Start(t, 3, 0)
 	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
-	mo := table.IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 2}
-	s1, m1 := mapTable(t, o, "once", 2, mo, table.RowInit{Seed: 1, Std: 1})
-	_, m2 := openMap(t, o, "once", mo, table.RowInit{Seed: 1, Std: 1})
+	mo := driver.IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 2}
+	s1, m1 := mapTable(t, o, "once", 2, mo, driver.RowInit{Seed: 1, Std: 1})
+	_, m2 := openMap(t, o, "once", mo, driver.RowInit{Seed: 1, Std: 1})
 	ids := make([]int64, 500)
 	for k := range ids {
 		ids[k] = int64(k)*0x5e3779b97f4a7c15 - 7
@@ -370,7 +371,11 @@ func TestRedisIDMapOnce(t *testing.T) {
 
 	// A snapshot holds every id at its row, with the counts; its state
 	// loads into an IDMap of its options.
-	snap, err := m1.Snapshot(context.Background())
+	snapshot, err := m1.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := table.HeldIDMap(*snapshot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,8 +424,8 @@ func TestRedisIDMapFailover(t *testing.T) {
 	}
 	o := Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 2 * time.Second, Retry: time.Minute, Replicas: 1}
 	const thrice, twice, batch, dim = 300, 600, 30, 2
-	init := table.RowInit{Seed: 9, Std: 1}
-	mo := table.IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 3, SketchWidth: 1 << 20}
+	init := driver.RowInit{Seed: 9, Std: 1}
+	mo := driver.IDMapOptions{Rows: 8 * redisGroups, AdmitAfter: 3, SketchWidth: 1 << 20}
 	mapTable(t, o, "failover", dim, mo, init)
 	ids := make([]int64, thrice+twice)
 	for k := range ids {
@@ -486,7 +491,7 @@ func TestRedisIDMapFailover(t *testing.T) {
 	}
 	s, m := openMap(t, o, "failover", mo, init)
 	st := mapStats(t, m)
-	want := table.IDMapStats{Used: thrice, Admitted: thrice, Pending: 2 * (thrice + twice)}
+	want := driver.IDMapStats{Used: thrice, Admitted: thrice, Pending: 2 * (thrice + twice)}
 	if st != want {
 		t.Fatalf("after the failover of %s: stats %+v, want %+v", master, st, want)
 	}
@@ -535,7 +540,7 @@ func masterOf(t *testing.T, cl *localredis.Cluster) string {
 // count-min sketch of width counters a row, an id's sightings in a batch
 // added at once (conservative update).
 type tagModel struct {
-	o          table.IDMapOptions
+	o          driver.IDMapOptions
 	tag, total int64
 	ids        map[int64]int64 // id -> row
 	owner      map[int64]int64 // row -> id
@@ -545,10 +550,10 @@ type tagModel struct {
 	cms        map[int]int64 // the sketch's counters by index (width > 0)
 	free       []int64
 	next       int64
-	st         table.IDMapStats
+	st         driver.IDMapStats
 }
 
-func newTagModel(o table.IDMapOptions, tag int64) *tagModel {
+func newTagModel(o driver.IDMapOptions, tag int64) *tagModel {
 	return &tagModel{o: o, tag: tag, total: int64(o.Rows), ids: map[int64]int64{}, owner: map[int64]int64{},
 		last: map[int64]int64{}, uses: map[int64]int64{}, count: map[int64]int64{}, cms: map[int]int64{}}
 }
@@ -634,8 +639,8 @@ func (m *tagModel) mapIDs(ids []int64, counts []int, step int64) []int64 {
 		case m.tag+m.next*redisGroups < m.total:
 			r = m.tag + m.next*redisGroups
 			m.next++
-		case m.o.Evict != table.Refuse:
-			if m.o.Evict == table.EvictLFU {
+		case m.o.Evict != driver.Refuse:
+			if m.o.Evict == driver.EvictLFU {
 				for _, c := range m.byScore(m.uses)[:min(16, len(m.owner))] {
 					if m.last[c] < step {
 						r = c
@@ -682,10 +687,10 @@ func TestRedisIDMapModel(t *testing.T) {
 	tag := idTag(hot[0])
 	others := []int64{1, 2, 3, -4, 5 << 40}
 	for _, width := range []int{1 << 20, 1} {
-		for _, evict := range []table.Eviction{table.EvictLRU, table.EvictLFU, table.Refuse} {
+		for _, evict := range []driver.Eviction{driver.EvictLRU, driver.EvictLFU, driver.Refuse} {
 			t.Run(fmt.Sprint(evict, "/width", width), func(t *testing.T) {
-				mo := table.IDMapOptions{Rows: 3 * redisGroups, AdmitAfter: 3, TTL: 4, Evict: evict, SketchWidth: width}
-				_, m := mapTable(t, o, fmt.Sprint("model", evict, "w", width), 2, mo, table.RowInit{})
+				mo := driver.IDMapOptions{Rows: 3 * redisGroups, AdmitAfter: 3, TTL: 4, Evict: evict, SketchWidth: width}
+				_, m := mapTable(t, o, fmt.Sprint("model", evict, "w", width), 2, mo, driver.RowInit{})
 				models := map[int64]*tagModel{}
 				r := rand.New(rand.NewPCG(uint64(evict), uint64(width)))
 				step := int64(0)
@@ -740,7 +745,7 @@ func TestRedisIDMapModel(t *testing.T) {
 						owner[rows[k]] = id
 					}
 				}
-				var want table.IDMapStats
+				var want driver.IDMapStats
 				for _, md := range models {
 					want.Used += md.st.Used
 					want.Admitted += md.st.Admitted
@@ -752,7 +757,7 @@ func TestRedisIDMapModel(t *testing.T) {
 				if got := mapStats(t, m); got != want {
 					t.Fatalf("stats %+v, the model's %+v", got, want)
 				}
-				if evict == table.Refuse && want.Evicted != 0 {
+				if evict == driver.Refuse && want.Evicted != 0 {
 					t.Fatalf("a Refuse map evicted %d ids", want.Evicted)
 				}
 				t.Logf("%+v", want)

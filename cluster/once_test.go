@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/localredis"
-	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -28,19 +29,19 @@ func stepSGD(s *Store, ids []int64, grad []float32) error {
 	return s.applyRule(context.Background(), "test_sgd", testSGD, []float64{1}, ids, len(grad)/len(ids), fileio.LittleEndianBytes(grad), nil)
 }
 
-// testRule is testSGD as a rule.Rule: w -= g, registered with the
+// testRule is testSGD as a driver.Rule: w -= g, registered with the
 // Redis store.
 type testRule struct{}
 
-func (testRule) Name() string                          { return "test_sgd" }
-func (testRule) Columns(int) []table.Column            { return nil }
-func (testRule) Check(int64, *rule.RowGrad, int) error { return nil }
-func (testRule) StepRows(r rule.Rows, g *rule.RowGrad) error {
+func (testRule) Name() string                            { return "test_sgd" }
+func (testRule) Columns(int) []driver.Column             { return nil }
+func (testRule) Check(int64, *driver.RowGrad, int) error { return nil }
+func (testRule) StepRows(r driver.Rows, g *driver.RowGrad) error {
 	return fmt.Errorf("testRule steps on a Redis Cluster only: %w", errs.ErrOption)
 }
 
 func init() {
-	if err := RegisterRule(testRule{}, Encoding{Lua: testSGD, Args: func(rule.Rule, int64) []float64 { return []float64{1} }}); err != nil {
+	if err := RegisterRule(testRule{}, Encoding{Lua: testSGD, Args: func(driver.Rule, int64) []float64 { return []float64{1} }}); err != nil {
 		panic(err)
 	}
 }
@@ -48,14 +49,14 @@ func init() {
 // A second encoding under a registered name is refused, and the first
 // stays; so is an encoding with no Lua.
 func TestRegisterRedisRuleTwice(t *testing.T) {
-	err := RegisterRule(testRule{}, Encoding{Lua: "return nil", Args: func(rule.Rule, int64) []float64 { return nil }})
+	err := RegisterRule(testRule{}, Encoding{Lua: "return nil", Args: func(driver.Rule, int64) []float64 { return nil }})
 	if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), `the rule "`+testRule{}.Name()+`" is registered already`) {
 		t.Fatalf("a second registration: %v", err)
 	}
 	if rr, err := redisEncoding("t", testRule{}); err != nil || rr.Lua != testSGD {
 		t.Fatalf("the first encoding was replaced: %v", err)
 	}
-	if err := RegisterRule(otherRule{}, Encoding{Args: func(rule.Rule, int64) []float64 { return nil }}); !errors.Is(err, errs.ErrOption) {
+	if err := RegisterRule(otherRule{}, Encoding{Args: func(driver.Rule, int64) []float64 { return nil }}); !errors.Is(err, errs.ErrOption) {
 		t.Fatalf("no Lua: %v", err)
 	}
 }
@@ -174,7 +175,7 @@ func TestRedisMisuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s64.Close()
-	g64 := &rule.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.Of(tensor.Float64))}
+	g64 := &driver.RowGrad{Rows: ids, Values: tensor.New(tensor.WithShape(len(ids), dim), tensor.Of(tensor.Float64))}
 	err = s64.Step(context.Background(), testRule{}, g64)
 	if !errors.Is(err, errs.ErrDtype) {
 		t.Fatalf("a rule on float64 rows: %v", err)
@@ -208,7 +209,7 @@ func TestRedisMisuse(t *testing.T) {
 		"StepSGD":   func() error { return stepSGD(s, ids, grad) },
 		"SetClock":  func() error { return s.SetClock(context.Background(), 0, 1, time.Second) },
 	} {
-		if err := call(); !errors.Is(err, table.ErrClosed) {
+		if err := call(); !errors.Is(err, driver.ErrClosed) {
 			t.Fatalf("%s after Close: %v", name, err)
 		}
 	}
@@ -233,7 +234,7 @@ func TestRedisCreateWithInit(t *testing.T) {
 		}
 		return v
 	}
-	cols := []table.Column{{Name: "sum", Width: 1}}
+	cols := []driver.Column{{Name: "sum", Width: 1}}
 	if err := Create(context.Background(), o, "init", vocab, dim, tensor.Float32, table.WithInit(init), table.WithState(cols...)); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 	"gorgonia.org/tensor"
@@ -26,7 +28,6 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/tablerows"
-	"github.com/gathergrad/gather/table"
 )
 
 // Options say how to reach a Redis Cluster.
@@ -111,8 +112,8 @@ type Store struct {
 	name      string
 	rows      int64
 	rowBytes  int
-	dim       int            // the values of a row, before its state (Open)
-	cols      []table.Column // the state after them
+	dim       int             // the values of a row, before its state (Open)
+	cols      []driver.Column // the state after them
 	dt        tensor.Dtype
 	steps     atomic.Int64 // the steps made through the store (Step)
 	timeout   time.Duration
@@ -235,9 +236,9 @@ func (s *Store) Stats() Stats {
 // already on the cluster is an error unless WithReplace is given;
 // WithHalf is an error wrapping gather.ErrOption (the cluster's rows are
 // float32 or float64).
-func Create(ctx context.Context, o Options, name string, vocab int64, dim int, dt tensor.Dtype, opts ...table.Option) error {
+func Create(ctx context.Context, o Options, name string, vocab int64, dim int, dt tensor.Dtype, opts ...driver.Option) error {
 	prefix := fmt.Sprintf("table %q", name)
-	var cfg tablerows.Config
+	var cfg driver.Config
 	for _, opt := range opts {
 		opt(&cfg)
 	}
@@ -248,7 +249,7 @@ func Create(ctx context.Context, o Options, name string, vocab int64, dim int, d
 		return fmt.Errorf("%s: needs a name, and a positive vocabulary (%d) and dimension (%d): %w", prefix, vocab, dim, errs.ErrShape)
 	}
 	if cfg.Half != 0 {
-		return fmt.Errorf("%s: a table on a Redis Cluster holds float32 or float64 values, not %v (table.WithHalf): %w", prefix, table.Format(cfg.Half), errs.ErrOption)
+		return fmt.Errorf("%s: a table on a Redis Cluster holds float32 or float64 values, not %v (table.WithHalf): %w", prefix, driver.Format(cfg.Half), errs.ErrOption)
 	}
 	if cfg.HasPad {
 		var err error
@@ -299,7 +300,7 @@ func Create(ctx context.Context, o Options, name string, vocab int64, dim int, d
 
 // writeBlocks writes the rows of s, block by block, as Create writes a
 // file's (see block).
-func writeBlocks[T float32 | float64](ctx context.Context, s *Store, cfg tablerows.Config, prefix string, dt tensor.Dtype, dim, width int) error {
+func writeBlocks[T float32 | float64](ctx context.Context, s *Store, cfg driver.Config, prefix string, dt tensor.Dtype, dim, width int) error {
 	const rows = kernel.NormalBlock
 	buf, wide := make([]T, rows*dim), make([]T, rows*width)
 	ids := make([]int64, 0, rows)
@@ -341,7 +342,7 @@ func Open(ctx context.Context, o Options, name string) (*Store, error) {
 	desc, rest, _ := strings.Cut(meta, ";")
 	var rows int64
 	var dtype string
-	dim, cols, err := table.ParseLayout(desc)
+	dim, cols, err := driver.ParseLayout(desc)
 	if err == nil {
 		_, err = fmt.Sscanf(rest, "rows=%d;dtype=%s", &rows, &dtype)
 	}
@@ -366,16 +367,16 @@ var (
 func (s *Store) Name() string { return s.name }
 
 // Schema returns what the table's rows are.
-func (s *Store) Schema() table.Schema {
-	return table.Schema{Name: s.name, Rows: s.rows, Dim: s.dim, Dtype: s.dt, Format: formatOf(s.dt), Columns: s.cols}
+func (s *Store) Schema() driver.Schema {
+	return driver.Schema{Name: s.name, Rows: s.rows, Dim: s.dim, Dtype: s.dt, Format: formatOf(s.dt), Columns: s.cols}
 }
 
 // formatOf returns the format of a table of dtype dt.
-func formatOf(dt tensor.Dtype) table.Format {
+func formatOf(dt tensor.Dtype) driver.Format {
 	if dt == tensor.Float64 {
-		return table.Float64
+		return driver.Float64
 	}
-	return table.Float32
+	return driver.Float32
 }
 
 func (s *Store) RowBytes() int { return s.rowBytes }

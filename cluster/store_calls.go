@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/table"
+	"github.com/gathergrad/gather/table/driver"
 )
 
 // A callKind is what a call's pipelines do: read rows, write them, or
@@ -132,7 +132,7 @@ func (s *Store) again(ctx context.Context, call func(ctx context.Context) error)
 	wait := 100 * time.Millisecond
 	for {
 		if s.closed.Load() {
-			return table.ErrClosed
+			return driver.ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -159,7 +159,7 @@ func (s *Store) again(ctx context.Context, call func(ctx context.Context) error)
 
 func (s *Store) check(ids []int64, buf []byte) error {
 	if s.closed.Load() {
-		return fmt.Errorf("table %q: %w", s.name, table.ErrClosed)
+		return fmt.Errorf("table %q: %w", s.name, driver.ErrClosed)
 	}
 	if buf != nil && len(buf) < len(ids)*s.rowBytes {
 		return fmt.Errorf("table %q: %d bytes for %d rows of %d: %w", s.name, len(buf), len(ids), s.rowBytes, errs.ErrShape)
@@ -217,7 +217,7 @@ func (s *Store) attempt(ctx context.Context, call func(ctx context.Context) erro
 // length, a missing Function, a password refused), nor a closed client,
 // nor ErrFewReplicas.
 func retryable(err error) bool {
-	if errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrFewReplicas) || errors.Is(err, table.ErrClosed) {
+	if errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrFewReplicas) || errors.Is(err, driver.ErrClosed) {
 		return false
 	}
 	var re redis.Error

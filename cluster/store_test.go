@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -460,7 +462,7 @@ func TestRedisFailover(t *testing.T) {
 // vocab rows of dim values and the state cols to it, loads the Function
 // library, and returns the cluster, the table's store (closed when the
 // test ends), every row id and the rows as they start.
-func functionTable(t *testing.T, name string, vocab, dim int, cols []table.Column, seed uint64) (*localredis.Cluster, *cluster.Store, []int64, []byte) {
+func functionTable(t *testing.T, name string, vocab, dim int, cols []driver.Column, seed uint64) (*localredis.Cluster, *cluster.Store, []int64, []byte) {
 	cl := localredis.Start(t, 3, 0)
 	o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
 	if err := cluster.Create(context.Background(), o, name, int64(vocab), dim, tensor.Float32, table.WithSeed(seed), table.WithState(cols...)); err != nil {
@@ -571,7 +573,7 @@ func TestStartLocal(t *testing.T) {
 // A half table (table.WithHalf) is refused before the cluster is
 // reached: its servers step float32 and float64 rows.
 func TestCreateHalfRefused(t *testing.T) {
-	err := cluster.Create(context.Background(), cluster.Options{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second}, "h", 10, 4, tensor.Float32, table.WithHalf(table.Float16))
+	err := cluster.Create(context.Background(), cluster.Options{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second}, "h", 10, 4, tensor.Float32, table.WithHalf(driver.Float16))
 	if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "float16") {
 		t.Fatalf("a half table: %v", err)
 	}

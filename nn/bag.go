@@ -3,6 +3,8 @@ package nn
 import (
 	"fmt"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -12,18 +14,17 @@ import (
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/opkit"
-	"github.com/gathergrad/gather/table"
 )
 
 // A BagMode says how EmbeddingBag pools the rows of a bag: one type with
-// serve.Table.Bag's (table.BagMode).
-type BagMode = table.BagMode
+// serve.Table.Bag's (driver.BagMode).
+type BagMode = driver.BagMode
 
 // The pooling modes of EmbeddingBag (table's).
 const (
-	BagSum  = table.BagSum  // Σ wᵢ·rowᵢ
-	BagMean = table.BagMean // (1/m)·Σ wᵢ·rowᵢ, m the number of non-padding ids
-	BagMax  = table.BagMax  // the elementwise maximum of wᵢ·rowᵢ
+	BagSum  = driver.BagSum  // Σ wᵢ·rowᵢ
+	BagMean = driver.BagMean // (1/m)·Σ wᵢ·rowᵢ, m the number of non-padding ids
+	BagMax  = driver.BagMax  // the elementwise maximum of wᵢ·rowᵢ
 )
 
 // bagKernel returns the bag kernels' mode for m, which newBagOp has

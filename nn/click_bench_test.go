@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -233,11 +235,11 @@ func clickModel(b testing.TB, m ref.Machine, raw, cached bool) (gorgonia.VM, fun
 	var maps [3]*RawIDs
 	if raw {
 		for f, e := range tables {
-			im, err := table.NewIDMap(e.Name(), table.IDMapOptions{Rows: clickVocab[f], Pad: true, PadID: padRaw})
+			im, err := table.NewIDMap(e.Name(), driver.IDMapOptions{Rows: clickVocab[f], Pad: true, PadID: padRaw})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if maps[f], err = NewRawIDs(e, im, table.RowInit{Seed: 3, Std: 0.05}); err != nil {
+			if maps[f], err = NewRawIDs(e, im, driver.RowInit{Seed: 3, Std: 0.05}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -29,7 +31,7 @@ type Feature struct {
 	// (Collection.Map), as RawIDs does: the table has IDs.Rows()+1 rows,
 	// its padding row IDs.Rows(). Every feature of a table names the same
 	// map, or none does.
-	IDs table.Mapper
+	IDs driver.Mapper
 }
 
 // CollectionOptions are a Collection's options.
@@ -41,7 +43,7 @@ type CollectionOptions struct {
 	// is this package's extension beyond it.
 	Weighted bool
 	// Init is how the rows an id map (Feature.IDs) gives new ids start.
-	Init table.RowInit
+	Init driver.RowInit
 	// Fused: Step updates each table straight from the gradient of the
 	// pooled output, summing each row's gradient for a block of rows at a
 	// time, without building the table's row gradient (FBGEMM's fused
@@ -106,11 +108,11 @@ type collGroup struct {
 	e     *Embedding
 	dim   int
 	feats []int
-	ids   []int64      // this run's ids (table rows)
-	rows  []int64      // their rows of the home's tensor: ids itself, or a cache's slots
-	raw   *RawIDs      // the table's id map, if its features' ids are raw
-	rawM  table.Mapper // its map
-	pad   int          // the padding row of the home's tensor, or -1
+	ids   []int64       // this run's ids (table rows)
+	rows  []int64       // their rows of the home's tensor: ids itself, or a cache's slots
+	raw   *RawIDs       // the table's id map, if its features' ids are raw
+	rawM  driver.Mapper // its map
+	pad   int           // the padding row of the home's tensor, or -1
 
 	// The capture of the backward pass (see collectionOp.capture).
 	cids  []int64   // the ids

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
@@ -32,9 +34,9 @@ type collSpec struct {
 	cached   bool
 	fused    bool
 	dtype    tensor.Dtype
-	rule     optim.Sparse   // whose columns a cache's store keeps
-	maps     []table.Mapper // the collection's id maps, a table each (raw ids)
-	init     table.RowInit
+	rule     optim.Sparse    // whose columns a cache's store keeps
+	maps     []driver.Mapper // the collection's id maps, a table each (raw ids)
+	init     driver.RowInit
 }
 
 const collBatch = 7
@@ -524,11 +526,11 @@ func TestCollectionRawEqualsSeparate(t *testing.T) {
 	const rows = 12 // each map's; the tables have one more, the padding row
 	spec := collSpec{tableOf: []int{0, 1, 1}, modes: []BagMode{BagSum, BagMean, BagSum},
 		vocab: []int{rows + 1, rows + 1}, pad: []int{rows, rows}, dim: 4, dtype: tensor.Float32}
-	init := table.RowInit{Seed: 5, Std: 0.1}
-	newMaps := func() []table.Mapper {
-		var ms []table.Mapper
+	init := driver.RowInit{Seed: 5, Std: 0.1}
+	newMaps := func() []driver.Mapper {
+		var ms []driver.Mapper
 		for k := range spec.vocab {
-			m, err := table.NewIDMap(fmt.Sprintf("t%d", k), table.IDMapOptions{Rows: rows, Pad: true, PadID: -1})
+			m, err := table.NewIDMap(fmt.Sprintf("t%d", k), driver.IDMapOptions{Rows: rows, Pad: true, PadID: -1})
 			require.NoError(t, err)
 			ms = append(ms, m)
 		}

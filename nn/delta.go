@@ -6,10 +6,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
-	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -70,7 +71,7 @@ func (e *Embedding) markChanged(rows []int64) {
 // Delta returns the rows that changed since TrackChanges or the last
 // Delta, with their values now (as float32), and the rows a RawIDs map
 // gave new ids (Assigned), as delta seq after the full model base
-// (checkpoint.Delta) stamped with the time now, and starts recording
+// (driver.Delta) stamped with the time now, and starts recording
 // afresh: write it with checkpoint.WriteDelta (WriteDeltas, with the
 // model's other tables and dense parameters; cluster.Store.PublishDelta,
 // through a Redis Cluster), and serve it with serve.Table.Apply. Its
@@ -78,7 +79,7 @@ func (e *Embedding) markChanged(rows []int64) {
 // through the cache (table.Cached.Read). Without TrackChanges it is an
 // error wrapping gather.ErrOption; on another error the rows stay
 // recorded for the next Delta.
-func (e *Embedding) Delta(ctx context.Context, base, seq uint64) (*checkpoint.Delta, error) {
+func (e *Embedding) Delta(ctx context.Context, base, seq uint64) (*driver.Delta, error) {
 	prefix := fmt.Sprintf("embedding %q", e.Name())
 	if e.closed {
 		return nil, fmt.Errorf("%s: %w", prefix, table.ErrClosed)
@@ -88,7 +89,7 @@ func (e *Embedding) Delta(ctx context.Context, base, seq uint64) (*checkpoint.De
 	}
 	dim := e.Table.Shape()[1]
 	rows := slices.Sorted(slices.Values(e.changed.rows))
-	d := &checkpoint.Delta{Table: e.Name(), Base: base, Seq: seq, Dim: dim, Time: time.Now().UnixNano(), Rows: rows, Values: make([]float32, len(rows)*dim)}
+	d := &driver.Delta{Table: e.Name(), Base: base, Seq: seq, Dim: dim, Time: time.Now().UnixNano(), Rows: rows, Values: make([]float32, len(rows)*dim)}
 	src, byPosition, err := e.home.readRows(ctx, rows) // the rows, not a cache's slots
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
@@ -102,10 +104,10 @@ func TestDeltasServeTheTrainingTable(t *testing.T) {
 // taken back and given again.
 func TestDeltasCarryTheIDMap(t *testing.T) {
 	const rows = 12
-	m0, err := table.NewIDMap("t0", table.IDMapOptions{Rows: rows, Pad: true, PadID: -1})
+	m0, err := table.NewIDMap("t0", driver.IDMapOptions{Rows: rows, Pad: true, PadID: -1})
 	require.NoError(t, err)
 	spec := collSpec{tableOf: []int{0}, modes: []BagMode{BagSum}, vocab: []int{rows + 1}, pad: []int{rows}, dim: 3,
-		dtype: tensor.Float32, maps: []table.Mapper{m0}, init: table.RowInit{Seed: 2, Std: 0.1}}
+		dtype: tensor.Float32, maps: []driver.Mapper{m0}, init: driver.RowInit{Seed: 2, Std: 0.1}}
 	m := newCollModel(t, spec, true, collPer)
 	e := m.tables[0]
 	e.TrackChanges()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -113,13 +115,13 @@ func dlrmModel(b testing.TB, m ref.Machine, tablesOnly, fused, raw bool) (gorgon
 		}
 		f := Feature{Key: e.Name(), Table: e, Mode: BagSum}
 		if raw {
-			if f.IDs, err = table.NewIDMap(e.Name(), table.IDMapOptions{Rows: v}); err != nil {
+			if f.IDs, err = table.NewIDMap(e.Name(), driver.IDMapOptions{Rows: v}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		feats = append(feats, f)
 	}
-	coll, err := NewCollection(feats, CollectionOptions{Fused: fused, Init: table.RowInit{Seed: 1, Std: 0.01}})
+	coll, err := NewCollection(feats, CollectionOptions{Fused: fused, Init: driver.RowInit{Seed: 1, Std: 0.01}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
@@ -38,14 +40,14 @@ func TestHalfTables(t *testing.T) {
 		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.05) },
 		"adagrad": func() optim.Sparse { return optim.NewRowWiseAdagrad(0.2) },
 	}
-	for _, f := range []table.Format{table.Float16, table.BFloat16} {
+	for _, f := range []driver.Format{driver.Float16, driver.BFloat16} {
 		for name, newOpt := range opts {
 			t.Run(fmt.Sprintf("%v/%s", f, name), func(t *testing.T) { halfTables(t, f, newOpt) })
 		}
 	}
 }
 
-func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
+func halfTables(t *testing.T, f driver.Format, newOpt func() optim.Sparse) {
 	const steps = 40
 	ctx := context.Background()
 	cols := newOpt().Columns(cmDim)
@@ -83,7 +85,7 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 
 	// In a file, reopened half way.
 	path := filepath.Join(t.TempDir(), "t.safetensors")
-	opts := []table.Option{table.WithSeed(4), table.WithHalf(f)}
+	opts := []driver.Option{table.WithSeed(4), table.WithHalf(f)}
 	if len(cols) > 0 {
 		opts = append(opts, table.WithState(cols...))
 	}
@@ -119,7 +121,7 @@ func halfTables(t *testing.T, f table.Format, newOpt func() optim.Sparse) {
 		// PyTorch's safetensors) reads.
 		infos, _, err := checkpoint.Inspect(path)
 		require.NoError(t, err)
-		assert.Equal(t, map[table.Format]string{table.Float16: "F16", table.BFloat16: "BF16"}[f], infos[0].Format)
+		assert.Equal(t, map[driver.Format]string{driver.Float16: "F16", driver.BFloat16: "BF16"}[f], infos[0].Format)
 		ts, _, err := checkpoint.Read(path)
 		require.NoError(t, err)
 		assert.Equal(t, want, ts["t.weight"].Float32s())

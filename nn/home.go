@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/optim"
-	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -102,7 +103,7 @@ type home interface {
 	// step updates the rows of g by opt.
 	step(ctx context.Context, opt optim.Sparse, g *optim.RowGrad) error
 	// reset starts the rows of fresh afresh (RawIDs).
-	reset(ctx context.Context, fresh []table.Assignment, init table.RowInit) error
+	reset(ctx context.Context, fresh []driver.Assignment, init driver.RowInit) error
 	// close closes what the home holds open, and reports whether it
 	// holds anything (a table in memory holds nothing).
 	close(ctx context.Context) (bool, error)
@@ -128,7 +129,7 @@ type heap struct {
 	e    *Embedding
 	w    *tensor.Dense
 	tab  *optim.MemoryTable // made by the first step or State, for its optimiser
-	cols []rule.Column      // the columns of tab's state
+	cols []driver.Column    // the columns of tab's state
 }
 
 func (h *heap) index(ids *gorgonia.Node, _ string) (*gorgonia.Node, error) {
@@ -173,7 +174,7 @@ func (h *heap) rows(opt optim.Sparse) (*optim.MemoryTable, error) {
 		h.tab, h.cols = t, opt.Columns(h.w.Shape()[1])
 	}
 	dim := h.w.Shape()[1]
-	if want := opt.Columns(dim); !rule.SameColumns(want, h.cols) {
+	if want := opt.Columns(dim); !driver.SameColumns(want, h.cols) {
 		return nil, fmt.Errorf("the table keeps the state of another optimiser than %T; use one optimiser per table: %w", opt, gather.ErrOption)
 	}
 	return h.tab, nil

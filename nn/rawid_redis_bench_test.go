@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -46,7 +48,7 @@ func BenchmarkSharedRawStep(b *testing.B) {
 			defer s.Close()
 			var m *cluster.IDMap
 			if mode == "raw" {
-				if m, err = cluster.NewIDMap(ctx, s, table.IDMapOptions{Rows: rows}, table.RowInit{Seed: 1, Std: 0.1}); err != nil {
+				if m, err = cluster.NewIDMap(ctx, s, driver.IDMapOptions{Rows: rows}, driver.RowInit{Seed: 1, Std: 0.1}); err != nil {
 					b.Fatal(err)
 				}
 			}

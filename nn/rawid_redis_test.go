@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -40,12 +42,12 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 
 	cols := optim.NewSparseAdam(0.05).Columns(dim)
 	require.NoError(t, cluster.Create(ctx, o, "raw", rows+1, dim, tensor.Float32, table.WithState(cols...)))
-	mo := table.IDMapOptions{Rows: rows}
+	mo := driver.IDMapOptions{Rows: rows}
 	worker := func() (rawModel, *RawIDs, *cluster.IDMap, *cluster.Store) {
 		s, err := cluster.Open(ctx, o, "raw")
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
-		m, err := cluster.NewIDMap(ctx, s, mo, table.RowInit{Seed: seed, Std: 1})
+		m, err := cluster.NewIDMap(ctx, s, mo, driver.RowInit{Seed: seed, Std: 1})
 		require.NoError(t, err)
 		c, err := table.NewCached(ctx, s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{}})
 		require.NoError(t, err)
@@ -72,7 +74,7 @@ func TestSharedRawIDsEqualNumbered(t *testing.T) {
 	require.LessOrEqual(t, s.Stats().Pipelines-pipes, uint64(2*3*(steps-1)))
 	st, err := m.Stats(ctx)
 	require.NoError(t, err)
-	require.Equal(t, table.IDMapStats{Used: len(number), Admitted: uint64(len(number))}, st)
+	require.Equal(t, driver.IDMapStats{Used: len(number), Admitted: uint64(len(number))}, st)
 
 	// Each raw id's row, values and state, against its number's.
 	all := make([]int64, 0, len(number))

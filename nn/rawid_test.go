@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -95,9 +97,9 @@ func TestRawIDsEqualNumbered(t *testing.T) {
 			require.NoError(t, err)
 		}
 		a := newRawModel(t, g, emb, batch)
-		m, err := table.NewIDMap("a", table.IDMapOptions{Rows: rows})
+		m, err := table.NewIDMap("a", driver.IDMapOptions{Rows: rows})
 		require.NoError(t, err)
-		raw, err := NewRawIDs(emb, m, table.RowInit{Seed: seed, Std: 1})
+		raw, err := NewRawIDs(emb, m, driver.RowInit{Seed: seed, Std: 1})
 		require.NoError(t, err)
 		for s, ids := range stream {
 			require.NoError(t, raw.Map(context.Background(), ids, a.ids, int64(s)))
@@ -161,9 +163,9 @@ func TestRawIDsResetEvicted(t *testing.T) {
 	emb, err := NewEmbedding(g, "e", rows+1, dim, tensor.Float64, WithSparse(), WithPadding(rows))
 	require.NoError(t, err)
 	model := newRawModel(t, g, emb, 2)
-	m, err := table.NewIDMap("e", table.IDMapOptions{Rows: rows})
+	m, err := table.NewIDMap("e", driver.IDMapOptions{Rows: rows})
 	require.NoError(t, err)
-	raw, err := NewRawIDs(emb, m, table.RowInit{Seed: seed, Std: 1})
+	raw, err := NewRawIDs(emb, m, driver.RowInit{Seed: seed, Std: 1})
 	require.NoError(t, err)
 	adam := optim.NewSparseAdam(0.1)
 	for s, ids := range [][]int64{{-5, 6}, {7, -5}, {6, 7}, {6, 7}, {-5, 6}} {
@@ -174,7 +176,7 @@ func TestRawIDsResetEvicted(t *testing.T) {
 	old, ok := m.Row(7)
 	require.True(t, ok)
 	require.NoError(t, raw.Map(context.Background(), []int64{42, 6}, model.ids, 5))
-	require.Equal(t, []table.Assignment{{Row: old, ID: 42}}, raw.Fresh())
+	require.Equal(t, []driver.Assignment{{Row: old, ID: 42}}, raw.Fresh())
 	w, _ := emb.Home().(Weights).Weight()
 	want := make([]float64, dim)
 	table.InitialRow(want, seed, 42)
@@ -193,15 +195,15 @@ func TestRawIDsErrors(t *testing.T) {
 	g := gorgonia.NewGraph()
 	emb, err := NewEmbedding(g, "e", 3, 2, tensor.Float32, WithSparse(), WithPadding(2))
 	require.NoError(t, err)
-	m, _ := table.NewIDMap("e", table.IDMapOptions{Rows: 2, Evict: table.Refuse})
-	_, err = NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 1})
+	m, _ := table.NewIDMap("e", driver.IDMapOptions{Rows: 2, Evict: driver.Refuse})
+	_, err = NewRawIDs(emb, m, driver.RowInit{Seed: 1, Std: 1})
 	require.NoError(t, err)
-	small, _ := table.NewIDMap("s", table.IDMapOptions{Rows: 1})
-	_, err = NewRawIDs(emb, small, table.RowInit{})
+	small, _ := table.NewIDMap("s", driver.IDMapOptions{Rows: 1})
+	_, err = NewRawIDs(emb, small, driver.RowInit{})
 	require.ErrorIs(t, err, gather.ErrOption)
 	require.ErrorContains(t, err, "padding row 1")
 
-	raw, _ := NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 1})
+	raw, _ := NewRawIDs(emb, m, driver.RowInit{Seed: 1, Std: 1})
 	ids := tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{7, 7}))
 	require.NoError(t, raw.Map(context.Background(), []int64{10, 11}, ids, 0))
 	w, _ := emb.Home().(Weights).Weight()
@@ -226,8 +228,8 @@ func TestRawIDsResetFails(t *testing.T) {
 	require.NoError(t, err)
 	emb, err := CachedEmbedding(context.Background(), gorgonia.NewGraph(), c, WithPadding(3))
 	require.NoError(t, err)
-	m, _ := table.NewIDMap("c", table.IDMapOptions{Rows: 3})
-	raw, err := NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 1})
+	m, _ := table.NewIDMap("c", driver.IDMapOptions{Rows: 3})
+	raw, err := NewRawIDs(emb, m, driver.RowInit{Seed: 1, Std: 1})
 	require.NoError(t, err)
 	require.NoError(t, c.Close(context.Background()))
 	ids := tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{9, 9}))
@@ -258,12 +260,12 @@ func TestRawIDsResetDense(t *testing.T) {
 		require.NoError(t, err)
 		vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(emb.Learnables()...))
 		defer vm.Close()
-		m, err := table.NewIDMap("d", table.IDMapOptions{Rows: rows})
+		m, err := table.NewIDMap("d", driver.IDMapOptions{Rows: rows})
 		require.NoError(t, err)
-		_, err = NewRawIDs(emb, m, table.RowInit{Seed: seed, Std: 1})
+		_, err = NewRawIDs(emb, m, driver.RowInit{Seed: seed, Std: 1})
 		require.ErrorIs(t, err, gather.ErrOption)
 		require.ErrorContains(t, err, `embedding "d" is dense`)
-		raw, err := NewRawIDs(emb, m, table.RowInit{Seed: seed, Std: 1}, WithDenseOptimizer(opt))
+		raw, err := NewRawIDs(emb, m, driver.RowInit{Seed: seed, Std: 1}, WithDenseOptimizer(opt))
 		require.NoError(t, err)
 		step := func(batch []int64, s int64) {
 			require.NoError(t, raw.Map(context.Background(), batch, ids, s))
@@ -278,7 +280,7 @@ func TestRawIDsResetDense(t *testing.T) {
 		require.True(t, ok)
 		kept, _ := m.Row(6)
 		require.NoError(t, raw.Map(context.Background(), []int64{42, 6}, ids, 5))
-		require.Equal(t, []table.Assignment{{Row: old, ID: 42}}, raw.Fresh())
+		require.Equal(t, []driver.Assignment{{Row: old, ID: 42}}, raw.Fresh())
 		state, err := optim.DenseState("o", opt, emb.Learnables()...).State()
 		require.NoError(t, err)
 		for name, v := range state {
@@ -297,7 +299,7 @@ func TestRawIDsResetDense(t *testing.T) {
 }
 
 // statsOf returns m's Stats.
-func statsOf(m table.Mapper) table.IDMapStats {
+func statsOf(m driver.Mapper) driver.IDMapStats {
 	s, err := m.Stats(context.Background())
 	if err != nil {
 		panic(err)
@@ -305,7 +307,7 @@ func statsOf(m table.Mapper) table.IDMapStats {
 	return s
 }
 
-// storeMap is a table.StoreMapper over a MemoryStore: a table.IDMap
+// storeMap is a driver.StoreMapper over a MemoryStore: a table.IDMap
 // whose new rows it starts in the store (InitialRow of their ids, std 1),
 // returning every row it gave as read, as cluster.IDMap does.
 type storeMap struct {
@@ -314,9 +316,9 @@ type storeMap struct {
 	dim   int
 }
 
-func (m storeMap) Store() table.Store     { return m.store }
-func (m storeMap) RowInit() table.RowInit { return table.RowInit{Seed: 9, Std: 1} }
-func (m storeMap) MapRead(ctx context.Context, raw, rows []int64, step int64, assigned []table.Assignment, read []int64) ([]table.Assignment, []int64, error) {
+func (m storeMap) Store() driver.Store     { return m.store }
+func (m storeMap) RowInit() driver.RowInit { return driver.RowInit{Seed: 9, Std: 1} }
+func (m storeMap) MapRead(ctx context.Context, raw, rows []int64, step int64, assigned []driver.Assignment, read []int64) ([]driver.Assignment, []int64, error) {
 	n := len(assigned)
 	assigned, err := m.Map(ctx, raw, rows, step, assigned)
 	if err != nil {
@@ -343,7 +345,7 @@ func TestRawIDsForgetMapped(t *testing.T) {
 	w := tensor.New(tensor.WithShape(2, dim), tensor.Of(tensor.Float32))
 	store, err := table.NewMemoryStore("t", w)
 	require.NoError(t, err)
-	im, err := table.NewIDMap("t", table.IDMapOptions{Rows: 1})
+	im, err := table.NewIDMap("t", driver.IDMapOptions{Rows: 1})
 	require.NoError(t, err)
 	m := storeMap{IDMap: im, store: store, dim: dim}
 	c, err := table.NewCached(ctx, store, table.CacheOptions{Budget: 1 << 10, Shared: &table.SharedOptions{MaxAge: 100}})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
@@ -12,14 +14,14 @@ import (
 )
 
 // RawIDs feeds an Embedding raw 64-bit ids (user ids, item ids, hashed
-// feature crosses: any int64, negative included) through a table.Mapper,
+// feature crosses: any int64, negative included) through a driver.Mapper,
 // which gives each id a row of the table as it comes and takes rows
 // back as ids fade (TorchRec's managed collision tables, TFRA's dynamic
 // embeddings):
 //
-//	m, _ := table.NewIDMap("item", table.IDMapOptions{Rows: 1 << 20, AdmitAfter: 2})
+//	m, _ := table.NewIDMap("item", driver.IDMapOptions{Rows: 1 << 20, AdmitAfter: 2})
 //	emb, _ := nn.NewEmbedding(g, "item", m.Rows()+1, 16, tensor.Float32, nn.WithSparse(), nn.WithPadding(m.Rows()))
-//	raw, _ := nn.NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 0.05})
+//	raw, _ := nn.NewRawIDs(emb, m, driver.RowInit{Seed: 1, Std: 0.05})
 //	for step, batch := range batches {
 //		raw.Map(ctx, batch, ids, int64(step)) // ids: the tensor the lookup's node holds
 //		vm.RunAll()
@@ -29,7 +31,7 @@ import (
 //
 // The table has one row more than the map hands out: its padding row,
 // which ids not yet admitted read (zeros) and whose gradient is dropped.
-// A row given to an id starts afresh, in values (table.RowInit's: random
+// A row given to an id starts afresh, in values (driver.RowInit's: random
 // draws of the seed and the id, the same on every worker and after a
 // restart) and in optimiser state (each column's Init), whichever id
 // held it before.
@@ -42,17 +44,17 @@ import (
 // Tables in the heap, in a mapped file and in a cache (CachedEmbedding)
 // work alike with a map in memory (table.IDMap, a checkpoint.Part: keep
 // it with the table). A map that lives beside its store's rows
-// (table.StoreMapper, such as cluster.IDMap, shared by every worker)
+// (driver.StoreMapper, such as cluster.IDMap, shared by every worker)
 // maps a Shared cached table of that store: its Map maps each batch where
 // the rows live and reads them in the same calls, and the rows start
 // there.
 type RawIDs struct {
 	emb   *Embedding
-	m     table.Mapper
-	init  table.RowInit
+	m     driver.Mapper
+	init  driver.RowInit
 	dense optim.Dense // a dense table's optimiser, whose state by row Map starts afresh
 	rows  []int64
-	fresh []table.Assignment
+	fresh []driver.Assignment
 	read  []int64 // the rows a StoreMapper's MapRead read
 }
 
@@ -70,10 +72,10 @@ func WithDenseOptimizer(opt optim.Dense) RawOption { return func(r *RawIDs) { r.
 // map in.) A smaller table or another padding row is an error wrapping
 // gather.ErrOption, as is a dense table (trained, not WithSparse)
 // without WithDenseOptimizer: its optimiser's state of a row could not
-// be started afresh. A table.StoreMapper maps only a Shared cached table
+// be started afresh. A driver.StoreMapper maps only a Shared cached table
 // of its store (table.CheckMapper), with init its RowInit; a map in
 // memory maps any table but a Shared one.
-func NewRawIDs(emb *Embedding, m table.Mapper, init table.RowInit, opts ...RawOption) (*RawIDs, error) {
+func NewRawIDs(emb *Embedding, m driver.Mapper, init driver.RowInit, opts ...RawOption) (*RawIDs, error) {
 	if emb == nil || m == nil {
 		return nil, fmt.Errorf("embedding: NewRawIDs needs an embedding and an id map: %w", gather.ErrOption)
 	}
@@ -91,7 +93,7 @@ func NewRawIDs(emb *Embedding, m table.Mapper, init table.RowInit, opts ...RawOp
 			return nil, fmt.Errorf("embedding %q: %w", emb.Name(), err)
 		}
 	}
-	if sm, ok := m.(table.StoreMapper); ok {
+	if sm, ok := m.(driver.StoreMapper); ok {
 		if !cached {
 			return nil, fmt.Errorf("embedding %q: the map %q starts its rows on its store: it maps a Shared cached table of that store: %w", emb.Name(), m.Name(), gather.ErrOption)
 		}
@@ -121,7 +123,7 @@ func NewRawIDs(emb *Embedding, m table.Mapper, init table.RowInit, opts ...RawOp
 // the ids or the map (a dst of another size, the map's ErrCapacity)
 // changes nothing: not the map, the table or dst. When a cached table's
 // store fails to give the new rows (its fetch's error), the map forgets
-// the ids it had just given rows (table.Mapper's Forget), so that they
+// the ids it had just given rows (driver.Mapper's Forget), so that they
 // get rows, started afresh, at a later Map; dst is unchanged. With a map
 // on a Redis Cluster (cluster.IDMap), an error wrapping
 // cluster.ErrUnknownOutcome may leave the map changed in part: the same
@@ -177,7 +179,7 @@ func (r *RawIDs) mapInto(ctx context.Context, ids, rows []int64, step int64) err
 		return fmt.Errorf("embedding %q: %w", r.emb.Name(), table.ErrClosed)
 	}
 	var err error
-	sm, onStore := r.m.(table.StoreMapper)
+	sm, onStore := r.m.(driver.StoreMapper)
 	if onStore {
 		r.fresh, r.read, err = sm.MapRead(ctx, ids, rows, step, r.fresh[:0], r.read[:0])
 	} else {
@@ -232,7 +234,7 @@ func (r *RawIDs) startDense() error {
 
 // Fresh returns the rows the last Map gave new ids, in the order given.
 // The slice is reused by the next Map.
-func (r *RawIDs) Fresh() []table.Assignment { return r.fresh }
+func (r *RawIDs) Fresh() []driver.Assignment { return r.fresh }
 
 func shapeOf(t *tensor.Dense) tensor.Shape {
 	if t == nil {
@@ -243,17 +245,17 @@ func shapeOf(t *tensor.Dense) tensor.Shape {
 
 // reset starts the rows of fresh afresh in the heap: values and, once
 // the optimiser's state is made, state.
-func (h *heap) reset(_ context.Context, fresh []table.Assignment, init table.RowInit) error {
+func (h *heap) reset(_ context.Context, fresh []driver.Assignment, init driver.RowInit) error {
 	if h.tab == nil {
 		return table.InitialRows(h.w, nil, nil, fresh, init)
 	}
 	return table.InitialRows(h.w, h.tab.State, h.cols, fresh, init)
 }
 
-func (m *mapped) reset(ctx context.Context, fresh []table.Assignment, init table.RowInit) error {
+func (m *mapped) reset(ctx context.Context, fresh []driver.Assignment, init driver.RowInit) error {
 	return m.file.Guard(func() error { return m.heap.reset(ctx, fresh, init) })
 }
 
-func (h *cached) reset(ctx context.Context, fresh []table.Assignment, init table.RowInit) error {
+func (h *cached) reset(ctx context.Context, fresh []driver.Assignment, init driver.RowInit) error {
 	return h.c.Reset(ctx, fresh, init)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -18,7 +20,7 @@ import (
 // zeros until then; a third id takes the row of the id used longest ago,
 // which starts afresh.
 func ExampleNewRawIDs() {
-	m, err := table.NewIDMap("item", table.IDMapOptions{Rows: 2, AdmitAfter: 2})
+	m, err := table.NewIDMap("item", driver.IDMapOptions{Rows: 2, AdmitAfter: 2})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func ExampleNewRawIDs() {
 	}
 	vm := gorgonia.NewTapeMachine(g)
 	defer vm.Close()
-	raw, err := nn.NewRawIDs(emb, m, table.RowInit{Seed: 1, Std: 1})
+	raw, err := nn.NewRawIDs(emb, m, driver.RowInit{Seed: 1, Std: 1})
 	if err != nil {
 		log.Fatal(err)
 	}

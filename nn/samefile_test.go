@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -40,7 +42,7 @@ func TestSameFileRefused(t *testing.T) {
 		}
 		return map[string]string{"same path": path, "./ spelling": dir + "./" + base, "hard link": hard, "symbolic link": soft}
 	}
-	newTable := func(t *testing.T, cols ...table.Column) string {
+	newTable := func(t *testing.T, cols ...driver.Column) string {
 		path := filepath.Join(t.TempDir(), "t.safetensors")
 		if err := table.Create(path, "t", 50, 4, tensor.Float32, table.WithSeed(1), table.WithState(cols...)); err != nil {
 			t.Fatal(err)
@@ -53,7 +55,7 @@ func TestSameFileRefused(t *testing.T) {
 		// source is its argument) and returns its closer.
 		open  func(t *testing.T, path string) func()
 		write func(dst, path string) error
-		cols  []table.Column
+		cols  []driver.Column
 	}{
 		{"serve.QuantizeFile", nil, func(dst, path string) error { return serve.QuantizeFile(dst, path, "t.weight", serve.Int8) }, nil},
 		{"serve.Table.Save", nil, func(dst, path string) error {

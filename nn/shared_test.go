@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -31,9 +33,9 @@ func TestSharedEqualsMemory(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		cl := localredis.Start(t, 3, 0)
 		o := cluster.Options{Addrs: cl.Addrs, Password: cl.Password, Timeout: 5 * time.Second}
-		sharedEqualsMemory(t, func(name string, cols []table.Column) func() table.Store {
+		sharedEqualsMemory(t, func(name string, cols []driver.Column) func() driver.Store {
 			require.NoError(t, cluster.Create(context.Background(), o, name, cmVocab, cmDim, tensor.Float32, table.WithSeed(4), table.WithState(cols...)))
-			return func() table.Store {
+			return func() driver.Store {
 				s, err := cluster.Open(context.Background(), o, name)
 				require.NoError(t, err)
 				t.Cleanup(func() { s.Close() })
@@ -42,14 +44,14 @@ func TestSharedEqualsMemory(t *testing.T) {
 		})
 	})
 	t.Run("memory store", func(t *testing.T) {
-		sharedEqualsMemory(t, func(name string, cols []table.Column) func() table.Store {
+		sharedEqualsMemory(t, func(name string, cols []driver.Column) func() driver.Store {
 			init, err := NewEmbedding(gorgonia.NewGraph(), name, cmVocab, cmDim, tensor.Float32, WithSeed(4))
 			require.NoError(t, err)
 			w0, err := init.Home().(Weights).Weight()
 			require.NoError(t, err)
 			s, err := table.NewMemoryStore(name, w0, cols...)
 			require.NoError(t, err)
-			return func() table.Store { return s }
+			return func() driver.Store { return s }
 		})
 	})
 }
@@ -58,7 +60,7 @@ func TestSharedEqualsMemory(t *testing.T) {
 // create(name, cols) makes, opened by the function it returns: a table
 // of name, from the values NewEmbedding draws with seed 4, with the state
 // cols.
-func sharedEqualsMemory(t *testing.T, create func(name string, cols []table.Column) func() table.Store) {
+func sharedEqualsMemory(t *testing.T, create func(name string, cols []driver.Column) func() driver.Store) {
 	opts := map[string]func() optim.Sparse{
 		"sgd":     func() optim.Sparse { return &optim.SparseSGD{LearnRate: 0.5, WeightDecay: 0.01} },
 		"adam":    func() optim.Sparse { return optim.NewSparseAdam(0.05) },
@@ -76,7 +78,7 @@ func sharedEqualsMemory(t *testing.T, create func(name string, cols []table.Colu
 			opt1, opt2 := newOpt(), newOpt()
 			cols := opt2.Columns(cmDim)
 			open := create(name, cols)
-			shared := func(maxAge int) (*Embedding, *gorgonia.ExprGraph, table.Store) {
+			shared := func(maxAge int) (*Embedding, *gorgonia.ExprGraph, driver.Store) {
 				s := open()
 				c, err := table.NewCached(context.Background(), s, table.CacheOptions{Budget: 1 << 20, Shared: &table.SharedOptions{MaxAge: maxAge}})
 				require.NoError(t, err)

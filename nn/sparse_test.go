@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/internal/vmtest"
 
 	"github.com/stretchr/testify/assert"
@@ -19,7 +21,6 @@ import (
 	"github.com/gathergrad/gather/internal/parallel"
 	"github.com/gathergrad/gather/internal/ref"
 	"github.com/gathergrad/gather/optim"
-	"github.com/gathergrad/gather/table"
 )
 
 func TestRowGradientMatchesIndexAdd(t *testing.T) {
@@ -136,7 +137,7 @@ func trainPair(t *testing.T, dt tensor.Dtype, steps int, twoLookups bool, newSol
 type stepFunc func(*tensor.Dense, *optim.RowGrad) error
 
 func (f stepFunc) Name() string                                  { return "step_func" }
-func (f stepFunc) Columns(int) []table.Column                    { return nil }
+func (f stepFunc) Columns(int) []driver.Column                   { return nil }
 func (f stepFunc) StepRows(r optim.Rows, g *optim.RowGrad) error { return f(r.Weight, g) }
 func (f stepFunc) Check(int64, *optim.RowGrad, int) error        { return gather.ErrOption }
 

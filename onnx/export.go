@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"google.golang.org/protobuf/proto"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -15,7 +17,6 @@ import (
 	"github.com/gathergrad/gather/internal/graphop"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/onnxpb"
-	"github.com/gathergrad/gather/table"
 )
 
 // ExportOpset is the opset of the default domain Export writes.
@@ -31,10 +32,10 @@ type Graph struct {
 	Outputs     []*gorgonia.Node
 	OutputNames []string
 	// Half stores the float32 leaves it names in a half format
-	// (table.Float16 or table.BFloat16, rounded to nearest), each read
+	// (driver.Float16 or driver.BFloat16, rounded to nearest), each read
 	// through a Cast to float: half the bytes, as PyTorch's .half() or
 	// .bfloat16() weights.
-	Half map[*gorgonia.Node]table.Format
+	Half map[*gorgonia.Node]driver.Format
 }
 
 // Export writes g to path as an ONNX model of opset 13 that ONNX Runtime
@@ -115,7 +116,7 @@ func marshal(g Graph) ([]byte, error) {
 type exporter struct {
 	names  map[*gorgonia.Node]string // the value name of each node written
 	inputs map[*gorgonia.Node]bool
-	half   map[*gorgonia.Node]table.Format
+	half   map[*gorgonia.Node]driver.Format
 	gp     *onnxpb.GraphProto
 	next   int
 }
@@ -224,12 +225,12 @@ func (e *exporter) initializer(n *gorgonia.Node) (string, error) {
 
 // halfInitializer writes v, the value of the leaf n, as an initializer
 // name of half values f, and a Cast of it to float, n's value.
-func (e *exporter) halfInitializer(n *gorgonia.Node, name string, v *tensor.Dense, f table.Format) (string, error) {
+func (e *exporter) halfInitializer(n *gorgonia.Node, name string, v *tensor.Dense, f driver.Format) (string, error) {
 	et, hf := onnxpb.TensorProto_FLOAT16, kernel.Float16
 	switch {
-	case f == table.BFloat16:
+	case f == driver.BFloat16:
 		et, hf = onnxpb.TensorProto_BFLOAT16, kernel.BFloat16
-	case f != table.Float16:
+	case f != driver.Float16:
 		return "", fmt.Errorf("onnx: node %q: Graph.Half gives %v; it takes Float16 or BFloat16: %w", name, f, errs.ErrOption)
 	}
 	x, ok := v.Data().([]float32)

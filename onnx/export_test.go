@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"google.golang.org/protobuf/proto"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -144,7 +146,7 @@ func TestExportReductions(t *testing.T) {
 // so the model runs to the same bits once the graph's own weight holds
 // the rounded values; ONNX Runtime, where installed, agrees within 1e-6.
 func TestExportHalf(t *testing.T) {
-	for _, f := range []table.Format{table.Float16, table.BFloat16} {
+	for _, f := range []driver.Format{driver.Float16, driver.BFloat16} {
 		t.Run(f.String(), func(t *testing.T) {
 			dir := filepath.Join("testdata", "torch", "picker")
 			o := Options{Dims: map[string]int{"batch": torchModels["picker"]}}
@@ -161,7 +163,7 @@ func TestExportHalf(t *testing.T) {
 			want := run(t, m, in...)[0]
 			path := filepath.Join(t.TempDir(), "half.onnx")
 			g := graphOf(m)
-			g.Half = map[*gorgonia.Node]table.Format{w: f}
+			g.Half = map[*gorgonia.Node]driver.Format{w: f}
 			if err := Export(path, g); err != nil {
 				t.Fatal(err)
 			}

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/rule"
 )
 
 // SparseAdagrad is PyTorch's torch.optim.Adagrad on a sparse gradient
@@ -46,15 +47,15 @@ func NewSparseAdagrad(lr float64) *SparseAdagrad {
 func (o *SparseAdagrad) Name() string { return "sparse_adagrad" }
 
 // Params returns the numbers of the update at step t, for a store that
-// applies the rule on its servers (rule.Params).
+// applies the rule on its servers (driver.Params).
 func (o *SparseAdagrad) Params(t int64) []float64 {
 	nclr, _ := o.check(t) // checked by the store's call of Check
 	return []float64{f32(nclr), f32(o.Eps)}
 }
 
 // Columns returns the accumulators, "sum", dim values.
-func (o *SparseAdagrad) Columns(dim int) []rule.Column {
-	return []rule.Column{{Name: "sum", Width: dim, Init: o.InitialAccumulatorValue}}
+func (o *SparseAdagrad) Columns(dim int) []driver.Column {
+	return []driver.Column{{Name: "sum", Width: dim, Init: o.InitialAccumulatorValue}}
 }
 
 // StepRows updates the rows g names where r holds them, as step r.Step.
@@ -63,7 +64,7 @@ func (o *SparseAdagrad) StepRows(r Rows, g *RowGrad) error {
 	if err != nil {
 		return err
 	}
-	sg, dim, err := rule.CheckRows("sparse adagrad", r, g, o.Columns, o.CheckFinite)
+	sg, dim, err := driver.CheckRows("sparse adagrad", r, g, o.Columns, o.CheckFinite)
 	if err != nil {
 		return err
 	}
@@ -81,7 +82,7 @@ func (o *SparseAdagrad) Check(t int64, g *RowGrad, dim int) error {
 	if _, err := o.check(t); err != nil {
 		return err
 	}
-	return rule.CheckGrad("sparse adagrad", g, dim, o.CheckFinite)
+	return driver.CheckGrad("sparse adagrad", g, dim, o.CheckFinite)
 }
 
 // check reports an error unless o's settings are ones PyTorch accepts,

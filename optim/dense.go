@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -11,7 +13,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/rule"
 )
 
 // A Dense optimiser updates dense learnables (weights, biases) from their
@@ -149,7 +150,7 @@ func (o *SGD) slots() *slots {
 // Step updates the learnables in place.
 func (o *SGD) Step(vgs []gorgonia.ValueGrad) error {
 	const op = "sgd"
-	if err := rule.CheckRates(op, o.LearnRate, o.WeightDecay); err != nil {
+	if err := driver.CheckRates(op, o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
 	switch {
@@ -226,7 +227,7 @@ func (o *Adam) slots() *slots {
 // Step updates the learnables in place.
 func (o *Adam) Step(vgs []gorgonia.ValueGrad) error {
 	const op = "adam"
-	if err := rule.CheckRates(op, o.LearnRate, o.WeightDecay); err != nil {
+	if err := driver.CheckRates(op, o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
 	if err := checkBetas(op, o.Beta1, o.Beta2); err != nil {
@@ -289,10 +290,10 @@ func (o *Adagrad) slots() *slots {
 // Step updates the learnables in place.
 func (o *Adagrad) Step(vgs []gorgonia.ValueGrad) error {
 	const op = "adagrad"
-	if err := rule.CheckRates(op, o.LearnRate, o.WeightDecay); err != nil {
+	if err := driver.CheckRates(op, o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
-	if err := rule.CheckRates(op, o.LRDecay, o.Eps); err != nil {
+	if err := driver.CheckRates(op, o.LRDecay, o.Eps); err != nil {
 		return fmt.Errorf("%s: the rate decay and Eps: %w", op, err)
 	}
 	s := o.slots()

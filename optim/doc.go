@@ -1,7 +1,7 @@
 // Package optim holds the optimisers of package nn's tables, in the shape
 // of torch.optim, and of a model's dense learnables.
 //
-// A sparse optimiser (Sparse, a rule.Rule) is a row rule: its name, the
+// A sparse optimiser (Sparse, a driver.Rule) is a row rule: its name, the
 // state each row carries beside its values (Columns), its update of the
 // rows a RowGrad names (StepRows), and the checks of that update for a
 // store that applies it on its servers (Check). SparseSGD, SparseAdam (torch.optim.SparseAdam),
@@ -9,7 +9,7 @@
 // RowWiseAdagrad (FBGEMM's EXACT_ROWWISE_ADAGRAD) are Sparse. An
 // optimiser keeps no state of its own: the table keeps it, per row, with
 // one step count, wherever its rows live, and whatever holds them steps
-// them by it (rule.Stepper): a MemoryTable (an nn.Embedding in memory or
+// them by it (driver.Stepper): a MemoryTable (an nn.Embedding in memory or
 // mapped from a file, or a tensor stepped directly), a table.Cached, a
 // table.MemoryStore, a cluster.Store. State saves and restores it
 // with package checkpoint for an exact resume.

@@ -4,15 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/rowgrad"
-	"github.com/gathergrad/gather/rule"
 )
 
-// A Sparse optimiser is a row rule (rule.Rule): its name, the state each
+// A Sparse optimiser is a row rule (driver.Rule): its name, the state each
 // row of a table carries beside its values (Columns), the update of the
 // rows a gradient names wherever they are held (StepRows), and the
 // checks of that update for a store that applies it on its servers
@@ -20,15 +21,15 @@ import (
 // Sparse. An optimiser keeps no state of its own: the table keeps it, in
 // its columns, with one step count, so one optimiser value may step any
 // number of tables. Whatever holds the rows steps them by it
-// (rule.Stepper): a MemoryTable, a table.Cached, a cluster.Store.
-type Sparse = rule.Rule
+// (driver.Stepper): a MemoryTable, a table.Cached, a cluster.Store.
+type Sparse = driver.Rule
 
 // A RowGrad is the gradient of an embedding table held as the rows a
-// batch touched (rule.RowGrad).
-type RowGrad = rule.RowGrad
+// batch touched (driver.RowGrad).
+type RowGrad = driver.RowGrad
 
-// Rows are rows of a table as StepRows updates them (rule.Rows).
-type Rows = rule.Rows
+// Rows are rows of a table as StepRows updates them (driver.Rows).
+type Rows = driver.Rows
 
 // RowGradient sums the gradients of looked-up vectors into the gradients
 // of the rows they came from: grad has shape ids.shape + [dim] (the
@@ -87,7 +88,7 @@ func NewMemoryTable(weights *tensor.Dense, opt Sparse) (*MemoryTable, error) {
 
 // Step updates the table by opt from g as step Steps()+1, and counts the
 // step. On error nothing changed. It never blocks: ctx is for the
-// rule.Stepper interface.
+// driver.Stepper interface.
 func (t *MemoryTable) Step(_ context.Context, opt Sparse, g *RowGrad) error {
 	if opt == nil {
 		return fmt.Errorf("optim: Step needs an optimiser: %w", errs.ErrOption)
@@ -134,7 +135,7 @@ func (t *MemoryTable) StepBlocks(_ context.Context, opt Sparse, next func(g *Row
 // Steps returns the steps taken.
 func (t *MemoryTable) Steps() int64 { return t.steps }
 
-var _ rule.Stepper = (*MemoryTable)(nil)
+var _ driver.Stepper = (*MemoryTable)(nil)
 
 // ErrNotFinite: an optimiser asked to check (CheckFinite) was given a
 // gradient holding a NaN or an infinity (or serve.Quantize a table).

@@ -7,6 +7,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -14,8 +16,6 @@ import (
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/rule"
-	"github.com/gathergrad/gather/table"
 )
 
 // SharedWidth is how many values of a SharedDense's learnables one row
@@ -23,7 +23,7 @@ import (
 const SharedWidth = 256
 
 // A SharedDense holds dense learnables (a model's weights and biases) in
-// a table that steps its own rows (a table.Store that is a rule.Stepper:
+// a table that steps its own rows (a driver.Store that is a driver.Stepper:
 // a cluster.Store for several workers, parameter-server style, or a
 // MemoryStore): each worker reads them at the start of a step (Pull) and
 // sends its gradient at the end (Push), which the store applies by the
@@ -86,7 +86,7 @@ func SharedRows(nodes ...*gorgonia.Node) (int64, error) {
 // as they are, into the rows of store, a table of SharedRows rows of
 // SharedWidth float32 values; their state is left as it is (the
 // columns' Init values of a new table).
-func CreateSharedDense(ctx context.Context, store table.Store, nodes ...*gorgonia.Node) error {
+func CreateSharedDense(ctx context.Context, store driver.Store, nodes ...*gorgonia.Node) error {
 	d, err := sharedTable(store, nodes)
 	if err != nil {
 		return err
@@ -108,10 +108,10 @@ func CreateSharedDense(ctx context.Context, store table.Store, nodes ...*gorgoni
 
 // OpenSharedDense returns the learnables nodes as store holds them,
 // stepped by opt, for the worker so places, which it records as at step
-// 0. store must step its own rows (rule.Stepper) and, for several
+// 0. store must step its own rows (driver.Stepper) and, for several
 // workers, keep their clocks; a table of another size or layout is an
 // error wrapping checkpoint.ErrMismatch.
-func OpenSharedDense(ctx context.Context, store table.Store, opt Sparse, so SharedOptions, nodes ...*gorgonia.Node) (*SharedDense, error) {
+func OpenSharedDense(ctx context.Context, store driver.Store, opt Sparse, so SharedOptions, nodes ...*gorgonia.Node) (*SharedDense, error) {
 	d, err := sharedTable(store, nodes)
 	if err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func OpenSharedDense(ctx context.Context, store table.Store, opt Sparse, so Shar
 	if opt == nil || so.Workers < 1 || so.Worker < 0 || so.Worker >= so.Workers || so.Staleness < 0 || so.Wait < 0 || so.Gone < 0 {
 		return nil, fmt.Errorf("%s: optimiser %v, worker %d of %d, staleness %d, wait %v, gone %v: %w", prefix, opt, so.Worker, so.Workers, so.Staleness, so.Wait, so.Gone, errs.ErrOption)
 	}
-	if want, have := opt.Columns(SharedWidth), store.Schema().Columns; !rule.SameColumns(want, have) {
+	if want, have := opt.Columns(SharedWidth), store.Schema().Columns; !driver.SameColumns(want, have) {
 		return nil, fmt.Errorf("%s: the optimiser %q keeps %v by row; the table holds %v: %w", prefix, opt.Name(), want, have, checkpoint.ErrMismatch)
 	}
 	if so.Wait == 0 {
@@ -131,7 +131,7 @@ func OpenSharedDense(ctx context.Context, store table.Store, opt Sparse, so Shar
 	}
 	var ok bool
 	if d.store, ok = store.(sharedStore); !ok {
-		return nil, fmt.Errorf("%s: its store, %T, does not step its own rows (rule.Stepper): %w", prefix, store, errs.ErrOption)
+		return nil, fmt.Errorf("%s: its store, %T, does not step its own rows (driver.Stepper): %w", prefix, store, errs.ErrOption)
 	}
 	d.opt, d.so = opt, so
 	if so.Workers > 1 {
@@ -147,7 +147,7 @@ func OpenSharedDense(ctx context.Context, store table.Store, opt Sparse, so Shar
 
 // sharedTable checks that store is the table of the learnables nodes and
 // returns a SharedDense of them, without store or optimiser.
-func sharedTable(store table.Store, nodes []*gorgonia.Node) (*SharedDense, error) {
+func sharedTable(store driver.Store, nodes []*gorgonia.Node) (*SharedDense, error) {
 	if store == nil {
 		return nil, fmt.Errorf("shared dense: needs a store: %w", errs.ErrOption)
 	}
@@ -158,7 +158,7 @@ func sharedTable(store table.Store, nodes []*gorgonia.Node) (*SharedDense, error
 		return nil, err
 	}
 	rows := (n + SharedWidth - 1) / SharedWidth
-	if sc.Rows != int64(rows) || sc.Dim != SharedWidth || sc.Dtype != tensor.Float32 || sc.Format != table.Float32 {
+	if sc.Rows != int64(rows) || sc.Dim != SharedWidth || sc.Dtype != tensor.Float32 || sc.Format != driver.Float32 {
 		return nil, fmt.Errorf("%s: the table has %d rows of %d %v values; the learnables need %d of %d float32 (SharedRows): %w",
 			prefix, sc.Rows, sc.Dim, sc.Format, rows, SharedWidth, checkpoint.ErrMismatch)
 	}
@@ -191,13 +191,13 @@ func sharedSize(prefix string, nodes []*gorgonia.Node) (int, error) {
 func (d *SharedDense) Steps() int64 { return d.store.Steps() }
 
 // Store returns the table that holds the learnables.
-func (d *SharedDense) Store() table.Store { return d.store }
+func (d *SharedDense) Store() driver.Store { return d.store }
 
 // sharedStore is what a SharedDense needs of the store of its table: its
 // rows, stepped where they live.
 type sharedStore interface {
-	table.Store
-	rule.Stepper
+	driver.Store
+	driver.Stepper
 }
 
 // clock is what several workers of a SharedDense need of its store: each

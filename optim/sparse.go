@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/rule"
 )
 
 // SparseSGD is stochastic gradient descent on the rows a RowGrad names:
@@ -37,20 +38,20 @@ type SparseSGD struct {
 func (o *SparseSGD) Name() string { return "sparse_sgd" }
 
 // Params returns the numbers of the update at step t, for a store that
-// applies the rule on its servers (rule.Params).
+// applies the rule on its servers (driver.Params).
 func (o *SparseSGD) Params(int64) []float64 {
 	return []float64{f32(o.LearnRate), f32(o.WeightDecay)}
 }
 
 // Columns returns no column: SparseSGD keeps no state.
-func (o *SparseSGD) Columns(dim int) []rule.Column { return nil }
+func (o *SparseSGD) Columns(dim int) []driver.Column { return nil }
 
 // StepRows updates the rows g names where r holds them.
 func (o *SparseSGD) StepRows(r Rows, g *RowGrad) error {
-	if err := rule.CheckRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
+	if err := driver.CheckRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
-	sg, dim, err := rule.CheckRows("sparse sgd", r, g, o.Columns, o.CheckFinite)
+	sg, dim, err := driver.CheckRows("sparse sgd", r, g, o.Columns, o.CheckFinite)
 	if err != nil {
 		return err
 	}
@@ -61,10 +62,10 @@ func (o *SparseSGD) StepRows(r Rows, g *RowGrad) error {
 // Check reports the error StepRows would report for step t and the
 // gradient g of rows dim wide.
 func (o *SparseSGD) Check(t int64, g *RowGrad, dim int) error {
-	if err := rule.CheckRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
+	if err := driver.CheckRates("sparse sgd", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
-	return rule.CheckGrad("sparse sgd", g, dim, o.CheckFinite)
+	return driver.CheckGrad("sparse sgd", g, dim, o.CheckFinite)
 }
 
 // sgdRows is kernel.SGDRows for a table of Go type T.
@@ -124,15 +125,15 @@ func NewSparseAdam(lr float64) *SparseAdam {
 func (o *SparseAdam) Name() string { return "sparse_adam" }
 
 // Params returns the numbers of the update at step t, for a store that
-// applies the rule on its servers (rule.Params).
+// applies the rule on its servers (driver.Params).
 func (o *SparseAdam) Params(t int64) []float64 {
 	c := o.consts32(o.step(t))
 	return []float64{float64(c.B1), float64(c.C1), float64(c.B2), float64(c.C2), float64(c.Eps), float64(c.Step), float64(c.Decay)}
 }
 
 // Columns returns the moments, "exp_avg" and "exp_avg_sq", dim values each.
-func (o *SparseAdam) Columns(dim int) []rule.Column {
-	return []rule.Column{{Name: "exp_avg", Width: dim}, {Name: "exp_avg_sq", Width: dim}}
+func (o *SparseAdam) Columns(dim int) []driver.Column {
+	return []driver.Column{{Name: "exp_avg", Width: dim}, {Name: "exp_avg_sq", Width: dim}}
 }
 
 // StepRows updates the rows g names where r holds them, as step r.Step.
@@ -140,7 +141,7 @@ func (o *SparseAdam) StepRows(r Rows, g *RowGrad) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	sg, dim, err := rule.CheckRows("sparse adam", r, g, o.Columns, o.CheckFinite)
+	sg, dim, err := driver.CheckRows("sparse adam", r, g, o.Columns, o.CheckFinite)
 	if err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func (o *SparseAdam) Check(t int64, g *RowGrad, dim int) error {
 	if t < 1 {
 		return fmt.Errorf("sparse adam: step number %d; steps count from 1: %w", t, errs.ErrOption)
 	}
-	return rule.CheckGrad("sparse adam", g, dim, o.CheckFinite)
+	return driver.CheckGrad("sparse adam", g, dim, o.CheckFinite)
 }
 
 // step returns the step size and the decay factor of step t.
@@ -181,7 +182,7 @@ func (o *SparseAdam) consts32(step, decay float64) kernel.AdamConsts {
 
 // check reports an error unless o's settings are ones PyTorch accepts.
 func (o *SparseAdam) check() error {
-	if err := rule.CheckRates("sparse adam", o.LearnRate, o.WeightDecay); err != nil {
+	if err := driver.CheckRates("sparse adam", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
 	if err := checkBetas("sparse adam", o.Beta1, o.Beta2); err != nil {
@@ -228,14 +229,14 @@ func NewRowWiseAdagrad(lr float64) *RowWiseAdagrad {
 func (o *RowWiseAdagrad) Name() string { return "rowwise_adagrad" }
 
 // Params returns the numbers of the update at step t, for a store that
-// applies the rule on its servers (rule.Params).
+// applies the rule on its servers (driver.Params).
 func (o *RowWiseAdagrad) Params(int64) []float64 {
 	return []float64{o.LearnRate, o.Eps, o.WeightDecay}
 }
 
 // Columns returns the row's accumulator, "sum", one value.
-func (o *RowWiseAdagrad) Columns(dim int) []rule.Column {
-	return []rule.Column{{Name: "sum", Width: 1}}
+func (o *RowWiseAdagrad) Columns(dim int) []driver.Column {
+	return []driver.Column{{Name: "sum", Width: 1}}
 }
 
 // StepRows updates the rows g names where r holds them.
@@ -243,7 +244,7 @@ func (o *RowWiseAdagrad) StepRows(r Rows, g *RowGrad) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	sg, dim, err := rule.CheckRows("rowwise adagrad", r, g, o.Columns, o.CheckFinite)
+	sg, dim, err := driver.CheckRows("rowwise adagrad", r, g, o.Columns, o.CheckFinite)
 	if err != nil {
 		return err
 	}
@@ -257,7 +258,7 @@ func (o *RowWiseAdagrad) Check(t int64, g *RowGrad, dim int) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	return rule.CheckGrad("rowwise adagrad", g, dim, o.CheckFinite)
+	return driver.CheckGrad("rowwise adagrad", g, dim, o.CheckFinite)
 }
 
 // stepless marks an optimiser whose checkpointed state holds no step
@@ -266,7 +267,7 @@ func (o *RowWiseAdagrad) stepless() {}
 
 // check reports an error unless o's settings are usable.
 func (o *RowWiseAdagrad) check() error {
-	if err := rule.CheckRates("rowwise adagrad", o.LearnRate, o.WeightDecay); err != nil {
+	if err := driver.CheckRates("rowwise adagrad", o.LearnRate, o.WeightDecay); err != nil {
 		return err
 	}
 	if !(o.Eps > 0) || math.IsInf(o.Eps, 1) {

@@ -3,11 +3,12 @@ package optim
 import (
 	"fmt"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/rule"
 )
 
 // A Param is a table an optimiser's state belongs to: an *nn.Embedding.
@@ -108,7 +109,7 @@ func (s optimizerState) SetState(tensors map[string]*tensor.Dense) error {
 // saved returns the state st of the column c as a checkpoint holds it:
 // itself, or, for a column one value wide, a [vocab] view of its memory
 // (PyTorch's shape for a row-wise accumulator).
-func saved(c rule.Column, st *tensor.Dense) *tensor.Dense {
+func saved(c driver.Column, st *tensor.Dense) *tensor.Dense {
 	if c.Width != 1 {
 		return st
 	}

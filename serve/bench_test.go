@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/internal/ref"
 	"github.com/gathergrad/gather/table"
 )
@@ -43,7 +44,7 @@ func BenchmarkQuantBag(b *testing.B) {
 				b.Fatal(err)
 			}
 			out := make([]float32, 4096*c.dim)
-			for _, mode := range []table.BagMode{table.BagSum, table.BagMean} {
+			for _, mode := range []driver.BagMode{driver.BagSum, driver.BagMean} {
 				for _, weighted := range []bool{false, true} {
 					o := BagOptions{Mode: mode}
 					name := "plain"
@@ -80,7 +81,7 @@ func BenchmarkApply(b *testing.B) {
 	for len(ids) < changed {
 		ids[r.Int64N(rows)] = true
 	}
-	d := &checkpoint.Delta{Table: "t", Base: 1, Seq: 1, Dim: dim, Rows: slices.Sorted(maps.Keys(ids)), Values: w[:changed*dim]}
+	d := &driver.Delta{Table: "t", Base: 1, Seq: 1, Dim: dim, Rows: slices.Sorted(maps.Keys(ids)), Values: w[:changed*dim]}
 	for _, f := range []Format{Float32, Int8} {
 		b.Run(f.String(), func(b *testing.B) {
 			tb, err := Quantize(w, dim, f)
@@ -106,7 +107,7 @@ func BenchmarkApply(b *testing.B) {
 // 1,000,000 rows, every row held: the id map's part of a delta.
 func BenchmarkApplyIDs(b *testing.B) {
 	const rows, changed = 1_000_000, 1000
-	m, err := table.NewIDMap("m", table.IDMapOptions{Rows: rows})
+	m, err := table.NewIDMap("m", driver.IDMapOptions{Rows: rows})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func BenchmarkApplyIDs(b *testing.B) {
 	}
 	x := NewIDs(m)
 	r := rand.New(rand.NewPCG(1, 2))
-	d := &checkpoint.Delta{Table: "m", Base: 1, Seq: 1, Dim: 1}
+	d := &driver.Delta{Table: "m", Base: 1, Seq: 1, Dim: 1}
 	for range changed {
 		d.AssignedRows, d.AssignedIDs = append(d.AssignedRows, r.Int64N(rows)), append(d.AssignedIDs, -1-r.Int64N(1<<40))
 	}
@@ -145,7 +146,7 @@ func BenchmarkApplyBeside(b *testing.B) {
 	for len(ids) < changed {
 		ids[r.Int64N(rows)] = true
 	}
-	d := &checkpoint.Delta{Table: "t", Base: 1, Seq: 1, Dim: dim, Rows: slices.Sorted(maps.Keys(ids)), Values: w[:changed*dim]}
+	d := &driver.Delta{Table: "t", Base: 1, Seq: 1, Dim: dim, Rows: slices.Sorted(maps.Keys(ids)), Values: w[:changed*dim]}
 	tb, err := Quantize(w, dim, Float32)
 	if err != nil {
 		b.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 )
@@ -26,7 +28,7 @@ func (t *Table) At(base uint64) *Table {
 }
 
 // Named returns the table named name, the name its model's deltas give it
-// (checkpoint.Delta.Table: an nn.Embedding's name): a new Table sharing
+// (driver.Delta.Table: an nn.Embedding's name): a new Table sharing
 // t's rows and version (t is left as it is). Open names its tables after
 // their tensors; a Quantize table is named here before Apply.
 func (t *Table) Named(name string) *Table {
@@ -57,7 +59,7 @@ func (t *Table) Name() string { return t.name }
 // another table shape, with a row outside the table, or with a value the
 // format cannot hold (see Quantize) is an error wrapping ErrShape,
 // ErrIndexOutOfRange or ErrNotFinite; on error no table is made.
-func (t *Table) Apply(d *checkpoint.Delta) (*Table, error) {
+func (t *Table) Apply(d *driver.Delta) (*Table, error) {
 	if t.closed {
 		return nil, fmt.Errorf("serve: %w", errs.ErrClosed)
 	}

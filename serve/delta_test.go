@@ -9,10 +9,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/serve"
 	"github.com/gathergrad/gather/serve/live"
@@ -26,23 +27,23 @@ func TestApplyRefuses(t *testing.T) {
 	tb, err := serve.Quantize(w, 4, serve.Int8)
 	require.NoError(t, err)
 	tb = tb.At(5).Named("t")
-	ok := &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{3}, Values: []float32{1, 2, 3, 4}}
+	ok := &driver.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{3}, Values: []float32{1, 2, 3, 4}}
 	next, err := tb.Apply(ok)
 	require.NoError(t, err)
 	for name, c := range map[string]struct {
 		tb   *serve.Table
-		d    *checkpoint.Delta
+		d    *driver.Delta
 		want error
 	}{
-		"a gap":         {next, &checkpoint.Delta{Table: "t", Base: 5, Seq: 3, Dim: 4}, serve.ErrDelta},
+		"a gap":         {next, &driver.Delta{Table: "t", Base: 5, Seq: 3, Dim: 4}, serve.ErrDelta},
 		"again":         {next, ok, serve.ErrDelta},
-		"another base":  {tb, &checkpoint.Delta{Table: "t", Base: 6, Seq: 1, Dim: 4}, serve.ErrDelta},
-		"another table": {tb, &checkpoint.Delta{Table: "users", Base: 5, Seq: 1, Dim: 4}, serve.ErrDelta},
-		"no name":       {tb.Named(""), &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4}, serve.ErrDelta},
-		"another dim":   {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 3}, errs.ErrShape},
-		"a row past":    {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{100}, Values: make([]float32, 4)}, errs.ErrIndexOutOfRange},
-		"not finite":    {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{0}, Values: []float32{0, float32(math.NaN()), 0, 0}}, errs.ErrNotFinite},
-		"malformed":     {tb, &checkpoint.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{2, 1}, Values: make([]float32, 8)}, errs.ErrShape},
+		"another base":  {tb, &driver.Delta{Table: "t", Base: 6, Seq: 1, Dim: 4}, serve.ErrDelta},
+		"another table": {tb, &driver.Delta{Table: "users", Base: 5, Seq: 1, Dim: 4}, serve.ErrDelta},
+		"no name":       {tb.Named(""), &driver.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4}, serve.ErrDelta},
+		"another dim":   {tb, &driver.Delta{Table: "t", Base: 5, Seq: 1, Dim: 3}, errs.ErrShape},
+		"a row past":    {tb, &driver.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{100}, Values: make([]float32, 4)}, errs.ErrIndexOutOfRange},
+		"not finite":    {tb, &driver.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{0}, Values: []float32{0, float32(math.NaN()), 0, 0}}, errs.ErrNotFinite},
+		"malformed":     {tb, &driver.Delta{Table: "t", Base: 5, Seq: 1, Dim: 4, Rows: []int64{2, 1}, Values: make([]float32, 8)}, errs.ErrShape},
 	} {
 		before := c.tb.Bytes()
 		_, err := c.tb.Apply(c.d)
@@ -97,7 +98,7 @@ func TestApplyWhileServing(t *testing.T) {
 		})
 	}
 	for k := 1; k <= deltas; k++ {
-		d := &checkpoint.Delta{Table: "t", Base: 1, Seq: uint64(k), Dim: dim, Rows: ids, Values: make([]float32, len(ids)*dim)}
+		d := &driver.Delta{Table: "t", Base: 1, Seq: uint64(k), Dim: dim, Rows: ids, Values: make([]float32, len(ids)*dim)}
 		for i := range d.Values {
 			d.Values[i] = float32(k)
 		}
@@ -118,7 +119,7 @@ func TestApplyWhileServing(t *testing.T) {
 // was made while later ones are applied.
 func TestIDsApply(t *testing.T) {
 	for _, rows := range []int{1, 7, 300, 5000} {
-		m, err := table.NewIDMap("m", table.IDMapOptions{Rows: rows})
+		m, err := table.NewIDMap("m", driver.IDMapOptions{Rows: rows})
 		require.NoError(t, err)
 		x := serve.NewIDs(m)
 		type version struct {
@@ -134,7 +135,7 @@ func TestIDsApply(t *testing.T) {
 		for seq := uint64(1); seq <= 30; seq++ {
 			prev := versions[len(versions)-1]
 			rowOf := maps.Clone(prev.rowOf)
-			d := &checkpoint.Delta{Table: "m", Base: 1, Seq: seq, Dim: 1}
+			d := &driver.Delta{Table: "m", Base: 1, Seq: seq, Dim: 1}
 			for range r.IntN(2 * rows) {
 				row, id := r.Int64N(int64(rows)), pool[r.IntN(len(pool))]
 				d.AssignedRows, d.AssignedIDs = append(d.AssignedRows, row), append(d.AssignedIDs, id)

@@ -8,7 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gathergrad/gather/checkpoint"
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/serve"
 	"github.com/gathergrad/gather/table"
 )
@@ -27,7 +28,7 @@ func ExampleQuantize() {
 	}
 	fmt.Println(tb.Format(), tb.Rows(), "rows of", serve.Int8.RowBytes(4), "bytes")
 	mean := make([]float32, 4)
-	if err := tb.Bag(mean, []int64{0, 1}, []int64{0}, serve.BagOptions{Mode: table.BagMean}); err != nil {
+	if err := tb.Bag(mean, []int64{0, 1}, []int64{0}, serve.BagOptions{Mode: driver.BagMean}); err != nil {
 		panic(err)
 	}
 	fmt.Printf("%.3f\n", mean)
@@ -79,7 +80,7 @@ func ExampleOpen() {
 // A table trained on raw ids is served with its id map: the ids that
 // held rows read them, any other id the padding row (zeros).
 func ExampleNewIDs() {
-	m, err := table.NewIDMap("item", table.IDMapOptions{Rows: 2})
+	m, err := table.NewIDMap("item", driver.IDMapOptions{Rows: 2})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func ExampleTable_Apply() {
 		log.Fatal(err)
 	}
 	v0 := tb.At(7).Named("t") // version 7 of the model, before any delta, of the table its deltas call "t"
-	d := &checkpoint.Delta{Table: "t", Base: 7, Seq: 1, Dim: 2, Rows: []int64{1}, Values: []float32{20, 21}}
+	d := &driver.Delta{Table: "t", Base: 7, Seq: 1, Dim: 2, Rows: []int64{1}, Values: []float32{20, 21}}
 	v1, err := v0.Apply(d) // what nn.Embedding.Delta returns, or checkpoint.ReadDelta reads
 	if err != nil {
 		log.Fatal(err)
@@ -125,7 +126,7 @@ func ExampleTable_Apply() {
 	v0.Lookup(old, []int64{0, 1, 2})
 	v1.Lookup(cur, []int64{0, 1, 2})
 	fmt.Println(old, cur)
-	_, err = v1.Apply(&checkpoint.Delta{Table: "t", Base: 7, Seq: 3, Dim: 2})
+	_, err = v1.Apply(&driver.Delta{Table: "t", Base: 7, Seq: 3, Dim: 2})
 	fmt.Println(errors.Is(err, serve.ErrDelta)) // delta 2 is missing: reload the model
 	// Output:
 	// [1 1 2 2 3 3] [1 1 20 21 3 3]

@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/fileio"
-	"github.com/gathergrad/gather/table"
 )
 
 // The metadata keys under which Save records a quantized table's layout.
@@ -88,7 +89,7 @@ func Open(path, name string) (*Table, error) {
 	case "BF16":
 		f = BFloat16
 	case "U8":
-		if f, err = table.ParseFormat(meta[formatKey]); err != nil || f != Int8 && f != Int4 {
+		if f, err = driver.ParseFormat(meta[formatKey]); err != nil || f != Int8 && f != Int4 {
 			return nil, fmt.Errorf("serve: %s: tensor %q of bytes has format %q in its metadata, not int8-rowwise or int4-rowwise: %w", path, name, meta[formatKey], checkpoint.ErrMismatch)
 		}
 		if dim, err = strconv.Atoi(meta[dimKey]); err != nil || dim <= 0 || f.RowBytes(dim) != e.Shape[1] {
@@ -110,20 +111,20 @@ func Open(path, name string) (*Table, error) {
 }
 
 // valueColumns returns how many of a table file's width columns are the
-// row's values: the dim of its layout (table.LayoutKey: "weight:64,sum:1"
+// row's values: the dim of its layout (driver.LayoutKey: "weight:64,sum:1"
 // for rows of 64 values and Adagrad's sum), all of them for a table file
 // without state or a checkpoint's tensor.
 func valueColumns(meta map[string]string, width int) (int, error) {
-	desc, ok := meta[table.LayoutKey]
+	desc, ok := meta[driver.LayoutKey]
 	if !ok {
 		return width, nil
 	}
-	dim, _, err := table.ParseLayout(desc)
+	dim, _, err := driver.ParseLayout(desc)
 	if err != nil {
 		return 0, err
 	}
 	if dim > width {
-		return 0, fmt.Errorf("metadata %s = %q names %d values in rows %d wide: %w", table.LayoutKey, desc, dim, width, checkpoint.ErrFormat)
+		return 0, fmt.Errorf("metadata %s = %q names %d values in rows %d wide: %w", driver.LayoutKey, desc, dim, width, checkpoint.ErrFormat)
 	}
 	return dim, nil
 }

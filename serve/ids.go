@@ -5,8 +5,7 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/gathergrad/gather/checkpoint"
-	"github.com/gathergrad/gather/table"
+	"github.com/gathergrad/gather/table/driver"
 )
 
 // IDs maps raw 64-bit ids to the rows of a served table as the
@@ -43,9 +42,17 @@ const idChunkRows = 64
 // bucket returns the bucket index of id.
 func (x *IDs) bucket(id int64) uint64 { return uint64(id) * 0x9e3779b97f4a7c15 >> x.shift }
 
+// A HeldMap is an id map as NewIDs reads it: how many rows it hands out,
+// and the ids it holds with their rows (table.IDMap, or the map
+// table.HeldIDMap makes of a cluster.IDMap's Snapshot).
+type HeldMap interface {
+	Rows() int
+	Held() (ids, rows []int64)
+}
+
 // NewIDs returns the ids of m as they are now (a copy: later changes to m
 // do not show; Apply brings them in).
-func NewIDs(m *table.IDMap) *IDs {
+func NewIDs(m HeldMap) *IDs {
 	rows := m.Rows()
 	lg := bits.Len(uint(max(1, rows/8) - 1)) // 1<<lg buckets: rows/8, rounded up to a power of two
 	x := &IDs{shift: uint(64 - lg), def: int64(rows), buckets: make([]*idBucket, 1<<lg)}
@@ -76,7 +83,7 @@ func (x *IDs) put(id, r int64) {
 }
 
 // Apply returns the ids with the assignments of d (the rows the map gave
-// new ids since the last delta; checkpoint.Delta.AssignedRows and
+// new ids since the last delta; driver.Delta.AssignedRows and
 // AssignedIDs): each row's new id reads it, its previous id reads the
 // default row. x is not changed (requests that hold it keep answering
 // with it): the new IDs share x's memory but for the buckets and chunks
@@ -84,7 +91,7 @@ func (x *IDs) put(id, r int64) {
 // proportion to the assignments (and a slice of a pointer for every 8
 // rows). A row outside the map's rows is an error wrapping ErrShape, and
 // no IDs are made.
-func (x *IDs) Apply(d *checkpoint.Delta) (*IDs, error) {
+func (x *IDs) Apply(d *driver.Delta) (*IDs, error) {
 	if err := d.Check(); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}

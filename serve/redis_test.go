@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/cluster"
@@ -14,7 +16,6 @@ import (
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/optim"
 	_ "github.com/gathergrad/gather/optim/clusterlua"
-	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/serve"
 	"github.com/gathergrad/gather/table"
 )
@@ -38,7 +39,7 @@ func TestServeRedisMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	m, err := cluster.NewIDMap(ctx, s, table.IDMapOptions{Rows: rows}, table.RowInit{Seed: 2, Std: 0.5})
+	m, err := cluster.NewIDMap(ctx, s, driver.IDMapOptions{Rows: rows}, driver.RowInit{Seed: 2, Std: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestServeRedisMap(t *testing.T) {
 			g[i] = float32(i%3) - 1
 		}
 		slices.Sort(at[:stepped]) // a gradient's rows in order
-		grad := &rule.RowGrad{Rows: at[:stepped], Values: tensor.New(tensor.WithShape(stepped, dim), tensor.WithBacking(g))}
+		grad := &driver.RowGrad{Rows: at[:stepped], Values: tensor.New(tensor.WithShape(stepped, dim), tensor.WithBacking(g))}
 		if err := s.Step(ctx, opt, grad); err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,11 @@ func TestServeRedisMap(t *testing.T) {
 	if err := table.Export(ctx, path, s2, s.Steps()); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := m.Snapshot(ctx)
+	state, err := m.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := table.HeldIDMap(*state)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,12 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/parallel"
-	"github.com/gathergrad/gather/table"
 )
 
 // A Format is how a table stores its rows: package table's Format, one
@@ -17,15 +18,15 @@ import (
 // Table serves Float32, Float16, BFloat16, Int8 and Int4 (FBGEMM's
 // row-wise formats, the bytes torch.ops.quantized's
 // embedding_bag_byte_prepack and embedding_bag_4bit_prepack make).
-type Format = table.Format
+type Format = driver.Format
 
 // The formats a Table serves.
 const (
-	Float32  = table.Float32
-	Float16  = table.Float16
-	BFloat16 = table.BFloat16
-	Int8     = table.Int8
-	Int4     = table.Int4
+	Float32  = driver.Float32
+	Float16  = driver.Float16
+	BFloat16 = driver.BFloat16
+	Int8     = driver.Int8
+	Int4     = driver.Int4
 )
 
 // addRows holds, for each format a Table serves, the kernel that adds w
@@ -261,10 +262,10 @@ func (t *Table) row(id int64) []byte {
 // BagOptions are Bag's options: the zero value sums, with no weights, no
 // padding, and offsets without the last one.
 type BagOptions struct {
-	// Mode is table.BagSum or table.BagMean (the sum over the bag's
+	// Mode is driver.BagSum or driver.BagMean (the sum over the bag's
 	// number of ids that are not padding; an empty bag pools to zeros),
 	// nn.EmbeddingBag's modes; Bag does not pool by the maximum.
-	Mode table.BagMode
+	Mode driver.BagMode
 	// Weights is nil or one weight per id: each row is multiplied by
 	// its weight before pooling, in either mode.
 	Weights []float32
@@ -301,7 +302,7 @@ func (t *Table) Bag(dst []float32, ids, offsets []int64, o BagOptions) error {
 	if o.Weights != nil && len(o.Weights) != len(ids) {
 		return fmt.Errorf("serve: %d weights for %d ids: %w", len(o.Weights), len(ids), errs.ErrShape)
 	}
-	if o.Mode != table.BagSum && o.Mode != table.BagMean {
+	if o.Mode != driver.BagSum && o.Mode != driver.BagMean {
 		return fmt.Errorf("serve: bag mode %v: Bag pools by sum or mean: %w", o.Mode, errs.ErrOption)
 	}
 	for b, v := range offsets[:bags] {
@@ -328,7 +329,7 @@ type bagTask struct {
 	offsets []int64 // the bags' starts
 	w       []float32
 	pad     int64
-	mode    table.BagMode
+	mode    driver.BagMode
 }
 
 func (k bagTask) Part(lo, hi int) int {
@@ -353,7 +354,7 @@ func (k bagTask) Part(lo, hi int) int {
 			t.add(out, t.row(id), w)
 			n++
 		}
-		if k.mode == table.BagMean && n > 1 {
+		if k.mode == driver.BagMean && n > 1 {
 			inv := 1 / float32(n)
 			for j := range out {
 				out[j] *= inv

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/x448/float16"
 	"gorgonia.org/tensor"
 
@@ -86,7 +88,7 @@ func TestBagTorch(t *testing.T) {
 				t.Fatal(err)
 			}
 			bags := len(offs) - 1
-			for _, mode := range []table.BagMode{table.BagSum, table.BagMean} {
+			for _, mode := range []driver.BagMode{driver.BagSum, driver.BagMean} {
 				for _, weighted := range []bool{false, true} {
 					name := fmt.Sprintf("%s.%s.%s", tag.name, f.String()[:4], [...]string{"sum", "mean"}[mode])
 					o := BagOptions{Mode: mode}
@@ -126,7 +128,7 @@ func TestBagTorch(t *testing.T) {
 							}
 							for j := range tag.dim {
 								wv := want[b*tag.dim+j]
-								if mode == table.BagMean && n > 0 {
+								if mode == driver.BagMean && n > 0 {
 									// PyTorch 1.13's quantized ops return the sum for mode 1.
 									wv /= float32(n)
 									bound[j] /= float32(n)
@@ -198,7 +200,7 @@ func TestBagPadding(t *testing.T) {
 	}
 	pad := int64(1)
 	got := make([]float32, 6)
-	err = tb.Bag(got, []int64{0, 1, 2, 1, 1}, []int64{0, 3, 3}, BagOptions{Mode: table.BagMean, Padding: &pad})
+	err = tb.Bag(got, []int64{0, 1, 2, 1, 1}, []int64{0, 3, 3}, BagOptions{Mode: driver.BagMean, Padding: &pad})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +277,7 @@ func TestNoAllocsConcurrent(t *testing.T) {
 		offsets[b] = int64(5 * b)
 	}
 	out := make([]float32, 4096*dim)
-	o := BagOptions{Mode: table.BagMean}
+	o := BagOptions{Mode: driver.BagMean}
 	if err := tb.Bag(out, ids, offsets, o); err != nil { // fills the runner's free lists
 		t.Fatal(err)
 	}
@@ -372,7 +374,7 @@ func TestBFloat16(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := slices.Clone(w)
-	table.RoundValues(table.BFloat16, want)
+	table.RoundValues(driver.BFloat16, want)
 	got := make([]float32, len(w))
 	if err := tb.Lookup(got, []int64{0, 1}); err != nil {
 		t.Fatal(err)
@@ -381,7 +383,7 @@ func TestBFloat16(t *testing.T) {
 		t.Fatalf("lookup %v, want %v", got, want)
 	}
 	bag := make([]float32, 4)
-	if err := tb.Bag(bag, []int64{0, 1}, []int64{0}, BagOptions{Mode: table.BagMean}); err != nil {
+	if err := tb.Bag(bag, []int64{0, 1}, []int64{0}, BagOptions{Mode: driver.BagMean}); err != nil {
 		t.Fatal(err)
 	}
 	for j := range bag {
@@ -393,7 +395,7 @@ func TestBFloat16(t *testing.T) {
 	if !errors.Is(err, errs.ErrNotFinite) || !strings.Contains(err.Error(), "row 1") {
 		t.Fatalf("a value beyond bfloat16's largest: %v", err)
 	}
-	if err := tb.Bag(bag, []int64{0}, []int64{0}, BagOptions{Mode: table.BagMax}); !errors.Is(err, errs.ErrOption) {
+	if err := tb.Bag(bag, []int64{0}, []int64{0}, BagOptions{Mode: driver.BagMax}); !errors.Is(err, errs.ErrOption) {
 		t.Fatalf("a bag by the maximum: %v", err)
 	}
 }

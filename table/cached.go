@@ -9,40 +9,18 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/gathergrad/gather/table/driver"
 
 	"gorgonia.org/tensor"
 
-	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/rowcache"
 	"github.com/gathergrad/gather/internal/tablerows"
-	"github.com/gathergrad/gather/rule"
 )
-
-// A Store holds every row of a table: each row's values and, beside them,
-// its optimiser state (WithState), RowBytes bytes in all, little-endian,
-// as its Schema says. A Cached table keeps the hot rows of a Store in
-// memory. MemoryStore holds the rows in memory, cluster.Store on a Redis
-// Cluster; OpenCached keeps a file's rows in a store of its own. A store
-// with more to offer says so by implementing more methods, found by
-// assertion: one that steps its own rows (rule.Stepper, as MemoryStore
-// and cluster.Store do) can back a Shared cache, one that keeps the workers'
-// clocks (cluster.Store) an optim.SharedDense of several workers.
-//
-// A read or write stops when ctx is done and returns an error wrapping
-// ctx.Err().
-type Store interface {
-	Schema() Schema
-	RowBytes() int                                                // the size of a row
-	Rows() int64                                                  // the number of rows; ids lie in [0, Rows())
-	ReadRows(ctx context.Context, ids []int64, dst []byte) error  // row k into dst[k*RowBytes():]
-	WriteRows(ctx context.Context, ids []int64, src []byte) error // row k from src[k*RowBytes():]
-}
 
 // ErrCapacity: a batch names more distinct rows than a Cached table
 // holds, a cache budget is smaller than one row, or a batch has more new
@@ -57,16 +35,10 @@ const (
 	stepDigits = 20
 )
 
-// A Column is one part of the optimiser state each row of a table carries
-// beside its values (WithState): Width values of the table's dtype, named
-// Name, each Init in a new row (Create, cluster.Create, NewMemoryStore).
-// Package optim's sparse optimisers name theirs (optim.Sparse.Columns).
-type Column = rule.Column
-
 // layout returns the name of the tensor of a table file of rows dim wide
 // with the state cols, its row width and its metadata: a new identity
 // (idKey), the step count 0 and, with state, the columns.
-func layout(prefix, name string, dim int, cols []Column) (key string, width int, meta map[string]string, err error) {
+func layout(prefix, name string, dim int, cols []driver.Column) (key string, width int, meta map[string]string, err error) {
 	meta = map[string]string{idKey: newID(), stepKey: formatSteps(0)}
 	if len(cols) == 0 {
 		return name + ".weight", dim, meta, nil
@@ -75,7 +47,7 @@ func layout(prefix, name string, dim int, cols []Column) (key string, width int,
 	if err != nil {
 		return "", 0, nil, err
 	}
-	meta[LayoutKey] = desc
+	meta[driver.LayoutKey] = desc
 	return name + rowsSuffix, width, meta, nil
 }
 
@@ -100,38 +72,6 @@ func writeTable(path string, write func(f *os.File) error) error {
 		return err
 	}
 	return fileio.SyncDir(filepath.Dir(path))
-}
-
-// LayoutKey is the metadata entry of a table file with optimiser state
-// (WithState) that describes its rows: "weight:<dim>,<column>:<width>,..."
-// (ParseLayout).
-const LayoutKey = "gathergrad.columns"
-
-// ParseLayout returns the values and the state of a row that desc, a
-// table file's LayoutKey metadata, describes: "weight:64,sum:1" is rows
-// of 64 values and one column "sum" one value wide. A description that
-// is not one is an error wrapping checkpoint.ErrFormat.
-func ParseLayout(desc string) (dim int, cols []Column, err error) {
-	parts := strings.Split(desc, ",")
-	for k, p := range parts {
-		name, w, ok := strings.Cut(p, ":")
-		n, err := strconv.Atoi(w)
-		if !ok || err != nil || n <= 0 || (k == 0) != (name == "weight") || name == "" {
-			return 0, nil, fmt.Errorf("metadata %s = %q does not describe a table's rows (\"weight:<dim>,<column>:<width>,...\"): %w", LayoutKey, desc, checkpoint.ErrFormat)
-		}
-		if k == 0 {
-			dim = n
-			continue
-		}
-		if slices.ContainsFunc(cols, func(c Column) bool { return c.Name == name }) {
-			return 0, nil, fmt.Errorf("metadata %s = %q names the column %q twice: %w", LayoutKey, desc, name, checkpoint.ErrFormat)
-		}
-		cols = append(cols, Column{Name: name, Width: n})
-	}
-	if _, _, err := tablerows.Describe("", dim, cols); err != nil {
-		return 0, nil, fmt.Errorf("metadata %s = %q: %v: %w", LayoutKey, desc, err, checkpoint.ErrFormat)
-	}
-	return dim, cols, nil
 }
 
 func formatSteps(n int64) string { return fmt.Sprintf("%0*d", stepDigits, n) }
@@ -164,7 +104,7 @@ type CacheOptions struct {
 	Preload bool
 	// Shared, if not nil, makes the cache Shared: other workers update
 	// the store's rows at the same time (NewCached of a store that steps
-	// its own rows, rule.Stepper, such as a cluster.Store, whose servers
+	// its own rows, driver.Stepper, such as a cluster.Store, whose servers
 	// apply the rule, or a MemoryStore; a table file has one writer).
 	Shared *SharedOptions
 	// Rounding says how a half table's stepped values are rounded.
@@ -258,7 +198,7 @@ type Cached struct {
 	name   string
 	dim    int
 	dt     tensor.Dtype
-	cols   []Column
+	cols   []driver.Column
 	store  rowcache.Store
 	cache  *rowcache.Cache
 	shared bool
@@ -278,9 +218,9 @@ type Cached struct {
 	idmap     *IDMap  // the map FileOptions.IDMap keeps in the file's rows, or nil
 	idmapRows []int64 // its rows
 
-	half    Format // the store's values, 0 for full precision
-	nearest bool   // round stepped values to nearest, not stochastically
-	seed    uint64 // the stochastic rounding's
+	half    driver.Format // the store's values, 0 for full precision
+	nearest bool          // round stepped values to nearest, not stochastically
+	seed    uint64        // the stochastic rounding's
 }
 
 // NewCached returns a cache in front of store, holding as many of its
@@ -288,7 +228,7 @@ type Cached struct {
 // float64 values, or half-precision values that the cache holds as
 // float32, then the state). The store's rows start with step count 0
 // (see Stats).
-func NewCached(ctx context.Context, store Store, o CacheOptions) (*Cached, error) {
+func NewCached(ctx context.Context, store driver.Store, o CacheOptions) (*Cached, error) {
 	if store == nil {
 		return nil, fmt.Errorf("table: NewCached needs a store: %w", errs.ErrOption)
 	}
@@ -306,8 +246,8 @@ func NewCached(ctx context.Context, store Store, o CacheOptions) (*Cached, error
 		return nil, err
 	}
 	var rs rowcache.Store = store
-	var half Format
-	if sc.Format.isHalf() {
+	var half driver.Format
+	if isHalf(sc.Format) {
 		if dt != tensor.Float32 || o.Shared != nil {
 			return nil, fmt.Errorf("%s: a half table (%v) is float32 and not Shared: %w", prefix, sc.Format, errs.ErrOption)
 		}
@@ -325,7 +265,7 @@ func NewCached(ctx context.Context, store Store, o CacheOptions) (*Cached, error
 
 // newCached returns a cache of o in front of store, whose values are in
 // the half format half (0 for none).
-func newCached(ctx context.Context, store rowcache.Store, name string, dim int, dt tensor.Dtype, cols []Column, half Format, o CacheOptions) (*Cached, error) {
+func newCached(ctx context.Context, store rowcache.Store, name string, dim int, dt tensor.Dtype, cols []driver.Column, half driver.Format, o CacheOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	rb := int64(store.RowBytes())
 	maxAge := 0
@@ -356,9 +296,9 @@ func newCached(ctx context.Context, store rowcache.Store, name string, dim int, 
 	c := &Cached{name: name, dim: dim, dt: dt, cols: cols, store: store, cache: cache, shared: o.Shared != nil,
 		half: half, nearest: o.Rounding.Nearest, seed: o.Rounding.Seed}
 	if c.shared {
-		if _, ok := store.(rule.Stepper); !ok {
+		if _, ok := store.(driver.Stepper); !ok {
 			cache.Close()
-			return nil, fmt.Errorf("%s: a Shared table needs a store that steps its rows itself (a rule.Stepper, such as a cluster.Store), not %T: %w", prefix, store, errs.ErrOption)
+			return nil, fmt.Errorf("%s: a Shared table needs a store that steps its rows itself (a driver.Stepper, such as a cluster.Store), not %T: %w", prefix, store, errs.ErrOption)
 		}
 	}
 	cache.SetMaxAge(maxAge)

@@ -1,13 +1,13 @@
 package table
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gathergrad/gather/table/driver"
 
 	"gorgonia.org/tensor"
 
@@ -66,12 +66,12 @@ var ErrJournal = rowcache.ErrJournal
 // A rowsFile is what inspectRows found in a table file.
 type rowsFile struct {
 	name  string
-	cols  []Column
+	cols  []driver.Column
 	info  checkpoint.TensorInfo
 	dim   int
-	half  Format // the values' format, 0 for the tensor's own
-	id    string // "" for a file made before tables had identities
-	steps bool   // the file records a step count
+	half  driver.Format // the values' format, 0 for the tensor's own
+	id    string        // "" for a file made before tables had identities
+	steps bool          // the file records a step count
 }
 
 // inspectRows checks that the file at path holds one table, as Create
@@ -83,15 +83,15 @@ func inspectRows(path string) (rowsFile, error) {
 		return none, err
 	}
 	var name string
-	var cols []Column
+	var cols []driver.Column
 	if len(infos) == 1 {
 		if n, ok := strings.CutSuffix(infos[0].Name, rowsSuffix); ok {
 			name = n
-			if _, cols, err = ParseLayout(meta[LayoutKey]); err != nil {
+			if _, cols, err = driver.ParseLayout(meta[driver.LayoutKey]); err != nil {
 				return none, fmt.Errorf("table %q: %s: %w", name, path, err)
 			}
 			if len(cols) == 0 {
-				return none, fmt.Errorf("table %q: %s: metadata %q = %q names no state for a table of %q: %w", name, path, LayoutKey, meta[LayoutKey], infos[0].Name, checkpoint.ErrFormat)
+				return none, fmt.Errorf("table %q: %s: metadata %q = %q names no state for a table of %q: %w", name, path, driver.LayoutKey, meta[driver.LayoutKey], infos[0].Name, checkpoint.ErrFormat)
 			}
 		} else {
 			name, _ = strings.CutSuffix(infos[0].Name, ".weight")
@@ -111,9 +111,9 @@ func inspectRows(path string) (rowsFile, error) {
 			path, len(infos), strings.Join(names, ", "), checkpoint.ErrMismatch)
 	}
 	info := infos[0]
-	var half Format
+	var half driver.Format
 	if v, ok := meta[valuesKey]; ok {
-		for _, f := range []Format{Float16, BFloat16} {
+		for _, f := range []driver.Format{driver.Float16, driver.BFloat16} {
 			if f.Safetensors() == v {
 				half = f
 			}
@@ -142,7 +142,7 @@ func inspectRows(path string) (rowsFile, error) {
 	if len(cols) == 0 {
 		return rowsFile{name: name, info: info, dim: info.Shape[1], half: half, id: id, steps: steps}, nil
 	}
-	dim, _, _ := ParseLayout(meta[LayoutKey])
+	dim, _, _ := driver.ParseLayout(meta[driver.LayoutKey])
 	want, width, err := tablerows.Describe(prefix, dim, cols)
 	if err != nil {
 		return none, err
@@ -159,7 +159,7 @@ func inspectRows(path string) (rowsFile, error) {
 	return rowsFile{name: name, cols: cols, info: info, dim: dim, half: half, id: id, steps: true}, nil
 }
 
-func openCached(ctx context.Context, f *os.File, path, name string, t rowsFile, cols []Column, o CacheOptions, fo FileOptions) (*Cached, error) {
+func openCached(ctx context.Context, f *os.File, path, name string, t rowsFile, cols []driver.Column, o CacheOptions, fo FileOptions) (*Cached, error) {
 	prefix := fmt.Sprintf("table %q", name)
 	if o.Shared != nil {
 		return nil, fmt.Errorf("%s: a table in a file has one writer: it is not Shared: %w", prefix, errs.ErrOption)
@@ -178,7 +178,7 @@ func openCached(ctx context.Context, f *os.File, path, name string, t rowsFile, 
 		return nil, fmt.Errorf("%s: %v: %w", prefix, err, checkpoint.ErrFormat)
 	}
 	if t.steps {
-		at, err := stepsOffset(f, t.info.Offset)
+		at, err := stepsOffset(f)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %v: %w", prefix, path, err, checkpoint.ErrFormat)
 		}
@@ -219,17 +219,12 @@ func openCached(ctx context.Context, f *os.File, path, name string, t rowsFile, 
 	return c, nil
 }
 
-// stepsOffset returns the offset in f of the step count's digits in the
-// header, which ends at end.
-func stepsOffset(f *os.File, end int64) (int64, error) {
-	h := make([]byte, end)
-	if _, err := io.ReadFull(io.NewSectionReader(f, 0, end), h); err != nil {
-		return 0, err
+// stepsOffset returns the offset in f of the step count's digits, the
+// metadata entry stepKey of its header.
+func stepsOffset(f *os.File) (int64, error) {
+	at, n, err := checkpoint.MetaAt(f, stepKey)
+	if err == nil && n != stepDigits {
+		err = fmt.Errorf("a step count of %d digits, not %d", n, stepDigits)
 	}
-	pat := []byte(`"` + stepKey + `":"`)
-	i := bytes.Index(h, pat)
-	if i < 0 || bytes.Count(h, pat) != 1 || int64(i+len(pat)+stepDigits) > end || h[i+len(pat)+stepDigits] != '"' {
-		return 0, fmt.Errorf("no step count of %d digits in the header", stepDigits)
-	}
-	return int64(i + len(pat)), nil
+	return at, err
 }

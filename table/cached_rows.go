@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 )
 
 // Schema returns what the table's rows are.
-func (c *Cached) Schema() Schema {
-	return Schema{Name: c.name, Rows: c.store.Rows(), Dim: c.dim, Dtype: c.dt, Format: c.format(), Columns: c.cols}
+func (c *Cached) Schema() driver.Schema {
+	return driver.Schema{Name: c.name, Rows: c.store.Rows(), Dim: c.dim, Dtype: c.dt, Format: c.format(), Columns: c.cols}
 }
 
 // Weight returns the cache's rows' values, a [slots, dim] tensor: the row

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/internal/errs"
-	"github.com/gathergrad/gather/rule"
 )
 
 // Step applies r to the rows g names and their state where the cache
@@ -17,12 +18,12 @@ import (
 // they leave the cache, and at Sync.
 //
 // A Shared table is stepped first where its rows live: its store's
-// servers apply r (rule.Stepper, such as a cluster.Store), as the store's
+// servers apply r (driver.Stepper, such as a cluster.Store), as the store's
 // step; the cached rows are then stepped alike, as a copy, as this
 // cache's step. (A cluster.Store counts the steps made through it, one
 // worker's, as the cache does.) On error the step is not counted and no
 // cached row changed.
-func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
+func (c *Cached) Step(ctx context.Context, r driver.Rule, g *driver.RowGrad) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
@@ -30,7 +31,7 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 		return err
 	}
 	if c.shared {
-		if err := c.store.(rule.Stepper).Step(ctx, r, g); err != nil {
+		if err := c.store.(driver.Stepper).Step(ctx, r, g); err != nil {
 			return err
 		}
 	}
@@ -39,14 +40,14 @@ func (c *Cached) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
 
 // prepareStep checks a step of r with g and sets c.slots to the slots
 // of g's rows.
-func (c *Cached) prepareStep(r rule.Rule, g *rule.RowGrad) error {
+func (c *Cached) prepareStep(r driver.Rule, g *driver.RowGrad) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}
 	if r == nil || g == nil {
 		return fmt.Errorf("table %q: Step needs a rule and a gradient: %w", c.name, errs.ErrOption)
 	}
-	if err := rule.CheckColumns(r, c.dim, c.cols); err != nil {
+	if err := driver.CheckColumns(r, c.dim, c.cols); err != nil {
 		return fmt.Errorf("table %q: %w", c.name, err)
 	}
 	c.slots = c.slots[:0]
@@ -63,9 +64,9 @@ func (c *Cached) prepareStep(r rule.Rule, g *rule.RowGrad) error {
 // stepCached steps the cached rows of c.slots (prepareStep) and counts
 // the step; unless the table is Shared, whose store has stepped them,
 // it marks them for writing back.
-func (c *Cached) stepCached(r rule.Rule, g *rule.RowGrad) error {
+func (c *Cached) stepCached(r driver.Rule, g *driver.RowGrad) error {
 	t := c.steps + 1
-	if err := r.StepRows(rule.Rows{Weight: c.weight, State: c.state, Slots: c.slots, Step: t}, g); err != nil {
+	if err := r.StepRows(driver.Rows{Weight: c.weight, State: c.state, Slots: c.slots, Step: t}, g); err != nil {
 		return err
 	}
 	c.round(c.slots, t)
@@ -78,22 +79,6 @@ func (c *Cached) stepCached(r rule.Rule, g *rule.RowGrad) error {
 	return nil
 }
 
-// A GroupStep is one table's part of a GroupStepper's step: its store,
-// the rule and the gradient of its rows.
-type GroupStep struct {
-	Store Store
-	Rule  rule.Rule
-	Grad  *rule.RowGrad
-}
-
-// A GroupStepper is a store that steps several tables of its kind
-// together, each as its own Step would, in fewer round trips than a Step
-// each: cluster.Store, one pipelined round trip per master for all of
-// them. StepTables is given its own store among the others.
-type GroupStepper interface {
-	StepTables(ctx context.Context, steps []GroupStep) error
-}
-
 // StepTogether steps each of caches by r with its gradient, grads[k] for
 // caches[k], as its Step does: the Shared tables whose stores are
 // GroupSteppers together, on their stores, by the first such store's
@@ -101,29 +86,29 @@ type GroupStepper interface {
 // A table's error stops the step and names the table; on an error of the
 // stores' step no cached row has moved. It is how nn.Collection steps a
 // model's cached tables, Shared or not.
-func StepTogether(ctx context.Context, r rule.Rule, caches []*Cached, grads []*rule.RowGrad) error {
+func StepTogether(ctx context.Context, r driver.Rule, caches []*Cached, grads []*driver.RowGrad) error {
 	if len(caches) != len(grads) {
 		return fmt.Errorf("table: %d tables and %d gradients: %w", len(caches), len(grads), errs.ErrShape)
 	}
-	var group []GroupStep
+	var group []driver.GroupStep
 	var grouped []int
 	for k, c := range caches {
 		if c == nil {
 			return fmt.Errorf("table: StepTogether: table %d is nil: %w", k, errs.ErrOption)
 		}
-		_, ok := c.store.(GroupStepper)
-		st, isStore := c.store.(Store)
+		_, ok := c.store.(driver.GroupStepper)
+		st, isStore := c.store.(driver.Store)
 		if !ok || !isStore || !c.shared {
 			continue
 		}
 		if err := c.prepareStep(r, grads[k]); err != nil {
 			return err
 		}
-		group = append(group, GroupStep{Store: st, Rule: r, Grad: grads[k]})
+		group = append(group, driver.GroupStep{Store: st, Rule: r, Grad: grads[k]})
 		grouped = append(grouped, k)
 	}
 	if len(group) > 0 {
-		if err := group[0].Store.(GroupStepper).StepTables(ctx, group); err != nil {
+		if err := group[0].Store.(driver.GroupStepper).StepTables(ctx, group); err != nil {
 			return err
 		}
 		for _, k := range grouped {
@@ -156,7 +141,7 @@ func StepTogether(ctx context.Context, r rule.Rule, caches []*Cached, grads []*r
 // A Shared table's rows live where its store keeps them, started there
 // by a map beside them (a StoreMapper): Reset of a Shared table is an
 // error wrapping gather.ErrOption; Forget the rows the map read instead.
-func (c *Cached) Reset(ctx context.Context, fresh []Assignment, init RowInit) error {
+func (c *Cached) Reset(ctx context.Context, fresh []driver.Assignment, init driver.RowInit) error {
 	if c.closed {
 		return fmt.Errorf("table %q: %w", c.name, ErrClosed)
 	}

@@ -21,7 +21,7 @@
 // Cluster. Every call that reaches a store takes
 // a context first and stops when it is done.
 //
-// Whatever holds a table's rows steps them by a rule (rule.Rule: an
+// Whatever holds a table's rows steps them by a rule (driver.Rule: an
 // optimiser of package optim), with one method, Step, which applies the
 // rule to the rows a gradient names and counts the step: Cached.Step in
 // the cache (rounding a half table's values and marking the rows for
@@ -45,7 +45,7 @@
 //
 // What a cache needs of a store beyond its rows it finds by assertion,
 // as database/sql finds a driver's optional interfaces: a store that
-// steps its own rows (rule.Stepper) can back a Shared cache. An id map
+// steps its own rows (driver.Stepper) can back a Shared cache. An id map
 // that lives beside a store's rows (a StoreMapper) starts the rows it
 // gives there and returns the rows it read (MapRead), whose copies the
 // cache forgets (Cached.Forget).

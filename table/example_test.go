@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -98,7 +100,7 @@ func ExampleExport() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	cols := []table.Column{{Name: "sum", Width: 1}} // optim.RowWiseAdagrad's
+	cols := []driver.Column{{Name: "sum", Width: 1}} // optim.RowWiseAdagrad's
 	w := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
 	store, err := table.NewMemoryStore("t", w, cols...)
 	if err != nil {
@@ -140,8 +142,8 @@ func ExampleWithHalf() {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "items.safetensors")
-	sum := table.Column{Name: "sum", Width: 1} // optim.NewRowWiseAdagrad(0.1).Columns(8)
-	err = table.Create(path, "items", 1000, 8, tensor.Float32, table.WithSeed(1), table.WithHalf(table.Float16), table.WithState(sum))
+	sum := driver.Column{Name: "sum", Width: 1} // optim.NewRowWiseAdagrad(0.1).Columns(8)
+	err = table.Create(path, "items", 1000, 8, tensor.Float32, table.WithSeed(1), table.WithHalf(driver.Float16), table.WithState(sum))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -174,7 +176,7 @@ func ExampleWithHalf() {
 // float16Of returns v rounded to float16, as float32.
 func float16Of(v float32) float32 {
 	x := []float32{v}
-	table.RoundValues(table.Float16, x)
+	table.RoundValues(driver.Float16, x)
 	return x[0]
 }
 
@@ -182,7 +184,7 @@ func float16Of(v float32) float32 {
 // the cache.
 func ExampleNewHalfMemoryStore() {
 	w := tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float32{1, 1.0 / 3, -2.5, 1000.1, 0, 3e-5}))
-	s, err := table.NewHalfMemoryStore("t", w, table.BFloat16)
+	s, err := table.NewHalfMemoryStore("t", w, driver.BFloat16)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -203,9 +205,9 @@ func ExampleNewHalfMemoryStore() {
 // A table file's layout, as its metadata records it (LayoutKey): the
 // values of a row and the optimiser state after them.
 func ExampleParseLayout() {
-	dim, cols, err := table.ParseLayout("weight:64,exp_avg:64,exp_avg_sq:64")
+	dim, cols, err := driver.ParseLayout("weight:64,exp_avg:64,exp_avg_sq:64")
 	fmt.Println(dim, cols, err)
-	_, _, err = table.ParseLayout("weight:64,sum")
+	_, _, err = driver.ParseLayout("weight:64,sum")
 	fmt.Println(errors.Is(err, checkpoint.ErrFormat))
 	// Output:
 	// 64 [{exp_avg 64 0} {exp_avg_sq 64 0}] <nil>
@@ -218,7 +220,7 @@ func ExampleParseLayout() {
 // comes back has been seen enough, and takes a row at once. Each row
 // given afresh starts from the values of its id.
 func ExampleNewIDMap() {
-	m, err := table.NewIDMap("users", table.IDMapOptions{Rows: 3, AdmitAfter: 2})
+	m, err := table.NewIDMap("users", driver.IDMapOptions{Rows: 3, AdmitAfter: 2})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -12,7 +14,6 @@ import (
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/rowcache"
-	"github.com/gathergrad/gather/rule"
 )
 
 // copyChunk bounds the memory of Export and Import: rows move in chunks
@@ -26,7 +27,7 @@ const copyChunk = 16 << 20
 // chunks of 16 MB, in order, so its memory stays bounded for any table
 // (a cluster.Store: one pipelined round trip per master and chunk), and
 // writes atomically, as checkpoint.Write does.
-func Export(ctx context.Context, path string, src Store, steps int64) error {
+func Export(ctx context.Context, path string, src driver.Store, steps int64) error {
 	if src == nil {
 		return fmt.Errorf("table: Export needs a store: %w", errs.ErrOption)
 	}
@@ -82,7 +83,7 @@ func Export(ctx context.Context, path string, src Store, steps int64) error {
 // ErrFormat for a malformed file) before anything is written. A file an
 // open table holds is ErrInUse; a file whose journal holds changes is an
 // error: open it with OpenCached first, which applies or drops them.
-func Import(ctx context.Context, dst Store, path string) (int64, error) {
+func Import(ctx context.Context, dst driver.Store, path string) (int64, error) {
 	if dst == nil {
 		return 0, fmt.Errorf("table: Import needs a store: %w", errs.ErrOption)
 	}
@@ -92,7 +93,7 @@ func Import(ctx context.Context, dst Store, path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t.name != sc.Name || t.dim != sc.Dim || !rule.SameColumns(t.cols, sc.Columns) || t.half != 0 {
+	if t.name != sc.Name || t.dim != sc.Dim || !driver.SameColumns(t.cols, sc.Columns) || t.half != 0 {
 		return 0, fmt.Errorf("%s: %s holds the table %q of %d values and the state %v; the store holds %q of %d and %v: %w",
 			prefix, path, t.name, t.dim, t.cols, sc.Name, sc.Dim, sc.Columns, checkpoint.ErrMismatch)
 	}
@@ -113,7 +114,7 @@ func Import(ctx context.Context, dst Store, path string) (int64, error) {
 	if err := fileio.Lock(f); err != nil {
 		return 0, fmt.Errorf("%s: %w", prefix, err)
 	}
-	at, err := stepsOffset(f, info.Offset)
+	at, err := stepsOffset(f)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %s: %v: %w", prefix, path, err, checkpoint.ErrFormat)
 	}
@@ -161,7 +162,7 @@ func chunks(rows int64, rowBytes int, fn func(ids []int64, buf []byte) error) er
 // dtype (float32 for a half format, each value widened exactly), in one
 // ReadRows. An id outside the store is the store's error, and nothing
 // is returned.
-func ReadValues(ctx context.Context, src Store, ids []int64) (*tensor.Dense, error) {
+func ReadValues(ctx context.Context, src driver.Store, ids []int64) (*tensor.Dense, error) {
 	if src == nil {
 		return nil, fmt.Errorf("table: ReadValues needs a store: %w", errs.ErrOption)
 	}
@@ -178,8 +179,8 @@ func ReadValues(ctx context.Context, src Store, ids []int64) (*tensor.Dense, err
 	out := make([]byte, len(ids)*dim*es)
 	for k := range ids {
 		row, dst := raw[k*rb:(k+1)*rb], out[k*dim*es:(k+1)*dim*es]
-		if sc.Format.isHalf() {
-			kernel.HalfToFloatBytes(sc.Format.half(), dst, row[:2*dim])
+		if isHalf(sc.Format) {
+			kernel.HalfToFloatBytes(halfOf(sc.Format), dst, row[:2*dim])
 		} else {
 			copy(dst, row[:dim*es])
 		}

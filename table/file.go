@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -54,9 +56,9 @@ var ErrSameFile = errs.ErrSameFile
 // An existing file at path is an error wrapping os.ErrExist unless
 // WithReplace is given; a file an open table holds (Open, in this process
 // or another) is an error wrapping ErrInUse, and is left untouched.
-func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) error {
+func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...driver.Option) error {
 	prefix := fmt.Sprintf("table %q", name)
-	var cfg config
+	var cfg driver.Config
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -74,8 +76,8 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	default:
 		return fmt.Errorf("%s: dtype must be float32 or float64, got %v: %w", prefix, dt, errs.ErrDtype)
 	}
-	if cfg.Half != 0 && (!Format(cfg.Half).isHalf() || dt != tensor.Float32) {
-		return fmt.Errorf("%s: half format %v for a %v table; WithHalf takes Float16 or BFloat16 for a float32 table: %w", prefix, Format(cfg.Half), dt, errs.ErrOption)
+	if cfg.Half != 0 && (!isHalf(driver.Format(cfg.Half)) || dt != tensor.Float32) {
+		return fmt.Errorf("%s: half format %v for a %v table; WithHalf takes Float16 or BFloat16 for a float32 table: %w", prefix, driver.Format(cfg.Half), dt, errs.ErrOption)
 	}
 	if cfg.HasPad {
 		var err error
@@ -93,8 +95,8 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 	shape := []int{vocab, width}
 	rowBytes := int64(width) * int64(dt.Size())
 	if cfg.Half != 0 {
-		meta[valuesKey] = Format(cfg.Half).Safetensors()
-		format = Format(cfg.Half).Safetensors()
+		meta[valuesKey] = driver.Format(cfg.Half).Safetensors()
+		format = driver.Format(cfg.Half).Safetensors()
 		rowBytes = int64(2*dim + 4*(width-dim))
 		if width > dim {
 			format, shape = "U8", []int{vocab, int(rowBytes)}
@@ -124,7 +126,7 @@ func Create(path, name string, vocab, dim int, dt tensor.Dtype, opts ...Option) 
 // values followed by width-dim zeros (its optimiser state), rowBytes a
 // row (the values in the half format cfg.Half, if set); errors start with
 // prefix.
-func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, dim, width int, rowBytes int64, dt tensor.Dtype, cfg config) error {
+func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, dim, width int, rowBytes int64, dt tensor.Dtype, cfg driver.Config) error {
 	const rows = kernel.NormalBlock
 	blocks := (vocab + rows - 1) / rows
 	var mu sync.Mutex
@@ -151,7 +153,7 @@ func fill[T float32 | float64](f *os.File, offset int64, prefix string, vocab, d
 			}
 			b := fileio.LittleEndianBytes(v)
 			if cfg.Half != 0 {
-				b = halfBlock(Format(cfg.Half), b, r1-r0, dim, rowBytes)
+				b = halfBlock(driver.Format(cfg.Half), b, r1-r0, dim, rowBytes)
 			}
 			if _, err := fileio.WriteAt(f, b, offset+int64(r0)*rowBytes); err != nil {
 				fail(err)

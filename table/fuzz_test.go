@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -20,7 +22,7 @@ func FuzzParseLayout(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		dim, cols, err := ParseLayout(s)
+		dim, cols, err := driver.ParseLayout(s)
 		if err != nil {
 			if !errors.Is(err, checkpoint.ErrFormat) {
 				t.Fatalf("%q: %v", s, err)
@@ -37,8 +39,8 @@ func FuzzParseLayout(f *testing.F) {
 // sameLayout reports whether a and b describe the same rows (numbers
 // may be written with leading zeros or a sign).
 func sameLayout(a, b string) bool {
-	da, ca, err1 := ParseLayout(a)
-	db, cb, err2 := ParseLayout(b)
+	da, ca, err1 := driver.ParseLayout(a)
+	db, cb, err2 := driver.ParseLayout(b)
 	if err1 != nil || err2 != nil || da != db || len(ca) != len(cb) {
 		return false
 	}
@@ -54,7 +56,7 @@ func sameLayout(a, b string) bool {
 // every row of which reads.
 func FuzzOpenCached(f *testing.F) {
 	dir := f.TempDir()
-	for k, opts := range [][]Option{nil, {WithState(Column{Name: "sum", Width: 1})}, {WithHalf(BFloat16), WithState(Column{Name: "m", Width: 2})}} {
+	for k, opts := range [][]driver.Option{nil, {WithState(driver.Column{Name: "sum", Width: 1})}, {WithHalf(driver.BFloat16), WithState(driver.Column{Name: "m", Width: 2})}} {
 		p := filepath.Join(dir, string(rune('a'+k)))
 		if err := Create(p, "t", 5, 3, tensor.Float32, opts...); err != nil {
 			f.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
@@ -23,7 +25,7 @@ const valuesKey = "gathergrad.values"
 // and optimisers work on.
 type halfStore struct {
 	inner rowcache.Store
-	f     Format
+	f     driver.Format
 	dim   int
 }
 
@@ -41,7 +43,7 @@ func (s *halfStore) ReadRows(ctx context.Context, ids []int64, dst []byte) error
 	}
 	for k := range ids {
 		src, row := buf[k*in:(k+1)*in], dst[k*out:(k+1)*out]
-		kernel.HalfToFloatBytes(s.f.half(), row[:4*s.dim], src[:2*s.dim])
+		kernel.HalfToFloatBytes(halfOf(s.f), row[:4*s.dim], src[:2*s.dim])
 		copy(row[4*s.dim:], src[2*s.dim:])
 	}
 	return nil
@@ -57,7 +59,7 @@ func (s *halfStore) WriteRows(ctx context.Context, ids []int64, src []byte) erro
 	buf := make([]byte, len(ids)*in)
 	for k := range ids {
 		row, dst := src[k*out:(k+1)*out], buf[k*in:(k+1)*in]
-		kernel.FloatBytesToHalf(s.f.half(), dst[:2*s.dim], row[:4*s.dim])
+		kernel.FloatBytesToHalf(halfOf(s.f), dst[:2*s.dim], row[:4*s.dim])
 		copy(dst[2*s.dim:], row[4*s.dim:])
 	}
 	return s.inner.WriteRows(ctx, ids, buf)
@@ -75,7 +77,7 @@ func (s *halfStore) Sync(ctx context.Context) error {
 // halfRows returns rows (one per row of weights, a [vocab, dim] float32
 // tensor) of dim values of f, rounded to nearest, each followed by the
 // state cols at their Init, float32.
-func halfRows(weights *tensor.Dense, f Format, cols []Column) ([]byte, int, error) {
+func halfRows(weights *tensor.Dense, f driver.Format, cols []driver.Column) ([]byte, int, error) {
 	vocab, dim := weights.Shape()[0], weights.Shape()[1]
 	_, width, err := tablerows.Describe("memory store", dim, cols)
 	if err != nil {
@@ -88,7 +90,7 @@ func halfRows(weights *tensor.Dense, f Format, cols []Column) ([]byte, int, erro
 	data := make([]byte, vocab*rb)
 	for r := range vocab {
 		row := data[r*rb : (r+1)*rb]
-		kernel.ToHalf(f.half(), row[:2*dim], w[r*dim:(r+1)*dim])
+		kernel.ToHalf(halfOf(f), row[:2*dim], w[r*dim:(r+1)*dim])
 		copy(row[2*dim:], fileio.LittleEndianBytes(state))
 	}
 	return data, rb, nil
@@ -99,11 +101,11 @@ func halfRows(weights *tensor.Dense, f Format, cols []Column) ([]byte, int, erro
 // (rounded to nearest), each followed by the state cols (float32, each
 // its Init): half the memory of a float32 table's values. NewCached with
 // NewCached trains it, its steps computed in float32.
-func NewHalfMemoryStore(name string, weights *tensor.Dense, f Format, cols ...Column) (Store, error) {
+func NewHalfMemoryStore(name string, weights *tensor.Dense, f driver.Format, cols ...driver.Column) (driver.Store, error) {
 	if weights == nil || len(weights.Shape()) != 2 || weights.Dtype() != tensor.Float32 {
 		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] float32 tensor: %w", errs.ErrShape)
 	}
-	if !f.isHalf() {
+	if !isHalf(f) {
 		return nil, fmt.Errorf("memory store: half format %v: %w", f, errs.ErrOption)
 	}
 	data, rb, err := halfRows(weights, f, cols)
@@ -112,7 +114,7 @@ func NewHalfMemoryStore(name string, weights *tensor.Dense, f Format, cols ...Co
 	}
 	vocab, dim := weights.Shape()[0], weights.Shape()[1]
 	return &MemoryStore{rowBytes: rb, data: data,
-		schema: Schema{Name: name, Rows: int64(vocab), Dim: dim, Dtype: tensor.Float32, Format: f, Columns: cols}}, nil
+		schema: driver.Schema{Name: name, Rows: int64(vocab), Dim: dim, Dtype: tensor.Float32, Format: f, Columns: cols}}, nil
 }
 
 // round rounds the values of the rows in slots, just stepped as step t,
@@ -126,7 +128,7 @@ func (c *Cached) round(slots []int64, t int64) {
 	w := c.weight.Float32s()
 	for _, s := range slots {
 		id := c.cache.ID(int32(s))
-		kernel.RoundRow(c.half.half(), w[int(s)*c.dim:int(s+1)*c.dim], !c.nearest, c.seed, t, id)
+		kernel.RoundRow(halfOf(c.half), w[int(s)*c.dim:int(s+1)*c.dim], !c.nearest, c.seed, t, id)
 	}
 }
 
@@ -138,18 +140,18 @@ func (c *Cached) roundNearest(slots []int64) {
 	}
 	w := c.weight.Float32s()
 	for _, s := range slots {
-		kernel.RoundRow(c.half.half(), w[int(s)*c.dim:int(s+1)*c.dim], false, 0, 0, 0)
+		kernel.RoundRow(halfOf(c.half), w[int(s)*c.dim:int(s+1)*c.dim], false, 0, 0, 0)
 	}
 }
 
 // halfBlock returns the rows of b (little-endian float32 rows, each dim
 // values and then state) with their values in format f: rowBytes a row.
-func halfBlock(f Format, b []byte, rows, dim int, rowBytes int64) []byte {
+func halfBlock(f driver.Format, b []byte, rows, dim int, rowBytes int64) []byte {
 	in := len(b) / rows
 	out := make([]byte, int64(rows)*rowBytes)
 	for r := range rows {
 		src, dst := b[r*in:(r+1)*in], out[int64(r)*rowBytes:int64(r+1)*rowBytes]
-		kernel.FloatBytesToHalf(f.half(), dst[:2*dim], src[:4*dim])
+		kernel.FloatBytesToHalf(halfOf(f), dst[:2*dim], src[:4*dim])
 		copy(dst[2*dim:], src[4*dim:])
 	}
 	return out
@@ -157,4 +159,4 @@ func halfBlock(f Format, b []byte, rows, dim int, rowBytes int64) []byte {
 
 // RoundValues rounds x to the nearest values of format f, ties to even,
 // saturating at its largest finite value.
-func RoundValues(f Format, x []float32) { kernel.RoundRow(f.half(), x, false, 0, 0, 0) }
+func RoundValues(f driver.Format, x []float32) { kernel.RoundRow(halfOf(f), x, false, 0, 0, 0) }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -18,11 +20,11 @@ func TestHalfRefuses(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	path := filepath.Join(dir, "t.safetensors")
-	if err := Create(path, "t", 10, 4, tensor.Float32, WithHalf(BFloat16)); err != nil {
+	if err := Create(path, "t", 10, 4, tensor.Float32, WithHalf(driver.BFloat16)); err != nil {
 		t.Fatal(err)
 	}
 	w := tensor.New(tensor.WithShape(10, 4), tensor.Of(tensor.Float32))
-	s, err := NewHalfMemoryStore("t", w, Float16)
+	s, err := NewHalfMemoryStore("t", w, driver.Float16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestHalfRefuses(t *testing.T) {
 		call func() error
 	}{
 		{errs.ErrOption, "half format float16 for a float64 table", func() error {
-			return Create(filepath.Join(dir, "f64"), "t", 10, 4, tensor.Float64, WithHalf(Float16))
+			return Create(filepath.Join(dir, "f64"), "t", 10, 4, tensor.Float64, WithHalf(driver.Float16))
 		}},
 		{errs.ErrOption, "a half table (float16) is float32 and not Shared", func() error {
 			_, err := NewCached(ctx, s, CacheOptions{Budget: 1 << 20, Shared: &SharedOptions{}})

@@ -8,78 +8,14 @@ import (
 	"math/rand/v2"
 	"strconv"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/tablerows"
 )
-
-// An Eviction says which row an IDMap that is full gives a new id.
-type Eviction int
-
-// The eviction policies.
-const (
-	// EvictLRU takes the row of the id used longest ago: of the ids last
-	// used at the earliest step, the one first used in it, where Map
-	// counts the ids of a batch that held rows as used before the
-	// batch's new ids (in the batch's order within each).
-	EvictLRU Eviction = iota
-	// EvictLFU takes, of 16 rows drawn at random, the row of the id
-	// used in the fewest steps since it was admitted.
-	EvictLFU
-	// Refuse evicts nothing: a new id of a full map is an error wrapping
-	// ErrCapacity naming the map and the id, and the batch changes
-	// nothing.
-	Refuse
-)
-
-// IDMapOptions configure an IDMap.
-type IDMapOptions struct {
-	// Rows is how many rows the map hands out: rows 0 to Rows-1, at
-	// most 2³¹-2 and within MaxIDMapBytes. Row Rows is the default row,
-	// which ids not yet admitted read: make the table Rows+1 rows with
-	// its padding row at Rows (nn.WithPadding), so that they read zeros
-	// and their gradients are dropped.
-	Rows int
-	// AdmitAfter is how many times an id must be seen before it gets a
-	// row; 0 means 1, and at most 2³²-1, the sketch's largest count. Ids
-	// are counted in a count-min sketch (4 rows of
-	// SketchWidth counters): a count is never below the true one and
-	// above it by at most e·N/SketchWidth, N the ids counted, with
-	// probability 1 - e⁻⁴, so an id may be admitted early, never late.
-	AdmitAfter int
-	// SketchWidth is the counters of each row of the sketch, rounded up
-	// to a power of two; 0 means 1<<16. The map's memory is bounded
-	// (MaxIDMapBytes).
-	SketchWidth int
-	// Evict is the policy of a full map.
-	Evict Eviction
-	// TTL, if above 0, frees the row of an id not used for TTL steps:
-	// it is evicted at the next Map, whatever the policy.
-	TTL int64
-	// Pad, if set, makes PadID the padding id: it always reads the
-	// default row and is never counted or given a row, as a bag's
-	// padding_idx (the fill of bags shorter than their tensor).
-	Pad   bool
-	PadID int64
-}
-
-// IDMapStats count what an IDMap did.
-type IDMapStats struct {
-	Used     int    // rows held by an id now
-	Admitted uint64 // ids given a row
-	Evicted  uint64 // ids whose row was taken for another (LRU, LFU)
-	Expired  uint64 // ids whose row was freed after TTL steps unused
-	Rejected uint64 // ids a Refuse map had no row for
-	Pending  uint64 // sightings of ids not yet admitted: they read the default row, their gradients dropped
-	Dropped  uint64 // gradients of rows taken for another id between a worker's Map and its Step (cluster.IDMap)
-}
-
-// An Assignment is a row given to a raw id by Map: the row's values and
-// optimiser state must be started afresh for the id (InitialRow), for
-// it held another id's or none.
-type Assignment struct{ Row, ID int64 }
 
 // An IDMap maps raw 64-bit ids (any value) to the rows of a table of a
 // fixed size: TorchRec's managed collision tables, TFRA's dynamic
@@ -88,13 +24,13 @@ type Assignment struct{ Row, ID int64 }
 // (Evict) or after TTL unused steps. It is not safe for concurrent use.
 type IDMap struct {
 	name  string
-	o     IDMapOptions
+	o     driver.IDMapOptions
 	ids   map[int64]int32 // raw id -> row
 	row   []rowEntry      // by row
 	free  []int32         // rows held by no id
 	head  int32           // the most recently used row, -1 for none
 	tail  int32           // the least recently used
-	stats IDMapStats
+	stats driver.IDMapStats
 	cms   []uint32 // the sketch: 4 rows of width counters
 	mask  uint64
 	pcg   *rand.PCG // rng's source, saved by State
@@ -111,14 +47,14 @@ type rowEntry struct {
 }
 
 // NewIDMap returns an empty map named name (its errors name it) of o.
-func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
+func NewIDMap(name string, o driver.IDMapOptions) (*IDMap, error) {
 	if err := o.Check(name); err != nil {
 		return nil, err
 	}
-	if err := o.checkBytes(name); err != nil {
+	if err := checkBytes(o, name); err != nil {
 		return nil, err
 	}
-	o = o.defaults()
+	o = o.Defaults()
 	width := 1 << bits.Len(uint(o.SketchWidth-1))
 	m := &IDMap{name: name, o: o, ids: make(map[int64]int32), row: make([]rowEntry, o.Rows), free: make([]int32, o.Rows),
 		head: -1, tail: -1, pcg: rand.NewPCG(1, 2), step: -1 << 63}
@@ -141,9 +77,9 @@ func NewIDMap(name string, o IDMapOptions) (*IDMap, error) {
 // where an int is 32 bits.
 const MaxIDMapBytes int64 = 1 << (30 + 3*(strconv.IntSize/64))
 
-// bytes returns the bytes an IDMap of o takes when made (o's
+// idMapBytes returns the bytes an IDMap of o takes when made (o's
 // defaults applied), as a float64 so that no size overflows.
-func (o IDMapOptions) bytes() float64 {
+func idMapBytes(o driver.IDMapOptions) float64 {
 	b := 36 * float64(o.Rows)
 	if o.AdmitAfter > 1 {
 		b += 16 * math.Exp2(float64(bits.Len(uint(o.SketchWidth-1))))
@@ -151,47 +87,14 @@ func (o IDMapOptions) bytes() float64 {
 	return b
 }
 
-// Check returns an error wrapping gather.ErrOption naming the map name,
-// the one option that is wrong and its limit, if o are not options of a
-// map.
-func (o IDMapOptions) Check(name string) error {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("id map %q: %s: %w", name, fmt.Sprintf(format, a...), errs.ErrOption)
-	}
-	switch {
-	case o.Rows <= 0 || o.Rows >= 1<<31-1:
-		return bad("Rows %d must lie in [1, %d]", o.Rows, 1<<31-2)
-	case o.AdmitAfter < 0 || uint64(o.AdmitAfter) > math.MaxUint32:
-		return bad("AdmitAfter %d must lie in [0, %d], the sketch's largest count", o.AdmitAfter, uint64(math.MaxUint32))
-	case o.SketchWidth < 0 || int64(o.SketchWidth) > 1<<40:
-		return bad("SketchWidth %d must lie in [0, %d]", o.SketchWidth, int64(1)<<40)
-	case o.TTL < 0:
-		return bad("TTL %d must be at least 0", o.TTL)
-	case o.Evict < EvictLRU || o.Evict > Refuse:
-		return bad("Evict %d is not a policy (EvictLRU %d, EvictLFU %d, Refuse %d)", o.Evict, EvictLRU, EvictLFU, Refuse)
-	}
-	return nil
-}
-
 // checkBytes returns an error naming the map name and the bytes if an
 // IDMap of o would take more than MaxIDMapBytes.
-func (o IDMapOptions) checkBytes(name string) error {
-	if b := o.defaults().bytes(); b > float64(MaxIDMapBytes) {
+func checkBytes(o driver.IDMapOptions, name string) error {
+	if b := idMapBytes(o.Defaults()); b > float64(MaxIDMapBytes) {
 		return fmt.Errorf("id map %q: Rows %d and SketchWidth %d take %.0f bytes, more than MaxIDMapBytes (%d): %w",
 			name, o.Rows, o.SketchWidth, b, MaxIDMapBytes, errs.ErrOption)
 	}
 	return nil
-}
-
-// defaults returns o with its zero values replaced by their defaults.
-func (o IDMapOptions) defaults() IDMapOptions {
-	if o.AdmitAfter == 0 {
-		o.AdmitAfter = 1
-	}
-	if o.SketchWidth == 0 {
-		o.SketchWidth = 1 << 16
-	}
-	return o
 }
 
 // Map sets rows[k] to the row of ids[k] for step step (steps must not
@@ -204,7 +107,7 @@ func (o IDMapOptions) defaults() IDMapOptions {
 // naming the map (a Refuse map counts them in Stats.Rejected), and
 // nothing else changed. A done ctx is an error wrapping ctx.Err(), and
 // nothing changed.
-func (m *IDMap) Map(ctx context.Context, ids, rows []int64, step int64, assigned []Assignment) ([]Assignment, error) {
+func (m *IDMap) Map(ctx context.Context, ids, rows []int64, step int64, assigned []driver.Assignment) ([]driver.Assignment, error) {
 	if err := ctx.Err(); err != nil {
 		return assigned, fmt.Errorf("id map %q: %w", m.name, err)
 	}
@@ -252,7 +155,7 @@ func (m *IDMap) Map(ctx context.Context, ids, rows []int64, step int64, assigned
 		m.use(r, step)
 		m.stats.Admitted++
 		rows[k] = int64(r)
-		assigned = append(assigned, Assignment{Row: int64(r), ID: id})
+		assigned = append(assigned, driver.Assignment{Row: int64(r), ID: id})
 	}
 	return assigned, nil
 }
@@ -263,7 +166,7 @@ func (m *IDMap) Map(ctx context.Context, ids, rows []int64, step int64, assigned
 // touches, so that the ids it counts are exactly those Map would admit,
 // however many counters the batch's ids share.
 func (m *IDMap) check(ids []int64, step int64) error {
-	if m.o.Evict != Refuse && m.o.Rows >= len(ids) && step != m.step {
+	if m.o.Evict != driver.Refuse && m.o.Rows >= len(ids) && step != m.step {
 		return nil // a batch cannot fill the map with its own rows
 	}
 	expired := func(r int32) bool { return m.o.TTL > 0 && m.row[r].last < step-m.o.TTL }
@@ -302,7 +205,7 @@ func (m *IDMap) check(ids []int64, step int64) error {
 	}
 	need := len(fresh)
 	avail := len(m.free)
-	if m.o.Evict != Refuse {
+	if m.o.Evict != driver.Refuse {
 		avail = m.o.Rows - busy
 	} else if m.o.TTL > 0 {
 		for r := m.tail; r >= 0 && expired(r); r = m.row[r].prev {
@@ -310,7 +213,7 @@ func (m *IDMap) check(ids []int64, step int64) error {
 		}
 	}
 	if need > avail {
-		if m.o.Evict == Refuse {
+		if m.o.Evict == driver.Refuse {
 			m.stats.Rejected += uint64(need - avail)
 		}
 		return fmt.Errorf("id map %q: no row for id %d: the batch of step %d needs %d new rows and the map may give %d of its %d: %w",
@@ -328,7 +231,7 @@ func (m *IDMap) take(step int64) int32 {
 		return r
 	}
 	victim := m.tail // EvictLRU; Refuse never gets here (check)
-	if m.o.Evict == EvictLFU {
+	if m.o.Evict == driver.EvictLFU {
 		victim = -1
 		for range 16 {
 			r := int32(m.rng.IntN(m.o.Rows))
@@ -473,7 +376,7 @@ func (m *IDMap) Row(id int64) (int64, bool) {
 // could not be started afresh (a store's error): their ids hold no row
 // again, and a later Map gives them rows anew. An assignment whose id no
 // longer holds that row is skipped.
-func (m *IDMap) Forget(_ context.Context, a []Assignment) error {
+func (m *IDMap) Forget(_ context.Context, a []driver.Assignment) error {
 	for _, x := range a {
 		if r, ok := m.ids[x.ID]; ok && int64(r) == x.Row {
 			m.release(r)
@@ -491,26 +394,26 @@ func (m *IDMap) Rows() int { return m.o.Rows }
 func (m *IDMap) Name() string { return m.name }
 
 // Stats returns what the map did so far; the error is always nil.
-func (m *IDMap) Stats(context.Context) (IDMapStats, error) {
+func (m *IDMap) Stats(context.Context) (driver.IDMapStats, error) {
 	s := m.stats
 	s.Used = len(m.ids)
 	return s, nil
 }
 
-var _ Mapper = (*IDMap)(nil)
+var _ driver.Mapper = (*IDMap)(nil)
 
 // InitialRow fills dst with the initial values of the row of raw id id:
 // N(0, 1) draws from a generator seeded by (seed, id), so that an id
 // starts with the same values on every worker and after a restart,
 // whichever row it gets. It is RowInit{Seed: seed, Std: 1}'s row.
 func InitialRow[T float32 | float64](dst []T, seed uint64, id int64) {
-	fillRow(RowInit{Seed: seed, Std: 1}, dst, id)
+	fillRow(driver.RowInit{Seed: seed, Std: 1}, dst, id)
 }
 
 // initialRows starts the rows at slots of w (a [n, dim] float32 or
 // float64 matrix) and of its state columns afresh for the ids of fresh:
 // init's values, and each column's Init.
-func initialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []Assignment, slots []int64, init RowInit) {
+func initialRows(w *tensor.Dense, state []*tensor.Dense, cols []driver.Column, fresh []driver.Assignment, slots []int64, init driver.RowInit) {
 	dim := w.Shape()[1]
 	if w.Dtype() == tensor.Float32 {
 		startRows(w.Float32s(), dim, state, cols, fresh, slots, init, (*tensor.Dense).Float32s)
@@ -519,7 +422,7 @@ func initialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []
 	}
 }
 
-func startRows[T float32 | float64](w []T, dim int, state []*tensor.Dense, cols []Column, fresh []Assignment, slots []int64, init RowInit, data func(*tensor.Dense) []T) {
+func startRows[T float32 | float64](w []T, dim int, state []*tensor.Dense, cols []driver.Column, fresh []driver.Assignment, slots []int64, init driver.RowInit, data func(*tensor.Dense) []T) {
 	for k, a := range fresh {
 		s := int(slots[k])
 		fillRow(init, w[s*dim:(s+1)*dim], a.ID)
@@ -541,7 +444,7 @@ func startRows[T float32 | float64](w []T, dim int, state []*tensor.Dense, cols 
 // tensor ([rows, width] by column of cols, as optim.MemoryTable keeps
 // them) its column's Init. A row outside w is an error wrapping
 // gather.ErrIndexOutOfRange, and then nothing changed.
-func InitialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []Assignment, init RowInit) error {
+func InitialRows(w *tensor.Dense, state []*tensor.Dense, cols []driver.Column, fresh []driver.Assignment, init driver.RowInit) error {
 	if w == nil || len(w.Shape()) != 2 || len(state) != len(cols) {
 		return fmt.Errorf("table: InitialRows needs a matrix and one state tensor per column: %w", errs.ErrShape)
 	}
@@ -568,27 +471,7 @@ func InitialRows(w *tensor.Dense, state []*tensor.Dense, cols []Column, fresh []
 	return nil
 }
 
-// A RowInit says how a row given to a new raw id starts: Std times
-// N(0, 1) draws from a generator seeded by (Seed, id) (InitialRow), so
-// that an id starts with the same values on every worker and after a
-// restart, whichever row it gets. Each value is the float64 product
-// draw·Std rounded once to the table's dtype. Std 0 starts rows at
-// zeros; a negative or non-finite Std is an error (Check).
-type RowInit struct {
-	Seed uint64
-	Std  float64
-}
-
-// Check returns an error wrapping gather.ErrOption, naming Std, if Std
-// is negative or not finite.
-func (init RowInit) Check() error {
-	if !(init.Std >= 0 && init.Std <= math.MaxFloat64) {
-		return fmt.Errorf("row init: Std %v must be finite and at least 0: %w", init.Std, errs.ErrOption)
-	}
-	return nil
-}
-
 // fillRow sets dst to init's values for the row of id.
-func fillRow[T float32 | float64](init RowInit, dst []T, id int64) {
+func fillRow[T float32 | float64](init driver.RowInit, dst []T, id int64) {
 	tablerows.FillRow(init.Seed, init.Std, dst, id)
 }

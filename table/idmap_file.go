@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
@@ -104,7 +106,7 @@ func allZero(b []byte) bool {
 // Schema().Rows' bytes: Store.RowBytes) hold the state of an IDMap of
 // options o, as FileOptions.IDMap keeps it: make the table that many rows
 // larger. It is O(o.Rows).
-func IDMapRows(o IDMapOptions, rowBytes int) (int64, error) {
+func IDMapRows(o driver.IDMapOptions, rowBytes int) (int64, error) {
 	m, err := NewIDMap("", o)
 	if err != nil {
 		return 0, err

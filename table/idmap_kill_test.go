@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/fileio"
@@ -21,8 +23,8 @@ import (
 // The map of the kill test: 60 rows, ids admitted at their second
 // sighting, LRU; its table has the map's rows past the padding row.
 var (
-	rmOpts = table.IDMapOptions{Rows: 60, AdmitAfter: 2, SketchWidth: 256}
-	rmInit = table.RowInit{Seed: 7, Std: 0.1}
+	rmOpts = driver.IDMapOptions{Rows: 60, AdmitAfter: 2, SketchWidth: 256}
+	rmInit = driver.RowInit{Seed: 7, Std: 0.1}
 )
 
 const rmBatch = 24

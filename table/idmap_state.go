@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -202,7 +204,7 @@ func (m *IDMap) SetState(tensors map[string]*tensor.Dense) error {
 	}
 	*m.pcg = pcg
 	c := meta[o+3:]
-	m.stats = IDMapStats{Admitted: uint64(c[0]), Evicted: uint64(c[1]), Expired: uint64(c[2]), Rejected: uint64(c[3]), Pending: uint64(c[4])}
+	m.stats = driver.IDMapStats{Admitted: uint64(c[0]), Evicted: uint64(c[1]), Expired: uint64(c[2]), Rejected: uint64(c[3]), Pending: uint64(c[4])}
 	return nil
 }
 
@@ -262,7 +264,7 @@ func ReadIDMap(path, name string) (*IDMap, error) {
 	if v[0] <= 0 || v[0] >= 1<<31-1 || v[1] < 0 || v[1] > math.MaxUint32 || v[2] < 0 || v[2] > 1<<30 || v[3] < 0 || v[4] < 0 {
 		return nil, fmt.Errorf("id map %q: %s: options %v: %w", name, path, v[:7], checkpoint.ErrFormat)
 	}
-	o := IDMapOptions{Rows: int(v[0]), AdmitAfter: int(v[1]), SketchWidth: int(v[2]), Evict: Eviction(v[3]), TTL: v[4], Pad: v[5] != 0, PadID: v[6]}
+	o := driver.IDMapOptions{Rows: int(v[0]), AdmitAfter: int(v[1]), SketchWidth: int(v[2]), Evict: driver.Eviction(v[3]), TTL: v[4], Pad: v[5] != 0, PadID: v[6]}
 	// The map's memory follows its tensors' sizes in the file, so that a
 	// hostile file cannot ask for more than it holds.
 	infos, _, err := checkpoint.Inspect(path)
@@ -289,26 +291,20 @@ func ReadIDMap(path, name string) (*IDMap, error) {
 	return m, nil
 }
 
-// A HeldRow is a row of an id map held by an id: its last use was at
-// step Last, and it was used in Uses steps since its id was admitted.
-type HeldRow struct {
-	Row, ID, Last int64
-	Uses          uint32
-}
-
-// HeldIDMap returns a map of options o named name whose rows held holds
-// and whose other rows are free, its Stats st (Used aside): a map read
-// from elsewhere, such as cluster.IDMap.Snapshot's. Its recency order is
-// that of Last (then Row), its clock the latest Last, and its sketch
-// empty. Invalid options, a row outside [0, o.Rows), or a row or an id
+// HeldIDMap returns the map s describes: named s.Name, of s.Options, its
+// rows s.Held held and the others free, its Stats s.Stats (Used aside):
+// a map read from elsewhere, such as cluster.IDMap.Snapshot's. Its
+// recency order is that of Last (then Row), its clock the latest Last,
+// and its sketch empty. Invalid options, a row outside [0, Rows), or a row or an id
 // held twice is an error wrapping gather.ErrOption naming it.
-func HeldIDMap(name string, o IDMapOptions, held []HeldRow, st IDMapStats) (*IDMap, error) {
+func HeldIDMap(s driver.IDMapState) (*IDMap, error) {
+	name, o, held, st := s.Name, s.Options, s.Held, s.Stats
 	m, err := NewIDMap(name, o)
 	if err != nil {
 		return nil, err
 	}
 	held = slices.Clone(held)
-	slices.SortFunc(held, func(a, b HeldRow) int { return cmp.Or(cmp.Compare(a.Last, b.Last), cmp.Compare(a.Row, b.Row)) })
+	slices.SortFunc(held, func(a, b driver.HeldRow) int { return cmp.Or(cmp.Compare(a.Last, b.Last), cmp.Compare(a.Row, b.Row)) })
 	for _, h := range held {
 		if h.Row < 0 || h.Row >= int64(m.o.Rows) || m.row[h.Row].held {
 			return nil, fmt.Errorf("id map %q: row %d of id %d is not a row of the map, or held twice: %w", name, h.Row, h.ID, errs.ErrOption)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/tensor"
 
@@ -42,7 +44,7 @@ type refMap struct {
 	row    map[int64]int64 // id -> row
 	last   map[int64]int64 // id -> step of its last use
 	free   []int64         // free rows, the next to give last
-	st     IDMapStats
+	st     driver.IDMapStats
 }
 
 func newRef(rows int, ttl int64, refuse bool, admit int) *refMap {
@@ -96,7 +98,7 @@ func (r *refMap) touch(id, step int64) {
 }
 
 // mapIDs is Map: the rows, the assignments, or false for ErrCapacity.
-func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
+func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []driver.Assignment, bool) {
 	c := r.clone()
 	rows, got, short := c.apply(ids, step)
 	if short > 0 {
@@ -112,7 +114,7 @@ func (r *refMap) mapIDs(ids []int64, step int64) ([]int64, []Assignment, bool) {
 // apply maps ids at step, and returns how many ids it admitted found no
 // row: a free one, or (evicting) the least recently used of an id not
 // used at this step.
-func (r *refMap) apply(ids []int64, step int64) ([]int64, []Assignment, int) {
+func (r *refMap) apply(ids []int64, step int64) ([]int64, []driver.Assignment, int) {
 	if r.ttl > 0 {
 		for _, id := range slices.Clone(r.order) {
 			if r.last[id] < step-r.ttl {
@@ -127,7 +129,7 @@ func (r *refMap) apply(ids []int64, step int64) ([]int64, []Assignment, int) {
 			r.touch(id, step)
 		}
 	}
-	var got []Assignment
+	var got []driver.Assignment
 	short := map[int64]bool{} // admitted ids that found no row
 	for k, id := range ids {
 		if r.pad && id == 0 || short[id] {
@@ -157,7 +159,7 @@ func (r *refMap) apply(ids []int64, step int64) ([]int64, []Assignment, int) {
 		r.touch(id, step)
 		rows[k] = row
 		r.st.Admitted++
-		got = append(got, Assignment{Row: row, ID: id})
+		got = append(got, driver.Assignment{Row: row, ID: id})
 	}
 	return rows, got, len(short)
 }
@@ -187,9 +189,9 @@ func FuzzIDMap(f *testing.F) {
 		rows := 1 + int(b[0]%6)
 		width := []int{0, 1, 2, 4, 8, 16, 32, 64}[b[0]>>5]
 		ttl, refuse, admit := int64(b[1]%4), b[1]&4 != 0, 1+int(b[1]>>3%3)
-		o := IDMapOptions{Rows: rows, TTL: ttl, AdmitAfter: admit, Pad: b[1]&0x80 != 0, SketchWidth: width}
+		o := driver.IDMapOptions{Rows: rows, TTL: ttl, AdmitAfter: admit, Pad: b[1]&0x80 != 0, SketchWidth: width}
 		if refuse {
-			o.Evict = Refuse
+			o.Evict = driver.Refuse
 		}
 		m, err := NewIDMap("f", o)
 		if err != nil {
@@ -199,7 +201,7 @@ func FuzzIDMap(f *testing.F) {
 		ref.pad, ref.width = o.Pad, width
 		var lfu *IDMap // EvictLFU's victims are drawn at random: held to invariants, not to the model
 		if !refuse {
-			o.Evict = EvictLFU
+			o.Evict = driver.EvictLFU
 			lfu, _ = NewIDMap("lfu", o)
 		}
 		step := int64(0)
@@ -296,7 +298,7 @@ func checkLFU(t *testing.T, m *IDMap, ids []int64, step int64) {
 // exactSketch reports whether each of FuzzIDMap's 256 ids has a counter
 // of the default sketch no other of them shares.
 func exactSketch() bool {
-	m, _ := NewIDMap("x", IDMapOptions{Rows: 1, AdmitAfter: 2})
+	m, _ := NewIDMap("x", driver.IDMapOptions{Rows: 1, AdmitAfter: 2})
 	width := len(m.cms) / 4
 	at := func(id int64, d int) int { return d*width + int(tablerows.Mix(uint64(id), uint64(d))&m.mask) }
 	users := map[int]int{}
@@ -320,7 +322,7 @@ func exactSketch() bool {
 // An id gets a row at its AdmitAfter-th sighting, in any batch; before
 // that it reads the default row and counts as pending.
 func TestIDMapAdmission(t *testing.T) {
-	m, err := NewIDMap("a", IDMapOptions{Rows: 4, AdmitAfter: 3})
+	m, err := NewIDMap("a", driver.IDMapOptions{Rows: 4, AdmitAfter: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +346,7 @@ func TestIDMapAdmission(t *testing.T) {
 // never one of the batch's; a Refuse map names the id it has no row for
 // and changes nothing.
 func TestIDMapPolicies(t *testing.T) {
-	m, _ := NewIDMap("lfu", IDMapOptions{Rows: 2, Evict: EvictLFU})
+	m, _ := NewIDMap("lfu", driver.IDMapOptions{Rows: 2, Evict: driver.EvictLFU})
 	rows := make([]int64, 1)
 	for s, id := range []int64{1, 1, 1, 2, 3} {
 		if _, err := m.Map(context.Background(), []int64{id}, rows, int64(s), nil); err != nil {
@@ -357,7 +359,7 @@ func TestIDMapPolicies(t *testing.T) {
 	if _, ok := m.Row(2); ok {
 		t.Fatal("LFU kept the id used once over the new one")
 	}
-	r, _ := NewIDMap("full", IDMapOptions{Rows: 1, Evict: Refuse})
+	r, _ := NewIDMap("full", driver.IDMapOptions{Rows: 1, Evict: driver.Refuse})
 	if _, err := r.Map(context.Background(), []int64{5}, rows, 0, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +371,7 @@ func TestIDMapPolicies(t *testing.T) {
 		t.Fatalf("the refused batch changed the map: %v %v %+v", row, ok, statsOf(r))
 	}
 	two := make([]int64, 2)
-	l, _ := NewIDMap("lru", IDMapOptions{Rows: 2})
+	l, _ := NewIDMap("lru", driver.IDMapOptions{Rows: 2})
 	if _, err := l.Map(context.Background(), []int64{1, 2}, two, 0, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +391,7 @@ func contains(s string, subs ...string) bool {
 
 // BenchmarkIDMap remaps a batch of 4,096 ids that all hold rows.
 func BenchmarkIDMap(b *testing.B) {
-	m, _ := NewIDMap("b", IDMapOptions{Rows: 1 << 20})
+	m, _ := NewIDMap("b", driver.IDMapOptions{Rows: 1 << 20})
 	ids := make([]int64, 4096)
 	for k := range ids {
 		ids[k] = int64(tablerows.Mix(uint64(k), 9))
@@ -413,7 +415,7 @@ func BenchmarkIDMap(b *testing.B) {
 // with a Refuse map that admits at the second sighting: every batch
 // takes the capacity check's path that counts the batch's sightings.
 func BenchmarkIDMapRefuse(b *testing.B) {
-	m, _ := NewIDMap("b", IDMapOptions{Rows: 1 << 20, AdmitAfter: 2, Evict: Refuse})
+	m, _ := NewIDMap("b", driver.IDMapOptions{Rows: 1 << 20, AdmitAfter: 2, Evict: driver.Refuse})
 	batches := stream(2, 64, 4096, 20_000)
 	rows := make([]int64, 4096)
 	step := int64(0)
@@ -452,10 +454,10 @@ func stream(seed uint64, steps, batch, live int) [][]int64 {
 // the same rows given afresh, the same errors and Stats, under each
 // policy, with admission and TTL.
 func TestIDMapStateResumes(t *testing.T) {
-	for _, o := range []IDMapOptions{
-		{Rows: 12, Evict: EvictLRU, AdmitAfter: 2, SketchWidth: 64},
-		{Rows: 12, Evict: EvictLFU, TTL: 3},
-		{Rows: 30, Evict: Refuse, TTL: 2, AdmitAfter: 3},
+	for _, o := range []driver.IDMapOptions{
+		{Rows: 12, Evict: driver.EvictLRU, AdmitAfter: 2, SketchWidth: 64},
+		{Rows: 12, Evict: driver.EvictLFU, TTL: 3},
+		{Rows: 30, Evict: driver.Refuse, TTL: 2, AdmitAfter: 3},
 	} {
 		s := stream(uint64(o.Rows)+uint64(o.Evict), 40, 6, 25)
 		a, err := NewIDMap("user", o)
@@ -482,7 +484,7 @@ func TestIDMapStateResumes(t *testing.T) {
 		require.Equal(t, statsOf(a), statsOf(b))
 		require.NotZero(t, statsOf(a).Evicted+statsOf(a).Expired+statsOf(a).Rejected, "%+v: the stream never filled the map", o)
 
-		other, err := NewIDMap("user", IDMapOptions{Rows: o.Rows, Evict: o.Evict, TTL: o.TTL + 1, AdmitAfter: o.AdmitAfter, SketchWidth: o.SketchWidth})
+		other, err := NewIDMap("user", driver.IDMapOptions{Rows: o.Rows, Evict: o.Evict, TTL: o.TTL + 1, AdmitAfter: o.AdmitAfter, SketchWidth: o.SketchWidth})
 		require.NoError(t, err)
 		_, err = checkpoint.Load(path, other)
 		require.ErrorIs(t, err, checkpoint.ErrFormat)
@@ -495,15 +497,15 @@ func TestIDMapStateResumes(t *testing.T) {
 // bytes encode writes (decode): an error naming the fault and an
 // unchanged map, or a map that maps and saves.
 func FuzzIDMapState(f *testing.F) {
-	m, _ := NewIDMap("f", IDMapOptions{Rows: 3})
+	m, _ := NewIDMap("f", driver.IDMapOptions{Rows: 3})
 	rows := make([]int64, 2)
 	m.Map(context.Background(), []int64{5, 9}, rows, 0, nil)
 	m.Map(context.Background(), []int64{7, 5}, rows, 1, nil)
 	f.Add(m.encode()[len(idMapMagic):])
-	empty, _ := NewIDMap("f", IDMapOptions{Rows: 3})
+	empty, _ := NewIDMap("f", driver.IDMapOptions{Rows: 3})
 	f.Add(empty.encode()[len(idMapMagic):])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, _ := NewIDMap("f", IDMapOptions{Rows: 3})
+		m, _ := NewIDMap("f", driver.IDMapOptions{Rows: 3})
 		if _, err := m.decode(append([]byte(idMapMagic), b...)); err != nil {
 			if !errors.Is(err, checkpoint.ErrFormat) || statsOf(m).Used != 0 {
 				t.Fatalf("%v; %+v", err, statsOf(m))
@@ -534,15 +536,15 @@ func FuzzIDMapState(f *testing.F) {
 // they leave it: a store read after the cache evicted them holds
 // InitialRow of each new id and the state columns' Init.
 func TestCachedReset(t *testing.T) {
-	cols := []Column{{Name: "sum", Width: 1, Init: 0.5}}
+	cols := []driver.Column{{Name: "sum", Width: 1, Init: 0.5}}
 	w := tensor.New(tensor.WithShape(5, 2), tensor.WithBacking([]float32{1, 1, 2, 2, 3, 3, 4, 4, 5, 5}))
 	store, err := NewMemoryStore("t", w, cols...)
 	require.NoError(t, err)
 	c, err := NewCached(context.Background(), store, CacheOptions{Budget: 2 * (3*4 + 100)})
 	require.NoError(t, err)
 	defer c.Close(context.Background())
-	fresh := []Assignment{{Row: 1, ID: -77}, {Row: 3, ID: 1 << 40}}
-	require.NoError(t, c.Reset(context.Background(), fresh, RowInit{Seed: 4, Std: 1}))
+	fresh := []driver.Assignment{{Row: 1, ID: -77}, {Row: 3, ID: 1 << 40}}
+	require.NoError(t, c.Reset(context.Background(), fresh, driver.RowInit{Seed: 4, Std: 1}))
 	c.NewBatch()
 	require.NoError(t, c.Fetch(context.Background(), []int64{0, 4}, make([]int32, 2))) // evicts rows 1 and 3
 	read := func(row int64) []float32 {
@@ -563,14 +565,14 @@ func TestCachedReset(t *testing.T) {
 	shared, err := NewCached(context.Background(), store, CacheOptions{Budget: 1 << 10, Shared: &SharedOptions{}})
 	require.NoError(t, err)
 	defer shared.Close(context.Background())
-	require.ErrorIs(t, shared.Reset(context.Background(), fresh, RowInit{Seed: 4, Std: 1}), errs.ErrOption)
+	require.ErrorIs(t, shared.Reset(context.Background(), fresh, driver.RowInit{Seed: 4, Std: 1}), errs.ErrOption)
 }
 
 // ReadIDMap finds a map in a checkpoint beside other tensors, with the
 // options it was saved with, and maps as the saved map does; a file
 // without it is a format error.
 func TestReadIDMap(t *testing.T) {
-	o := IDMapOptions{Rows: 6, AdmitAfter: 2, SketchWidth: 100, TTL: 4, Pad: true, PadID: -1}
+	o := driver.IDMapOptions{Rows: 6, AdmitAfter: 2, SketchWidth: 100, TTL: 4, Pad: true, PadID: -1}
 	a, err := NewIDMap("item", o)
 	require.NoError(t, err)
 	s := stream(5, 30, 5, 12)
@@ -634,7 +636,7 @@ func (p weightPart) SetState(m map[string]*tensor.Dense) error {
 // FuzzReadIDMap reads any file as a saved map: an error, or a map that
 // maps.
 func FuzzReadIDMap(f *testing.F) {
-	m, _ := NewIDMap("m", IDMapOptions{Rows: 3, AdmitAfter: 2, SketchWidth: 4})
+	m, _ := NewIDMap("m", driver.IDMapOptions{Rows: 3, AdmitAfter: 2, SketchWidth: 4})
 	rows := make([]int64, 2)
 	m.Map(context.Background(), []int64{4, 4}, rows, 0, nil)
 	m.Map(context.Background(), []int64{9, 9}, rows, 1, nil)
@@ -665,7 +667,7 @@ func FuzzReadIDMap(f *testing.F) {
 // A saved map that claims more rows than its file holds is a format
 // error, found before the map's memory is made.
 func TestReadIDMapHuge(t *testing.T) {
-	m, _ := NewIDMap("m", IDMapOptions{Rows: 2})
+	m, _ := NewIDMap("m", driver.IDMapOptions{Rows: 2})
 	st, _ := m.State()
 	meta := st["m.idmap.meta"].(*tensor.Dense).Int64s()
 	meta[0] = 1 << 30
@@ -688,8 +690,8 @@ func TestReadIDMapHuge(t *testing.T) {
 func TestKeepIDMap(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "t.safetensors")
-	o := IDMapOptions{Rows: 20, AdmitAfter: 2, SketchWidth: 64, Evict: EvictLFU}
-	cols := []Column{{Name: "sum", Width: 1}}
+	o := driver.IDMapOptions{Rows: 20, AdmitAfter: 2, SketchWidth: 64, Evict: driver.EvictLFU}
+	cols := []driver.Column{{Name: "sum", Width: 1}}
 	k, err := IDMapRows(o, 4*3)
 	require.NoError(t, err)
 	vocab := int64(o.Rows+1) + k
@@ -731,7 +733,7 @@ func TestKeepIDMap(t *testing.T) {
 	require.Equal(t, synced, reopen(filepath.Join(crash, "t.safetensors")).encode(), "the crash's map is not the last Sync's")
 	require.Equal(t, m.encode(), reopen(path).encode(), "Close did not keep the last map")
 
-	other, _ := NewIDMap("t", IDMapOptions{Rows: 20, AdmitAfter: 2, SketchWidth: 64, Evict: EvictLRU})
+	other, _ := NewIDMap("t", driver.IDMapOptions{Rows: 20, AdmitAfter: 2, SketchWidth: 64, Evict: driver.EvictLRU})
 	keep := func(m *IDMap, row int64) error {
 		c, err := OpenCached(ctx, path, CacheOptions{Budget: 1 << 16}, FileOptions{IDMap: m, IDMapRow: row})
 		if err == nil {
@@ -749,7 +751,7 @@ func TestKeepIDMap(t *testing.T) {
 // FuzzIDMapDecode gives a map any bytes as the rows FileOptions.IDMap reads: an
 // error and an unchanged map, or a map that maps.
 func FuzzIDMapDecode(f *testing.F) {
-	o := IDMapOptions{Rows: 3, AdmitAfter: 2, SketchWidth: 4}
+	o := driver.IDMapOptions{Rows: 3, AdmitAfter: 2, SketchWidth: 4}
 	m, _ := NewIDMap("f", o)
 	rows := make([]int64, 2)
 	m.Map(context.Background(), []int64{5, 5}, rows, 0, nil)
@@ -780,7 +782,7 @@ func FuzzIDMapDecode(f *testing.F) {
 // LRU map never gives one row to two ids of the batch.
 func TestIDMapNarrowSketch(t *testing.T) {
 	ids := []int64{101, 102, 103, 104, 105}
-	m, err := NewIDMap("x", IDMapOptions{Rows: 2, AdmitAfter: 3, SketchWidth: 1, Evict: Refuse})
+	m, err := NewIDMap("x", driver.IDMapOptions{Rows: 2, AdmitAfter: 3, SketchWidth: 1, Evict: driver.Refuse})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -792,19 +794,19 @@ func TestIDMapNarrowSketch(t *testing.T) {
 	if !strings.Contains(err.Error(), `id map "x": no row for id 105`) {
 		t.Fatalf("the error does not name the map and the id: %v", err)
 	}
-	if st := statsOf(m); st != (IDMapStats{Rejected: 1}) {
+	if st := statsOf(m); st != (driver.IDMapStats{Rejected: 1}) {
 		t.Fatalf("Refuse: %+v after a refused batch", st)
 	}
 	// The refused batch counted nothing: the same batch with the map's
 	// rows one larger admits 103, 104 and 105.
-	m, _ = NewIDMap("x", IDMapOptions{Rows: 3, AdmitAfter: 3, SketchWidth: 1, Evict: Refuse})
+	m, _ = NewIDMap("x", driver.IDMapOptions{Rows: 3, AdmitAfter: 3, SketchWidth: 1, Evict: driver.Refuse})
 	if _, err := m.Map(context.Background(), ids, rows, 0, nil); err != nil || !slices.Equal(rows, []int64{3, 3, 0, 1, 2}) {
 		t.Fatalf("Refuse, 3 rows: %v, %v", rows, err)
 	}
-	for _, evict := range []Eviction{EvictLRU, EvictLFU} {
-		m, _ := NewIDMap("x", IDMapOptions{Rows: 2, AdmitAfter: 3, SketchWidth: 1, Evict: evict})
+	for _, evict := range []driver.Eviction{driver.EvictLRU, driver.EvictLFU} {
+		m, _ := NewIDMap("x", driver.IDMapOptions{Rows: 2, AdmitAfter: 3, SketchWidth: 1, Evict: evict})
 		a, err := m.Map(context.Background(), ids, rows, 0, nil)
-		if !errors.Is(err, ErrCapacity) || len(a) != 0 || statsOf(m) != (IDMapStats{}) {
+		if !errors.Is(err, ErrCapacity) || len(a) != 0 || statsOf(m) != (driver.IDMapStats{}) {
 			t.Fatalf("%v: rows %v, assigned %v, %+v, %v; want ErrCapacity", evict, rows, a, statsOf(m), err)
 		}
 		// The refused batch counted nothing: four of its ids admit 103 and 104.
@@ -819,22 +821,22 @@ func TestIDMapNarrowSketch(t *testing.T) {
 // taken, naming the bytes; a RowInit's Std must be finite and at least 0.
 func TestIDMapOptionsChecked(t *testing.T) {
 	type bad struct {
-		o    IDMapOptions
+		o    driver.IDMapOptions
 		want string
 	}
 	cases := []bad{
-		{IDMapOptions{Rows: 0}, "Rows 0 must lie in [1, 2147483646]"},
-		{IDMapOptions{Rows: 5, AdmitAfter: -1}, "AdmitAfter -1 must lie in [0, 4294967295]"},
-		{IDMapOptions{Rows: 5, SketchWidth: -3}, "SketchWidth -3 must lie in [0, 1099511627776]"},
-		{IDMapOptions{Rows: 5, TTL: -1}, "TTL -1 must be at least 0"},
-		{IDMapOptions{Rows: 5, Evict: 9}, "Evict 9 is not a policy"},
-		{IDMapOptions{Rows: 1<<31 - 2}, fmt.Sprintf("Rows 2147483646 and SketchWidth 0 take 77309411256 bytes, more than MaxIDMapBytes (%d)", MaxIDMapBytes)},
-		{IDMapOptions{Rows: 5, AdmitAfter: 2, SketchWidth: 1 << 30}, "Rows 5 and SketchWidth 1073741824 take 17179869364 bytes"},
+		{driver.IDMapOptions{Rows: 0}, "Rows 0 must lie in [1, 2147483646]"},
+		{driver.IDMapOptions{Rows: 5, AdmitAfter: -1}, "AdmitAfter -1 must lie in [0, 4294967295]"},
+		{driver.IDMapOptions{Rows: 5, SketchWidth: -3}, "SketchWidth -3 must lie in [0, 1099511627776]"},
+		{driver.IDMapOptions{Rows: 5, TTL: -1}, "TTL -1 must be at least 0"},
+		{driver.IDMapOptions{Rows: 5, Evict: 9}, "Evict 9 is not a policy"},
+		{driver.IDMapOptions{Rows: 1<<31 - 2}, fmt.Sprintf("Rows 2147483646 and SketchWidth 0 take 77309411256 bytes, more than MaxIDMapBytes (%d)", MaxIDMapBytes)},
+		{driver.IDMapOptions{Rows: 5, AdmitAfter: 2, SketchWidth: 1 << 30}, "Rows 5 and SketchWidth 1073741824 take 17179869364 bytes"},
 	}
 	if strconv.IntSize == 64 {
 		big := int64(1) << 31
-		cases = append(cases, bad{IDMapOptions{Rows: int(big)}, "Rows 2147483648 must lie in [1, 2147483646]"},
-			bad{IDMapOptions{Rows: 5, AdmitAfter: int(2 * big)}, "AdmitAfter 4294967296 must lie in [0, 4294967295]"})
+		cases = append(cases, bad{driver.IDMapOptions{Rows: int(big)}, "Rows 2147483648 must lie in [1, 2147483646]"},
+			bad{driver.IDMapOptions{Rows: 5, AdmitAfter: int(2 * big)}, "AdmitAfter 4294967296 must lie in [0, 4294967295]"})
 	}
 	for _, c := range cases {
 		_, err := NewIDMap("o", c.o)
@@ -844,7 +846,7 @@ func TestIDMapOptionsChecked(t *testing.T) {
 	}
 	// AdmitAfter at the sketch's largest count (or int's) is a map, whose
 	// ids wait.
-	m, err := NewIDMap("o", IDMapOptions{Rows: 5, AdmitAfter: int(min(math.MaxUint32, math.MaxInt)), SketchWidth: 64})
+	m, err := NewIDMap("o", driver.IDMapOptions{Rows: 5, AdmitAfter: int(min(math.MaxUint32, math.MaxInt)), SketchWidth: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -853,12 +855,12 @@ func TestIDMapOptionsChecked(t *testing.T) {
 		t.Fatalf("AdmitAfter 2³²-1: rows %v, %v", rows, err)
 	}
 	for _, std := range []float64{math.NaN(), math.Inf(1), -1} {
-		err := RowInit{Std: std}.Check()
+		err := driver.RowInit{Std: std}.Check()
 		if !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), fmt.Sprintf("Std %v must be finite and at least 0", std)) {
 			t.Errorf("Std %v: %v", std, err)
 		}
 		w := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4}))
-		if err := InitialRows(w, nil, nil, []Assignment{{Row: 0, ID: 3}}, RowInit{Std: std}); !errors.Is(err, errs.ErrOption) || w.Float32s()[0] != 1 {
+		if err := InitialRows(w, nil, nil, []driver.Assignment{{Row: 0, ID: 3}}, driver.RowInit{Std: std}); !errors.Is(err, errs.ErrOption) || w.Float32s()[0] != 1 {
 			t.Errorf("InitialRows, Std %v: %v, row %v", std, err, w.Float32s()[:2])
 		}
 	}
@@ -867,9 +869,9 @@ func TestIDMapOptionsChecked(t *testing.T) {
 // A float32 row of a RowInit is each draw times Std in float64, rounded
 // once to float32.
 func TestRowInitRoundsOnce(t *testing.T) {
-	init := RowInit{Seed: 4, Std: 0.05}
+	init := driver.RowInit{Seed: 4, Std: 0.05}
 	got := make([]float32, 64)
-	if err := InitialRows(tensor.New(tensor.WithShape(1, 64), tensor.WithBacking(got)), nil, nil, []Assignment{{Row: 0, ID: 77}}, init); err != nil {
+	if err := InitialRows(tensor.New(tensor.WithShape(1, 64), tensor.WithBacking(got)), nil, nil, []driver.Assignment{{Row: 0, ID: 77}}, init); err != nil {
 		t.Fatal(err)
 	}
 	draws := make([]float64, 64)
@@ -885,7 +887,7 @@ func TestRowInitRoundsOnce(t *testing.T) {
 // first used in it goes first, and a batch's ids that held rows count as
 // used before its new ids, whatever their order in the batch.
 func TestIDMapLRUTies(t *testing.T) {
-	m, err := NewIDMap("t", IDMapOptions{Rows: 3})
+	m, err := NewIDMap("t", driver.IDMapOptions{Rows: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -909,7 +911,7 @@ func TestIDMapLRUTies(t *testing.T) {
 }
 
 // statsOf returns m's Stats.
-func statsOf(m Mapper) IDMapStats {
+func statsOf(m driver.Mapper) driver.IDMapStats {
 	s, err := m.Stats(context.Background())
 	if err != nil {
 		panic(err)
@@ -921,9 +923,9 @@ func statsOf(m Mapper) IDMapStats {
 // frees the other rows, keeps the counts; a row outside the map, a row
 // held twice or an id holding two rows is an error naming it.
 func TestHeldIDMap(t *testing.T) {
-	o := IDMapOptions{Rows: 4, Evict: EvictLRU}
-	st := IDMapStats{Admitted: 7, Evicted: 4, Used: 99}
-	m, err := HeldIDMap("h", o, []HeldRow{{Row: 2, ID: -5, Last: 9, Uses: 3}, {Row: 0, ID: 11, Last: 4, Uses: 1}}, st)
+	o := driver.IDMapOptions{Rows: 4, Evict: driver.EvictLRU}
+	st := driver.IDMapStats{Admitted: 7, Evicted: 4, Used: 99}
+	m, err := HeldIDMap(driver.IDMapState{Name: "h", Options: o, Held: []driver.HeldRow{{Row: 2, ID: -5, Last: 9, Uses: 3}, {Row: 0, ID: 11, Last: 4, Uses: 1}}, Stats: st})
 	require.NoError(t, err)
 	for id, want := range map[int64]int64{-5: 2, 11: 0} {
 		row, ok := m.Row(id)
@@ -931,7 +933,7 @@ func TestHeldIDMap(t *testing.T) {
 		require.Equal(t, want, row)
 	}
 	got := statsOf(m)
-	require.Equal(t, IDMapStats{Used: 2, Admitted: 7, Evicted: 4}, got)
+	require.Equal(t, driver.IDMapStats{Used: 2, Admitted: 7, Evicted: 4}, got)
 	// Full: two new ids take the free rows 1 and 3; a third evicts the
 	// least recent, id 11 (last used at 4), not -5 (at 9).
 	rows := make([]int64, 3)
@@ -940,13 +942,13 @@ func TestHeldIDMap(t *testing.T) {
 	require.ElementsMatch(t, []int64{1, 3, 0}, rows)
 	_, held := m.Row(11)
 	require.False(t, held)
-	for _, bad := range [][]HeldRow{
+	for _, bad := range [][]driver.HeldRow{
 		{{Row: 4, ID: 1}},
 		{{Row: -1, ID: 1}},
 		{{Row: 1, ID: 1}, {Row: 1, ID: 2}},
 		{{Row: 1, ID: 1}, {Row: 2, ID: 1}},
 	} {
-		_, err := HeldIDMap("h", o, bad, IDMapStats{})
+		_, err := HeldIDMap(driver.IDMapState{Name: "h", Options: o, Held: bad})
 		require.ErrorIs(t, err, errs.ErrOption, "%v", bad)
 	}
 }

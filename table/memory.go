@@ -6,13 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/internal/operand"
 	"github.com/gathergrad/gather/internal/tablerows"
-	"github.com/gathergrad/gather/rule"
 )
 
 // A MemoryStore is a Store in memory: a table's rows with their state,
@@ -22,7 +23,7 @@ import (
 // front of one MemoryStore train it as workers train a cluster.Store.
 type MemoryStore struct {
 	mu       sync.Mutex
-	schema   Schema
+	schema   driver.Schema
 	rowBytes int
 	data     []byte
 	steps    atomic.Int64
@@ -31,7 +32,7 @@ type MemoryStore struct {
 // NewMemoryStore returns a MemoryStore of the table name: the rows of
 // weights, a [vocab, dim] Float32 or Float64 tensor (copied), each
 // followed by the state cols, each value its column's Init.
-func NewMemoryStore(name string, weights *tensor.Dense, cols ...Column) (*MemoryStore, error) {
+func NewMemoryStore(name string, weights *tensor.Dense, cols ...driver.Column) (*MemoryStore, error) {
 	if weights == nil || len(weights.Shape()) != 2 {
 		return nil, fmt.Errorf("memory store: the weights must be a [vocab, dim] tensor: %w", errs.ErrShape)
 	}
@@ -46,7 +47,7 @@ func NewMemoryStore(name string, weights *tensor.Dense, cols ...Column) (*Memory
 	}
 	es := int(dt.Size())
 	s := &MemoryStore{rowBytes: width * es, data: make([]byte, vocab*width*es),
-		schema: Schema{Name: name, Rows: int64(vocab), Dim: dim, Dtype: dt, Format: format(dt, 0), Columns: cols}}
+		schema: driver.Schema{Name: name, Rows: int64(vocab), Dim: dim, Dtype: dt, Format: format(dt, 0), Columns: cols}}
 	src := operand.LittleEndianBytes(weights)
 	state := make([]byte, s.rowBytes-dim*es)
 	if dt == tensor.Float32 {
@@ -66,7 +67,7 @@ func NewMemoryStore(name string, weights *tensor.Dense, cols ...Column) (*Memory
 }
 
 // Schema returns what the store's rows are.
-func (s *MemoryStore) Schema() Schema { return s.schema }
+func (s *MemoryStore) Schema() driver.Schema { return s.schema }
 
 func (s *MemoryStore) RowBytes() int { return s.rowBytes }
 func (s *MemoryStore) Rows() int64   { return s.schema.Rows }
@@ -120,7 +121,7 @@ func (s *MemoryStore) checkIDs(ids []int64) error {
 // them back, so that steps of several callers at once lose no update. A
 // store of half-precision values (NewHalfMemoryStore) steps none: its
 // rows are stepped in a cache (NewCached). On error nothing changed.
-func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) error {
+func (s *MemoryStore) Step(ctx context.Context, r driver.Rule, g *driver.RowGrad) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -128,10 +129,10 @@ func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) er
 	if r == nil {
 		return fmt.Errorf("memory store: Step needs a rule: %w", errs.ErrOption)
 	}
-	if sc.Format.isHalf() {
+	if isHalf(sc.Format) {
 		return fmt.Errorf("memory store: the rule %q: a store of %v values steps no rule; step its rows in a cache (NewCached): %w", r.Name(), sc.Format, errs.ErrOption)
 	}
-	if err := rule.CheckColumns(r, sc.Dim, sc.Columns); err != nil {
+	if err := driver.CheckColumns(r, sc.Dim, sc.Columns); err != nil {
 		return fmt.Errorf("memory store: %w", err)
 	}
 	s.mu.Lock()
@@ -150,7 +151,7 @@ func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) er
 	for _, c := range sc.Columns {
 		widths = append(widths, c.Width)
 	}
-	rows := rule.Rows{Slots: make([]int64, n), Step: t}
+	rows := driver.Rows{Slots: make([]int64, n), Step: t}
 	for k := range rows.Slots {
 		rows.Slots[k] = int64(k)
 	}
@@ -183,4 +184,4 @@ func (s *MemoryStore) Step(ctx context.Context, r rule.Rule, g *rule.RowGrad) er
 // Steps returns the steps made through the store (Step).
 func (s *MemoryStore) Steps() int64 { return s.steps.Load() }
 
-var _ rule.Stepper = (*MemoryStore)(nil)
+var _ driver.Stepper = (*MemoryStore)(nil)

@@ -8,12 +8,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/fileio"
 	"github.com/gathergrad/gather/optim"
-	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 	"github.com/stretchr/testify/require"
 )
@@ -79,12 +80,12 @@ func TestMemoryStoreStep(t *testing.T) {
 	if s.Steps() != workers*steps {
 		t.Fatal("a refused step was counted")
 	}
-	h, err := table.NewHalfMemoryStore("h", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(vocab, dim)), table.BFloat16)
+	h, err := table.NewHalfMemoryStore("h", tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(vocab, dim)), driver.BFloat16)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g32 := &optim.RowGrad{Rows: []int64{1}, Values: tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(1, dim))}
-	if err := h.(rule.Stepper).Step(context.Background(), &optim.SparseSGD{LearnRate: 1}, g32); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "bfloat16") {
+	if err := h.(driver.Stepper).Step(context.Background(), &optim.SparseSGD{LearnRate: 1}, g32); !errors.Is(err, errs.ErrOption) || !strings.Contains(err.Error(), "bfloat16") {
 		t.Fatalf("a half store: %v", err)
 	}
 }
@@ -135,7 +136,7 @@ func TestCachedStepAllocs(t *testing.T) {
 func TestReadValues(t *testing.T) {
 	ctx := context.Background()
 	w := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float32{1, 2, 3.5, 4, 5, 6}))
-	cols := []table.Column{{Name: "exp_avg", Width: 2, Init: 9}}
+	cols := []driver.Column{{Name: "exp_avg", Width: 2, Init: 9}}
 	s32, err := table.NewMemoryStore("a", w.Clone().(*tensor.Dense), cols...)
 	if err != nil {
 		t.Fatal(err)
@@ -144,11 +145,11 @@ func TestReadValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	half, err := table.NewHalfMemoryStore("c", w.Clone().(*tensor.Dense), table.BFloat16, cols...)
+	half, err := table.NewHalfMemoryStore("c", w.Clone().(*tensor.Dense), driver.BFloat16, cols...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []table.Store{s32, s64, half} {
+	for _, s := range []driver.Store{s32, s64, half} {
 		v, err := table.ReadValues(ctx, s, []int64{2, 1, 2})
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -68,14 +70,14 @@ func newPublisher(src, model, dir string, rows int) (*publisher, error) {
 
 // delta returns the bytes of delta seq (checkpoint.EncodeDeltas).
 func (p *publisher) delta(seq uint64) ([]byte, error) {
-	ds := make([]*checkpoint.Delta, len(p.vocab))
+	ds := make([]*driver.Delta, len(p.vocab))
 	for f, v := range p.vocab {
 		n := min(int64(p.rows), v)
 		pick := map[int64]bool{}
 		for int64(len(pick)) < n {
 			pick[p.r.Int64N(v)] = true
 		}
-		d := &checkpoint.Delta{Table: fmt.Sprintf("feature%d.weight", f), Base: 1, Seq: seq, Dim: p.dim, Time: time.Now().UnixNano(),
+		d := &driver.Delta{Table: fmt.Sprintf("feature%d.weight", f), Base: 1, Seq: seq, Dim: p.dim, Time: time.Now().UnixNano(),
 			Rows: slices.Sorted(maps.Keys(pick))}
 		d.Values = make([]float32, len(d.Rows)*p.dim)
 		for k := range d.Values {

@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -65,7 +67,7 @@ func newModel(batch, rows int, lr float64, seed uint64, raw bool) (*model, error
 		var ids *table.IDMap
 		if raw {
 			var err error
-			if ids, err = table.NewIDMap(name, table.IDMapOptions{Rows: rows, AdmitAfter: 2}); err != nil {
+			if ids, err = table.NewIDMap(name, driver.IDMapOptions{Rows: rows, AdmitAfter: 2}); err != nil {
 				return nil, err
 			}
 			m.maps = append(m.maps, ids)
@@ -93,7 +95,7 @@ func newModel(batch, rows int, lr float64, seed uint64, raw bool) (*model, error
 		feats = append(feats, f)
 	}
 	var err error
-	if m.coll, err = nn.NewCollection(feats, nn.CollectionOptions{Fused: true, Init: table.RowInit{Seed: seed, Std: 0.01}}); err != nil {
+	if m.coll, err = nn.NewCollection(feats, nn.CollectionOptions{Fused: true, Init: driver.RowInit{Seed: seed, Std: 0.01}}); err != nil {
 		return nil, err
 	}
 	m.values = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(nCat*batch))

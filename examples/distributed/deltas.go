@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -54,7 +56,7 @@ func (p *publisher) rebase(base uint64) error {
 // publish writes the next delta.
 func (p *publisher) publish() error {
 	p.seq++
-	ds := make([]*checkpoint.Delta, len(p.tables))
+	ds := make([]*driver.Delta, len(p.tables))
 	for f, e := range p.tables {
 		d, err := e.Delta(context.Background(), p.base, p.seq)
 		if err != nil {

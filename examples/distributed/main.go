@@ -49,9 +49,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/cluster"
 	_ "github.com/gathergrad/gather/optim/clusterlua"
-	"github.com/gathergrad/gather/table"
 )
 
 // workerEnv is set in the workers' environment (a test binary runs main
@@ -67,11 +68,11 @@ type config struct {
 	redis                             cluster.Options
 	cacheMB                           int
 	save                              string
-	saveEvery                         int          // steps between saves of the in-memory model, 0 for none
-	deltas                            string       // the directory of the deltas published between saves, "" for none
-	deltaEvery                        int          // steps between deltas
-	half                              table.Format // the in-memory tables' values, 0 for float32
-	nearest                           bool         // round them to nearest, not stochastically
+	saveEvery                         int           // steps between saves of the in-memory model, 0 for none
+	deltas                            string        // the directory of the deltas published between saves, "" for none
+	deltaEvery                        int           // steps between deltas
+	half                              driver.Format // the in-memory tables' values, 0 for float32
+	nearest                           bool          // round them to nearest, not stochastically
 }
 
 func main() {
@@ -102,9 +103,9 @@ func main() {
 	switch *half {
 	case "":
 	case "float16":
-		c.half = table.Float16
+		c.half = driver.Float16
 	case "bfloat16":
-		c.half = table.BFloat16
+		c.half = driver.BFloat16
 	default:
 		log.Fatalf("-half takes float16 or bfloat16, not %q", *half)
 	}

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/internal/localredis"
 	"github.com/gathergrad/gather/serve"
-	"github.com/gathergrad/gather/table"
 )
 
 // The workers are this test binary, run again with the command's flags.
@@ -68,7 +69,7 @@ func TestWorkersMatchMemory(t *testing.T) {
 func TestHalfTablesQuality(t *testing.T) {
 	c := config{workers: 0, examples: 51_200, heldOut: 5_000, batch: 256, lr: 0.01, seed: 3, name: "half"}
 	train, held := examples(c.seed, 1, c.examples), examples(c.seed, 2, c.heldOut)
-	loss := func(half table.Format, nearest bool) float64 {
+	loss := func(half driver.Format, nearest bool) float64 {
 		c.half, c.nearest = half, nearest
 		w, err := trainInMemory(c, train)
 		if err != nil {
@@ -77,7 +78,7 @@ func TestHalfTablesQuality(t *testing.T) {
 		return w.heldOutLoss(held)
 	}
 	full := loss(0, false)
-	f16 := loss(table.Float16, false)
+	f16 := loss(driver.Float16, false)
 	if f16 == full {
 		t.Fatal("float16 tables trained to float32's loss exactly: were they half?")
 	}
@@ -85,7 +86,7 @@ func TestHalfTablesQuality(t *testing.T) {
 		t.Fatalf("held-out loss: float16 tables %.5f, float32 %.5f: more than 1%% apart", f16, full)
 	}
 	t.Logf("held-out loss: float32 %.5f, float16 %.5f (%+.3f%%), float16 to nearest %+.3f%%, bfloat16 %+.3f%%",
-		full, f16, 100*(f16-full)/full, 100*(loss(table.Float16, true)-full)/full, 100*(loss(table.BFloat16, false)-full)/full)
+		full, f16, 100*(f16-full)/full, 100*(loss(driver.Float16, true)-full)/full, 100*(loss(driver.BFloat16, false)-full)/full)
 }
 
 // -save-every writes the model as it trains: after 20 steps with a save

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/serve"
 )
@@ -30,7 +32,7 @@ func nextDelta(dir string, m *model) (*model, error) {
 	next.seq++
 	for f := range m.tables {
 		name := fmt.Sprintf("feature%d.weight", f)
-		k := slices.IndexFunc(ds, func(d *checkpoint.Delta) bool { return d.Table == name })
+		k := slices.IndexFunc(ds, func(d *driver.Delta) bool { return d.Table == name })
 		if k < 0 {
 			return nil, fmt.Errorf("%s: no delta of %q: %w", path, name, checkpoint.ErrMismatch)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -36,9 +38,9 @@ func TestFollowDeltas(t *testing.T) {
 	s := newTestServer(t, path, serve.Float32, options{})
 	dir := t.TempDir()
 	publish := func(seq, deltaBase uint64) {
-		var ds []*checkpoint.Delta
+		var ds []*driver.Delta
 		for f := range features {
-			d := &checkpoint.Delta{Table: fmt.Sprintf("feature%d.weight", f), Base: deltaBase, Seq: seq, Dim: 8, Time: time.Now().UnixNano()}
+			d := &driver.Delta{Table: fmt.Sprintf("feature%d.weight", f), Base: deltaBase, Seq: seq, Dim: 8, Time: time.Now().UnixNano()}
 			if f == 0 {
 				d.Rows = []int64{int64(seq), 100 + int64(seq)}
 				for range 2 * 8 {

@@ -59,7 +59,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gathergrad/gather/table"
+	"github.com/gathergrad/gather/table/driver"
 )
 
 func main() {
@@ -73,7 +73,7 @@ func main() {
 	deltas := flag.String("deltas", "", "apply the deltas examples/distributed -deltas publishes into this directory as they come")
 	poll := flag.Duration("delta-poll", 100*time.Millisecond, "with -deltas, how often to look for the next delta")
 	flag.Parse()
-	f, err := table.ParseFormat(*format)
+	f, err := driver.ParseFormat(*format)
 	if err != nil {
 		log.Fatal(err)
 	}

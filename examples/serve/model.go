@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/serve"
-	"github.com/gathergrad/gather/table"
 )
 
 // features is the number of categorical features of the click model:
@@ -133,7 +134,7 @@ func (m *model) predict(p []float64, b *batch) error {
 	pooled := make([][]float32, features)
 	for f, t := range m.tables {
 		pooled[f] = make([]float32, b.n*m.emb)
-		if err := t.Bag(pooled[f], b.ids[f], b.offsets[f], serve.BagOptions{Mode: table.BagMean}); err != nil {
+		if err := t.Bag(pooled[f], b.ids[f], b.offsets[f], serve.BagOptions{Mode: driver.BagMean}); err != nil {
 			return fmt.Errorf("feature %d: %w", f, err)
 		}
 	}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -230,7 +232,7 @@ func freshOnce(dir string, c config, f freshConfig, iv time.Duration) (freshRun,
 // publish writes delta seq of base into dir: each table's changed rows and
 // new ids, and the linear maps whole, in one file written atomically.
 func publish(dir string, m *model, base, seq uint64) error {
-	ds := make([]*checkpoint.Delta, len(m.embs))
+	ds := make([]*driver.Delta, len(m.embs))
 	for f, e := range m.embs {
 		d, err := e.Delta(context.Background(), base, seq)
 		if err != nil {

@@ -57,6 +57,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/table"
 )
 
@@ -162,7 +164,7 @@ func remapNs(ids []int64) (float64, error) {
 		batch = append(batch, -1-k)
 	}
 	batch = batch[:4096]
-	m, err := table.NewIDMap("remap", table.IDMapOptions{Rows: 1 << 16})
+	m, err := table.NewIDMap("remap", driver.IDMapOptions{Rows: 1 << 16})
 	if err != nil {
 		return 0, err
 	}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -65,7 +67,7 @@ func newModel(k kind, batch, dim int, rows [2]int, admitAfter, window int) (*mod
 		var opts []nn.NewEmbeddingOption
 		vocab := rows[f]
 		if k != hashed {
-			o := table.IDMapOptions{Rows: rows[f], AdmitAfter: admitAfter}
+			o := driver.IDMapOptions{Rows: rows[f], AdmitAfter: admitAfter}
 			var err error
 			if m.maps[f], err = table.NewIDMap(name, o); err != nil {
 				return nil, err
@@ -81,16 +83,16 @@ func newModel(k kind, batch, dim int, rows [2]int, admitAfter, window int) (*mod
 			if err != nil {
 				return nil, err
 			}
-			all := make([]table.Assignment, vocab)
+			all := make([]driver.Assignment, vocab)
 			for r := range all {
-				all[r] = table.Assignment{Row: int64(r), ID: int64(r)}
+				all[r] = driver.Assignment{Row: int64(r), ID: int64(r)}
 			}
-			if err := table.InitialRows(w, nil, nil, all, table.RowInit{Seed: 7, Std: initStd}); err != nil {
+			if err := table.InitialRows(w, nil, nil, all, driver.RowInit{Seed: 7, Std: initStd}); err != nil {
 				return nil, err
 			}
 		}
 		if k != hashed {
-			if m.raw[f], err = nn.NewRawIDs(emb, m.maps[f], table.RowInit{Seed: 7, Std: initStd}); err != nil {
+			if m.raw[f], err = nn.NewRawIDs(emb, m.maps[f], driver.RowInit{Seed: 7, Std: initStd}); err != nil {
 				return nil, err
 			}
 		}

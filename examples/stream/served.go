@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -97,7 +99,7 @@ func (s *served) next(dir string) (*served, error) {
 
 // apply returns s with the deltas ds and the linear maps of dense, read
 // from path, applied. s is not changed.
-func (s *served) apply(ds []*checkpoint.Delta, dense map[string]*tensor.Dense, path string) (*served, error) {
+func (s *served) apply(ds []*driver.Delta, dense map[string]*tensor.Dense, path string) (*served, error) {
 	if len(ds) != len(features) {
 		return nil, fmt.Errorf("%s: %d deltas for %d tables: %w", path, len(ds), len(features), checkpoint.ErrMismatch)
 	}

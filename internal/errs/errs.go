@@ -23,7 +23,7 @@ var (
 	ErrOption          = errors.New("option does not apply")
 	ErrGraph           = errors.New("graph error")
 
-	// ErrClosed is table.ErrClosed and machine.ErrClosed: a table, file or
+	// ErrClosed is driver.ErrClosed, table.ErrClosed and machine.ErrClosed: a table, file or
 	// machine used after its Close.
 	ErrClosed = errors.New("used after Close")
 	// ErrInUse is table.ErrInUse and checkpoint.ErrInUse.
@@ -33,6 +33,10 @@ var (
 	// ErrSameFile is checkpoint.ErrSameFile, table.ErrSameFile and
 	// serve.ErrSameFile.
 	ErrSameFile = errors.New("the destination is a file being read")
+	// ErrFormat is driver.ErrFormat and checkpoint.ErrFormat.
+	ErrFormat = errors.New("malformed file")
+	// ErrMismatch is driver.ErrMismatch and checkpoint.ErrMismatch.
+	ErrMismatch = errors.New("checkpoint does not match the model")
 )
 
 var sentinels = []error{ErrIndexOutOfRange, ErrAxisOutOfRange, ErrShape, ErrDtype, ErrOption, ErrGraph, ErrClosed, ErrInUse}

@@ -1,4 +1,4 @@
-// Package rowgrad builds the row gradient of a lookup (rule.RowGrad) from
+// Package rowgrad builds the row gradient of a lookup (driver.RowGrad) from
 // its ids and the gradient of its output: optim.RowGradient, and the
 // reused buffer of nn's sparse step.
 package rowgrad
@@ -6,12 +6,13 @@ package rowgrad
 import (
 	"fmt"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/operand"
-	"github.com/gathergrad/gather/rule"
 )
 
 // Build is optim.RowGradient (its doc says what it computes).
@@ -20,7 +21,7 @@ import (
 // last Build (the RowGrad it returned then changes), so that a training
 // loop that builds one each step allocates nothing once the memory has
 // grown; on error that RowGrad is left as it was.
-func Build(ids, grad tensor.Tensor, vocab, pad int, buf *Buffer) (*rule.RowGrad, error) {
+func Build(ids, grad tensor.Tensor, vocab, pad int, buf *Buffer) (*driver.RowGrad, error) {
 	g, err := build(ids, grad, vocab, pad, buf)
 	if err != nil || buf == nil {
 		return g, err
@@ -37,7 +38,7 @@ type Buffer struct {
 	rows    []int64
 	values  any // []float32 or []float64
 	sort    kernel.RowSort
-	g       rule.RowGrad
+	g       driver.RowGrad
 	headers map[int]*tensor.Dense // values as [n, dim] tensors, by n (a step's count of rows varies)
 }
 
@@ -79,7 +80,7 @@ func header[T float32 | float64](buf *Buffer, backing []T, n, dim int) *tensor.D
 }
 
 // build is Build, in buf's memory when buf is not nil.
-func build(ids, grad tensor.Tensor, vocab, pad int, buf *Buffer) (*rule.RowGrad, error) {
+func build(ids, grad tensor.Tensor, vocab, pad int, buf *Buffer) (*driver.RowGrad, error) {
 	ix, err := operand.ReadIndices("row gradient", "ids", ids)
 	if err != nil {
 		return nil, err

@@ -6,28 +6,15 @@ package tablerows
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"strings"
 
-	"gorgonia.org/gorgonia"
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather/internal/errs"
 	"github.com/gathergrad/gather/internal/kernel"
-	"github.com/gathergrad/gather/rule"
 )
-
-// Config is the options of one new table (table.Option sets them).
-type Config struct {
-	Init    gorgonia.InitWFn // nil: N(0, 1) from Seed
-	Seed    uint64
-	HasPad  bool
-	Pad     int
-	Replace bool
-	State   []rule.Column
-	Half    int // a table.Format of two bytes a value, or 0
-}
 
 // Block returns the rows rows of a table from row r0 on (a multiple of
 // kernel.NormalBlock), width values each, of dtype dt (Go type T): the
@@ -36,7 +23,7 @@ type Config struct {
 // zero), then the state's Init values. buf holds at least rows*dim
 // values, and wide rows*width when width > dim; the result is in one of
 // them. Errors start with prefix.
-func Block[T float32 | float64](cfg Config, prefix string, dt tensor.Dtype, r0 int64, rows, dim, width int, buf, wide []T) ([]T, error) {
+func Block[T float32 | float64](cfg driver.Config, prefix string, dt tensor.Dtype, r0 int64, rows, dim, width int, buf, wide []T) ([]T, error) {
 	v := buf[:rows*dim]
 	if cfg.Init == nil {
 		// One block per call: kernel.Normal seeds it by its row.
@@ -64,7 +51,7 @@ func Block[T float32 | float64](cfg Config, prefix string, dt tensor.Dtype, r0 i
 
 // InitState sets the state of a new row, the values after its dim
 // values, to each column's Init.
-func InitState[T float32 | float64](state []T, cols []rule.Column) {
+func InitState[T float32 | float64](state []T, cols []driver.Column) {
 	for _, c := range cols {
 		for j := range c.Width {
 			state[j] = T(c.Init)
@@ -78,18 +65,12 @@ func InitState[T float32 | float64](state []T, cols []rule.Column) {
 // width in values. A column without a name, named "weight", with ',' or
 // ':' in its name, narrower than 1 or with an Init that is not finite is
 // an error wrapping errs.ErrOption; errors start with prefix.
-func Describe(prefix string, dim int, cols []rule.Column) (string, int, error) {
-	parts := []string{fmt.Sprintf("weight:%d", dim)}
-	width := dim
-	for _, c := range cols {
-		if c.Name == "" || c.Name == "weight" || strings.ContainsAny(c.Name, ",:") || c.Width <= 0 || math.IsNaN(c.Init) || math.IsInf(c.Init, 0) {
-			return "", 0, fmt.Errorf("%s: state column %+v: a column needs a name other than \"weight\", without ',' or ':', "+
-				"a width of at least 1 and a finite Init: %w", prefix, c, errs.ErrOption)
-		}
-		parts = append(parts, fmt.Sprintf("%s:%d", c.Name, c.Width))
-		width += c.Width
+func Describe(prefix string, dim int, cols []driver.Column) (string, int, error) {
+	desc, width, err := driver.Layout(dim, cols)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: %w", prefix, err)
 	}
-	return strings.Join(parts, ","), width, nil
+	return desc, width, nil
 }
 
 // Mix hashes x with the seed d (SplitMix64's finaliser): the hash of an

@@ -14,16 +14,17 @@ package clusterlua
 import (
 	"embed"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/optim"
-	"github.com/gathergrad/gather/rule"
 )
 
 //go:embed lua/*.lua
 var files embed.FS
 
 func init() {
-	for _, r := range []rule.Rule{&optim.SparseSGD{}, &optim.SparseAdam{}, &optim.RowWiseAdagrad{}, &optim.SparseAdagrad{}} {
+	for _, r := range []driver.Rule{&optim.SparseSGD{}, &optim.SparseAdam{}, &optim.RowWiseAdagrad{}, &optim.SparseAdagrad{}} {
 		lua, err := files.ReadFile("lua/" + r.Name() + ".lua")
 		if err != nil {
 			panic("clusterlua: " + err.Error()) // the embedded files are the package's own

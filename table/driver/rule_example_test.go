@@ -1,4 +1,4 @@
-package rule_test
+package driver_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"log"
 	"math"
 
+	"github.com/gathergrad/gather/table/driver"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gathergrad/gather"
 	"github.com/gathergrad/gather/optim"
-	"github.com/gathergrad/gather/rule"
 	"github.com/gathergrad/gather/table"
 )
 
@@ -30,8 +31,8 @@ func ExampleStepper() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	g := &rule.RowGrad{Rows: []int64{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, -1, 2, 0}))}
-	for _, s := range []rule.Stepper{mem, store} {
+	g := &driver.RowGrad{Rows: []int64{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, -1, 2, 0}))}
+	for _, s := range []driver.Stepper{mem, store} {
 		if err := s.Step(context.Background(), adagrad, g); err != nil {
 			log.Fatal(err)
 		}
@@ -56,11 +57,11 @@ func ExampleStepper() {
 }
 
 // A rule's Columns are the state each row carries beside its values;
-// rule.SameColumns compares two by name and width.
+// driver.SameColumns compares two by name and width.
 func ExampleSameColumns() {
 	adam := optim.NewSparseAdam(0.01)
 	fmt.Println(adam.Name(), adam.Columns(4))
-	fmt.Println(rule.SameColumns(adam.Columns(4), optim.NewRowWiseAdagrad(0.1).Columns(4)))
+	fmt.Println(driver.SameColumns(adam.Columns(4), optim.NewRowWiseAdagrad(0.1).Columns(4)))
 	// Output:
 	// sparse_adam [{exp_avg 4 0} {exp_avg_sq 4 0}]
 	// false
@@ -68,24 +69,24 @@ func ExampleSameColumns() {
 
 // clippedSGD is a rule written outside the module: SGD whose gradient
 // is clipped to [-Clip, Clip] value by value. It checks what the
-// module's own rules check, with package rule's checks.
+// module's own rules check, with package driver's checks.
 type clippedSGD struct{ LearnRate, Clip float64 }
 
-func (clippedSGD) Name() string                  { return "clipped_sgd" }
-func (clippedSGD) Columns(dim int) []rule.Column { return nil }
+func (clippedSGD) Name() string                    { return "clipped_sgd" }
+func (clippedSGD) Columns(dim int) []driver.Column { return nil }
 
-func (o clippedSGD) Check(t int64, g *rule.RowGrad, dim int) error {
-	if err := rule.CheckRates("clipped sgd", o.LearnRate, 0); err != nil {
+func (o clippedSGD) Check(t int64, g *driver.RowGrad, dim int) error {
+	if err := driver.CheckRates("clipped sgd", o.LearnRate, 0); err != nil {
 		return err
 	}
-	return rule.CheckGrad("clipped sgd", g, dim, true)
+	return driver.CheckGrad("clipped sgd", g, dim, true)
 }
 
-func (o clippedSGD) StepRows(r rule.Rows, g *rule.RowGrad) error {
-	if err := rule.CheckRates("clipped sgd", o.LearnRate, 0); err != nil {
+func (o clippedSGD) StepRows(r driver.Rows, g *driver.RowGrad) error {
+	if err := driver.CheckRates("clipped sgd", o.LearnRate, 0); err != nil {
 		return err
 	}
-	sg, dim, err := rule.CheckRows("clipped sgd", r, g, o.Columns, true)
+	sg, dim, err := driver.CheckRows("clipped sgd", r, g, o.Columns, true)
 	if err != nil {
 		return err
 	}
@@ -113,8 +114,8 @@ func ExampleRule() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	g := &rule.RowGrad{Rows: []int64{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{5, -1, 0.5, -7}))}
-	for _, s := range []rule.Stepper{mem, store} {
+	g := &driver.RowGrad{Rows: []int64{0, 2}, Values: tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{5, -1, 0.5, -7}))}
+	for _, s := range []driver.Stepper{mem, store} {
 		if err := s.Step(context.Background(), clippedSGD{LearnRate: 0.1, Clip: 2}, g); err != nil {
 			log.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func ExampleRule() {
 
 	err = mem.Step(context.Background(), clippedSGD{LearnRate: -1}, g)
 	fmt.Println(errors.Is(err, gather.ErrOption), err)
-	bad := &rule.RowGrad{Rows: []int64{1}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float32{float32(math.NaN()), 0}))}
+	bad := &driver.RowGrad{Rows: []int64{1}, Values: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float32{float32(math.NaN()), 0}))}
 	err = mem.Step(context.Background(), clippedSGD{LearnRate: 0.1, Clip: 1}, bad)
 	fmt.Println(errors.Is(err, optim.ErrNotFinite), err)
 	// Output:

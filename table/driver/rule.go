@@ -1,31 +1,4 @@
-// Package rule is the contract between the sparse optimisers and the
-// places an embedding table's rows live. A Rule (optim.SparseAdam,
-// optim.RowWiseAdagrad, ...) is a name, the state each row carries
-// (Columns) and a Go function that updates rows where they are held
-// (StepRows). A Stepper (optim.MemoryTable, table.Cached,
-// table.MemoryStore, cluster.Store) holds rows and steps them by a
-// rule: its Step applies the rule to the rows a RowGrad names and counts
-// the step, whatever the rows are kept in.
-//
-// A store whose rows are updated on its own servers (a Redis Cluster)
-// cannot run a Go function there: it keeps its own encoding of each rule,
-// registered under the rule's Name (cluster.RegisterRule), and refuses
-// a rule it has none for with an error naming both. The rule's typed
-// settings are the rule value itself, which the encoding reads.
-//
-// A rule written outside this module runs the checks the module's own
-// rules run (CheckRates, CheckRows in StepRows, CheckGrad in Check,
-// CheckFinite), so that it refuses what they refuse, with the same
-// errors (ExampleRule).
-//
-// Row ids are int64 everywhere: in a RowGrad, in a store, in a cache.
-//
-// The protocol of a step runs in the type that holds the rows, which
-// alone knows its slots, its rounding, its dirty rows and its servers;
-// its callers hand it a rule and a gradient and nothing else, and what a
-// store can do beyond its rows it says by the methods it has (Stepper),
-// found by assertion, as a database/sql driver's optional interfaces are.
-package rule
+package driver
 
 import (
 	"context"

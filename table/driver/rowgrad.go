@@ -1,4 +1,4 @@
-package rule
+package driver
 
 import (
 	"gorgonia.org/tensor"
