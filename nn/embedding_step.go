@@ -55,7 +55,7 @@ func (e *Embedding) rowGrad(buf *rowgrad.Buffer) (*optim.RowGrad, error) {
 	if err := e.checkCaptured("RowGrad", false); err != nil {
 		return nil, err
 	}
-	vocab, dim := e.home.Vocab(), e.Table.Shape()[1]
+	vocab, dim := e.home.Vocab(), e.home.rowTensor().Shape()[1] // a Dense's Shape is not a copy, a Node's is
 	checkTaps := tapCheckDue(e.rowGrads)
 	e.rowGrads++
 	idss, grads := make([]*tensor.Dense, len(e.lookups)), make([]*tensor.Dense, len(e.lookups))
