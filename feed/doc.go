@@ -1,5 +1,5 @@
-// Package feed reads the data users have, files of delimited text and
-// Parquet files, into the batches a model trains on: the labels, a dense matrix and the
+// Package feed reads the data users have, files of delimited text,
+// Parquet files and Redis Streams, into the batches a model trains on: the labels, a dense matrix and the
 // sparse features as an nn.KeyedJagged (a Collection's Pack), with
 // buffers reused batch after batch.
 //
@@ -38,6 +38,14 @@
 // *LineError naming the file, line and column, or, with MaxBad, skipped
 // and counted (Bad); a hostile file is an error, never a panic
 // (FuzzReader).
+//
+// OpenStream reads a Redis Stream (one Redis, or one key of a Redis
+// Cluster) through a consumer group: each entry an example whose fields
+// are named by the schema's columns, several workers of a group each
+// given their own entries, a batch filled within Linger and padded. A
+// Stream is a checkpoint.Part too: saved with the model after each batch
+// and acknowledged (Ack) after the save, each entry is trained once in
+// the model across crashes (TestStreamKill).
 //
 //	r, _ := feed.Open([]string{"train.txt"}, feed.Criteo(), feed.Options{Batch: 2048, Shuffle: true, Seed: 1})
 //	defer r.Close()

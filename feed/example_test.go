@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/feed"
+	"github.com/redis/go-redis/v9"
 )
 
 // Two lines of Criteo's click log, read into one batch of 3: the second
@@ -50,4 +52,39 @@ func ExampleOpen() {
 	// real 2 labels [1 0 0] weights [1 1 0]
 	// I1: 1.3863 0.0000 0.0000
 	// C1 lengths [1 0 0] C1 ids [1761418852] = 0x68fd1e64
+}
+
+// Training online from a Redis Stream of Criteo's examples (one entry an
+// example, its fields named label, I1..I13, C1..C26), each entry trained
+// once across crashes: the model and the stream's state saved after each
+// batch, the batch acknowledged after the save. It needs a Redis server
+// at the address given, so go test compiles it without running it;
+// feed's TestStreamKill runs the same loop against a local server and
+// kills it.
+func ExampleOpenStream() {
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379"})
+	s, err := feed.OpenStream(ctx, c, feed.Criteo(), feed.StreamOptions{Stream: "{clicks}", Group: "trainers", Consumer: "worker-1", Batch: 2048})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var model checkpoint.Part // the model's parts: nn.Embedding, optim state, checkpoint.Nodes(...)
+	if _, err := os.Stat("model.safetensors"); err == nil {
+		if _, err := checkpoint.Load("model.safetensors", model, s); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for ctx.Err() == nil {
+		b, err := s.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		_ = b // train on b.Labels, b.Dense, b.Sparse (b.Weights: 0 for padding)
+		if err := checkpoint.Save("model.safetensors", nil, model, s); err != nil {
+			log.Fatal(err)
+		}
+		if err := s.Ack(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
 }

@@ -154,10 +154,12 @@ func (b *block) reset(nd, ns int, weights bool) {
 }
 
 // A LineError is a malformed line: the file, the line (from 1), the
-// field (from 1, 0 for the line as a whole) and what is wrong.
+// field (from 1, 0 for the line as a whole) and what is wrong; or a
+// malformed entry of a Redis Stream: the stream, the entry and the field.
 type LineError struct {
-	File   string
+	File   string // for an entry of a Redis Stream (a Stream's), the stream's key
 	Line   int64
+	Entry  string // for an entry of a Redis Stream, its id (and Line 0)
 	Column int
 	Name   string // the column's name, "" for the line as a whole
 	Msg    string
@@ -165,6 +167,9 @@ type LineError struct {
 }
 
 func (e *LineError) Error() string {
+	if e.Entry != "" {
+		return fmt.Sprintf("feed: stream %s: entry %s: field %s: %s", e.File, e.Entry, e.Name, e.Msg)
+	}
 	if e.Column == 0 {
 		return fmt.Sprintf("feed: %s:%d: %s", e.File, e.Line, e.Msg)
 	}
@@ -181,6 +186,12 @@ func (b *block) parseLine(l *layout, line []byte) (col int, msg string) {
 	if len(b.fields) != len(l.fields) {
 		return 0, fmt.Sprintf("%d fields, want %d", len(b.fields), len(l.fields))
 	}
+	return b.parseFields(l)
+}
+
+// parseFields appends the example of b.fields, one a field of l, to b,
+// or returns what is wrong with it as parseLine does.
+func (b *block) parseFields(l *layout) (col int, msg string) {
 	nd, ns := len(l.dense), len(l.sparse)
 	b.before, b.wbefore = b.before[:0], b.wbefore[:0]
 	for s := range ns {

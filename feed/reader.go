@@ -113,10 +113,7 @@ type Reader struct {
 
 	err error // what ended the reading: Next returns it again
 
-	batch Batch
-	vals  [][]int64
-	wts   [][]float64
-	lens  [][]int64
+	asm *batcher // the batches
 }
 
 // exRef is an example of a window: its block and index there.
@@ -180,10 +177,7 @@ func Open(paths []string, s Schema, o Options) (*Reader, error) {
 		r.srcs = append(r.srcs, src)
 	}
 	r.lay = r.srcs[0].layout
-	nd, ns := len(r.lay.dense), len(r.lay.sparse)
-	r.batch = Batch{Labels: make([]float32, o.Batch), Weights: make([]float32, o.Batch), Dense: make([]float32, o.Batch*nd), DenseDim: nd,
-		Sparse: nn.KeyedJagged{Keys: append([]string(nil), r.lay.sparse...), Lengths: make([]int64, ns*o.Batch)}}
-	r.vals, r.wts, r.lens = make([][]int64, ns), make([][]float64, ns), make([][]int64, ns)
+	r.asm = newBatcher(r.lay, o.Batch)
 	return r, nil
 }
 
@@ -223,22 +217,15 @@ func (r *Reader) Next(ctx context.Context) (*Batch, error) {
 }
 
 func (r *Reader) next(ctx context.Context) (*Batch, error) {
-	b := &r.batch
-	n := 0
-	nd, ns := b.DenseDim, len(r.lay.sparse)
-	for s := range ns {
-		r.vals[s], r.lens[s] = r.vals[s][:0], r.lens[s][:0]
-		if r.lay.weights {
-			r.wts[s] = r.wts[s][:0]
-		}
-	}
-	for n < r.o.Batch {
+	a := r.asm
+	a.begin()
+	for !a.full() {
 		if r.epoch >= r.o.Epochs {
 			break
 		}
 		if r.epochDone {
-			if n > 0 {
-				break // the epoch's last batch, padded below
+			if a.n > 0 {
+				break // the epoch's last batch, padded by end
 			}
 			r.stop()
 			r.epoch, r.window, r.taken, r.epochDone, r.started = r.epoch+1, 0, 0, false, false
@@ -259,52 +246,13 @@ func (r *Reader) next(ctx context.Context) (*Batch, error) {
 			continue
 		}
 		e := r.ex[r.order[r.taken]]
-		blk := r.blocks[e.b]
-		i := int(e.i)
-		b.Labels[n], b.Weights[n] = blk.labels[i], 1
-		copy(b.Dense[n*nd:(n+1)*nd], blk.dense[i*nd:(i+1)*nd])
-		for s := range ns {
-			lo, hi := blk.starts[s][i], blk.starts[s][i+1]
-			r.vals[s] = append(r.vals[s], blk.ids[s][lo:hi]...)
-			r.lens[s] = append(r.lens[s], int64(hi-lo))
-			if r.lay.weights {
-				for _, w := range blk.wts[s][lo:hi] {
-					r.wts[s] = append(r.wts[s], float64(w))
-				}
-			}
-		}
+		a.add(r.blocks[e.b], int(e.i))
 		r.taken++
-		n++
 	}
-	if n == 0 {
+	if a.n == 0 {
 		return nil, io.EOF
 	}
-	b.Epoch, b.Real = r.epoch, n
-	for k := n; k < r.o.Batch; k++ { // padding
-		b.Labels[k], b.Weights[k] = 0, 0
-		clear(b.Dense[k*nd : (k+1)*nd])
-		for s := range ns {
-			r.lens[s] = append(r.lens[s], 0)
-		}
-	}
-	kj := &b.Sparse
-	kj.Values = kj.Values[:0]
-	if r.lay.weights {
-		kj.Weights = kj.Weights[:0]
-	}
-	for s := range ns {
-		copy(kj.Lengths[s*r.o.Batch:(s+1)*r.o.Batch], r.lens[s])
-		kj.Values = append(kj.Values, r.vals[s]...)
-		if r.lay.weights {
-			kj.Weights = append(kj.Weights, r.wts[s]...)
-		}
-	}
-	if !r.lay.weights {
-		kj.Weights = nil
-	} else if kj.Weights == nil {
-		kj.Weights = []float64{}
-	}
-	return b, nil
+	return a.end(r.epoch), nil
 }
 
 // loadWindow makes the next window of the epoch current: its blocks

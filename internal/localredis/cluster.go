@@ -35,9 +35,10 @@ type Cluster struct {
 	Password string
 	// TLS is, for a cluster that speaks TLS alone (StartTLS), a client
 	// configuration that trusts its certificates; else nil.
-	TLS   *tls.Config
-	dir   string
-	nodes map[string]*exec.Cmd
+	TLS    *tls.Config
+	dir    string
+	nodes  map[string]*exec.Cmd
+	single bool // one server, not a cluster (StartServer)
 }
 
 // Start starts a cluster of masters masters, each with replicas replicas,
@@ -53,6 +54,14 @@ func Start(t testing.TB, masters, replicas int) *Cluster {
 func StartTLS(t testing.TB, masters, replicas int) *Cluster {
 	t.Helper()
 	return start(t, masters, replicas, true)
+}
+
+// StartServer starts one Redis server, not a cluster (Addrs holds its
+// address), and stops it when the test ends; without redis-server it
+// skips as Start does.
+func StartServer(t testing.TB) *Cluster {
+	t.Helper()
+	return start(t, 0, 0, false)
 }
 
 func start(t testing.TB, masters, replicas int, withTLS bool) *Cluster {
@@ -83,7 +92,7 @@ func launch(dir string, masters, replicas int, withTLS bool) (*Cluster, error) {
 	if err1 != nil || err2 != nil {
 		return nil, ErrNoServer
 	}
-	c := &Cluster{Password: "gathergrad-" + strconv.FormatUint(rand.Uint64(), 36), dir: dir, nodes: map[string]*exec.Cmd{}}
+	c := &Cluster{Password: "gathergrad-" + strconv.FormatUint(rand.Uint64(), 36), dir: dir, nodes: map[string]*exec.Cmd{}, single: masters == 0}
 	if withTLS {
 		var err error
 		if c.TLS, err = makeCerts(dir); err != nil {
@@ -100,6 +109,11 @@ func launch(dir string, masters, replicas int, withTLS bool) (*Cluster, error) {
 // bringUp starts the nodes, joins them into a cluster and waits until
 // every node says it is ok.
 func (c *Cluster) bringUp(server, cli string, masters, replicas int) error {
+	if c.single {
+		addr, err := c.startFree(server, cli)
+		c.Addrs = append(c.Addrs, addr)
+		return err
+	}
 	for range masters * (1 + replicas) {
 		addr, err := c.startFree(server, cli)
 		if err != nil {
@@ -132,8 +146,11 @@ func (c *Cluster) startNode(server string, port int) error {
 			"tls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n", port,
 			filepath.Join(c.dir, "node.crt"), filepath.Join(c.dir, "node.key"), filepath.Join(c.dir, "ca.crt"))
 	}
-	conf := listen + fmt.Sprintf("bind 127.0.0.1\ncluster-enabled yes\ncluster-config-file nodes.conf\n"+
-		"cluster-node-timeout 2000\ndir %s\nsave \"\"\nappendonly no\nrequirepass %s\nmasterauth %s\n"+
+	clustered := "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 2000\n"
+	if c.single {
+		clustered = ""
+	}
+	conf := listen + fmt.Sprintf("bind 127.0.0.1\n"+clustered+"dir %s\nsave \"\"\nappendonly no\nrequirepass %s\nmasterauth %s\n"+
 		"daemonize no\nlogfile %s\n", dir, c.Password, c.Password, filepath.Join(dir, "log"))
 	path := filepath.Join(dir, "redis.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
