@@ -45,6 +45,14 @@
 //
 //	go run ./examples/stream [-steps 2000] [-batch 1024] [-live 40000] [-churn 200] [-rows 50000] [-admit 1] [-dim 8]
 //	go run ./examples/stream -fresh 1s,10s,60s,never [-duration 3m] [-rate 50] [-warm 500] [-dim 64] [-churn 30]
+//
+// With -redis the stream is a live one in a Redis on this machine
+// (redis-server on the PATH): impressions and, later, clicks written at
+// -events a second, labelled by feed.Join within -window, the dynamic
+// model trained from them through feed.OpenStream (runOnline says what
+// its line reports):
+//
+//	go run ./examples/stream -redis [-events 50000] [-redis-for 30s] [-window 1s] [-delay 500ms]
 package main
 
 import (
@@ -78,6 +86,12 @@ func main() {
 	flag.DurationVar(&f.duration, "duration", 3*time.Minute, "with -fresh, the stream's time a run")
 	flag.Float64Var(&f.rate, "rate", 50, "with -fresh, batches a second")
 	flag.IntVar(&f.warm, "warm", 500, "with -fresh, steps trained before the served model is saved")
+	online := flag.Bool("redis", false, "train from a live Redis Stream on this machine instead (redis-server on the PATH)")
+	var oc onlineConfig
+	flag.IntVar(&oc.rate, "events", 50_000, "with -redis, impressions a second")
+	flag.DurationVar(&oc.duration, "redis-for", 30*time.Second, "with -redis, how long the stream runs")
+	flag.DurationVar(&oc.window, "window", time.Second, "with -redis, how long after its impression a click counts")
+	flag.DurationVar(&oc.delay, "delay", 500*time.Millisecond, "with -redis, the longest delay of a click after its impression")
 	flag.Parse()
 	if dir := os.Getenv(serveEnv); dir != "" { // the server process of -fresh
 		if err := serveProcess(dir, os.Stdin, os.Stdout); err != nil {
@@ -86,7 +100,9 @@ func main() {
 		return
 	}
 	var err error
-	if *fresh != "" {
+	if *online {
+		err = runOnline(os.Stdout, c, oc)
+	} else if *fresh != "" {
 		if f.intervals, err = parseIntervals(*fresh); err == nil {
 			err = runFresh(os.Stdout, c, f)
 		}

@@ -3,8 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gathergrad/gather/internal/localredis"
 )
 
 // The example's claim at a small scale: the dynamic table's AUC over the
@@ -40,5 +45,31 @@ func TestStreamFlags(t *testing.T) {
 	err := run(&bytes.Buffer{}, config{steps: 1, batch: 1, live: 1, rows: 2, admit: 1, every: 1, dim: 8})
 	if err == nil || !strings.Contains(err.Error(), "live 1") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// -redis at a small scale: events written, joined and trained from a
+// live local Redis, the line with every field, the model learning.
+func TestOnline(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv(localredis.Require) != "" {
+			t.Fatalf("%v (%s is set)", localredis.ErrNoServer, localredis.Require)
+		}
+		t.Skip(localredis.ErrNoServer)
+	}
+	var b bytes.Buffer
+	c := config{batch: 256, live: 20_000, churn: 100, rows: 24_000, admit: 1, dim: 8}
+	if err := runOnline(&b, c, onlineConfig{rate: 5000, duration: 4 * time.Second, window: 300 * time.Millisecond, delay: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.TrimSpace(b.String())
+	last := out[strings.LastIndex(out, "\n")+1:]
+	var events, trained, lag, age, auc float64
+	if _, err := fmt.Sscanf(last, "online: events-per-s %g trained-per-s %g lag-p99 %g event-to-trained-p99 %g auc %g", &events, &trained, &lag, &age, &auc); err != nil {
+		t.Fatalf("%v: %q", err, last)
+	}
+	t.Log(last)
+	if events <= 0 || trained <= 0 || trained > events || age < 0.1 || auc < 0.55 {
+		t.Errorf("events %.0f/s, trained %.0f/s, event to trained p99 %.3f s, AUC %.4f", events, trained, age, auc)
 	}
 }

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gathergrad/gather/feed"
+	"github.com/gathergrad/gather/internal/localredis"
+)
+
+// onlineConfig is what -redis runs: events a second for how long, the
+// join's window and the longest delay of a click after its impression.
+type onlineConfig struct {
+	rate     int
+	duration time.Duration
+	window   time.Duration
+	delay    time.Duration
+}
+
+// The streams of -redis, one hash tag: impressions, clicks and the
+// joined examples the trainer reads.
+const (
+	impStream = "{clicks}:impressions"
+	clkStream = "{clicks}:clicks"
+	outStream = "{clicks}:examples"
+)
+
+// onlineSchema is the joined examples as the trainer reads them.
+var onlineSchema = feed.Schema{Columns: []feed.Column{
+	{Name: "label", Role: feed.Label},
+	{Name: "user", Role: feed.Sparse, IDs: feed.Int},
+	{Name: "item", Role: feed.Sparse, IDs: feed.Int},
+	{Name: "t", Role: feed.Skip},
+}}
+
+// runOnline trains the dynamic model from a live Redis Stream on this
+// machine: a producer writes the click stream's impressions (a request
+// id, the user, the item, the time) at o.rate a second and each click
+// up to o.delay after its impression; a feed.Join labels them within
+// o.window; the trainer reads the labelled examples through a consumer
+// group (feed.OpenStream), trains on each full batch and acknowledges it.
+// The last line:
+//
+//	online: events-per-s <e> trained-per-s <t> lag-p99 <n> event-to-trained-p99 <s> auc <a>
+//
+// the impressions written and the examples trained a second, the 99th
+// percentile of the group's lag (entries not yet read, XINFO GROUPS)
+// sampled at each batch, of the time from an impression to the step that
+// trained it (the window included), and the AUC of the predictions made
+// before training (progressive validation).
+func runOnline(w io.Writer, c config, o onlineConfig) error {
+	if o.rate < 1 || o.duration <= 0 || o.window <= 0 || o.delay < 0 || o.delay > o.window {
+		return fmt.Errorf("stream: -rate %d, -duration %v, -window %v, -delay %v: rate and durations positive, the delay within the window", o.rate, o.duration, o.window, o.delay)
+	}
+	dir, err := os.MkdirTemp("", "stream-redis")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := localredis.Launch(dir, 0, 0)
+	if err != nil {
+		return fmt.Errorf("stream: starting a local Redis: %w", err)
+	}
+	defer srv.Stop()
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addrs[0], Password: srv.Password})
+	defer rc.Close()
+	m, err := newModel(dynamic, c.batch, c.dim, [2]int{c.rows / 2, c.rows}, c.admit, max(4*c.batch, 10_000))
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
+	defer cancel()
+	fmt.Fprintf(w, "stream: a local Redis at %s; %d impressions a second for %v, clicks up to %v later, joined within %v; batches of %d\n",
+		srv.Addrs[0], o.rate, o.duration, o.delay, o.window, c.batch)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	var produced int64
+	wg.Add(2)
+	go func() { defer wg.Done(); errs <- produce(ctx, rc, c, o, &produced) }()
+	go func() { defer wg.Done(); errs <- join(ctx, rc, o) }()
+
+	s, err := feed.OpenStream(context.Background(), rc, onlineSchema, feed.StreamOptions{Stream: outStream, Group: "trainers", Consumer: "trainer-1", Batch: c.batch, Linger: o.duration})
+	if err != nil {
+		return err
+	}
+	ids := [2][]int64{make([]int64, c.batch), make([]int64, c.batch)}
+	clicks := make([]float32, c.batch)
+	var lags, ages []float64
+	trained := 0
+	start := time.Now()
+	for step := int64(0); ; step++ {
+		b, err := s.Next(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if b.Real < c.batch {
+			continue // the run's end: the graph takes full batches
+		}
+		for k := range c.batch {
+			ids[0][k], ids[1][k] = b.Sparse.Values[k], b.Sparse.Values[c.batch+k]
+			clicks[k] = b.Labels[k]
+		}
+		if err := m.step(step, ids, clicks); err != nil {
+			return err
+		}
+		if err := s.Ack(ctx); err != nil && ctx.Err() == nil {
+			return err
+		}
+		now := time.Now()
+		for _, id := range s.IDs() {
+			if at, err := rc.XRange(ctx, outStream, id, id).Result(); err == nil && len(at) == 1 {
+				if ms, err := strconv.ParseInt(fmt.Sprint(at[0].Values["t"]), 10, 64); err == nil {
+					ages = append(ages, now.Sub(time.UnixMilli(ms)).Seconds())
+				}
+			}
+			break // one example a batch: the oldest
+		}
+		if lag, _, err := s.Lag(ctx); err == nil {
+			lags = append(lags, float64(lag))
+		}
+		trained += b.Real
+	}
+	elapsed := time.Since(start).Seconds()
+	cancel()
+	wg.Wait()
+	for range 2 {
+		if err := <-errs; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	r := m.metric.Window()
+	fmt.Fprintf(w, "online: events-per-s %.0f trained-per-s %.0f lag-p99 %.0f event-to-trained-p99 %.3f auc %.4f\n",
+		float64(produced)/elapsed, float64(trained)/elapsed, p99(lags), p99(ages), r.AUC)
+	return nil
+}
+
+// produce writes the click stream's impressions at o.rate a second, in
+// ticks of 10 ms, and each click once its delay (drawn up to o.delay)
+// has passed, until ctx ends; it counts the impressions in *n.
+func produce(ctx context.Context, rc *redis.Client, c config, o onlineConfig, n *int64) error {
+	s := newClickStream(1, c.live, c.churn)
+	const tick = 10 * time.Millisecond
+	per := max(1, o.rate/100)
+	users, items, clicks := make([]int64, per), make([]int64, per), make([]float32, per)
+	type due struct {
+		at  time.Time
+		req int64
+	}
+	var later []due
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	req := int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-t.C:
+			s.next(users, items, clicks)
+			p := rc.Pipeline()
+			for k := range per {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: impStream, Values: []any{"request", req, "user", users[k], "item", items[k], "t", now.UnixMilli()}})
+				if clicks[k] == 1 {
+					later = append(later, due{now.Add(time.Duration(s.r.Int64N(int64(o.delay) + 1))), req})
+				}
+				req++
+			}
+			slices.SortFunc(later, func(a, b due) int { return a.at.Compare(b.at) })
+			k := 0
+			for ; k < len(later) && !later[k].at.After(now); k++ {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: clkStream, Values: []any{"request", later[k].req}})
+			}
+			later = later[k:]
+			if _, err := p.Exec(ctx); err != nil {
+				return err
+			}
+			*n += int64(per)
+		}
+	}
+}
+
+// join labels the impressions with their clicks (feed.Join) every 10 ms
+// until ctx ends.
+func join(ctx context.Context, rc *redis.Client, o onlineConfig) error {
+	j, err := feed.NewJoin(rc, feed.JoinOptions{Impressions: impStream, Clicks: clkStream, Out: outStream, Window: o.window, Count: 10_000})
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		if _, err := j.Step(ctx); err != nil {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return ctx.Err()
+}
+
+// p99 returns the 99th percentile of xs, 0 for none.
+func p99(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[min(len(xs)-1, len(xs)*99/100)]
+}
