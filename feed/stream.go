@@ -86,6 +86,8 @@ type Stream struct {
 	claimAt string // where the next XAUTOCLAIM starts
 	claimed time.Time
 
+	ahead chan readResult // the read of new entries started as Next returned, if any
+
 	trained []string        // the entries of the batches Next returned since the last Ack
 	skipped []string        // malformed entries skipped, acknowledged with the next Ack
 	covered map[string]bool // the restored state's entries, skipped if read again
@@ -176,6 +178,15 @@ func (s *Stream) next(ctx context.Context) (*Batch, error) {
 	for s.blk.n < s.o.Batch {
 		if taken == len(s.queue) {
 			s.queue, taken = s.queue[:copy(s.queue, s.queue[taken:])], 0
+			if s.ahead != nil { // the read started as the last batch was returned
+				r := <-s.ahead
+				s.ahead = nil
+				if r.err != nil {
+					return nil, s.putBack(r.err)
+				}
+				s.queue = append(s.queue, r.msgs...)
+				continue
+			}
 			wait := s.o.Wait
 			if s.blk.n > 0 {
 				if wait = time.Until(deadline); wait <= 0 {
@@ -221,7 +232,42 @@ func (s *Stream) next(ctx context.Context) (*Batch, error) {
 		a.add(&s.blk, i)
 	}
 	s.trained = append(s.trained, s.ids...)
+	if !s.own && len(s.queue) < s.o.Batch {
+		// Read the next batch's entries while this one trains. The read
+		// ends within Wait whatever ctx does; its entries are this
+		// consumer's pending ones, read again after a restart.
+		ch, rctx, n := make(chan readResult, 1), context.WithoutCancel(ctx), s.o.Batch-len(s.queue)
+		go func() {
+			msgs, err := s.readNew(rctx, n, s.o.Wait)
+			ch <- readResult{msgs, err}
+		}()
+		s.ahead = ch
+	}
 	return a.end(0), nil
+}
+
+// A readResult is what a read of new entries returned.
+type readResult struct {
+	msgs []redis.XMessage
+	err  error
+}
+
+// readNew returns at most n entries not yet delivered to the group,
+// waiting at most wait for them. It touches nothing of s but its
+// options and client, so that it may run beside Next.
+func (s *Stream) readNew(ctx context.Context, n int, wait time.Duration) ([]redis.XMessage, error) {
+	o := s.o
+	res, err := s.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: o.Group, Consumer: o.Consumer, Streams: []string{o.Stream, ">"}, Count: int64(n), Block: wait}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("feed: stream %s: reading: %w", o.Stream, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	return res[0].Messages, nil
 }
 
 // putBack returns err, the entries of the batch being made back in
@@ -280,17 +326,9 @@ func (s *Stream) read(ctx context.Context, n int, wait time.Duration) error {
 			return nil
 		}
 	}
-	res, err := s.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: o.Group, Consumer: o.Consumer, Streams: []string{o.Stream, ">"}, Count: int64(n), Block: wait}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("feed: stream %s: reading: %w", o.Stream, err)
-	}
-	if len(res) > 0 {
-		s.queue = append(s.queue, res[0].Messages...)
-	}
-	return nil
+	msgs, err := s.readNew(ctx, n, wait)
+	s.queue = append(s.queue, msgs...)
+	return err
 }
 
 // Ack acknowledges (XACK) the entries of every batch Next returned since
