@@ -47,7 +47,7 @@
 //	go run ./examples/stream -fresh 1s,10s,60s,never [-duration 3m] [-rate 50] [-warm 500] [-dim 64] [-churn 30]
 //
 // With -redis the stream is a live one in a Redis on this machine
-// (redis-server on the PATH): impressions and, later, clicks written at
+// (a local Redis Cluster, redis-server on the PATH): impressions and, later, clicks written at
 // -events a second, labelled by feed.Join within -window, the dynamic
 // model trained from them through feed.OpenStream (runOnline says what
 // its line reports):

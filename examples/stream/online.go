@@ -8,13 +8,14 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/feed"
-	"github.com/gathergrad/gather/internal/localredis"
 )
 
 // onlineConfig is what -redis runs: events a second for how long, the
@@ -43,7 +44,7 @@ var onlineSchema = feed.Schema{Columns: []feed.Column{
 }}
 
 // runOnline trains the dynamic model from a live Redis Stream on this
-// machine: a producer writes the click stream's impressions (a request
+// machine (a local Redis Cluster of 3 masters, cluster.StartLocal): a producer writes the click stream's impressions (a request
 // id, the user, the item, the time) at o.rate a second and each click
 // up to o.delay after its impression; a feed.Join labels them within
 // o.window; the trainer reads the labelled examples through a consumer
@@ -66,12 +67,12 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := localredis.Launch(dir, 0, 0)
+	srv, err := cluster.StartLocal(dir, 3)
 	if err != nil {
-		return fmt.Errorf("stream: starting a local Redis: %w", err)
+		return fmt.Errorf("stream: starting a local Redis Cluster: %w", err)
 	}
 	defer srv.Stop()
-	rc := redis.NewClient(&redis.Options{Addr: srv.Addrs[0], Password: srv.Password})
+	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: srv.Options.Addrs, Password: srv.Options.Password})
 	defer rc.Close()
 	m, err := newModel(dynamic, c.batch, c.dim, [2]int{c.rows / 2, c.rows}, c.admit, max(4*c.batch, 10_000))
 	if err != nil {
@@ -80,8 +81,8 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 	defer m.close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	defer cancel()
-	fmt.Fprintf(w, "stream: a local Redis at %s; %d impressions a second for %v, clicks up to %v later, joined within %v; batches of %d\n",
-		srv.Addrs[0], o.rate, o.duration, o.delay, o.window, c.batch)
+	fmt.Fprintf(w, "stream: a local Redis Cluster at %s (the streams on one master: one hash tag); %d impressions a second for %v, clicks up to %v later, joined within %v; batches of %d\n",
+		strings.Join(srv.Options.Addrs, ", "), o.rate, o.duration, o.delay, o.window, c.batch)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
@@ -151,7 +152,7 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 // produce writes the click stream's impressions at o.rate a second, in
 // ticks of 10 ms, and each click once its delay (drawn up to o.delay)
 // has passed, until ctx ends; it counts the impressions in *n.
-func produce(ctx context.Context, rc *redis.Client, c config, o onlineConfig, n *int64) error {
+func produce(ctx context.Context, rc redis.UniversalClient, c config, o onlineConfig, n *int64) error {
 	s := newClickStream(1, c.live, c.churn)
 	const tick = 10 * time.Millisecond
 	per := max(1, o.rate/100)
@@ -194,7 +195,7 @@ func produce(ctx context.Context, rc *redis.Client, c config, o onlineConfig, n 
 
 // join labels the impressions with their clicks (feed.Join) every 10 ms
 // until ctx ends.
-func join(ctx context.Context, rc *redis.Client, o onlineConfig) error {
+func join(ctx context.Context, rc redis.UniversalClient, o onlineConfig) error {
 	j, err := feed.NewJoin(rc, feed.JoinOptions{Impressions: impStream, Clicks: clkStream, Out: outStream, Window: o.window, Count: 10_000})
 	if err != nil {
 		return err
