@@ -52,7 +52,7 @@
 // model trained from them through feed.OpenStream (runOnline says what
 // its line reports):
 //
-//	go run ./examples/stream -redis [-events 50000] [-redis-for 30s] [-window 1s] [-delay 500ms]
+//	go run ./examples/stream -redis [-events 50000] [-redis-for 30s] [-window 1s] [-delay 500ms] [-prom]
 package main
 
 import (
@@ -92,6 +92,7 @@ func main() {
 	flag.DurationVar(&oc.duration, "redis-for", 30*time.Second, "with -redis, how long the stream runs")
 	flag.DurationVar(&oc.window, "window", time.Second, "with -redis, how long after its impression a click counts")
 	flag.DurationVar(&oc.delay, "delay", 500*time.Millisecond, "with -redis, the longest delay of a click after its impression")
+	flag.BoolVar(&oc.prom, "prom", false, "with -redis, print the run's metrics in Prometheus's text format after its line")
 	flag.Parse()
 	if dir := os.Getenv(serveEnv); dir != "" { // the server process of -fresh
 		if err := serveProcess(dir, os.Stdin, os.Stdout); err != nil {

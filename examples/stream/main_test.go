@@ -59,10 +59,17 @@ func TestOnline(t *testing.T) {
 	}
 	var b bytes.Buffer
 	c := config{batch: 256, live: 20_000, churn: 100, rows: 24_000, admit: 1, dim: 8}
-	if err := runOnline(&b, c, onlineConfig{rate: 5000, duration: 4 * time.Second, window: 300 * time.Millisecond, delay: 100 * time.Millisecond}); err != nil {
+	if err := runOnline(&b, c, onlineConfig{rate: 5000, duration: 4 * time.Second, window: 300 * time.Millisecond, delay: 100 * time.Millisecond, prom: true}); err != nil {
 		t.Fatal(err)
 	}
 	out := strings.TrimSpace(b.String())
+	prom := out[strings.Index(out, "# HELP"):]
+	for _, family := range []string{"stream_event_to_trained_seconds_bucket", "stream_consumer_lag ", "stream_trained_total ", `stream_joined_total{kind="positive"}`} {
+		if !strings.Contains(prom, "\n"+family) {
+			t.Errorf("no %s in the Prometheus text:\n%s", family, prom)
+		}
+	}
+	out = strings.TrimSpace(out[:strings.Index(out, "# HELP")])
 	last := out[strings.LastIndex(out, "\n")+1:]
 	var events, trained, lag, age, auc float64
 	if _, err := fmt.Sscanf(last, "online: events-per-s %g trained-per-s %g lag-p99 %g event-to-trained-p99 %g auc %g", &events, &trained, &lag, &age, &auc); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/feed"
+	"github.com/gathergrad/gather/serve/live"
 )
 
 // onlineConfig is what -redis runs: events a second for how long, the
@@ -25,6 +26,7 @@ type onlineConfig struct {
 	duration time.Duration
 	window   time.Duration
 	delay    time.Duration
+	prom     bool // the Prometheus text of the run after its line
 }
 
 // The streams of -redis, one hash tag: impressions, clicks and the
@@ -57,7 +59,10 @@ var onlineSchema = feed.Schema{Columns: []feed.Column{
 // percentile of the group's lag (entries not yet read, XINFO GROUPS)
 // sampled at each batch, of the time from an impression to the step that
 // trained it (the window included), and the AUC of the predictions made
-// before training (progressive validation).
+// before training (progressive validation). With o.prom the run's
+// metrics follow in Prometheus's text format (serve/live's WriteText):
+// the event-to-trained histogram, batches, events and examples trained,
+// the consumer lag and the join's counts.
 func runOnline(w io.Writer, c config, o onlineConfig) error {
 	if o.rate < 1 || o.duration <= 0 || o.window <= 0 || o.delay < 0 || o.delay > o.window {
 		return fmt.Errorf("stream: -rate %d, -duration %v, -window %v, -delay %v: rate and durations positive, the delay within the window", o.rate, o.duration, o.window, o.delay)
@@ -87,9 +92,11 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	var produced int64
+	var joined feed.JoinStats
 	wg.Add(2)
 	go func() { defer wg.Done(); errs <- produce(ctx, rc, c, o, &produced) }()
-	go func() { defer wg.Done(); errs <- join(ctx, rc, o) }()
+	go func() { defer wg.Done(); errs <- join(ctx, rc, o, &joined) }()
+	met := live.NewMetrics() // the event-to-trained times, and a batch a "request"
 
 	s, err := feed.OpenStream(context.Background(), rc, onlineSchema, feed.StreamOptions{Stream: outStream, Group: "trainers", Consumer: "trainer-1", Batch: c.batch, Linger: o.duration})
 	if err != nil {
@@ -126,6 +133,7 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 			if at, err := rc.XRange(ctx, outStream, id, id).Result(); err == nil && len(at) == 1 {
 				if ms, err := strconv.ParseInt(fmt.Sprint(at[0].Values["t"]), 10, 64); err == nil {
 					ages = append(ages, now.Sub(time.UnixMilli(ms)).Seconds())
+					met.Observe(now.Sub(time.UnixMilli(ms)))
 				}
 			}
 			break // one example a batch: the oldest
@@ -134,6 +142,7 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 			lags = append(lags, float64(lag))
 		}
 		trained += b.Real
+		met.Count(200)
 	}
 	elapsed := time.Since(start).Seconds()
 	cancel()
@@ -146,7 +155,20 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 	r := m.metric.Window()
 	fmt.Fprintf(w, "online: events-per-s %.0f trained-per-s %.0f lag-p99 %.0f event-to-trained-p99 %.3f auc %.4f\n",
 		float64(produced)/elapsed, float64(trained)/elapsed, p99(lags), p99(ages), r.AUC)
-	return nil
+	if !o.prom {
+		return nil
+	}
+	lag := 0.0
+	if len(lags) > 0 {
+		lag = lags[len(lags)-1]
+	}
+	return met.WriteText(w, "stream_batches_total", "stream_event_to_trained_seconds",
+		live.Family{Name: "stream_events_total", Type: "counter", Help: "Impressions written to the stream.", Samples: []live.Sample{{Value: float64(produced)}}},
+		live.Family{Name: "stream_trained_total", Type: "counter", Help: "Examples trained.", Samples: []live.Sample{{Value: float64(trained)}}},
+		live.Family{Name: "stream_consumer_lag", Type: "gauge", Help: "Entries of the examples stream not yet read by the trainers' group (XINFO GROUPS), at the last batch.", Samples: []live.Sample{{Value: lag}}},
+		live.Family{Name: "stream_joined_total", Type: "counter", Help: "The join's examples and clicks, by kind.", Samples: []live.Sample{
+			{Labels: `{kind="positive"}`, Value: float64(joined.Positives)}, {Labels: `{kind="negative"}`, Value: float64(joined.Negatives)},
+			{Labels: `{kind="late"}`, Value: float64(joined.Late)}, {Labels: `{kind="unknown"}`, Value: float64(joined.Unknown)}}})
 }
 
 // produce writes the click stream's impressions at o.rate a second, in
@@ -194,12 +216,13 @@ func produce(ctx context.Context, rc redis.UniversalClient, c config, o onlineCo
 }
 
 // join labels the impressions with their clicks (feed.Join) every 10 ms
-// until ctx ends.
-func join(ctx context.Context, rc redis.UniversalClient, o onlineConfig) error {
+// until ctx ends, leaving its counts in *st.
+func join(ctx context.Context, rc redis.UniversalClient, o onlineConfig, st *feed.JoinStats) error {
 	j, err := feed.NewJoin(rc, feed.JoinOptions{Impressions: impStream, Clicks: clkStream, Out: outStream, Window: o.window, Count: 10_000})
 	if err != nil {
 		return err
 	}
+	defer func() { *st = j.Stats() }()
 	for ctx.Err() == nil {
 		if _, err := j.Step(ctx); err != nil {
 			return err
