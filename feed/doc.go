@@ -45,7 +45,10 @@
 // given their own entries, a batch filled within Linger and padded. A
 // Stream is a checkpoint.Part too: saved with the model after each batch
 // and acknowledged (Ack) after the save, each entry is trained once in
-// the model across crashes (TestStreamKill).
+// the model across crashes (TestStreamKill). A Join makes such a stream
+// from two: impressions, and the clicks that come later, each impression
+// added as a labelled example once its click comes or its window closes
+// (Monolith's online joiner).
 //
 //	r, _ := feed.Open([]string{"train.txt"}, feed.Criteo(), feed.Options{Batch: 2048, Shuffle: true, Seed: 1})
 //	defer r.Close()
