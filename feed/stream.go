@@ -27,9 +27,9 @@ type StreamOptions struct {
 	// Linger bounds how long Next waits for the rest of a batch once it
 	// holds an example (100 ms when 0); the rest is padding of weight 0.
 	Linger time.Duration
-	// Wait bounds one blocking read of the server (50 ms when 0): the
-	// context is checked between reads, since a cancelled context does
-	// not end a blocking read.
+	// Wait bounds one blocking read of the server (50 ms when 0; in
+	// whole milliseconds, at least one): the context is checked between
+	// reads, since a cancelled context does not end a blocking read.
 	Wait time.Duration
 	// ClaimIdle, if above 0, makes Next take over the entries another
 	// consumer of the group has held unacknowledged this long
@@ -257,6 +257,9 @@ type readResult struct {
 // options and client, so that it may run beside Next.
 func (s *Stream) readNew(ctx context.Context, n int, wait time.Duration) ([]redis.XMessage, error) {
 	o := s.o
+	// BLOCK counts whole milliseconds, and BLOCK 0 waits for ever: a
+	// wait shorter than a millisecond waits one.
+	wait = max(wait, time.Millisecond)
 	res, err := s.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: o.Group, Consumer: o.Consumer, Streams: []string{o.Stream, ">"}, Count: int64(n), Block: wait}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil

@@ -356,3 +356,17 @@ func FuzzStreamEntry(f *testing.F) {
 		}
 	})
 }
+
+// A read left less than a millisecond of the batch's Linger waits one
+// millisecond, not for ever (BLOCK 0): readNew rounds the wait up.
+func TestStreamShortWait(t *testing.T) {
+	c := startRedis(t)
+	ctx := context.Background()
+	s, err := OpenStream(ctx, c, streamSchema, streamOptions("w"))
+	require.NoError(t, err)
+	start := time.Now()
+	msgs, err := s.readNew(ctx, 4, 200*time.Microsecond)
+	require.NoError(t, err)
+	require.Empty(t, msgs)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
