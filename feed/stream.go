@@ -70,6 +70,11 @@ type StreamOptions struct {
 // step instead: an entry is then trained at least once, and at most
 // once more after a crash between the step and the Ack.
 //
+// As Next returns a batch it reads the next batch's new entries, which
+// are then this consumer's: with several workers, how many each trains
+// depends on who reads first, and a worker that stops calling Next
+// leaves them pending (ClaimIdle).
+//
 // It is not safe for concurrent use.
 type Stream struct {
 	c   redis.UniversalClient
