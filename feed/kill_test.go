@@ -120,32 +120,8 @@ func train(t *testing.T, dir string, child bool) ([]string, int) {
 	}
 	defer r.Close()
 	ckpt, logPath := filepath.Join(dir, "ckpt.safetensors"), filepath.Join(dir, "trained.log")
-	log, err := os.OpenFile(logPath, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, logged, resumed := resumeLog(t, dir, r)
 	defer log.Close()
-	var logged int64
-	if _, err := os.Stat(ckpt); err == nil {
-		meta, err := checkpoint.Load(ckpt, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if logged, err = strconv.ParseInt(meta["logged"], 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The model is its checkpoint: what was logged after it is undone.
-	if err := log.Truncate(logged); err != nil {
-		t.Fatal(err)
-	}
-	resumed := 0
-	if b, err := os.ReadFile(logPath); err == nil {
-		resumed = strings.Count(string(b), "\n")
-	}
-	if _, err := log.Seek(logged, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
 	for step := 0; ; step++ {
 		b, err := r.Next(context.Background())
 		if errors.Is(err, io.EOF) {
@@ -182,4 +158,37 @@ func train(t *testing.T, dir string, child bool) ([]string, int) {
 		t.Fatal(err)
 	}
 	return strings.Fields(string(b)), resumed
+}
+
+// resumeLog loads dir's checkpoint, if any, into parts, and returns the
+// log of what was trained, opened for writing after the length the
+// checkpoint records (what was logged after it is undone: the model is
+// its checkpoint), that length and the lines before it.
+func resumeLog(t *testing.T, dir string, parts ...checkpoint.Part) (*os.File, int64, int) {
+	ckpt, logPath := filepath.Join(dir, "ckpt.safetensors"), filepath.Join(dir, "trained.log")
+	log, err := os.OpenFile(logPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged int64
+	if _, err := os.Stat(ckpt); err == nil {
+		meta, err := checkpoint.Load(ckpt, parts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if logged, err = strconv.ParseInt(meta["logged"], 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := log.Truncate(logged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Seek(logged, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log, logged, strings.Count(string(b), "\n")
 }

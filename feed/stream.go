@@ -261,16 +261,22 @@ type readResult struct {
 // waiting at most wait for them. It touches nothing of s but its
 // options and client, so that it may run beside Next.
 func (s *Stream) readNew(ctx context.Context, n int, wait time.Duration) ([]redis.XMessage, error) {
-	o := s.o
 	// BLOCK counts whole milliseconds, and BLOCK 0 waits for ever: a
 	// wait shorter than a millisecond waits one.
-	wait = max(wait, time.Millisecond)
-	res, err := s.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: o.Group, Consumer: o.Consumer, Streams: []string{o.Stream, ">"}, Count: int64(n), Block: wait}).Result()
+	return s.readGroup(ctx, ">", n, max(wait, time.Millisecond))
+}
+
+// readGroup returns at most n of the group's entries for this consumer
+// from position from (">": new ones, waiting at most block; an id: its
+// pending ones after it, block -1, not waiting).
+func (s *Stream) readGroup(ctx context.Context, from string, n int, block time.Duration) ([]redis.XMessage, error) {
+	o := s.o
+	res, err := s.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: o.Group, Consumer: o.Consumer, Streams: []string{o.Stream, from}, Count: int64(n), Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("feed: stream %s: reading: %w", o.Stream, err)
+		return nil, fmt.Errorf("feed: stream %s: reading the entries of %q after %s: %w", o.Stream, o.Consumer, from, err)
 	}
 	if len(res) == 0 {
 		return nil, nil
@@ -308,15 +314,14 @@ func (s *Stream) parse(m redis.XMessage) (int, string) {
 func (s *Stream) read(ctx context.Context, n int, wait time.Duration) error {
 	o := s.o
 	if s.own {
-		res, err := s.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: o.Group, Consumer: o.Consumer, Streams: []string{o.Stream, s.ownAt}, Count: int64(n), Block: -1}).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("feed: stream %s: reading the pending entries of %q: %w", o.Stream, o.Consumer, err)
+		msgs, err := s.readGroup(ctx, s.ownAt, n, -1)
+		if err != nil {
+			return err
 		}
-		if len(res) == 0 || len(res[0].Messages) == 0 {
+		if len(msgs) == 0 {
 			s.own, s.covered = false, nil // every pending entry read: the restored ones are behind
 			return nil
 		}
-		msgs := res[0].Messages
 		s.ownAt = msgs[len(msgs)-1].ID
 		s.queue = append(s.queue, msgs...)
 		return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -185,33 +184,8 @@ func trainStream(t *testing.T, dir string, child bool) (*streamModel, []string) 
 	}
 	m := &streamModel{w: make([]float64, 8)}
 	ckpt, logPath := filepath.Join(dir, "ckpt.safetensors"), filepath.Join(dir, "trained.log")
-	log, err := os.OpenFile(logPath, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, logged, done := resumeLog(t, dir, m, s)
 	defer log.Close()
-	var logged int64
-	if _, err := os.Stat(ckpt); err == nil {
-		meta, err := checkpoint.Load(ckpt, m, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if logged, err = strconv.ParseInt(meta["logged"], 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The model is its checkpoint: the entries logged after it are undone.
-	if err := log.Truncate(logged); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := log.Seek(logged, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	text, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := strings.Count(string(text), "\n")
 	for step := 0; done < streamKillEntries; step++ {
 		b, err := s.Next(ctx)
 		if err != nil {
@@ -244,7 +218,7 @@ func trainStream(t *testing.T, dir string, child bool) (*streamModel, []string) 
 		killtest.Mark(dir, "done", 0)
 		select {} // until killed
 	}
-	text, err = os.ReadFile(logPath)
+	text, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
