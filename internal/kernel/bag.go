@@ -211,12 +211,16 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 		}
 		return i
 	}
-	// add adds rows[s:e] into o and multiplies o by scale, prefetching the
-	// rows bagAhead later.
-	add := func(o []float32, s, e int, scale float32) {
-		if e > s {
+	// add adds rows[s:e] into o (to o's values with acc, else from zero)
+	// and multiplies o by scale, prefetching the rows bagAhead later. With
+	// no rows and no acc, o is cleared.
+	add := func(o []float32, s, e int, scale float32, acc bool) {
+		switch {
+		case e > s:
 			sumRows(ptr(o), rows[s:e], coef[s*scaled:e*scaled], size,
-				rows[min(s+bagAhead, k):min(e+bagAhead, k)], scale)
+				rows[min(s+bagAhead, k):min(e+bagAhead, k)], scale, acc)
+		case !acc:
+			clear(o)
 		}
 	}
 	for b := lo; b < hi; {
@@ -231,11 +235,15 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 		if g == b {
 			// Bag b alone is longer than bagChunk: add it in pieces.
 			o := out[b*stride : b*stride+dim]
-			clear(o)
+			acc := false
 			for i := bg.Bounds[b]; i < bg.Bounds[b+1]; {
 				k = 0
 				i = collect(b, i)
-				add(o, 0, k, 1)
+				add(o, 0, k, 1, acc)
+				acc = acc || k > 0
+			}
+			if !acc {
+				clear(o) // every id was padding
 			}
 			meanOf(o, bg, ids, vocab, b)
 			b++
@@ -245,12 +253,11 @@ func bagSum32[I Index](out, table []float32, ids []I, w []float32, dim int, bg *
 		s := 0
 		for h := b; h < g; h++ {
 			o := out[h*stride : h*stride+dim]
-			clear(o)
 			e, scale := ends[h-b], float32(1)
 			if bg.Mode == BagMean && e > s {
 				scale = 1 / float32(e-s)
 			}
-			add(o, s, e, scale)
+			add(o, s, e, scale, false) // written, never read: o may be fresh memory
 			s = e
 		}
 		b = g

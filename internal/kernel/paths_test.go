@@ -451,18 +451,25 @@ func TestAssemblyTwins(t *testing.T) {
 				if n%2 == 0 {
 					ahead = rows
 				}
-				for i, c := range [][]float32{nil, coef, nil, coef} {
+				for i, c := range [][]float32{nil, coef, nil, coef, nil, coef} {
 					scale := float32(1)
 					if i >= 2 {
 						scale = 1 / float32(n+3) // as a mean scales
 					}
+					acc := i < 4 // the last two start from zero
 					start := toFloat32(ref.RandFloats(r, dim+8)) // 8 past the end: must stay as they are
 					want, got := slices.Clone(start), slices.Clone(start)
-					sumRowsGo(ptr(want), rows, c, size, nil, scale)
-					sumRows(ptr(got), rows, c, size, ahead, scale)
-					assert.Equal(t, want, got, "sumRows, rows of %d bytes, n=%d, weighted %t, scale %g", size, n, c != nil, scale)
+					sumRowsGo(ptr(want), rows, c, size, nil, scale, acc)
+					sumRows(ptr(got), rows, c, size, ahead, scale, acc)
+					assert.Equal(t, want, got, "sumRows, rows of %d bytes, n=%d, weighted %t, scale %g, acc %t", size, n, c != nil, scale, acc)
 					if n > 0 {
 						assert.NotEqual(t, start[:dim], got[:dim], "sumRows added nothing: size %d, n=%d", size, n)
+					}
+					if n > 0 && !acc {
+						// From zero, dst's old values play no part.
+						zero := make([]float32, dim)
+						sumRowsGo(ptr(zero), rows, c, size, nil, scale, true)
+						assert.Equal(t, zero, got[:dim], "sumRows without acc read dst: size %d, n=%d", size, n)
 					}
 					assert.Equal(t, start[dim:], got[dim:], "sumRows wrote past dst: size %d, n=%d", size, n)
 				}

@@ -53,15 +53,20 @@ func copyRowsGo(dst *byte, rows []uintptr, size uintptr, ahead []uintptr) {
 //	for k := range rows { for c := range d { d[c] += float32(coef[k] * rows[k][c]) } }; for c := range d { d[c] *= scale }
 //
 // Each element sums its terms in row order, the product rounded before the
-// addition. With no rows, dst is left as it is. It is the reference for
+// addition. Without acc, the sum starts from zero instead of dst's values
+// (dst is only written). With no rows, dst is left as it is. It is the
+// reference for
 // sumRows. ahead lists rows the caller adds next, for sumRows to prefetch;
 // sumRowsGo does not use it. The caller keeps the memory rows point into
 // alive.
-func sumRowsGo(dst *byte, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32) {
+func sumRowsGo(dst *byte, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32, acc bool) {
 	if len(rows) == 0 {
 		return
 	}
 	d := valuesAt[float32](dst, size/4)
+	if !acc {
+		clear(d)
+	}
 	for k := range rows {
 		// rows[k] holds an address as an integer; read it as a pointer.
 		row := valuesAt[float32](rowAt(rows, k), uintptr(len(d)))

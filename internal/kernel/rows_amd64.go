@@ -25,7 +25,9 @@ func copyRows(dst *byte, rows []uintptr, size uintptr, ahead []uintptr)
 func streamRows(dst *byte, rows []uintptr, size uintptr, ahead []uintptr)
 
 // sumRows is sumRowsGo in AVX assembly (rows_amd64.s): it keeps 256 bytes
-// of dst in registers while it adds that part of every row and scales it,
+// of dst in registers while it adds that part of every row (to dst's
+// values when acc is set, else to zero: dst is then only written) and
+// scales it,
 // so a row costs a few instructions and the processor has the loads of many
 // rows in flight at once; while it adds row k it prefetches the same part
 // of ahead[k], so that the rows the caller adds next are on their way (see
@@ -33,4 +35,4 @@ func streamRows(dst *byte, rows []uintptr, size uintptr, ahead []uintptr)
 // set.
 //
 //go:noescape
-func sumRows(dst *byte, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32)
+func sumRows(dst *byte, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32, acc bool)

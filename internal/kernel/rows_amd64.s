@@ -110,15 +110,16 @@ TEXT ·streamRows(SB), NOSPLIT, $0-64
 	MOVQ       (R15)(CX*8), R12; \
 	PREFETCHT0 (R12)(R10*1)
 
-// func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32)
+// func sumRows(dst unsafe.Pointer, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32, acc bool)
 //
 // For each block of 256 bytes of dst (then of 32 bytes, for the rest): load
-// it into Y0-Y7, add that block of every row (times its coef, broadcast
+// it into Y0-Y7 (or zero them, when acc is false: dst is then only
+// written), add that block of every row (times its coef, broadcast
 // into Y8, when coef is not empty), multiply by scale (in Y13), store it
 // back. Products are rounded before they are added (VMULPS then VADDPS),
 // as in sumRowsGo. While adding row k, prefetch the same block of ahead[k],
 // when there is one.
-TEXT ·sumRows(SB), NOSPLIT, $0-92
+TEXT ·sumRows(SB), NOSPLIT, $0-93
 	MOVQ  dst+0(FP), DI
 	MOVQ  rows_base+8(FP), SI
 	MOVQ  rows_len+16(FP), BX
@@ -136,6 +137,8 @@ block256:
 	CMPQ    DX, $256
 	JB      block32
 	LEAQ    (DI)(R10*1), R11
+	CMPB    acc+92(FP), $0
+	JEQ     zero256
 	VMOVUPS 0(R11), Y0
 	VMOVUPS 32(R11), Y1
 	VMOVUPS 64(R11), Y2
@@ -144,7 +147,20 @@ block256:
 	VMOVUPS 160(R11), Y5
 	VMOVUPS 192(R11), Y6
 	VMOVUPS 224(R11), Y7
-	XORQ    CX, CX
+	JMP     start256
+
+zero256:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+start256:
+	XORQ CX, CX
 
 	// R13 is set while more blocks follow: then, while adding this block of
 	// each row, prefetch the row's next block, which the next pass then
@@ -228,8 +244,13 @@ block32:
 	TESTQ   DX, DX
 	JZ      sumend
 	LEAQ    (DI)(R10*1), R11
+	VXORPS  Y0, Y0, Y0
+	CMPB    acc+92(FP), $0
+	JEQ     start32
 	VMOVUPS (R11), Y0
-	XORQ    CX, CX
+
+start32:
+	XORQ  CX, CX
 	TESTQ   R9, R9
 	JNZ     scaled32
 

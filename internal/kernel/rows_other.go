@@ -14,6 +14,6 @@ func streamRows(dst *byte, rows []uintptr, size uintptr, ahead []uintptr) {
 	copyRowsGo(dst, rows, size, ahead)
 }
 
-func sumRows(dst *byte, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32) {
-	sumRowsGo(dst, rows, coef, size, ahead, scale)
+func sumRows(dst *byte, rows []uintptr, coef []float32, size uintptr, ahead []uintptr, scale float32, acc bool) {
+	sumRowsGo(dst, rows, coef, size, ahead, scale, acc)
 }
