@@ -173,7 +173,7 @@ func freshOnce(dir string, c config, f freshConfig, iv time.Duration) (freshRun,
 	for _, e := range m.embs {
 		e.TrackChanges()
 	}
-	srv, err := startServer(dir)
+	srv, err := startServer(dir, "")
 	if err != nil {
 		return r, err
 	}
@@ -295,14 +295,14 @@ type server struct {
 }
 
 // startServer starts this program again as the server of the model in
-// dir (serveEnv).
-func startServer(dir string) (*server, error) {
+// dir (serveEnv), applying deltas every (everyEnv: "" as each appears).
+func startServer(dir, every string) (*server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), serveEnv+"="+dir)
+	cmd.Env = append(os.Environ(), serveEnv+"="+dir, everyEnv+"="+every)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

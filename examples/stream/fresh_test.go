@@ -15,7 +15,11 @@ import (
 // startServer starts it so.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveEnv); dir != "" {
-		if err := serveProcess(dir, os.Stdin, os.Stdout); err != nil {
+		every, err := parseEvery(os.Getenv(everyEnv))
+		if err == nil {
+			err = serveProcess(dir, every, os.Stdin, os.Stdout)
+		}
+		if err != nil {
 			log.Fatal(err)
 		}
 		os.Exit(0)

@@ -52,7 +52,7 @@
 // model trained from them through feed.OpenStream (runOnline says what
 // its line reports):
 //
-//	go run ./examples/stream -redis [-events 50000] [-redis-for 30s] [-window 1s] [-delay 500ms] [-prom]
+//	go run ./examples/stream -redis [-events 50000] [-redis-for 30s] [-window 1s] [-delay 500ms] [-publish 1s] [-serve now,10s,never] [-prom]
 package main
 
 import (
@@ -63,6 +63,7 @@ import (
 	"log"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gathergrad/gather/table/driver"
@@ -93,15 +94,22 @@ func main() {
 	flag.DurationVar(&oc.window, "window", time.Second, "with -redis, how long after its impression a click counts")
 	flag.DurationVar(&oc.delay, "delay", 500*time.Millisecond, "with -redis, the longest delay of a click after its impression")
 	flag.BoolVar(&oc.prom, "prom", false, "with -redis, print the run's metrics in Prometheus's text format after its line")
+	flag.DurationVar(&oc.publish, "publish", time.Second, "with -redis, how often the trainer writes the rows it changed as a delta")
+	serveEvery := flag.String("serve", "now,10s,never", "with -redis, a server process for each of these intervals of applying the deltas (now: each as it appears; never: the saved model alone)")
 	flag.Parse()
-	if dir := os.Getenv(serveEnv); dir != "" { // the server process of -fresh
-		if err := serveProcess(dir, os.Stdin, os.Stdout); err != nil {
+	if dir := os.Getenv(serveEnv); dir != "" { // a server process of -fresh or -redis
+		every, err := parseEvery(os.Getenv(everyEnv))
+		if err == nil {
+			err = serveProcess(dir, every, os.Stdin, os.Stdout)
+		}
+		if err != nil {
 			log.Fatal(err)
 		}
 		return
 	}
 	var err error
 	if *online {
+		oc.serve = strings.Split(*serveEvery, ",")
 		err = runOnline(os.Stdout, c, oc)
 	} else if *fresh != "" {
 		if f.intervals, err = parseIntervals(*fresh); err == nil {

@@ -59,7 +59,9 @@ func TestOnline(t *testing.T) {
 	}
 	var b bytes.Buffer
 	c := config{batch: 256, live: 20_000, churn: 100, rows: 24_000, admit: 1, dim: 8}
-	if err := runOnline(&b, c, onlineConfig{rate: 5000, duration: 4 * time.Second, window: 300 * time.Millisecond, delay: 100 * time.Millisecond, prom: true}); err != nil {
+	o := onlineConfig{rate: 5000, duration: 4 * time.Second, window: 300 * time.Millisecond, delay: 100 * time.Millisecond, prom: true,
+		publish: 500 * time.Millisecond, serve: []string{"now", "never"}}
+	if err := runOnline(&b, c, o); err != nil {
 		t.Fatal(err)
 	}
 	out := strings.TrimSpace(b.String())
@@ -71,12 +73,18 @@ func TestOnline(t *testing.T) {
 	}
 	out = strings.TrimSpace(out[:strings.Index(out, "# HELP")])
 	last := out[strings.LastIndex(out, "\n")+1:]
-	var events, trained, lag, age, auc float64
-	if _, err := fmt.Sscanf(last, "online: events-per-s %g trained-per-s %g lag-p99 %g event-to-trained-p99 %g auc %g", &events, &trained, &lag, &age, &auc); err != nil {
+	var events, trained, lag, age, served, auc, now, never float64
+	if _, err := fmt.Sscanf(last, "online: events-per-s %g trained-per-s %g lag-p99 %g event-to-trained-p99 %g event-to-served-p99 %g auc %g auc-served-now %g auc-served-never %g",
+		&events, &trained, &lag, &age, &served, &auc, &now, &never); err != nil {
 		t.Fatalf("%v: %q", err, last)
 	}
 	t.Log(last)
 	if events <= 0 || trained <= 0 || trained > events || age < 0.1 || auc < 0.55 {
 		t.Errorf("events %.0f/s, trained %.0f/s, event to trained p99 %.3f s, AUC %.4f", events, trained, age, auc)
+	}
+	// An event is served some time after it happens, and a server that applies
+	// the deltas answers better than the model saved before the stream.
+	if served < 0.1 || served > 3 || now <= never {
+		t.Errorf("event to served p99 %.3f s (to trained %.3f s), AUC served now %.4f, never %.4f", served, age, now, never)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/cluster"
 	"github.com/gathergrad/gather/feed"
+	"github.com/gathergrad/gather/metrics"
 	"github.com/gathergrad/gather/serve/live"
 )
 
@@ -27,6 +30,10 @@ type onlineConfig struct {
 	window   time.Duration
 	delay    time.Duration
 	prom     bool // the Prometheus text of the run after its line
+	publish  time.Duration
+	// serve holds each server process's interval of applying deltas
+	// (everyEnv's values: now, as each appears; a duration; never).
+	serve []string
 }
 
 // The streams of -redis, one hash tag: impressions, clicks and the
@@ -50,22 +57,35 @@ var onlineSchema = feed.Schema{Columns: []feed.Column{
 // id, the user, the item, the time) at o.rate a second and each click
 // up to o.delay after its impression; a feed.Join labels them within
 // o.window; the trainer reads the labelled examples through a consumer
-// group (feed.OpenStream), trains on each full batch and acknowledges it.
-// The last line:
+// group (feed.OpenStream), trains on each full batch and acknowledges it,
+// and every o.publish writes the rows training changed as a delta. Server
+// processes (serveProcess, one for each of o.serve) load the model saved
+// before the stream starts and apply the deltas, each at its interval;
+// each batch is scored by every server before it is trained. The last
+// line:
 //
-//	online: events-per-s <e> trained-per-s <t> lag-p99 <n> event-to-trained-p99 <s> auc <a>
+//	online: events-per-s <e> trained-per-s <t> lag-p99 <n> event-to-trained-p99 <s> event-to-served-p99 <s> auc <a> auc-served-<iv> <a> ...
 //
 // the impressions written and the examples trained a second, the 99th
 // percentile of the group's lag (entries not yet read, XINFO GROUPS)
 // sampled at each batch, of the time from an impression to the step that
-// trained it (the window included), and the AUC of the predictions made
-// before training (progressive validation). With o.prom the run's
+// trained it (the window included), of the time from an impression to
+// the first server's serving the delta that holds its step, the AUC of
+// the trainer's predictions made before training (progressive
+// validation) and that of each server's answers, by its interval (now:
+// each delta as it appears; never: the saved model alone). With o.prom the run's
 // metrics follow in Prometheus's text format (serve/live's WriteText):
 // the event-to-trained histogram, batches, events and examples trained,
 // the consumer lag and the join's counts.
 func runOnline(w io.Writer, c config, o onlineConfig) error {
-	if o.rate < 1 || o.duration <= 0 || o.window <= 0 || o.delay < 0 || o.delay > o.window {
-		return fmt.Errorf("stream: -rate %d, -duration %v, -window %v, -delay %v: rate and durations positive, the delay within the window", o.rate, o.duration, o.window, o.delay)
+	if o.rate < 1 || o.duration <= 0 || o.window <= 0 || o.delay < 0 || o.delay > o.window || o.publish <= 0 || len(o.serve) == 0 {
+		return fmt.Errorf("stream: -rate %d, -duration %v, -window %v, -delay %v, -publish %v, -serve %q: rate and durations positive, the delay within the window, a server at least",
+			o.rate, o.duration, o.window, o.delay, o.publish, o.serve)
+	}
+	for _, iv := range o.serve {
+		if _, err := parseEvery(iv); err != nil {
+			return fmt.Errorf("stream: -serve %q: %w", o.serve, err)
+		}
 	}
 	dir, err := os.MkdirTemp("", "stream-redis")
 	if err != nil {
@@ -84,6 +104,27 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 		return err
 	}
 	defer m.close()
+	// The model as it starts is the servers' base; each delta after it
+	// holds the rows changed since the last.
+	const base = 1
+	if err := checkpoint.Save(filepath.Join(dir, "base.safetensors"), map[string]string{"base": strconv.Itoa(base)},
+		m.embs[0], m.embs[1], m.maps[0], m.maps[1], checkpoint.Nodes(m.dense...)); err != nil {
+		return err
+	}
+	for _, e := range m.embs {
+		e.TrackChanges()
+	}
+	servers := make([]*server, len(o.serve))
+	quality := make([]*metrics.Binary, len(o.serve))
+	for k, iv := range o.serve {
+		if servers[k], err = startServer(dir, iv); err != nil {
+			return err
+		}
+		defer servers[k].kill()
+		if quality[k], err = metrics.NewBinary(metrics.Options{Window: int(o.duration.Seconds()+1) * o.rate}); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	defer cancel()
 	fmt.Fprintf(w, "stream: a local Redis Cluster at %s (the streams on one master: one hash tag); %d impressions a second for %v, clicks up to %v later, joined within %v; batches of %d\n",
@@ -104,9 +145,15 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 	}
 	ids := [2][]int64{make([]int64, c.batch), make([]int64, c.batch)}
 	clicks := make([]float32, c.batch)
+	p := make([]float32, c.batch)
 	var lags, ages []float64
-	trained := 0
+	// olds holds each batch's oldest event: its time (Unix ms) and the
+	// delta that holds its step.
+	type old struct{ ms, seq int64 }
+	var olds []old
+	trained, deltas := 0, int64(0)
 	start := time.Now()
+	last := start
 	for step := int64(0); ; step++ {
 		b, err := s.Next(ctx)
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -122,6 +169,14 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 			ids[0][k], ids[1][k] = b.Sparse.Values[k], b.Sparse.Values[c.batch+k]
 			clicks[k] = b.Labels[k]
 		}
+		for k, srv := range servers {
+			if _, err := srv.ask(p, ids); err != nil {
+				return err
+			}
+			if err := quality[k].Update(p, clicks); err != nil {
+				return err
+			}
+		}
 		if err := m.step(step, ids, clicks); err != nil {
 			return err
 		}
@@ -133,6 +188,7 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 			if at, err := rc.XRange(ctx, outStream, id, id).Result(); err == nil && len(at) == 1 {
 				if ms, err := strconv.ParseInt(fmt.Sprint(at[0].Values["t"]), 10, 64); err == nil {
 					ages = append(ages, now.Sub(time.UnixMilli(ms)).Seconds())
+					olds = append(olds, old{ms, deltas + 1})
 					met.Observe(now.Sub(time.UnixMilli(ms)))
 				}
 			}
@@ -143,6 +199,13 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 		}
 		trained += b.Real
 		met.Count(200)
+		if time.Since(last) >= o.publish {
+			deltas++
+			if err := publish(dir, m, base, uint64(deltas)); err != nil {
+				return err
+			}
+			last = time.Now()
+		}
 	}
 	elapsed := time.Since(start).Seconds()
 	cancel()
@@ -152,9 +215,30 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 			return err
 		}
 	}
+	reps := make([]serverReport, len(servers))
+	for k, srv := range servers {
+		if reps[k], err = srv.finish(); err != nil {
+			return err
+		}
+		if reps[k].Refused != 0 {
+			return fmt.Errorf("stream: the server applying deltas every %q refused %d", o.serve[k], reps[k].Refused)
+		}
+	}
+	// An event is served once the first server serves the delta holding
+	// its step; one in a delta it never served is left out.
+	var served []float64
+	for _, e := range olds {
+		if e.seq <= int64(len(reps[0].ServedNs)) {
+			served = append(served, time.Duration(reps[0].ServedNs[e.seq-1]-e.ms*1e6).Seconds())
+		}
+	}
 	r := m.metric.Window()
-	fmt.Fprintf(w, "online: events-per-s %.0f trained-per-s %.0f lag-p99 %.0f event-to-trained-p99 %.3f auc %.4f\n",
-		float64(produced)/elapsed, float64(trained)/elapsed, p99(lags), p99(ages), r.AUC)
+	fmt.Fprintf(w, "online: events-per-s %.0f trained-per-s %.0f lag-p99 %.0f event-to-trained-p99 %.3f event-to-served-p99 %.3f auc %.4f",
+		float64(produced)/elapsed, float64(trained)/elapsed, p99(lags), p99(ages), p99(served), r.AUC)
+	for k, iv := range o.serve {
+		fmt.Fprintf(w, " auc-served-%s %.4f", iv, quality[k].Window().AUC)
+	}
+	fmt.Fprintln(w)
 	if !o.prom {
 		return nil
 	}

@@ -168,26 +168,52 @@ func (sc *scorer) predict(p []float32, s *served, ids [2][]int64) error {
 // the deltas, and the base file is "base.safetensors" in it.
 const serveEnv = "GATHERGRAD_STREAM_SERVE"
 
-// A serverReport is what the server process says at the end: each
-// delta's lag from its rows' being taken to their being served, and the
-// time its tables and id maps took to apply (after reading the file).
-type serverReport struct {
-	Deltas  int     `json:"deltas"`
-	Refused int     `json:"refused"`
-	Rows    int64   `json:"rows"`
-	ApplyNs int64   `json:"apply_ns"`
-	LagsNs  []int64 `json:"lags_ns"`
+// everyEnv names the environment variable that sets how often the server
+// process applies the deltas that have appeared (all of them at once): a
+// duration, or "never"; "now" or unset, it applies each as soon as it
+// appears.
+const everyEnv = "GATHERGRAD_STREAM_EVERY"
+
+// parseEvery reads everyEnv's value: 0 for now or unset (each delta at
+// once), a negative duration for never.
+func parseEvery(v string) (time.Duration, error) {
+	switch v {
+	case "", "now":
+		return 0, nil
+	case "never":
+		return -1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: a positive duration, now or never", v)
+	}
+	return d, nil
 }
 
-// serveProcess is the server of -fresh: it loads the base from dir, then,
-// while a goroutine applies each delta as its file appears (polled every
-// millisecond; live.Holder.Update, so that each request reads one
-// version), answers requests on in with out: a request is n (uint32) and
-// n user ids and n item ids (int64), its answer the version's sequence
-// number (uint64) and n probabilities (float32), all little-endian. A
-// request of 0 ends it: once the deltas in dir are applied, it writes its
-// report as JSON and returns.
-func serveProcess(dir string, in io.Reader, out io.Writer) error {
+// A serverReport is what the server process says at the end: each
+// delta's lag from its rows' being taken to their being served, when it
+// was served (Unix ns, delta k at ServedNs[k-1]), and the time its tables
+// and id maps took to apply (after reading the file).
+type serverReport struct {
+	Deltas   int     `json:"deltas"`
+	Refused  int     `json:"refused"`
+	Rows     int64   `json:"rows"`
+	ApplyNs  int64   `json:"apply_ns"`
+	LagsNs   []int64 `json:"lags_ns"`
+	ServedNs []int64 `json:"served_ns"`
+}
+
+// serveProcess is the server of -fresh and -redis: it loads the base
+// from dir, then, while a goroutine applies each delta as its file
+// appears (polled every millisecond; live.Holder.Update, so that each
+// request reads one version), answers requests on in with out: a request
+// is n (uint32) and n user ids and n item ids (int64), its answer the
+// version's sequence number (uint64) and n probabilities (float32), all
+// little-endian. With every > 0 the deltas are applied only every that
+// long, those that appeared since in turn; with every < 0, never. A
+// request of 0 ends it: once the deltas in dir are applied (when every is
+// 0), it writes its report as JSON and returns.
+func serveProcess(dir string, every time.Duration, in io.Reader, out io.Writer) error {
 	h, err := live.NewHolder(filepath.Join(dir, "base.safetensors"), loadServed)
 	if err != nil {
 		return err
@@ -197,9 +223,21 @@ func serveProcess(dir string, in io.Reader, out io.Writer) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		next := time.Now().Add(every) // with every > 0, when the deltas are applied next
 		for ctx.Err() == nil {
 			cur := h.Current().Model
+			if every < 0 {
+				time.Sleep(time.Millisecond)
+				continue
+			}
 			if _, err := os.Stat(deltaPath(dir, cur.base, cur.seq+1)); err != nil {
+				if every > 0 && !time.Now().Before(next) {
+					next = next.Add(every) // every delta there was is applied
+				}
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			if every > 0 && time.Now().Before(next) {
 				time.Sleep(time.Millisecond)
 				continue
 			}
@@ -221,8 +259,9 @@ func serveProcess(dir string, in io.Reader, out io.Writer) error {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			n := h.Current().Model
-			rep.LagsNs = append(rep.LagsNs, time.Now().UnixNano()-n.taken)
+			n, now := h.Current().Model, time.Now().UnixNano()
+			rep.LagsNs = append(rep.LagsNs, now-n.taken)
+			rep.ServedNs = append(rep.ServedNs, now)
 			rep.Deltas++
 			rep.Rows += int64(n.rows)
 			rep.ApplyNs += took.Nanoseconds()
@@ -239,7 +278,7 @@ func serveProcess(dir string, in io.Reader, out io.Writer) error {
 			return err
 		}
 		if n == 0 { // the end, once every delta published is applied (10 s at most)
-			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			for end := time.Now().Add(10 * time.Second); every == 0 && time.Now().Before(end); time.Sleep(time.Millisecond) {
 				cur := h.Current().Model
 				if _, err := os.Stat(deltaPath(dir, cur.base, cur.seq+1)); err != nil {
 					break
