@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
@@ -72,31 +73,17 @@ func TestStreamKill(t *testing.T) {
 
 	kept := t.TempDir() // the checkpoint and the log, from kill to kill
 	files := []string{"ckpt.safetensors", "trained.log"}
-	copyFiles := func(from, to string) {
-		for _, name := range files {
-			b, err := os.ReadFile(filepath.Join(from, name))
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(to, name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	byState := map[string]int{}
 	killtest.Run(t, killtest.Config{Test: "TestStreamKill", Env: streamKillEnv, Kills: 20, Seed: 5, Window: "acking"},
 		func(dir string) {
 			if err := os.WriteFile(filepath.Join(dir, "redis"), []byte(addr), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			copyFiles(kept, dir)
+			copyFiles(t, files, kept, dir)
 		},
 		func(k killtest.Kill) {
 			byState[k.State]++
-			copyFiles(k.Dir, kept)
+			copyFiles(t, files, k.Dir, kept)
 		})
 	if err := os.WriteFile(filepath.Join(kept, "redis"), []byte(addr), 0o644); err != nil {
 		t.Fatal(err)
@@ -170,6 +157,13 @@ func (m *streamModel) SetState(ts map[string]*tensor.Dense) error {
 // after the save, until every entry is trained; then, as a child, it
 // waits to be killed, else it returns the model and the entries logged.
 func trainStream(t *testing.T, dir string, child bool) (*streamModel, []string) {
+	return trainWorker(t, dir, "w1", child, streamKillEntries)
+}
+
+// trainWorker is trainStream for consumer, until it has trained total
+// entries or, with total 0, until the group has no entry left to deliver
+// and consumer holds none (a child never stops).
+func trainWorker(t *testing.T, dir, consumer string, child bool, total int) (*streamModel, []string) {
 	b, err := os.ReadFile(filepath.Join(dir, "redis"))
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +172,9 @@ func trainStream(t *testing.T, dir string, child bool) (*streamModel, []string) 
 	c := redis.NewClient(&redis.Options{Addr: addr, Password: password})
 	defer c.Close()
 	ctx := context.Background()
-	s, err := OpenStream(ctx, c, streamSchema, streamKillOptions())
+	o := streamKillOptions()
+	o.Consumer = consumer
+	s, err := OpenStream(ctx, c, streamSchema, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,8 +182,19 @@ func trainStream(t *testing.T, dir string, child bool) (*streamModel, []string) 
 	ckpt, logPath := filepath.Join(dir, "ckpt.safetensors"), filepath.Join(dir, "trained.log")
 	log, logged, done := resumeLog(t, dir, m, s)
 	defer log.Close()
-	for step := 0; done < streamKillEntries; step++ {
-		b, err := s.Next(ctx)
+	for step := 0; total == 0 || done < total; step++ {
+		next, cancel := ctx, context.CancelFunc(func() {})
+		if total == 0 { // a wait for entries that may never come
+			next, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+		}
+		b, err := s.Next(next)
+		cancel()
+		if total == 0 && errors.Is(err, context.DeadlineExceeded) {
+			if child || !drained(t, c, s, consumer) {
+				continue
+			}
+			break
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,4 +230,36 @@ func trainStream(t *testing.T, dir string, child bool) (*streamModel, []string) 
 		t.Fatal(err)
 	}
 	return m, strings.Fields(string(text))
+}
+
+// drained reports whether s's group has no entry left to deliver and
+// consumer holds none unacknowledged.
+func drained(t *testing.T, c *redis.Client, s *Stream, consumer string) bool {
+	ctx := context.Background()
+	lag, _, err := s.Lag(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.XPending(ctx, s.o.Stream, s.o.Group).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lag == 0 && p.Consumers[consumer] == 0
+}
+
+// copyFiles copies the files of from named in names, those that exist,
+// into to.
+func copyFiles(t *testing.T, names []string, from, to string) {
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
