@@ -456,7 +456,7 @@ func TestAssemblyTwins(t *testing.T) {
 					if i >= 2 {
 						scale = 1 / float32(n+3) // as a mean scales
 					}
-					acc := i < 4 // the last two start from zero
+					acc := i < 4                                 // the last two start from zero
 					start := toFloat32(ref.RandFloats(r, dim+8)) // 8 past the end: must stay as they are
 					want, got := slices.Clone(start), slices.Clone(start)
 					sumRowsGo(ptr(want), rows, c, size, nil, scale, acc)
