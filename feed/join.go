@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,14 @@ type JoinOptions struct {
 	MaxOpen int
 	// Count is the entries a Step reads from each stream (1,000 when 0).
 	Count int
+	// Lines, if not empty, makes each entry of Out several examples, as
+	// a Stream with StreamOptions.Lines "lines" reads them: in its field
+	// "lines", one example a line, the impression's fields named here (the
+	// label's too, Label) in this order, separated by tabs, at most Pack
+	// (64 when 0) an entry. An impression with a field holding a tab, a
+	// newline or a carriage return is dropped (counted by Unfit).
+	Lines []string
+	Pack  int
 }
 
 // JoinStats count what a Join did.
@@ -42,6 +51,7 @@ type JoinStats struct {
 	Unknown              int64 // clicks of a request whose impression the Join has not seen (or long closed)
 	Repeated             int64 // clicks of a request already added as a positive
 	Early                int64 // negatives added before their window closed, for MaxOpen
+	Unfit                int64 // impressions dropped, with Lines, for a field that cannot be one of a line
 }
 
 // A Join is Monolith's online joiner on Redis Streams: it reads a stream
@@ -93,7 +103,7 @@ func NewJoin(c redis.UniversalClient, o JoinOptions) (*Join, error) {
 		return nil, fmt.Errorf("feed: NewJoin needs a Redis client: %w", errs.ErrOption)
 	case o.Impressions == "" || o.Clicks == "" || o.Out == "":
 		return nil, fmt.Errorf("feed: JoinOptions need the Impressions, Clicks and Out streams: %w", errs.ErrOption)
-	case o.Window <= 0 || o.MaxOpen < 0 || o.Count < 0:
+	case o.Window <= 0 || o.MaxOpen < 0 || o.Count < 0 || o.Pack < 0:
 		return nil, fmt.Errorf("feed: JoinOptions %+v: a Window above 0, no negative count: %w", o, errs.ErrOption)
 	}
 	for _, from := range []string{o.ImpressionsFrom, o.ClicksFrom} {
@@ -112,6 +122,9 @@ func NewJoin(c redis.UniversalClient, o JoinOptions) (*Join, error) {
 	}
 	if o.Count == 0 {
 		o.Count = 1000
+	}
+	if o.Pack == 0 {
+		o.Pack = 64
 	}
 	j := &Join{c: c, o: o, impAt: o.ImpressionsFrom, clkAt: o.ClicksFrom, open: map[string]*impression{}, closed: map[string]entryTime{}}
 	if j.impAt == "" {
@@ -213,6 +226,12 @@ func (j *Join) impression(m redis.XMessage) {
 	if _, dup := j.open[key]; dup || key == "" {
 		return // a request shown twice: its first impression counts
 	}
+	for _, f := range j.o.Lines {
+		if v, _ := m.Values[f].(string); f != j.o.Label && strings.ContainsAny(v, "\t\n\r") {
+			j.stats.Unfit++
+			return
+		}
+	}
 	imp := &impression{key: key, at: timeOf(m), values: m.Values}
 	j.open[key] = imp
 	j.order = append(j.order, imp)
@@ -286,8 +305,24 @@ func (j *Join) flush(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	p := j.c.Pipeline()
-	for _, m := range j.pending {
-		p.XAdd(ctx, &redis.XAddArgs{Stream: j.o.Out, Values: m.Values})
+	if len(j.o.Lines) == 0 {
+		for _, m := range j.pending {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: j.o.Out, Values: m.Values})
+		}
+	}
+	for at := 0; len(j.o.Lines) > 0 && at < n; at += j.o.Pack {
+		var b []byte
+		for _, m := range j.pending[at:min(n, at+j.o.Pack)] {
+			for k, f := range j.o.Lines {
+				if k > 0 {
+					b = append(b, '\t')
+				}
+				v, _ := m.Values[f].(string)
+				b = append(b, v...)
+			}
+			b = append(b, '\n')
+		}
+		p.XAdd(ctx, &redis.XAddArgs{Stream: j.o.Out, Values: []any{"lines", string(b)}})
 	}
 	if _, err := p.Exec(ctx); err != nil {
 		return 0, fmt.Errorf("feed: join: adding %d examples to %s: %w", n, j.o.Out, err)

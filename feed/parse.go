@@ -155,11 +155,12 @@ func (b *block) reset(nd, ns int, weights bool) {
 
 // A LineError is a malformed line: the file, the line (from 1), the
 // field (from 1, 0 for the line as a whole) and what is wrong; or a
-// malformed entry of a Redis Stream: the stream, the entry and the field.
+// malformed entry of a Redis Stream: the stream, the entry, and the
+// field or (with StreamOptions.Lines) the line and its field.
 type LineError struct {
 	File   string // for an entry of a Redis Stream (a Stream's), the stream's key
-	Line   int64
-	Entry  string // for an entry of a Redis Stream, its id (and Line 0)
+	Line   int64  // for an entry of a Redis Stream, its line (with StreamOptions.Lines) or 0
+	Entry  string // for an entry of a Redis Stream, its id
 	Column int
 	Name   string // the column's name, "" for the line as a whole
 	Msg    string
@@ -167,8 +168,15 @@ type LineError struct {
 }
 
 func (e *LineError) Error() string {
-	if e.Entry != "" {
+	switch {
+	case e.Entry != "" && e.Line == 0 && e.Column == 0:
+		return fmt.Sprintf("feed: stream %s: entry %s: %s", e.File, e.Entry, e.Msg)
+	case e.Entry != "" && e.Line == 0:
 		return fmt.Sprintf("feed: stream %s: entry %s: field %s: %s", e.File, e.Entry, e.Name, e.Msg)
+	case e.Entry != "" && e.Column == 0:
+		return fmt.Sprintf("feed: stream %s: entry %s: line %d: %s", e.File, e.Entry, e.Line, e.Msg)
+	case e.Entry != "":
+		return fmt.Sprintf("feed: stream %s: entry %s: line %d: column %d (%s): %s", e.File, e.Entry, e.Line, e.Column, e.Name, e.Msg)
 	}
 	if e.Column == 0 {
 		return fmt.Sprintf("feed: %s:%d: %s", e.File, e.Line, e.Msg)
@@ -267,6 +275,42 @@ func (b *block) parseFields(l *layout) (col int, msg string) {
 	b.labels = append(b.labels, label)
 	b.n++
 	return 0, ""
+}
+
+// truncate drops b's examples after its first n, before finish.
+func (b *block) truncate(n int, nd int) {
+	for s := range b.lens {
+		ids := 0
+		for _, k := range b.lens[s][:n] {
+			ids += int(k)
+		}
+		b.lens[s], b.ids[s] = b.lens[s][:n], b.ids[s][:ids]
+		if len(b.wts[s]) > 0 {
+			b.wts[s] = b.wts[s][:ids]
+		}
+	}
+	b.labels, b.dense, b.n = b.labels[:n], b.dense[:n*nd], n
+}
+
+// drop removes k of b's examples from the from-th, before finish.
+func (b *block) drop(from, k, nd int) {
+	for s := range b.lens {
+		before, in := 0, 0 // the ids of the examples before from, and of those dropped
+		for _, l := range b.lens[s][:from] {
+			before += int(l)
+		}
+		for _, l := range b.lens[s][from : from+k] {
+			in += int(l)
+		}
+		b.ids[s] = append(b.ids[s][:before], b.ids[s][before+in:]...)
+		if len(b.wts[s]) > 0 {
+			b.wts[s] = append(b.wts[s][:before], b.wts[s][before+in:]...)
+		}
+		b.lens[s] = append(b.lens[s][:from], b.lens[s][from+k:]...)
+	}
+	b.labels = append(b.labels[:from], b.labels[from+k:]...)
+	b.dense = append(b.dense[:from*nd], b.dense[(from+k)*nd:]...)
+	b.n -= k
 }
 
 // finish sets the starts of b's examples once its lines are parsed.

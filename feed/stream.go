@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"gorgonia.org/tensor"
@@ -49,13 +51,28 @@ type StreamOptions struct {
 	// Name names the part's tensors ("<Name>.trained", "<Name>.of");
 	// "stream" when "".
 	Name string
+	// Lines, if not "", names the field of each entry that holds its
+	// examples, several to an entry: lines (ended by "\n", the last one's
+	// optional) of the schema's fields in its columns' order, separated
+	// by its Delimiter, as a file of the schema holds them (no header).
+	// A batch may end within an entry: the rest of its lines begin the
+	// next batch, IDs names it in both, and it counts as trained (State,
+	// Ack) once all its lines are, the lines trained before kept in State
+	// as a part of the entry. An entry of more lines than a Batch is
+	// malformed, and so is an entry with a malformed line (skipped whole,
+	// for MaxBad). Packing
+	// examples spares the server and the client most of the work an
+	// entry costs them; when "", each entry is one example, its fields
+	// named by the schema's columns.
+	Lines string
 }
 
 // A Stream reads the examples of a Redis Stream, through a consumer
 // group, into Batches: each entry one example, its fields named by the
 // schema's columns (other fields are skipped; a missing field is empty),
-// parsed as a line's fields are. Several workers of one group each
-// receive their own entries.
+// parsed as a line's fields are; or, with StreamOptions.Lines, several
+// examples an entry, as lines of a file. Several workers of one group
+// each receive their own entries.
 //
 // Each entry is trained once in a model across crashes when the program
 // follows the order a Stream is made for: Next, train on the batch, save
@@ -86,7 +103,10 @@ type Stream struct {
 	ids []string         // their ids
 
 	queue   []redis.XMessage // read, not yet taken
-	own     bool             // reading this consumer's pending entries (from ownAt), not new ones
+	per     int              // the examples of the last entry taken (Lines), for how many entries to read
+	partID  string           // with Lines, the entry whose first part lines a batch returned has trained
+	part    int
+	own     bool // reading this consumer's pending entries (from ownAt), not new ones
 	ownAt   string
 	claimAt string // where the next XAUTOCLAIM starts
 	claimed time.Time
@@ -148,7 +168,7 @@ func OpenStream(ctx context.Context, c redis.UniversalClient, s Schema, o Stream
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return nil, fmt.Errorf("feed: stream %s: making group %q: %w", o.Stream, o.Group, err)
 	}
-	return &Stream{c: c, o: o, lay: lay, asm: newBatcher(lay, o.Batch), own: true, ownAt: "0", claimAt: "0-0"}, nil
+	return &Stream{c: c, o: o, lay: lay, asm: newBatcher(lay, o.Batch), per: 1, own: true, ownAt: "0", claimAt: "0-0"}, nil
 }
 
 // Next returns the next batch: it waits for an entry as long as ctx
@@ -179,6 +199,7 @@ func (s *Stream) next(ctx context.Context) (*Batch, error) {
 	s.blk.reset(nd, ns, s.lay.weights)
 	s.cur, s.ids = s.cur[:0], s.ids[:0]
 	taken := 0 // of the queue
+	partID, part := s.partID, s.part
 	var deadline time.Time
 	for s.blk.n < s.o.Batch {
 		if taken == len(s.queue) {
@@ -202,7 +223,7 @@ func (s *Stream) next(ctx context.Context) (*Batch, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, s.putBack(err)
 			}
-			if err := s.read(ctx, s.o.Batch-s.blk.n, wait); err != nil {
+			if err := s.read(ctx, s.entries(s.o.Batch-s.blk.n), wait); err != nil {
 				return nil, s.putBack(err)
 			}
 			continue
@@ -212,17 +233,33 @@ func (s *Stream) next(ctx context.Context) (*Batch, error) {
 		if s.covered[m.ID] {
 			continue // trained before the restart, acknowledged with the restored state's entries
 		}
-		if col, msg := s.parse(m); msg != "" {
+		start := s.blk.n
+		if line, col, msg := s.parse(m); msg != "" {
 			if s.bad >= s.o.MaxBad {
 				name := ""
 				if col > 0 {
 					name = s.lay.fields[col-1].name
 				}
-				return nil, &LineError{File: s.o.Stream, Entry: m.ID, Column: col, Name: name, Msg: msg}
+				return nil, &LineError{File: s.o.Stream, Entry: m.ID, Line: int64(line), Column: col, Name: name, Msg: msg}
 			}
 			s.bad++
 			s.skipped = append(s.skipped, m.ID)
 			continue
+		}
+		done := 0 // the entry's lines trained before
+		if m.ID == s.partID {
+			if done = s.part; done >= s.blk.n-start {
+				return nil, s.putBack(fmt.Errorf("feed: stream %s: entry %s has %d lines, and %d of them are trained: %w", s.o.Stream, m.ID, s.blk.n-start, done, ErrMismatch))
+			}
+			s.blk.drop(start, done, nd)
+			partID, part = "", 0
+		}
+		if s.blk.n > s.o.Batch { // the entry's first lines end this batch, the rest begin the next
+			s.blk.truncate(s.o.Batch, nd)
+			taken--
+			s.ids = append(s.ids, m.ID)
+			partID, part = m.ID, done+s.o.Batch-start
+			break
 		}
 		s.cur, s.ids = append(s.cur, m), append(s.ids, m.ID)
 		if deadline.IsZero() {
@@ -236,12 +273,19 @@ func (s *Stream) next(ctx context.Context) (*Batch, error) {
 	for i := range s.blk.n {
 		a.add(&s.blk, i)
 	}
-	s.trained = append(s.trained, s.ids...)
-	if !s.own && len(s.queue) < s.o.Batch {
+	for _, m := range s.cur {
+		s.trained = append(s.trained, m.ID)
+	}
+	s.partID, s.part = partID, part
+	queued := 0
+	for _, m := range s.queue {
+		queued += s.lines(m)
+	}
+	if !s.own && queued < s.o.Batch {
 		// Read the next batch's entries while this one trains. The read
 		// ends within Wait whatever ctx does; its entries are this
 		// consumer's pending ones, read again after a restart.
-		ch, rctx, n := make(chan readResult, 1), context.WithoutCancel(ctx), s.o.Batch-len(s.queue)
+		ch, rctx, n := make(chan readResult, 1), context.WithoutCancel(ctx), s.entries(s.o.Batch-queued)
 		go func() {
 			msgs, err := s.readNew(rctx, n, s.o.Wait)
 			ch <- readResult{msgs, err}
@@ -292,19 +336,71 @@ func (s *Stream) putBack(err error) error {
 	return err
 }
 
-// parse appends entry m's example to s.blk, or returns what is wrong
-// with it as parseLine does.
-func (s *Stream) parse(m redis.XMessage) (int, string) {
+// lines returns the examples entry m holds: with Lines, its lines; else 1.
+func (s *Stream) lines(m redis.XMessage) int {
+	if s.o.Lines == "" {
+		return 1
+	}
+	text, _ := m.Values[s.o.Lines].(string)
+	return strings.Count(strings.TrimSuffix(text, "\n"), "\n") + 1
+}
+
+// entries returns how many entries to read for n more examples, by the
+// examples of the last entry taken.
+func (s *Stream) entries(n int) int { return max(1, (n+s.per-1)/s.per) }
+
+// parse appends entry m's examples to s.blk, or returns what is wrong
+// with it: the line (from 1, with Lines; else 0) and the field as
+// parseLine does, s.blk then as it was.
+func (s *Stream) parse(m redis.XMessage) (int, int, string) {
 	b := &s.blk
+	if s.o.Lines != "" {
+		return s.parseLines(m)
+	}
 	b.fields = b.fields[:0]
 	for _, f := range s.lay.fields {
 		v, _ := m.Values[f.name].(string)
 		b.fields = append(b.fields, []byte(v))
 	}
 	if len(m.Values) == 0 {
-		return 0, "no fields (an entry deleted from the stream)"
+		return 0, 0, "no fields (an entry deleted from the stream)"
 	}
-	return b.parseFields(s.lay)
+	col, msg := b.parseFields(s.lay)
+	return 0, col, msg
+}
+
+// parseLines appends the examples of entry m's Lines field to s.blk.
+func (s *Stream) parseLines(m redis.XMessage) (int, int, string) {
+	b := &s.blk
+	v, ok := m.Values[s.o.Lines]
+	text, _ := v.(string)
+	switch n := s.lines(m); {
+	case len(m.Values) == 0:
+		return 0, 0, "no fields (an entry deleted from the stream)"
+	case !ok || text == "":
+		return 0, 0, fmt.Sprintf("no examples (field %q missing or empty)", s.o.Lines)
+	case n > s.o.Batch:
+		return 0, 0, fmt.Sprintf("%d lines, more than a Batch (%d)", n, s.o.Batch)
+	case !utf8.ValidString(text):
+		return 0, 0, "bytes that are not UTF-8 text"
+	default:
+		s.per = n
+	}
+	start := b.n
+	rest := []byte(strings.TrimSuffix(text, "\n"))
+	for k := 1; ; k++ {
+		line, more := rest, false
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest, more = rest[:i], rest[i+1:], true
+		}
+		if col, msg := b.parseLine(s.lay, bytes.TrimSuffix(line, []byte{'\r'})); msg != "" {
+			b.truncate(start, len(s.lay.dense))
+			return k, col, msg
+		}
+		if !more {
+			return 0, 0, ""
+		}
+	}
 }
 
 // read appends to the queue at most n entries: this consumer's pending
@@ -393,9 +489,11 @@ func (s *Stream) fingerprint() int64 {
 
 // State returns, as a checkpoint.Part's state, the entries trained since
 // the last Ack: "<Name>.trained", int64 [MaxUnacked, 2], each id's
-// milliseconds and sequence number, the first n rows used; and
+// milliseconds and sequence number, the first n rows used;
 // "<Name>.of", int64 [2], the fingerprint of the stream, group and
-// consumer and n. Saved with the model after a batch trains, it keeps a
+// consumer and n; and "<Name>.part", int64 [3], the entry partly
+// trained (with Lines: its id's two numbers and the lines trained; 0s
+// for none). Saved with the model after a batch trains, it keeps a
 // restarted worker from training them again (SetState).
 func (s *Stream) State() (map[string]tensor.Tensor, error) {
 	v := make([]int64, 2*s.o.MaxUnacked)
@@ -406,7 +504,13 @@ func (s *Stream) State() (map[string]tensor.Tensor, error) {
 		}
 		v[2*k], v[2*k+1] = int64(ms), int64(seq)
 	}
+	part := []int64{0, 0, 0}
+	if s.partID != "" {
+		ms, seq, _ := parseEntryID(s.partID)
+		part = []int64{int64(ms), int64(seq), int64(s.part)}
+	}
 	return map[string]tensor.Tensor{
+		s.o.Name + ".part":    tensor.New(tensor.WithShape(3), tensor.WithBacking(part)),
 		s.o.Name + ".trained": tensor.New(tensor.WithShape(s.o.MaxUnacked, 2), tensor.WithBacking(v)),
 		s.o.Name + ".of":      tensor.New(tensor.WithShape(2), tensor.WithBacking([]int64{s.fingerprint(), int64(len(s.trained))})),
 	}, nil
@@ -430,6 +534,15 @@ func (s *Stream) SetState(ts map[string]*tensor.Dense) error {
 	case !s.own || s.ownAt != "0":
 		return fmt.Errorf("feed: SetState after Next: %w", errs.ErrOption)
 	}
+	partID, part := "", 0
+	if p, ok := ts[s.o.Name+".part"]; ok {
+		if p.Dtype() != tensor.Int64 || p.Shape().TotalSize() != 3 || p.Int64s()[2] < 0 || p.Int64s()[2] > int64(s.o.Batch) {
+			return fmt.Errorf("feed: stream state %q is not int64 [3] of an entry and at most a Batch (%d) of its lines: %w", s.o.Name+".part", s.o.Batch, ErrMismatch)
+		}
+		if pv := p.Int64s(); pv[2] > 0 {
+			partID, part = strconv.FormatUint(uint64(pv[0]), 10)+"-"+strconv.FormatUint(uint64(pv[1]), 10), int(pv[2])
+		}
+	}
 	v, n := t.Int64s(), int(of.Int64s()[1])
 	trained := make([]string, 0, n)
 	covered := make(map[string]bool, n)
@@ -438,7 +551,7 @@ func (s *Stream) SetState(ts map[string]*tensor.Dense) error {
 		trained = append(trained, id)
 		covered[id] = true
 	}
-	s.trained, s.covered = trained, covered
+	s.trained, s.covered, s.partID, s.part = trained, covered, partID, part
 	return nil
 }
 

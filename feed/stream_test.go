@@ -357,7 +357,7 @@ func FuzzStreamEntry(f *testing.F) {
 		if withC {
 			values["c"] = c
 		}
-		_, msg := s.parse(redis.XMessage{ID: "1-1", Values: values})
+		_, _, msg := s.parse(redis.XMessage{ID: "1-1", Values: values})
 		want := 1
 		if msg != "" {
 			want = 0

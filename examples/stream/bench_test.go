@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -43,7 +44,20 @@ func BenchmarkStreamFed(b *testing.B) {
 			k++
 		}
 	})
-	b.Run("stream", func(b *testing.B) {
+	for _, per := range []int{1, 64} {
+		name := "stream"
+		if per > 1 {
+			name = fmt.Sprintf("stream-lines-%d", per)
+		}
+		b.Run(name, func(b *testing.B) { benchStreamFed(b, per, newM, users, items, clicks) })
+	}
+}
+
+// benchStreamFed is BenchmarkStreamFed's stream case, with entries of per
+// examples each as lines (StreamOptions.Lines) when per is above 1.
+func benchStreamFed(b *testing.B, per int, newM func(*testing.B) *model, users, items [][]int64, clicks [][]float32) {
+	batches, batch := len(users), len(users[0])
+	{
 		srv := localredis.StartServer(b)
 		rc := redis.NewClient(&redis.Options{Addr: srv.Addrs[0], Password: srv.Password})
 		defer rc.Close()
@@ -51,9 +65,18 @@ func BenchmarkStreamFed(b *testing.B) {
 		added := 0
 		add := func() {
 			p := rc.Pipeline()
+			var lines []byte
 			for k := range batches {
 				for i := range batch {
-					p.XAdd(ctx, &redis.XAddArgs{Stream: outStream, Values: []any{"label", clicks[k][i], "user", users[k][i], "item", items[k][i]}})
+					if per == 1 {
+						p.XAdd(ctx, &redis.XAddArgs{Stream: outStream, Values: []any{"label", clicks[k][i], "user", users[k][i], "item", items[k][i]}})
+						continue
+					}
+					lines = fmt.Appendf(lines, "%g\t%d\t%d\t0\n", clicks[k][i], users[k][i], items[k][i])
+					if (i+1)%per == 0 || i == batch-1 {
+						p.XAdd(ctx, &redis.XAddArgs{Stream: outStream, Values: []any{"ex", string(lines)}})
+						lines = lines[:0]
+					}
 				}
 				if _, err := p.Exec(ctx); err != nil {
 					b.Fatal(err)
@@ -62,7 +85,11 @@ func BenchmarkStreamFed(b *testing.B) {
 			added += batches
 		}
 		add()
-		st, err := feed.OpenStream(ctx, rc, onlineSchema, feed.StreamOptions{Stream: outStream, Group: "g", Consumer: "w", Batch: batch})
+		o := feed.StreamOptions{Stream: outStream, Group: "g", Consumer: "w", Batch: batch}
+		if per > 1 {
+			o.Lines = "ex"
+		}
+		st, err := feed.OpenStream(ctx, rc, onlineSchema, o)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -91,5 +118,5 @@ func BenchmarkStreamFed(b *testing.B) {
 			}
 			read++
 		}
-	})
+	}
 }

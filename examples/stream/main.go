@@ -52,7 +52,7 @@
 // model trained from them through feed.OpenStream (runOnline says what
 // its line reports):
 //
-//	go run ./examples/stream -redis [-events 50000] [-redis-for 30s] [-window 1s] [-delay 500ms] [-publish 1s] [-serve now,10s,never] [-prom]
+//	go run ./examples/stream -redis [-events 50000] [-redis-for 30s] [-window 1s] [-delay 500ms] [-pack 64] [-publish 1s] [-serve now,10s,never] [-prom]
 package main
 
 import (
@@ -95,6 +95,7 @@ func main() {
 	flag.DurationVar(&oc.delay, "delay", 500*time.Millisecond, "with -redis, the longest delay of a click after its impression")
 	flag.BoolVar(&oc.prom, "prom", false, "with -redis, print the run's metrics in Prometheus's text format after its line")
 	flag.DurationVar(&oc.publish, "publish", time.Second, "with -redis, how often the trainer writes the rows it changed as a delta")
+	flag.IntVar(&oc.pack, "pack", 64, "with -redis, joined examples an entry of the trainers' stream (as lines; 1: an entry each)")
 	serveEvery := flag.String("serve", "now,10s,never", "with -redis, a server process for each of these intervals of applying the deltas (now: each as it appears; never: the saved model alone)")
 	flag.Parse()
 	if dir := os.Getenv(serveEnv); dir != "" { // a server process of -fresh or -redis

@@ -60,7 +60,7 @@ func TestOnline(t *testing.T) {
 	var b bytes.Buffer
 	c := config{batch: 256, live: 20_000, churn: 100, rows: 24_000, admit: 1, dim: 8}
 	o := onlineConfig{rate: 5000, duration: 4 * time.Second, window: 300 * time.Millisecond, delay: 100 * time.Millisecond, prom: true,
-		publish: 500 * time.Millisecond, serve: []string{"now", "never"}}
+		publish: 500 * time.Millisecond, serve: []string{"now", "never"}, pack: 16}
 	if err := runOnline(&b, c, o); err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ type onlineConfig struct {
 	delay    time.Duration
 	prom     bool // the Prometheus text of the run after its line
 	publish  time.Duration
+	pack     int // joined examples an entry: 1, an entry each; more, as lines (feed's Lines)
 	// serve holds each server process's interval of applying deltas
 	// (everyEnv's values: now, as each appears; a duration; never).
 	serve []string
@@ -139,7 +140,11 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 	go func() { defer wg.Done(); errs <- join(ctx, rc, o, &joined) }()
 	met := live.NewMetrics() // the event-to-trained times, and a batch a "request"
 
-	s, err := feed.OpenStream(context.Background(), rc, onlineSchema, feed.StreamOptions{Stream: outStream, Group: "trainers", Consumer: "trainer-1", Batch: c.batch, Linger: o.duration})
+	so := feed.StreamOptions{Stream: outStream, Group: "trainers", Consumer: "trainer-1", Batch: c.batch, Linger: o.duration}
+	if o.pack > 1 {
+		so.Lines = "lines"
+	}
+	s, err := feed.OpenStream(context.Background(), rc, onlineSchema, so)
 	if err != nil {
 		return err
 	}
@@ -163,7 +168,7 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 			return err
 		}
 		if b.Real < c.batch {
-			continue // the run's end: the graph takes full batches
+			break // the run's end (Linger is the run's length): the graph takes full batches
 		}
 		for k := range c.batch {
 			ids[0][k], ids[1][k] = b.Sparse.Values[k], b.Sparse.Values[c.batch+k]
@@ -186,7 +191,7 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 		now := time.Now()
 		for _, id := range s.IDs() {
 			if at, err := rc.XRange(ctx, outStream, id, id).Result(); err == nil && len(at) == 1 {
-				if ms, err := strconv.ParseInt(fmt.Sprint(at[0].Values["t"]), 10, 64); err == nil {
+				if ms, err := strconv.ParseInt(eventTime(at[0]), 10, 64); err == nil {
 					ages = append(ages, now.Sub(time.UnixMilli(ms)).Seconds())
 					olds = append(olds, old{ms, deltas + 1})
 					met.Observe(now.Sub(time.UnixMilli(ms)))
@@ -302,7 +307,11 @@ func produce(ctx context.Context, rc redis.UniversalClient, c config, o onlineCo
 // join labels the impressions with their clicks (feed.Join) every 10 ms
 // until ctx ends, leaving its counts in *st.
 func join(ctx context.Context, rc redis.UniversalClient, o onlineConfig, st *feed.JoinStats) error {
-	j, err := feed.NewJoin(rc, feed.JoinOptions{Impressions: impStream, Clicks: clkStream, Out: outStream, Window: o.window, Count: 10_000})
+	jo := feed.JoinOptions{Impressions: impStream, Clicks: clkStream, Out: outStream, Window: o.window, Count: 10_000}
+	if o.pack > 1 {
+		jo.Lines, jo.Pack = []string{"label", "user", "item", "t"}, o.pack // onlineSchema's columns
+	}
+	j, err := feed.NewJoin(rc, jo)
 	if err != nil {
 		return err
 	}
@@ -314,6 +323,16 @@ func join(ctx context.Context, rc redis.UniversalClient, o onlineConfig, st *fee
 		time.Sleep(10 * time.Millisecond)
 	}
 	return ctx.Err()
+}
+
+// eventTime returns the impression time ("t", Unix ms) of a joined
+// entry's example, its first line's with -pack.
+func eventTime(m redis.XMessage) string {
+	if lines, ok := m.Values["lines"].(string); ok {
+		first, _, _ := strings.Cut(lines, "\n")
+		return first[strings.LastIndexByte(first, '\t')+1:]
+	}
+	return fmt.Sprint(m.Values["t"])
 }
 
 // p99 returns the 99th percentile of xs, 0 for none.
