@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 	"path/filepath"
 
 	"github.com/gathergrad/gather/checkpoint"
@@ -87,4 +88,28 @@ func ExampleOpenStream() {
 			log.Fatal(err)
 		}
 	}
+}
+
+// Joining a stream of impressions (a request id and the example's
+// fields) with a stream of clicks into the labelled examples a trainer
+// reads (ExampleOpenStream, with StreamOptions.Lines "lines"), 64 to an
+// entry: a click within a second of its impression makes a positive,
+// none a negative. It needs a Redis server at the address given, so go
+// test compiles it without running it; examples/stream -redis runs it
+// against a local server.
+func ExampleNewJoin() {
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379"})
+	j, err := feed.NewJoin(c, feed.JoinOptions{Impressions: "{clicks}:imp", Clicks: "{clicks}:click", Out: "{clicks}",
+		Window: time.Second, Lines: []string{"label", "user", "item"}, Pack: 64})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for ctx.Err() == nil {
+		if _, err := j.Step(ctx); err != nil {
+			log.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	log.Printf("%+v", j.Stats())
 }
