@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"time"
 	"path/filepath"
+	"time"
 
 	"github.com/gathergrad/gather/checkpoint"
 	"github.com/gathergrad/gather/feed"
