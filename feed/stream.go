@@ -491,9 +491,9 @@ func (s *Stream) fingerprint() int64 {
 // the last Ack: "<Name>.trained", int64 [MaxUnacked, 2], each id's
 // milliseconds and sequence number, the first n rows used;
 // "<Name>.of", int64 [2], the fingerprint of the stream, group and
-// consumer and n; and "<Name>.part", int64 [3], the entry partly
-// trained (with Lines: its id's two numbers and the lines trained; 0s
-// for none). Saved with the model after a batch trains, it keeps a
+// consumer and n; and with Lines "<Name>.part", int64 [3], the entry
+// partly trained (its id's two numbers and the lines trained; 0s for
+// none). Saved with the model after a batch trains, it keeps a
 // restarted worker from training them again (SetState).
 func (s *Stream) State() (map[string]tensor.Tensor, error) {
 	v := make([]int64, 2*s.o.MaxUnacked)
@@ -504,16 +504,19 @@ func (s *Stream) State() (map[string]tensor.Tensor, error) {
 		}
 		v[2*k], v[2*k+1] = int64(ms), int64(seq)
 	}
-	part := []int64{0, 0, 0}
-	if s.partID != "" {
-		ms, seq, _ := parseEntryID(s.partID)
-		part = []int64{int64(ms), int64(seq), int64(s.part)}
-	}
-	return map[string]tensor.Tensor{
-		s.o.Name + ".part":    tensor.New(tensor.WithShape(3), tensor.WithBacking(part)),
+	st := map[string]tensor.Tensor{
 		s.o.Name + ".trained": tensor.New(tensor.WithShape(s.o.MaxUnacked, 2), tensor.WithBacking(v)),
 		s.o.Name + ".of":      tensor.New(tensor.WithShape(2), tensor.WithBacking([]int64{s.fingerprint(), int64(len(s.trained))})),
-	}, nil
+	}
+	if s.o.Lines != "" {
+		part := []int64{0, 0, 0}
+		if s.partID != "" {
+			ms, seq, _ := parseEntryID(s.partID)
+			part = []int64{int64(ms), int64(seq), int64(s.part)}
+		}
+		st[s.o.Name+".part"] = tensor.New(tensor.WithShape(3), tensor.WithBacking(part))
+	}
+	return st, nil
 }
 
 // SetState restores a state State returned, of a Stream of the same
