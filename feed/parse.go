@@ -277,21 +277,6 @@ func (b *block) parseFields(l *layout) (col int, msg string) {
 	return 0, ""
 }
 
-// truncate drops b's examples after its first n, before finish.
-func (b *block) truncate(n int, nd int) {
-	for s := range b.lens {
-		ids := 0
-		for _, k := range b.lens[s][:n] {
-			ids += int(k)
-		}
-		b.lens[s], b.ids[s] = b.lens[s][:n], b.ids[s][:ids]
-		if len(b.wts[s]) > 0 {
-			b.wts[s] = b.wts[s][:ids]
-		}
-	}
-	b.labels, b.dense, b.n = b.labels[:n], b.dense[:n*nd], n
-}
-
 // drop removes k of b's examples from the from-th, before finish.
 func (b *block) drop(from, k, nd int) {
 	for s := range b.lens {

@@ -255,7 +255,7 @@ func (s *Stream) next(ctx context.Context) (*Batch, error) {
 			partID, part = "", 0
 		}
 		if s.blk.n > s.o.Batch { // the entry's first lines end this batch, the rest begin the next
-			s.blk.truncate(s.o.Batch, nd)
+			s.blk.drop(s.o.Batch, s.blk.n-s.o.Batch, nd)
 			taken--
 			s.ids = append(s.ids, m.ID)
 			partID, part = m.ID, done+s.o.Batch-start
@@ -394,7 +394,7 @@ func (s *Stream) parseLines(m redis.XMessage) (int, int, string) {
 			line, rest, more = rest[:i], rest[i+1:], true
 		}
 		if col, msg := b.parseLine(s.lay, bytes.TrimSuffix(line, []byte{'\r'})); msg != "" {
-			b.truncate(start, len(s.lay.dense))
+			b.drop(start, b.n-start, len(s.lay.dense))
 			return k, col, msg
 		}
 		if !more {
