@@ -116,11 +116,11 @@ func ReadIndices(op, what string, v any) (Indices, error) {
 	ix := Indices{Shape: t.Shape(), Dtype: t.Dtype()}
 	switch t.Dtype() {
 	case tensor.Int:
-		ix.Ints = t.Ints()[:n]
+		ix.Ints = Elems[int](t)[:n]
 	case tensor.Int32:
-		ix.I32 = t.Int32s()[:n]
+		ix.I32 = Elems[int32](t)[:n]
 	case tensor.Int64:
-		ix.I64 = t.Int64s()[:n]
+		ix.I64 = Elems[int64](t)[:n]
 	}
 	return ix, nil
 }
@@ -248,7 +248,7 @@ func PickWord[F any](w Word, f Words[F]) F { return f[w-Word8] }
 // names (read as machine words of T's width whatever t's dtype), one of
 // float32, float64, int, int32 and int64 (t's own dtype), or
 // kernel.Pointer. An empty tensor gives nil.
-func Elems[T any](t *tensor.Dense) []T { return kernel.Words[T](t.Uint8s()) }
+func Elems[T any](t *tensor.Dense) []T { return kernel.Words[T](t.Raw) }
 
 // addable are the dtypes whose values an op can add into an output, in the
 // order PickAddable takes its functions.
@@ -489,12 +489,14 @@ func Floats[T kernel.Float](t *tensor.Dense) []T {
 	if t.Shape().TotalSize() == 0 {
 		return []T{}
 	}
-	if t.Dtype() == tensor.Float32 {
-		v, _ := any(t.Float32s()).([]T)
-		return v
+	want := tensor.Float64
+	if _, ok := any(*new(T)).(float32); ok {
+		want = tensor.Float32
 	}
-	v, _ := any(t.Float64s()).([]T)
-	return v
+	if t.Dtype() != want {
+		return nil
+	}
+	return Elems[T](t)
 }
 
 // Prealloc returns prealloc as the output of an op of dtype dt and the
@@ -568,15 +570,15 @@ func Header[T int64 | float32 | float64](t *tensor.Dense, backing []T, shape ...
 		switch p := any(&d).(type) {
 		case *[]int64:
 			if t.Dtype() == tensor.Int64 {
-				*p = t.Int64s()
+				*p = Elems[int64](t)
 			}
 		case *[]float32:
 			if t.Dtype() == tensor.Float32 {
-				*p = t.Float32s()
+				*p = Elems[float32](t)
 			}
 		case *[]float64:
 			if t.Dtype() == tensor.Float64 {
-				*p = t.Float64s()
+				*p = Elems[float64](t)
 			}
 		}
 		if len(d) == len(backing) && &d[0] == &backing[0] && SameShape(t.Shape(), shape) {

@@ -3,6 +3,7 @@ package operand
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 
 	"gorgonia.org/tensor"
@@ -13,17 +14,18 @@ import (
 // Size returns the number of elements of shape, or an error if a dimension
 // is negative or the count overflows int.
 func Size(op, what string, shape tensor.Shape) (int, error) {
-	n := 1
+	n := uint64(1)
 	for _, d := range shape {
 		if d < 0 {
 			return 0, fmt.Errorf("%s: %s shape %s has a negative dimension: %w", op, what, ShapeString(shape), errs.ErrShape)
 		}
-		if d != 0 && n > math.MaxInt/d {
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > math.MaxInt {
 			return 0, fmt.Errorf("%s: %s shape %s has more than %d elements: %w", op, what, ShapeString(shape), math.MaxInt, errs.ErrShape)
 		}
-		n *= d
+		n = lo
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // ShapeString formats a shape as tensor.Shape does, "(2, 3)", without
