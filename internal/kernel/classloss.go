@@ -141,6 +141,23 @@ func (k classLossGradTask[T, I]) Part(lo, hi int) int {
 // classLossGrad is ClassLossGrad for the rows [lo, hi).
 func classLossGrad[T Float, I Index](o *ClassLoss, dst, x []T, t []I, c int, scale float64, ups []float64, add bool, lo, hi int) {
 	ce := o.Entropy
+	if !ce {
+		// NLLLoss: the rows cleared at once (unless added to), then
+		// each counted row's target.
+		if !add {
+			clear(dst[lo*c : hi*c])
+		}
+		for r := lo; r < hi; r++ {
+			if y := int64(t[r]); o.counted(y) {
+				k := scale
+				if ups != nil {
+					k = ups[r]
+				}
+				dst[r*c+int(y)] += T(-k * o.weight(int(y)))
+			}
+		}
+		return
+	}
 	eps := o.Smoothing
 	wsum := float64(c)
 	if o.Weights != nil {
@@ -202,13 +219,6 @@ func classLossGrad[T Float, I Index](o *ClassLoss, dst, x []T, t []I, c int, sca
 				k = ups[r]
 			}
 			wy := o.weight(int(y))
-			if !ce {
-				if !add {
-					clear(out)
-				}
-				out[y] += T(-k * wy)
-				continue
-			}
 			er := e[(r-r0)*c : (r-r0+1)*c]
 			out = out[:len(er)]
 			inv := 1 / s[r-r0]
