@@ -45,21 +45,22 @@ func inEights(has bool, asm, twin func(dst, src []float32), dst, src []float32) 
 	twin(dst[n:len(src)], src[n:])
 }
 
-// exp32Go is Exp32 one element at a time, the reference for exp32: each
-// product is rounded before it is added, as the assembly does.
+// exp32Go is Exp32 one element at a time, the reference for exp32: the
+// reduction's second step and Horner's rule in fused multiply-adds (FMA32),
+// each rounded once, as the assembly's VFMADD does.
 func exp32Go(dst, src []float32) {
 	dst = dst[:len(src)]
 	for i, x := range src {
 		c := max(x, expMin) // NaN stays NaN
 		n := float32(math.RoundToEven(float64(c * expLog2E)))
-		r := c - float32(n*expLn2Hi)
-		r -= float32(n * expLn2Lo)
+		r := c - float32(n*expLn2Hi) // n·ln2Hi is exact: fused or not, the same
+		r = FMA32(-n, expLn2Lo, r)
 		p := expTaylor[0]
 		for _, k := range expTaylor[1:] {
-			p = float32(p*r) + k
+			p = FMA32(p, r, k)
 		}
-		p = float32(p*r) + 1
-		p = float32(p*r) + 1
+		p = FMA32(p, r, 1)
+		p = FMA32(p, r, 1)
 		p *= math.Float32frombits(uint32(int32(n)+127) << 23)
 		if x < expMin {
 			p = 0

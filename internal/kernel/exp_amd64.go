@@ -5,10 +5,10 @@ package kernel
 import "golang.org/x/sys/cpu"
 
 // hasExpAsm reports whether the processor runs exp32, which uses AVX2
-// instructions.
-var hasExpAsm = cpu.X86.HasAVX2
+// and fused multiply-add (FMA3) instructions.
+var hasExpAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-// exp32 is exp32Go in AVX2 assembly, eight elements per instruction
+// exp32 is exp32Go in AVX2 and FMA assembly, eight elements per instruction
 // (exp_amd64.s); len(src) must be a multiple of 8. Call it only when
 // hasExpAsm is set.
 //

@@ -26,22 +26,15 @@
 	VROUNDPS  $0, Y2, Y2; \
 	VMULPS    Y13, Y2, Y3; \
 	VSUBPS    Y3, Y1, Y1; \
-	VMULPS    Y12, Y2, Y3; \
-	VSUBPS    Y3, Y1, Y1; \
-	VMULPS    Y11, Y1, Y3; \
-	VADDPS    Y10, Y3, Y3; \
-	VMULPS    Y1, Y3, Y3; \
-	VADDPS    Y9, Y3, Y3; \
-	VMULPS    Y1, Y3, Y3; \
-	VADDPS    Y8, Y3, Y3; \
-	VMULPS    Y1, Y3, Y3; \
-	VADDPS    Y7, Y3, Y3; \
-	VMULPS    Y1, Y3, Y3; \
-	VADDPS    Y6, Y3, Y3; \
-	VMULPS    Y1, Y3, Y3; \
-	VADDPS    Y5, Y3, Y3; \
-	VMULPS    Y1, Y3, Y3; \
-	VADDPS    Y5, Y3, Y3; \
+	VFNMADD231PS Y12, Y2, Y1; \
+	VMOVAPS   Y11, Y3; \
+	VFMADD213PS Y10, Y1, Y3; \
+	VFMADD213PS Y9, Y1, Y3; \
+	VFMADD213PS Y8, Y1, Y3; \
+	VFMADD213PS Y7, Y1, Y3; \
+	VFMADD213PS Y6, Y1, Y3; \
+	VFMADD213PS Y5, Y1, Y3; \
+	VFMADD213PS Y5, Y1, Y3; \
 	VCVTPS2DQ Y2, Y2; \
 	VPADDD    Y4, Y2, Y2; \
 	VPSLLD    $23, Y2, Y2; \
@@ -54,9 +47,9 @@
 //
 // exp32Go on eight elements at a time: clamp x below at expMin (VMAXPS
 // returns x itself when x is NaN), n = round(x·log2(e)), r = x - n·ln2Hi -
-// n·ln2Lo, Taylor polynomial of exp(r) by Horner's rule (VMULPS then
-// VADDPS, no fused multiply-add, as in exp32Go), times 2^n built in the
-// exponent bits, and 0 where x < expMin.
+// n·ln2Lo (the second step a VFNMADD), Taylor polynomial of exp(r) by
+// Horner's rule in VFMADDs (each rounded once, as FMA32 in exp32Go), times
+// 2^n built in the exponent bits, and 0 where x < expMin.
 TEXT ·exp32(SB), NOSPLIT, $0-48
 	MOVQ         dst_base+0(FP), DI
 	MOVQ         src_base+24(FP), SI
