@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gathergrad/gather/internal/kernel"
 	"github.com/gathergrad/gather/internal/ref"
 )
 
@@ -166,6 +167,24 @@ func BenchmarkBaselines(b *testing.B) {
 				alloc()
 			}
 		})
+		// The output's bytes copied into new memory the runtime does not
+		// clear (kernel.Uninit, as Take's new outputs are), the collector
+		// steady: the floor under a forward that returns a new tensor,
+		// which lies where the collector last freed, not in the cache.
+		b.Run(c.name+"/new-copy", func(b *testing.B) {
+			d := get()
+			src := make([]float32, d.oshape.TotalSize())
+			fresh := func() {
+				dst := kernel.Uninit[float32](len(src))
+				copy(dst, src)
+				newSink = dst
+			}
+			ref.Steady(fresh)
+			b.SetBytes(2 * d.outBytes)
+			for b.Loop() {
+				fresh()
+			}
+		})
 		b.Run(c.name+"/copy", func(b *testing.B) {
 			d := get()
 			src := make([]float32, d.oshape.TotalSize())
@@ -229,6 +248,9 @@ func BenchmarkBaselines(b *testing.B) {
 }
 
 var allocSink *tensor.Dense
+
+// newSink keeps the last new-copy baseline's output reachable.
+var newSink []float32
 
 // naiveForward is the textbook loop over output elements, one offset
 // computation per element.

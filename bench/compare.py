@@ -141,8 +141,8 @@ def table(procs, gos, torches):
     if ONLY:
         return
     ratio_table("bag case", [f"{c}/{d}" for c in BAGS for d in ("fwd", "fwd-reuse", "bwd")], gos, torches)
-    print("| case | ours ns/op | PyTorch ns/op | PyTorch/ours | ours GB/s | of `copy` GB/s |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| case | ours ns/op | PyTorch ns/op | PyTorch/ours | ours GB/s | of `copy` GB/s | of `new-copy` GB/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     ratios = {"fwd": [], "fwd-reuse": [], "bwd": []}
     for c in CASES:
         for d in ("fwd", "fwd-reuse", "bwd"):
@@ -151,14 +151,16 @@ def table(procs, gos, torches):
             r = peer / ours
             ratios[d].append(r)
             of_copy = f"{mbs / med(gos, c + '/copy', 1):.0%}" if d != "bwd" else ""
-            print(f"| `{key}` | {n(ours)} | {n(peer)} | {r:.2f}x | {mbs / 1000:.1f} | {of_copy} |")
+            new_copy = med(gos, c + '/new-copy', 1)
+            of_new = f"{mbs / new_copy:.0%}" if d == "fwd" and new_copy else ""
+            print(f"| `{key}` | {n(ours)} | {n(peer)} | {r:.2f}x | {mbs / 1000:.1f} | {of_copy} | {of_new} |")
     for name, rs in (("new output (fwd)", ratios["fwd"]), ("reused buffer and backward (fwd-reuse, bwd)", ratios["fwd-reuse"] + ratios["bwd"])):
         geo = math.exp(sum(map(math.log, rs)) / len(rs))
         print(f"\n{name}: geometric mean of PyTorch/ours {geo:.2f}x; lowest {min(rs):.2f}x.")
     print()
     print("| baseline (same rounds), ns/op | " + " | ".join(CASES) + " |")
     print("|---|" + "---:|" * len(CASES))
-    for b in ("copy", "alloc", "ByIndices", "ByIndicesB", "naive-fwd", "naive-bwd"):
+    for b in ("copy", "new-copy", "alloc", "ByIndices", "ByIndicesB", "naive-fwd", "naive-bwd"):
         print(f"| `{b}` | " + " | ".join(n(med(gos, f"{c}/{b}", 0)) for c in CASES) + " |")
     for c in CASES[:2]:
         fwd, pre, bwd = med(gos, c + "/fwd", 0), med(gos, c + "/fwd-reuse", 0), med(gos, c + "/bwd", 0)
