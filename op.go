@@ -254,8 +254,10 @@ func checkOut(kind operator, out *tensor.Dense, shape tensor.Shape, dt tensor.Dt
 	if out.Dtype() != dt {
 		return fmt.Errorf("%s: the output is %v, the result %v: %w", kind, out.Dtype(), dt, ErrDtype)
 	}
-	if _, ok := operand.PickAddable(dt, [5]bool{}); add && !ok {
-		return fmt.Errorf("%s: cannot add %v values into the output: %w", kind, dt, ErrDtype)
+	if add {
+		if _, ok := operand.PickAddable(dt, [5]bool{}); !ok {
+			return fmt.Errorf("%s: cannot add %v values into the output: %w", kind, dt, ErrDtype)
+		}
 	}
 	if !operand.SameShape(out.Shape(), shape) {
 		return fmt.Errorf("%s: the output has shape %v, the result %s: %w", kind, out.Shape(), operand.ShapeString(shape), ErrShape)

@@ -109,18 +109,17 @@ func ReadIndices(op, what string, v any) (Indices, error) {
 	if err != nil {
 		return Indices{}, err
 	}
-	if err := CheckIndexDtype(op, what, t.Dtype()); err != nil {
-		return Indices{}, err
-	}
-	n := t.Shape().TotalSize()
-	ix := Indices{Shape: t.Shape(), Dtype: t.Dtype()}
-	switch t.Dtype() {
+	n, dt := t.Shape().TotalSize(), t.Dtype()
+	ix := Indices{Shape: t.Shape(), Dtype: dt}
+	switch dt {
 	case tensor.Int:
 		ix.Ints = Elems[int](t)[:n]
 	case tensor.Int32:
 		ix.I32 = Elems[int32](t)[:n]
 	case tensor.Int64:
 		ix.I64 = Elems[int64](t)[:n]
+	default:
+		return Indices{}, CheckIndexDtype(op, what, dt)
 	}
 	return ix, nil
 }
