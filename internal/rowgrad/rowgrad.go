@@ -71,7 +71,11 @@ func newValues(dt tensor.Dtype, n, dim int, buf *Buffer) *tensor.Dense {
 // header returns the [n, dim] tensor of backing: the one made for n rows
 // before, if it is of this memory, else a new one, kept for next time.
 func header[T float32 | float64](buf *Buffer, backing []T, n, dim int) *tensor.Dense {
-	t := operand.Header(buf.headers[n], backing, n, dim)
+	old := buf.headers[n]
+	t := operand.Header(old, backing, n, dim)
+	if t == old {
+		return t
+	}
 	if buf.headers == nil {
 		buf.headers = map[int]*tensor.Dense{}
 	}
