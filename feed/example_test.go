@@ -88,6 +88,9 @@ func ExampleOpenStream() {
 			log.Fatal(err)
 		}
 	}
+	if err := s.Close(); err != nil {
+		log.Fatal(err)
+	}
 }
 
 // Joining a stream of impressions (a request id and the example's

@@ -458,6 +458,21 @@ func (s *Stream) Ack(ctx context.Context) error {
 	return nil
 }
 
+// Close waits for the read of the next batch's entries that Next starts
+// as it returns a batch, if one is running, and returns its error. The
+// entries that read took are this consumer's pending ones: a Stream of
+// the same consumer opened after Close reads them first; one opened
+// before that read ends may pass its pending entries without them. The
+// Stream is not used after Close.
+func (s *Stream) Close() error {
+	if s.ahead == nil {
+		return nil
+	}
+	r := <-s.ahead
+	s.ahead = nil
+	return r.err
+}
+
 // IDs returns the entry ids of the last batch's real examples, in order.
 func (s *Stream) IDs() []string { return s.ids }
 

@@ -121,12 +121,16 @@ func TestStreamRestart(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Next(ctx) // trained, not saved: lost with the crash
 	require.NoError(t, err)
+	// The crash: the read of the next entries Next started ends first
+	// (they are pending for w1 then, as a dead process's last read's are).
+	require.NoError(t, s.Close())
 
 	again, err := OpenStream(ctx, c, streamSchema, streamOptions("w1"))
 	require.NoError(t, err)
 	_, err = again.Next(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ids[:4], again.IDs(), "without the state, the pending entries from the first")
+	require.NoError(t, again.Close())
 
 	resumed, err := OpenStream(ctx, c, streamSchema, streamOptions("w1"))
 	require.NoError(t, err)
@@ -380,4 +384,34 @@ func TestStreamShortWait(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, msgs)
 	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// Close waits for the read ahead that Next started: once it returns, that
+// read's entries are pending for the consumer, and a Stream of the same
+// consumer opened then reads them after the batch's.
+func TestStreamClose(t *testing.T) {
+	c := startRedis(t)
+	ctx := context.Background()
+	ids := addEntries(t, c, "{clicks}", 0, 8)
+	s, err := OpenStream(ctx, c, streamSchema, streamOptions("w1"))
+	require.NoError(t, err)
+	_, err = s.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ids[:4], s.IDs())
+	require.NoError(t, s.Close())
+	pending, err := c.XPending(ctx, "{clicks}", "trainers").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(8), pending.Count, "the batch's entries and the read ahead's")
+	require.NoError(t, s.Close(), "a second Close")
+
+	again, err := OpenStream(ctx, c, streamSchema, streamOptions("w1"))
+	require.NoError(t, err)
+	var got []string
+	for range 2 {
+		_, err := again.Next(ctx)
+		require.NoError(t, err)
+		got = append(got, again.IDs()...)
+	}
+	require.Equal(t, ids, got, "the pending entries, the read ahead's among them")
+	require.NoError(t, again.Close())
 }

@@ -148,6 +148,7 @@ func runOnline(w io.Writer, c config, o onlineConfig) error {
 	if err != nil {
 		return err
 	}
+	defer s.Close()
 	ids := [2][]int64{make([]int64, c.batch), make([]int64, c.batch)}
 	clicks := make([]float32, c.batch)
 	p := make([]float32, c.batch)
