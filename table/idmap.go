@@ -36,6 +36,15 @@ type IDMap struct {
 	pcg   *rand.PCG // rng's source, saved by State
 	rng   *rand.Rand
 	step  int64 // the last Map's step
+
+	// check's scratch, kept from batch to batch: a map made afresh for
+	// each batch is fresh memory, its first writes page faults.
+	scratch struct {
+		held    map[int64]bool
+		heldFor int // the batch size held was made for
+		fresh   []int64
+		cells   map[int]uint32
+	}
 }
 
 type rowEntry struct {
@@ -178,7 +187,16 @@ func (m *IDMap) check(ids []int64, step int64) error {
 			busy++
 		}
 	}
-	held := make(map[int64]bool, len(ids)) // ids holding a row that does not expire now
+	// held: ids holding a row that does not expire now. A scratch map
+	// made for a much larger batch is made again, as clearing a map
+	// takes time in its size.
+	sc := &m.scratch
+	if sc.held == nil || sc.heldFor > 4*len(ids)+1024 {
+		sc.held, sc.heldFor, sc.cells = make(map[int64]bool, len(ids)), len(ids), nil
+	}
+	held := sc.held
+	clear(held)
+	sc.heldFor = max(sc.heldFor, len(ids))
 	for _, id := range ids {
 		if r, ok := m.ids[id]; ok && !expired(r) && !held[id] {
 			held[id] = true
@@ -188,10 +206,14 @@ func (m *IDMap) check(ids []int64, step int64) error {
 		}
 	}
 	// The batch's sightings of the others, in order, as Map counts them.
-	var fresh []int64 // the ids Map would admit, in order
+	fresh := sc.fresh[:0] // the ids Map would admit, in order
 	var cells map[int]uint32
 	if m.cms != nil {
-		cells = make(map[int]uint32)
+		if sc.cells == nil {
+			sc.cells = make(map[int]uint32)
+		}
+		cells = sc.cells
+		clear(cells)
 	}
 	for _, id := range ids {
 		if m.o.Pad && id == m.o.PadID || held[id] {
@@ -203,6 +225,7 @@ func (m *IDMap) check(ids []int64, step int64) error {
 		held[id] = true // later sightings find its row
 		fresh = append(fresh, id)
 	}
+	sc.fresh = fresh
 	need := len(fresh)
 	avail := len(m.free)
 	if m.o.Evict != driver.Refuse {

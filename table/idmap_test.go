@@ -952,3 +952,53 @@ func TestHeldIDMap(t *testing.T) {
 		require.ErrorIs(t, err, errs.ErrOption, "%v", bad)
 	}
 }
+
+// The capacity check keeps its scratch from batch to batch: a batch of
+// ids that all hold rows maps without allocating, and a batch after a
+// much larger one (whose scratch is made again) is checked as before,
+// its error naming the first id without a row.
+func TestIDMapCheckScratch(t *testing.T) {
+	ctx := context.Background()
+	m, err := NewIDMap("s", driver.IDMapOptions{Rows: 4096, Evict: driver.Refuse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, 2048)
+	for k := range ids {
+		ids[k] = int64(tablerows.Mix(uint64(k), 5))
+	}
+	rows := make([]int64, len(ids))
+	if _, err := m.Map(ctx, ids, rows, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	step := int64(1)
+	if a := testing.AllocsPerRun(20, func() {
+		if _, err := m.Map(ctx, ids, rows, step, nil); err != nil {
+			t.Fatal(err)
+		}
+		step++
+	}); a != 0 {
+		t.Errorf("Map of held ids: %v allocations, want 0", a)
+	}
+
+	small, _ := NewIDMap("small", driver.IDMapOptions{Rows: 100, Evict: driver.Refuse})
+	big := make([]int64, 5000)
+	for k := range big {
+		big[k] = int64(k) * 7
+	}
+	_, err = small.Map(ctx, big, make([]int64, len(big)), 0, nil)
+	if !errors.Is(err, ErrCapacity) || !strings.Contains(err.Error(), "no row for id 700:") {
+		t.Fatalf("5000 new ids into 100 rows: %v, want ErrCapacity naming id 700", err)
+	}
+	if _, err := small.Map(ctx, big[:10], make([]int64, 10), 1, nil); err != nil {
+		t.Fatalf("10 new ids into 100 rows: %v", err)
+	}
+	_, err = small.Map(ctx, big[:200], make([]int64, 200), 2, nil)
+	if !errors.Is(err, ErrCapacity) || !strings.Contains(err.Error(), "no row for id 700:") ||
+		!strings.Contains(err.Error(), "needs 190 new rows and the map may give 90 of its 100") {
+		t.Fatalf("190 new ids into 90 free rows: %v, want ErrCapacity naming id 700", err)
+	}
+	if st := statsOf(small); st.Used != 10 {
+		t.Errorf("after the refused batches %d rows used, want 10", st.Used)
+	}
+}
