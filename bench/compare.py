@@ -288,10 +288,61 @@ def readme_tables(text, steps_only):
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out))
 
 
+def merge_procs(text):
+    """Returns text with its thread counts' sections made one: each table
+    row's cells "at the first count / at the second", the lines between
+    tables once a count, and the heading without the run's time (the
+    commit names the run)."""
+    head, *parts = re.split(r"\n(?=GOMAXPROCS=)", text)
+    head = re.sub(r", \d{4}-\d\d-\d\d \d\d:\d\d UTC", "", head)
+    if len(parts) != 2:
+        return "\n".join([head] + parts)
+    counts = [re.match(r"GOMAXPROCS=(\d+)", p).group(1) for p in parts]
+    blocks = []  # per section: a list of ("table", lines) or ("text", line)
+    for p in parts:
+        bs, open_table = [], False
+        for line in p.splitlines()[1:]:
+            if line.startswith("|"):
+                if open_table:
+                    bs[-1][1].append(line)
+                else:
+                    bs.append(("table", [line]))
+                open_table = True
+                continue
+            open_table = False
+            if line.strip():
+                bs.append(("text", line))
+        blocks.append(bs)
+    a, b = blocks
+    if [k for k, _ in a] != [k for k, _ in b] or any(k == "table" and x[0] != y[0] for (k, x), (_, y) in zip(a, b)):
+        return "\n".join([head] + parts)
+    rounds = re.search(r"\((\d+) rounds\)", parts[0])
+    out = [head, f"GOMAXPROCS={counts[0]} / {counts[1]}, PyTorch --threads {counts[0]} / {counts[1]}"
+           f"{' (' + rounds.group(1) + ' rounds)' if rounds else ''}: each cell at {counts[0]} threads / at {counts[1]}.", ""]
+    for (kind, x), (_, y) in zip(a, b):
+        if kind == "text":
+            (kx, _, vx), (ky, _, vy) = x.partition(": "), y.partition(": ")
+            out += [f"{kx} ({counts[0]} / {counts[1]} threads): {vx} / {vy}" if kx == ky else f"{x} / {y}", ""]
+            continue
+        rows = {r.split("|")[1]: r.split("|") for r in y[2:]}
+        out += x[:2]
+        for r in x[2:]:
+            cx = r.split("|")
+            cy = rows.get(cx[1], [])
+            if len(cy) != len(cx):
+                cy = [""] * len(cx)
+            cells = [cx[1].strip()] + [u.strip() if not v.strip() else f"{u.strip()} / {v.strip()}"
+                                       for u, v in zip(cx[2:-1], cy[2:-1])]
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def write_readme(tags, text):
     """Replaces the text between <!-- results TAGS --> and
-    <!-- /results TAGS --> in bench/README.md with text's tables."""
-    text = readme_tables(text, tags != "default")
+    <!-- /results TAGS --> in bench/README.md with text's tables, the
+    thread counts side by side."""
+    text = merge_procs(readme_tables(text, tags != "default"))
     path = os.path.join(HERE, "README.md")
     with open(path) as f:
         doc = f.read()
