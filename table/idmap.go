@@ -38,7 +38,7 @@ type IDMap struct {
 	step  int64 // the last Map's step
 
 	// check's scratch, kept from batch to batch: a map made afresh for
-	// each batch is fresh memory, its first writes page faults.
+	// each batch is fresh memory, whose first writes fault.
 	scratch struct {
 		held    map[int64]bool
 		heldFor int // the batch size held was made for
