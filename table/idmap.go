@@ -187,12 +187,12 @@ func (m *IDMap) check(ids []int64, step int64) error {
 			busy++
 		}
 	}
-	// held: ids holding a row that does not expire now. A scratch map
-	// made for a much larger batch is made again, as clearing a map
-	// takes time in its size.
+	// held: ids holding a row that does not expire now. Scratch made
+	// for a much larger batch is made again, as clearing a map takes
+	// time in its size.
 	sc := &m.scratch
 	if sc.held == nil || sc.heldFor > 4*len(ids)+1024 {
-		sc.held, sc.heldFor, sc.cells = make(map[int64]bool, len(ids)), len(ids), nil
+		sc.held, sc.heldFor, sc.cells, sc.fresh = make(map[int64]bool, len(ids)), len(ids), nil, nil
 	}
 	held := sc.held
 	clear(held)
